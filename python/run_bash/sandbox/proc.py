@@ -1,0 +1,221 @@
+"""Process-tree plumbing shared by the runtime and the backends: subreaper, tags, sweeps.
+
+Every command runs with ``RUN_BASH_SESSION=<id>`` in its environment. The host is a child subreaper, so
+a process that escapes its tree (``setsid``, double fork, ``nohup … &``) is reparented to the host, where
+the tag (read from ``/proc/<pid>/environ``) still says which session it belongs to. Pids are always
+paired with their start time so a recycled pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterable
+from functools import lru_cache
+
+SESSION_TAG = "RUN_BASH_SESSION"
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+KILL_GRACE_S = 2.0
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def set_child_subreaper() -> bool:
+    """Make this process the subreaper of its descendants; False when the kernel refuses."""
+    return _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent dies."""
+    return _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
+
+
+@lru_cache(maxsize=1)
+def bash_path() -> str | None:
+    """Absolute path of bash, resolved once."""
+    return shutil.which("bash") or ("/bin/bash" if os.path.exists("/bin/bash") else None)
+
+
+def start_time(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (field 22 of /proc/pid/stat), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    rest = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (all threads)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every descendant of ``pid``, parents before children."""
+    out: list[int] = []
+    stack = [pid]
+    seen = {pid}
+    while stack:
+        for child in children(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                out.append(child)
+                stack.append(child)
+    return out
+
+
+def session_tag(pid: int) -> str | None:
+    """The ``RUN_BASH_SESSION`` value in the environment of ``pid``, if readable."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    prefix = SESSION_TAG.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Signal a process group, ignoring one that is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+
+
+class Tracker:
+    """The processes of one run: its root's tree plus orphans carrying its tag.
+
+    ``owner`` is the process that orphans are reparented to (this process, a subreaper).
+    """
+
+    def __init__(self, session_id: str, root: int, owner: int | None = None) -> None:
+        self.session_id = session_id
+        self.root = root
+        self.owner = owner if owner is not None else os.getpid()
+        self.known: dict[int, int] = {}  # pid -> start time
+        self.remember([root])
+
+    def remember(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            if pid not in self.known:
+                st = start_time(pid)
+                if st is not None:
+                    self.known[pid] = st
+
+    def members(self, exclude: Iterable[int] = ()) -> list[int]:
+        """Live processes of this run (not zombies), pid+start-time checked."""
+        skip = set(exclude)
+        found: set[int] = set()
+        if start_time(self.root) == self.known.get(self.root):
+            found.add(self.root)
+            found.update(descendants(self.root))
+        for child in children(self.owner):
+            if child in skip or child in found:
+                continue
+            if child in self.known or session_tag(child) == self.session_id:
+                found.add(child)
+                found.update(descendants(child))
+        self.remember(found)
+        return [p for p in found if start_time(p) == self.known.get(p) and not is_zombie(p)]
+
+    def signal(self, sig: int, exclude: Iterable[int] = ()) -> int:
+        """Send ``sig`` to every live member; return how many were signalled."""
+        count = 0
+        for pid in self.members(exclude):
+            try:
+                os.kill(pid, sig)
+                count += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        return count
+
+    def reap_orphans(self) -> None:
+        """Reap zombie orphans of this run that were reparented to ``owner``."""
+        for pid in list(self.known):
+            if pid == self.root:
+                continue
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def sweep(trackers: Iterable[Tracker], grace_s: float = KILL_GRACE_S, exclude: Iterable[int] = ()) -> int:
+    """TERM every member of ``trackers``, wait up to ``grace_s``, KILL what is left; return survivors."""
+    trackers = list(trackers)
+    excl = list(exclude)
+    for t in trackers:
+        t.signal(signal.SIGTERM, excl)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        for t in trackers:
+            t.reap_orphans()
+        if not any(t.members(excl) for t in trackers):
+            return 0
+        time.sleep(0.02)
+    for t in trackers:
+        t.signal(signal.SIGKILL, excl)
+    time.sleep(0.02)
+    for t in trackers:
+        t.reap_orphans()
+    return sum(len(t.members(excl)) for t in trackers)
+
+
+def sweep_all_descendants(owner: int | None = None, grace_s: float = 0.5) -> None:
+    """Kill every descendant of ``owner`` (default: this process): the exit path of the host."""
+    owner = owner if owner is not None else os.getpid()
+    pids = {p: start_time(p) for p in descendants(owner)}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(
+        start_time(p) == st and not is_zombie(p) for p, st in pids.items()
+    ):
+        time.sleep(0.02)
+    for pid in set(pids) | set(descendants(owner)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in children(owner):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
