@@ -1,0 +1,239 @@
+--- The approval window for :RunBash: one floating window at a time, requests queued.
+---
+--- Keys: `a` accept once, `A` accept this exact command for the rest of this Neovim session,
+--- `r` reject (asks for an optional reason), `q` / `<Esc>` cancel. Closing the window any other way,
+--- or wiping its buffer, cancels. Only when a float cannot be opened at all does it fall back to
+--- `vim.fn.confirm` — never to "accept".
+local M = {}
+local H = {}
+
+H.queue = {}
+H.active = nil
+H.always = {} -- "<mode>\0<cmd>" -> true, for this Neovim session
+H.ns = vim.api.nvim_create_namespace("run_bash_approval")
+
+local function key_of(req)
+  return (req.verdict.sandboxed and "sandbox" or "nosandbox") .. "\0" .. req.cmd
+end
+
+--- Whether `cmd` was accepted with `A` in this session (same sandbox mode).
+function M.is_always(req)
+  return H.always[key_of(req)] == true
+end
+
+--- Forget every `A` decision.
+function M.reset()
+  H.always = {}
+end
+
+--- Ask the user about `req` = { cmd, verdict, cwd }; `cb(decision, reason)` exactly once with
+--- decision "accept" | "always" | "reject" | "cancel".
+function M.request(req, cb)
+  if M.is_always(req) then
+    require("run_bash.audit_log").decision(req.cmd, req.verdict, "user_always_cached")
+    return cb("accept")
+  end
+  table.insert(H.queue, { req = req, cb = cb })
+  if not H.active then
+    H.next()
+  end
+end
+
+--- Number of requests waiting (including the one shown).
+function M.pending()
+  return #H.queue + (H.active and 1 or 0)
+end
+
+function H.next()
+  local item = table.remove(H.queue, 1)
+  if not item then
+    return
+  end
+  H.active = item
+  local ok, err = pcall(H.open, item)
+  if not ok then
+    H.fallback(item, err)
+  end
+end
+
+function H.finish(decision, reason)
+  local item = H.active
+  if not item then
+    return
+  end
+  H.active = nil
+  H.close(item)
+  if decision == "always" then
+    H.always[key_of(item.req)] = true
+  end
+  local who = ({
+    accept = "user_accept",
+    always = "user_always",
+    reject = "user_reject",
+    cancel = "user_cancel",
+  })[decision]
+  require("run_bash.audit_log").decision(item.req.cmd, item.req.verdict, who, reason)
+  local ok, e = pcall(item.cb, decision, reason)
+  if not ok then
+    require("run_bash").notify("approval callback failed: " .. tostring(e), vim.log.levels.ERROR)
+  end
+  vim.schedule(H.next)
+end
+
+function H.close(item)
+  if item.augroup then
+    pcall(vim.api.nvim_del_augroup_by_id, item.augroup)
+  end
+  if item.win and vim.api.nvim_win_is_valid(item.win) then
+    pcall(vim.api.nvim_win_close, item.win, true)
+  end
+  if item.buf and vim.api.nvim_buf_is_valid(item.buf) then
+    pcall(vim.api.nvim_buf_delete, item.buf, { force = true })
+  end
+end
+
+function H.lines(req)
+  local v = req.verdict
+  local lines, marks = {}, {}
+  local function add(text, hl)
+    table.insert(lines, text)
+    if hl then
+      table.insert(marks, { #lines - 1, hl })
+    end
+  end
+  for _, l in ipairs(vim.split(req.cmd, "\n", { plain = true })) do
+    add("  " .. l)
+  end
+  local cmd_lines = #lines
+  add("")
+  if v.sandboxed then
+    add("where:  sandbox: " .. v.backend, "DiagnosticOk")
+  else
+    add("where:  WITHOUT SANDBOX" .. (v.unavailable ~= "" and v.unavailable and (" (" .. v.unavailable .. ")") or ""), "DiagnosticError")
+  end
+  if v.pause then
+    add("why:    " .. (v.reason or "paused"), "DiagnosticWarn")
+    if v.rule and v.rule ~= vim.NIL then
+      add("rule:   " .. v.rule)
+    end
+  elseif not v.sandboxed then
+    add("why:    runs with your full permissions", "DiagnosticWarn")
+  end
+  add("cwd:    " .. (req.cwd or vim.fn.getcwd()))
+  add("")
+  add("[a] accept once  [A] always (this session)  [r] reject  [q] cancel", "Comment")
+  return lines, marks, cmd_lines
+end
+
+function H.open(item)
+  local req = item.req
+  local lines, marks, cmd_lines = H.lines(req)
+  local buf = vim.api.nvim_create_buf(false, true)
+  item.buf = buf
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  for _, m in ipairs(marks) do
+    vim.api.nvim_buf_set_extmark(buf, H.ns, m[1], 0, { line_hl_group = m[2] })
+  end
+  -- Bash highlighting for the command lines only, when a parser is there.
+  pcall(function()
+    local parser = vim.treesitter.get_string_parser(req.cmd, "bash")
+    parser:parse()
+  end)
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = "run_bash_approval"
+  local width = 20
+  for _, l in ipairs(lines) do
+    width = math.max(width, vim.fn.strdisplaywidth(l))
+  end
+  width = math.min(width + 2, math.max(20, vim.o.columns - 4))
+  local height = math.min(#lines + 2, math.max(5, vim.o.lines - 6))
+  item.win = vim.api.nvim_open_win(buf, true, {
+    relative = "editor",
+    width = width,
+    height = math.min(#lines, height),
+    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1),
+    col = math.max(0, math.floor((vim.o.columns - width) / 2)),
+    style = "minimal",
+    border = "rounded",
+    title = " run_bash ",
+    title_pos = "center",
+    noautocmd = false,
+  })
+  vim.wo[item.win].wrap = true
+  vim.wo[item.win].cursorline = false
+  pcall(vim.api.nvim_win_set_cursor, item.win, { math.max(1, cmd_lines), 0 })
+  local function map(lhs, fn, desc)
+    vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, desc = desc })
+  end
+  map("a", function()
+    H.finish("accept")
+  end, "Accept once")
+  map("A", function()
+    H.finish("always")
+  end, "Accept this command for the session")
+  map("r", function()
+    local current = H.active
+    vim.ui.input({ prompt = "Reason for rejecting (optional): " }, function(reason)
+      if H.active == current then
+        H.finish("reject", reason)
+      end
+    end)
+  end, "Reject")
+  map("q", function()
+    H.finish("cancel")
+  end, "Cancel")
+  map("<Esc>", function()
+    H.finish("cancel")
+  end, "Cancel")
+  item.augroup = vim.api.nvim_create_augroup("RunBashApproval", { clear = true })
+  vim.api.nvim_create_autocmd({ "BufWipeout", "BufHidden" }, {
+    group = item.augroup,
+    buffer = buf,
+    desc = "run_bash: closing the approval window cancels",
+    callback = function()
+      if H.active == item then
+        vim.schedule(function()
+          if H.active == item then
+            H.finish("cancel")
+          end
+        end)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("WinClosed", {
+    group = item.augroup,
+    pattern = tostring(item.win),
+    desc = "run_bash: closing the approval window cancels",
+    callback = function()
+      if H.active == item then
+        vim.schedule(function()
+          if H.active == item then
+            H.finish("cancel")
+          end
+        end)
+      end
+    end,
+  })
+end
+
+function H.fallback(item, err)
+  H.close(item)
+  local v = item.req.verdict
+  local msg = ("run_bash (%s): %s\n%s\n%s"):format(
+    tostring(err),
+    item.req.cmd,
+    v.sandboxed and ("sandbox: " .. v.backend) or "WITHOUT SANDBOX",
+    v.reason or ""
+  )
+  local choice = vim.fn.confirm(msg, "&Accept once\n&Reject\n&Cancel", 3)
+  item.win, item.buf = nil, nil
+  H.finish(choice == 1 and "accept" or (choice == 2 and "reject" or "cancel"))
+end
+
+--- For tests: the window of the request being shown, or nil.
+function M._active_win()
+  return H.active and H.active.win
+end
+
+return M

@@ -1,0 +1,323 @@
+--- Ex-commands: :RunBash, :RunBashSessions, :RunBashKill, :RunBashOutput, :RunBashLog.
+local M = {}
+local H = {}
+
+local MAX_BUF_LINES = 20000
+
+local function rb()
+  return require("run_bash")
+end
+
+function H.err(msg)
+  rb().notify(msg, vim.log.levels.ERROR)
+end
+
+--- Open (or reuse) the scratch buffer named `name` in a split below; returns bufnr.
+function H.open_scratch(name, filetype)
+  local buf = vim.fn.bufnr(name)
+  if buf == -1 or not vim.api.nvim_buf_is_valid(buf) then
+    buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_name(buf, name)
+  end
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = filetype or "run_bash"
+  local win = vim.fn.bufwinid(buf)
+  if win == -1 then
+    vim.cmd("botright sbuffer " .. buf)
+    vim.cmd("resize " .. math.min(15, math.floor(vim.o.lines / 3)))
+  else
+    vim.api.nvim_set_current_win(win)
+  end
+  vim.keymap.set("n", "q", "<Cmd>close<CR>", { buffer = buf, nowait = true, desc = "Close" })
+  return buf
+end
+
+--- Append `text` to `buf`, continuing its last line; keeps at most MAX_BUF_LINES lines.
+function H.append(buf, text)
+  if not vim.api.nvim_buf_is_valid(buf) or text == "" then
+    return
+  end
+  local lines = vim.split(text, "\n", { plain = true })
+  local last = vim.api.nvim_buf_line_count(buf)
+  local tail = vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] or ""
+  lines[1] = tail .. lines[1]
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, last - 1, last, false, lines)
+  local count = vim.api.nvim_buf_line_count(buf)
+  if count > MAX_BUF_LINES then
+    vim.api.nvim_buf_set_lines(buf, 1, count - MAX_BUF_LINES + 1, false, { "[… earlier lines trimmed …]" })
+  end
+  vim.bo[buf].modifiable = false
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if win ~= vim.api.nvim_get_current_win() then
+      pcall(vim.api.nvim_win_set_cursor, win, { vim.api.nvim_buf_line_count(buf), 0 })
+    end
+  end
+end
+
+--- The one-line summary that ends an output buffer.
+function M.status_line(r)
+  local parts = {}
+  if r.error then
+    return "[run_bash: " .. r.error .. "]"
+  end
+  if r.status == "running" then
+    table.insert(parts, "still running in the background (session " .. r.id .. ")")
+  elseif r.timed_out then
+    table.insert(parts, "timed out")
+  elseif r.killed then
+    table.insert(parts, "killed")
+  elseif r.signal ~= nil and r.signal ~= vim.NIL then
+    table.insert(parts, "signal " .. r.signal)
+  else
+    table.insert(parts, "exit " .. tostring(r.exit_code))
+  end
+  table.insert(parts, ("%.2fs"):format(r.duration_s or 0))
+  table.insert(parts, r.sandboxed and ("sandbox: " .. r.backend) or "WITHOUT SANDBOX")
+  if (r.leftovers or 0) > 0 then
+    table.insert(parts, ("%d leftover process(es) stopped"):format(r.leftovers))
+  end
+  return "[" .. table.concat(parts, " · ") .. "]"
+end
+
+--- Run `cmd` (after approval when needed) and stream it into a scratch buffer.
+---@param cmd string
+---@param opts { bang?: boolean, cwd?: string }
+function M.run(cmd, opts)
+  opts = opts or {}
+  if type(cmd) ~= "string" or vim.trim(cmd) == "" then
+    return H.err("usage: :RunBash {command}")
+  end
+  local verdict, err = rb().check(cmd, { skip_sandbox = opts.bang or nil })
+  if not verdict then
+    return H.err(err)
+  end
+  local function start(unsandboxed_ok)
+    M.start_in_buffer(cmd, {
+      skip_sandbox = opts.bang or nil,
+      unsandboxed_ok = unsandboxed_ok or nil,
+      cwd = opts.cwd,
+    })
+  end
+  local needs = verdict.pause or not verdict.sandboxed or opts.bang
+  if not needs then
+    require("run_bash.audit_log").decision(cmd, verdict, "auto")
+    return start(false)
+  end
+  require("run_bash.approval").request({
+    cmd = cmd,
+    verdict = verdict,
+    cwd = opts.cwd or vim.fn.getcwd(),
+  }, function(decision)
+    if decision == "accept" or decision == "always" then
+      start(not verdict.sandboxed)
+    end
+  end)
+end
+
+function M.start_in_buffer(cmd, spec)
+  spec = vim.tbl_extend("force", spec or {}, { cmd = cmd, live = true })
+  spec.cwd = spec.cwd or vim.fn.getcwd()
+  local buf
+  local info, err = rb().run(spec, function(result)
+    if buf then
+      H.append(buf, (result.output_file and "" or "") .. "\n" .. M.status_line(result))
+    end
+    if result.error then
+      H.err(result.error)
+    end
+  end, function(text)
+    if buf then
+      H.append(buf, text)
+    end
+  end)
+  if not info then
+    return H.err(err)
+  end
+  buf = H.open_scratch("run_bash://" .. info.id)
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "$ " .. cmd:gsub("\n", " ⏎ "), "" })
+  vim.bo[buf].modifiable = false
+  vim.b[buf].run_bash_session = info.id
+  vim.cmd("wincmd p")
+  return info
+end
+
+--- :RunBash with a range runs those lines of the current buffer as one script.
+function H.range_text(o)
+  local lines = vim.api.nvim_buf_get_lines(0, o.line1 - 1, o.line2, false)
+  return table.concat(lines, "\n")
+end
+
+function H.complete_ids(arglead, running_only)
+  local ids = {}
+  for id, info in pairs(rb().sessions) do
+    if (not running_only or info.status == "running") and vim.startswith(id, arglead) then
+      table.insert(ids, id)
+    end
+  end
+  table.sort(ids)
+  return ids
+end
+
+function M.sessions_buffer()
+  local list, err = rb().sessions_list()
+  if not list then
+    return H.err(err)
+  end
+  local lines = { ("%-8s %-10s %-8s %-7s %-10s %s"):format("ID", "STATUS", "PID", "AGE", "BACKEND", "COMMAND") }
+  for _, s in ipairs(list) do
+    local status = s.status
+    if s.status ~= "running" and s.exit_code ~= nil and s.exit_code ~= vim.NIL then
+      status = status .. ":" .. s.exit_code
+    end
+    table.insert(
+      lines,
+      ("%-8s %-10s %-8s %-7s %-10s %s"):format(
+        s.id,
+        status,
+        s.status == "running" and tostring(s.pid) or "-",
+        ("%ds"):format(math.floor(s.age_s)),
+        s.backend,
+        (s.cmd:gsub("\n", " ⏎ "))
+      )
+    )
+  end
+  if #list == 0 then
+    table.insert(lines, "(no sessions)")
+  end
+  local buf = H.open_scratch("run_bash://sessions", "run_bash_sessions")
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  return buf
+end
+
+function M.kill(id, bang)
+  if bang then
+    local info, err = rb().kill(nil, function(reply)
+      if reply.error then
+        H.err(reply.error)
+      else
+        rb().notify(("killed %d session(s)"):format(#(reply.result or {})))
+      end
+    end)
+    if not info then
+      H.err(err)
+    end
+    return
+  end
+  if id == nil or id == "" then
+    return H.err("usage: :RunBashKill {session-id}  (or :RunBashKill! to kill all)")
+  end
+  local info, err = rb().kill(id, function(reply)
+    if reply.error then
+      return H.err(reply.error)
+    end
+    local r = reply.result
+    if r.already_ended then
+      rb().notify(("session %s had already ended: %s"):format(id, M.status_line(r)))
+    else
+      rb().notify(("session %s: %s"):format(id, M.status_line(r)))
+    end
+  end)
+  if not info then
+    H.err(err)
+  end
+end
+
+function M.output_buffer(id)
+  if id == nil or id == "" then
+    return H.err("usage: :RunBashOutput {session-id}")
+  end
+  local buf
+  rb().unwatch(id)
+  local info, err = rb().watch(id, function(text)
+    if buf then
+      H.append(buf, text)
+    end
+  end)
+  if not info then
+    return H.err(err)
+  end
+  buf = H.open_scratch("run_bash://" .. id .. "/output")
+  vim.bo[buf].modifiable = true
+  local lines = vim.split("$ " .. info.cmd:gsub("\n", " ⏎ ") .. "\n" .. info.data, "\n", { plain = true })
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  if info.status == "running" then
+    rb().on_result(id, function(r)
+      if r.status ~= "running" then
+        H.append(buf, "\n" .. M.status_line(r))
+      end
+    end)
+    vim.api.nvim_create_autocmd("User", {
+      pattern = "RunBashExited",
+      group = vim.api.nvim_create_augroup("RunBashOutput" .. id, { clear = true }),
+      callback = function(ev)
+        if ev.data and ev.data.id == id then
+          H.append(buf, "\n" .. M.status_line(ev.data))
+          return true
+        end
+      end,
+    })
+  else
+    H.append(buf, "\n" .. M.status_line(info))
+  end
+  return buf
+end
+
+--- Define the user commands (called from plugin/run_bash.lua).
+function M.create()
+  local new = vim.api.nvim_create_user_command
+  new("RunBash", function(o)
+    local cmd = o.args
+    if o.range > 0 and cmd == "" then
+      cmd = H.range_text(o)
+    end
+    if cmd == "" then
+      vim.ui.input({ prompt = "RunBash: ", completion = "shellcmd" }, function(input)
+        if input and input ~= "" then
+          M.run(input, { bang = o.bang })
+        end
+      end)
+      return
+    end
+    M.run(cmd, { bang = o.bang })
+  end, {
+    nargs = "*",
+    bang = true,
+    range = true,
+    complete = "shellcmd",
+    desc = "Run a bash command in the sandbox (! = without sandbox, always asks)",
+  })
+  new("RunBashSessions", function()
+    M.sessions_buffer()
+  end, { desc = "List run_bash sessions" })
+  new("RunBashKill", function(o)
+    M.kill(o.fargs[1], o.bang)
+  end, {
+    nargs = "?",
+    bang = true,
+    complete = function(arglead)
+      return H.complete_ids(arglead, true)
+    end,
+    desc = "Kill a run_bash session (! = all sessions)",
+  })
+  new("RunBashOutput", function(o)
+    M.output_buffer(o.fargs[1])
+  end, {
+    nargs = 1,
+    complete = function(arglead)
+      return H.complete_ids(arglead, false)
+    end,
+    desc = "Show (and follow) a run_bash session's output",
+  })
+  new("RunBashLog", function()
+    require("run_bash.audit_log").open()
+  end, { desc = "Open the run_bash audit log" })
+end
+
+return M

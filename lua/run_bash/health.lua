@@ -1,0 +1,64 @@
+--- :checkhealth run_bash — layer by layer, stopping at the first broken layer.
+local M = {}
+
+function M.check()
+  local health = vim.health
+  health.start("run_bash: Neovim")
+  if vim.fn.has("nvim-0.11") == 0 then
+    health.error("Neovim 0.11+ is required", "upgrade Neovim")
+    return
+  end
+  local v = vim.version()
+  health.ok(("Neovim %d.%d.%d"):format(v.major, v.minor, v.patch))
+
+  local rb = require("run_bash")
+  health.start("run_bash: Python")
+  local python = rb.python()
+  if vim.fn.executable(python) ~= 1 then
+    health.error(
+      "Python not found: " .. python,
+      { "run `make deps` in " .. rb.root(), "or set g:run_bash_python to a Python 3.10+ with pynvim" }
+    )
+    return
+  end
+  local venv = rb.root() .. "/.venv/bin/python"
+  if python == venv then
+    health.ok("Python: " .. python .. " (the plugin's venv)")
+  else
+    health.info("Python: " .. python)
+    if vim.fn.executable(venv) ~= 1 then
+      health.warn("the plugin's venv is missing", { "run `make deps` in " .. rb.root() })
+    end
+  end
+
+  local report, err = rb.request("health")
+  if not report then
+    health.error("the Python host does not start: " .. tostring(err), {
+      "run `make deps` in " .. rb.root(),
+      "see " .. rb.log_path(),
+      "NVIM_PYTHON_LOG_FILE=/tmp/pylog NVIM_PYTHON_LOG_LEVEL=DEBUG nvim  (pynvim's own log)",
+    })
+    return
+  end
+  health.ok("host started (job " .. tostring(rb._job()) .. ")")
+  for _, item in ipairs(report) do
+    if item.level == "start" then
+      health.start("run_bash: " .. item.msg)
+    else
+      local advice = item.advice ~= "" and item.advice or nil
+      health[item.level](item.msg, advice)
+    end
+  end
+
+  health.start("run_bash: CodeCompanion (optional)")
+  local ok = pcall(require, "codecompanion")
+  if ok then
+    health.ok("CodeCompanion found; the run_bash tool registers through extensions.run_bash")
+  else
+    health.info("CodeCompanion not found: the :RunBash commands work without it")
+  end
+  health.info("log file: " .. rb.log_path())
+  health.info("audit log: " .. require("run_bash.audit_log").path())
+end
+
+return M

@@ -1,0 +1,103 @@
+"""The health report, computed in Python and rendered by ``lua/run_bash/health.lua``.
+
+Uses the same availability checks as the runtime, so health never disagrees with behaviour.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from run_bash.sandbox.base import BACKENDS
+
+Item = dict[str, str]
+
+MODULES = ("pynvim", "bashlex", "psutil", "sandlock")
+
+
+def _item(level: str, msg: str, advice: str = "") -> Item:
+    return {"level": level, "msg": msg, "advice": advice}
+
+
+def module_versions() -> list[Item]:
+    """One item per dependency: its version, or why it does not import."""
+    items = []
+    for name in MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except Exception as err:
+            items.append(
+                _item("error", f"{name} does not import: {err}", "run `make deps` in the plugin")
+            )
+            continue
+        version = getattr(mod, "__version__", "")
+        if not version:
+            try:
+                from importlib.metadata import version as dist_version
+
+                version = dist_version(name)
+            except Exception:
+                version = "?"
+        items.append(_item("ok", f"{name} {version}"))
+    return items
+
+
+def report(config: Mapping[str, Any], mgr: Any) -> list[Item]:
+    """The Python layers of ``:checkhealth run_bash``, in order."""
+    items: list[Item] = [_item("start", "Python host")]
+    venv = sys.prefix != sys.base_prefix
+    items.append(
+        _item(
+            "ok",
+            f"Python {sys.version.split()[0]} ({sys.executable})"
+            + (" in the plugin's venv" if venv else ""),
+        )
+    )
+    items.extend(module_versions())
+    items.append(_item("info", f"output and temp files: {mgr.state_dir} (0700)"))
+    log_path = os.environ.get("RUN_BASH_LOG", "")
+    if log_path:
+        items.append(_item("info", f"log file: {log_path}"))
+
+    items.append(_item("start", "Sandbox backends"))
+    configured = config["sandbox"]["backend"]
+    for name in BACKENDS:
+        try:
+            avail = mgr.backend(name).availability()
+        except Exception as err:  # a backend module that fails to import is reported, not raised
+            items.append(_item("error", f"{name}: {err}", "run `make deps`"))
+            continue
+        mark = " (configured)" if name == configured else ""
+        if name == "none":
+            items.append(
+                _item(
+                    "warn" if name == configured else "info",
+                    f"none{mark}: no confinement; every command asks for approval",
+                )
+            )
+        elif avail.ok:
+            items.append(_item("ok", f"{name}{mark}: available {avail.version}".rstrip()))
+        else:
+            level = "error" if name == configured else "warn"
+            items.append(_item(level, f"{name}{mark}: {avail.reason}", avail.advice))
+    backend, why = mgr.resolve_backend()
+    if not backend.isolates and not why:
+        items.append(
+            _item("warn", 'commands run WITHOUT a sandbox (sandbox.backend = "none"); each asks')
+        )
+    elif why:
+        items.append(
+            _item(
+                "error",
+                f"commands run WITHOUT a sandbox ({why}); each one asks for approval",
+                "fix the backend above or choose another with `sandbox.backend`",
+            )
+        )
+    else:
+        items.append(_item("ok", f"commands run in the {backend.name} sandbox"))
+    for notice in config.get("notices", []):
+        items.append(_item("warn", f"config: {notice}"))
+    return items

@@ -1,0 +1,197 @@
+"""The host's service: every RPC method as a plain-Python call. No pynvim.
+
+The rplugin adapter maps each ``run_bash.<method>`` RPC request onto a method here and forwards
+``emit(name, payload)`` to Lua. Methods return at once; long work (kill, waiting for results) runs as
+tasks on the loop and answers through events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from run_bash.audit import AuditLog
+from run_bash.config import parse_config
+from run_bash.errors import RunBashError, UsageError
+from run_bash.sessions import SessionManager
+
+log = logging.getLogger("run_bash")
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class Service:
+    """State of one host: config, sessions, pending kills."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        emit: Emit,
+        *,
+        environ: Mapping[str, str] | None = None,
+        state_dir: str | None = None,
+    ) -> None:
+        self.loop = loop
+        self._emit = emit
+        self.environ = dict(os.environ if environ is None else environ)
+        self.config = parse_config({})
+        self.notices: list[str] = []
+        self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
+        self._mgr: SessionManager | None = None
+        self.audit = AuditLog(None, 0)
+        self._configure_audit()
+
+    def _configure_audit(self) -> None:
+        cfg = self.config["audit"]
+        self.audit = AuditLog(
+            self.environ.get("RUN_BASH_AUDIT"), int(cfg["max_bytes"]), bool(cfg["enabled"])
+        )
+
+    def emit(self, name: str, payload: dict[str, Any]) -> None:
+        """Forward an event to Lua; finished runs also go to the audit log."""
+        if (name == "result" and payload.get("status") != "running") or name == "exited":
+            self.audit.run(payload)
+        self._emit(name, payload)
+
+    @property
+    def mgr(self) -> SessionManager:
+        if self._mgr is None:
+            self._mgr = SessionManager(
+                self.config,
+                loop=self.loop,
+                on_event=self.emit,
+                state_dir=self._state_dir,
+                environ=self.environ,
+            )
+        return self._mgr
+
+    # -- configuration -------------------------------------------------------------------------------
+
+    def setup(self, opts: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate and apply the user's options; return notices and the backend in use."""
+        config = parse_config(opts or {})
+        self.config = config
+        self._configure_audit()
+        if self._mgr is not None:
+            self._mgr.config = config
+            self._mgr._backends.clear()
+        notices = list(config.get("notices", []))
+        backend, why = self.mgr.resolve_backend()
+        for problem in backend_warnings(backend):
+            notices.append(problem)
+        return {"notices": notices, "backend": backend.name, "unavailable": why}
+
+    # -- approval decision ---------------------------------------------------------------------------
+
+    def check(self, cmd: object, opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The pause-list verdict for ``cmd`` plus where it would run."""
+        if not isinstance(cmd, str) or not cmd.strip():
+            raise UsageError("cmd is empty" if isinstance(cmd, str) else "cmd should be a string")
+        from run_bash.checker import check
+
+        opts = opts or {}
+        verdict = check(cmd, self.config.get("pauselist") or {}).to_dict()
+        skip = bool(opts.get("skip_sandbox"))
+        backend, why = self.mgr.resolve_backend("none" if skip else None)
+        verdict.update(
+            backend=backend.name,
+            sandboxed=bool(backend.isolates),
+            unavailable=why,
+        )
+        return verdict
+
+    # -- runs ------------------------------------------------------------------------------------------
+
+    def run(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Start a command; the result arrives as a ``result`` event."""
+        if not isinstance(spec, Mapping):
+            raise UsageError("run expects a table")
+        known = {"cmd", "cwd", "timeout", "bg_after", "skip_sandbox", "unsandboxed_ok", "live"}
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise UsageError(f"unknown run option(s): {', '.join(map(str, unknown))}")
+        s = self.mgr.start(
+            spec.get("cmd"),
+            cwd=spec.get("cwd"),
+            timeout=spec.get("timeout"),
+            bg_after=spec.get("bg_after") or 0,
+            skip_sandbox=bool(spec.get("skip_sandbox")),
+            unsandboxed_ok=bool(spec.get("unsandboxed_ok")),
+            live=bool(spec.get("live")),
+        )
+        return s.info()
+
+    def kill(self, sid: object, token: object = None) -> dict[str, Any]:
+        """Start killing a session; the outcome arrives as a ``reply`` event with ``token``."""
+        session = self.mgr._get(sid)
+        info = session.info()
+        self.loop.create_task(self._reply(token, self.mgr.kill(session.id)))
+        return info
+
+    def kill_all(self, token: object = None) -> dict[str, Any]:
+        """Start killing every running session."""
+        running = [s.info() for s in self.mgr.sessions.values() if s.running]
+        self.loop.create_task(self._reply(token, self.mgr.kill_all()))
+        return {"count": len(running)}
+
+    async def _reply(self, token: object, coro: Any) -> None:
+        try:
+            result = await coro
+            payload: dict[str, Any] = {"token": token, "result": result}
+        except RunBashError as err:
+            payload = {"token": token, "error": str(err)}
+        except Exception as err:  # reported, never raised into the loop
+            log.exception("internal error")
+            payload = {"token": token, "error": f"internal error: {err}"}
+        self.emit("reply", payload)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return self.mgr.list()
+
+    def output(self, sid: object, opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        opts = opts or {}
+        return self.mgr.output(sid, tail=opts.get("tail"))  # type: ignore[arg-type]
+
+    def watch(self, sid: object) -> dict[str, Any]:
+        return self.mgr.watch(sid)  # type: ignore[arg-type]
+
+    def result(self, sid: object) -> dict[str, Any] | None:
+        """The result of a session that already reported one (None while it has not)."""
+        return self.mgr._get(sid).result
+
+    # -- health and policy ------------------------------------------------------------------------------
+
+    def health(self) -> list[dict[str, str]]:
+        from run_bash.health import report
+
+        return report(self.config, self.mgr)
+
+    def record_decision(self, record: Mapping[str, Any]) -> bool:
+        """Write an approval decision made in Lua to the audit log."""
+        if not isinstance(record, Mapping):
+            raise UsageError("audit expects a table")
+        self.audit.decision(record)
+        return True
+
+    def rule_defaults(self) -> dict[str, list[str]]:
+        """The built-in ``sandbox.rules`` lists, for ``function(defaults)`` rules evaluated in Lua."""
+        from run_bash.sandbox import policy
+
+        fn = getattr(policy, "default_rules", None)
+        if fn is None:
+            raise UsageError("this version has no default path rules to pass to a rule function")
+        return fn(self.config, os.getcwd())  # type: ignore[no-any-return]
+
+    def shutdown_now(self) -> None:
+        """Kill everything at once (VimLeavePre); the host exits soon after."""
+        if self._mgr is not None:
+            self._mgr.close_now()
+
+
+def backend_warnings(backend: Any) -> list[str]:
+    """One-time warnings a backend has about the config (e.g. options it ignores)."""
+    fn = getattr(backend, "warnings", None)
+    return list(fn()) if callable(fn) else []

@@ -1,0 +1,157 @@
+"""Start the run_bash host: ``python boot.py`` from ``jobstart(..., {rpc = true})``.
+
+Two processes come out of this script:
+
+* the **keeper** (the job Neovim started): a child subreaper that does nothing but wait. When the host
+  exits — normally, by a crash, or by SIGKILL — every process the host left behind has been reparented
+  to the keeper, which kills them all and exits. SIGTERM (``jobstop``) is forwarded to the host.
+* the **host**: the pynvim remote-plugin host on the RPC channel (stdin/stdout). It is a subreaper too,
+  so orphans of commands stay findable while it runs, and it sweeps its descendants on the way out
+  (channel closed, VimLeavePre, SIGTERM, or Neovim's death).
+
+The RPC channel is moved off fds 0 and 1 (they become /dev/null and stderr) so that nothing a command
+inherits by accident can write into it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RPLUGIN = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(RPLUGIN))
+sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
+
+from run_bash.sandbox import proc  # noqa: E402  (needs the sys.path above)
+
+
+def _setup_logging() -> None:
+    import logging
+
+    path = os.environ.get("RUN_BASH_LOG")
+    level = os.environ.get("RUN_BASH_LOG_LEVEL", "INFO").upper()
+    logger = logging.getLogger("run_bash")
+    logger.setLevel(getattr(logging, level, logging.INFO))
+    if path:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            handler: logging.Handler = logging.FileHandler(path)
+        except OSError:
+            handler = logging.StreamHandler(sys.stderr)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
+def keeper(host_pid: int, state_dir: str) -> None:
+    """Wait for the host; then kill whatever it left behind and exit with its status."""
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.kill(host_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, forward)
+    status = 0
+    while True:
+        try:
+            pid, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == host_pid:
+            status = os.waitstatus_to_exitcode(st)
+            break
+    proc.sweep_all_descendants(grace_s=0.5)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    # Reap what the sweep killed so nothing lingers as a zombie of ours.
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.01)
+    os._exit(status if status >= 0 else 128 - status)
+
+
+def host(state_dir: str) -> None:
+    """Run the pynvim host on the RPC channel; clean up however it ends."""
+    # The keeper dying (e.g. SIGKILL) must not leave an orphaned host behind.
+    proc.set_parent_death_signal(signal.SIGTERM)
+    proc.set_child_subreaper()
+    rpc_in = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdin = os.fdopen(rpc_in, "rb", buffering=0)  # pynvim reads the channel from sys.stdin
+    _setup_logging()
+
+    def on_term(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    code = 0
+    try:
+        import pynvim
+
+        # start_host loads the plugins named on argv: exactly our package directory.
+        sys.argv = ["run_bash_host", HERE]
+        pynvim.start_host()
+    except (EOFError, KeyboardInterrupt):
+        pass  # the channel closed: Neovim exited or stopped the job
+    except SystemExit as err:
+        code = err.code if isinstance(err.code, int) else 1
+    except Exception as err:
+        if "Received signal" not in str(err):
+            import traceback
+
+            traceback.print_exc(limit=5, file=sys.stderr)
+            code = 1
+    finally:
+        proc.sweep_all_descendants(grace_s=0.3)
+        shutil.rmtree(state_dir, ignore_errors=True)
+    os._exit(code)
+
+
+def main() -> None:
+    proc.set_child_subreaper()
+    try:
+        import pynvim  # noqa: F401  (fail early, in the job's stderr, with the real reason)
+    except Exception as err:
+        sys.stderr.write(
+            f"run_bash: Python {sys.version.split()[0]} ({sys.executable}) cannot import pynvim: "
+            f"{err}. Run `make deps` in the plugin directory.\n"
+        )
+        sys.exit(3)
+    from run_bash.sessions import make_state_dir
+
+    state_dir = make_state_dir()
+    os.environ["RUN_BASH_STATE_DIR"] = state_dir
+    pid = os.fork()
+    if pid == 0:
+        host(state_dir)
+    else:
+        # The keeper keeps no end of the RPC channel: only the host talks to Neovim.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        keeper(pid, state_dir)
+
+
+if __name__ == "__main__":
+    main()
