@@ -107,10 +107,41 @@ def backend_class(name: str) -> type:
         target = BACKENDS[name]
     except KeyError:
         raise SpawnError(f"unknown sandbox backend {name!r} (choose one of {', '.join(BACKENDS)})")
-    module, _, cls = target.partition(":")
+    module, _, cls = target.partition(":")  # ImportError propagates to get_backend
     return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
 
+class BrokenBackend:
+    """Stands in for a backend whose module failed to load: unavailable, with the reason."""
+
+    isolates: ClassVar[bool] = True
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        self.name = name  # type: ignore[misc]
+        self.error = error
+
+    def availability(self) -> Availability:
+        return Availability(
+            False, f"the {self.name} backend failed to load: {self.error}", "run `make deps`"
+        )
+
+    def validate(self) -> list[str]:
+        return []
+
+    def spawn(self, spec: RunSpec) -> Launched:
+        raise SpawnError(self.availability().reason)
+
+
 def get_backend(name: str, config: Mapping[str, Any]) -> Backend:
-    """Instantiate the backend ``name`` for the effective ``config``."""
-    return backend_class(name)(config)  # type: ignore[no-any-return]
+    """Instantiate the backend ``name`` for the effective ``config``.
+
+    A backend whose module cannot be imported comes back as a ``BrokenBackend`` (unavailable), so
+    one broken optional dependency never takes the others down.
+    """
+    try:
+        cls = backend_class(name)
+    except SpawnError:
+        raise
+    except Exception as err:
+        return BrokenBackend(name, err)  # type: ignore[return-value]
+    return cls(config)  # type: ignore[no-any-return]

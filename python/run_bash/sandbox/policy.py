@@ -1,15 +1,26 @@
-"""The effective sandbox policy: environment (and, for the confining backends, fs/net/limits).
+"""The effective sandbox policy: filesystem, network, environment and limits.
 
-Pure apart from reading the process environment it is given.
+``build_policy(config, cwd)`` turns the ``sandbox.*`` options into one backend-neutral ``Policy``;
+the confining backends (sandlock, bubblewrap) translate it into their own terms, and
+``python -m run_bash policy`` prints it (``Policy.to_json()``). ``build_env`` builds a command's
+environment from an allowlist.
+
+Pure apart from reading the file system (existence of paths, the git layout of the project, the
+listening sockets in ``/proc/net``) and the environment mapping it is given.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import glob
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from run_bash.config import DEFAULTS, parse_size
+from run_bash.paths import expand, expand_rules, is_under
 from run_bash.sandbox.proc import SESSION_TAG
 
 # Names passed from the user's environment by default.
@@ -67,6 +78,509 @@ def is_blocked_name(name: str) -> bool:
     return name in SOCKET_NAMES or bool(SECRET_NAME_RE.search(name))
 
 
+# -------------------------------------------------------------------------------------------------
+# Filesystem defaults (design section 7). Readable and writable entries that do not exist are
+# skipped, denied ones are kept.
+
+# Read-only system trees. /proc is needed by ps, pgrep, python's os module and many build tools; the
+# kernel (Landlock's ptrace scoping, a private pid namespace for bubblewrap) keeps other processes'
+# /proc entries out of reach.
+SYSTEM_READABLE = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix",
+    "/snap",
+    "/var/lib/alternatives",
+    "/proc",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/fd",
+    "/dev/stdin",
+    "/dev/stdout",
+    "/dev/stderr",
+)
+
+# Device nodes a command may write: discarding output and the "disk full" test device.
+SYSTEM_WRITABLE = ("/dev/null", "/dev/full")
+
+# Read-only grants in HOME: git's configuration and the usual places tools are installed.
+HOME_READABLE = (
+    "~/.gitconfig",
+    "$XDG_CONFIG_HOME/git",
+    "~/.gitignore_global",
+    "~/.local/bin",
+    "~/.local/lib",
+    "$XDG_DATA_HOME/uv",
+    "$XDG_DATA_HOME/mise",
+    "$XDG_DATA_HOME/fnm",
+    "$XDG_DATA_HOME/pnpm",
+    "$XDG_DATA_HOME/pipx",
+    "~/.cargo/bin",
+    "~/.cargo/config.toml",
+    "~/.cargo/config",
+    "~/.rustup",
+    "~/go",
+    "~/.nvm",
+    "~/.fnm",
+    "~/.volta",
+    "~/.bun",
+    "~/.deno",
+    "~/.pyenv",
+    "~/.rbenv",
+    "~/.asdf",
+    "~/.sdkman",
+    "~/.nix-profile",
+    "~/.ghcup",
+    "~/.elan",
+    "~/.opam",
+    "~/.juliaup",
+    "~/.dotnet",
+)
+
+# Writable: the project and named tool caches (never the whole of ~/.cache: Neovim's own cache lives
+# there and is executed on the next start).
+DEFAULT_WRITABLE = (
+    ".",
+    "$XDG_CACHE_HOME/pip",
+    "$XDG_CACHE_HOME/uv",
+    "$XDG_CACHE_HOME/pypoetry",
+    "$XDG_CACHE_HOME/pdm",
+    "$XDG_CACHE_HOME/go-build",
+    "$XDG_CACHE_HOME/yarn",
+    "$XDG_CACHE_HOME/pnpm",
+    "$XDG_CACHE_HOME/node-gyp",
+    "$XDG_CACHE_HOME/deno",
+    "$XDG_CACHE_HOME/ccache",
+    "$XDG_CACHE_HOME/sccache",
+    "$XDG_CACHE_HOME/pre-commit",
+    "$XDG_CACHE_HOME/bazel",
+    "$XDG_CACHE_HOME/zig",
+    "$XDG_CACHE_HOME/composer",
+    "~/.npm",
+    "~/.ccache",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/go/pkg/mod",
+    "~/.m2/repository",
+    "~/.gradle/caches",
+    "~/.bun/install/cache",
+)
+
+# Denied: secrets and keyrings in HOME, and the system's password and key files.
+DEFAULT_DENIED = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "$XDG_CONFIG_HOME/gcloud",
+    "$XDG_CONFIG_HOME/gh",
+    "$XDG_CONFIG_HOME/hub",
+    "$XDG_CONFIG_HOME/op",
+    "$XDG_CONFIG_HOME/rclone",
+    "~/.netrc",
+    "~/.git-credentials",
+    "$XDG_CONFIG_HOME/git/credentials",
+    "~/.docker/config.json",
+    "~/.kube",
+    "~/.password-store",
+    "~/.pypirc",
+    "~/.npmrc",
+    "~/.vault-token",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.config/sops",
+    "$XDG_DATA_HOME/keyrings",
+    "$XDG_DATA_HOME/kwalletd",
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh/*key*",
+    "/etc/ssl/private",
+)
+
+# Never writable, whatever the rules say (a writable parent is narrowed to read-only here): Neovim's
+# config, data and cache are executed by the next Neovim start.
+NEVER_WRITABLE = (
+    "$XDG_CONFIG_HOME/nvim",
+    "$XDG_DATA_HOME/nvim",
+    "$XDG_CACHE_HOME/nvim",
+    "$XDG_STATE_HOME/nvim",
+)
+
+# Shared directories full of other programs' Unix sockets (Neovim's RPC socket, tmux, ssh-agent,
+# D-Bus): never granted by default; a user rule that grants one gets a warning.
+SHARED_SOCKET_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "$XDG_RUNTIME_DIR", "~")
+
+# Project files that run later outside the sandbox (git, Neovim's exrc, direnv, lazy.nvim): they
+# stay unmodifiable from inside, existing or not, even though the project is writable.
+PROTECTED_NAMES = (
+    ".git/config",
+    ".git/config.worktree",
+    ".git/hooks",
+    ".gitmodules",
+    ".nvim.lua",
+    ".nvimrc",
+    ".exrc",
+    ".envrc",
+    ".lazy.lua",
+)
+
+
+@dataclass
+class Limits:
+    max_processes: int
+    max_memory: int
+    max_file_size: int
+
+
+@dataclass
+class Policy:
+    """The effective, backend-neutral policy for one working directory.
+
+    ``readable``/``writable``/``denied`` are absolute, normalized paths. ``read_only`` are
+    paths under a writable grant that must stay read-only (Neovim's directories). ``protected``
+    are project files and directories that must not change from inside, existing or not;
+    ``git_dirs`` are the ``.git`` directories whose entry must not be renamed or replaced.
+    ``network_allow`` are the user's ``host:port`` endpoints; loopback is allowed except
+    ``blocked_local_ports`` (ports other local services listen on that are neither run_bash's
+    own nor allowed).
+    """
+
+    cwd: str
+    home: str
+    readable: list[str]
+    writable: list[str]
+    denied: list[str]
+    read_only: list[str] = field(default_factory=list)
+    protected: list[str] = field(default_factory=list)
+    git_dirs: list[str] = field(default_factory=list)
+    network_allow: list[str] = field(default_factory=list)
+    allow_local_ports: list[int] = field(default_factory=list)
+    own_ports: list[int] = field(default_factory=list)
+    blocked_local_ports: list[int] = field(default_factory=list)
+    limits: Limits = field(default_factory=lambda: Limits(512, 4 << 30, 2 << 30))
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def outside_network(self) -> bool:
+        return bool(self.network_allow)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for ``python -m run_bash policy`` and the ``policy`` RPC."""
+        data = asdict(self)
+        return {
+            "cwd": self.cwd,
+            "paths": {
+                "readable": data["readable"],
+                "writable": data["writable"],
+                "denied": data["denied"],
+                "read_only": data["read_only"],
+                "protected": data["protected"],
+                "private_tmp": True,
+            },
+            "network": {
+                "allow": data["network_allow"],
+                "loopback": "allowed except blocked_local_ports",
+                "allow_local_ports": data["allow_local_ports"],
+                "own_ports": data["own_ports"],
+                "blocked_local_ports": data["blocked_local_ports"],
+            },
+            "limits": data["limits"],
+            "warnings": data["warnings"],
+        }
+
+
+def _sandbox_cfg(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if not config:
+        return DEFAULTS["sandbox"]
+    return config.get("sandbox", DEFAULTS["sandbox"])
+
+
+def _size(value: object, default: int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        parsed = parse_size(value)
+        if parsed:
+            return parsed
+    return default
+
+
+def git_root(cwd: str) -> str | None:
+    """The nearest directory at or above ``cwd`` that holds a ``.git`` entry, if any."""
+    path = cwd
+    while True:
+        if os.path.lexists(os.path.join(path, ".git")):
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def path_entries_tree(path_var: str, home: str) -> list[str]:
+    """Directories to grant read+exec for the user's PATH.
+
+    The entries, what they resolve to, and for entries inside HOME the tool root they belong to
+    (``~/.pyenv/shims`` → ``~/.pyenv``)."""
+    out: list[str] = []
+    for entry in path_var.split(os.pathsep):
+        if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
+            continue
+        real = os.path.realpath(entry)
+        for p in (entry, real):
+            out.append(os.path.normpath(p))
+            if home and home != "/" and is_under(p, home) and p != home:
+                rel = os.path.relpath(p, home).split(os.sep)
+                # ~/.pyenv/shims -> ~/.pyenv; ~/.local/bin stays itself; ~/bin stays itself.
+                if rel[0].startswith(".") and rel[0] not in (".local", ".config", ".cache"):
+                    out.append(os.path.join(home, rel[0]))
+        # Symlinks in user-owned PATH entries often point into a tool's own tree
+        # (~/.local/bin/nvim -> ~/.local/share/nvim-linux/bin/nvim): grant that tree's root.
+        if home and is_under(real, home):
+            try:
+                names = os.listdir(real)[:500]
+            except OSError:
+                names = []
+            for name in names:
+                link = os.path.join(real, name)
+                if not os.path.islink(link):
+                    continue
+                target = os.path.realpath(link)
+                tree = os.path.dirname(os.path.dirname(target))
+                if os.path.basename(os.path.dirname(target)) != "bin":
+                    tree = os.path.dirname(target)
+                if tree not in ("/", home) and os.path.isdir(tree):
+                    out.append(tree)
+    return out
+
+
+def _proc_net_listeners() -> dict[int, set[int]]:
+    """Listening TCP sockets in this network namespace: port -> socket inodes."""
+    ports: dict[int, set[int]] = {}
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) < 10 or parts[3] != "0A":  # 0A = LISTEN
+                continue
+            try:
+                port = int(parts[1].rsplit(":", 1)[1], 16)
+                inode = int(parts[9])
+            except (IndexError, ValueError):
+                continue
+            ports.setdefault(port, set()).add(inode)
+    return ports
+
+
+def _socket_inodes(pids: Iterable[int]) -> set[int]:
+    found: set[int] = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                try:
+                    found.add(int(target[8:-1]))
+                except ValueError:
+                    pass
+    return found
+
+
+def own_listen_ports() -> list[int]:
+    """Ports listened on by descendants of this process (run_bash's own sessions: the host is their
+    subreaper, so even daemonized servers stay descendants)."""
+    from run_bash.sandbox.proc import descendants
+
+    listeners = _proc_net_listeners()
+    if not listeners:
+        return []
+    mine = _socket_inodes(descendants(os.getpid()))
+    return sorted(p for p, inodes in listeners.items() if inodes & mine)
+
+
+def blocked_local_ports(own: Iterable[int], allowed: Iterable[int]) -> list[int]:
+    """Ports that other local services listen on now (not run_bash's, not allowed by config)."""
+    keep = set(own) | set(allowed)
+    return sorted(p for p in _proc_net_listeners() if p not in keep)
+
+
+def _expand_globs(paths: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        if any(c in p for c in "*?["):
+            out.extend(sorted(glob.glob(p)) or [p])
+        else:
+            out.append(p)
+    return out
+
+
+def build_policy(
+    config: Mapping[str, Any] | None,
+    cwd: str,
+    *,
+    own_ports: Iterable[int] | None = None,
+    env: Mapping[str, str] | None = None,
+    home: str | None = None,
+    scan_ports: bool = True,
+) -> Policy:
+    """The effective policy for commands run in ``cwd``.
+
+    ``own_ports``: loopback ports run_bash's own sessions listen on (reachable from later runs);
+    None computes them from this process's descendants. ``scan_ports=False`` skips reading
+    ``/proc/net`` (pure tests).
+    """
+    env = os.environ if env is None else env
+    cfg = _sandbox_cfg(config)
+    rules = cfg.get("rules") or {}
+    cwd = os.path.normpath(os.path.abspath(cwd))
+    home_dir = home or env.get("HOME") or os.path.expanduser("~")
+    home_dir = os.path.normpath(home_dir)
+    warnings: list[str] = []
+
+    def ex(paths: Iterable[str], must_exist: bool) -> list[str]:
+        return expand_rules(paths, must_exist=must_exist, env=env, home=home_dir, base=cwd)
+
+    # -- readable ---------------------------------------------------------------------------------
+    user_readable = rules.get("fs_readable")
+    if user_readable is None:
+        readable = ex(SYSTEM_READABLE, True) + ex(HOME_READABLE, True)
+        resolv = os.path.realpath("/etc/resolv.conf")
+        if os.path.exists(resolv):
+            readable.append(resolv)
+    else:
+        readable = ex(SYSTEM_READABLE, True) + ex(user_readable, True)
+    readable += [p for p in path_entries_tree(env.get("PATH", ""), home_dir) if os.path.exists(p)]
+
+    # -- writable ---------------------------------------------------------------------------------
+    user_writable = rules.get("fs_writable")
+    writable = ex(DEFAULT_WRITABLE if user_writable is None else user_writable, True)
+    writable = ex(SYSTEM_WRITABLE, True) + writable
+    if user_writable is not None:
+        for raw in SHARED_SOCKET_DIRS:
+            shared = expand(raw, env=env, home=home_dir, base=cwd)
+            for w in writable:
+                if w == "/" or (shared is not None and is_under(shared, w)):
+                    warnings.append(
+                        f"fs_writable grants {w}: Unix sockets under it (Neovim, tmux, ssh-agent) "
+                        "are reachable from the sandbox"
+                    )
+                    break
+    # The git directory of a project opened in a subdirectory, so git commit works there too.
+    root = git_root(cwd)
+    git_dirs: list[str] = []
+    roots = [cwd]
+    if root is not None:
+        dotgit = os.path.join(root, ".git")
+        if root != cwd and os.path.isdir(dotgit) and any(is_under(cwd, w) for w in writable):
+            if not any(is_under(dotgit, w) for w in writable):
+                writable.append(dotgit)
+            roots.append(root)
+        elif root != cwd and any(is_under(root, w) for w in writable):
+            roots.append(root)
+
+    # -- denied -----------------------------------------------------------------------------------
+    user_denied = rules.get("fs_denied")
+    denied = _expand_globs(ex(DEFAULT_DENIED if user_denied is None else user_denied, False))
+    if user_denied is not None:
+        # The system's own secrets stay denied whatever the rules say.
+        denied += [p for p in _expand_globs(ex(DEFAULT_DENIED, False)) if p.startswith("/etc/")]
+    denied = list(dict.fromkeys(denied))
+    readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
+    writable = [p for p in dict.fromkeys(writable) if not any(is_under(p, d) for d in denied)]
+    readable = [p for p in readable if p not in writable]
+
+    # -- read-only carve-outs and protected project files -----------------------------------------
+    read_only = [
+        p
+        for p in ex(NEVER_WRITABLE, False)
+        if any(is_under(p, w) for w in writable) and not any(is_under(p, d) for d in denied)
+    ]
+    protected: list[str] = []
+    for r in roots:
+        if not any(is_under(r, w) for w in writable):
+            continue
+        dotgit = os.path.join(r, ".git")
+        if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+            git_dirs.append(dotgit)
+        else:
+            protected.append(dotgit)  # a .git file or symlink redirects git elsewhere: keep it
+        for name in PROTECTED_NAMES:
+            if name.startswith(".git/") and not os.path.isdir(dotgit):
+                continue
+            protected.append(os.path.join(r, name))
+    protected = list(dict.fromkeys(protected))
+
+    # -- network ----------------------------------------------------------------------------------
+    net = cfg.get("network") or {}
+    allow = [str(a) for a in net.get("allow") or []]
+    local_ok = sorted({int(p) for p in net.get("allow_local_ports") or []})
+    if own_ports is None:
+        own = own_listen_ports() if scan_ports else []
+    else:
+        own = sorted({int(p) for p in own_ports})
+    blocked = blocked_local_ports(own, local_ok) if scan_ports else []
+
+    lim = cfg.get("limits") or {}
+    dl = DEFAULTS["sandbox"]["limits"]
+    limits = Limits(
+        max_processes=int(lim.get("max_processes") or dl["max_processes"]),
+        max_memory=_size(lim.get("max_memory"), parse_size(dl["max_memory"]) or 4 << 30),
+        max_file_size=_size(lim.get("max_file_size"), parse_size(dl["max_file_size"]) or 2 << 30),
+    )
+    return Policy(
+        cwd=cwd,
+        home=home_dir,
+        readable=readable,
+        writable=writable,
+        denied=denied,
+        read_only=read_only,
+        protected=protected,
+        git_dirs=git_dirs,
+        network_allow=allow,
+        allow_local_ports=local_ok,
+        own_ports=own,
+        blocked_local_ports=blocked,
+        limits=limits,
+        warnings=warnings,
+    )
+
+
+def validate_network_allow(entries: Iterable[str]) -> list[str]:
+    """Problems with ``sandbox.network.allow`` entries (each must be ``host:port``)."""
+    problems = []
+    for e in entries:
+        host, sep, port = e.rpartition(":")
+        ok_port = port == "*" or (port.isdigit() and 0 < int(port) < 65536)
+        if not sep or not host or not ok_port or re.search(r"\s", e):
+            problems.append(f"sandbox.network.allow: {e!r} is not host:port")
+    return problems
+
+
 def build_env(
     config: Mapping[str, Any],
     *,
@@ -74,7 +588,7 @@ def build_env(
     session_id: str,
     base_env: Mapping[str, str],
 ) -> tuple[dict[str, str], list[str]]:
-    """Return the command's environment and the names dropped although the user asked to pass them."""
+    """Return the command's environment and the names dropped although the user asked for them."""
     env_cfg = config.get("sandbox", {}).get("env", {}) if config else {}
     wanted = list(env_cfg.get("pass", []))
     env: dict[str, str] = {}

@@ -1,0 +1,160 @@
+"""Shared fixtures: a real headless Neovim with run_bash on 'runtimepath', isolated XDG dirs per test,
+and a check that nothing the test started outlives it."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def nvim_path() -> str | None:
+    try:
+        out = subprocess.run(
+            [str(ROOT / "scripts" / "nvim-path")], capture_output=True, text=True, check=True
+        )
+    except (subprocess.CalledProcessError, OSError):
+        return None
+    return out.stdout.strip() or None
+
+
+NVIM = nvim_path()
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+
+
+def tagged_processes() -> list[psutil.Process]:
+    """Live processes carrying a RUN_BASH_SESSION tag (started by some run_bash host)."""
+    found = []
+    for p in psutil.process_iter(["environ", "status"]):
+        with contextlib.suppress(psutil.Error):
+            env = p.info.get("environ") or {}
+            if "RUN_BASH_SESSION" in env and p.info.get("status") != psutil.STATUS_ZOMBIE:
+                found.append(p)
+    return found
+
+
+def alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+                continue
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+    return out
+
+
+class Editor:
+    """A headless Neovim driven through pynvim, with helpers for run_bash."""
+
+    def __init__(self, nvim: Any, home: Path) -> None:
+        self.nvim = nvim
+        self.home = home
+
+    def lua(self, code: str, *args: Any) -> Any:
+        return self.nvim.exec_lua(code, *args)
+
+    def host_pids(self) -> list[int]:
+        """The nvim process and all its descendants (keeper, host, commands)."""
+        pid = self.nvim.funcs.getpid()
+        proc = psutil.Process(pid)
+        return [pid, *[c.pid for c in proc.children(recursive=True)]]
+
+    def run_sync(self, spec: dict[str, Any], timeout: float = 20.0) -> dict[str, Any]:
+        """Start a run through the Lua API and wait for its result."""
+        self.lua(
+            """
+            _G.__rb_result = nil
+            local info, err = require('run_bash').run(..., function(r) _G.__rb_result = r end)
+            if not info then _G.__rb_result = { error = err } end
+            """,
+            spec,
+        )
+        return wait_for(lambda: self.lua("return _G.__rb_result"), timeout)
+
+
+@pytest.fixture
+def editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Editor]:
+    """A fresh headless Neovim per test with run_bash loaded and every XDG dir isolated."""
+    if NVIM is None:
+        pytest.skip("no Neovim >= 0.11 (run `make deps`)")
+    import pynvim
+
+    home = tmp_path / "home"
+    for sub in ("config", "data", "state", "cache", "runtime"):
+        (home / sub).mkdir(parents=True)
+    (home / "runtime").chmod(0o700)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(home / "runtime"))
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = [
+        NVIM, "--clean", "--embed", "--headless", "-n",
+        "--cmd", f"set rtp^={ROOT}",
+        "--cmd", f"cd {work}",
+        "-c", "runtime plugin/run_bash.lua",
+    ]
+    nvim = pynvim.attach("child", argv=argv)
+    ed = Editor(nvim, home)
+    ed.work = work  # type: ignore[attr-defined]
+    pids: list[int] = []
+    try:
+        yield ed
+    finally:
+        with contextlib.suppress(Exception):
+            pids = ed.host_pids()
+        with contextlib.suppress(Exception):
+            nvim.command("qa!")
+        with contextlib.suppress(Exception):
+            nvim.close()
+        gc.collect()
+        # Nothing the test started may outlive the editor.
+        survivors = []
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not alive(pids), timeout=8)
+        survivors = alive(pids)
+        for pid in survivors:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+        assert not survivors, f"processes survived the editor: {survivors}"
+
+
+@pytest.fixture
+def run_bash_config() -> Callable[..., dict[str, Any]]:
+    from run_bash.config import parse_config
+
+    def make(**over: Any) -> dict[str, Any]:
+        return parse_config(over)
+
+    return make
+
+
+def have(cmd: str) -> bool:
+    return shutil.which(cmd) is not None

@@ -1,0 +1,136 @@
+"""Host lifecycle in a real headless Neovim: lazy start, restart after a crash, clear errors, clean exit."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import NVIM, ROOT, alive, wait_for
+
+pytestmark = pytest.mark.nvim
+
+
+def test_host_starts_lazily_on_first_use(editor):
+    assert editor.lua("return require('run_bash').is_running()") is False
+    # Defining the commands at startup must not start Python.
+    assert editor.nvim.funcs.exists(":RunBash") == 2
+    assert editor.lua("return require('run_bash')._job()") is None
+    assert editor.lua("return require('run_bash').request('sessions')") == []
+    assert editor.lua("return require('run_bash').is_running()") is True
+
+
+def test_host_restarts_after_jobstop_with_a_message(editor):
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    first = editor.lua("require('run_bash').request('sessions'); return require('run_bash')._job()")
+    editor.lua(
+        "_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end"
+    )
+    editor.nvim.funcs.jobstop(first)
+    wait_for(lambda: editor.lua("return require('run_bash')._job()") is None)
+    msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
+    assert any("Python host exited" in m[0] and m[1] == 4 for m in msgs), msgs
+    r = editor.run_sync({"cmd": "echo back", "unsandboxed_ok": True})
+    assert r["output"] == "back\n"
+    second = editor.lua("return require('run_bash')._job()")
+    assert second and second != first
+
+
+def test_a_crashed_host_fails_pending_runs_instead_of_hanging(editor):
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    editor.lua(
+        """
+        _G.__r = nil
+        require('run_bash').run({ cmd = 'sleep 30', unsandboxed_ok = true },
+          function(r) _G.__r = r end)
+        """
+    )
+    job_pid = editor.nvim.funcs.jobpid(editor.lua("return require('run_bash')._job()"))
+    keeper = psutil.Process(job_pid)
+    host = keeper.children()[0]
+    sleeper = wait_for(lambda: [p for p in host.children(recursive=True) if "sleep" in p.name()])
+    host.kill()  # a crash of the host
+    r = wait_for(lambda: editor.lua("return _G.__r"))
+    assert "host exited" in r["error"]
+    # The keeper swept what the host left behind.
+    wait_for(lambda: not alive([sleeper[0].pid, keeper.pid]), timeout=8)
+
+
+def test_broken_python_gives_one_clear_error(editor):
+    editor.nvim.vars["run_bash_python"] = "/nonexistent/python3"
+    value, err = editor.lua("local v, e = require('run_bash').request('sessions'); return {v, e}")
+    assert value is None
+    assert "Python not found: /nonexistent/python3" in err
+    assert "make deps" in err
+
+
+def test_python_without_pynvim_reports_import_error(editor, tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\nexec /usr/bin/env -i PATH=/usr/bin:/bin python3 -I -S \"$@\"\n"
+    )
+    fake.chmod(0o755)
+    editor.nvim.vars["run_bash_python"] = str(fake)
+    err = editor.lua("local _, e = require('run_bash').request('sessions'); return e")
+    assert "did not start" in err
+    assert "pynvim" in err
+    assert "make deps" in err
+
+
+def test_qa_leaves_no_process_behind(tmp_path):
+    if NVIM is None:
+        pytest.skip("no Neovim")
+    import pynvim
+
+    nvim = pynvim.attach(
+        "child",
+        argv=[NVIM, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={ROOT}",
+              "-c", "runtime plugin/run_bash.lua"],
+    )
+    nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    for cmd in ("sleep 300", "setsid sleep 301 & sleep 302", "(sleep 303 &); sleep 304"):
+        nvim.exec_lua(
+            "require('run_bash').run({ cmd = ..., bg_after = 1, unsandboxed_ok = true })", cmd
+        )
+    pid = nvim.funcs.getpid()
+    wait_for(lambda: len([p for p in psutil.Process(pid).children(recursive=True)
+                          if p.name() == "sleep"]) >= 5)
+    pids = [pid, *[c.pid for c in psutil.Process(pid).children(recursive=True)]]
+    with contextlib.suppress(Exception):
+        nvim.command("qa!")
+    with contextlib.suppress(Exception):
+        nvim.close()
+    wait_for(lambda: not alive(pids), timeout=8)
+
+
+def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
+    if NVIM is None:
+        pytest.skip("no Neovim")
+    script = tmp_path / "init.lua"
+    script.write_text(
+        f"vim.opt.rtp:prepend('{ROOT}')\n"
+        "vim.cmd('runtime plugin/run_bash.lua')\n"
+        "require('run_bash').setup({ sandbox = { backend = 'none' } })\n"
+        "require('run_bash').run({ cmd = 'setsid sleep 305 & sleep 306', bg_after = 1,"
+        " unsandboxed_ok = true })\n"
+    )
+    proc = subprocess.Popen(
+        [NVIM, "--clean", "--headless", "-n", "-u", str(script)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: len([p for p in psutil.Process(proc.pid).children(recursive=True)
+                              if p.name() == "sleep"]) >= 2)
+        pids = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        wait_for(lambda: not alive(pids), timeout=8)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0)

@@ -1,0 +1,280 @@
+"""SessionManager with real processes (the "none" backend): exit codes, timeouts, trees, background."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import time
+
+import psutil
+import pytest
+
+from run_bash.config import parse_config
+from run_bash.errors import SessionError, SpawnError, UsageError
+from run_bash.sessions import SessionManager
+from tests.conftest import alive, wait_for
+
+
+@pytest.fixture
+async def mgr(tmp_path):
+    events: list[tuple[str, dict]] = []
+    cfg = parse_config({"sandbox": {"backend": "none"}})
+    m = SessionManager(
+        cfg,
+        loop=asyncio.get_running_loop(),
+        on_event=lambda n, p: events.append((n, p)),
+        state_dir=str(tmp_path / "state"),
+    )
+    os.makedirs(m.state_dir, mode=0o700)
+    m.events = events  # type: ignore[attr-defined]
+    yield m
+    await m.shutdown()
+
+
+def start(m, cmd, **kw):
+    return m.start(cmd, unsandboxed_ok=True, **kw)
+
+
+async def run(m, cmd, **kw):
+    s = start(m, cmd, **kw)
+    return await asyncio.wait_for(m.wait_result(s.id), 30)
+
+
+async def test_success_and_output(mgr):
+    r = await run(mgr, "echo out; echo err >&2")
+    assert r["status"] == "exited"
+    assert r["exit_code"] == 0
+    assert r["output"] == "out\nerr\n"
+    assert r["sandboxed"] is False
+
+
+@pytest.mark.parametrize("code", [1, 2, 42, 255])
+async def test_exit_codes(mgr, code):
+    r = await run(mgr, f"exit {code}")
+    assert r["exit_code"] == code
+
+
+async def test_signal_is_reported(mgr):
+    r = await run(mgr, "kill -9 $$")
+    assert r["signal"] == 9
+    assert r["exit_code"] == 137
+
+
+async def test_stdout_and_stderr_interleave_in_time_order(mgr):
+    r = await run(mgr, "for i in 1 2 3; do echo o$i; echo e$i >&2; done")
+    assert r["output"] == "o1\ne1\no2\ne2\no3\ne3\n"
+
+
+async def test_stdin_is_dev_null(mgr):
+    r = await run(mgr, "cat; echo done; readlink /proc/self/fd/0")
+    assert r["output"].startswith("done\n/dev/null")
+
+
+async def test_anti_hang_environment(mgr):
+    r = await run(mgr, "echo $GIT_TERMINAL_PROMPT $GIT_EDITOR $PAGER $GIT_PAGER $TERM")
+    assert r["output"] == "0 true cat cat dumb\n"
+
+
+async def test_timeout_kills_tree_including_setsid_and_double_fork(mgr):
+    cmd = "setsid sleep 401 & (sleep 402 &) ; nohup sleep 403 >/dev/null 2>&1 & echo up; sleep 404"
+    s = start(mgr, cmd, timeout=1)
+    wait_for(lambda: len(s.tracker.members()) >= 4, 5)
+    pids = list(s.tracker.members())
+    t0 = time.monotonic()
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 10)
+    assert time.monotonic() - t0 < 5
+    assert r["status"] == "timed_out"
+    assert r["timed_out"] is True
+    assert r["exit_code"] == 124
+    assert r["output"] == "up\n"
+    wait_for(lambda: not alive(pids), 5)
+
+
+async def test_timeout_kills_process_ignoring_term(mgr):
+    s = start(mgr, "trap '' TERM; echo ready; while :; do sleep 0.1; done", timeout=1)
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 10)
+    assert r["status"] == "timed_out"
+    assert r["output"].startswith("ready")
+
+
+async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
+    t0 = time.monotonic()
+    r = await run(mgr, "sleep 300 & echo started")
+    assert time.monotonic() - t0 < 3
+    assert r["output"] == "started\n"
+    assert r["leftovers"] == 1
+    assert not [p for p in psutil.Process().children(recursive=True) if "sleep" in p.name()
+                and p.status() != psutil.STATUS_ZOMBIE]
+
+
+async def test_server_that_never_closes_stdout_does_not_hang(mgr):
+    r = await run(mgr, "(exec 1>&-; sleep 300) & (while :; do sleep 1; done) > /dev/null & echo ok")
+    assert r["output"] == "ok\n"
+
+
+async def test_background_session_partial_output_then_kill(mgr):
+    s = start(mgr, "echo first; sleep 0.2; echo second; sleep 300", bg_after=1)
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 5)
+    assert r["status"] == "running"
+    assert r["background"] is True
+    assert r["output"] == "first\nsecond\n"
+    assert r["output_file"].endswith(f"{s.id}.log")
+    k = await mgr.kill(s.id)
+    assert k["status"] == "killed"
+    again = await mgr.kill(s.id)
+    assert again["already_ended"] is True
+    assert again["status"] == "killed"
+    assert ("exited" in [n for n, _ in mgr.events])
+
+
+async def test_background_early_exit_returns_early(mgr):
+    t0 = time.monotonic()
+    r = await run(mgr, "echo quick; exit 3", bg_after=30)
+    assert time.monotonic() - t0 < 5
+    assert r["status"] == "exited"
+    assert r["exit_code"] == 3
+
+
+async def test_output_since_last_read_and_tail(mgr):
+    s = start(mgr, "echo a; sleep 0.3; echo b; echo c; sleep 300", bg_after=0.1)
+    r = await mgr.wait_result(s.id)
+    assert r["output"] == "a\n"
+    await asyncio.sleep(0.6)
+    assert mgr.output(s.id)["output"] == "b\nc\n"
+    assert mgr.output(s.id)["output"] == ""
+    assert mgr.output(s.id, tail=1)["output"] == "c\n"
+    with pytest.raises(UsageError):
+        mgr.output(s.id, tail=0)
+    await mgr.kill(s.id)
+
+
+async def test_kill_of_exited_session_keeps_output(mgr):
+    r = await run(mgr, "echo kept; exit 5")
+    k = await mgr.kill(r["id"])
+    assert k["already_ended"] is True
+    assert k["exit_code"] == 5
+    assert k["output"] == "kept\n"
+
+
+async def test_unknown_session(mgr):
+    with pytest.raises(SessionError, match="unknown session id 'nope'"):
+        await mgr.kill("nope")
+    with pytest.raises(SessionError):
+        mgr.output("nope")
+
+
+async def test_output_file_and_dir_permissions(mgr):
+    r = await run(mgr, "echo secret")
+    assert stat.S_IMODE(os.stat(r["output_file"]).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(r["output_file"])).st_mode) == 0o700
+
+
+async def test_private_tmpdir_is_removed_after_the_run(mgr):
+    r = await run(mgr, 'echo "$TMPDIR"; touch "$TMPDIR/x"')
+    tmp = r["output"].strip()
+    assert tmp.startswith(mgr.state_dir)
+    assert not os.path.exists(tmp)
+
+
+async def test_file_cap_drops_output_with_marker_and_command_continues(tmp_path):
+    cfg = parse_config({"sandbox": {"backend": "none"}, "output": {"file_cap": 10000}})
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "s"))
+    os.makedirs(m.state_dir)
+    try:
+        s = m.start("head -c 50000 /dev/zero | tr '\\0' x; echo; echo END", unsandboxed_ok=True)
+        r = await m.wait_result(s.id)
+        assert r["exit_code"] == 0
+        assert r["file_capped"] is True
+        data = open(r["output_file"], "rb").read()
+        assert data.startswith(b"x" * 10000)
+        assert b"reached its cap of 10000 bytes" in data
+        assert r["output_bytes"] == 50005  # 50000 x, "\\n", "END\\n"
+        assert r["output"].rstrip().endswith("END")  # memory tail still sees the end
+    finally:
+        await m.shutdown()
+
+
+async def test_agent_output_is_capped_head_and_tail(mgr):
+    r = await run(mgr, "seq 1 100000")
+    out = r["output"]
+    assert len(out) <= 30000
+    assert out.startswith("1\n2\n")
+    assert out.rstrip().endswith("100000")
+    assert "characters cut" in out and r["output_file"] in out
+    assert r["truncated"] is True
+
+
+async def test_non_utf8_and_control_sequences_are_cleaned(mgr):
+    r = await run(mgr, r"printf '\xff\xfe ok \033[31mred\033[0m \033]0;title\007x\n10%%\r50%%\r100%%\n'")
+    assert r["output"] == "\ufffd\ufffd ok red x\n100%\n"
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"cmd": ""}, "cmd is empty"),
+        ({"cmd": "   \n"}, "cmd is empty"),
+        ({"cmd": 5}, "cmd should be a string"),
+        ({"cmd": "echo \0x"}, "NUL byte"),
+        ({"cmd": "x" * (1 << 20)}, "limit is 100000"),
+        ({"cmd": "true", "bg_after": -1}, "bg_after must be 0..60"),
+        ({"cmd": "true", "bg_after": 61}, "bg_after must be 0..60"),
+        ({"cmd": "true", "bg_after": "5"}, "bg_after should be a number"),
+        ({"cmd": "true", "timeout": 0}, "timeout must be 1..3600"),
+        ({"cmd": "true", "timeout": 3601}, "timeout must be 1..3600"),
+        ({"cmd": "true", "timeout": "x"}, "timeout should be a number"),
+        ({"cmd": "true", "timeout": True}, "timeout should be a number"),
+    ],
+)
+async def test_bad_requests_raise_one_clear_error(mgr, kw, message):
+    cmd = kw.pop("cmd")
+    with pytest.raises(UsageError, match=message):
+        mgr.start(cmd, unsandboxed_ok=True, **kw)
+    assert mgr.sessions == {}
+
+
+async def test_unsandboxed_run_requires_explicit_approval(mgr):
+    with pytest.raises(SpawnError, match="needs the user's approval"):
+        mgr.start("true")
+
+
+async def test_hundred_runs_in_a_row(mgr):
+    sessions = [start(mgr, f"echo {i}") for i in range(100)]
+    results = await asyncio.gather(*(mgr.wait_result(s.id) for s in sessions))
+    assert [r["output"] for r in results] == [f"{i}\n" for i in range(100)]
+    assert len({s.id for s in sessions}) == 100
+
+
+async def test_background_session_limit(tmp_path):
+    cfg = parse_config({"sandbox": {"backend": "none"}, "sessions": {"max_background": 2}})
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "s"))
+    os.makedirs(m.state_dir)
+    try:
+        for _ in range(2):
+            m.start("sleep 300", bg_after=0.1, unsandboxed_ok=True)
+        with pytest.raises(UsageError, match="limit 2"):
+            m.start("sleep 300", bg_after=0.1, unsandboxed_ok=True)
+    finally:
+        await m.shutdown()
+
+
+async def test_live_output_events_are_throttled_and_complete(mgr):
+    s = start(mgr, "for i in $(seq 1 50); do echo line$i; sleep 0.01; done", live=True)
+    await mgr.wait_result(s.id)
+    chunks = [p["data"] for n, p in mgr.events if n == "output" and p["id"] == s.id]
+    assert "".join(chunks) == "".join(f"line{i}\n" for i in range(1, 51))
+    assert len(chunks) < 25  # throttled: far fewer events than lines
+
+
+async def test_shutdown_kills_everything(tmp_path):
+    cfg = parse_config({"sandbox": {"backend": "none"}})
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "s"))
+    os.makedirs(m.state_dir)
+    sessions = [m.start("setsid sleep 300 & sleep 301", bg_after=0.1, unsandboxed_ok=True)
+                for _ in range(3)]
+    wait_for(lambda: all(len(s.tracker.members()) >= 2 for s in sessions), 5)
+    pids = [p for s in sessions for p in s.tracker.members()]
+    await m.shutdown()
+    wait_for(lambda: not alive(pids), 5)
+    assert not os.path.exists(m.state_dir)
