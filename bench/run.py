@@ -1,0 +1,237 @@
+"""`make bench`: run every benchmark and print one table, with ratios against plain `bash -c`.
+
+Numbers are printed, never asserted: these machines are noisy. Sections: host (cold start, RPC round
+trip), runtime (end-to-end `true`, a 200 MB output flood, 50 background sessions), and the checker
+and sandbox benchmarks in bench_checker.py / bench_sandbox.py when present.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "python"), str(ROOT / "bench"), str(ROOT)]
+
+Row = dict[str, Any]
+
+
+def nvim_bin() -> str:
+    out = subprocess.run([str(ROOT / "scripts" / "nvim-path")], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("no Neovim >= 0.11: run `make deps`")
+    return out.stdout.strip()
+
+
+def plain_bash_ms(n: int = 50) -> float:
+    """Median wall time of `bash -c true` started from Python."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(["bash", "-c", "true"], check=True)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def attach() -> Any:
+    import pynvim
+
+    return pynvim.attach(
+        "child",
+        argv=[nvim_bin(), "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={ROOT}",
+              "-c", "runtime plugin/run_bash.lua"],
+    )
+
+
+LUA_RUN_WAIT = """
+local spec = ...
+local done
+local t = vim.uv.hrtime()
+local info, err = require('run_bash').run(spec, function(r) done = r end)
+if not info then error(err) end
+vim.wait(600000, function() return done ~= nil end, 1)
+return { (vim.uv.hrtime() - t) / 1e6, done }
+"""
+
+LUA_STALL = """
+-- Run a command while a 10 ms timer measures the main loop's worst gap.
+local spec = ...
+local worst, last = 0, vim.uv.hrtime()
+local timer = vim.uv.new_timer()
+timer:start(10, 10, function()
+  local now = vim.uv.hrtime()
+  worst = math.max(worst, (now - last) / 1e6 - 10)
+  last = now
+end)
+local done
+local t = vim.uv.hrtime()
+require('run_bash').run(spec, function(r) done = r end, spec.live and function() end or nil)
+vim.wait(600000, function() return done ~= nil end, 5)
+timer:stop(); timer:close()
+return { (vim.uv.hrtime() - t) / 1e6, worst, done.output_bytes }
+"""
+
+
+def host_rows(base_ms: float) -> list[Row]:
+    rows: list[Row] = []
+    # Baseline: a Neovim that spawns one process through vim.fn.system.
+    nv = nvim_bin()
+    base = []
+    for _ in range(5):
+        t = time.perf_counter()
+        subprocess.run([nv, "--clean", "--headless", "-c", "lua vim.fn.system('true')", "-c", "qa!"],
+                       check=True)
+        base.append((time.perf_counter() - t) * 1000)
+    colds, rtts = [], []
+    for _ in range(5):
+        nvim = attach()
+        try:
+            t = time.perf_counter()
+            nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+            nvim.exec_lua("assert(require('run_bash').request('sessions'))")
+            colds.append((time.perf_counter() - t) * 1000)
+            rt = nvim.exec_lua(
+                """
+                local chan = require('run_bash')._job()
+                local t = vim.uv.hrtime()
+                for _ = 1, 2000 do vim.rpcrequest(chan, 'run_bash.ping') end
+                return (vim.uv.hrtime() - t) / 1e6 / 2000
+                """
+            )
+            rtts.append(rt)
+        finally:
+            with contextlib.suppress(Exception):
+                nvim.command("qa!")
+            with contextlib.suppress(Exception):
+                nvim.close()
+    rows.append({"name": "host cold start to first answered RPC", "value": statistics.median(colds),
+                 "unit": "ms", "goal": "< 150 ms",
+                 "note": f"baseline nvim -c 'lua vim.fn.system(\"true\")' = "
+                         f"{statistics.median(base):.1f} ms (whole editor run)"})
+    rows.append({"name": "RPC round trip (ping)", "value": statistics.median(rtts), "unit": "ms",
+                 "goal": "< 0.2 ms", "note": ""})
+    return rows
+
+
+def runtime_rows(base_ms: float) -> list[Row]:
+    rows: list[Row] = []
+    nvim = attach()
+    try:
+        nvim.exec_lua(
+            "require('run_bash').setup({ sandbox = { backend = 'none' },"
+            " sessions = { max_background = 64 } })"
+        )
+        spec = {"cmd": "true", "unsandboxed_ok": True}
+        nvim.exec_lua(LUA_RUN_WAIT, spec)  # warm up
+        times = [nvim.exec_lua(LUA_RUN_WAIT, spec)[0] for _ in range(50)]
+        e2e = statistics.median(times)
+        rows.append({"name": ":RunBash true end to end (none backend)", "value": e2e, "unit": "ms",
+                     "goal": "<= 3x plain bash",
+                     "note": f"plain bash -c true = {base_ms:.2f} ms; ratio {e2e / base_ms:.2f}x"})
+
+        t = time.perf_counter()
+        subprocess.run(["bash", "-c", "yes | head -c 200M > /dev/null"], check=True)
+        plain_flood = (time.perf_counter() - t) * 1000
+        host_pid = nvim.funcs.jobpid(nvim.exec_lua("return require('run_bash')._job()"))
+        import psutil
+
+        host = psutil.Process(host_pid).children()[0]
+        peak = [host.memory_info().rss]
+        flood_spec = {"cmd": "yes | head -c 200M", "unsandboxed_ok": True, "live": True}
+        ms, stall, nbytes = nvim.exec_lua(LUA_STALL, flood_spec)
+        peak.append(host.memory_info().rss)
+        rows.append({"name": "yes | head -c 200M: main-loop max stall", "value": stall,
+                     "unit": "ms", "goal": "< 50 ms", "note": f"{nbytes} bytes captured"})
+        rows.append({"name": "yes | head -c 200M: host RSS after", "value": max(peak) / 2**20,
+                     "unit": "MiB", "goal": "< 150 MiB", "note": ""})
+        rows.append({"name": "yes | head -c 200M: wall time", "value": ms, "unit": "ms",
+                     "goal": "", "note": f"bash -c '... > /dev/null' = {plain_flood:.0f} ms; "
+                                         f"ratio {ms / plain_flood:.2f}x"})
+
+        many = nvim.exec_lua(
+            """
+            local rb = require('run_bash')
+            local worst, last = 0, vim.uv.hrtime()
+            local timer = vim.uv.new_timer()
+            timer:start(10, 10, function()
+              local now = vim.uv.hrtime()
+              worst = math.max(worst, (now - last) / 1e6 - 10); last = now
+            end)
+            local t = vim.uv.hrtime()
+            local pending = 50
+            for i = 1, 50 do
+              local ok, err = rb.run(
+                { cmd = 'setsid sleep 300 & sleep 300', bg_after = 0.2, unsandboxed_ok = true },
+                function() pending = pending - 1 end)
+              if not ok then error(err) end
+            end
+            vim.wait(60000, function() return pending == 0 end, 5)
+            local listed = 0
+            for _, s in ipairs(rb.sessions_list()) do
+              if s.status == 'running' then listed = listed + 1 end
+            end
+            local killed
+            rb.kill(nil, function(reply) killed = reply end)
+            vim.wait(60000, function() return killed ~= nil end, 5)
+            timer:stop(); timer:close()
+            return { (vim.uv.hrtime() - t) / 1e6, worst, listed }
+            """
+        )
+        time.sleep(0.5)
+        survivors = [p for p in host.children(recursive=True) if p.name() == "sleep"
+                     and p.status() != psutil.STATUS_ZOMBIE]
+        rows.append({"name": "50 background sessions: start+list+kill", "value": many[0],
+                     "unit": "ms", "goal": "", "note": f"{many[2]} listed as running"})
+        rows.append({"name": "50 background sessions: main-loop max stall", "value": many[1],
+                     "unit": "ms", "goal": "< 50 ms", "note": ""})
+        rows.append({"name": "50 background sessions: survivors after kill", "value": len(survivors),
+                     "unit": "", "goal": "0", "note": ""})
+    finally:
+        with contextlib.suppress(Exception):
+            nvim.command("qa!")
+        with contextlib.suppress(Exception):
+            nvim.close()
+    return rows
+
+
+def main() -> int:
+    only = set(sys.argv[1:])
+    base_ms = plain_bash_ms()
+    sections: list[tuple[str, Any]] = [
+        ("host", lambda: host_rows(base_ms)),
+        ("runtime", lambda: runtime_rows(base_ms)),
+    ]
+    for name in ("bench_checker", "bench_sandbox"):
+        if (ROOT / "bench" / f"{name}.py").exists():
+            mod = importlib.import_module(name)
+            sections.append((name.removeprefix("bench_"), mod.run))
+    print(f"plain `bash -c true` from Python: {base_ms:.2f} ms (median of 50)\n")
+    for name, fn in sections:
+        if only and name not in only:
+            continue
+        print(f"== {name}")
+        try:
+            rows = fn()
+        except Exception as err:  # one broken section must not hide the others
+            print(f"   failed: {err}")
+            continue
+        for r in rows:
+            value = r["value"]
+            shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+            goal = f"  (goal {r['goal']})" if r.get("goal") else ""
+            note = f"  — {r['note']}" if r.get("note") else ""
+            print(f"   {r['name']:<48} {shown:>10} {r.get('unit', '')}{goal}{note}")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RUN_BASH_BENCH", "1")
+    sys.exit(main())
