@@ -2,7 +2,162 @@
 
 Public API (used by the host, the CLI and the Lua shim through the host):
     check(cmd: str, rules: Mapping | None = None) -> Verdict
-    Verdict(pause: bool, reason: str, rule: str | None, command: str | None, commands: list[list[str]])
-``commands`` lists every simple command the checker saw (argv after unwrapping), so Lua-function rules can be
-evaluated in Lua.
+    Verdict(pause, reason, rule, command, commands, lua_rules), Verdict.to_dict()
+    parse_commands(cmd: str) -> list[list[str]]
+``commands`` lists every simple command the checker saw (argv after unwrapping; wrappers come
+before the command they wrap, ``argv[0]`` is the command's basename), so Lua-function rules can be
+evaluated in Lua. ``lua_rules`` names the Lua-function rules whose command appeared.
+
+The checker fails closed: when the command that runs (or, for a command with a rule, the words
+its rule depends on) cannot be determined statically, the verdict pauses and says why.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from run_bash.checker.rules import (
+    DEFAULT_RULES,
+    LUA_FUNCTION,
+    Hit,
+    effective_rules,
+    lookup_names,
+    validate_rules,
+)
+from run_bash.checker.unwrap import Analysis, Found, Unknown
+
+__all__ = [
+    "DEFAULT_RULES",
+    "LUA_FUNCTION",
+    "Verdict",
+    "check",
+    "parse_commands",
+    "validate_rules",
+]
+
+MAX_REASON_COMMAND = 160
+NO_MATCH = "no pause-list rule matched"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The pause-list decision for one command line.
+
+    Attributes:
+        pause: True when a human should approve the command first.
+        reason: why, naming the sub-command, e.g. "`git push --force` rewrites the remote
+            branch's history".
+        rule: the pause-list rule (command name) that matched; None when nothing matched or the
+            checker paused because it could not tell what runs.
+        command: the exact sub-command text that made it pause.
+        commands: every simple command seen, as argv after unwrapping wrappers.
+        lua_rules: names of Lua-function rules whose command name appeared.
+    """
+
+    pause: bool
+    reason: str
+    rule: str | None = None
+    command: str | None = None
+    commands: list[list[str]] = field(default_factory=list)
+    lua_rules: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict, safe for JSON and msgpack."""
+        return {
+            "pause": self.pause,
+            "reason": self.reason,
+            "rule": self.rule,
+            "command": self.command,
+            "commands": [list(argv) for argv in self.commands],
+            "lua_rules": list(self.lua_rules),
+        }
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split()) if "\n" in text else text.strip()
+    if len(text) > MAX_REASON_COMMAND:
+        text = text[: MAX_REASON_COMMAND - 1] + "…"
+    return f"`{text}`"
+
+
+def _analyse(cmd: str) -> tuple[Analysis, str | None]:
+    ana = Analysis()
+    try:
+        ana.source(cmd)
+    except RecursionError:
+        return ana, "nests too deeply to analyse"
+    except Exception as err:  # fail closed on any checker bug
+        return ana, f"could not be analysed ({type(err).__name__}: {err})"
+    return ana, None
+
+
+def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
+    """Decide whether ``cmd`` should pause for approval.
+
+    Args:
+        cmd: the bash command line (any script).
+        rules: the user's ``pauselist`` table; it is merged over the default rules (``false``
+            turns a default off, ``"<lua-function>"`` defers that name to Lua).
+    """
+    if not isinstance(cmd, str):
+        return Verdict(True, "the command is not a string")
+    if not cmd.strip():
+        return Verdict(False, NO_MATCH)
+    table = effective_rules(rules)
+    ana, failure = _analyse(cmd)
+    if failure is not None:
+        return Verdict(True, f"{_quote(cmd)} {failure}", None, cmd)
+
+    commands: list[list[str]] = []
+    lua_rules: list[str] = []
+    hit: tuple[Hit, str | None, str] | None = None
+    unknown: tuple[str, str | None, str] | None = None
+    for ev in ana.events:
+        if isinstance(ev, Unknown):
+            if unknown is None:
+                unknown = (f"{_quote(ev.text)} {ev.reason}", None, ev.text)
+            continue
+        assert isinstance(ev, Found)
+        commands.append([ev.name, *(a.show() for a in ev.argv[1:])])
+        if hit is not None:
+            continue
+        key = next((k for k in lookup_names(ev.name) if k in table), None)
+        if key is None:
+            continue
+        rule = table[key]
+        if rule is False:
+            continue
+        if rule == LUA_FUNCTION:
+            if key not in lua_rules:
+                lua_rules.append(key)
+            continue
+        found = (
+            Hit(f"runs `{key}`, which is on the pause list") if rule is True else rule(ev.argv[1:])
+        )
+        if found is None:
+            continue
+        if found.unknown:
+            if unknown is None:
+                unknown = (f"{_quote(ev.text)} {found.reason}", key, ev.text)
+        else:
+            hit = (found, key, ev.text)
+    if hit is not None:
+        found, key, text = hit
+        return Verdict(True, f"{_quote(text)} {found.reason}", key, text, commands, lua_rules)
+    if unknown is not None:
+        reason, key, text = unknown
+        return Verdict(True, reason, key, text, commands, lua_rules)
+    reason = NO_MATCH
+    if lua_rules:
+        reason += "; Lua rules to evaluate: " + ", ".join(lua_rules)
+    return Verdict(False, reason, None, None, commands, lua_rules)
+
+
+def parse_commands(cmd: str) -> list[list[str]]:
+    """Every simple command ``cmd`` runs, as argv after unwrapping wrappers (see :func:`check`)."""
+    ana, _ = _analyse(cmd)
+    return [
+        [ev.name, *(a.show() for a in ev.argv[1:])] for ev in ana.events if isinstance(ev, Found)
+    ]

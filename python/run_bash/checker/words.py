@@ -103,13 +103,15 @@ def decode_echo(body: str) -> str:
 
 # -- brace expansion ----------------------------------------------------------------------------
 
-# A brace-expansion item: (char, active) for literal characters; (part_text, kind) for dynamic parts,
-# marked by a kind >= DYN in the second slot.
+# A brace-expansion item: (char, active) for literal characters; (part_text, kind) for dynamic
+# parts, marked by a kind >= DYN in the second slot.
 Item = tuple[str, int]
 _ACTIVE = 0
 _QUOTED = 1
 
-_RANGE = re.compile(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
+_RANGE = re.compile(
+    r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$"
+)
 
 
 def _items(parts: list[Part]) -> list[Item]:
@@ -248,7 +250,7 @@ def expand(source: str, parts: list[Part]) -> list[Arg]:
 
 
 def normalize_path(path: str) -> str:
-    """Normalize a path lexically: collapse ``//``, resolve ``.`` and ``..``, drop a trailing ``/``."""
+    """Normalize a path lexically: collapse ``//``, resolve ``.`` and ``..``, drop a final ``/``."""
     absolute = path.startswith("/")
     out: list[str] = []
     for seg in path.split("/"):
