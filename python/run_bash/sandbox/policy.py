@@ -104,10 +104,6 @@ SYSTEM_READABLE = (
     "/dev/zero",
     "/dev/random",
     "/dev/urandom",
-    "/dev/fd",
-    "/dev/stdin",
-    "/dev/stdout",
-    "/dev/stderr",
 )
 
 # Device nodes a command may write: discarding output and the "disk full" test device.
@@ -430,10 +426,11 @@ def blocked_local_ports(own: Iterable[int], allowed: Iterable[int]) -> list[int]
 
 
 def _expand_globs(paths: Iterable[str]) -> list[str]:
+    """Expand shell patterns in denied paths; a pattern that matches nothing denies nothing."""
     out: list[str] = []
     for p in paths:
         if any(c in p for c in "*?["):
-            out.extend(sorted(glob.glob(p)) or [p])
+            out.extend(sorted(glob.glob(p)))
         else:
             out.append(p)
     return out
@@ -513,6 +510,7 @@ def build_policy(
     readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
     writable = [p for p in dict.fromkeys(writable) if not any(is_under(p, d) for d in denied)]
     readable = [p for p in readable if p not in writable]
+    readable = [p for p in readable if not any(q != p and is_under(p, q) for q in readable)]
 
     # -- read-only carve-outs and protected project files -----------------------------------------
     read_only = [
@@ -521,18 +519,23 @@ def build_policy(
         if any(is_under(p, w) for w in writable) and not any(is_under(p, d) for d in denied)
     ]
     protected: list[str] = []
+
+    def in_writable(p: str) -> bool:
+        return any(is_under(p, w) for w in writable)
+
     for r in roots:
-        if not any(is_under(r, w) for w in writable):
-            continue
         dotgit = os.path.join(r, ".git")
         if os.path.isdir(dotgit) and not os.path.islink(dotgit):
-            git_dirs.append(dotgit)
-        else:
+            if in_writable(dotgit):
+                git_dirs.append(dotgit)
+        elif in_writable(dotgit):
             protected.append(dotgit)  # a .git file or symlink redirects git elsewhere: keep it
         for name in PROTECTED_NAMES:
             if name.startswith(".git/") and not os.path.isdir(dotgit):
                 continue
-            protected.append(os.path.join(r, name))
+            target = os.path.join(r, name)
+            if in_writable(target):
+                protected.append(target)
     protected = list(dict.fromkeys(protected))
 
     # -- network ----------------------------------------------------------------------------------

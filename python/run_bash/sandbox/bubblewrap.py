@@ -1,0 +1,320 @@
+"""The bubblewrap backend: Linux namespaces and bind mounts through ``bwrap``.
+
+What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
+
+* ``--unshare-all --unshare-user --disable-userns --die-with-parent --new-session --cap-drop ALL``:
+  own pid, ipc, uts, cgroup, user (no nested user namespaces) and, by default, network namespaces;
+  no capabilities; a new session (no TIOCSTI into a terminal); everything dies with the host.
+* ``--proc /proc --dev /dev``: a /proc that shows only the sandbox's processes, a minimal /dev.
+* ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's private temp dir (a bind of it, so the
+  runtime's cleanup and size accounting see the files).
+* Read-only binds for the readable paths, read-write binds for the writable ones, read-only binds
+  again for paths that must stay read-only inside a writable grant (Neovim's directories) and for
+  the protected project files. The ``.git`` directory is bound onto itself, which makes it a mount
+  point: it can be written into but not renamed, removed or replaced.
+* Denied directories are covered with an empty tmpfs, denied files with /dev/null.
+* The launcher's environment *is* the scrubbed one (``bwrap`` is pid 1's parent and its own
+  environment would be readable through /proc otherwise), and bwrap inherits only fds 0/1/2.
+* Limits: ``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` through ``prlimit``; memory is not limited (no
+  cgroup without systemd's help): documented.
+* Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty the sandbox gets its
+  own network namespace: no outside network and a private loopback (a server and its client in one
+  command work; a server started by one run_bash command is not reachable from another). With
+  entries it shares the host's network: everything is reachable, including other local services
+  and abstract Unix sockets.
+
+Protected project paths that do not exist yet cannot be bind-mounted without creating them in the
+project: they are watched instead (the same guard the sandlock backend uses): creating one stops the
+run at once and removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from run_bash.errors import SpawnError
+from run_bash.paths import is_under
+from run_bash.sandbox.base import Availability, RunSpec
+from run_bash.sandbox.policy import Policy, build_policy
+from run_bash.sandbox.proc import bash_path, signal_group
+
+PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
+# Provided by --proc / --dev, never bound from the host.
+VIRTUAL_ROOTS = ("/proc", "/dev")
+
+
+@lru_cache(maxsize=1)
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap") or (
+        "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
+    )
+
+
+@lru_cache(maxsize=1)
+def prlimit_path() -> str | None:
+    for p in ("/usr/bin/prlimit", "/bin/prlimit"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("prlimit")
+
+
+def _depth(p: str) -> int:
+    return p.rstrip("/").count("/")
+
+
+def _bind_source_args(kind: str, path: str) -> list[str]:
+    """Arguments binding ``path`` onto itself; a symlink stays a symlink (``/bin -> usr/bin``)."""
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    return [kind, path, path]
+
+
+def bwrap_args(policy: Policy, spec: RunSpec, extra_args: list[str] | None = None) -> list[str]:
+    """The bwrap command line (without the program) for one run. Pure apart from lstat()."""
+    private = os.path.realpath(spec.tmpdir)
+    args = [
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
+    if policy.network_allow:
+        args.append("--share-net")
+    args += ["--proc", "/proc", "--dev", "/dev"]
+
+    def skip(p: str) -> bool:
+        return any(is_under(p, v) for v in VIRTUAL_ROOTS)
+
+    # (depth, order, args): parents before children, so a project under /tmp is bound on top of
+    # the private /tmp; at equal depth read-only before read-write.
+    binds: list[tuple[int, int, list[str]]] = []
+    for p in policy.readable:
+        if not skip(p) and os.path.lexists(p):
+            binds.append((_depth(p), 1, _bind_source_args("--ro-bind", p)))
+    for p in policy.writable:
+        if not skip(p) and os.path.lexists(p):
+            binds.append((_depth(p), 2, _bind_source_args("--bind", p)))
+    for p in PRIVATE_MOUNTS:
+        binds.append((_depth(p), 0, ["--bind", private, p]))
+    for _d, _k, a in sorted(binds, key=lambda t: (t[0], t[1])):
+        args += a
+    for p in policy.read_only:
+        if os.path.exists(p):
+            args += ["--ro-bind", p, p]
+    # .git directories: a bind onto itself makes the entry a mount point (no rename, no rmdir).
+    for g in policy.git_dirs:
+        if os.path.isdir(g):
+            args += ["--bind", g, g]
+    for p in policy.protected:
+        if os.path.lexists(p) and not os.path.islink(p):
+            args += ["--ro-bind", p, p]
+    for p in policy.denied:
+        if not os.path.lexists(p) or not any(is_under(p, g) for g in _granted(policy)):
+            continue
+        if os.path.isdir(p) and not os.path.islink(p):
+            args += ["--perms", "0000", "--tmpfs", p, "--remount-ro", p]
+        else:
+            args += ["--ro-bind", "/dev/null", p]
+    args += list(extra_args or [])
+    args += ["--chdir", spec.cwd]
+    return args
+
+
+def _granted(policy: Policy) -> list[str]:
+    return [*policy.readable, *policy.writable]
+
+
+class BwrapLaunched:
+    """A running bwrap; its pid is bwrap's (pid 1 of the sandbox is its child)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], guard: Any) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.guard = guard
+        self.notices: list[str] = []
+        self._closed = False
+
+    def _kill_all(self) -> None:
+        # bwrap's children die with it (--die-with-parent sets their parent-death signal; pid 1
+        # of the namespace takes every other process down with it).
+        signal_group(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def reap(self) -> int:
+        code = self.proc.wait()
+        if self.guard is not None:
+            self.guard.check()
+            self.notices.extend(n for n in self.guard.notices if n not in self.notices)
+        return code
+
+    def terminate(self, sig: int) -> None:
+        signal_group(self.pid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, sig)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.proc.returncode is None:
+            self._kill_all()
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=5)
+        if self.guard is not None:
+            self.guard.stop()
+            self.guard.check()
+            self.notices.extend(n for n in self.guard.notices if n not in self.notices)
+
+
+class Bubblewrap:
+    """Namespaces and bind mounts through bubblewrap."""
+
+    name: ClassVar[str] = "bubblewrap"
+    isolates: ClassVar[bool] = True
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config: Mapping[str, Any] = config or {}
+        sb = self.config.get("sandbox", {}) if self.config else {}
+        self.opts: Mapping[str, Any] = (sb.get("backends") or {}).get("bubblewrap") or {}
+        self._availability: Availability | None = None
+
+    def availability(self) -> Availability:
+        if self._availability is None:
+            self._availability = self._probe()
+        return self._availability
+
+    def _probe(self) -> Availability:
+        bwrap = bwrap_path()
+        if bwrap is None:
+            return Availability(
+                False, "bwrap not found", "install bubblewrap (apt/dnf/pacman install bubblewrap)"
+            )
+        if bash_path() is None:
+            return Availability(False, "bash not found", "install bash")
+        version = ""
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            version = subprocess.run(
+                [bwrap, "--version"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+        probe = [
+            bwrap,
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "true",
+        ]
+        try:
+            res = subprocess.run(
+                probe,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            return Availability(
+                False, f"bwrap failed to run: {e}", "check the bwrap install", version
+            )
+        if res.returncode != 0:
+            err = (res.stderr or "").strip().splitlines()
+            why = err[-1] if err else f"exit {res.returncode}"
+            return Availability(
+                False,
+                f"bwrap cannot create namespaces: {why}",
+                "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+                "on Ubuntu an AppArmor profile for bwrap) or use the sandlock backend",
+                version,
+            )
+        return Availability(True, version=version)
+
+    def validate(self) -> list[str]:
+        extra = self.opts.get("extra_args") or []
+        problems = []
+        for a in extra:
+            if a in ("--share-net", "--bind", "--dev-bind") or a.startswith("--cap-add"):
+                # Allowed (expert use) but worth knowing: it widens the sandbox.
+                continue
+            if a == "--":
+                problems.append("sandbox.backends.bubblewrap.extra_args must not contain `--`")
+        return problems
+
+    def warnings(self) -> list[str]:
+        return []
+
+    def argv(self, policy: Policy, spec: RunSpec) -> list[str]:
+        bwrap = bwrap_path() or "bwrap"
+        bash = bash_path() or "/bin/bash"
+        extra = list(self.opts.get("extra_args") or [])
+        prefix: list[str] = []
+        pl = prlimit_path()
+        if pl:
+            size = int(policy.limits.max_file_size)
+            nproc = int(policy.limits.max_processes)
+            prefix = [pl, f"--fsize={size}:{size}", f"--nproc={nproc}:{nproc}", "--"]
+        return [*prefix, bwrap, *bwrap_args(policy, spec, extra), "--", bash, "-c", spec.cmd]
+
+    def spawn(self, spec: RunSpec) -> BwrapLaunched:
+        avail = self.availability()
+        if not avail.ok:
+            raise SpawnError(f"bubblewrap unavailable: {avail.reason}; {avail.advice}")
+        policy = spec.policy
+        if not isinstance(policy, Policy):
+            policy = build_policy(self.config, spec.cwd)
+        from run_bash.sandbox.sandlock import _Guard
+
+        env = dict(spec.env)
+        # Inside, the private temp dir is /tmp.
+        env["TMPDIR"] = "/tmp"
+        argv = self.argv(policy, spec)
+        missing = [p for p in policy.protected if not os.path.lexists(p)]
+        holder: dict[str, BwrapLaunched] = {}
+
+        def kill_run() -> None:
+            if "l" in holder:
+                holder["l"]._kill_all()
+
+        guard = None
+        if missing:
+            guard = _Guard(policy, kill_run)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd="/",
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=spec.stdout_fd,
+                stderr=spec.stdout_fd,
+                close_fds=True,
+                start_new_session=True,
+                restore_signals=True,
+            )
+        except OSError as e:
+            raise SpawnError(f"bubblewrap could not start: {e}") from e
+        launched = BwrapLaunched(proc, guard)
+        holder["l"] = launched
+        if guard is not None:
+            guard.start()
+        launched.notices.extend(policy.warnings)
+        return launched
