@@ -45,8 +45,17 @@ def attach() -> Any:
 
     return pynvim.attach(
         "child",
-        argv=[nvim_bin(), "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={ROOT}",
-              "-c", "runtime plugin/run_bash.lua"],
+        argv=[
+            nvim_bin(),
+            "--clean",
+            "--embed",
+            "--headless",
+            "-n",
+            "--cmd",
+            f"set rtp^={ROOT}",
+            "-c",
+            "runtime plugin/run_bash.lua",
+        ],
     )
 
 
@@ -86,8 +95,10 @@ def host_rows(base_ms: float) -> list[Row]:
     base = []
     for _ in range(5):
         t = time.perf_counter()
-        subprocess.run([nv, "--clean", "--headless", "-c", "lua vim.fn.system('true')", "-c", "qa!"],
-                       check=True)
+        subprocess.run(
+            [nv, "--clean", "--headless", "-c", "lua vim.fn.system('true')", "-c", "qa!"],
+            check=True,
+        )
         base.append((time.perf_counter() - t) * 1000)
     colds, rtts = [], []
     for _ in range(5):
@@ -111,12 +122,25 @@ def host_rows(base_ms: float) -> list[Row]:
                 nvim.command("qa!")
             with contextlib.suppress(Exception):
                 nvim.close()
-    rows.append({"name": "host cold start to first answered RPC", "value": statistics.median(colds),
-                 "unit": "ms", "goal": "< 150 ms",
-                 "note": f"baseline nvim -c 'lua vim.fn.system(\"true\")' = "
-                         f"{statistics.median(base):.1f} ms (whole editor run)"})
-    rows.append({"name": "RPC round trip (ping)", "value": statistics.median(rtts), "unit": "ms",
-                 "goal": "< 0.2 ms", "note": ""})
+    rows.append(
+        {
+            "name": "host cold start to first answered RPC",
+            "value": statistics.median(colds),
+            "unit": "ms",
+            "goal": "< 150 ms",
+            "note": f"baseline nvim -c 'lua vim.fn.system(\"true\")' = "
+            f"{statistics.median(base):.1f} ms (whole editor run)",
+        }
+    )
+    rows.append(
+        {
+            "name": "RPC round trip (ping)",
+            "value": statistics.median(rtts),
+            "unit": "ms",
+            "goal": "< 0.2 ms",
+            "note": "",
+        }
+    )
     return rows
 
 
@@ -132,9 +156,15 @@ def runtime_rows(base_ms: float) -> list[Row]:
         nvim.exec_lua(LUA_RUN_WAIT, spec)  # warm up
         times = [nvim.exec_lua(LUA_RUN_WAIT, spec)[0] for _ in range(50)]
         e2e = statistics.median(times)
-        rows.append({"name": ":RunBash true end to end (none backend)", "value": e2e, "unit": "ms",
-                     "goal": "<= 3x plain bash",
-                     "note": f"plain bash -c true = {base_ms:.2f} ms; ratio {e2e / base_ms:.2f}x"})
+        rows.append(
+            {
+                "name": ":RunBash true end to end (none backend)",
+                "value": e2e,
+                "unit": "ms",
+                "goal": "<= 3x plain bash",
+                "note": f"plain bash -c true = {base_ms:.2f} ms; ratio {e2e / base_ms:.2f}x",
+            }
+        )
 
         t = time.perf_counter()
         subprocess.run(["bash", "-c", "yes | head -c 200M > /dev/null"], check=True)
@@ -147,13 +177,34 @@ def runtime_rows(base_ms: float) -> list[Row]:
         flood_spec = {"cmd": "yes | head -c 200M", "unsandboxed_ok": True, "live": True}
         ms, stall, nbytes = nvim.exec_lua(LUA_STALL, flood_spec)
         peak.append(host.memory_info().rss)
-        rows.append({"name": "yes | head -c 200M: main-loop max stall", "value": stall,
-                     "unit": "ms", "goal": "< 50 ms", "note": f"{nbytes} bytes captured"})
-        rows.append({"name": "yes | head -c 200M: host RSS after", "value": max(peak) / 2**20,
-                     "unit": "MiB", "goal": "< 150 MiB", "note": ""})
-        rows.append({"name": "yes | head -c 200M: wall time", "value": ms, "unit": "ms",
-                     "goal": "", "note": f"bash -c '... > /dev/null' = {plain_flood:.0f} ms; "
-                                         f"ratio {ms / plain_flood:.2f}x"})
+        rows.append(
+            {
+                "name": "yes | head -c 200M: main-loop max stall",
+                "value": stall,
+                "unit": "ms",
+                "goal": "< 50 ms",
+                "note": f"{nbytes} bytes captured",
+            }
+        )
+        rows.append(
+            {
+                "name": "yes | head -c 200M: host RSS after",
+                "value": max(peak) / 2**20,
+                "unit": "MiB",
+                "goal": "< 150 MiB",
+                "note": "",
+            }
+        )
+        rows.append(
+            {
+                "name": "yes | head -c 200M: wall time",
+                "value": ms,
+                "unit": "ms",
+                "goal": "",
+                "note": f"bash -c '... > /dev/null' = {plain_flood:.0f} ms; "
+                f"ratio {ms / plain_flood:.2f}x",
+            }
+        )
 
         many = nvim.exec_lua(
             """
@@ -185,14 +236,38 @@ def runtime_rows(base_ms: float) -> list[Row]:
             """
         )
         time.sleep(0.5)
-        survivors = [p for p in host.children(recursive=True) if p.name() == "sleep"
-                     and p.status() != psutil.STATUS_ZOMBIE]
-        rows.append({"name": "50 background sessions: start+list+kill", "value": many[0],
-                     "unit": "ms", "goal": "", "note": f"{many[2]} listed as running"})
-        rows.append({"name": "50 background sessions: main-loop max stall", "value": many[1],
-                     "unit": "ms", "goal": "< 50 ms", "note": ""})
-        rows.append({"name": "50 background sessions: survivors after kill", "value": len(survivors),
-                     "unit": "", "goal": "0", "note": ""})
+        survivors = [
+            p
+            for p in host.children(recursive=True)
+            if p.name() == "sleep" and p.status() != psutil.STATUS_ZOMBIE
+        ]
+        rows.append(
+            {
+                "name": "50 background sessions: start+list+kill",
+                "value": many[0],
+                "unit": "ms",
+                "goal": "",
+                "note": f"{many[2]} listed as running",
+            }
+        )
+        rows.append(
+            {
+                "name": "50 background sessions: main-loop max stall",
+                "value": many[1],
+                "unit": "ms",
+                "goal": "< 50 ms",
+                "note": "",
+            }
+        )
+        rows.append(
+            {
+                "name": "50 background sessions: survivors after kill",
+                "value": len(survivors),
+                "unit": "",
+                "goal": "0",
+                "note": "",
+            }
+        )
     finally:
         with contextlib.suppress(Exception):
             nvim.command("qa!")

@@ -116,10 +116,17 @@ def editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Editor]:
     work = tmp_path / "work"
     work.mkdir()
     argv = [
-        NVIM, "--clean", "--embed", "--headless", "-n",
-        "--cmd", f"set rtp^={ROOT}",
-        "--cmd", f"cd {work}",
-        "-c", "runtime plugin/run_bash.lua",
+        NVIM,
+        "--clean",
+        "--embed",
+        "--headless",
+        "-n",
+        "--cmd",
+        f"set rtp^={ROOT}",
+        "--cmd",
+        f"cd {work}",
+        "-c",
+        "runtime plugin/run_bash.lua",
     ]
     nvim = pynvim.attach("child", argv=argv)
     ed = Editor(nvim, home)

@@ -9,8 +9,20 @@ from collections.abc import Mapping
 from typing import Any
 
 RUN_FIELDS = (
-    "id", "cmd", "cwd", "backend", "sandboxed", "background", "status", "exit_code", "signal",
-    "timed_out", "killed", "duration_s", "output_bytes", "leftovers",
+    "id",
+    "cmd",
+    "cwd",
+    "backend",
+    "sandboxed",
+    "background",
+    "status",
+    "exit_code",
+    "signal",
+    "timed_out",
+    "killed",
+    "duration_s",
+    "output_bytes",
+    "leftovers",
 )
 
 
@@ -43,8 +55,18 @@ class AuditLog:
             pass  # auditing never breaks a run
 
     def decision(self, record: Mapping[str, Any]) -> None:
-        keys = ("cmd", "cwd", "backend", "sandboxed", "pause", "rule", "reason", "decided_by",
-                "user_reason", "source")
+        keys = (
+            "cmd",
+            "cwd",
+            "backend",
+            "sandboxed",
+            "pause",
+            "rule",
+            "reason",
+            "decided_by",
+            "user_reason",
+            "source",
+        )
         self.write({"event": "decision", **{k: record.get(k) for k in keys if k in record}})
 
     def run(self, result: Mapping[str, Any], source: str | None = None) -> None:

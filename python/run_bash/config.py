@@ -124,12 +124,18 @@ def _size(value: object) -> bool:
 Check = tuple[Callable[[object], bool], str]
 
 CHECKS: dict[str, Check] = {
-    "sandbox.backend": (lambda v: v in BACKEND_NAMES or v is False, '"sandlock", "bubblewrap" or "none"'),
+    "sandbox.backend": (
+        lambda v: v in BACKEND_NAMES or v is False,
+        '"sandlock", "bubblewrap" or "none"',
+    ),
     "sandbox.rules.fs_readable": (lambda v: v is None or _is_str_list(v), "list of strings"),
     "sandbox.rules.fs_writable": (lambda v: v is None or _is_str_list(v), "list of strings"),
     "sandbox.rules.fs_denied": (lambda v: v is None or _is_str_list(v), "list of strings"),
     "sandbox.backends.sandlock.profile": (lambda v: v is None or isinstance(v, str), "string"),
-    "sandbox.backends.sandlock.extra_args": (lambda v: v is None or _is_str_list(v), "list of strings"),
+    "sandbox.backends.sandlock.extra_args": (
+        lambda v: v is None or _is_str_list(v),
+        "list of strings",
+    ),
     "sandbox.backends.sandlock.allow_degraded": (lambda v: isinstance(v, bool), "boolean"),
     "sandbox.backends.bubblewrap.extra_args": (_is_str_list, "list of strings"),
     "sandbox.network.allow": (_is_str_list, 'list of "host:port" strings'),
@@ -209,7 +215,9 @@ def migrate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return out, notices
 
 
-def _merge(defaults: dict[str, Any], user: Mapping[str, Any], prefix: str, problems: list[str]) -> dict:
+def _merge(
+    defaults: dict[str, Any], user: Mapping[str, Any], prefix: str, problems: list[str]
+) -> dict:
     merged = copy.deepcopy(defaults)
     for key, value in user.items():
         dotted = f"{prefix}{key}"

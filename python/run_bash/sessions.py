@@ -270,7 +270,12 @@ class SessionManager:
                     s.notices.append(f"environment variable {name} looks secret; not passed")
             policy = self._policy(backend, cwd)
             spec = RunSpec(
-                cmd=text, cwd=cwd, env=env, stdout_fd=w, tmpdir=s.tmpdir, session_id=sid,
+                cmd=text,
+                cwd=cwd,
+                env=env,
+                stdout_fd=w,
+                tmpdir=s.tmpdir,
+                session_id=sid,
                 policy=policy,
             )
             s.launched = backend.spawn(spec)
@@ -534,7 +539,9 @@ class SessionManager:
         out_cfg = self.config["output"]
         return {
             **s.info(),
-            "output": s.capture.agent_text(int(out_cfg["max_chars"]), int(out_cfg["max_line_chars"])),
+            "output": s.capture.agent_text(
+                int(out_cfg["max_chars"]), int(out_cfg["max_line_chars"])
+            ),
             "truncated": s.capture.total > int(out_cfg["max_chars"]) or s.capture.capped,
             "file_capped": s.capture.capped,
             "leftovers": s.leftovers,
@@ -567,7 +574,9 @@ class SessionManager:
         await s.done.wait()
         return self._result(s)
 
-    def output(self, sid: str, tail: object = None, max_bytes: int = READ_PAGE_BYTES) -> dict[str, Any]:
+    def output(
+        self, sid: str, tail: object = None, max_bytes: int = READ_PAGE_BYTES
+    ) -> dict[str, Any]:
         """New output since the last read (bounded), or the last ``tail`` lines."""
         s = self._get(sid)
         assert s.capture is not None

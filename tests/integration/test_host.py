@@ -28,9 +28,7 @@ def test_host_starts_lazily_on_first_use(editor):
 def test_host_restarts_after_jobstop_with_a_message(editor):
     editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
     first = editor.lua("require('run_bash').request('sessions'); return require('run_bash')._job()")
-    editor.lua(
-        "_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end"
-    )
+    editor.lua("_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end")
     editor.nvim.funcs.jobstop(first)
     wait_for(lambda: editor.lua("return require('run_bash')._job()") is None)
     msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
@@ -71,9 +69,7 @@ def test_broken_python_gives_one_clear_error(editor):
 
 def test_python_without_pynvim_reports_import_error(editor, tmp_path):
     fake = tmp_path / "python"
-    fake.write_text(
-        "#!/bin/sh\nexec /usr/bin/env -i PATH=/usr/bin:/bin python3 -I -S \"$@\"\n"
-    )
+    fake.write_text('#!/bin/sh\nexec /usr/bin/env -i PATH=/usr/bin:/bin python3 -I -S "$@"\n')
     fake.chmod(0o755)
     editor.nvim.vars["run_bash_python"] = str(fake)
     err = editor.lua("local _, e = require('run_bash').request('sessions'); return e")
@@ -89,8 +85,17 @@ def test_qa_leaves_no_process_behind(tmp_path):
 
     nvim = pynvim.attach(
         "child",
-        argv=[NVIM, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={ROOT}",
-              "-c", "runtime plugin/run_bash.lua"],
+        argv=[
+            NVIM,
+            "--clean",
+            "--embed",
+            "--headless",
+            "-n",
+            "--cmd",
+            f"set rtp^={ROOT}",
+            "-c",
+            "runtime plugin/run_bash.lua",
+        ],
     )
     nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
     for cmd in ("sleep 300", "setsid sleep 301 & sleep 302", "(sleep 303 &); sleep 304"):
@@ -98,8 +103,12 @@ def test_qa_leaves_no_process_behind(tmp_path):
             "require('run_bash').run({ cmd = ..., bg_after = 1, unsandboxed_ok = true })", cmd
         )
     pid = nvim.funcs.getpid()
-    wait_for(lambda: len([p for p in psutil.Process(pid).children(recursive=True)
-                          if p.name() == "sleep"]) >= 5)
+    wait_for(
+        lambda: (
+            len([p for p in psutil.Process(pid).children(recursive=True) if p.name() == "sleep"])
+            >= 5
+        )
+    )
     pids = [pid, *[c.pid for c in psutil.Process(pid).children(recursive=True)]]
     with contextlib.suppress(Exception):
         nvim.command("qa!")
@@ -121,11 +130,23 @@ def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
     )
     proc = subprocess.Popen(
         [NVIM, "--clean", "--headless", "-n", "-u", str(script)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: len([p for p in psutil.Process(proc.pid).children(recursive=True)
-                              if p.name() == "sleep"]) >= 2)
+        wait_for(
+            lambda: (
+                len(
+                    [
+                        p
+                        for p in psutil.Process(proc.pid).children(recursive=True)
+                        if p.name() == "sleep"
+                    ]
+                )
+                >= 2
+            )
+        )
         pids = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

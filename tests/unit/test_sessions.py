@@ -6,6 +6,7 @@ import asyncio
 import os
 import stat
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -104,8 +105,11 @@ async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
     assert time.monotonic() - t0 < 3
     assert r["output"] == "started\n"
     assert r["leftovers"] == 1
-    assert not [p for p in psutil.Process().children(recursive=True) if "sleep" in p.name()
-                and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "sleep" in p.name() and p.status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 async def test_server_that_never_closes_stdout_does_not_hang(mgr):
@@ -125,7 +129,7 @@ async def test_background_session_partial_output_then_kill(mgr):
     again = await mgr.kill(s.id)
     assert again["already_ended"] is True
     assert again["status"] == "killed"
-    assert ("exited" in [n for n, _ in mgr.events])
+    assert "exited" in [n for n, _ in mgr.events]
 
 
 async def test_background_early_exit_returns_early(mgr):
@@ -186,7 +190,7 @@ async def test_file_cap_drops_output_with_marker_and_command_continues(tmp_path)
         r = await m.wait_result(s.id)
         assert r["exit_code"] == 0
         assert r["file_capped"] is True
-        data = open(r["output_file"], "rb").read()
+        data = Path(r["output_file"]).read_bytes()
         assert data.startswith(b"x" * 10000)
         assert b"reached its cap of 10000 bytes" in data
         assert r["output_bytes"] == 50005  # 50000 x, "\\n", "END\\n"
@@ -206,7 +210,9 @@ async def test_agent_output_is_capped_head_and_tail(mgr):
 
 
 async def test_non_utf8_and_control_sequences_are_cleaned(mgr):
-    r = await run(mgr, r"printf '\xff\xfe ok \033[31mred\033[0m \033]0;title\007x\n10%%\r50%%\r100%%\n'")
+    r = await run(
+        mgr, r"printf '\xff\xfe ok \033[31mred\033[0m \033]0;title\007x\n10%%\r50%%\r100%%\n'"
+    )
     assert r["output"] == "\ufffd\ufffd ok red x\n100%\n"
 
 
@@ -271,8 +277,9 @@ async def test_shutdown_kills_everything(tmp_path):
     cfg = parse_config({"sandbox": {"backend": "none"}})
     m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "s"))
     os.makedirs(m.state_dir)
-    sessions = [m.start("setsid sleep 300 & sleep 301", bg_after=0.1, unsandboxed_ok=True)
-                for _ in range(3)]
+    sessions = [
+        m.start("setsid sleep 300 & sleep 301", bg_after=0.1, unsandboxed_ok=True) for _ in range(3)
+    ]
     wait_for(lambda: all(len(s.tracker.members()) >= 2 for s in sessions), 5)
     pids = [p for s in sessions for p in s.tracker.members()]
     await m.shutdown()

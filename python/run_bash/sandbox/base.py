@@ -106,7 +106,9 @@ def backend_class(name: str) -> type:
     try:
         target = BACKENDS[name]
     except KeyError:
-        raise SpawnError(f"unknown sandbox backend {name!r} (choose one of {', '.join(BACKENDS)})")
+        raise SpawnError(
+            f"unknown sandbox backend {name!r} (choose one of {', '.join(BACKENDS)})"
+        ) from None
     module, _, cls = target.partition(":")  # ImportError propagates to get_backend
     return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 

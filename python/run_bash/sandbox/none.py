@@ -60,4 +60,3 @@ class NoSandbox:
             restore_signals=True,
         )
         return PopenLaunched(proc)
-

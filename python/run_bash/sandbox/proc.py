@@ -174,7 +174,9 @@ class Tracker:
                 pass
 
 
-def sweep(trackers: Iterable[Tracker], grace_s: float = KILL_GRACE_S, exclude: Iterable[int] = ()) -> int:
+def sweep(
+    trackers: Iterable[Tracker], grace_s: float = KILL_GRACE_S, exclude: Iterable[int] = ()
+) -> int:
     """TERM every member of ``trackers``, wait up to ``grace_s``, KILL what is left; return survivors."""
     trackers = list(trackers)
     excl = list(exclude)

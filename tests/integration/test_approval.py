@@ -1,0 +1,129 @@
+"""The approval window and the audit log, in a real headless Neovim (keys sent with nvim_input)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.nvim
+
+
+def floats(editor):
+    return editor.lua(
+        """
+        local out = {}
+        for _, w in ipairs(vim.api.nvim_list_wins()) do
+          if vim.api.nvim_win_get_config(w).relative ~= '' then
+            table.insert(out, table.concat(vim.api.nvim_buf_get_lines(
+              vim.api.nvim_win_get_buf(w), 0, -1, false), '\\n'))
+          end
+        end
+        return out
+        """
+    )
+
+
+def setup(editor, backend="none"):
+    editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+
+
+@pytest.fixture
+def target(editor):
+    path = editor.work / "victim"
+    path.mkdir()
+    (path / "file").write_text("keep me")
+    return path
+
+
+def test_paused_command_opens_one_window_and_a_runs_it(editor, target):
+    setup(editor)
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    text = wait_for(lambda: floats(editor))
+    assert len(text) == 1
+    assert f"rm -rf {target}" in text[0]
+    assert "WITHOUT SANDBOX" in text[0]
+    editor.nvim.input("a")
+    wait_for(lambda: not target.exists())
+    assert floats(editor) == []
+
+
+@pytest.mark.parametrize("keys", ["q", "<Esc>", "r<CR>"])
+def test_reject_and_cancel_do_not_run(editor, target, keys):
+    setup(editor)
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    wait_for(lambda: floats(editor))
+    editor.nvim.input(keys)
+    wait_for(lambda: floats(editor) == [])
+    assert (target / "file").read_text() == "keep me"
+    assert editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0
+
+
+def test_closing_the_window_cancels(editor, target):
+    setup(editor)
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    wait_for(lambda: floats(editor))
+    editor.nvim.command("close")
+    wait_for(lambda: editor.lua("return require('run_bash.approval').pending()") == 0)
+    assert (target / "file").exists()
+    # No mappings or autocommands are left behind.
+    assert editor.lua("return #vim.api.nvim_get_autocmds({ group = 'RunBashApproval' })") == 0
+
+
+def test_always_accept_skips_the_window_next_time(editor, editor_tmp=None):
+    setup(editor)
+    marker = editor.work / "count"
+    cmd = f"echo x >> {marker}"
+    editor.nvim.command(f"RunBash {cmd}")
+    wait_for(lambda: floats(editor))
+    editor.nvim.input("A")
+    wait_for(lambda: marker.exists() and marker.read_text() == "x\n")
+    editor.nvim.command(f"RunBash {cmd}")
+    wait_for(lambda: marker.read_text() == "x\nx\n")
+    assert floats(editor) == []
+
+
+def test_two_approvals_are_queued(editor, tmp_path):
+    setup(editor)
+    a, b = editor.work / "a", editor.work / "b"
+    editor.nvim.command(f"RunBash touch {a}")
+    editor.nvim.command(f"RunBash touch {b}")
+    first = wait_for(lambda: floats(editor))
+    assert len(first) == 1 and str(a) in first[0]
+    assert editor.lua("return require('run_bash.approval').pending()") == 2
+    editor.nvim.input("a")
+    second = wait_for(lambda: (f := floats(editor)) and str(b) in f[0] and f)
+    assert len(second) == 1
+    editor.nvim.input("q")
+    wait_for(lambda: a.exists())
+    wait_for(lambda: editor.lua("return require('run_bash.approval').pending()") == 0)
+    assert not b.exists()
+
+
+def test_audit_log_records_decisions_and_runs(editor, target):
+    setup(editor)
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    wait_for(lambda: floats(editor))
+    editor.nvim.input("a")
+    wait_for(lambda: not target.exists())
+    path = editor.lua("return require('run_bash.audit_log').path()")
+
+    def records():
+        if not os.path.exists(path):
+            return None
+        recs = [json.loads(x) for x in Path(path).read_text().splitlines()]
+        return recs if any(r["event"] == "run" for r in recs) else None
+
+    recs = wait_for(records)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    decision = next(r for r in recs if r["event"] == "decision")
+    assert decision["decided_by"] == "user_accept"
+    assert decision["cmd"] == f"rm -rf {target}"
+    run = next(r for r in recs if r["event"] == "run")
+    assert run["exit_code"] == 0 and run["sandboxed"] is False
+    assert {"duration_s", "output_bytes", "timed_out", "killed", "backend"} <= set(run)

@@ -1,0 +1,127 @@
+"""Ex-commands in a real headless Neovim: :RunBash, :RunBashSessions, :RunBashKill, :RunBashOutput."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.nvim
+
+SETUP_NONE = "require('run_bash').setup({ sandbox = { backend = 'none' } })"
+
+
+def buf_lines(editor, name):
+    return editor.lua(
+        """
+        local b = vim.fn.bufnr(...)
+        if b == -1 then return nil end
+        return vim.api.nvim_buf_get_lines(b, 0, -1, false)
+        """,
+        name,
+    )
+
+
+def session_ids(editor):
+    return editor.lua("return vim.tbl_keys(require('run_bash').sessions)")
+
+
+def accept_next_approval(editor):
+    """Press `a` in the approval window once it is open."""
+    wait_for(lambda: editor.lua("return require('run_bash.approval')._active_win()"))
+    editor.nvim.input("a")
+
+
+def test_runbash_streams_live_and_ends_with_status(editor):
+    editor.lua(SETUP_NONE)
+    editor.nvim.command("RunBash for i in 1 2 3; do echo tick$i; sleep 0.4; done")
+    accept_next_approval(editor)  # the none backend always asks
+    sid = wait_for(lambda: session_ids(editor))[0]
+    name = f"run_bash://{sid}"
+    # Live: the first line shows up while the command still runs.
+    wait_for(lambda: "tick1" in (buf_lines(editor, name) or []))
+    assert editor.lua("return require('run_bash').sessions[...].status", sid) == "running"
+    lines = wait_for(lambda: (ls := buf_lines(editor, name)) and ls[-1].startswith("[exit") and ls)
+    assert lines[0].startswith("$ for i in 1 2 3")
+    assert [x for x in lines if x.startswith("tick")] == ["tick1", "tick2", "tick3"]
+    assert "exit 0" in lines[-1] and "WITHOUT SANDBOX" in lines[-1]
+
+
+def test_runbash_failure_status_line(editor):
+    editor.lua(SETUP_NONE)
+    editor.nvim.command("RunBash echo oops; exit 7")
+    accept_next_approval(editor)
+    sid = wait_for(lambda: session_ids(editor))[0]
+    lines = wait_for(
+        lambda: (ls := buf_lines(editor, f"run_bash://{sid}")) and "[" in ls[-1] and ls
+    )
+    assert "oops" in lines
+    assert "exit 7" in lines[-1]
+
+
+def test_sessions_kill_and_output_commands(editor):
+    editor.lua(SETUP_NONE)
+    editor.lua(
+        "require('run_bash').run({ cmd = 'echo hi; sleep 300', bg_after = 0.5, "
+        "unsandboxed_ok = true })"
+    )
+    sid = wait_for(lambda: session_ids(editor))[0]
+    # Completion comes from the Lua mirror, without RPC.
+    assert editor.nvim.funcs.getcompletion("RunBashKill ", "cmdline") == [sid]
+    editor.nvim.command("RunBashSessions")
+    lines = buf_lines(editor, "run_bash://sessions")
+    assert lines[0].split()[:5] == ["ID", "STATUS", "PID", "AGE", "BACKEND"]
+    assert lines[1].startswith(sid) and "running" in lines[1] and "echo hi; sleep 300" in lines[1]
+    editor.nvim.command(f"RunBashOutput {sid}")
+    out = f"run_bash://{sid}/output"
+    wait_for(lambda: "hi" in (buf_lines(editor, out) or []))
+    editor.nvim.command(f"RunBashKill {sid}")
+    wait_for(lambda: editor.lua("return require('run_bash').sessions[...].status", sid) == "killed")
+    wait_for(lambda: "killed" in buf_lines(editor, out)[-1])
+
+
+def test_kill_bang_kills_all(editor):
+    editor.lua(SETUP_NONE)
+    for _ in range(3):
+        editor.lua(
+            "require('run_bash').run({ cmd = 'sleep 300', bg_after = 0.2, unsandboxed_ok = true })"
+        )
+    wait_for(lambda: len(session_ids(editor)) == 3)
+    editor.nvim.command("RunBashKill!")
+    wait_for(
+        lambda: all(
+            s["status"] == "killed"
+            for s in editor.lua("return require('run_bash').sessions_list()")
+        )
+    )
+
+
+def test_bad_arguments_give_one_error(editor):
+    editor.lua(SETUP_NONE)
+    editor.lua("_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end")
+    editor.nvim.command("RunBashKill nosuch")
+    msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
+    assert len(msgs) == 1
+    assert "unknown session id 'nosuch'" in msgs[0][0] and msgs[0][1] == 4
+    editor.lua("_G.__msgs = {}")
+    editor.nvim.command("RunBashOutput nosuch")
+    msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
+    assert "unknown session id" in msgs[0][0]
+
+
+def test_hundred_runbash_calls_in_a_row(editor):
+    editor.lua(SETUP_NONE)
+    done = editor.lua(
+        """
+        local rb, n = require('run_bash'), 0
+        for i = 1, 100 do
+          local ok = rb.run({ cmd = 'echo ' .. i, unsandboxed_ok = true }, function(r)
+            if r.output == (tostring(i) .. '\\n') then n = n + 1 end
+          end)
+          assert(ok)
+        end
+        vim.wait(20000, function() return n == 100 end, 5)
+        return n
+        """
+    )
+    assert done == 100
