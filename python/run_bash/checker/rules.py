@@ -509,24 +509,29 @@ _NPM_COMMANDS = tuple(_NPM_COMMAND_TEXT.split())
 
 
 def _subcommand_rule(
-    name: str, reasons: Mapping[str, str], aliases: Mapping[str, str] | None = None
+    name: str,
+    reasons: Mapping[str, str],
+    aliases: Mapping[str, str] | None = None,
+    *,
+    dry_run: bool = False,
 ) -> Rule:
     aliases = aliases or {}
+    what = f"run a paused `{name}` subcommand"
 
     def rule(args: Sequence[Arg]) -> Hit | None:
         s = subcommand_scan(name, args)
         if not s.operands:
-            if s.unknown is not None:
-                return _unknown(f"run `{name} {'/'.join(reasons)}`", s.unknown)
-            return None
+            return _unknown(what, s.unknown) if s.unknown is not None else None
         sub = s.operands[0]
         if sub.value is None:
-            return _unknown(f"run `{name} {'/'.join(reasons)}`", sub)
+            return _unknown(what, sub)
         key = aliases.get(sub.value, sub.value)
         if key in reasons:
+            if dry_run and any(a.value in ("--dry-run", "--dry-run=true") for a in args):
+                return None
             return Hit(reasons[key])
         if s.unknown is not None:
-            return _unknown(f"run `{name} {'/'.join(reasons)}`", s.unknown)
+            return _unknown(what, s.unknown)
         return None
 
     rule.__doc__ = f"`{name}` with a subcommand among: {', '.join(reasons)}."
@@ -596,10 +601,11 @@ DEFAULT_RULES: dict[str, Rule] = {
             "uninstall": _UNINSTALL,
         },
         _npm_aliases(),
+        dry_run=True,
     ),
     "pip": _subcommand_rule("pip", {"uninstall": _UNINSTALL}),
     "pip3": _subcommand_rule("pip3", {"uninstall": _UNINSTALL}),
-    "cargo": _subcommand_rule("cargo", {"publish": "publishes a crate to crates.io"}),
+    "cargo": _subcommand_rule("cargo", {"publish": "publishes a crate to crates.io"}, dry_run=True),
 }
 
 # Reference text for each default rule (help file and tests).
