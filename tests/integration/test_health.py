@@ -1,0 +1,34 @@
+"""`:checkhealth run_bash` renders the layered report."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.nvim
+
+
+def health_text(editor):
+    editor.nvim.command("checkhealth run_bash")
+    return "\n".join(editor.nvim.current.buffer[:])
+
+
+def test_health_reports_every_layer(editor):
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    text = health_text(editor)
+    assert "OK Neovim 0.1" in text
+    assert "the plugin's venv" in text or "Python:" in text
+    for module in ("pynvim", "bashlex", "psutil", "sandlock"):
+        assert f"OK {module} " in text
+    assert "host started" in text
+    assert "none (configured): no confinement" in text
+    assert "WITHOUT a sandbox" in text
+    assert "CodeCompanion" in text
+    assert "run_bash.log" in text
+
+
+def test_health_stops_at_a_broken_python(editor):
+    editor.nvim.vars["run_bash_python"] = "/nonexistent/python3"
+    text = health_text(editor)
+    assert "ERROR Python not found: /nonexistent/python3" in text
+    assert "make deps" in text
+    assert "host started" not in text
