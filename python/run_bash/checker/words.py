@@ -45,8 +45,14 @@ class Arg:
 
     @property
     def may_be_option(self) -> bool:
-        """True when the word is only known at run time and could start with ``-``."""
-        return self.value is None and (self.split or self.prefix.startswith("-"))
+        """True when the word is only known at run time and could start with ``-``.
+
+        That is a word starting with ``-`` or with an unquoted expansion (``$f``, ``$(…)``,
+        ``"$@"``); ``build/$f`` or ``"$f"`` stay operands.
+        """
+        return self.value is None and (
+            self.prefix.startswith("-") or (self.split and not self.prefix)
+        )
 
     def show(self) -> str:
         """The value when known, else the source text."""
