@@ -2,24 +2,26 @@
 
 How the design's requirements map onto sandlock 0.9 (see doc/run_bash.txt, *run_bash-sandlock*):
 
-* **Private /tmp.** ``chroot="/"`` with ``fs_mount={"/tmp": tmpdir, "/var/tmp": tmpdir,
-  "/dev/shm": tmpdir}``: the command sees its own temp dir at the usual paths. The virtual ``/tmp``
-  is never listed in ``fs_writable`` (sandlock resolves ``connect()`` on host paths, so that would
-  re-open every real socket under the host's /tmp); only the private dir is.
-* **Filesystem.** ``fs_readable`` / ``fs_writable`` / ``fs_denied`` from the policy. In chroot mode
-  every path syscall is resolved and checked by sandlock's supervisor; Landlock stays underneath.
-* **Protected project files.** Directories (``.git/hooks``) and protected paths that do not exist
-  yet are ``fs_mount_ro`` mounts of themselves: reads work, every write, create, rename, link target
-  or unlink under them fails with EACCES. sandlock cannot mount a single existing *file* read-only
-  (reads of it then fail) and it checks only the path a syscall names, so an existing
-  ``.git/config`` and renames of the ``.git`` directory itself are covered by a guard instead: a
-  snapshot is taken before the run, an inotify watcher compares it on every change to those paths
-  while the run is alive, and on a difference the run is killed at once and the files are put back
-  (reported in ``Launched.notices``). See ``_Guard``.
+* **No chroot mode.** sandlock's ``chroot="/"`` + ``fs_mount={"/tmp": private}`` would give a
+  private /tmp, but in sandlock 0.9.0 that mode breaks everyday work (measured here: ``git commit``
+  cannot add objects, ``tar cf`` cannot create its archive, ``cc`` crashes, ``python -m venv``
+  leaves an unusable venv). So the run's private temp dir is its ``TMPDIR`` (writable, and set in
+  the environment); the shared /tmp, /var/tmp and /dev/shm are not granted at all, so a hard-coded
+  ``/tmp/x`` fails with EACCES instead of reaching the host's /tmp and its sockets.
+* **Filesystem.** ``fs_readable`` / ``fs_writable`` / ``fs_denied`` from the policy: Landlock for
+  the grants, sandlock's seccomp deny check for denied paths inside granted trees.
+* **Protected project files.** Landlock cannot make part of a writable tree read-only, and a
+  seccomp deny of ``.git/config`` would also block git from reading it. Protected paths that do not
+  exist yet are denied (they cannot be created by name). Everything else protected (existing
+  ``.git/config``, ``.git/hooks``, ``.envrc``…) and the ``.git`` directory entry itself are kept by
+  a guard: a snapshot before the run, an inotify watcher while it is alive that, on any change,
+  kills the whole run first and then restores the snapshot, and a final comparison after exit.
+  Restores are reported in ``Launched.notices``. The limit: a change exists on disk for the few
+  milliseconds between the write and the restore (bubblewrap has no such window).
 * **Environment.** ``clean_env=True`` plus ``env=spec.env`` (sandlock's clean env is empty).
 * **Limits.** ``max_processes`` and ``max_memory`` (sandlock's supervisor), ``RLIMIT_FSIZE`` set on
-  the child right after it starts (the child is parked in the supervisor while the sandbox is
-  built, long before bash can fork).
+  the child with prlimit(2) right after ``popen`` returns (microseconds, long before bash could
+  have forked or written a large file).
 * **Capabilities.** When the host holds capabilities (running as root), the command is exec'd
   through ``setpriv`` dropping the inheritable, ambient and bounding sets, so neither it nor a
   setuid program it runs gets any (no device nodes, no mounts, no reading of files root could
@@ -56,7 +58,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from run_bash.errors import SpawnError
-from run_bash.paths import expand, is_under
+from run_bash.paths import expand
 from run_bash.sandbox.base import Availability, RunSpec
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
@@ -64,8 +66,8 @@ from run_bash.sandbox.proc import bash_path, children, descendants, session_tag,
 MIN_ABI = 6
 SETPRIV = ("/usr/bin/setpriv", "/bin/setpriv")
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
-# Temp-like virtual paths that map onto the run's private temp dir.
-PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
+# Shared temp dirs a profile may list as writable: dropped (other programs' sockets live there).
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 @lru_cache(maxsize=1)
@@ -663,9 +665,10 @@ class Sandlock:
 
         readable += [p for p in grant(merged.pop("fs_readable", [])) if os.path.exists(p)]
         for p in grant(merged.pop("fs_writable", [])):
-            if any(p == m or is_under(m, p) for m in PRIVATE_MOUNTS) or p == "/":
+            if p in SHARED_TMP or p == "/":
                 notes.append(
-                    f"writable {p} dropped: /tmp, /var/tmp and /dev/shm are private per run"
+                    f"profile: writable {p} dropped (shared temp dirs hold other programs' "
+                    "sockets; each run has a private TMPDIR)"
                 )
                 continue
             if os.path.exists(p):
@@ -683,32 +686,21 @@ class Sandlock:
                     size = parse_size(str(v)) if not isinstance(v, int) else v
                     if size:
                         limits[k] = min(size, limits[k])
-        for k in ("chroot", "fs_mount", "fs_mount_ro", "clean_env", "env", "cwd", "workdir"):
+        for k in ("clean_env", "env", "cwd", "workdir", "fs_mount", "fs_mount_ro", "chroot"):
             if merged.pop(k, None) is not None:
                 notes.append(f"profile field {k} ignored: run_bash sets it")
         for k in ("uid", "gid", "name", "image", "on_exit", "on_error", "fs_storage"):
             merged.pop(k, None)
         extra.update(merged)  # net_deny, http_*, extra_deny_syscalls, max_open_files, ...
 
-        # Protected paths: read-only mounts where that keeps reads working (directories, paths
-        # that do not exist yet); the guard covers existing files and the .git directory entry.
-        mount_ro: dict[str, str] = {}
-        for p in policy.read_only:
-            if os.path.isdir(p):
-                mount_ro[p] = p
+        # Protected paths that do not exist yet: denied, so they cannot be created by name
+        # (open/creat, link, rename *from*); the guard covers the rest. Read-only carve-outs
+        # (Neovim's directories under a writable grant) are denied too: Landlock cannot make a
+        # subtree of a writable grant read-only, and sandlock's deny check can.
         for p in policy.protected:
-            if not os.path.lexists(p) or (os.path.isdir(p) and not os.path.islink(p)):
-                mount_ro[p] = p
-
-        # Grants that live under a private mount point (a project in /tmp) are mounted back on top
-        # of it at their own path (sandlock picks the longest mount prefix).
-        mounts = {m: private for m in PRIVATE_MOUNTS}
-        for p in writable:
-            if any(is_under(p, m) for m in PRIVATE_MOUNTS) and os.path.isdir(p):
-                mounts[p] = p
-        for p in readable:
-            if any(is_under(p, m) for m in PRIVATE_MOUNTS) and os.path.isdir(p):
-                mount_ro.setdefault(p, p)
+            if not os.path.lexists(p):
+                denied.append(p)
+        denied += list(policy.read_only)
 
         loopback = ["tcp://127.0.0.0/8:*", "tcp://[::1]:*"]
         net_deny = list(extra.pop("net_deny", []))
@@ -718,12 +710,8 @@ class Sandlock:
             "fs_readable": list(dict.fromkeys(readable)),
             "fs_writable": list(dict.fromkeys([*writable, private])),
             "fs_denied": list(dict.fromkeys(denied)),
-            "chroot": "/",
-            "fs_mount": mounts,
-            "fs_mount_ro": mount_ro,
             "clean_env": True,
-            # Inside, the private temp dir is /tmp (the host path may itself be under /tmp).
-            "env": {**spec.env, "TMPDIR": "/tmp"},
+            "env": {**spec.env, "TMPDIR": private},
             "cwd": spec.cwd,
             "max_processes": int(limits["max_processes"]),
             "max_memory": int(limits["max_memory"]),
