@@ -54,7 +54,7 @@ class NoSandbox:
             env=dict(spec.env),
             stdin=subprocess.DEVNULL,
             stdout=spec.stdout_fd,
-            stderr=spec.stdout_fd,
+            stderr=spec.extra.get("stderr_fd", spec.stdout_fd),
             close_fds=True,
             start_new_session=True,
             restore_signals=True,

@@ -406,8 +406,8 @@ class _Guard:
 
 
 @contextlib.contextmanager
-def _stdio_as(stdin_fd: int, out_fd: int) -> Iterator[None]:
-    """Point this process's fds 0/1/2 at (stdin_fd, out_fd, out_fd) for the duration of the block.
+def _stdio_as(stdin_fd: int, out_fd: int, err_fd: int | None = None) -> Iterator[None]:
+    """Point this process's fds 0/1/2 at (stdin_fd, out_fd, err_fd or out_fd) for the block.
 
     Why this is safe in the host: ``Sandbox.popen`` (INHERIT) forks inside this call, on the
     host's loop thread, and the block returns only after the fork. Nothing else of the host reads
@@ -425,7 +425,7 @@ def _stdio_as(stdin_fd: int, out_fd: int) -> Iterator[None]:
     try:
         os.dup2(stdin_fd, 0)
         os.dup2(out_fd, 1)
-        os.dup2(out_fd, 2)
+        os.dup2(out_fd if err_fd is None else err_fd, 2)
         yield
     finally:
         for fd, copy in zip((0, 1, 2), saved, strict=True):
@@ -761,7 +761,7 @@ class Sandlock:
         guard = _Guard(policy, kill_run) if (policy.protected or policy.git_dirs) else None
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            with _stdio_as(devnull, spec.stdout_fd):
+            with _stdio_as(devnull, spec.stdout_fd, spec.extra.get("stderr_fd")):
                 proc = sandbox.popen(argv)
         except Exception as e:
             why = _diagnose(kwargs) or str(e)
