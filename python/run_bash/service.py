@@ -121,6 +121,7 @@ class Service:
             skip_sandbox=bool(spec.get("skip_sandbox")),
             unsandboxed_ok=bool(spec.get("unsandboxed_ok")),
             live=bool(spec.get("live")),
+            defer=True,
         )
         return s.info()
 

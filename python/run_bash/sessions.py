@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import secrets
 import shutil
@@ -31,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S
-from run_bash.errors import SessionError, SpawnError, UsageError
+from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
 from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, tail_lines
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
@@ -44,6 +45,8 @@ PIPE_SIZE = 1024 * 1024
 READ_CHUNK = 256 * 1024
 LIVE_CHUNK_CHARS = 64 * 1024
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+log = logging.getLogger("run_bash")
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
@@ -110,7 +113,7 @@ class Session:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.ended_mono: float | None = None
-        self.status = "running"  # running | exited | timed_out | killed | failed
+        self.status = "running"  # running | exited | timed_out | killed | failed (could not start)
         self.exit_code: int | None = None
         self.signal: int | None = None
         self.timed_out = False
@@ -134,6 +137,9 @@ class Session:
         self.live_pending = b""
         self.live_timer: asyncio.TimerHandle | None = None
         self.pipe_eof = asyncio.Event()
+        self.timeout_s = 0.0
+        self.timeout_given = False
+        self.error: str | None = None
 
     @property
     def running(self) -> bool:
@@ -224,8 +230,14 @@ class SessionManager:
         skip_sandbox: bool = False,
         unsandboxed_ok: bool = False,
         live: bool = False,
+        defer: bool = False,
     ) -> Session:
-        """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved)."""
+        """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
+
+        Arguments are validated at once (errors raise). With ``defer`` the sandbox is built and the
+        command spawned on the next loop iteration, so an RPC handler returns without waiting for
+        it; a failure then becomes the session's result (``error``) instead of an exception.
+        """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.get("default_timeout", 300))
         )
@@ -248,9 +260,39 @@ class SessionManager:
         sid = new_id(self.sessions)
         s = Session(sid, text, cwd, backend, bg_s)
         s.live = live
+        s.timeout_s, s.timeout_given = timeout_s, timeout_given
         s.result_future = self.loop.create_future()
         if why:
             s.notices.append(why)
+        self.sessions[sid] = s
+        if defer:
+            self.loop.call_soon(self._launch_or_fail, s)
+            return s
+        try:
+            self._launch(s)
+        except BaseException:
+            del self.sessions[sid]
+            raise
+        return s
+
+    def _launch_or_fail(self, s: Session) -> None:
+        """Deferred launch: a failure becomes the session's result instead of an exception."""
+        try:
+            if s.killed:
+                raise SessionError("killed before it started")
+            self._launch(s)
+        except Exception as err:
+            if not isinstance(err, RunBashError):
+                log.exception("could not start session %s", s.id)
+            s.status = "failed"
+            s.error = str(err) if isinstance(err, RunBashError) else f"internal error: {err}"
+            s.ended_mono = time.monotonic()
+            self._send_result(s)
+            s.done.set()
+
+    def _launch(self, s: Session) -> None:
+        """Build the run's files, environment and policy, and spawn it. Raises on failure."""
+        sid, backend = s.id, s.backend
         s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.state_dir)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         r = w = -1
@@ -268,15 +310,14 @@ class SessionManager:
                 if name not in self._warned:
                     self._warned.add(name)
                     s.notices.append(f"environment variable {name} looks secret; not passed")
-            policy = self._policy(backend, cwd)
             spec = RunSpec(
-                cmd=text,
-                cwd=cwd,
+                cmd=s.cmd,
+                cwd=s.cwd,
                 env=env,
                 stdout_fd=w,
                 tmpdir=s.tmpdir,
                 session_id=sid,
-                policy=policy,
+                policy=self._policy(backend, s.cwd),
             )
             s.launched = backend.spawn(spec)
         except BaseException:
@@ -285,6 +326,7 @@ class SessionManager:
                     os.close(fd)
             if s.capture:
                 s.capture.close()
+                s.capture = None
                 with contextlib.suppress(OSError):
                     os.unlink(out_path)
             shutil.rmtree(s.tmpdir, ignore_errors=True)
@@ -293,7 +335,6 @@ class SessionManager:
         s.pipe_r = r
         s.tracker = proc.Tracker(sid, s.launched.pid)
         s.notices.extend(getattr(s.launched, "notices", []) or [])
-        self.sessions[sid] = s
         self.loop.add_reader(r, self._on_readable, s)
         try:
             s.pidfd = os.pidfd_open(s.launched.pid)
@@ -303,12 +344,11 @@ class SessionManager:
             self.loop.add_reader(s.pidfd, self._on_pidfd, s)
         else:
             self.loop.call_soon(self._on_root_exit, s)
-        if not s.background or timeout_given:
-            s.timers.append(self.loop.call_later(timeout_s, self._on_timeout, s))
+        if not s.background or s.timeout_given:
+            s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
         if s.background:
-            s.timers.append(self.loop.call_later(bg_s, self._send_result, s))
+            s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
         self.on_event("started", {**s.info(), "notices": list(s.notices)})
-        return s
 
     def _policy(self, backend: Backend, cwd: str) -> Any:
         if not backend.isolates:
@@ -396,7 +436,8 @@ class SessionManager:
         """Turn on live output events for a session; return what was printed so far (bounded)."""
         s = self._get(sid)
         s.live = True
-        assert s.capture is not None
+        if s.capture is None:
+            return {**s.info(), "data": ""}
         data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES)
         return {
             **s.info(),
@@ -498,7 +539,8 @@ class SessionManager:
         self._terminate(s)
 
     def _terminate(self, s: Session) -> None:
-        assert s.launched is not None and s.tracker is not None
+        if s.launched is None or s.tracker is None:
+            return  # not spawned yet: the deferred launch sees `killed` and gives up
         with contextlib.suppress(Exception):
             s.launched.terminate(signal.SIGTERM)
         s.tracker.signal(signal.SIGTERM)
@@ -516,7 +558,8 @@ class SessionManager:
         if not s.running:
             return {**self._result(s), "already_ended": True}
         s.killed = True
-        self._terminate(s)
+        if s.launched is not None:
+            self._terminate(s)
         await s.done.wait()
         return self._result(s)
 
@@ -535,7 +578,8 @@ class SessionManager:
         return self.sessions[sid]
 
     def _result(self, s: Session) -> dict[str, Any]:
-        assert s.capture is not None
+        if s.capture is None:  # never started
+            return {**s.info(), "error": s.error or "not started", "output": "", "notices": []}
         out_cfg = self.config["output"]
         return {
             **s.info(),
@@ -552,9 +596,8 @@ class SessionManager:
         if s.result_sent:
             return
         s.result_sent = True
-        if s.background and s.running:
+        if s.background and s.running and s.capture is not None:
             # What the caller saw counts as read: `output` then returns only newer output.
-            assert s.capture is not None
             s.read_offset = s.capture.written
         s.result = self._result(s)
         assert s.result_future is not None
@@ -579,7 +622,8 @@ class SessionManager:
     ) -> dict[str, Any]:
         """New output since the last read (bounded), or the last ``tail`` lines."""
         s = self._get(sid)
-        assert s.capture is not None
+        if s.capture is None:
+            return {**s.info(), "output": "", "unread_bytes": 0}
         if s.pipe_r >= 0:
             self._on_readable(s)  # include what is already in the pipe
         max_line = int(self.config["output"]["max_line_chars"])

@@ -285,3 +285,36 @@ async def test_shutdown_kills_everything(tmp_path):
     await m.shutdown()
     wait_for(lambda: not alive(pids), 5)
     assert not os.path.exists(m.state_dir)
+
+
+class FailingBackend:
+    """A backend whose sandbox cannot be built (the error path of a deferred start)."""
+
+    name = "none"
+    isolates = False
+
+    def availability(self):
+        from run_bash.sandbox.base import Availability
+
+        return Availability(True)
+
+    def spawn(self, spec):
+        raise SpawnError("cannot build the sandbox: test")
+
+
+async def test_deferred_start_returns_at_once_and_reports_spawn_failure(mgr):
+    mgr._backends["none"] = FailingBackend()
+    s = mgr.start("true", unsandboxed_ok=True, defer=True)
+    assert s.id in mgr.sessions and s.status == "running"
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 5)
+    assert r["status"] == "failed"
+    assert r["error"] == "cannot build the sandbox: test"
+    assert [n for n, p in mgr.events if p.get("id") == s.id] == ["result"]
+    assert os.listdir(mgr.state_dir) == []
+
+
+async def test_kill_before_a_deferred_start_prevents_it(mgr):
+    s = mgr.start("touch should-not-exist", unsandboxed_ok=True, defer=True, cwd=mgr.state_dir)
+    r = await mgr.kill(s.id)
+    assert r["status"] == "failed" and "killed before it started" in r["error"]
+    assert not os.path.exists(os.path.join(mgr.state_dir, "should-not-exist"))
