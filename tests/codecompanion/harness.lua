@@ -1,0 +1,154 @@
+-- Drives a real CodeCompanion Chat with a fake LLM adapter and CodeCompanion's own HTTP mock
+-- (deps/codecompanion.nvim/tests/mocks/http.lua). Loaded with dofile() by test_chat.py; `root` is
+-- this checkout.
+local root = ...
+local M = {}
+
+local ADAPTER = "run_bash_test_adapter"
+
+vim.opt.runtimepath:prepend(root .. "/deps/plenary.nvim")
+vim.opt.runtimepath:prepend(root .. "/deps/codecompanion.nvim")
+package.path = table.concat({
+  root .. "/deps/codecompanion.nvim/?.lua",
+  root .. "/deps/codecompanion.nvim/?/init.lua",
+  package.path,
+}, ";")
+vim.cmd("runtime plugin/plenary.vim")
+vim.cmd("runtime plugin/codecompanion.lua")
+
+--- A plain-table HTTP adapter: each queued response is the `data` parse_chat gets.
+function M.adapter()
+  return {
+    name = ADAPTER,
+    formatted_name = "run_bash test adapter",
+    type = "http",
+    url = "http://localhost.invalid/v1",
+    roles = { llm = "assistant", user = "user" },
+    features = { tools = true },
+    opts = { stream = false, tools = true },
+    schema = { model = { default = "test-model" } },
+    handlers = {
+      response = {
+        parse_chat = function(_, data, tools)
+          for _, t in ipairs(data.tools or {}) do
+            table.insert(tools, t)
+          end
+          return { status = "success", output = { role = "assistant", content = data.content or "" } }
+        end,
+      },
+      tools = {
+        format_calls = function(_, tools)
+          return tools
+        end,
+        format_response = function(_, call, output)
+          return {
+            role = "tool",
+            tools = { call_id = call.id },
+            content = output,
+            opts = { visible = false },
+          }
+        end,
+      },
+    },
+  }
+end
+
+--- Set CodeCompanion up with `extensions.run_bash = { opts = ext_opts }` exactly as a user would.
+---@param ext_opts table|nil
+---@param ext_extra table|nil extra keys of the extension entry (e.g. { enabled = false })
+function M.setup(ext_opts, ext_extra)
+  local ext = vim.tbl_extend("force", { opts = ext_opts }, ext_extra or {})
+  require("codecompanion").setup({
+    adapters = { http = { [ADAPTER] = M.adapter(), opts = { show_presets = false } } },
+    interactions = {
+      chat = {
+        adapter = ADAPTER,
+        tools = { opts = { auto_submit_success = false, auto_submit_errors = false } },
+      },
+    },
+    extensions = { run_bash = ext },
+    opts = { log_level = "ERROR" },
+  })
+  local mock = require("tests.mocks.http").new({ adapter = ADAPTER })
+  _G.__mock_client = mock
+  package.loaded["codecompanion.http"] = {
+    new = function()
+      return _G.__mock_client
+    end,
+  }
+  _G.__ui_inputs = {}
+  vim.ui.input = function(opts, cb)
+    table.insert(_G.__ui_inputs, opts.prompt)
+    cb(_G.__reject_reason)
+  end
+end
+
+--- Open a chat with run_bash added (as `@{run_bash}` would).
+function M.chat()
+  local Chat = require("codecompanion.interactions.chat")
+  local adapters = require("codecompanion.adapters")
+  local chat = Chat.new({
+    adapter = adapters.resolve(ADAPTER),
+    buffer_context = { bufnr = 1, filetype = "lua" },
+  })
+  chat.tool_registry:add("run_bash")
+  _G.__chat = chat
+  return chat.bufnr
+end
+
+--- The LLM answers with these tool calls; the user sends a message.
+---@param calls table[] { { id = "call_1", args = { cmd = ... } }, ... }
+function M.submit(calls)
+  local tools = {}
+  for _, c in ipairs(calls) do
+    table.insert(tools, {
+      id = c.id,
+      type = "function",
+      ["function"] = { name = c.name or "run_bash", arguments = vim.json.encode(c.args) },
+    })
+  end
+  _G.__mock_client:queue_response({ content = "Running it.", tools = tools })
+  local chat = _G.__chat
+  chat:add_buf_message({ role = "user", content = "please run it" })
+  chat:submit()
+end
+
+--- Tool messages in the chat's history: { { id =, content = } }.
+function M.tool_outputs()
+  local out = {}
+  for _, m in ipairs(_G.__chat.messages) do
+    if m.role == "tool" then
+      table.insert(out, { id = m.tools and m.tools.call_id, content = m.content })
+    end
+  end
+  return out
+end
+
+--- Whether the approval block is waiting (its keymaps are set on the chat buffer).
+function M.approval_pending()
+  for _, map in ipairs(vim.api.nvim_buf_get_keymap(_G.__chat.bufnr, "n")) do
+    if map.desc == "Accept" then
+      return true
+    end
+  end
+  return false
+end
+
+--- Press an approval key (g1 always, g2 accept, g3 reject, g4 cancel) in the chat buffer.
+function M.press(keys)
+  vim.api.nvim_buf_call(_G.__chat.bufnr, function()
+    vim.cmd("normal " .. keys)
+  end)
+end
+
+function M.buffer_text()
+  return table.concat(vim.api.nvim_buf_get_lines(_G.__chat.bufnr, 0, -1, false), "\n")
+end
+
+--- The schema the LLM received in the last request.
+function M.last_tool_schema()
+  local req = _G.__mock_client:get_last_request()
+  return req and req.payload and req.payload.tools
+end
+
+return M
