@@ -11,7 +11,7 @@ recorded as unknown, so the checker can fail closed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from run_bash.checker.options import OPTIONAL, REQUIRED, skip_options
@@ -631,8 +631,3 @@ WRAPPERS: dict[str, Handler] = {
     "unbuffer": _simple(),
     **dict.fromkeys(SHELLS, _shell),
 }
-
-
-def first_unknown(words: Sequence[Arg]) -> Arg | None:
-    """The first word whose value is only known at run time."""
-    return next((a for a in words if a.value is None), None)
