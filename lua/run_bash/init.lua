@@ -301,9 +301,23 @@ function M.check(cmd, opts)
     return nil, err
   end
   if not verdict.pause then
+    -- Python names the Lua rules whose command (or command family, e.g. `mkfs` for `mkfs.ext4`)
+    -- appeared; the rule gets the arguments of each matching command.
+    local wanted = {}
+    for _, name in ipairs(verdict.lua_rules or {}) do
+      wanted[name] = H.lua_rules[name]
+    end
     for _, argv in ipairs(verdict.commands or {}) do
-      local name = argv[1] and vim.fs.basename(argv[1])
-      local rule = name and H.lua_rules[name]
+      local base = argv[1] and vim.fs.basename(argv[1]) or ""
+      local name, rule = base, wanted[base] or H.lua_rules[base]
+      if not rule then
+        for family, fn in pairs(wanted) do
+          if vim.startswith(base, family) then
+            name, rule = family, fn
+            break
+          end
+        end
+      end
       if rule then
         local args = vim.list_slice(argv, 2)
         local ok, res = pcall(rule, args)
