@@ -54,7 +54,11 @@ class Chat:
         self.bufnr = self.ed.lua("return H.chat()")
 
     def sandboxed(self) -> bool:
-        return bool(self.ed.lua("local a = require('run_bash.tool').availability(); return a and a.sandboxed"))
+        return bool(
+            self.ed.lua(
+                "local a = require('run_bash.tool').availability(); return a and a.sandboxed"
+            )
+        )
 
     def require_sandbox(self) -> None:
         if not self.sandboxed():
@@ -161,7 +165,10 @@ def test_schema_reaches_the_llm(open_chat: Chat) -> None:
 
 def test_disabled_extension_registers_nothing(chat: Chat) -> None:
     chat.ed.lua("H.setup({}, { enabled = false })")
-    assert chat.ed.lua("return require('codecompanion.config').interactions.chat.tools.run_bash") is None
+    assert (
+        chat.ed.lua("return require('codecompanion.config').interactions.chat.tools.run_bash")
+        is None
+    )
 
 
 # -- runs --------------------------------------------------------------------------------------------------
@@ -189,7 +196,9 @@ def test_timeout(open_chat: Chat) -> None:
 
 
 def test_background_output_and_kill(open_chat: Chat) -> None:
-    text = open_chat.round({"cmd": "echo ready; sleep 0.4; echo later; sleep 60", "bg_after": 0.2}, approve="g2")
+    text = open_chat.round(
+        {"cmd": "echo ready; sleep 0.4; echo later; sleep 60", "bg_after": 0.2}, approve="g2"
+    )
     assert text.startswith("Background command started.\n")
     sid = text.split("Session ID: ")[1].split("\n")[0]
     assert "Output file: " in text and text.endswith("Partial output:\n\nready\n")
@@ -206,12 +215,25 @@ def test_stopping_the_chat_kills_the_run(open_chat: Chat) -> None:
     (cid,) = open_chat.submit({"cmd": "sleep 30"})
     open_chat.wait_pending()
     open_chat.press("g2")
-    sid = wait_for(lambda: [s for s in open_chat.ed.lua("return require('run_bash').sessions_list()")
-                            if s["status"] == "running"])[0]["id"]
+    sid = wait_for(
+        lambda: [
+            s
+            for s in open_chat.ed.lua("return require('run_bash').sessions_list()")
+            if s["status"] == "running"
+        ]
+    )[0]["id"]
     open_chat.ed.lua("_G.__chat:stop()")
-    wait_for(lambda: open_chat.ed.lua(
-        "for _, s in ipairs(require('run_bash').sessions_list()) do if s.id == ... then return s.status end end",
-        sid) == "killed", 5)
+    wait_for(
+        lambda: (
+            open_chat.ed.lua(
+                "for _, s in ipairs(require('run_bash').sessions_list()) do if s.id == ... then return s.status end end",
+                sid,
+            )
+            == "killed"
+        ),
+        5,
+    )
+    assert open_chat.result(cid).startswith("The user cancelled the execution of the run_bash tool")
 
 
 def test_each_failing_call_reports_its_own_error(open_chat: Chat) -> None:
@@ -225,7 +247,10 @@ def test_always_accept_is_remembered_for_the_same_command(open_chat: Chat) -> No
     assert open_chat.round({"cmd": "echo again"}, approve="g1").endswith("again\n")
     assert not open_chat.pending()
     assert open_chat.round({"cmd": "echo again"}).endswith("again\n")  # no prompt this time
-    assert open_chat.decisions() == [("echo again", "user_always"), ("echo again", "user_always_cached")]
+    assert open_chat.decisions() == [
+        ("echo again", "user_always"),
+        ("echo again", "user_always_cached"),
+    ]
 
 
 def test_missing_sandbox_every_command_asks(open_chat: Chat) -> None:
@@ -357,3 +382,12 @@ def test_legacy_enabled_false_means_no_sandbox(chat: Chat) -> None:
     chat.press("g2")
     assert chat.result(cid) == "Success.\nOutput:\n\nlegacy\n"
     wait_for(lambda: [n for n in chat.notes() if "sandbox.enabled = false" in n])
+
+
+def test_cancel_runs_nothing(open_chat: Chat) -> None:
+    (cid,) = open_chat.submit({"cmd": "echo never"})
+    open_chat.wait_pending()
+    open_chat.press("g4")
+    assert open_chat.result(cid).startswith("The user cancelled the execution of the run_bash tool")
+    assert open_chat.decisions() == [("echo never", "user_cancel")]
+    assert not [r for r in open_chat.audit() if r["event"] == "run"]

@@ -120,7 +120,9 @@ class Tool:
 
     def call(self, args: dict[str, Any], timeout: float = 10, **how: Any) -> dict[str, Any]:
         n = self.start(args, **how)
-        rec = wait_for(lambda: (r := self.ed.lua("return fake.get(...)", n)) and r["done"] and r, timeout)
+        rec = wait_for(
+            lambda: (r := self.ed.lua("return fake.get(...)", n)) and r["done"] and r, timeout
+        )
         # Exactly once, never synchronously.
         time.sleep(0.05)
         rec = self.ed.lua("return fake.get(...)", n)
@@ -134,7 +136,11 @@ class Tool:
         return rec
 
     def sandboxed(self) -> bool:
-        return bool(self.ed.lua("local a = require('run_bash.tool').availability(); return a and a.sandboxed"))
+        return bool(
+            self.ed.lua(
+                "local a = require('run_bash.tool').availability(); return a and a.sandboxed"
+            )
+        )
 
     def audit(self) -> list[dict[str, Any]]:
         path = Path(self.ed.lua("return require('run_bash.audit_log').path()"))
@@ -187,7 +193,9 @@ PAUSED = {
 
 
 def test_schema_is_compatible_with_the_original(tool: Tool) -> None:
-    schema = tool.ed.lua("return require('run_bash.tool').schema({ sandboxed = true, backend = 'sandlock' })")
+    schema = tool.ed.lua(
+        "return require('run_bash.tool').schema({ sandboxed = true, backend = 'sandlock' })"
+    )
     fn = schema["function"]
     assert schema["type"] == "function" and fn["name"] == "run_bash"
     params = fn["parameters"]
@@ -203,13 +211,22 @@ def test_schema_is_compatible_with_the_original(tool: Tool) -> None:
     assert props["tail"]["type"] == "integer"
     assert props["skip_sandbox"]["type"] == "boolean"
     desc = fn["description"]
-    for rule in ("bg_after", "NEVER use `&`", "Kill every background session", "authentication",
-                 "Permission denied", '"skip_sandbox": true', "sandlock"):
+    for rule in (
+        "bg_after",
+        "NEVER use `&`",
+        "Kill every background session",
+        "authentication",
+        "Permission denied",
+        '"skip_sandbox": true',
+        "sandlock",
+    ):
         assert rule in desc, rule
 
 
 def test_skip_sandbox_is_offered_only_with_a_sandbox(tool: Tool) -> None:
-    schema = tool.ed.lua("return require('run_bash.tool').schema({ sandboxed = false, backend = 'none' })")
+    schema = tool.ed.lua(
+        "return require('run_bash.tool').schema({ sandboxed = false, backend = 'none' })"
+    )
     assert "skip_sandbox" not in schema["function"]["parameters"]["properties"]
     assert "every command asks the user" in schema["function"]["description"]
     tool.setup({"sandbox": {"backend": "none"}})
@@ -239,9 +256,11 @@ def test_config_entry_opts(tool: Tool) -> None:
 
 def test_safe_sandboxed_command_runs_without_asking(tool: Tool) -> None:
     tool.stub_check(SAFE)
-    tool.ed.lua("require('run_bash').run = function(spec, cb) _G.__spec = spec; cb({ id='x1', status='exited',"
-                " exit_code=0, output='ok\\n', sandboxed=true, backend='sandlock', duration_s=0.01 })"
-                " return { id = 'x1' } end")
+    tool.ed.lua(
+        "require('run_bash').run = function(spec, cb) _G.__spec = spec; cb({ id='x1', status='exited',"
+        " exit_code=0, output='ok\\n', sandboxed=true, backend='sandlock', duration_s=0.01 })"
+        " return { id = 'x1' } end"
+    )
     rec = tool.call({"cmd": "ls"})
     assert rec["asked"] is False
     assert rec["llm"].startswith("Success.\nSandbox active.")
@@ -251,22 +270,31 @@ def test_safe_sandboxed_command_runs_without_asking(tool: Tool) -> None:
 
 def test_paused_command_asks_with_reason_and_runs_in_the_sandbox(tool: Tool) -> None:
     tool.stub_check(PAUSED)
-    tool.ed.lua("require('run_bash').run = function(spec, cb) _G.__spec = spec; cb({ id='x2', status='exited',"
-                " exit_code=0, output='', sandboxed=true, backend='sandlock' }) return { id = 'x2' } end")
+    tool.ed.lua(
+        "require('run_bash').run = function(spec, cb) _G.__spec = spec; cb({ id='x2', status='exited',"
+        " exit_code=0, output='', sandboxed=true, backend='sandlock' }) return { id = 'x2' } end"
+    )
     rec = tool.call({"cmd": "git push --force"})
     assert rec["asked"] is True
     assert "IN sandbox" in rec["prompt"] and "git push --force" in rec["prompt"]
     assert "Paused: `git push --force` rewrites remote history (rule: git)" in rec["prompt"]
     assert tool.ed.lua("return _G.__spec.unsandboxed_ok") is False
-    assert rec["llm"] == "Success.\n" + tool.ed.lua("return require('run_bash.tool').SANDBOX_NOTE") + \
-        "\nOutput:\n\n(no output)"
+    assert (
+        rec["llm"]
+        == "Success.\n"
+        + tool.ed.lua("return require('run_bash.tool').SANDBOX_NOTE")
+        + "\nOutput:\n\n(no output)"
+    )
 
 
-@pytest.mark.parametrize("args", [
-    {"action": "kill", "session_id": "abc"},
-    {"action": "output", "session_id": "abc"},
-    {"action": "list"},
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"action": "kill", "session_id": "abc"},
+        {"action": "output", "session_id": "abc"},
+        {"action": "list"},
+    ],
+)
 def test_kill_output_list_never_ask(tool: Tool, args: dict[str, Any]) -> None:
     tool.stub_check(PAUSED)
     rec = tool.call(args)
@@ -275,8 +303,10 @@ def test_kill_output_list_never_ask(tool: Tool, args: dict[str, Any]) -> None:
 
 def test_skip_sandbox_always_asks_and_runs_unsandboxed(tool: Tool) -> None:
     tool.stub_check(SAFE)
-    tool.ed.lua("require('run_bash').run = function(spec, cb) _G.__spec = spec; cb({ id='x3', status='exited',"
-                " exit_code=0, output='hi', sandboxed=false, backend='none' }) return { id = 'x3' } end")
+    tool.ed.lua(
+        "require('run_bash').run = function(spec, cb) _G.__spec = spec; cb({ id='x3', status='exited',"
+        " exit_code=0, output='hi', sandboxed=false, backend='none' }) return { id = 'x3' } end"
+    )
     rec = tool.call({"cmd": "ls", "skip_sandbox": True})
     assert rec["asked"] is True
     assert "WITHOUT sandbox" in rec["prompt"] and "skip_sandbox" in rec["prompt"]
@@ -295,9 +325,17 @@ def test_without_a_sandbox_every_command_asks(nosandbox: Tool) -> None:
 
 
 def test_unavailable_sandbox_says_why(tool: Tool) -> None:
-    tool.stub_check({**SAFE, "sandboxed": False, "backend": "none",
-                     "unavailable": "sandlock unavailable: not installed"})
-    tool.ed.lua("require('run_bash').run = function(spec, cb) cb({ error = 'stop here' }) return { id = 'x' } end")
+    tool.stub_check(
+        {
+            **SAFE,
+            "sandboxed": False,
+            "backend": "none",
+            "unavailable": "sandlock unavailable: not installed",
+        }
+    )
+    tool.ed.lua(
+        "require('run_bash').run = function(spec, cb) cb({ error = 'stop here' }) return { id = 'x' } end"
+    )
     rec = tool.call({"cmd": "ls"}, decision="accept")
     assert rec["asked"] is True
     assert "No sandbox: sandlock unavailable: not installed" in rec["prompt"]
@@ -309,7 +347,10 @@ def test_check_failure_runs_nothing_and_names_the_cause(tool: Tool) -> None:
     rec = tool.call({"cmd": "ls"})
     assert rec["asked"] is False
     assert rec["status"] == "error"
-    assert rec["llm"] == "Error: could not check the command: the Python host did not start (python9): boom"
+    assert (
+        rec["llm"]
+        == "Error: could not check the command: the Python host did not start (python9): boom"
+    )
 
 
 def test_real_checker_decisions_in_the_sandbox(tool: Tool) -> None:
@@ -329,7 +370,9 @@ def test_real_checker_decisions_in_the_sandbox(tool: Tool) -> None:
 def test_lua_function_pause_rule_is_honoured(tool: Tool) -> None:
     if not tool.sandboxed():
         pytest.skip("the default sandbox backend is not available here")
-    tool.setup(lua="{ pauselist = { cargo = true, rm = false, git = function(args) return args[1] == 'reset' end } }")
+    tool.setup(
+        lua="{ pauselist = { cargo = true, rm = false, git = function(args) return args[1] == 'reset' end } }"
+    )
     gate = tool.ed.lua(
         """
         local t = require('run_bash.tool')
@@ -416,9 +459,7 @@ def test_timeout_is_reported(nosandbox: Tool) -> None:
 
 
 def test_background_session_output_and_kill(nosandbox: Tool) -> None:
-    rec = nosandbox.call(
-        {"cmd": "echo ready; sleep 0.5; echo later; sleep 60", "bg_after": 0.2}
-    )
+    rec = nosandbox.call({"cmd": "echo ready; sleep 0.5; echo later; sleep 60", "bg_after": 0.2})
     assert rec["status"] == "success"
     llm = rec["llm"]
     assert llm.startswith("Background command started.\n")
@@ -462,7 +503,9 @@ def test_register_job_kills_the_whole_run(nosandbox: Tool) -> None:
     wait_for(lambda: nosandbox.ed.lua("return fake.get(...).has_job", n))
     t0 = time.monotonic()
     nosandbox.ed.lua("fake.jobs[...]:kill('sigterm')", n)
-    rec = wait_for(lambda: (r := nosandbox.ed.lua("return fake.get(...)", n)) and r["done"] and r, 8)
+    rec = wait_for(
+        lambda: (r := nosandbox.ed.lua("return fake.get(...)", n)) and r["done"] and r, 8
+    )
     assert time.monotonic() - t0 < 5
     assert rec["status"] == "error"
     assert "Note: the command was killed." in rec["outputs"][0]["llm"]
@@ -476,7 +519,9 @@ def test_host_dying_mid_run_fails_the_call(nosandbox: Tool) -> None:
     job = nosandbox.ed.lua("return require('run_bash')._job()")
     keeper = psutil.Process(nosandbox.ed.nvim.funcs.jobpid(job))
     keeper.children()[0].kill()
-    rec = wait_for(lambda: (r := nosandbox.ed.lua("return fake.get(...)", n)) and r["done"] and r, 8)
+    rec = wait_for(
+        lambda: (r := nosandbox.ed.lua("return fake.get(...)", n)) and r["done"] and r, 8
+    )
     assert rec["status"] == "error"
     assert rec["outputs"][0]["llm"].startswith("Error: the Python host exited")
 
@@ -519,7 +564,9 @@ def test_bad_arguments_give_one_clear_error(tool: Tool, args: dict[str, Any], me
 
 
 def test_null_arguments_count_as_absent(nosandbox: Tool) -> None:
-    nosandbox.ed.lua("_G.__args = vim.json.decode('{\"cmd\": \"echo x\", \"session_id\": null, \"timeout\": null}')")
+    nosandbox.ed.lua(
+        '_G.__args = vim.json.decode(\'{"cmd": "echo x", "session_id": null, "timeout": null}\')'
+    )
     n = nosandbox.ed.lua("return fake.call(_G.__args)")
     rec = wait_for(lambda: (r := nosandbox.ed.lua("return fake.get(...)", n)) and r["done"] and r)
     assert rec["status"] == "success"
@@ -568,7 +615,9 @@ def test_format_markers(tool: Tool) -> None:
     assert fmt["timed"].startswith(f"Failed (exit: 143) (timed out).\n{note}\n")
     assert "Output file: /tmp/o" in fmt["trunc"] and "99999 bytes" in fmt["trunc"]
     assert fmt["notice"] == "Success.\nNote: sandlock unavailable: x\nOutput:\n\ndone\n"
-    assert fmt["bg"].startswith(f"Background command started.\n{note}\nSession ID: abc123\nOutput file: /tmp/o\n")
+    assert fmt["bg"].startswith(
+        f"Background command started.\n{note}\nSession ID: abc123\nOutput file: /tmp/o\n"
+    )
 
 
 def test_user_text_is_a_compact_fenced_block(tool: Tool) -> None:
@@ -588,3 +637,19 @@ def test_user_text_is_a_compact_fenced_block(tool: Tool) -> None:
     assert lines[1] == "`````" and lines[-1] == "`````"  # longer than the ```` in the output
     assert "earlier line(s)" in lines[2]
     assert len(lines) < 50
+
+
+# -- without CodeCompanion -------------------------------------------------------------------------------
+
+
+def test_without_codecompanion_nothing_breaks(editor: Any) -> None:
+    editor.lua("_G.__notes = {}; vim.notify = function(m) table.insert(_G.__notes, m) end")
+    assert editor.lua("return pcall(require, 'codecompanion')") is False
+    editor.lua(
+        "require('codecompanion._extensions.run_bash').setup({ sandbox = { backend = 'none' } })"
+    )
+    notes = wait_for(lambda: editor.lua("return _G.__notes"))
+    assert any("codecompanion.config could not be loaded" in n for n in notes), notes
+    assert editor.nvim.funcs.exists(":RunBash") == 2
+    r = editor.run_sync({"cmd": "echo fine", "unsandboxed_ok": True})
+    assert r["output"] == "fine\n"
