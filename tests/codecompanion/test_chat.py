@@ -202,7 +202,8 @@ def test_background_output_and_kill(open_chat: Chat) -> None:
     assert text.startswith("Background command started.\n")
     sid = text.split("Session ID: ")[1].split("\n")[0]
     assert "Output file: " in text and text.endswith("Partial output:\n\nready\n")
-    time.sleep(0.6)
+    out_file = Path(text.split("Output file: ")[1].split("\n")[0])
+    wait_for(lambda: "later" in out_file.read_text(), 5)
     out = open_chat.round({"action": "output", "session_id": sid})  # never asks
     assert out.startswith(f"Session {sid}: still running.") and out.endswith("later\n")
     killed = open_chat.round({"action": "kill", "session_id": sid})

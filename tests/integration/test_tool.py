@@ -466,7 +466,8 @@ def test_background_session_output_and_kill(nosandbox: Tool) -> None:
     sid = llm.split("Session ID: ")[1].split("\n")[0]
     assert f'Kill with: {{"action": "kill", "session_id": "{sid}"}}' in llm
     assert "Output file: " in llm and llm.endswith("Partial output:\n\nready\n")
-    time.sleep(0.8)
+    out_file = Path(llm.split("Output file: ")[1].split("\n")[0])
+    wait_for(lambda: "later" in out_file.read_text(), 5)
     out = nosandbox.call({"action": "output", "session_id": sid})
     assert out["status"] == "success"
     assert out["llm"].startswith(f"Session {sid}: still running.")
