@@ -328,11 +328,25 @@ def git_root(cwd: str) -> str | None:
         path = parent
 
 
+def _tool_root(path: str) -> str | None:
+    """The tool tree a PATH entry belongs to: the first hidden directory on its path
+    (``~/.pyenv/shims`` → ``~/.pyenv``, ``~/.nvm/versions/node/v20/bin`` → ``~/.nvm``), except the
+    shared ``.local``, ``.config`` and ``.cache`` (there the entry itself is enough)."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if part.startswith(".") and part not in (".", ".."):
+            if part in (".local", ".config", ".cache"):
+                return None
+            return "/".join(parts[: i + 1]) or None
+    return None
+
+
 def path_entries_tree(path_var: str, home: str) -> list[str]:
     """Directories to grant read+exec for the user's PATH.
 
-    The entries, what they resolve to, and for entries inside HOME the tool root they belong to
-    (``~/.pyenv/shims`` → ``~/.pyenv``)."""
+    The entries, what they resolve to, the tool tree they belong to (``~/.pyenv/shims`` →
+    ``~/.pyenv``), and for entries in HOME the trees their symlinks point into
+    (``~/.local/bin/nvim`` → ``~/.local/share/nvim-linux``)."""
     out: list[str] = []
     for entry in path_var.split(os.pathsep):
         if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
@@ -340,14 +354,10 @@ def path_entries_tree(path_var: str, home: str) -> list[str]:
         real = os.path.realpath(entry)
         for p in (entry, real):
             out.append(os.path.normpath(p))
-            if home and home != "/" and is_under(p, home) and p != home:
-                rel = os.path.relpath(p, home).split(os.sep)
-                # ~/.pyenv/shims -> ~/.pyenv; ~/.local/bin stays itself; ~/bin stays itself.
-                if rel[0].startswith(".") and rel[0] not in (".local", ".config", ".cache"):
-                    out.append(os.path.join(home, rel[0]))
-        # Symlinks in user-owned PATH entries often point into a tool's own tree
-        # (~/.local/bin/nvim -> ~/.local/share/nvim-linux/bin/nvim): grant that tree's root.
-        if home and is_under(real, home):
+            root = _tool_root(os.path.normpath(p))
+            if root and root not in ("/", home) and os.path.isdir(root):
+                out.append(root)
+        if home and home != "/" and is_under(real, home):
             try:
                 names = os.listdir(real)[:500]
             except OSError:
@@ -357,9 +367,9 @@ def path_entries_tree(path_var: str, home: str) -> list[str]:
                 if not os.path.islink(link):
                     continue
                 target = os.path.realpath(link)
-                tree = os.path.dirname(os.path.dirname(target))
-                if os.path.basename(os.path.dirname(target)) != "bin":
-                    tree = os.path.dirname(target)
+                tree = os.path.dirname(target)
+                if os.path.basename(tree) == "bin":
+                    tree = os.path.dirname(tree)
                 if tree not in ("/", home) and os.path.isdir(tree):
                     out.append(tree)
     return out

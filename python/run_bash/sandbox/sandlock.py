@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import os
+import resource
 import select
 import shutil
 import signal
@@ -179,8 +179,9 @@ def _state(path: str) -> Any:
         return ("link", os.readlink(path))
     if stat.S_ISREG(st.st_mode):
         data = _read_small(path)
-        digest = hashlib.sha256(data).hexdigest() if data is None else data
-        return ("file", mode, digest)
+        if data is None:  # too large or unreadable: compare by size and mtime, cannot restore
+            return ("file", mode, (st.st_size, st.st_mtime_ns))
+        return ("file", mode, data)
     if stat.S_ISDIR(st.st_mode):
         try:
             names = sorted(os.listdir(path))[:200]
@@ -771,9 +772,14 @@ class Sandlock:
             ) from e
         finally:
             os.close(devnull)
-        with contextlib.suppress(OSError, AttributeError):
-            size = int(policy.limits.max_file_size)
-            os.prlimit(proc.pid, 1, (size, size))  # RLIMIT_FSIZE
+        size = int(policy.limits.max_file_size)
+        try:
+            resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (size, size))
+        except OSError as e:
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait()
+            raise SpawnError(f"could not set the file-size limit of the sandbox: {e}") from e
         launched = SandlockLaunched(proc, sandbox, spec.session_id, guard)
         holder["l"] = launched
         if guard is not None:
