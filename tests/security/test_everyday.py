@@ -1,0 +1,94 @@
+"""What must keep working inside the default sandbox (design section 7, end), in every backend."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+
+def need(*tools: str) -> None:
+    for t in tools:
+        if shutil.which(t) is None:
+            pytest.skip(f"{t} not installed")
+
+
+def test_tools_on_path_and_python(sbx):
+    r = sbx.run(
+        "python3 -c 'import sys; print(sys.version_info[0])'; git --version; ls / >/dev/null"
+    )
+    assert "3\n" in r.output and "git version" in r.output
+
+
+def test_tmp_mktemp_tempfile(sbx):
+    r = sbx.run(
+        'f=$(mktemp) && echo hi > "$f" && cat "$f"; d=$(mktemp -d) && touch "$d/x" && echo dir-ok; '
+        'python3 -c \'import tempfile; f=tempfile.NamedTemporaryFile(); f.write(b"x"); '
+        'f.flush(); print("tempfile-ok")\'; echo ok > "$TMPDIR/plain" && cat "$TMPDIR/plain"'
+    )
+    assert "hi\n" in r.output and "dir-ok" in r.output and "tempfile-ok" in r.output
+    assert "ok\n" in r.output
+
+
+def test_tmp_paths(sbx):
+    r = sbx.run("echo hi > /tmp/rb-file && cat /tmp/rb-file; echo rc=$?")
+    if sbx.name == "bubblewrap":
+        assert "hi" in r.output  # /tmp is the private dir
+    else:
+        # sandlock: the shared /tmp is not granted (hard-coded /tmp paths fail closed); TMPDIR
+        # is the private dir. See *run_bash-sandlock*.
+        assert "rc=1" in r.output or "rc=0" in r.output
+
+
+def test_git_workflow(sbx, world):
+    r = sbx.run(
+        "git status --short && echo a >> README && git diff --stat && git commit -qam two && "
+        "git branch feature && git tag v1 && echo b >> README && git stash -q && "
+        "git stash list | wc -l && git stash pop -q && git log --oneline | wc -l && echo GIT-OK"
+    )
+    assert "GIT-OK" in r.output, r.output
+    assert (
+        "two"
+        in __import__("subprocess")
+        .run(["git", "log", "--oneline"], cwd=world.project, capture_output=True, text=True)
+        .stdout
+    )
+
+
+def test_python_venv_and_pytest(sbx):
+    r = sbx.run(
+        'python3 -m venv "$TMPDIR/venv" && "$TMPDIR/venv/bin/python" -c "print(\'venv-ok\')"; '
+        "printf 'def test_a():\\n    assert 1\\n' > test_x.py && "
+        "python3 -m pytest -q -p no:cacheprovider test_x.py 2>&1 | tail -1",
+        timeout=90,
+    )
+    assert "venv-ok" in r.output, r.output
+    if "No module named pytest" not in r.output:
+        assert "1 passed" in r.output, r.output
+
+
+def test_make_cc_tar(sbx):
+    need("make", "cc", "tar")
+    r = sbx.run(
+        "printf 'int main(void){return 0;}\\n' > m.c && "
+        "printf 'all: m\\nm: m.c\\n\\tcc -o m m.c\\n' > Makefile && make -s && ./m && echo CC-OK; "
+        "tar czf $TMPDIR/a.tgz m.c && tar tzf $TMPDIR/a.tgz && echo TAR-OK",
+        timeout=60,
+    )
+    assert "CC-OK" in r.output and "TAR-OK" in r.output, r.output
+
+
+def test_heredoc_big_output_timeout(sbx, world):
+    r = sbx.run(
+        "cat > notes.txt <<'EOF'\nline $HOME\nEOF\ncat notes.txt; seq 1 200000 | tail -1; "
+        "timeout 0.5 sleep 5; echo timeout=$?"
+    )
+    assert "line $HOME" in r.output
+    assert "200000" in r.output
+    assert "timeout=124" in r.output
+    assert (world.project / "notes.txt").read_text() == "line $HOME\n"
+
+
+def test_big_output_is_streamed(sbx):
+    r = sbx.run("head -c 3000000 /dev/zero | tr '\\0' 'x'")
+    assert len(r.output) == 3_000_000
