@@ -474,7 +474,13 @@ class SandlockLaunched:
             return self._status
         res = self.proc.wait()
         sig = int(getattr(res, "signal", -1) or -1)
-        self._status = -sig if sig > 0 else int(res.exit_code)
+        code = int(res.exit_code)
+        if sig > 0:
+            self._status = -sig
+        elif code >= 0:
+            self._status = code
+        else:  # KILLED / TIMEOUT: sandlock reports no number; the kernel's verdict is SIGKILL
+            self._status = -int(signal.SIGKILL)
         if self.guard is not None:
             self.guard.check()
             self.notices.extend(n for n in self.guard.notices if n not in self.notices)

@@ -1,0 +1,172 @@
+"""The backend contract, the same cases for every backend, driven through the runtime
+(``SessionManager``): execution, exit codes, capture, timeouts, kill of whole trees, background.
+
+``RUN_BASH_TEST_BACKENDS=sandlock,bubblewrap,none`` selects backends (default: all); an unavailable
+backend is skipped with its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from run_bash.config import parse_config
+from run_bash.errors import SpawnError
+from run_bash.sandbox.base import get_backend
+from run_bash.sessions import SessionManager
+from tests.conftest import alive, wait_for
+
+ALL = ("sandlock", "bubblewrap", "none")
+
+
+def selected() -> list[str]:
+    raw = os.environ.get("RUN_BASH_TEST_BACKENDS")
+    names = [n.strip() for n in raw.split(",") if n.strip()] if raw else list(ALL)
+    return [n for n in names if n in ALL]
+
+
+@pytest.fixture(params=selected())
+def backend_name(request: pytest.FixtureRequest) -> str:
+    name = request.param
+    avail = get_backend(name, parse_config({"sandbox": {"backend": name}})).availability()
+    if not avail.ok:
+        pytest.skip(f"{name} unavailable: {avail.reason}")
+    return name
+
+
+@pytest.fixture
+async def mgr(tmp_path, backend_name):
+    cfg = parse_config({"sandbox": {"backend": backend_name}})
+    project = tmp_path / "proj"
+    project.mkdir()
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "state"))
+    os.makedirs(m.state_dir, mode=0o700, exist_ok=True)
+    m.project = str(project)  # type: ignore[attr-defined]
+    m.backend_name = backend_name  # type: ignore[attr-defined]
+    yield m
+    await m.shutdown()
+
+
+def start(m, cmd, **kw):
+    kw.setdefault("cwd", m.project)
+    return m.start(cmd, unsandboxed_ok=m.backend_name == "none", **kw)
+
+
+async def run(m, cmd, **kw):
+    s = start(m, cmd, **kw)
+    return await asyncio.wait_for(m.wait_result(s.id), 60)
+
+
+async def test_runs_and_captures_stdout_and_stderr_in_order(mgr):
+    r = await run(mgr, "echo out; echo err >&2; echo out2")
+    assert r["status"] == "exited"
+    assert r["exit_code"] == 0
+    assert r["output"] == "out\nerr\nout2\n"
+    assert r["sandboxed"] is (mgr.backend_name != "none")
+
+
+@pytest.mark.parametrize("code", [1, 3, 42, 255])
+async def test_exit_codes(mgr, code):
+    r = await run(mgr, f"exit {code}")
+    assert r["exit_code"] == code
+
+
+async def test_killed_by_signal(mgr):
+    r = await run(mgr, "kill -9 $$")
+    assert r["exit_code"] in (137, -9) or r.get("signal") == 9
+
+
+async def test_stdin_is_empty(mgr):
+    r = await run(mgr, "cat; echo done")
+    assert r["output"] == "done\n"
+
+
+async def test_cwd_and_session_tag(mgr):
+    r = await run(mgr, "pwd; echo $RUN_BASH_SESSION")
+    lines = r["output"].splitlines()
+    assert lines[0] == mgr.project
+    assert len(lines[1]) >= 4
+
+
+async def test_private_tmpdir(mgr):
+    r = await run(mgr, 'echo x > "$TMPDIR/f" && cat "$TMPDIR/f"')
+    assert r["output"] == "x\n"
+
+
+async def test_large_output(mgr):
+    r = await run(mgr, "seq 1 100000")
+    assert "100000" in r["output"]
+
+
+async def test_timeout_kills_the_whole_tree(mgr):
+    cmd = "setsid sleep 501 & (sleep 502 &) ; nohup sleep 503 >/dev/null 2>&1 & echo up; sleep 504"
+    s = start(mgr, cmd, timeout=1)
+    wait_for(lambda: len(s.tracker.members()) >= 2, 10)
+    pids = list(s.tracker.members())
+    t0 = time.monotonic()
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 15)
+    assert time.monotonic() - t0 < 8
+    assert r["status"] == "timed_out"
+    assert r["output"].startswith("up")
+    wait_for(lambda: not alive(pids), 8)
+
+
+async def test_timeout_kills_term_ignoring_command(mgr):
+    s = start(mgr, "trap '' TERM; echo ready; while :; do sleep 0.1; done", timeout=1)
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 15)
+    assert r["status"] == "timed_out"
+    assert r["output"].startswith("ready")
+
+
+async def test_leftover_background_jobs_are_stopped(mgr):
+    t0 = time.monotonic()
+    r = await run(mgr, "sleep 300 & echo started")
+    assert time.monotonic() - t0 < 6
+    assert r["output"] == "started\n"
+
+
+async def test_background_session_then_kill(mgr):
+    s = start(mgr, "echo first; sleep 0.2; echo second; sleep 300", bg_after=1)
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 10)
+    assert r["status"] == "running"
+    assert r["output"] == "first\nsecond\n"
+    pids = list(s.tracker.members())
+    k = await mgr.kill(s.id)
+    assert k["status"] == "killed"
+    wait_for(lambda: not alive(pids), 8)
+
+
+async def test_background_early_exit(mgr):
+    r = await run(mgr, "echo quick; exit 4", bg_after=30)
+    assert r["status"] == "exited"
+    assert r["exit_code"] == 4
+
+
+async def test_many_runs_in_a_row(mgr):
+    for i in range(10):
+        r = await run(mgr, f"echo {i}")
+        assert r["output"] == f"{i}\n"
+
+
+async def test_sandbox_failure_is_a_clear_error_not_an_unconfined_run(tmp_path, backend_name):
+    if backend_name == "none":
+        pytest.skip("nothing to build")
+    cfg = parse_config({"sandbox": {"backend": backend_name}})
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "s"))
+    os.makedirs(m.state_dir, mode=0o700, exist_ok=True)
+    backend = m.backend(backend_name)
+    orig = backend.availability
+    try:
+        from run_bash.sandbox.base import Availability
+
+        backend._availability = Availability(False, "broken for the test", "fix it")
+        with pytest.raises(SpawnError):
+            m.start("touch SHOULD_NOT_EXIST", cwd=str(tmp_path))
+        assert not (tmp_path / "SHOULD_NOT_EXIST").exists()
+    finally:
+        backend._availability = None
+        backend.availability = orig
+        await m.shutdown()
