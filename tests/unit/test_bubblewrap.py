@@ -1,0 +1,115 @@
+"""bubblewrap argv builder: pure, no bwrap needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from run_bash.config import parse_config
+from run_bash.sandbox.base import RunSpec
+from run_bash.sandbox.bubblewrap import Bubblewrap, bwrap_args
+from run_bash.sandbox.policy import Limits, Policy
+
+
+def make(tmp_path: Path, **over) -> tuple[Policy, RunSpec]:
+    proj = tmp_path / "proj"
+    (proj / ".git/hooks").mkdir(parents=True)
+    (proj / ".git/config").write_text("")
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret.txt").write_text("")
+    (tmp_path / "tmp").mkdir()
+    policy = Policy(
+        cwd=str(proj),
+        home=str(tmp_path),
+        readable=["/usr", str(tmp_path)],
+        writable=[str(proj), "/dev/null"],
+        denied=[str(tmp_path / "secret"), str(tmp_path / "secret.txt"), str(tmp_path / "nope")],
+        protected=[str(proj / ".git/config"), str(proj / ".git/hooks"), str(proj / ".envrc")],
+        git_dirs=[str(proj / ".git")],
+        limits=Limits(10, 1 << 30, 1 << 20),
+        **over,
+    )
+    spec = RunSpec(
+        cmd="echo hi",
+        cwd=str(proj),
+        env={},
+        stdout_fd=1,
+        tmpdir=str(tmp_path / "tmp"),
+        session_id="x",
+    )
+    return policy, spec
+
+
+def pairs(args: list[str], flag: str) -> list[str]:
+    return [args[i + 1] for i, a in enumerate(args) if a == flag]
+
+
+def test_isolation_flags(tmp_path):
+    policy, spec = make(tmp_path)
+    args = bwrap_args(policy, spec)
+    for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--disable-userns"):
+        assert flag in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert "--share-net" not in args
+    assert args[args.index("--proc") + 1] == "/proc"
+    assert args[args.index("--dev") + 1] == "/dev"
+    assert args[-2:] == ["--chdir", spec.cwd]
+
+
+def test_share_net_only_with_allow_list(tmp_path):
+    policy, spec = make(tmp_path, network_allow=["example.org:443"])
+    assert "--share-net" in bwrap_args(policy, spec)
+
+
+def test_private_tmp_is_the_run_dir(tmp_path):
+    policy, spec = make(tmp_path)
+    args = bwrap_args(policy, spec)
+    binds = [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--bind"]
+    for m in ("/tmp", "/var/tmp", "/dev/shm"):
+        assert (str(tmp_path / "tmp"), m) in binds
+
+
+def test_binds_order_and_protection(tmp_path):
+    policy, spec = make(tmp_path)
+    args = bwrap_args(policy, spec)
+    proj = spec.cwd
+    # readable parent before the writable project inside it
+    assert args.index(str(tmp_path)) < args.index(proj)
+    ro = [args[i + 1] for i, a in enumerate(args) if a == "--ro-bind"]
+    assert f"{proj}/.git/config" in ro and f"{proj}/.git/hooks" in ro
+    assert f"{proj}/.envrc" not in ro  # does not exist: guarded instead (no mount point file)
+    # .git bound onto itself: a mount point cannot be renamed or removed
+    i = args.index("--bind", args.index(f"{proj}/.git") - 1)
+    assert args[i + 1 : i + 3] == [f"{proj}/.git", f"{proj}/.git"]
+    # /dev entries come from --dev, never from the host
+    assert "/dev/null" not in pairs(args, "--bind")
+
+
+def test_denied_dirs_masked_files_covered(tmp_path):
+    policy, spec = make(tmp_path)
+    args = bwrap_args(policy, spec)
+    assert str(tmp_path / "secret") in pairs(args, "--tmpfs")
+    i = args.index(str(tmp_path / "secret.txt"))
+    assert args[i - 2 : i] == ["--ro-bind", "/dev/null"]
+    assert str(tmp_path / "nope") not in args
+    # masks come after the binds they cover
+    assert args.index("--tmpfs") > args.index(str(tmp_path))
+
+
+def test_argv_has_limits_extra_args_and_bash(tmp_path):
+    policy, spec = make(tmp_path)
+    b = Bubblewrap(
+        parse_config(
+            {"sandbox": {"backends": {"bubblewrap": {"extra_args": ["--hostname", "box"]}}}}
+        )
+    )
+    argv = b.argv(policy, spec)
+    if "prlimit" in argv[0]:
+        assert f"--fsize={1 << 20}:{1 << 20}" in argv and "--nproc=10:10" in argv
+    assert "--hostname" in argv
+    assert argv[-3:-1] == [argv[-3], "-c"] and argv[-1] == "echo hi"
+    assert argv[argv.index("--") + 1].endswith("bwrap") or "bwrap" in " ".join(argv)
+
+
+def test_validate_rejects_double_dash():
+    b = Bubblewrap(parse_config({"sandbox": {"backends": {"bubblewrap": {"extra_args": ["--"]}}}}))
+    assert b.validate()
