@@ -341,7 +341,34 @@ def _tool_root(path: str) -> str | None:
     return None
 
 
+_TREE_CACHE: dict[tuple[str, str], tuple[tuple[float, ...], list[str]]] = {}
+
+
+def _mtimes(path_var: str) -> tuple[float, ...]:
+    out = []
+    for entry in path_var.split(os.pathsep):
+        try:
+            out.append(os.stat(entry).st_mtime)
+        except OSError:
+            out.append(-1.0)
+    return tuple(out)
+
+
 def path_entries_tree(path_var: str, home: str) -> list[str]:
+    """``_path_entries_tree``, cached until a PATH directory changes."""
+    key = (path_var, home)
+    stamp = _mtimes(path_var)
+    hit = _TREE_CACHE.get(key)
+    if hit is not None and hit[0] == stamp:
+        return list(hit[1])
+    tree = _path_entries_tree(path_var, home)
+    if len(_TREE_CACHE) > 16:
+        _TREE_CACHE.clear()
+    _TREE_CACHE[key] = (stamp, tree)
+    return list(tree)
+
+
+def _path_entries_tree(path_var: str, home: str) -> list[str]:
     """Directories to grant read+exec for the user's PATH.
 
     The entries, what they resolve to, the tool tree they belong to (``~/.pyenv/shims`` →
@@ -375,8 +402,55 @@ def path_entries_tree(path_var: str, home: str) -> list[str]:
     return out
 
 
+def _diag_listeners(family: int) -> dict[int, set[int]] | None:
+    """Listening TCP sockets of one address family through NETLINK_SOCK_DIAG (the kernel filters
+    by state, so this costs microseconds where reading /proc/net/tcp walks every socket hash
+    bucket); None when netlink is unavailable."""
+    import socket
+    import struct
+
+    sock_diag_by_family, tcp_listen = 20, 10
+    nlm_f_request_dump = 0x1 | 0x300
+    req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << tcp_listen) + bytes(48)
+    msg = struct.pack("=IHHII", 16 + len(req), sock_diag_by_family, nlm_f_request_dump, 1, 0) + req
+    out: dict[int, set[int]] = {}
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4) as nl:  # NETLINK_SOCK_DIAG
+            nl.settimeout(1.0)
+            nl.sendto(msg, (0, 0))
+            while True:
+                data = nl.recv(65536)
+                off = 0
+                while off + 16 <= len(data):
+                    length, kind = struct.unpack_from("=IH", data, off)
+                    if length < 16 or kind == 3:  # NLMSG_DONE
+                        return out
+                    if kind == 2:  # NLMSG_ERROR
+                        return None
+                    body = off + 16
+                    port = struct.unpack_from("!H", data, body + 4)[0]
+                    inode = struct.unpack_from("=I", data, body + 68)[0]
+                    out.setdefault(port, set()).add(inode)
+                    off += (length + 3) & ~3
+    except OSError:
+        return None
+
+
 def _proc_net_listeners() -> dict[int, set[int]]:
     """Listening TCP sockets in this network namespace: port -> socket inodes."""
+    import socket
+
+    ports: dict[int, set[int]] = {}
+    for family in (socket.AF_INET, socket.AF_INET6):
+        got = _diag_listeners(family)
+        if got is None:
+            return _proc_net_listeners_slow()
+        for port, inodes in got.items():
+            ports.setdefault(port, set()).update(inodes)
+    return ports
+
+
+def _proc_net_listeners_slow() -> dict[int, set[int]]:
     ports: dict[int, set[int]] = {}
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -417,22 +491,27 @@ def _socket_inodes(pids: Iterable[int]) -> set[int]:
     return found
 
 
-def own_listen_ports() -> list[int]:
+def own_listen_ports(listeners: dict[int, set[int]] | None = None) -> list[int]:
     """Ports listened on by descendants of this process (run_bash's own sessions: the host is their
     subreaper, so even daemonized servers stay descendants)."""
     from run_bash.sandbox.proc import descendants
 
-    listeners = _proc_net_listeners()
+    if listeners is None:
+        listeners = _proc_net_listeners()
     if not listeners:
         return []
     mine = _socket_inodes(descendants(os.getpid()))
     return sorted(p for p, inodes in listeners.items() if inodes & mine)
 
 
-def blocked_local_ports(own: Iterable[int], allowed: Iterable[int]) -> list[int]:
+def blocked_local_ports(
+    own: Iterable[int], allowed: Iterable[int], listeners: dict[int, set[int]] | None = None
+) -> list[int]:
     """Ports that other local services listen on now (not run_bash's, not allowed by config)."""
     keep = set(own) | set(allowed)
-    return sorted(p for p in _proc_net_listeners() if p not in keep)
+    if listeners is None:
+        listeners = _proc_net_listeners()
+    return sorted(p for p in listeners if p not in keep)
 
 
 def _expand_globs(paths: Iterable[str]) -> list[str]:
@@ -552,11 +631,12 @@ def build_policy(
     net = cfg.get("network") or {}
     allow = [str(a) for a in net.get("allow") or []]
     local_ok = sorted({int(p) for p in net.get("allow_local_ports") or []})
+    listeners = _proc_net_listeners() if scan_ports else {}
     if own_ports is None:
-        own = own_listen_ports() if scan_ports else []
+        own = own_listen_ports(listeners) if scan_ports else []
     else:
         own = sorted({int(p) for p in own_ports})
-    blocked = blocked_local_ports(own, local_ok) if scan_ports else []
+    blocked = blocked_local_ports(own, local_ok, listeners) if scan_ports else []
 
     lim = cfg.get("limits") or {}
     dl = DEFAULTS["sandbox"]["limits"]

@@ -286,6 +286,7 @@ class _Guard:
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._thread: threading.Thread | None = None
         self._ino: _Inotify | None = None
+        self._stopped = False
 
     def start(self) -> None:
         try:
@@ -313,15 +314,22 @@ class _Guard:
 
     def _run(self) -> None:
         assert self._ino is not None
-        while True:
-            try:
-                ready, _, _ = select.select([self._ino.fd, self._stop_r], [], [])
-            except (OSError, ValueError):
-                return
-            if self._stop_r in ready:
-                return
-            if self._ino.drain():
-                self.check(live=True)
+        try:
+            while True:
+                try:
+                    ready, _, _ = select.select([self._ino.fd, self._stop_r], [], [])
+                except (OSError, ValueError):
+                    return
+                if self._stop_r in ready:
+                    return
+                if self._ino.drain():
+                    self.check(live=True)
+        finally:
+            # Closing an inotify fd waits for an RCU grace period (milliseconds): done here, off
+            # the caller's path.
+            self._ino.close()
+            with contextlib.suppress(OSError):
+                os.close(self._stop_r)
 
     def changed(self) -> list[str]:
         out = [p for p in self.paths if _state(p) != self.snapshot[p]]
@@ -392,15 +400,17 @@ class _Guard:
         )
 
     def stop(self) -> None:
+        """Stop watching. The watcher thread closes its own descriptors as it exits."""
+        if self._stopped:
+            return
+        self._stopped = True
         with contextlib.suppress(OSError):
             os.write(self._stop_w, b"x")
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-        if self._ino is not None:
-            self._ino.close()
-        for fd in (self._stop_r, self._stop_w):
+        with contextlib.suppress(OSError):
+            os.close(self._stop_w)
+        if self._thread is None:
             with contextlib.suppress(OSError):
-                os.close(fd)
+                os.close(self._stop_r)
 
 
 # -- stdio ---------------------------------------------------------------------------------------

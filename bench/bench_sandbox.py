@@ -1,0 +1,199 @@
+"""Sandbox benchmarks: sandboxed `true` end to end per backend against plain `bash -c true`, the cost
+of building a sandbox, and host memory with 20 sandboxed background sessions.
+
+``run() -> list[dict]`` (rows ``{"name", "value", "unit", "goal"}``) for ``bench/run.py``; also
+runnable alone: ``python bench/bench_sandbox.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "python") not in sys.path:
+    sys.path.insert(0, str(ROOT / "python"))
+
+from run_bash.config import parse_config  # noqa: E402
+from run_bash.sandbox import proc  # noqa: E402
+from run_bash.sandbox.base import RunSpec, get_backend  # noqa: E402
+from run_bash.sandbox.policy import build_env, build_policy  # noqa: E402
+
+Row = dict[str, Any]
+BACKENDS = ("sandlock", "bubblewrap", "none")
+
+
+def _median_ms(fn: Any, n: int) -> float:
+    fn()  # warm up (imports, caches)
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def plain_bash() -> None:
+    subprocess.run(
+        ["bash", "-c", "true"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        close_fds=True,
+        start_new_session=True,
+        check=True,
+    )
+
+
+class Bench:
+    def __init__(self, name: str, root: str) -> None:
+        self.name = name
+        self.config = parse_config({"sandbox": {"backend": name}})
+        self.backend = get_backend(name, self.config)
+        self.root = root
+        self.project = os.path.join(root, "proj")
+        os.makedirs(self.project, exist_ok=True)
+        self.n = 0
+
+    def available(self) -> tuple[bool, str]:
+        a = self.backend.availability()
+        return a.ok, a.reason
+
+    def spec(self, cmd: str, stdout_fd: int) -> RunSpec:
+        self.n += 1
+        sid = f"bench{self.n}"
+        tmpdir = tempfile.mkdtemp(prefix="tmp-", dir=self.root)
+        env, _ = build_env(self.config, tmpdir=tmpdir, session_id=sid, base_env=os.environ)
+        policy = build_policy(self.config, self.project) if self.backend.isolates else None
+        return RunSpec(cmd, self.project, env, stdout_fd, tmpdir, sid, policy)
+
+    def build_only(self) -> None:
+        """Everything a run does before the fork: env, policy, backend translation."""
+        spec = self.spec("true", 1)
+        if self.name == "sandlock":
+            self.backend.sandbox_kwargs(spec.policy, spec)
+            self.backend.argv(spec.cmd)
+        elif self.name == "bubblewrap":
+            self.backend.argv(spec.policy, spec)
+        shutil.rmtree(spec.tmpdir, ignore_errors=True)
+
+    def true_end_to_end(self) -> None:
+        r, w = os.pipe2(os.O_CLOEXEC)
+        spec = self.spec("true", w)
+        try:
+            launched = self.backend.spawn(spec)
+        finally:
+            os.close(w)
+        while os.read(r, 65536):
+            pass
+        os.close(r)
+        status = launched.reap()
+        launched.close()
+        shutil.rmtree(spec.tmpdir, ignore_errors=True)
+        if status != 0:
+            raise RuntimeError(f"{self.name}: `true` exited {status}")
+
+    def background_memory(self, count: int = 20) -> tuple[float, float]:
+        """(host RSS growth MiB, total RSS of the sessions' processes MiB) with ``count`` sandboxed
+        `sleep` sessions alive."""
+        import psutil
+
+        me = psutil.Process()
+        before = me.memory_info().rss
+        runs = []
+        for _ in range(count):
+            r, w = os.pipe2(os.O_CLOEXEC)
+            spec = self.spec("sleep 60", w)
+            try:
+                launched = self.backend.spawn(spec)
+            finally:
+                os.close(w)
+            runs.append((launched, r, spec))
+        time.sleep(1.0)
+        host = (me.memory_info().rss - before) / 2**20
+        total = 0
+        for launched, _r, _spec in runs:
+            for pid in [launched.pid, *proc.descendants(launched.pid)]:
+                try:
+                    total += psutil.Process(pid).memory_info().rss
+                except psutil.Error:
+                    pass
+        for launched, r, spec in runs:
+            launched.terminate(signal.SIGKILL)
+            for pid in proc.descendants(launched.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            launched.reap()
+            launched.close()
+            os.close(r)
+            shutil.rmtree(spec.tmpdir, ignore_errors=True)
+        return host, total / 2**20
+
+
+def run(n: int = 30) -> list[Row]:
+    rows: list[Row] = []
+    proc.set_child_subreaper()
+    base = _median_ms(plain_bash, n)
+    rows.append({"name": "plain `bash -c true`", "value": base, "unit": "ms", "goal": ""})
+    root = tempfile.mkdtemp(prefix="run_bash-bench-")
+    try:
+        for name in BACKENDS:
+            b = Bench(name, root)
+            ok, why = b.available()
+            if not ok:
+                rows.append({"name": f"{name}: unavailable", "value": 0, "unit": "", "goal": why})
+                continue
+            e2e = _median_ms(b.true_end_to_end, n)
+            goal = "<= 2.5x plain bash" if name == "sandlock" else ""
+            rows.append(
+                {
+                    "name": f"{name}: sandboxed `true` end to end",
+                    "value": e2e,
+                    "unit": "ms",
+                    "goal": goal,
+                    "note": f"{e2e / base:.1f}x plain bash",
+                }
+            )
+            rows.append(
+                {
+                    "name": f"{name}: sandbox build cost per run (env + policy + args)",
+                    "value": _median_ms(b.build_only, n),
+                    "unit": "ms",
+                    "goal": "",
+                }
+            )
+            if name != "none":
+                host, total = b.background_memory(20)
+                rows.append(
+                    {
+                        "name": f"{name}: host RSS growth, 20 background sessions",
+                        "value": host,
+                        "unit": "MiB",
+                        "goal": "< 50 MiB",
+                        "note": f"sandboxed processes: {total:.0f} MiB RSS in total",
+                    }
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def main() -> int:
+    for row in run():
+        note = f"  ({row['note']})" if row.get("note") else ""
+        goal = f"  [goal {row['goal']}]" if row.get("goal") else ""
+        print(f"{row['name']:62} {row['value']:9.2f} {row['unit']}{goal}{note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
