@@ -113,3 +113,20 @@ def test_argv_has_limits_extra_args_and_bash(tmp_path):
 def test_validate_rejects_double_dash():
     b = Bubblewrap(parse_config({"sandbox": {"backends": {"bubblewrap": {"extra_args": ["--"]}}}}))
     assert b.validate()
+
+
+def test_joining_the_shared_network_namespace(tmp_path):
+    policy, spec = make(tmp_path)
+    b = Bubblewrap(parse_config({}))
+    argv = b.argv(policy, spec, ("/proc/1/fd/5", "/proc/1/fd/6"))
+    i = next(i for i, a in enumerate(argv) if a.endswith("nsenter"))
+    assert argv[i + 1 : i + 5] == [
+        "--user=/proc/1/fd/5",
+        "--net=/proc/1/fd/6",
+        "--preserve-credentials",
+        "--",
+    ]
+    assert "--share-net" in argv  # stays in the joined namespace
+    # With outside network allowed, the host's network is shared instead (no join).
+    policy2, _ = make(tmp_path / "b", network_allow=["x:1"])
+    assert not any(a.endswith("nsenter") for a in b.argv(policy2, spec, ("/a", "/b")))

@@ -35,6 +35,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -43,7 +44,7 @@ from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.base import Availability, RunSpec
 from run_bash.sandbox.policy import Policy, build_policy
-from run_bash.sandbox.proc import bash_path, signal_group
+from run_bash.sandbox.proc import bash_path, children, signal_group
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
@@ -65,6 +66,105 @@ def prlimit_path() -> str | None:
     return shutil.which("prlimit")
 
 
+@lru_cache(maxsize=1)
+def nsenter_path() -> str | None:
+    for p in ("/usr/bin/nsenter", "/bin/nsenter"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("nsenter")
+
+
+class NetHolder:
+    """One network namespace shared by every bubblewrap run of this process.
+
+    A run's loopback is then the loopback of all run_bash runs: a server started by one (a
+    background session) is reachable from the next, while the host's own services and the outside
+    network are not (the namespace has nothing but ``lo``). It is created once by a short-lived
+    ``bwrap --unshare-net``; this process keeps it alive by holding a descriptor of the network
+    namespace and of the user namespace that owns it (bwrap creates the network namespace in an
+    outer user namespace), and runs join both with ``nsenter``. When this process exits, the
+    namespace goes away with the last run inside it.
+    """
+
+    NS_GET_USERNS = 0xB701
+
+    def __init__(self) -> None:
+        self.fds: tuple[int, int] | None = None  # (user ns fd, net ns fd)
+        self.error = ""
+        self.pid = -1
+
+    def paths(self) -> tuple[str, str] | None:
+        """``(--user=…, --net=…)`` files to join, creating the namespace when needed."""
+        if self.fds is None or self.pid != os.getpid():
+            self.fds = self._create()
+            self.pid = os.getpid()
+        if self.fds is None:
+            return None
+        me = os.getpid()
+        return f"/proc/{me}/fd/{self.fds[0]}", f"/proc/{me}/fd/{self.fds[1]}"
+
+    def _create(self) -> tuple[int, int] | None:
+        import fcntl
+
+        bwrap, sleep = bwrap_path(), shutil.which("sleep") or "/bin/sleep"
+        if bwrap is None or nsenter_path() is None:
+            self.error = "nsenter not found (util-linux)"
+            return None
+        argv = [
+            bwrap, "--unshare-net", "--unshare-user", "--die-with-parent", "--new-session",
+            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", sleep, "30",
+        ]  # fmt: skip
+        try:
+            holder = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                close_fds=True,
+                start_new_session=True,
+                env={"PATH": "/usr/bin:/bin"},
+            )
+        except OSError as e:
+            self.error = str(e)
+            return None
+        mine = os.readlink("/proc/self/ns/net")
+        try:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                if holder.poll() is not None:
+                    err = holder.stderr.read().decode(errors="replace") if holder.stderr else ""
+                    self.error = (err.strip().splitlines() or ["bwrap exited"])[-1]
+                    return None
+                for pid in children(holder.pid):
+                    try:
+                        if os.readlink(f"/proc/{pid}/ns/net") == mine:
+                            continue
+                        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                    except OSError:
+                        continue
+                    try:
+                        user = fcntl.ioctl(net, self.NS_GET_USERNS)
+                    except OSError as e:
+                        os.close(net)
+                        self.error = f"cannot find the namespace's owner ({e})"
+                        return None
+                    os.set_inheritable(user, False)
+                    return user, net
+                time.sleep(0.005)
+            self.error = "bwrap did not start"
+            return None
+        finally:
+            with contextlib.suppress(OSError):
+                holder.kill()
+            with contextlib.suppress(Exception):
+                holder.wait(timeout=2)
+            if holder.stderr is not None:
+                holder.stderr.close()
+
+
+_NET_HOLDER = NetHolder()
+
+
 def _depth(p: str) -> int:
     return p.rstrip("/").count("/")
 
@@ -76,8 +176,13 @@ def _bind_source_args(kind: str, path: str) -> list[str]:
     return [kind, path, path]
 
 
-def bwrap_args(policy: Policy, spec: RunSpec, extra_args: list[str] | None = None) -> list[str]:
-    """The bwrap command line (without the program) for one run. Pure apart from lstat()."""
+def bwrap_args(
+    policy: Policy, spec: RunSpec, extra_args: list[str] | None = None, shared_netns: bool = False
+) -> list[str]:
+    """The bwrap command line (without the program) for one run. Pure apart from lstat().
+
+    ``shared_netns``: the run joins run_bash's shared network namespace (``--share-net`` inside it).
+    """
     private = os.path.realpath(spec.tmpdir)
     args = [
         "--unshare-all",
@@ -88,7 +193,7 @@ def bwrap_args(policy: Policy, spec: RunSpec, extra_args: list[str] | None = Non
         "--cap-drop",
         "ALL",
     ]
-    if policy.network_allow:
+    if policy.network_allow or shared_netns:
         args.append("--share-net")
     args += ["--proc", "/proc", "--dev", "/dev"]
 
@@ -188,6 +293,7 @@ class Bubblewrap:
         sb = self.config.get("sandbox", {}) if self.config else {}
         self.opts: Mapping[str, Any] = (sb.get("backends") or {}).get("bubblewrap") or {}
         self._availability: Availability | None = None
+        self._warned_net = False
 
     def availability(self) -> Availability:
         if self._availability is None:
@@ -263,7 +369,11 @@ class Bubblewrap:
     def warnings(self) -> list[str]:
         return []
 
-    def argv(self, policy: Policy, spec: RunSpec) -> list[str]:
+    def argv(
+        self, policy: Policy, spec: RunSpec, netns: tuple[str, str] | None = None
+    ) -> list[str]:
+        """The full command line; ``netns``: the (user, net) namespace files of run_bash's shared
+        loopback to join first."""
         bwrap = bwrap_path() or "bwrap"
         bash = bash_path() or "/bin/bash"
         extra = list(self.opts.get("extra_args") or [])
@@ -273,7 +383,19 @@ class Bubblewrap:
             size = int(policy.limits.max_file_size)
             nproc = int(policy.limits.max_processes)
             prefix = [pl, f"--fsize={size}:{size}", f"--nproc={nproc}:{nproc}", "--"]
-        return [*prefix, bwrap, *bwrap_args(policy, spec, extra), "--", bash, "-c", spec.cmd]
+        join: list[str] = []
+        if netns is not None and not policy.network_allow:
+            join = [
+                nsenter_path() or "nsenter",
+                f"--user={netns[0]}",
+                f"--net={netns[1]}",
+                "--preserve-credentials",
+                "--",
+            ]
+            # Keep the real ids inside (the joined user namespace maps them to 0).
+            extra = ["--uid", str(os.getuid()), "--gid", str(os.getgid()), *extra]
+        inner = bwrap_args(policy, spec, extra, shared_netns=bool(join))
+        return [*prefix, *join, bwrap, *inner, "--", bash, "-c", spec.cmd]
 
     def spawn(self, spec: RunSpec) -> BwrapLaunched:
         avail = self.availability()
@@ -287,7 +409,17 @@ class Bubblewrap:
         env = dict(spec.env)
         # Inside, the private temp dir is /tmp.
         env["TMPDIR"] = "/tmp"
-        argv = self.argv(policy, spec)
+        holder = None
+        notes: list[str] = []
+        if not policy.network_allow:
+            holder = _NET_HOLDER.paths()
+            if holder is None and not self._warned_net:
+                self._warned_net = True
+                notes.append(
+                    "bubblewrap: no shared network namespace "
+                    f"({_NET_HOLDER.error}); each run has its own loopback"
+                )
+        argv = self.argv(policy, spec, holder)
         missing = [p for p in policy.protected if not os.path.lexists(p)]
         holder: dict[str, BwrapLaunched] = {}
 
@@ -316,5 +448,6 @@ class Bubblewrap:
         holder["l"] = launched
         if guard is not None:
             guard.start()
+        launched.notices.extend(notes)
         launched.notices.extend(policy.warnings)
         return launched
