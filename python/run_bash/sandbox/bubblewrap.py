@@ -17,11 +17,12 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
   environment would be readable through /proc otherwise), and bwrap inherits only fds 0/1/2.
 * Limits: ``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` through ``prlimit``; memory is not limited (no
   cgroup without systemd's help): documented.
-* Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty the sandbox gets its
-  own network namespace: no outside network and a private loopback (a server and its client in one
-  command work; a server started by one run_bash command is not reachable from another). With
-  entries it shares the host's network: everything is reachable, including other local services
-  and abstract Unix sockets.
+* Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty every run joins one
+  network namespace shared by all run_bash runs of this host process (``NetHolder``): it has only
+  a loopback, so there is no outside network and no host service is reachable, while a server
+  started by one run (a background session) is reachable from the next. With entries, the run
+  shares the host's network: everything is reachable, including other local services and abstract
+  Unix sockets (all or nothing). ``allow_local_ports`` cannot be honoured without that.
 
 Protected project paths that do not exist yet cannot be bind-mounted without creating them in the
 project: they are watched instead (the same guard the sandlock backend uses): creating one stops the
