@@ -8,8 +8,12 @@ backend is skipped with its reason.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +174,40 @@ async def test_sandbox_failure_is_a_clear_error_not_an_unconfined_run(tmp_path, 
         backend._availability = None
         backend.availability = orig
         await m.shutdown()
+
+
+def cli(*args: str, cwd: str) -> subprocess.CompletedProcess[str]:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "python")}
+    return subprocess.run(
+        [sys.executable, "-m", "run_bash", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_cli_sandbox_passes_output_and_exit_code(tmp_path, backend_name):
+    r = cli(
+        "sandbox",
+        "--backend",
+        backend_name,
+        "--",
+        "echo out; echo err >&2; exit 7",
+        cwd=str(tmp_path),
+    )
+    assert r.returncode == 7
+    assert r.stdout == "out\n"
+    assert "err" in r.stderr
+
+
+def test_cli_policy_is_json(tmp_path, backend_name):
+    r = cli("policy", "--backend", backend_name, "--cwd", str(tmp_path), cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["backend"]["name"] == backend_name
+    assert str(tmp_path) in data["paths"]["writable"]
+    assert "PATH" in data["env"]["names"]
+    assert set(data["limits"]) == {"max_processes", "max_memory", "max_file_size"}

@@ -295,6 +295,7 @@ class Bubblewrap:
         self.opts: Mapping[str, Any] = (sb.get("backends") or {}).get("bubblewrap") or {}
         self._availability: Availability | None = None
         self._warned_net = False
+        self._said: set[str] = set()
 
     def availability(self) -> Availability:
         if self._availability is None:
@@ -405,7 +406,7 @@ class Bubblewrap:
         policy = spec.policy
         if not isinstance(policy, Policy):
             policy = build_policy(self.config, spec.cwd)
-        from run_bash.sandbox.sandlock import _Guard
+        from run_bash.sandbox.sandlock import _Guard, once
 
         env = dict(spec.env)
         # Inside, the private temp dir is /tmp.
@@ -449,6 +450,6 @@ class Bubblewrap:
         holder["l"] = launched
         if guard is not None:
             guard.start()
-        launched.notices.extend(notes)
-        launched.notices.extend(policy.warnings)
+            launched.notices.extend(guard.notices)
+        launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
         return launched

@@ -291,7 +291,11 @@ class _Guard:
     def start(self) -> None:
         try:
             ino = _Inotify()
-        except OSError:
+        except OSError as e:
+            self.notices.append(
+                f"protected files are only checked after the run (inotify: {e.strerror or e}; "
+                "see fs.inotify.max_user_instances)"
+            )
             return
         parents: set[str] = set()
         for p in self.paths:
@@ -413,6 +417,13 @@ class _Guard:
                 os.close(self._stop_r)
 
 
+def once(said: set[str], notes: list[str]) -> list[str]:
+    """The notes not reported before (configuration warnings are said once per backend)."""
+    out = [n for n in notes if n not in said]
+    said.update(out)
+    return out
+
+
 # -- stdio ---------------------------------------------------------------------------------------
 
 
@@ -528,6 +539,7 @@ class Sandlock:
         self.opts: Mapping[str, Any] = (sb.get("backends") or {}).get("sandlock") or {}
         self._availability: Availability | None = None
         self._warned = False
+        self._said: set[str] = set()
         self._profile_cache: tuple[str, float, dict[str, Any]] | None = None
 
     # -- availability and config ------------------------------------------------------------------
@@ -800,11 +812,11 @@ class Sandlock:
         holder["l"] = launched
         if guard is not None:
             guard.start()
+            launched.notices.extend(guard.notices)
         if not self._warned:
             self._warned = True
             launched.notices.extend(self.warnings())
-        launched.notices.extend(notes)
-        launched.notices.extend(policy.warnings)
+        launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
         return launched
 
 
