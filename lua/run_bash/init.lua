@@ -350,7 +350,8 @@ function M.run(spec, on_result, on_output)
   if not info then
     return nil, err
   end
-  M.sessions[info.id] = info
+  -- A very fast command's result may already be here: never overwrite it with the start info.
+  M.sessions[info.id] = M.sessions[info.id] or info
   if on_output then
     H.listeners.output[info.id] = H.listeners.output[info.id] or {}
     table.insert(H.listeners.output[info.id], on_output)

@@ -101,15 +101,14 @@ async def test_timeout_kills_process_ignoring_term(mgr):
 
 async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
     t0 = time.monotonic()
-    r = await run(mgr, "sleep 300 & echo started")
+    s = start(mgr, "sleep 300 & echo started")
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
     assert time.monotonic() - t0 < 3
     assert r["output"] == "started\n"
     assert r["leftovers"] == 1
-    assert not [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "sleep" in p.name() and p.status() != psutil.STATUS_ZOMBIE
-    ]
+    seen = [pid for pid in s.tracker.known if pid != s.launched.pid]
+    assert seen
+    assert not alive(seen)
 
 
 async def test_server_that_never_closes_stdout_does_not_hang(mgr):
