@@ -488,6 +488,10 @@ class SessionManager:
         s.capture.close()
         with contextlib.suppress(Exception):
             s.launched.close()
+        # Backends report what they found at the end (e.g. a protected file restored).
+        for notice in getattr(s.launched, "notices", []) or []:
+            if notice not in s.notices:
+                s.notices.append(notice)
         shutil.rmtree(s.tmpdir, ignore_errors=True)
         if s.timed_out:
             s.status = "timed_out"

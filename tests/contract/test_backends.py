@@ -211,3 +211,17 @@ def test_cli_policy_is_json(tmp_path, backend_name):
     assert str(tmp_path) in data["paths"]["writable"]
     assert "PATH" in data["env"]["names"]
     assert set(data["limits"]) == {"max_processes", "max_memory", "max_file_size"}
+
+
+async def test_protected_file_change_is_reported_in_the_result(mgr):
+    """A write to .git/config never sticks; where it is caught after the fact, the result says so."""
+    if mgr.backend_name == "none":
+        pytest.skip("the none backend protects nothing")
+    subprocess.run(["git", "init", "-q", mgr.project], check=True)
+    config = Path(mgr.project, ".git", "config")
+    before = config.read_bytes()
+    s = start(mgr, "echo '[core]' >> .git/config; echo 'fsmonitor = evil' >> .git/config; sleep 3")
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    assert config.read_bytes() == before
+    if mgr.backend_name == "sandlock":  # detect-and-restore: reported to user and agent
+        assert any(".git/config" in n for n in r["notices"]), r["notices"]
