@@ -123,7 +123,12 @@ function M.start_in_buffer(cmd, spec)
   local buf
   local info, err = rb().run(spec, function(result)
     if buf then
-      H.append(buf, (result.output_file and "" or "") .. "\n" .. M.status_line(result))
+      local notes = {}
+      for _, n in ipairs(type(result.notices) == "table" and result.notices or {}) do
+        table.insert(notes, "[note: " .. n .. "]")
+      end
+      table.insert(notes, M.status_line(result))
+      H.append(buf, "\n" .. table.concat(notes, "\n"))
     end
     if result.error then
       H.err(result.error)
