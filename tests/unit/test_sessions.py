@@ -8,7 +8,6 @@ import stat
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from run_bash.config import parse_config
