@@ -278,9 +278,7 @@ class BwrapLaunched:
             with contextlib.suppress(Exception):
                 self.proc.wait(timeout=5)
         if self.guard is not None:
-            self.guard.stop()
-            self.guard.check()
-            self.notices.extend(n for n in self.guard.notices if n not in self.notices)
+            self.guard.finish(self.notices)
 
 
 class Bubblewrap:

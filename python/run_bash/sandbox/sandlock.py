@@ -403,6 +403,12 @@ class _Guard:
             + ("moved back" if found else "the original was not found")
         )
 
+    def finish(self, notices: list[str]) -> None:
+        """Stop watching, check one last time and add what was found to ``notices``."""
+        self.stop()
+        self.check()
+        notices.extend(n for n in self.notices if n not in notices)
+
     def stop(self) -> None:
         """Stop watching. The watcher thread closes its own descriptors as it exits."""
         if self._stopped:
@@ -522,9 +528,7 @@ class SandlockLaunched:
             with contextlib.suppress(Exception):
                 self.reap()
         if self.guard is not None:
-            self.guard.stop()
-            self.guard.check()
-            self.notices.extend(n for n in self.guard.notices if n not in self.notices)
+            self.guard.finish(self.notices)
 
 
 class Sandlock:
