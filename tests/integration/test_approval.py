@@ -131,3 +131,39 @@ def test_audit_log_records_decisions_and_runs(editor, target):
     run = next(r for r in recs if r["event"] == "run")
     assert run["exit_code"] == 0 and run["sandboxed"] is False
     assert {"duration_s", "output_bytes", "timed_out", "killed", "backend"} <= set(run)
+
+
+def test_safe_sandboxed_command_opens_no_window(editor):
+    from tests.integration.test_host import backend_available
+
+    if not backend_available("sandlock"):
+        pytest.skip("sandlock is not available here")
+    setup(editor, "sandlock")
+    editor.nvim.command("RunBash echo safe-and-sound")
+    sid = wait_for(lambda: editor.lua("return vim.tbl_keys(require('run_bash').sessions)"))[0]
+    assert floats(editor) == []
+    name = f"run_bash://{sid}"
+    lines = wait_for(
+        lambda: (
+            (
+                ls := editor.lua(
+                    "return vim.api.nvim_buf_get_lines(vim.fn.bufnr(...), 0, -1, false)", name
+                )
+            )
+            and ls[-1].startswith("[")
+            and ls
+        )
+    )
+    assert "safe-and-sound" in lines
+    assert "sandbox: sandlock" in lines[-1]
+    assert floats(editor) == []
+
+
+def test_bang_always_asks_and_shows_without_sandbox(editor):
+    setup(editor, "sandlock")
+    editor.nvim.command("RunBash! echo hi")
+    text = wait_for(lambda: floats(editor))
+    assert "WITHOUT SANDBOX" in text[0]
+    editor.nvim.input("q")
+    wait_for(lambda: floats(editor) == [])
+    assert editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0
