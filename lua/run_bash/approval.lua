@@ -125,6 +125,27 @@ function H.lines(req)
   return lines, marks, cmd_lines
 end
 
+--- Bash highlighting for the command lines (indented by two columns) when a bash parser is
+--- installed; without one the command stays plain.
+function H.highlight_command(buf, cmd)
+  local parser = vim.treesitter.get_string_parser(cmd, "bash")
+  local query = vim.treesitter.query.get("bash", "highlights")
+  if not query then
+    return
+  end
+  local tree = parser:parse()[1]
+  for id, node in query:iter_captures(tree:root(), cmd) do
+    local sr, sc, er, ec = node:range()
+    vim.api.nvim_buf_set_extmark(buf, H.ns, sr, sc + 2, {
+      end_row = er,
+      end_col = ec + 2,
+      hl_group = "@" .. query.captures[id] .. ".bash",
+      priority = 110,
+      strict = false,
+    })
+  end
+end
+
 function H.open(item)
   local req = item.req
   local lines, marks, cmd_lines = H.lines(req)
@@ -134,11 +155,7 @@ function H.open(item)
   for _, m in ipairs(marks) do
     vim.api.nvim_buf_set_extmark(buf, H.ns, m[1], 0, { line_hl_group = m[2] })
   end
-  -- Bash highlighting for the command lines only, when a parser is there.
-  pcall(function()
-    local parser = vim.treesitter.get_string_parser(req.cmd, "bash")
-    parser:parse()
-  end)
+  pcall(H.highlight_command, buf, req.cmd)
   vim.bo[buf].bufhidden = "wipe"
   vim.bo[buf].modifiable = false
   vim.bo[buf].filetype = "run_bash_approval"
