@@ -204,33 +204,28 @@ function H.open(item)
     H.finish("cancel")
   end, "Cancel")
   item.augroup = vim.api.nvim_create_augroup("RunBashApproval", { clear = true })
+  -- Closing the window or losing its buffer any other way cancels (deferred: we may be inside
+  -- the close itself).
+  local function cancel_if_open()
+    if H.active == item then
+      vim.schedule(function()
+        if H.active == item then
+          H.finish("cancel")
+        end
+      end)
+    end
+  end
   vim.api.nvim_create_autocmd({ "BufWipeout", "BufHidden" }, {
     group = item.augroup,
     buffer = buf,
     desc = "run_bash: closing the approval window cancels",
-    callback = function()
-      if H.active == item then
-        vim.schedule(function()
-          if H.active == item then
-            H.finish("cancel")
-          end
-        end)
-      end
-    end,
+    callback = cancel_if_open,
   })
   vim.api.nvim_create_autocmd("WinClosed", {
     group = item.augroup,
     pattern = tostring(item.win),
     desc = "run_bash: closing the approval window cancels",
-    callback = function()
-      if H.active == item then
-        vim.schedule(function()
-          if H.active == item then
-            H.finish("cancel")
-          end
-        end)
-      end
-    end,
+    callback = cancel_if_open,
   })
 end
 
