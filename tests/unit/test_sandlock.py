@@ -64,13 +64,24 @@ def test_kwargs(tmp_path):
     assert notes == []
 
 
-def test_argv_drops_capabilities_when_privileged():
-    from run_bash.sandbox.sandlock import host_has_capabilities
-
+def test_argv_is_plain_bash():
     argv = Sandlock(parse_config({})).argv("true")
-    assert argv[-2:] == ["-c", "true"]
-    if host_has_capabilities():
-        assert argv[0].endswith("setpriv") and "--bounding-set=-all" in argv
+    assert argv[1:] == ["-c", "true"] and argv[0].endswith("bash")
+
+
+def test_spawner_thread_holds_no_capabilities():
+    from run_bash.sandbox.sandlock import capless_spawner
+
+    def caps():
+        with open("/proc/thread-self/status") as f:
+            return {ln.split()[0]: int(ln.split()[1], 16) for ln in f if ln.startswith("Cap")}
+
+    spawner = capless_spawner()
+    assert spawner.error is None
+    assert set(spawner.call(caps).values()) == {0}
+    with pytest.raises(ZeroDivisionError):
+        spawner.call(lambda: 1 / 0)
+    assert spawner.call(lambda: 42) == 42
 
 
 def test_profile_is_merged(tmp_path):
