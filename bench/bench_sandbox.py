@@ -74,6 +74,21 @@ class Bench:
         policy = build_policy(self.config, self.project) if self.backend.isolates else None
         return RunSpec(cmd, self.project, env, stdout_fd, tmpdir, sid, policy)
 
+    def sdk_floor(self) -> None:
+        """sandlock's own cost: SDK popen + wait of `bash -c true` with the same policy, no runtime."""
+        from sandlock import Sandbox, StdioMode
+
+        spec = self.spec("true", 1)
+        kwargs, _ = self.backend.sandbox_kwargs(spec.policy, spec)
+        p = Sandbox(**kwargs).popen(
+            self.backend.argv("true"),
+            stdin=StdioMode.NULL,
+            stdout=StdioMode.NULL,
+            stderr=StdioMode.NULL,
+        )
+        p.wait()
+        shutil.rmtree(spec.tmpdir, ignore_errors=True)
+
     def build_only(self) -> None:
         """Everything a run does before the fork: env, policy, backend translation."""
         spec = self.spec("true", 1)
@@ -163,6 +178,17 @@ def run(n: int = 30) -> list[Row]:
                     "note": f"{e2e / base:.1f}x plain bash",
                 }
             )
+            if name == "sandlock":
+                floor = _median_ms(b.sdk_floor, n)
+                rows.append(
+                    {
+                        "name": "sandlock: SDK popen+wait alone (the floor)",
+                        "value": floor,
+                        "unit": "ms",
+                        "goal": "",
+                        "note": f"{floor / base:.1f}x plain bash; the rest is run_bash's share",
+                    }
+                )
             rows.append(
                 {
                     "name": f"{name}: sandbox build cost per run (env + policy + args)",
