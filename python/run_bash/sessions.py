@@ -348,6 +348,14 @@ class SessionManager:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
+        log.debug(
+            "started %s pid=%s backend=%s cwd=%s cmd=%r",
+            sid,
+            s.launched.pid,
+            backend.name,
+            s.cwd,
+            s.cmd,
+        )
         self.on_event("started", {**s.info(), "notices": list(s.notices)})
 
     def _policy(self, backend: Backend, cwd: str) -> Any:
@@ -500,6 +508,15 @@ class SessionManager:
         else:
             s.status = "exited"
         self._reap_strays()
+        log.debug(
+            "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
+            s.id,
+            s.status,
+            s.exit_code,
+            s.duration_s,
+            s.capture.total,
+            s.leftovers,
+        )
         was_sent = s.result_sent
         self._send_result(s)
         if was_sent:
