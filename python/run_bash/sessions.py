@@ -363,27 +363,9 @@ class SessionManager:
             return None
         from run_bash.sandbox.policy import build_policy  # type: ignore[attr-defined]
 
-        return build_policy(self.config, cwd, own_ports=self.own_ports())
-
-    def own_ports(self) -> list[int]:
-        """TCP ports listened on by processes of running sessions (reachable from later runs)."""
-        ports: set[int] = set()
-        pids: set[int] = set()
-        for s in self.sessions.values():
-            if s.running and s.tracker:
-                pids.update(s.tracker.members())
-        if not pids:
-            return []
-        try:
-            import psutil
-        except ImportError:
-            return []
-        for pid in pids:
-            with contextlib.suppress(psutil.Error):
-                for conn in psutil.Process(pid).net_connections(kind="tcp"):
-                    if conn.status == psutil.CONN_LISTEN and conn.laddr:
-                        ports.add(conn.laddr.port)
-        return sorted(ports)
+        # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
+        # finds them in the same listener scan it uses to block other local services.
+        return build_policy(self.config, cwd)
 
     # -- I/O -----------------------------------------------------------------------------------------
 
