@@ -85,9 +85,19 @@ function H.resolve_rule_functions(opts, chan)
     return opts
   end
   local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.rule_defaults")
-  local defaults = ok and type(reply) == "table" and reply.ok or {}
+  local defaults = ok and type(reply) == "table" and type(reply.ok) == "table" and reply.ok
   for key, v in pairs(rules) do
-    if type(v) == "function" then
+    if type(v) == "function" and not defaults then
+      -- Never hand a rule function an empty list: its result would replace every default.
+      H.notify(
+        ("`sandbox.rules.%s`: the defaults are unavailable (%s); using them unchanged"):format(
+          key,
+          tostring(ok and reply and reply.error or reply)
+        ),
+        vim.log.levels.WARN
+      )
+      rules[key] = nil
+    elseif type(v) == "function" then
       local fok, res = pcall(v, vim.deepcopy(defaults[key] or {}))
       if not fok or type(res) ~= "table" then
         H.notify(
@@ -106,8 +116,7 @@ end
 ---@param opts? table
 function M.setup(opts)
   vim.validate("opts", opts, "table", true)
-  H.user_opts = opts or {}
-  H.opts = H.prepare_opts(H.user_opts)
+  H.opts = H.prepare_opts(opts or {})
   H.setup_done = false
   if H.chan then
     H.send_setup(H.chan)
@@ -155,7 +164,6 @@ function H.on_exit(job, code)
   if tail ~= "" then
     err = err .. ": " .. tail
   end
-  H.last_error = err
   for id, cbs in pairs(H.listeners.result) do
     H.listeners.result[id] = nil
     for _, cb in ipairs(cbs) do
@@ -442,10 +450,6 @@ end
 --- For tests and health: the job id of the host, or nil.
 function M._job()
   return H.job
-end
-
-function M._last_error()
-  return H.last_error
 end
 
 return M

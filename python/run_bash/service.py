@@ -159,10 +159,6 @@ class Service:
     def watch(self, sid: object) -> dict[str, Any]:
         return self.mgr.watch(sid)  # type: ignore[arg-type]
 
-    def result(self, sid: object) -> dict[str, Any] | None:
-        """The result of a session that already reported one (None while it has not)."""
-        return self.mgr._get(sid).result
-
     # -- health and policy ------------------------------------------------------------------------------
 
     def health(self) -> list[dict[str, str]]:
@@ -179,12 +175,9 @@ class Service:
 
     def rule_defaults(self) -> dict[str, list[str]]:
         """The built-in ``sandbox.rules`` lists, for ``function(defaults)`` rules evaluated in Lua."""
-        from run_bash.sandbox import policy
+        from run_bash.sandbox.policy import default_rules
 
-        fn = getattr(policy, "default_rules", None)
-        if fn is None:
-            raise UsageError("this version has no default path rules to pass to a rule function")
-        return fn(self.config, os.getcwd())  # type: ignore[no-any-return]
+        return default_rules()
 
     def shutdown_now(self) -> None:
         """Kill everything at once (VimLeavePre); the host exits soon after."""

@@ -614,12 +614,6 @@ class SessionManager:
         assert s.result_future is not None
         return await asyncio.shield(s.result_future)
 
-    async def wait_done(self, sid: str) -> dict[str, Any]:
-        """Wait until the session has ended completely."""
-        s = self._get(sid)
-        await s.done.wait()
-        return self._result(s)
-
     def output(
         self, sid: str, tail: object = None, max_bytes: int = READ_PAGE_BYTES
     ) -> dict[str, Any]:

@@ -125,3 +125,20 @@ def test_hundred_runbash_calls_in_a_row(editor):
         """
     )
     assert done == 100
+
+
+def test_rule_function_gets_the_builtin_defaults(editor):
+    """`fs_writable = function(d) ... end` extends the defaults; the project stays writable."""
+    got = editor.lua(
+        """
+        _G.__seen = nil
+        require('run_bash').setup({ sandbox = { backend = 'none', rules = {
+          fs_writable = function(d) _G.__seen = vim.deepcopy(d); return vim.list_extend({ '/var/log' }, d) end,
+        } } })
+        assert(require('run_bash').request('sessions'))
+        return _G.__seen
+        """
+    )
+    assert "." in got and len(got) > 3
+    policy = editor.lua("return require('run_bash').request('rule_defaults')")
+    assert policy["fs_writable"] == got

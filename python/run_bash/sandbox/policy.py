@@ -525,6 +525,16 @@ def _expand_globs(paths: Iterable[str]) -> list[str]:
     return out
 
 
+def default_rules() -> dict[str, list[str]]:
+    """The built-in ``sandbox.rules`` lists, unexpanded, as a ``function(defaults)`` rule receives
+    them (``.`` is the command's working directory; ``~`` and ``$VAR`` are expanded per run)."""
+    return {
+        "fs_readable": list(HOME_READABLE),
+        "fs_writable": list(DEFAULT_WRITABLE),
+        "fs_denied": list(DEFAULT_DENIED),
+    }
+
+
 def build_policy(
     config: Mapping[str, Any] | None,
     cwd: str,

@@ -103,11 +103,6 @@ class RunBashHost:
     def watch(self, sid: Any = None) -> Any:
         return self.service.watch(sid)
 
-    @pynvim.rpc_export("run_bash.result", sync=True)
-    @boundary
-    def result(self, sid: Any = None) -> Any:
-        return self.service.result(sid)
-
     @pynvim.rpc_export("run_bash.health", sync=True)
     @boundary
     def health(self) -> Any:
