@@ -236,11 +236,11 @@ def runtime_rows(base_ms: float) -> list[Row]:
             """
         )
         time.sleep(0.5)
-        survivors = [
-            p
-            for p in host.children(recursive=True)
-            if p.name() == "sleep" and p.status() != psutil.STATUS_ZOMBIE
-        ]
+        survivors = []
+        for p in host.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if p.name() == "sleep" and p.status() != psutil.STATUS_ZOMBIE:
+                    survivors.append(p)
         rows.append(
             {
                 "name": "50 background sessions: start+list+kill",

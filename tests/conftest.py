@@ -55,6 +55,21 @@ def tagged_processes() -> list[psutil.Process]:
     return found
 
 
+def descendants(pid: int, name: str | None = None) -> list[int]:
+    """Pids below ``pid`` (optionally only those called ``name``). Processes come and go while the
+    tree is walked (a subshell exits between listing and reading its name): those are skipped."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            if name is None or child.name() == name:
+                out.append(child.pid)
+    return out
+
+
 def alive(pids: list[int]) -> list[int]:
     out = []
     for pid in pids:
@@ -81,8 +96,7 @@ class Editor:
     def host_pids(self) -> list[int]:
         """The nvim process and all its descendants (keeper, host, commands)."""
         pid = self.nvim.funcs.getpid()
-        proc = psutil.Process(pid)
-        return [pid, *[c.pid for c in proc.children(recursive=True)]]
+        return [pid, *descendants(pid)]
 
     def run_sync(self, spec: dict[str, Any], timeout: float = 20.0) -> dict[str, Any]:
         """Start a run through the Lua API and wait for its result."""

@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import NVIM, ROOT, alive, wait_for
+from tests.conftest import NVIM, ROOT, alive, descendants, wait_for
 
 pytestmark = pytest.mark.nvim
 
@@ -64,14 +64,14 @@ def test_a_crashed_host_fails_pending_runs_and_strands_nothing(editor, backend):
     keeper = psutil.Process(job_pid)
     host = keeper.children()[0]
     # (sandlock refuses `setsid`, so there may be one sleep or two.)
-    wait_for(lambda: [p for p in host.children(recursive=True) if p.name() == "sleep"])
+    wait_for(lambda: descendants(host.pid, "sleep"))
     time.sleep(0.2)
-    sleepers = host.children(recursive=True)
+    sleepers = descendants(host.pid)
     host.kill()  # a crash of the host, e.g. SIGKILL by the OOM killer
     r = wait_for(lambda: editor.lua("return _G.__r"))
     assert "host exited" in r["error"]
     # The keeper swept what the host left behind, sandboxed or not.
-    wait_for(lambda: not alive([*(p.pid for p in sleepers), keeper.pid]), timeout=8)
+    wait_for(lambda: not alive([*sleepers, keeper.pid]), timeout=8)
 
 
 def test_broken_python_gives_one_clear_error(editor):
@@ -118,13 +118,8 @@ def test_qa_leaves_no_process_behind(tmp_path):
             "require('run_bash').run({ cmd = ..., bg_after = 1, unsandboxed_ok = true })", cmd
         )
     pid = nvim.funcs.getpid()
-    wait_for(
-        lambda: (
-            len([p for p in psutil.Process(pid).children(recursive=True) if p.name() == "sleep"])
-            >= 5
-        )
-    )
-    pids = [pid, *[c.pid for c in psutil.Process(pid).children(recursive=True)]]
+    wait_for(lambda: len(descendants(pid, "sleep")) >= 5)
+    pids = [pid, *descendants(pid)]
     with contextlib.suppress(Exception):
         nvim.command("qa!")
     with contextlib.suppress(Exception):
@@ -150,19 +145,8 @@ def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(
-            lambda: (
-                len(
-                    [
-                        p
-                        for p in psutil.Process(proc.pid).children(recursive=True)
-                        if p.name() == "sleep"
-                    ]
-                )
-                >= 2
-            )
-        )
-        pids = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        wait_for(lambda: len(descendants(proc.pid, "sleep")) >= 2)
+        pids = descendants(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         wait_for(lambda: not alive(pids), timeout=8)
