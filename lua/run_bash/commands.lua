@@ -12,7 +12,17 @@ function H.err(msg)
   rb().notify(msg, vim.log.levels.ERROR)
 end
 
---- Open (or reuse) the scratch buffer named `name` in a split below; returns bufnr.
+--- The window run_bash opened for output in this tab page, if it is still there.
+function H.output_window()
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.w[win].run_bash_output then
+      return win
+    end
+  end
+end
+
+--- Open (or reuse) the scratch buffer named `name` in run_bash's output split (one per tab page,
+--- reused by later runs); returns bufnr.
 function H.open_scratch(name, filetype)
   local buf = vim.fn.bufnr(name)
   if buf == -1 or not vim.api.nvim_buf_is_valid(buf) then
@@ -25,8 +35,17 @@ function H.open_scratch(name, filetype)
   vim.bo[buf].filetype = filetype or "run_bash"
   local win = vim.fn.bufwinid(buf)
   if win == -1 then
-    vim.cmd("botright sbuffer " .. buf)
-    vim.cmd("resize " .. math.min(15, math.floor(vim.o.lines / 3)))
+    win = H.output_window()
+    if win then
+      vim.api.nvim_win_set_buf(win, buf)
+      vim.api.nvim_set_current_win(win)
+    elseif pcall(vim.cmd, "botright sbuffer " .. buf) then
+      vim.w.run_bash_output = true
+      pcall(vim.cmd, "resize " .. math.min(15, math.floor(vim.o.lines / 3)))
+    else
+      -- No room for another split (E36): show it in the current window instead.
+      vim.api.nvim_win_set_buf(0, buf)
+    end
   else
     vim.api.nvim_set_current_win(win)
   end

@@ -127,6 +127,29 @@ def test_hundred_runbash_calls_in_a_row(editor):
     assert done == 100
 
 
+def test_hundred_runbash_ex_commands_share_one_output_window(editor):
+    """`:RunBash` a hundred times: every run gets its buffer, in one reused split, no E36."""
+    editor.lua(SETUP_NONE)
+    editor.nvim.command("RunBash echo again")
+    wait_for(lambda: editor.lua("return require('run_bash.approval')._active_win()"))
+    editor.nvim.input("A")  # always allow this exact command (the none backend asks)
+    wait_for(lambda: len(session_ids(editor)) == 1)
+    editor.nvim.command("wincmd p")
+    for _ in range(99):
+        editor.nvim.command("RunBash echo again")
+    ids = wait_for(lambda: len(ids := session_ids(editor)) == 100 and ids)
+
+    def finished():
+        return all(
+            (ls := buf_lines(editor, f"run_bash://{i}")) and "exit 0" in ls[-1] and "again" in ls
+            for i in ids
+        )
+
+    wait_for(finished, timeout=30)
+    assert editor.lua("return #vim.api.nvim_tabpage_list_wins(0)") == 2
+    assert editor.nvim.eval("v:errmsg") == ""
+
+
 def test_rule_function_gets_the_builtin_defaults(editor):
     """`fs_writable = function(d) ... end` extends the defaults; the project stays writable."""
     got = editor.lua(
