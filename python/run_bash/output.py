@@ -142,8 +142,26 @@ def read_since(path: str, offset: int, max_bytes: int = READ_PAGE_BYTES) -> tupl
             data = f.read(max_bytes)
     except OSError:
         return b"", offset, 0
+    if len(data) == max_bytes and offset + len(data) < size:
+        data = _whole_page(data)
     new = offset + len(data)
     return data, new, max(0, size - new)
+
+
+def _whole_page(data: bytes) -> bytes:
+    """Cut a page that stops mid-stream at its last newline (when that keeps at least half of it),
+    else before a UTF-8 sequence it splits; the rest is returned by the next read."""
+    nl = data.rfind(b"\n")
+    if nl >= len(data) // 2:
+        return data[: nl + 1]
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return data  # ASCII ends the page: nothing is split
+        if byte >= 0xC0:  # the lead byte of the last sequence
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data if back >= need or back == len(data) else data[:-back]
+    return data
 
 
 def tail_lines(path: str, n: int, max_bytes: int = READ_PAGE_BYTES) -> tuple[bytes, int]:

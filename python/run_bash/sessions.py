@@ -624,17 +624,19 @@ class SessionManager:
         if s.pipe_r >= 0:
             self._on_readable(s)  # include what is already in the pipe
         max_line = int(self.config["output"]["max_line_chars"])
+        max_chars = int(self.config["output"]["max_chars"])
         if tail is not None:
             if isinstance(tail, bool) or not isinstance(tail, int) or tail <= 0:
                 raise UsageError(f"tail should be a positive number of lines, not {tail!r}")
-            data, size = tail_lines(s.capture.path, tail, max_bytes)
+            data, size = tail_lines(s.capture.path, tail, min(max_bytes, max_chars))
             s.read_offset = max(s.read_offset, size)
-            left = 0
-        else:
-            data, s.read_offset, left = read_since(s.capture.path, s.read_offset, max_bytes)
-        text = clean_text(data, max_line)
-        text = text[: int(self.config["output"]["max_chars"])]
-        return {**s.info(), "output": text, "unread_bytes": left}
+            return {**s.info(), "output": clean_text(data, max_line), "unread_bytes": 0}
+        # A page is at most max_chars bytes, so cleaning never has to drop any of it: what is
+        # not returned now stays unread for the next call.
+        data, s.read_offset, left = read_since(
+            s.capture.path, s.read_offset, min(max_bytes, max_chars)
+        )
+        return {**s.info(), "output": clean_text(data, max_line), "unread_bytes": left}
 
     def list(self) -> list[dict[str, Any]]:
         """Every session, oldest first."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from run_bash.output import Capture, cap_text, clean_text, read_since, tail_lines
 
 
@@ -46,3 +48,26 @@ def test_read_since_and_tail(tmp_path):
     assert (data, off, left) == (b"a\n", 2, 4)
     assert read_since(str(p), off)[0] == b"b\nc\n"
     assert tail_lines(str(p), 2) == (b"b\nc\n", 6)
+
+
+@pytest.mark.parametrize("char", ["é", "€", "😀"])
+@pytest.mark.parametrize("page", [5, 6, 7, 8, 9, 10])
+def test_read_since_pages_never_split_a_character_or_lose_bytes(tmp_path, char, page):
+    p = tmp_path / "f"
+    text = "x" + char * 7 + "\nyz" + char * 3
+    p.write_bytes(text.encode())
+    off, got = 0, b""
+    while True:
+        data, off, left = read_since(str(p), off, page)
+        if not data:
+            break
+        data.decode("utf-8")  # each page decodes on its own
+        got += data
+    assert got.decode() == text and left == 0
+
+
+def test_read_since_stops_a_cut_page_after_its_last_line(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"line one\nline two\nline three\n")
+    data, off, left = read_since(str(p), 0, 24)
+    assert data == b"line one\nline two\n" and off == 18 and left == 11

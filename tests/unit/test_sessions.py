@@ -151,6 +151,31 @@ async def test_output_since_last_read_and_tail(mgr):
     await mgr.kill(s.id)
 
 
+async def test_paged_output_loses_nothing(mgr):
+    """Reading a big background output page by page returns every line once, whole lines per page,
+    each page within the agent's character budget."""
+    s = start(
+        mgr,
+        "sleep 0.3; seq 1 20000; for i in $(seq 50); do printf 'é%.0s' $(seq 900); echo; done; sleep 300",
+        bg_after=0.1,
+    )
+    await mgr.wait_result(s.id)
+    await asyncio.sleep(1.0)
+    pages = []
+    while True:
+        page = mgr.output(s.id)
+        if not page["output"]:
+            break
+        pages.append(page)
+        assert len(page["output"]) <= mgr.config["output"]["max_chars"]
+    text = "".join(p["output"] for p in pages)
+    lines = text.split("\n")
+    assert lines[:20000] == [str(i) for i in range(1, 20001)]
+    assert lines[20000:] == ["é" * 900] * 50 + [""]
+    assert pages[-1]["unread_bytes"] == 0 and len(pages) > 3
+    await mgr.kill(s.id)
+
+
 async def test_kill_of_exited_session_keeps_output(mgr):
     r = await run(mgr, "echo kept; exit 5")
     k = await mgr.kill(r["id"])
