@@ -3,6 +3,7 @@ local M = {}
 local H = {}
 
 local MAX_BUF_LINES = 20000
+H.followers = {} -- session id -> the :RunBashOutput buffer's output callback
 
 local function rb()
   return require("run_bash")
@@ -76,6 +77,16 @@ function H.append(buf, text)
   end
 end
 
+--- The lines that end an output buffer: the run's notices, then its status line.
+function M.end_lines(r)
+  local lines = {}
+  for _, n in ipairs(type(r.notices) == "table" and r.notices or {}) do
+    table.insert(lines, "[note: " .. n .. "]")
+  end
+  table.insert(lines, M.status_line(r))
+  return table.concat(lines, "\n")
+end
+
 --- The one-line summary that ends an output buffer.
 function M.status_line(r)
   local parts = {}
@@ -142,12 +153,7 @@ function M.start_in_buffer(cmd, spec)
   local buf
   local info, err = rb().run(spec, function(result)
     if buf then
-      local notes = {}
-      for _, n in ipairs(type(result.notices) == "table" and result.notices or {}) do
-        table.insert(notes, "[note: " .. n .. "]")
-      end
-      table.insert(notes, M.status_line(result))
-      H.append(buf, "\n" .. table.concat(notes, "\n"))
+      H.append(buf, "\n" .. M.end_lines(result))
     end
     if result.error then
       H.err(result.error)
@@ -257,15 +263,20 @@ function M.output_buffer(id)
     return H.err("usage: :RunBashOutput {session-id}")
   end
   local buf
-  rb().unwatch(id)
-  local info, err = rb().watch(id, function(text)
+  -- Reopening replaces this buffer's own follower; others (the `:RunBash` buffer) keep theirs.
+  if H.followers[id] then
+    rb().unwatch(id, H.followers[id])
+  end
+  local function follow(text)
     if buf then
       H.append(buf, text)
     end
-  end)
+  end
+  local info, err = rb().watch(id, follow)
   if not info then
     return H.err(err)
   end
+  H.followers[id] = follow
   buf = H.open_scratch("run_bash://" .. id .. "/output")
   vim.bo[buf].modifiable = true
   local lines = vim.split("$ " .. info.cmd:gsub("\n", " ⏎ ") .. "\n" .. info.data, "\n", { plain = true })
@@ -274,7 +285,7 @@ function M.output_buffer(id)
   if info.status == "running" then
     rb().on_result(id, function(r)
       if r.status ~= "running" then
-        H.append(buf, "\n" .. M.status_line(r))
+        H.append(buf, "\n" .. M.end_lines(r))
       end
     end)
     vim.api.nvim_create_autocmd("User", {
@@ -282,13 +293,13 @@ function M.output_buffer(id)
       group = vim.api.nvim_create_augroup("RunBashOutput" .. id, { clear = true }),
       callback = function(ev)
         if ev.data and ev.data.id == id then
-          H.append(buf, "\n" .. M.status_line(ev.data))
+          H.append(buf, "\n" .. M.end_lines(ev.data))
           return true
         end
       end,
     })
   else
-    H.append(buf, "\n" .. M.status_line(info))
+    H.append(buf, "\n" .. M.end_lines(info))
   end
   return buf
 end

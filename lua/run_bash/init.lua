@@ -388,8 +388,18 @@ function M.watch(id, on_output)
   return info
 end
 
-function M.unwatch(id)
-  H.listeners.output[id] = nil
+--- Stop following: remove `on_output` (as given to `watch`), or every follower of `id` when nil.
+function M.unwatch(id, on_output)
+  local list = H.listeners.output[id]
+  if not list or on_output == nil then
+    H.listeners.output[id] = nil
+    return
+  end
+  for i = #list, 1, -1 do
+    if list[i] == on_output then
+      table.remove(list, i)
+    end
+  end
 end
 
 --- Wait for a session's result without polling (cb gets the result table).

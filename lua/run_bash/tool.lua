@@ -555,6 +555,10 @@ function H.format_kill(r)
       H.exit_text(r),
       file
     )
+    local notes = H.notes({ notices = r.notices })
+    if #notes > 0 then
+      llm = llm .. "\n" .. table.concat(notes, "\n")
+    end
     return llm, fmt("**run_bash** session `%s` had already ended %s", id, H.status_line(r))
   end
   local llm = fmt(
@@ -563,9 +567,9 @@ function H.format_kill(r)
     tostring(r.pid or "?"),
     file
   )
-  local leftovers = H.notes({ leftovers = r.leftovers })
-  if #leftovers > 0 then
-    llm = llm .. "\n" .. table.concat(leftovers, "\n")
+  local notes = H.notes({ leftovers = r.leftovers, notices = r.notices })
+  if #notes > 0 then
+    llm = llm .. "\n" .. table.concat(notes, "\n")
   end
   return llm, fmt("**run_bash** killed session `%s` (`%s`)", id, H.short_cmd(r.cmd))
 end
@@ -584,6 +588,13 @@ function H.format_output(o, tail)
   end
   local what = tail and fmt("Last %d line(s)", tail) or "New output since the last read"
   local more = ""
+  if o.status ~= "running" then
+    -- What the backend reported at the end (e.g. a protected file restored) is news here.
+    local notes = H.notes({ notices = o.notices })
+    if #notes > 0 then
+      more = table.concat(notes, "\n") .. "\n"
+    end
+  end
   if (tonumber(o.unread_bytes) or 0) > 0 then
     more = fmt("More output is waiting (%d bytes): call action \"output\" again.\n", o.unread_bytes)
   end
@@ -623,6 +634,9 @@ function H.format_list(list)
         H.short_cmd(s.cmd)
       )
     )
+    for _, n in ipairs(type(s.notices) == "table" and s.notices or {}) do
+      table.insert(lines, "  Note: " .. n)
+    end
   end
   local text = table.concat(lines, "\n")
   return text, H.user_block("**run_bash** sessions", text)

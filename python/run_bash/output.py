@@ -164,14 +164,18 @@ def _whole_page(data: bytes) -> bytes:
     return data
 
 
-def tail_lines(path: str, n: int, max_bytes: int = READ_PAGE_BYTES) -> tuple[bytes, int]:
-    """Return the last ``n`` lines (at most ``max_bytes``) of the file and the file size."""
+def tail_lines(
+    path: str, n: int, max_bytes: int = READ_PAGE_BYTES, end: int | None = None
+) -> tuple[bytes, int]:
+    """Return the last ``n`` lines (at most ``max_bytes``) of the file, or of its first ``end``
+    bytes, and the file size."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            start = max(0, size - max_bytes)
+            stop = size if end is None else max(0, min(end, size))
+            start = max(0, stop - max_bytes)
             f.seek(start)
-            data = f.read()
+            data = f.read(stop - start)
     except OSError:
         return b"", 0
     lines = data.split(b"\n")

@@ -174,6 +174,7 @@ class Session:
             "killed": self.killed,
             "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
+            "notices": list(self.notices),
         }
 
 
@@ -356,7 +357,7 @@ class SessionManager:
             s.cwd,
             s.cmd,
         )
-        self.on_event("started", {**s.info(), "notices": list(s.notices)})
+        self.on_event("started", s.info())
 
     def _policy(self, backend: Backend, cwd: str) -> Any:
         if not backend.isolates:
@@ -428,7 +429,9 @@ class SessionManager:
         s.live = True
         if s.capture is None:
             return {**s.info(), "data": ""}
-        data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES)
+        # Output still queued for a live event is left out: the event will bring it.
+        end = min(s.capture.written, s.capture.total - len(s.live_pending))
+        data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES, end)
         return {
             **s.info(),
             "data": clean_text(data, int(self.config["output"]["max_line_chars"])),

@@ -225,3 +225,23 @@ async def test_protected_file_change_is_reported_in_the_result(mgr):
     assert config.read_bytes() == before
     if mgr.backend_name == "sandlock":  # detect-and-restore: reported to user and agent
         assert any(".git/config" in n for n in r["notices"]), r["notices"]
+
+
+async def test_protected_file_restore_of_a_background_session_is_reported(mgr):
+    """After `bg_after` the result is gone: the exit event, `output` and `list` carry the notice."""
+    if mgr.backend_name != "sandlock":
+        pytest.skip("only sandlock restores after the fact")
+    events: list[tuple[str, dict]] = []
+    mgr.on_event = lambda name, payload: events.append((name, payload))
+    subprocess.run(["git", "init", "-q", mgr.project], check=True)
+    config = Path(mgr.project, ".git", "config")
+    before = config.read_bytes()
+    s = start(mgr, "sleep 1; echo 'fsmonitor = evil' >> .git/config; sleep 3", bg_after=0.3)
+    first = await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    assert first["status"] == "running" and first["notices"] == []
+    await asyncio.wait_for(s.done.wait(), 30)
+    assert config.read_bytes() == before
+    exited = [p for n, p in events if n == "exited" and p["id"] == s.id]
+    assert exited and any(".git/config" in n for n in exited[0]["notices"])
+    assert any(".git/config" in n for n in mgr.output(s.id)["notices"])
+    assert any(".git/config" in n for n in mgr.list()[0]["notices"])

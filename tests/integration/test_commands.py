@@ -150,6 +150,25 @@ def test_hundred_runbash_ex_commands_share_one_output_window(editor):
     assert editor.nvim.eval("v:errmsg") == ""
 
 
+def test_runbash_output_beside_a_live_runbash_buffer(editor):
+    """Both buffers follow the run to its end, each line exactly once."""
+    editor.lua(SETUP_NONE)
+    sid = editor.lua(
+        """
+        local info = require('run_bash.commands').start_in_buffer(
+          'for i in $(seq 1 8); do echo n$i; sleep 0.25; done', { unsandboxed_ok = true })
+        return info.id
+        """
+    )
+    live, follow = f"run_bash://{sid}", f"run_bash://{sid}/output"
+    wait_for(lambda: "n2" in (buf_lines(editor, live) or []))
+    editor.nvim.command(f"RunBashOutput {sid}")
+    editor.nvim.command(f"RunBashOutput {sid}")  # reopening replaces its own follower only
+    for name in (live, follow):
+        lines = wait_for(lambda n=name: (ls := buf_lines(editor, n)) and "exit 0" in ls[-1] and ls)
+        assert [x for x in lines if x.startswith("n")] == [f"n{i}" for i in range(1, 9)], name
+
+
 def test_rule_function_gets_the_builtin_defaults(editor):
     """`fs_writable = function(d) ... end` extends the defaults; the project stays writable."""
     got = editor.lua(

@@ -621,6 +621,28 @@ def test_format_markers(tool: Tool) -> None:
     )
 
 
+def test_end_of_session_notices_reach_output_list_and_kill(tool: Tool) -> None:
+    """A restore reported when a background session ended is shown by every later action."""
+    fmt = tool.ed.lua(
+        """
+        local t = require('run_bash.tool')
+        local note = 'protected file .git/config was changed and has been restored'
+        local s = { id = 'abc123', cmd = 'x', status = 'killed', killed = true, signal = 9,
+                    sandboxed = true, backend = 'sandlock', output = '', output_file = '/tmp/o',
+                    notices = { note } }
+        return {
+          output = (t.format({ action = 'output', info = s })),
+          running = (t.format({ action = 'output', info = vim.tbl_extend('force', s, { status = 'running' }) })),
+          list = (t.format({ action = 'list', sessions = { s } })),
+          kill = (t.format({ action = 'kill', result = vim.tbl_extend('force', s, { already_ended = true }) })),
+        }
+        """
+    )
+    note = "Note: protected file .git/config was changed and has been restored"
+    assert note in fmt["output"] and note not in fmt["running"]
+    assert note in fmt["list"] and note in fmt["kill"]
+
+
 def test_user_text_is_a_compact_fenced_block(tool: Tool) -> None:
     user = tool.ed.lua(
         """
