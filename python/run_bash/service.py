@@ -16,7 +16,7 @@ from typing import Any
 from run_bash.audit import AuditLog
 from run_bash.config import parse_config
 from run_bash.errors import RunBashError, UsageError
-from run_bash.sessions import SessionManager
+from run_bash.sessions import SessionManager, check_cmd
 
 log = logging.getLogger("run_bash")
 
@@ -88,8 +88,7 @@ class Service:
 
     def check(self, cmd: object, opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The pause-list verdict for ``cmd`` plus where it would run."""
-        if not isinstance(cmd, str) or not cmd.strip():
-            raise UsageError("cmd is empty" if isinstance(cmd, str) else "cmd should be a string")
+        cmd = check_cmd(cmd)
         from run_bash.checker import check
 
         opts = opts or {}

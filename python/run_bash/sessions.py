@@ -75,10 +75,9 @@ def _number(name: str, value: object) -> float:
     return float(value)
 
 
-def validate_request(
-    cmd: object, timeout: object, bg_after: object, default_timeout: float
-) -> tuple[str, float, float, bool]:
-    """Check a run request; return (cmd, timeout_s, bg_after_s, timeout_given)."""
+def check_cmd(cmd: object) -> str:
+    """The command text, or one clear UsageError (not a string, empty, a NUL byte, too long).
+    Cheap: it runs before the pause list parses anything."""
     if not isinstance(cmd, str):
         raise UsageError(f"cmd should be a string, not {type(cmd).__name__}")
     if not cmd.strip():
@@ -90,6 +89,14 @@ def validate_request(
             f"cmd is {len(cmd)} characters; the limit is {MAX_CMD_CHARS} "
             "(write the script to a file and run the file)"
         )
+    return cmd
+
+
+def validate_request(
+    cmd: object, timeout: object, bg_after: object, default_timeout: float
+) -> tuple[str, float, float, bool]:
+    """Check a run request; return (cmd, timeout_s, bg_after_s, timeout_given)."""
+    cmd = check_cmd(cmd)
     given = timeout is not None
     t = default_timeout if timeout is None else _number("timeout", timeout)
     if not 0 < t <= MAX_TIMEOUT_S:

@@ -553,6 +553,8 @@ def test_host_that_cannot_start_gives_an_error(tool: Tool) -> None:
         ({"action": "output", "session_id": "abc", "tail": 0}, "`tail` should be a positive"),
         ({"action": "kill", "session_id": "zzzzzz"}, "unknown session id 'zzzzzz'"),
         ({"action": "output", "session_id": "zzzzzz"}, "unknown session id 'zzzzzz'"),
+        ({"cmd": "echo " + "a " * 500_000}, "the limit is 100000"),
+        ({"cmd": "echo a\0b"}, "cmd contains a NUL byte"),
     ],
 )
 def test_bad_arguments_give_one_clear_error(tool: Tool, args: dict[str, Any], message: str) -> None:
