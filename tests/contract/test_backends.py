@@ -203,6 +203,37 @@ def test_cli_sandbox_passes_output_and_exit_code(tmp_path, backend_name):
     assert "err" in r.stderr
 
 
+def test_cli_sandbox_keeps_the_quoting_of_several_arguments(tmp_path, backend_name):
+    r = cli("sandbox", "--backend", backend_name, "--", "sh", "-c", "exit 3", cwd=str(tmp_path))
+    assert r.returncode == 3, r.stderr
+    r = cli(
+        "sandbox",
+        "--backend",
+        backend_name,
+        "--",
+        "printf",
+        "%s\\n",
+        "a b",
+        "$HOME",
+        cwd=str(tmp_path),
+    )
+    assert r.stdout == "a b\n$HOME\n", r.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "cannot read --config"), ("{nope", "is not valid JSON"), ("[1]", "a JSON object")],
+)
+def test_cli_bad_config_file_is_one_clear_error(tmp_path, content, message):
+    path = tmp_path / "cfg.json"
+    if content is not None:
+        path.write_text(content)
+    r = cli("sandbox", "--backend", "none", "--config", str(path), "--", "true", cwd=str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr.startswith("run_bash: ") and message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_cli_policy_is_json(tmp_path, backend_name):
     r = cli("policy", "--backend", backend_name, "--cwd", str(tmp_path), cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr

@@ -1,7 +1,7 @@
 """``python -m run_bash sandbox …`` and ``python -m run_bash policy …``: the sandbox outside Neovim.
 
-``sandbox [--backend B] [--cwd DIR] [--config FILE.json] -- CMD…`` runs ``CMD`` (joined with
-spaces, as bash sees it) under the effective policy, passing its stdout and stderr through and
+``sandbox [--backend B] [--cwd DIR] [--config FILE.json] -- CMD…`` runs ``CMD`` under the effective
+policy (one argument is a bash script; several are a command and its arguments, quoted as given), passing its stdout and stderr through and
 exiting with its exit code (128+N when killed by signal N; 125 when the sandbox cannot be built).
 
 ``policy [--backend B] [--cwd DIR] [--config FILE.json]`` prints the effective policy as JSON:
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -57,8 +58,15 @@ def _config(opts: dict[str, str]) -> dict[str, Any]:
 
     raw: dict[str, Any] = {}
     if "config" in opts:
-        with open(opts["config"]) as f:
-            raw = json.load(f)
+        try:
+            with open(opts["config"]) as f:
+                raw = json.load(f)
+        except OSError as e:
+            raise RunBashError(f"cannot read --config {opts['config']}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise RunBashError(f"--config {opts['config']} is not valid JSON: {e}") from None
+        if not isinstance(raw, dict):
+            raise RunBashError(f"--config {opts['config']} should hold a JSON object")
     if "backend" in opts:
         raw.setdefault("sandbox", {})["backend"] = opts["backend"]
     return parse_config(raw)
@@ -150,7 +158,7 @@ def sandbox_main(argv: list[str]) -> int:
             print(f"run_bash: environment variable {n} looks secret; not passed", file=sys.stderr)
         policy = build_policy(config, cwd) if backend.isolates else None
         spec = RunSpec(
-            cmd=" ".join(rest),
+            cmd=rest[0] if len(rest) == 1 else shlex.join(rest),
             cwd=cwd,
             env=env,
             stdout_fd=sys.stdout.fileno(),
