@@ -268,7 +268,9 @@ def parse_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
             problems.append(f"`{dotted}` should be {expected}, not {_describe(value)}")
     if not problems:
         from run_bash.checker.rules import validate_rules
+        from run_bash.sandbox.policy import validate_network_allow
 
+        problems.extend(validate_network_allow(merged["sandbox"]["network"]["allow"]))
         problems.extend(validate_rules(merged["pauselist"]))
     if problems:
         raise ConfigError(problems)

@@ -80,8 +80,8 @@ class Service:
             self._mgr._backends.clear()
         notices = list(config.get("notices", []))
         backend, why = self.mgr.resolve_backend()
-        for problem in backend_warnings(backend):
-            notices.append(problem)
+        notices.extend(backend.validate())
+        notices.extend(backend_warnings(backend))
         return {"notices": notices, "backend": backend.name, "unavailable": why}
 
     # -- approval decision ---------------------------------------------------------------------------

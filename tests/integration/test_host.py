@@ -154,3 +154,16 @@ def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
         if proc.poll() is None:
             proc.kill()
     time.sleep(0)
+
+
+def test_setup_reports_a_backend_problem(editor, tmp_path):
+    """A sandlock profile that does not exist is named at setup, not at the first run."""
+    editor.lua("_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end")
+    editor.lua(
+        "require('run_bash').setup({ sandbox = { backend = 'sandlock', backends = {"
+        " sandlock = { profile = ... } } } })",
+        str(tmp_path / "missing.toml"),
+    )
+    assert editor.lua("return require('run_bash').request('sessions') ~= nil")
+    msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
+    assert any("missing.toml does not exist" in m for m, _ in msgs), msgs

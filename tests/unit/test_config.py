@@ -44,6 +44,11 @@ def test_empty_config_is_the_defaults():
         ),
         ({"sandbox": {"env": {"set": {"A": 1}}}}, "`sandbox.env.set` should be table of strings"),
         ({"sandbox": {"network": {"allow_local_ports": [70000]}}}, "list of port numbers"),
+        (
+            {"sandbox": {"network": {"allow": ["example.com"]}}},
+            "`sandbox.network.allow`: 'example.com' is not \"host:port\"",
+        ),
+        ({"sandbox": {"network": {"allow": ["h:0"]}}}, "'h:0' is not"),
     ],
 )
 def test_invalid_options_are_named(opts, message):

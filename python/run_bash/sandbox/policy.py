@@ -680,7 +680,9 @@ def validate_network_allow(entries: Iterable[str]) -> list[str]:
         host, sep, port = e.rpartition(":")
         ok_port = port == "*" or (port.isdigit() and 0 < int(port) < 65536)
         if not sep or not host or not ok_port or re.search(r"\s", e):
-            problems.append(f"sandbox.network.allow: {e!r} is not host:port")
+            problems.append(
+                f'`sandbox.network.allow`: {e!r} is not "host:port" (port 1-65535 or *)'
+            )
     return problems
 
 
