@@ -703,9 +703,16 @@ Sandbox denials look like ordinary errors: "Permission denied", "Operation not p
       )
     )
   else
+    local why = ""
+    if avail and type(avail.unavailable) == "string" and avail.unavailable ~= "" then
+      why = fmt(" (%s)", avail.unavailable)
+    end
     table.insert(
       parts,
-      "No sandbox is available: every command asks the user for approval first. Reuse the identical `cmd` when retrying (unless the user rejected it)."
+      fmt(
+        "No sandbox is available%s: every command asks the user for approval first. Reuse the identical `cmd` when retrying (unless the user rejected it).",
+        why
+      )
     )
   end
   table.insert(

@@ -229,6 +229,11 @@ def test_skip_sandbox_is_offered_only_with_a_sandbox(tool: Tool) -> None:
     )
     assert "skip_sandbox" not in schema["function"]["parameters"]["properties"]
     assert "every command asks the user" in schema["function"]["description"]
+    why = tool.ed.lua(
+        "return require('run_bash.tool').schema({ sandboxed = false, backend = 'none',"
+        " unavailable = 'bubblewrap unavailable: bwrap not found' })['function'].description"
+    )
+    assert "No sandbox is available (bubblewrap unavailable: bwrap not found)" in why
     tool.setup({"sandbox": {"backend": "none"}})
     created = tool.ed.lua("return require('run_bash.tool').create().schema")
     assert "skip_sandbox" not in created["function"]["parameters"]["properties"]
