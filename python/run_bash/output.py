@@ -56,6 +56,7 @@ class Capture:
         self.head = bytearray()
         self.tail = bytearray()
         self.capped = False
+        self.final: tuple[tuple[int, int], str] | None = None  # set by freeze()
 
     def feed(self, data: bytes) -> None:
         """Record a chunk of output."""
@@ -95,8 +96,19 @@ class Capture:
             return bytes(self.tail), True
         return bytes(self.head) + b"\0" + bytes(self.tail[-TAIL_BYTES:]), False
 
+    def freeze(self, max_chars: int, max_line_chars: int = 2000) -> None:
+        """The run has ended: keep only its agent text and free the head and tail copies (up to
+        ~600 KiB per session otherwise stays in the host for as long as the session is listed)."""
+        self.final = ((max_chars, max_line_chars), self.agent_text(max_chars, max_line_chars))
+        self.head = bytearray()
+        self.tail = bytearray()
+
     def agent_text(self, max_chars: int, max_line_chars: int = 2000) -> str:
         """The output as an agent sees it: cleaned, at most ``max_chars`` characters."""
+        if self.final is not None:
+            if self.final[0] == (max_chars, max_line_chars):
+                return self.final[1]
+            return cap_text(self.final[1], max_chars, self.path)
         data, complete = self.full_bytes()
         if complete:
             return cap_text(clean_text(data, max_line_chars), max_chars, self.path)

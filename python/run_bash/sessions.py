@@ -486,6 +486,8 @@ class SessionManager:
             self._flush_live(s)
         assert s.capture is not None
         s.capture.close()
+        out_cfg = self.config["output"]
+        s.capture.freeze(int(out_cfg["max_chars"]), int(out_cfg["max_line_chars"]))
         with contextlib.suppress(Exception):
             s.launched.close()
         # Backends report what they found at the end (e.g. a protected file restored).

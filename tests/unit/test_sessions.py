@@ -176,6 +176,14 @@ async def test_paged_output_loses_nothing(mgr):
     await mgr.kill(s.id)
 
 
+async def test_finished_session_keeps_its_text_not_its_buffers(mgr):
+    r = await run(mgr, "seq 1 200000")
+    s = mgr.sessions[r["id"]]
+    assert len(s.capture.head) == 0 and len(s.capture.tail) == 0
+    assert r["output"].startswith("1\n2\n") and r["output"].endswith("199999\n200000\n")
+    assert (await mgr.kill(r["id"]))["output"] == r["output"]
+
+
 async def test_kill_of_exited_session_keeps_output(mgr):
     r = await run(mgr, "echo kept; exit 5")
     k = await mgr.kill(r["id"])
