@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -31,13 +32,15 @@ def test_tmp_mktemp_tempfile(sbx):
 
 
 def test_tmp_paths(sbx):
-    r = sbx.run("echo hi > /tmp/rb-file && cat /tmp/rb-file; echo rc=$?")
+    name = f"rb-file-{os.getpid()}-{sbx.name}"
+    r = sbx.run(f"echo hi > /tmp/{name} && cat /tmp/{name}; echo rc=$?")
+    assert not os.path.exists(f"/tmp/{name}")  # never the host's shared /tmp
     if sbx.name == "bubblewrap":
-        assert "hi" in r.output  # /tmp is the private dir
+        assert "hi\nrc=0" in r.output  # /tmp is the run's private tmpfs
     else:
-        # sandlock: the shared /tmp is not granted (hard-coded /tmp paths fail closed); TMPDIR
-        # is the private dir. See *run_bash-sandlock*.
-        assert "rc=1" in r.output or "rc=0" in r.output
+        # sandlock: the shared /tmp is not granted, so a hard-coded /tmp path fails closed;
+        # TMPDIR is the private dir. See *run_bash-sandlock*.
+        assert "Permission denied" in r.output and "rc=1" in r.output, r.output
 
 
 def test_git_workflow(sbx, world):
