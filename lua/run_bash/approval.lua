@@ -146,6 +146,29 @@ function H.highlight_command(buf, cmd)
   end
 end
 
+--- Size the window to its wrapped text. When a long command does not fit, the window shows the
+--- end of the command and everything below it (where, why, rule, cwd, keys): those must never be
+--- off-screen; the start of the command is reached by scrolling up.
+function H.fit(win, lines, cmd_lines)
+  local max_h = math.max(5, vim.o.lines - 6)
+  local ok, h = pcall(vim.api.nvim_win_text_height, win, {})
+  local need = ok and h.all or #lines
+  local height = math.min(need, max_h)
+  local cfg = vim.api.nvim_win_get_config(win)
+  cfg.height = height
+  cfg.row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1)
+  vim.api.nvim_win_set_config(win, cfg)
+  if need > height then
+    -- The info lines must be visible: the cursor goes to the last line, at the bottom.
+    vim.api.nvim_win_call(win, function()
+      vim.api.nvim_win_set_cursor(win, { #lines, 0 })
+      vim.cmd("normal! zb")
+    end)
+  else
+    pcall(vim.api.nvim_win_set_cursor, win, { math.max(1, cmd_lines), 0 })
+  end
+end
+
 function H.open(item)
   local req = item.req
   local lines, marks, cmd_lines = H.lines(req)
@@ -178,8 +201,9 @@ function H.open(item)
     noautocmd = false,
   })
   vim.wo[item.win].wrap = true
+  vim.wo[item.win].linebreak = true
   vim.wo[item.win].cursorline = false
-  pcall(vim.api.nvim_win_set_cursor, item.win, { math.max(1, cmd_lines), 0 })
+  H.fit(item.win, lines, cmd_lines)
   local function map(lhs, fn, desc)
     vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, desc = desc })
   end

@@ -112,46 +112,33 @@ function M.status_line(r)
   return "[" .. table.concat(parts, " · ") .. "]"
 end
 
---- Run `cmd` (after approval when needed) and stream it into a scratch buffer.
+--- Run `cmd` and stream it into a scratch buffer. The host holds a command that needs approval
+--- and the approval window asks first (`bang`: without the sandbox, always asks).
 ---@param cmd string
----@param opts { bang?: boolean, cwd?: string }
+---@param opts { bang?: boolean, cwd?: string, bg_after?: number }
 function M.run(cmd, opts)
   opts = opts or {}
   if type(cmd) ~= "string" or vim.trim(cmd) == "" then
     return H.err("usage: :RunBash {command}")
   end
-  local verdict, err = rb().check(cmd, { skip_sandbox = opts.bang or nil })
-  if not verdict then
-    return H.err(err)
-  end
-  local function start(unsandboxed_ok)
-    M.start_in_buffer(cmd, {
-      skip_sandbox = opts.bang or nil,
-      unsandboxed_ok = unsandboxed_ok or nil,
-      cwd = opts.cwd,
-    })
-  end
-  local needs = verdict.pause or not verdict.sandboxed or opts.bang
-  if not needs then
-    require("run_bash.audit_log").decision(cmd, verdict, "auto")
-    return start(false)
-  end
-  require("run_bash.approval").request({
-    cmd = cmd,
-    verdict = verdict,
-    cwd = opts.cwd or vim.fn.getcwd(),
-  }, function(decision)
-    if decision == "accept" or decision == "always" then
-      start(not verdict.sandboxed)
-    end
-  end)
+  return M.start_in_buffer(cmd, {
+    skip_sandbox = opts.bang or nil,
+    ask = opts.bang or nil,
+    cwd = opts.cwd,
+    bg_after = opts.bg_after,
+  })
 end
 
+--- Start `spec` (with `cmd`) and show it in a `run_bash://<id>` buffer once it starts: at once,
+--- or after the user approved it.
 function M.start_in_buffer(cmd, spec)
   spec = vim.tbl_extend("force", spec or {}, { cmd = cmd, live = true })
   spec.cwd = spec.cwd or vim.fn.getcwd()
   local buf
   local info, err = rb().run(spec, function(result)
+    if result.status == "rejected" or result.status == "cancelled" then
+      return -- the user said no: nothing ran, nothing to show
+    end
     if buf then
       H.append(buf, "\n" .. M.end_lines(result))
     end
@@ -166,12 +153,19 @@ function M.start_in_buffer(cmd, spec)
   if not info then
     return H.err(err)
   end
-  buf = H.open_scratch("run_bash://" .. info.id)
-  vim.bo[buf].modifiable = true
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "$ " .. cmd:gsub("\n", " ⏎ "), "" })
-  vim.bo[buf].modifiable = false
-  vim.b[buf].run_bash_session = info.id
-  vim.cmd("wincmd p")
+  local function open()
+    buf = H.open_scratch("run_bash://" .. info.id)
+    vim.bo[buf].modifiable = true
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "$ " .. cmd:gsub("\n", " ⏎ "), "" })
+    vim.bo[buf].modifiable = false
+    vim.b[buf].run_bash_session = info.id
+    vim.cmd("wincmd p")
+  end
+  if info.status == "awaiting_approval" then
+    rb().on_started(info.id, open)
+  else
+    open()
+  end
   return info
 end
 

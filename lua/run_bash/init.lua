@@ -15,7 +15,7 @@ H.chan = nil
 H.job = nil
 H.stderr = {}
 H.expected_exit = false
-H.listeners = { result = {}, output = {}, reply = {} }
+H.listeners = { result = {}, output = {}, reply = {}, started = {} }
 H.next_token = 0
 H.setup_done = false
 
@@ -174,9 +174,12 @@ function H.on_exit(job, code)
     H.listeners.reply[token] = nil
     pcall(cb, { error = err })
   end
+  H.listeners.started = {}
   for id, info in pairs(M.sessions) do
     if info.status == "running" then
       info.status = "lost"
+    elseif info.status == "awaiting_approval" then
+      info = nil -- its approval, if still open, can no longer start anything
     end
     M.sessions[id] = info
   end
@@ -269,6 +272,19 @@ end
 function M._on_event(name, payload)
   if name == "started" or name == "exited" then
     M.sessions[payload.id] = payload
+    if name == "started" then
+      local cbs = H.listeners.started[payload.id]
+      H.listeners.started[payload.id] = nil
+      for _, cb in ipairs(cbs or {}) do
+        pcall(cb, payload)
+      end
+    end
+  elseif name == "approve" then
+    -- Scheduled: this event can arrive while Lua still waits for the `run` request that caused
+    -- it, and a request sent from here then (an audit line) would answer out of order.
+    vim.schedule(function()
+      H.on_approve(payload)
+    end)
   elseif name == "result" then
     M.sessions[payload.id] = payload
     local cbs = H.listeners.result[payload.id]
@@ -278,6 +294,12 @@ function M._on_event(name, payload)
       if not ok then
         H.notify("result handler failed: " .. tostring(err), vim.log.levels.ERROR)
       end
+    end
+    if payload.status == "rejected" or payload.status == "cancelled" then
+      -- Never started: forgotten by the host too.
+      M.sessions[payload.id] = nil
+      H.listeners.output[payload.id] = nil
+      H.listeners.started[payload.id] = nil
     end
   elseif name == "output" then
     for _, cb in pairs(H.listeners.output[payload.id] or {}) do
@@ -299,6 +321,23 @@ function M._on_event(name, payload)
   end
 end
 
+--- A run the host holds for the user's decision (`run` without `approved`): Lua-function rules
+--- are evaluated here; when nothing pauses and it runs sandboxed it starts, else the approval
+--- window asks. The answer goes back to the waiting run with `rpcnotify`.
+function H.on_approve(p)
+  local verdict = H.apply_lua_rules(p.verdict or {})
+  local function decide(decision, reason)
+    if H.chan then
+      pcall(vim.rpcnotify, H.chan, "run_bash.decide", p.id, decision, reason or "")
+    end
+  end
+  if not p.ask and not verdict.pause and verdict.sandboxed then
+    require("run_bash.audit_log").decision(p.cmd, verdict, "auto")
+    return decide("auto")
+  end
+  require("run_bash.approval").request({ cmd = p.cmd, verdict = verdict, cwd = p.cwd }, decide)
+end
+
 --- Evaluate the pause-list verdict for `cmd`, including Lua-function rules.
 ---@param cmd string
 ---@param opts? { skip_sandbox?: boolean }
@@ -308,6 +347,12 @@ function M.check(cmd, opts)
   if not verdict then
     return nil, err
   end
+  return H.apply_lua_rules(verdict)
+end
+
+--- Apply the Lua-function pause-list rules to a verdict from the host (which names the rules
+--- whose commands appeared); returns the verdict, paused when a rule says so or fails.
+function H.apply_lua_rules(verdict)
   if not verdict.pause then
     -- Python names the Lua rules whose command (or command family, e.g. `mkfs` for `mkfs.ext4`)
     -- appeared; the rule gets the arguments of each matching command.
@@ -348,8 +393,16 @@ function M.check(cmd, opts)
   return verdict
 end
 
+--- Run `cb(info)` when a session starts (after its approval, for a held run).
+function M.on_started(id, cb)
+  H.listeners.started[id] = H.listeners.started[id] or {}
+  table.insert(H.listeners.started[id], cb)
+end
+
 --- Start a command. `on_result(result)` is called exactly once (result.error on failure).
----@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, unsandboxed_ok?, live? }
+--- Without `approved`, the host holds a command that needs the user's approval and the approval
+--- window asks first (`ask` always asks); `approved = true` says the caller already asked.
+---@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, approved?, ask?, live? }
 ---@param on_result? fun(result: table)
 ---@param on_output? fun(text: string)
 ---@return table|nil info, string|nil err

@@ -377,6 +377,7 @@ function M.execute(tools, args, opts)
     timeout = a.timeout,
     bg_after = a.bg_after,
     skip_sandbox = a.skip_sandbox,
+    approved = true, -- the gate above (CodeCompanion's approval) has decided
     unsandboxed_ok = auth.unsandboxed_ok,
   }
   local info, rerr = rb().run(spec, function(result)

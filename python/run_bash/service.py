@@ -52,7 +52,10 @@ class Service:
 
     def emit(self, name: str, payload: dict[str, Any]) -> None:
         """Forward an event to Lua; finished runs also go to the audit log."""
-        if (name == "result" and payload.get("status") != "running") or name == "exited":
+        never_ran = payload.get("status") in ("rejected", "cancelled")  # the decision is logged
+        if ((name == "result" and payload.get("status") != "running") or name == "exited") and (
+            not never_ran
+        ):
             self.audit.run(payload)
         self._emit(name, payload)
 
@@ -105,24 +108,68 @@ class Service:
     # -- runs ------------------------------------------------------------------------------------------
 
     def run(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Start a command; the result arrives as a ``result`` event."""
+        """Start a command; the result arrives as a ``result`` event.
+
+        The pause list is enforced here, whoever calls: unless the caller has already asked the
+        user where needed (``approved``; ``unsandboxed_ok``, the user's consent to run without a
+        sandbox, implies it), a command the pause list
+        flags, one that would run without a sandbox, one that Lua-function rules must judge, or
+        any command with ``ask`` is held (status ``awaiting_approval``) and an ``approve`` event
+        asks Lua; the user's answer comes back through ``decide``. Nothing is started before that.
+        """
         if not isinstance(spec, Mapping):
             raise UsageError("run expects a table")
-        known = {"cmd", "cwd", "timeout", "bg_after", "skip_sandbox", "unsandboxed_ok", "live"}
-        unknown = sorted(set(spec) - known)
+        unknown = sorted(set(spec) - RUN_OPTIONS)
         if unknown:
             raise UsageError(f"unknown run option(s): {', '.join(map(str, unknown))}")
-        s = self.mgr.start(
-            spec.get("cmd"),
-            cwd=spec.get("cwd"),
-            timeout=spec.get("timeout"),
-            bg_after=spec.get("bg_after") or 0,
-            skip_sandbox=bool(spec.get("skip_sandbox")),
-            unsandboxed_ok=bool(spec.get("unsandboxed_ok")),
-            live=bool(spec.get("live")),
-            defer=True,
+        cmd = check_cmd(spec.get("cmd"))
+        skip = bool(spec.get("skip_sandbox"))
+        approved = bool(spec.get("approved") or spec.get("unsandboxed_ok"))
+        kwargs: dict[str, Any] = {
+            "cwd": spec.get("cwd"),
+            "timeout": spec.get("timeout"),
+            "bg_after": spec.get("bg_after") or 0,
+            "skip_sandbox": skip,
+            "live": bool(spec.get("live")),
+        }
+        if approved:
+            unsandboxed_ok = bool(spec.get("unsandboxed_ok"))
+            return self.mgr.start(cmd, unsandboxed_ok=unsandboxed_ok, defer=True, **kwargs).info()
+        verdict = self.check(cmd, {"skip_sandbox": skip})
+        held = (
+            bool(spec.get("ask"))
+            or verdict["pause"]
+            or not verdict["sandboxed"]
+            or bool(verdict.get("lua_rules"))
+        )
+        if not held:
+            s = self.mgr.start(cmd, defer=True, **kwargs)
+            self.audit.decision(
+                {**verdict, "cmd": cmd, "cwd": s.cwd, "decided_by": "auto", "source": "user"}
+            )
+            return s.info()
+        s = self.mgr.start(cmd, hold=True, **kwargs)
+        self.emit(
+            "approve",
+            {
+                "id": s.id,
+                "cmd": cmd,
+                "cwd": s.cwd,
+                "verdict": verdict,
+                "ask": bool(spec.get("ask")),
+            },
         )
         return s.info()
+
+    def decide(self, sid: object, decision: object, reason: object = None) -> bool:
+        """The user's answer for a held run: "accept" / "always" / "auto" start it, "reject" and
+        "cancel" drop it. A decision for a run that is no longer held is ignored (False)."""
+        if decision in ("accept", "always", "auto"):
+            return self.mgr.release(sid)
+        if decision in ("reject", "cancel"):
+            why = reason if isinstance(reason, str) and reason.strip() else None
+            return self.mgr.refuse(sid, str(decision), why)
+        raise UsageError(f"unknown decision {decision!r}")
 
     def kill(self, sid: object, token: object = None) -> dict[str, Any]:
         """Start killing a session; the outcome arrives as a ``reply`` event with ``token``."""
@@ -182,6 +229,21 @@ class Service:
         """Kill everything at once (VimLeavePre); the host exits soon after."""
         if self._mgr is not None:
             self._mgr.close_now()
+
+
+RUN_OPTIONS = frozenset(
+    {
+        "cmd",
+        "cwd",
+        "timeout",
+        "bg_after",
+        "skip_sandbox",
+        "approved",
+        "unsandboxed_ok",
+        "ask",
+        "live",
+    }
+)
 
 
 def backend_warnings(backend: Any) -> list[str]:

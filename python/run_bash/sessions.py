@@ -120,7 +120,9 @@ class Session:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.ended_mono: float | None = None
-        self.status = "running"  # running | exited | timed_out | killed | failed (could not start)
+        # running | exited | timed_out | killed | failed (could not start)
+        # | awaiting_approval (held) | rejected | cancelled (never started)
+        self.status = "running"
         self.exit_code: int | None = None
         self.signal: int | None = None
         self.timed_out = False
@@ -239,12 +241,15 @@ class SessionManager:
         unsandboxed_ok: bool = False,
         live: bool = False,
         defer: bool = False,
+        hold: bool = False,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
         Arguments are validated at once (errors raise). With ``defer`` the sandbox is built and the
         command spawned on the next loop iteration, so an RPC handler returns without waiting for
-        it; a failure then becomes the session's result (``error``) instead of an exception.
+        it; a failure then becomes the session's result (``error``) instead of an exception. With
+        ``hold`` nothing starts: the session waits for the user's decision (``release`` or
+        ``refuse``).
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.get("default_timeout", 300))
@@ -261,7 +266,7 @@ class SessionManager:
                     "kill one first (action=kill)"
                 )
         backend, why = self.resolve_backend("none" if skip_sandbox else None)
-        if not backend.isolates and not unsandboxed_ok:
+        if not backend.isolates and not unsandboxed_ok and not hold:
             reason = why or "the sandbox is off"
             raise SpawnError(f"{reason}; running without a sandbox needs the user's approval")
 
@@ -273,6 +278,9 @@ class SessionManager:
         if why:
             s.notices.append(why)
         self.sessions[sid] = s
+        if hold:
+            s.status = "awaiting_approval"
+            return s
         if defer:
             self.loop.call_soon(self._launch_or_fail, s)
             return s
@@ -282,6 +290,36 @@ class SessionManager:
             del self.sessions[sid]
             raise
         return s
+
+    def release(self, sid: object) -> bool:
+        """The user approved a held session: start it (deferred). False when nothing was held."""
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None or s.status != "awaiting_approval":
+            return False
+        s.status = "running"
+        s.started_at, s.started_mono = time.time(), time.monotonic()
+        self.loop.call_soon(self._launch_or_fail, s)
+        return True
+
+    def refuse(self, sid: object, decision: str, reason: str | None = None) -> bool:
+        """The user rejected (or cancelled) a held session: it never starts and is forgotten; its
+        result says so. False when nothing was held."""
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None or s.status != "awaiting_approval":
+            return False
+        if decision == "reject":
+            s.status = "rejected"
+            s.error = "the user rejected the command; nothing ran" + (
+                f" (reason: {reason})" if reason else ""
+            )
+        else:
+            s.status = "cancelled"
+            s.error = "the user cancelled the command; nothing ran"
+        s.ended_mono = time.monotonic()
+        self._send_result(s)
+        s.done.set()
+        del self.sessions[s.id]
+        return True
 
     def _launch_or_fail(self, s: Session) -> None:
         """Deferred launch: a failure becomes the session's result instead of an exception."""
@@ -570,6 +608,9 @@ class SessionManager:
     async def kill(self, sid: str) -> dict[str, Any]:
         """Kill a session's whole tree; wait for it to end and return its result."""
         s = self._get(sid)
+        if s.status == "awaiting_approval":  # killing a run the user has not decided on yet
+            self.refuse(s.id, "cancel")
+            return {**(s.result or self._result(s)), "already_ended": True}
         if not s.running:
             return {**self._result(s), "already_ended": True}
         s.killed = True
@@ -580,6 +621,9 @@ class SessionManager:
 
     async def kill_all(self) -> list[dict[str, Any]]:
         """Kill every running session."""
+        for s in list(self.sessions.values()):
+            if s.status == "awaiting_approval":
+                self.refuse(s.id, "cancel")
         running = [s.id for s in self.sessions.values() if s.running]
         return list(await asyncio.gather(*(self.kill(sid) for sid in running)))
 

@@ -61,7 +61,7 @@ def test_reject_and_cancel_do_not_run(editor, target, keys):
     editor.nvim.input(keys)
     wait_for(lambda: floats(editor) == [])
     assert (target / "file").read_text() == "keep me"
-    assert editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0
+    wait_for(lambda: editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0)
 
 
 def test_closing_the_window_cancels(editor, target):
@@ -166,4 +166,138 @@ def test_bang_always_asks_and_shows_without_sandbox(editor):
     assert "WITHOUT SANDBOX" in text[0]
     editor.nvim.input("q")
     wait_for(lambda: floats(editor) == [])
-    assert editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0
+    wait_for(lambda: editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0)
+
+
+def test_api_run_without_approval_is_held_and_asks(editor, target):
+    """`require('run_bash').run()` enforces the pause list too: the window asks, nothing runs."""
+    setup(editor)
+    info = editor.lua(
+        """
+        _G.__r = nil
+        return require('run_bash').run({ cmd = ... }, function(r) _G.__r = r end)
+        """,
+        f"rm -rf {target}",
+    )
+    assert info["status"] == "awaiting_approval"
+    text = wait_for(lambda: floats(editor))
+    assert f"rm -rf {target}" in text[0]
+    editor.nvim.input("q")
+    r = wait_for(lambda: editor.lua("return _G.__r"))
+    assert r["status"] == "cancelled" and "nothing ran" in r["error"]
+    assert (target / "file").read_text() == "keep me"
+
+
+def test_lua_function_rule_decides_a_held_run(editor):
+    from tests.integration.test_host import backend_available
+
+    if not backend_available("sandlock"):
+        pytest.skip("sandlock is not available here")
+    editor.lua(
+        """
+        require('run_bash').setup({ sandbox = { backend = 'sandlock' }, pauselist = {
+          echo = function(args) return args[1] == 'bad' end } })
+        """
+    )
+    editor.nvim.command("RunBash echo good")
+    sid = wait_for(lambda: editor.lua("return vim.tbl_keys(require('run_bash').sessions)"))[0]
+    wait_for(lambda: editor.lua("return require('run_bash').sessions[...].status", sid) == "exited")
+    assert floats(editor) == []
+    editor.nvim.command("RunBash echo bad")
+    text = wait_for(lambda: floats(editor))
+    assert "your pause-list rule for echo" in text[0] and "sandbox: sandlock" in text[0]
+    editor.nvim.input("q")
+    wait_for(lambda: floats(editor) == [])
+
+
+def test_sandboxed_pause_shows_reason_rule_and_cwd(editor, target):
+    from tests.integration.test_host import backend_available
+
+    if not backend_available("sandlock"):
+        pytest.skip("sandlock is not available here")
+    setup(editor, "sandlock")
+    editor.nvim.command(f"cd {editor.work}")
+    editor.nvim.command("RunBash rm -rf victim")
+    text = wait_for(lambda: floats(editor))[0]
+    assert "where:  sandbox: sandlock" in text
+    assert "why:    `rm -rf victim` deletes files and directories recursively" in text
+    assert "rule:   rm" in text and f"cwd:    {editor.work}" in text
+    editor.nvim.input("a")
+    wait_for(lambda: not target.exists())
+
+
+@pytest.mark.parametrize("how", ["bwipe!", "q", "wincmd c"])
+def test_every_way_of_closing_the_window_cancels(editor, target, how):
+    setup(editor)
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    wait_for(lambda: floats(editor))
+    editor.nvim.command(how)
+    wait_for(lambda: editor.lua("return require('run_bash.approval').pending()") == 0)
+    wait_for(lambda: editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0)
+    assert (target / "file").read_text() == "keep me"
+    assert floats(editor) == []
+
+
+def test_a_reason_arriving_after_a_cancel_is_ignored(editor, target):
+    """`r` asks for a reason; if the request is cancelled meanwhile, the late answer does nothing."""
+    setup(editor)
+    editor.lua("vim.ui.input = function(_, cb) _G.__late = cb end")
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    wait_for(lambda: floats(editor))
+    editor.nvim.input("r")
+    wait_for(lambda: editor.lua("return _G.__late ~= nil"))
+    editor.nvim.input("q")
+    wait_for(lambda: editor.lua("return require('run_bash.approval').pending()") == 0)
+    editor.lua("_G.__late('too late')")
+    editor.nvim.command(f"RunBash echo next > {editor.work}/next")
+    wait_for(lambda: floats(editor))
+    editor.nvim.input("a")
+    wait_for(lambda: (editor.work / "next").exists())
+    assert (target / "file").read_text() == "keep me"
+
+
+def test_confirm_fallback_when_no_float_can_open(editor, target):
+    """If a float cannot be opened, `vim.fn.confirm` asks; its cancel (0) never approves."""
+    setup(editor)
+    editor.lua(
+        """
+        local real = vim.api.nvim_open_win
+        vim.api.nvim_open_win = function(buf, enter, cfg)
+          if cfg.relative == 'editor' then error('no room for a float') end
+          return real(buf, enter, cfg)
+        end
+        _G.__asked = nil
+        vim.fn.confirm = function(msg) _G.__asked = msg; return 0 end
+        """
+    )
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    asked = wait_for(lambda: editor.lua("return _G.__asked"))
+    assert f"rm -rf {target}" in asked
+    wait_for(lambda: editor.lua("return vim.tbl_count(require('run_bash').sessions)") == 0)
+    assert (target / "file").read_text() == "keep me"
+
+
+def test_long_command_keeps_where_and_keys_visible(editor):
+    setup(editor)
+    cmd = "echo " + " ".join(f"word{i}" for i in range(300))  # one line, many screen rows
+    editor.nvim.command(f"RunBash {cmd}")
+    wait_for(lambda: floats(editor))
+    view = editor.lua(
+        """
+        local win = require('run_bash.approval')._active_win()
+        local info = vim.fn.getwininfo(win)[1]
+        return { bot = info.botline, last = vim.api.nvim_buf_line_count(info.bufnr),
+                 height = info.height, lines = vim.o.lines }
+        """
+    )
+    assert view["bot"] == view["last"]  # the last line (the keys) is on screen
+    assert view["height"] <= view["lines"]
+    text = editor.lua(
+        """
+        local win = require('run_bash.approval')._active_win()
+        local info = vim.fn.getwininfo(win)[1]
+        return vim.api.nvim_buf_get_lines(info.bufnr, info.topline - 1, info.botline, false)
+        """
+    )
+    assert any("WITHOUT SANDBOX" in x for x in text)
+    editor.nvim.input("q")

@@ -78,6 +78,18 @@ class RunBashHost:
     def run(self, spec: Any = None) -> Any:
         return self.service.run(spec)
 
+    @pynvim.rpc_export("run_bash.decide", sync=False)
+    def decide(self, sid: Any = None, decision: Any = None, reason: Any = None) -> None:
+        """The user's answer for a held run (a notification: nothing to answer)."""
+        from run_bash.errors import RunBashError
+
+        try:
+            self.service.decide(sid, decision, reason)
+        except RunBashError as err:
+            log.warning("decide: %s", err)
+        except Exception:
+            log.exception("internal error in decide")
+
     @pynvim.rpc_export("run_bash.kill", sync=True)
     @boundary
     def kill(self, sid: Any = None, token: Any = None) -> Any:

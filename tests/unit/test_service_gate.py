@@ -1,0 +1,121 @@
+"""The pause list is enforced by the host: ``run`` without ``approved`` holds a command that needs
+the user, asks Lua with an ``approve`` event, and starts it only on the user's decision."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from run_bash.config import parse_config
+from run_bash.errors import UsageError
+from run_bash.sandbox.base import get_backend
+from run_bash.service import Service
+
+
+@pytest.fixture
+async def svc(tmp_path):
+    events: list[tuple[str, dict]] = []
+    audit = tmp_path / "audit.jsonl"
+    service = Service(
+        asyncio.get_running_loop(),
+        lambda name, payload: events.append((name, payload)),
+        environ={**os.environ, "RUN_BASH_AUDIT": str(audit)},
+        state_dir=str(tmp_path / "state"),
+    )
+    os.makedirs(service.mgr.state_dir, mode=0o700, exist_ok=True)
+    service.setup({"sandbox": {"backend": "none"}})
+    service.events = events  # type: ignore[attr-defined]
+    service.audit_path = audit  # type: ignore[attr-defined]
+    yield service
+    await service.mgr.shutdown()
+
+
+def asked(svc, sid):
+    return [p for n, p in svc.events if n == "approve" and p["id"] == sid]
+
+
+async def result_of(svc, sid):
+    return await asyncio.wait_for(svc.mgr.wait_result(sid), 20)
+
+
+async def test_a_command_needing_approval_is_held_until_accepted(svc, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    info = svc.run({"cmd": f"rm -rf {victim}", "cwd": str(tmp_path)})
+    assert info["status"] == "awaiting_approval"
+    [ask] = asked(svc, info["id"])
+    assert ask["verdict"]["pause"] is True and ask["verdict"]["rule"] == "rm"
+    assert ask["cmd"] == f"rm -rf {victim}" and ask["cwd"] == str(tmp_path)
+    await asyncio.sleep(0.3)
+    assert victim.exists()  # nothing ran while waiting
+    assert svc.decide(info["id"], "accept") is True
+    r = await result_of(svc, info["id"])
+    assert r["exit_code"] == 0 and not victim.exists()
+
+
+@pytest.mark.parametrize(("decision", "status"), [("reject", "rejected"), ("cancel", "cancelled")])
+async def test_rejected_or_cancelled_never_starts_and_is_forgotten(svc, tmp_path, decision, status):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    info = svc.run({"cmd": f"rm -rf {victim}"})
+    assert svc.decide(info["id"], decision, "not now") is True
+    [r] = [p for n, p in svc.events if n == "result" and p["id"] == info["id"]]
+    assert r["status"] == status and "nothing ran" in r["error"]
+    assert ("reason: not now" in r["error"]) is (decision == "reject")
+    assert victim.exists()
+    assert info["id"] not in {s["id"] for s in svc.sessions()}
+    assert not any('"event": "run"' in line for line in _lines(svc.audit_path))
+
+
+def _lines(path):
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def test_a_late_or_unknown_decision_is_ignored(svc, tmp_path):
+    assert svc.decide("nosuch", "accept") is False
+    info = svc.run({"cmd": "echo once", "unsandboxed_ok": True})  # approved: not held
+    assert info["status"] == "running" and not asked(svc, info["id"])
+    await result_of(svc, info["id"])
+    assert svc.decide(info["id"], "accept") is False  # not held: nothing to start again
+    held = svc.run({"cmd": "echo twice"})
+    assert svc.decide(held["id"], "cancel") is True
+    assert svc.decide(held["id"], "accept") is False  # too late: it was cancelled
+    with pytest.raises(UsageError):
+        svc.decide(held["id"], "maybe")
+
+
+async def test_kill_of_a_held_run_cancels_it(svc):
+    info = svc.run({"cmd": "echo never"})
+    r = await svc.mgr.kill(info["id"])
+    assert r["status"] == "cancelled" and r["already_ended"] is True
+    assert svc.decide(info["id"], "accept") is False
+
+
+async def test_ask_always_holds(svc):
+    info = svc.run({"cmd": "echo hi", "ask": True, "unsandboxed_ok": False})
+    assert info["status"] == "awaiting_approval" and asked(svc, info["id"])[0]["ask"] is True
+
+
+async def test_unknown_run_option_is_refused(svc):
+    with pytest.raises(UsageError, match="unknown run option"):
+        svc.run({"cmd": "echo", "approve": True})
+
+
+async def test_safe_sandboxed_command_runs_at_once_and_is_audited(svc, tmp_path):
+    avail = get_backend("sandlock", parse_config({})).availability()
+    if not avail.ok:
+        pytest.skip(f"sandlock unavailable: {avail.reason}")
+    svc.setup({"sandbox": {"backend": "sandlock"}})
+    info = svc.run({"cmd": "echo safe", "cwd": str(tmp_path)})
+    assert info["status"] == "running" and not asked(svc, info["id"])
+    r = await result_of(svc, info["id"])
+    assert r["output"] == "safe\n" and r["sandboxed"] is True
+    records = [json.loads(x) for x in _lines(svc.audit_path)]
+    assert any(x["event"] == "decision" and x["decided_by"] == "auto" for x in records)
+    # A paused command is held even inside the sandbox.
+    held = svc.run({"cmd": "git push --force", "cwd": str(tmp_path)})
+    assert held["status"] == "awaiting_approval"
+    assert asked(svc, held["id"])[0]["verdict"]["sandboxed"] is True
