@@ -139,6 +139,18 @@ function M.start_in_buffer(cmd, spec)
     if result.status == "rejected" or result.status == "cancelled" then
       return -- the user said no: nothing ran, nothing to show
     end
+    if result.status == "running" then
+      -- Background: the buffer keeps following; the status line comes when it exits.
+      rb().notify(
+        ("session %s runs in the background; :RunBashKill %s stops it"):format(result.id, result.id)
+      )
+      H.on_exit(result.id, function(r)
+        if buf then
+          H.append(buf, "\n" .. M.end_lines(r))
+        end
+      end)
+      return
+    end
     if buf then
       H.append(buf, "\n" .. M.end_lines(result))
     end
@@ -282,39 +294,60 @@ function M.output_buffer(id)
         H.append(buf, "\n" .. M.end_lines(r))
       end
     end)
-    vim.api.nvim_create_autocmd("User", {
-      pattern = "RunBashExited",
-      group = vim.api.nvim_create_augroup("RunBashOutput" .. id, { clear = true }),
-      callback = function(ev)
-        if ev.data and ev.data.id == id then
-          H.append(buf, "\n" .. M.end_lines(ev.data))
-          return true
-        end
-      end,
-    })
+    H.on_exit(id, function(r)
+      H.append(buf, "\n" .. M.end_lines(r))
+    end, "RunBashOutput" .. id)
   else
     H.append(buf, "\n" .. M.end_lines(info))
   end
   return buf
 end
 
+--- Call `cb(info)` once, when background session `id` exits. A named `group` replaces an earlier
+--- callback of the same name.
+function H.on_exit(id, cb, group)
+  vim.api.nvim_create_autocmd("User", {
+    pattern = "RunBashExited",
+    group = group and vim.api.nvim_create_augroup(group, { clear = true }) or nil,
+    callback = function(ev)
+      if ev.data and ev.data.id == id then
+        cb(ev.data)
+        return true
+      end
+    end,
+  })
+end
+
+--- Split a leading `-bg` or `-bg=N` off `:RunBash` arguments: returns bg_after (or nil), rest.
+function M.parse_bg(args)
+  local n, rest = args:match("^%-bg=(%d+)%s*(.*)$")
+  if n then
+    return tonumber(n), rest
+  end
+  rest = args:match("^%-bg%s+(.*)$") or (args == "-bg" and "" or nil)
+  if rest then
+    return 1, rest
+  end
+  return nil, args
+end
+
 --- Define the user commands (called from plugin/run_bash.lua).
 function M.create()
   local new = vim.api.nvim_create_user_command
   new("RunBash", function(o)
-    local cmd = o.args
+    local bg, cmd = M.parse_bg(o.args)
     if o.range > 0 and cmd == "" then
       cmd = H.range_text(o)
     end
     if cmd == "" then
       vim.ui.input({ prompt = "RunBash: ", completion = "shellcmd" }, function(input)
         if input and input ~= "" then
-          M.run(input, { bang = o.bang })
+          M.run(input, { bang = o.bang, bg_after = bg })
         end
       end)
       return
     end
-    M.run(cmd, { bang = o.bang })
+    M.run(cmd, { bang = o.bang, bg_after = bg })
   end, {
     nargs = "*",
     bang = true,

@@ -184,3 +184,38 @@ def test_rule_function_gets_the_builtin_defaults(editor):
     assert "." in got and len(got) > 3
     policy = editor.lua("return require('run_bash').request('rule_defaults')")
     assert policy["fs_writable"] == got
+
+
+def test_parse_bg_flag(editor):
+    got = editor.lua(
+        """
+        local p = require('run_bash.commands').parse_bg
+        local out = {}
+        for _, a in ipairs({ '-bg make serve', '-bg=5 npm run dev', 'echo -bg', '-bgx y', '-bg' }) do
+          local n, rest = p(a)
+          table.insert(out, { n or vim.NIL, rest })
+        end
+        return out
+        """
+    )
+    assert got == [
+        [1, "make serve"],
+        [5, "npm run dev"],
+        [None, "echo -bg"],
+        [None, "-bgx y"],
+        [1, ""],
+    ]
+
+
+def test_runbash_bg_runs_a_background_session(editor):
+    editor.lua(SETUP_NONE)
+    editor.nvim.command("RunBash -bg echo start; sleep 2; echo end")
+    accept_next_approval(editor)
+    sid = wait_for(lambda: session_ids(editor))[0]
+    name = f"run_bash://{sid}"
+    wait_for(
+        lambda: editor.lua("return require('run_bash').sessions[...].status", sid) == "running"
+    )
+    assert editor.lua("return require('run_bash').sessions[...].background", sid) is True
+    lines = wait_for(lambda: (ls := buf_lines(editor, name)) and "exit 0" in ls[-1] and ls)
+    assert "start" in lines and "end" in lines
