@@ -55,6 +55,9 @@ PAUSED = [
     P("git checkout HEAD -- .", "git", id="git-checkout-rev-dashdash"),
     P("git stash drop", "git", id="git-stash-drop"),
     P("git stash clear", "git", id="git-stash-clear"),
+    P("git stash $OP", "git", id="git-stash-dynamic"),
+    P("git stash ${OP:-drop}", "git", id="git-stash-dynamic-default"),
+    P("git stash `echo drop`", "git", id="git-stash-backticks"),
     P("git -c alias.nuke='reset --hard' nuke", "git", id="git-alias-inline"),
     P("git -c alias.x='!rm -rf build' x", "rm", id="git-alias-shell"),
     # always-pause commands
@@ -84,6 +87,12 @@ PAUSED = [
     P("chown -R me:me /var/www", "chown", id="chown-var"),
     P("chown root //", "chown", id="chown-double-slash-root"),
     P("chmod 700 /etc/$NAME", "chmod", id="chmod-dynamic-tail"),
+    P("chmod -R 777 $DIR", "chmod", id="chmod-recursive-dynamic"),
+    P('chmod -R 777 "$DIR"', "chmod", id="chmod-recursive-dynamic-quoted"),
+    P('chown -R me "$D"', "chown", id="chown-recursive-dynamic"),
+    # find -delete (its -exec commands are checked on their own)
+    P("find . -name '*.o' -delete", "find", id="find-delete"),
+    P("find . -type f -exec grep -l x {} + -delete", "find", id="find-delete-after-exec"),
     # systemctl / npm / pip / cargo
     P("systemctl stop nginx", "systemctl", id="systemctl-stop"),
     P("systemctl restart nginx", "systemctl", id="systemctl-restart"),
@@ -351,6 +360,8 @@ SAFE = [
     P("chown -R $USER:$USER ./data", id="chown-local"),
     P("chmod 644 /tmp/x", id="chmod-tmp"),
     P("chmod 644 /etcetera/x", id="chmod-not-etc"),
+    P('chmod +x "$f"', id="chmod-dynamic-not-recursive"),
+    P("chmod -R 755 ./$X", id="chmod-recursive-local-dynamic"),
     P("systemctl status nginx", id="systemctl-status"),
     P("systemctl --user list-units", id="systemctl-list"),
     P("npm test", id="npm-test"),
@@ -381,6 +392,7 @@ AGENT = [
     'find . -name "*.py" -not -path "./.venv/*"',
     'find . -name "*.py" | xargs grep -n "TODO"',
     "find src -name '*.ts' -exec grep -l foo {} +",
+    "find . -exec echo -delete \\;",
     'grep -rn "def main" src/',
     "cat <<'EOF' > config.json\n{\"a\": 1}\nEOF",
     'cat > run.sh <<EOF\n#!/bin/sh\necho "$HOME"\nEOF\nchmod +x run.sh',
@@ -500,6 +512,11 @@ def test_reason_names_the_matching_sub_command() -> None:
 def test_reason_for_nested_code_names_the_inner_command() -> None:
     verdict = check("ssh-add -l; bash -c 'rm -rf build'")
     assert verdict.command == "rm -rf build"
+
+
+def test_reason_for_find_exec_names_the_inner_command() -> None:
+    verdict = check("find . -name x -exec rm -rf {} \\;")
+    assert verdict.command == "rm -rf {}" and verdict.rule == "rm"
 
 
 def test_fail_closed_reason_names_the_unknown_word() -> None:

@@ -193,5 +193,5 @@ def test_every_default_rule_is_named_after_a_command() -> None:
     assert set(DEFAULT_RULES) >= {
         "rm", "git", "dd", "mkfs", "shutdown", "reboot", "poweroff", "halt", "mount", "umount",
         "fdisk", "parted", "iptables", "ip6tables", "kill", "killall", "pkill", "chmod", "chown",
-        "systemctl", "npm", "pip", "pip3", "cargo",
+        "systemctl", "npm", "pip", "pip3", "cargo", "find",
     }  # fmt: skip

@@ -267,7 +267,8 @@ def _git_checkout(args: Sequence[Arg]) -> Hit | None:
 def _git_stash(args: Sequence[Arg]) -> Hit | None:
     s = scan(args, "", {}, stop_after=1)
     if not s.operands:
-        return None
+        # `git stash $OP`: the subcommand may be `drop` or `clear`.
+        return _unknown("delete stashed changes", s.unknown) if s.unknown is not None else None
     sub = s.operands[0]
     if sub.value in ("drop", "clear"):
         return Hit("deletes stashed changes")
@@ -345,15 +346,34 @@ def system_path(path: str) -> str | None:
     return None
 
 
+def rule_find(args: Sequence[Arg]) -> Hit | None:
+    """`find … -delete`: deletes whatever matches, like `rm -r` (its -exec commands are checked
+    as commands of their own)."""
+    inner = False  # inside `-exec … ;`: the inner command's words, not find's expression
+    for a in args:
+        if inner:
+            inner = a.value not in (";", "+")
+        elif a.value in ("-exec", "-execdir", "-ok", "-okdir"):
+            inner = True
+        elif a.value == "-delete":
+            return Hit("deletes every file and directory it matches")
+    return None
+
+
 def _owner_rule(what: str) -> Rule:
     def rule(args: Sequence[Arg]) -> Hit | None:
         after_dashdash = False
+        recursive = reference = False
+        operands: list[Arg] = []
         for a in args:
             if a.value == "--" and not after_dashdash:
                 after_dashdash = True
                 continue
             if a.value is not None:
                 if a.value.startswith("-") and not after_dashdash:
+                    long = a.value.startswith("--")
+                    recursive |= a.value == "--recursive" or (not long and "R" in a.value)
+                    reference |= a.value.startswith("--reference")
                     continue
                 hit = system_path(a.value)
             else:
@@ -361,6 +381,13 @@ def _owner_rule(what: str) -> Rule:
                 hit = system_path(head) if head else None
             if hit:
                 return Hit(f"changes {what} of a system path (`{hit}`)")
+            operands.append(a)
+        # The first operand is the mode or owner (unless --reference gives it). A recursive change
+        # of a path only known at run time may be a system directory: ask.
+        if recursive:
+            for a in operands[0 if reference else 1 :]:
+                if a.value is None and "/" not in a.prefix:
+                    return _unknown(f"change {what} of a system directory recursively", a)
         return None
 
     rule.__doc__ = f"Changing {what} of `/` or a system directory."
@@ -590,6 +617,7 @@ DEFAULT_RULES: dict[str, Rule] = {
     "kill": _always("sends a signal to processes"),
     "killall": _always("sends a signal to processes by name"),
     "pkill": _always("sends a signal to processes by name"),
+    "find": rule_find,
     "chmod": _owner_rule("permissions"),
     "chown": _owner_rule("ownership"),
     "systemctl": _subcommand_rule("systemctl", _SYSTEMCTL),

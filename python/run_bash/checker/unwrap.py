@@ -369,7 +369,8 @@ def _find(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> li
             Arg("{}", None) if a.value is not None and "{}" in a.value else a for a in args[start:i]
         ]
         if inner:
-            ana.chain(inner, cmd, depth, text)
+            # The verdict names the inner command (`rm -rf {}`), not the whole find.
+            ana.chain(inner, cmd, depth, " ".join(a.text for a in args[start:i]))
         i += 1
     return None
 
