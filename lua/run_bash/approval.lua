@@ -131,7 +131,7 @@ function H.highlight_command(buf, cmd)
   local parser = vim.treesitter.get_string_parser(cmd, "bash")
   local query = vim.treesitter.query.get("bash", "highlights")
   if not query then
-    return
+    error("no bash highlights query")
   end
   local tree = parser:parse()[1]
   for id, node in query:iter_captures(tree:root(), cmd) do
@@ -169,6 +169,19 @@ function H.fit(win, lines, cmd_lines)
   end
 end
 
+--- Without a bash parser: Vim's own sh syntax (bash flavour) over the command lines.
+function H.highlight_command_syntax(buf, cmd_lines)
+  vim.api.nvim_buf_call(buf, function()
+    vim.b.is_bash = 1
+    vim.cmd("syntax include @RunBashSh syntax/sh.vim")
+    vim.cmd(
+      ("syntax region RunBashCommand start=/\\%%1l/ end=/\\%%%dl.*$/ keepend contains=@RunBashSh"):format(
+        cmd_lines
+      )
+    )
+  end)
+end
+
 function H.open(item)
   local req = item.req
   local lines, marks, cmd_lines = H.lines(req)
@@ -178,10 +191,12 @@ function H.open(item)
   for _, m in ipairs(marks) do
     vim.api.nvim_buf_set_extmark(buf, H.ns, m[1], 0, { line_hl_group = m[2] })
   end
-  pcall(H.highlight_command, buf, req.cmd)
   vim.bo[buf].bufhidden = "wipe"
   vim.bo[buf].modifiable = false
   vim.bo[buf].filetype = "run_bash_approval"
+  if not pcall(H.highlight_command, buf, req.cmd) then
+    pcall(H.highlight_command_syntax, buf, cmd_lines)
+  end
   local width = 20
   for _, l in ipairs(lines) do
     width = math.max(width, vim.fn.strdisplaywidth(l))

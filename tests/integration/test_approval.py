@@ -301,3 +301,32 @@ def test_long_command_keeps_where_and_keys_visible(editor):
     )
     assert any("WITHOUT SANDBOX" in x for x in text)
     editor.nvim.input("q")
+
+
+def test_command_is_highlighted_as_bash(editor):
+    setup(editor)
+    editor.nvim.command('RunBash for f in *.txt; do echo "$f"; done')
+    wait_for(lambda: floats(editor))
+    groups = editor.lua(
+        """
+        local win = require('run_bash.approval')._active_win()
+        local buf = vim.api.nvim_win_get_buf(win)
+        local line = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
+        local seen = {}
+        vim.api.nvim_win_call(win, function()
+          for col = 1, #line do
+            for _, id in ipairs(vim.fn.synstack(1, col)) do
+              seen[vim.fn.synIDattr(id, 'name')] = true
+            end
+          end
+        end)
+        local marks = vim.api.nvim_buf_get_extmarks(buf, -1, { 0, 0 }, { 0, -1 }, { details = true })
+        for _, m in ipairs(marks) do
+          if m[4].hl_group then seen[m[4].hl_group] = true end
+        end
+        return vim.tbl_keys(seen)
+        """
+    )
+    # Tree-sitter captures (`@keyword.bash`) when a bash parser is installed, else Vim's sh syntax.
+    assert any(g.startswith("@") or g.startswith("sh") for g in groups), groups
+    editor.nvim.input("q")
