@@ -330,3 +330,26 @@ def test_command_is_highlighted_as_bash(editor):
     # Tree-sitter captures (`@keyword.bash`) when a bash parser is installed, else Vim's sh syntax.
     assert any(g.startswith("@") or g.startswith("sh") for g in groups), groups
     editor.nvim.input("q")
+
+
+def test_runbashlog_opens_the_audit_log_read_only(editor, target):
+    setup(editor)
+    editor.lua("_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end")
+    editor.nvim.command("RunBashLog")
+    msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
+    assert "the audit log is empty" in msgs[0][0]
+    editor.nvim.command(f"RunBash rm -rf {target}")
+    wait_for(lambda: floats(editor))
+    editor.nvim.input("r")
+    editor.nvim.input("too risky<CR>")
+    path = editor.lua("return require('run_bash.audit_log').path()")
+    wait_for(lambda: os.path.exists(path) and "user_reject" in Path(path).read_text())
+    editor.nvim.command("RunBashLog")
+    buf = editor.lua(
+        "return { name = vim.api.nvim_buf_get_name(0), ro = vim.bo.readonly,"
+        " mod = vim.bo.modifiable, lines = vim.api.nvim_buf_get_lines(0, 0, -1, false) }"
+    )
+    assert buf["name"] == path and buf["ro"] and not buf["mod"]
+    rec = json.loads(buf["lines"][-1])
+    assert rec["decided_by"] == "user_reject" and rec["user_reason"] == "too risky"
+    assert rec["rule"] == "rm" or rec["sandboxed"] is False
