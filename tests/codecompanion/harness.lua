@@ -56,14 +56,21 @@ end
 --- Set CodeCompanion up with `extensions.run_bash = { opts = ext_opts }` exactly as a user would.
 ---@param ext_opts table|nil
 ---@param ext_extra table|nil extra keys of the extension entry (e.g. { enabled = false })
-function M.setup(ext_opts, ext_extra)
+---@param tools_opts table|nil extra `interactions.chat.tools.opts` (e.g. { default_tools = {...} })
+function M.setup(ext_opts, ext_extra, tools_opts)
   local ext = vim.tbl_extend("force", { opts = ext_opts }, ext_extra or {})
   require("codecompanion").setup({
     adapters = { http = { [ADAPTER] = M.adapter(), opts = { show_presets = false } } },
     interactions = {
       chat = {
         adapter = ADAPTER,
-        tools = { opts = { auto_submit_success = false, auto_submit_errors = false } },
+        tools = {
+          opts = vim.tbl_extend(
+            "force",
+            { auto_submit_success = false, auto_submit_errors = false },
+            tools_opts or {}
+          ),
+        },
       },
     },
     extensions = { run_bash = ext },
@@ -83,22 +90,24 @@ function M.setup(ext_opts, ext_extra)
   end
 end
 
---- Open a chat with run_bash added (as `@{run_bash}` would).
-function M.chat()
+--- Open a chat with run_bash added (as `@{run_bash}` would), unless `add == false`.
+function M.chat(add)
   local Chat = require("codecompanion.interactions.chat")
   local adapters = require("codecompanion.adapters")
   local chat = Chat.new({
     adapter = adapters.resolve(ADAPTER),
     buffer_context = { bufnr = 1, filetype = "lua" },
   })
-  chat.tool_registry:add("run_bash")
+  if add ~= false then
+    chat.tool_registry:add("run_bash")
+  end
   _G.__chat = chat
   return chat.bufnr
 end
 
---- The LLM answers with these tool calls; the user sends a message.
+--- The LLM answers with these tool calls; the user sends a message (`text`, default "please run it").
 ---@param calls table[] { { id = "call_1", args = { cmd = ... } }, ... }
-function M.submit(calls)
+function M.submit(calls, text)
   local tools = {}
   for _, c in ipairs(calls) do
     table.insert(tools, {
@@ -109,7 +118,10 @@ function M.submit(calls)
   end
   _G.__mock_client:queue_response({ content = "Running it.", tools = tools })
   local chat = _G.__chat
-  chat:add_buf_message({ role = "user", content = "please run it" })
+  if text == nil or text == vim.NIL then
+    text = "please run it"
+  end
+  chat:add_buf_message({ role = "user", content = text })
   chat:submit()
 end
 

@@ -48,10 +48,16 @@ class Chat:
             str(ROOT),
         )
 
-    def setup(self, opts_lua: str = "nil", extra_lua: str = "nil") -> None:
+    def setup(
+        self,
+        opts_lua: str = "nil",
+        extra_lua: str = "nil",
+        tools_lua: str = "nil",
+        add: bool = True,
+    ) -> None:
         """`opts_lua` is the Lua source of `extensions.run_bash.opts` (functions allowed)."""
-        self.ed.lua(f"H.setup({opts_lua}, {extra_lua})")
-        self.bufnr = self.ed.lua("return H.chat()")
+        self.ed.lua(f"H.setup({opts_lua}, {extra_lua}, {tools_lua})")
+        self.bufnr = self.ed.lua("return H.chat(...)", add)
 
     def sandboxed(self) -> bool:
         return bool(
@@ -67,14 +73,14 @@ class Chat:
     def outputs(self) -> list[dict[str, Any]]:
         return self.ed.lua("return H.tool_outputs()")
 
-    def submit(self, *calls: dict[str, Any]) -> list[str]:
+    def submit(self, *calls: dict[str, Any], text: str | None = None) -> list[str]:
         ids = []
         batch = []
         for args in calls:
             self.calls += 1
             ids.append(f"call_{self.calls}")
             batch.append({"id": ids[-1], "args": args})
-        self.ed.lua("H.submit(...)", batch)
+        self.ed.lua("H.submit(...)", batch, text)
         return ids
 
     def pending(self) -> bool:
@@ -151,6 +157,28 @@ def test_extension_registers_the_tool(chat: Chat) -> None:
     assert info["opts"] == {"rcmd": True, "yolo": False, "gate": "function"}
     assert info["callback"] == "function"
     assert {"check", "sessions", "kill", "output"} <= set(info["exports"])
+
+
+def in_use(chat: Chat) -> bool:
+    return bool(chat.ed.lua("return _G.__chat.tool_registry.in_use['run_bash'] ~= nil"))
+
+
+def test_at_run_bash_in_a_message_gives_the_agent_the_tool(chat: Chat) -> None:
+    chat.setup('{ sandbox = { backend = "none" } }', add=False)
+    assert not in_use(chat)
+    (cid,) = chat.submit({"action": "list"}, text="@{run_bash} what is running?")
+    assert chat.result(cid).startswith("No sessions.")
+    assert in_use(chat)
+
+
+def test_default_tools_gives_every_chat_the_tool(chat: Chat) -> None:
+    chat.setup(
+        '{ sandbox = { backend = "none" } }',
+        tools_lua='{ default_tools = { "run_bash" } }',
+        add=False,
+    )
+    assert in_use(chat)
+    assert chat.round({"action": "list"}).startswith("No sessions.")
 
 
 def test_schema_reaches_the_llm(open_chat: Chat) -> None:
