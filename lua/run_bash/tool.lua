@@ -120,8 +120,16 @@ function M.validate(args)
     return nil,
       fmt("`bg_after` cannot exceed %d seconds, not %s", M.MAX_BG_AFTER, tostring(out.bg_after))
   end
-  if out.bg_after and out.bg_after <= 0 then
-    out.bg_after = nil -- <= 0 means foreground, as in the original plugin
+  if out.bg_after and out.bg_after < 0 then
+    return nil,
+      fmt(
+        "`bg_after` must be 0 (foreground) or 1..%d seconds, not %s",
+        M.MAX_BG_AFTER,
+        tostring(out.bg_after)
+      )
+  end
+  if out.bg_after == 0 then
+    out.bg_after = nil -- 0 means foreground, as in the original plugin
   end
   out.timeout, err = H.number(args, "timeout")
   if err then

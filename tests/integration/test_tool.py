@@ -550,6 +550,7 @@ def test_host_that_cannot_start_gives_an_error(tool: Tool) -> None:
         ({"cmd": 5}, "`cmd` should be a string"),
         ({"action": "explode"}, 'unknown action "explode"'),
         ({"cmd": "ls", "bg_after": 61}, "`bg_after` cannot exceed 60 seconds"),
+        ({"cmd": "ls", "bg_after": -1}, "`bg_after` must be 0 (foreground) or 1..60 seconds"),
         ({"cmd": "ls", "timeout": 0}, "`timeout` must be 1..3600 seconds"),
         ({"cmd": "ls", "timeout": 3601}, "`timeout` must be 1..3600 seconds"),
         ({"cmd": "ls", "timeout": "soon"}, "`timeout` should be a number of seconds"),
