@@ -135,6 +135,8 @@ def test_hundred_runbash_ex_commands_share_one_output_window(editor):
     editor.nvim.input("A")  # always allow this exact command (the none backend asks)
     wait_for(lambda: len(session_ids(editor)) == 1)
     editor.nvim.command("wincmd p")
+    # (Vim's own sh syntax, used to highlight the approval window, leaves a silenced E184.)
+    editor.nvim.command("let v:errmsg = ''")
     for _ in range(99):
         editor.nvim.command("RunBash echo again")
     ids = wait_for(lambda: len(ids := session_ids(editor)) == 100 and ids)
