@@ -25,6 +25,7 @@ function M.decision(cmd, verdict, decided_by, user_reason, source)
     decided_by = decided_by,
     user_reason = user_reason,
     source = source or "user",
+    session_id = verdict.session_id,
   })
 end
 

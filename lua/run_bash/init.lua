@@ -326,6 +326,7 @@ end
 --- window asks. The answer goes back to the waiting run with `rpcnotify`.
 function H.on_approve(p)
   local verdict = H.apply_lua_rules(p.verdict or {})
+  verdict.session_id = p.id -- the audit's decision line names the run it decided
   local function decide(decision, reason)
     if H.chan then
       pcall(vim.rpcnotify, H.chan, "run_bash.decide", p.id, decision, reason or "")

@@ -66,6 +66,7 @@ class AuditLog:
             "decided_by",
             "user_reason",
             "source",
+            "session_id",
         )
         self.write({"event": "decision", **{k: record.get(k) for k in keys if k in record}})
 

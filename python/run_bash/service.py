@@ -145,7 +145,14 @@ class Service:
         if not held:
             s = self.mgr.start(cmd, defer=True, **kwargs)
             self.audit.decision(
-                {**verdict, "cmd": cmd, "cwd": s.cwd, "decided_by": "auto", "source": "user"}
+                {
+                    **verdict,
+                    "cmd": cmd,
+                    "cwd": s.cwd,
+                    "decided_by": "auto",
+                    "source": "user",
+                    "session_id": s.id,
+                }
             )
             return s.info()
         s = self.mgr.start(cmd, hold=True, **kwargs)

@@ -129,6 +129,7 @@ def test_audit_log_records_decisions_and_runs(editor, target):
     assert decision["decided_by"] == "user_accept"
     assert decision["cmd"] == f"rm -rf {target}"
     run = next(r for r in recs if r["event"] == "run")
+    assert decision["session_id"] == run["id"]  # a decision joins to its run
     assert run["exit_code"] == 0 and run["sandboxed"] is False
     assert {"duration_s", "output_bytes", "timed_out", "killed", "backend"} <= set(run)
 
