@@ -15,8 +15,8 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
 * Denied directories are covered with an empty tmpfs, denied files with /dev/null.
 * The launcher's environment *is* the scrubbed one (``bwrap`` is pid 1's parent and its own
   environment would be readable through /proc otherwise), and bwrap inherits only fds 0/1/2.
-* Limits: ``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` through ``prlimit``; memory is not limited (no
-  cgroup without systemd's help): documented.
+* Limits: ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` and ``RLIMIT_DATA`` (memory, per process: there is
+  no cgroup without systemd's help) through ``prlimit``: documented.
 * Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty every run joins one
   network namespace shared by all run_bash runs of this host process (``NetHolder``): it has only
   a loopback, so there is no outside network and no host service is reachable, while a server
@@ -382,7 +382,16 @@ class Bubblewrap:
         if pl:
             size = int(policy.limits.max_file_size)
             nproc = int(policy.limits.max_processes)
-            prefix = [pl, f"--fsize={size}:{size}", f"--nproc={nproc}:{nproc}", "--"]
+            mem = int(policy.limits.max_memory)
+            prefix = [
+                pl,
+                f"--fsize={size}:{size}",
+                f"--nproc={nproc}:{nproc}",
+                # Per process (no cgroup without systemd's help): heap and private writable
+                # mappings; address space merely reserved (JVM, V8, Go) does not count.
+                f"--data={mem}:{mem}",
+                "--",
+            ]
         join: list[str] = []
         if netns is not None and not policy.network_allow:
             join = [
