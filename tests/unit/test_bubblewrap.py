@@ -105,6 +105,8 @@ def test_argv_has_limits_extra_args_and_bash(tmp_path):
     argv = b.argv(policy, spec)
     if "prlimit" in argv[0]:
         assert f"--fsize={1 << 20}:{1 << 20}" in argv and "--nproc=10:10" in argv
+        mem = policy.limits.max_memory
+        assert f"--data={mem}:{mem}" in argv
     assert "--hostname" in argv
     assert argv[-3:-1] == [argv[-3], "-c"] and argv[-1] == "echo hi"
     assert argv[argv.index("--") + 1].endswith("bwrap") or "bwrap" in " ".join(argv)
