@@ -52,10 +52,9 @@ class Service:
 
     def emit(self, name: str, payload: dict[str, Any]) -> None:
         """Forward an event to Lua; finished runs also go to the audit log."""
-        never_ran = payload.get("status") in ("rejected", "cancelled")  # the decision is logged
-        if ((name == "result" and payload.get("status") != "running") or name == "exited") and (
-            not never_ran
-        ):
+        status = payload.get("status")
+        finished = (name == "result" and status != "running") or name == "exited"
+        if finished and status not in ("rejected", "cancelled"):  # those never ran: no run line
             self.audit.run(payload)
         self._emit(name, payload)
 
@@ -110,12 +109,12 @@ class Service:
     def run(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Start a command; the result arrives as a ``result`` event.
 
-        The pause list is enforced here, whoever calls: unless the caller has already asked the
+        The pause list is enforced here, whoever calls. Unless the caller has already asked the
         user where needed (``approved``; ``unsandboxed_ok``, the user's consent to run without a
-        sandbox, implies it), a command the pause list
-        flags, one that would run without a sandbox, one that Lua-function rules must judge, or
-        any command with ``ask`` is held (status ``awaiting_approval``) and an ``approve`` event
-        asks Lua; the user's answer comes back through ``decide``. Nothing is started before that.
+        sandbox, implies it), a command that the pause list flags, that would run without a
+        sandbox, that Lua-function rules must judge, or that comes with ``ask`` is held (status
+        ``awaiting_approval``) and an ``approve`` event asks Lua; the user's answer comes back
+        through ``decide``. Nothing is started before that.
         """
         if not isinstance(spec, Mapping):
             raise UsageError("run expects a table")
