@@ -268,8 +268,17 @@ function M.request(method, ...)
   return reply.ok
 end
 
---- Events from the host (called through nvim_exec_lua).
+--- Events from the host (called through nvim_exec_lua). Dispatched on the next tick, in order:
+--- an event can arrive while Lua waits for some request to the host, and a request sent from a
+--- handler right then (an audit line, a user's callback) would be answered out of order, which
+--- makes Neovim drop the channel.
 function M._on_event(name, payload)
+  vim.schedule(function()
+    H.dispatch(name, payload)
+  end)
+end
+
+function H.dispatch(name, payload)
   if name == "started" or name == "exited" then
     M.sessions[payload.id] = payload
     if name == "started" then
@@ -280,11 +289,7 @@ function M._on_event(name, payload)
       end
     end
   elseif name == "approve" then
-    -- Scheduled: this event can arrive while Lua still waits for the `run` request that caused
-    -- it, and a request sent from here then (an audit line) would answer out of order.
-    vim.schedule(function()
-      H.on_approve(payload)
-    end)
+    H.on_approve(payload)
   elseif name == "result" then
     M.sessions[payload.id] = payload
     local cbs = H.listeners.result[payload.id]
