@@ -69,9 +69,8 @@ vim.wait(600000, function() return done ~= nil end, 1)
 return { (vim.uv.hrtime() - t) / 1e6, done }
 """
 
-LUA_STALL = """
--- Run a command while a 10 ms timer measures the main loop's worst gap.
-local spec = ...
+# A 10 ms timer that measures the main loop's worst gap; `stop_stall()` returns it in ms.
+LUA_STALL_TIMER = """
 local worst, last = 0, vim.uv.hrtime()
 local timer = vim.uv.new_timer()
 timer:start(10, 10, function()
@@ -79,35 +78,39 @@ timer:start(10, 10, function()
   worst = math.max(worst, (now - last) / 1e6 - 10)
   last = now
 end)
+local function stop_stall() timer:stop(); timer:close(); return worst end
+"""
+
+LUA_STALL = (
+    LUA_STALL_TIMER
+    + """
+-- Run a command while the timer watches the main loop.
+local spec = ...
 local done
 local t = vim.uv.hrtime()
 require('run_bash').run(spec, function(r) done = r end, spec.live and function() end or nil)
 vim.wait(600000, function() return done ~= nil end, 5)
-timer:stop(); timer:close()
-return { (vim.uv.hrtime() - t) / 1e6, worst, done.output_bytes }
+return { (vim.uv.hrtime() - t) / 1e6, stop_stall(), done.output_bytes }
 """
+)
 
 
-LUA_BUFFER_STALL = """
+LUA_BUFFER_STALL = (
+    LUA_STALL_TIMER
+    + """
 -- Like LUA_STALL, but the output goes to a live :RunBash buffer, as a user sees it.
 local cmd = ...
-local worst, last = 0, vim.uv.hrtime()
-local timer = vim.uv.new_timer()
-timer:start(10, 10, function()
-  local now = vim.uv.hrtime()
-  worst = math.max(worst, (now - last) / 1e6 - 10)
-  last = now
-end)
 local t = vim.uv.hrtime()
 local info = require('run_bash.commands').start_in_buffer(cmd, { unsandboxed_ok = true })
 vim.wait(600000, function()
   local s = require('run_bash').sessions[info.id]
   return s ~= nil and s.output ~= nil
 end, 5)
-timer:stop(); timer:close()
+local worst = stop_stall()
 local buf = vim.fn.bufnr('run_bash://' .. info.id)
 return { (vim.uv.hrtime() - t) / 1e6, worst, vim.api.nvim_buf_line_count(buf) }
 """
+)
 
 
 def vm_hwm_kib(pid: int) -> int:
@@ -270,14 +273,9 @@ def runtime_rows(base_ms: float) -> list[Row]:
         )
 
         many = nvim.exec_lua(
-            """
+            LUA_STALL_TIMER
+            + """
             local rb = require('run_bash')
-            local worst, last = 0, vim.uv.hrtime()
-            local timer = vim.uv.new_timer()
-            timer:start(10, 10, function()
-              local now = vim.uv.hrtime()
-              worst = math.max(worst, (now - last) / 1e6 - 10); last = now
-            end)
             local t = vim.uv.hrtime()
             local pending = 50
             for i = 1, 50 do
@@ -294,8 +292,7 @@ def runtime_rows(base_ms: float) -> list[Row]:
             local killed
             rb.kill(nil, function(reply) killed = reply end)
             vim.wait(60000, function() return killed ~= nil end, 5)
-            timer:stop(); timer:close()
-            return { (vim.uv.hrtime() - t) / 1e6, worst, listed }
+            return { (vim.uv.hrtime() - t) / 1e6, stop_stall(), listed }
             """
         )
         time.sleep(0.5)
