@@ -24,11 +24,10 @@ if str(ROOT / "python") not in sys.path:
 
 from run_bash.config import parse_config  # noqa: E402
 from run_bash.sandbox import proc  # noqa: E402
-from run_bash.sandbox.base import RunSpec, get_backend  # noqa: E402
+from run_bash.sandbox.base import BACKEND_NAMES, RunSpec, get_backend  # noqa: E402
 from run_bash.sandbox.policy import build_env, build_policy  # noqa: E402
 
 Row = dict[str, Any]
-BACKENDS = ("sandlock", "bubblewrap", "none")
 
 
 def _median_ms(fn: Any, n: int) -> float:
@@ -72,7 +71,7 @@ class Bench:
         tmpdir = tempfile.mkdtemp(prefix="tmp-", dir=self.root)
         env, _ = build_env(self.config, tmpdir=tmpdir, session_id=sid, base_env=os.environ)
         policy = build_policy(self.config, self.project) if self.backend.isolates else None
-        return RunSpec(cmd, self.project, env, stdout_fd, tmpdir, sid, policy)
+        return RunSpec(cmd, self.project, env, stdout_fd, tmpdir, sid, policy=policy)
 
     def sdk_floor(self) -> None:
         """sandlock's own cost: SDK popen + wait of `bash -c true` with the same policy, no runtime."""
@@ -161,7 +160,7 @@ def run(n: int = 30) -> list[Row]:
     rows.append({"name": "plain `bash -c true`", "value": base, "unit": "ms", "goal": ""})
     root = tempfile.mkdtemp(prefix="run_bash-bench-")
     try:
-        for name in BACKENDS:
+        for name in BACKEND_NAMES:
             b = Bench(name, root)
             ok, why = b.available()
             if not ok:

@@ -200,7 +200,9 @@ def runtime_rows(base_ms: float) -> list[Row]:
             }
         )
 
-        for backend in ("sandlock", "bubblewrap"):
+        from run_bash.sandbox.base import CONFINING_BACKENDS
+
+        for backend in CONFINING_BACKENDS:
             nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
             verdict = nvim.exec_lua("return require('run_bash').check('true')")
             if not verdict.get("sandboxed"):

@@ -129,10 +129,14 @@ function H.send_setup(chan)
   if not ok then
     return nil, tostring(reply)
   end
-  if reply.error then
-    return nil, reply.error
-  end
   H.setup_done = true
+  if reply.error then
+    -- The host keeps its previous configuration: report the problem once, do not fail every call.
+    vim.schedule(function()
+      vim.notify_once("run_bash: " .. reply.error, vim.log.levels.ERROR)
+    end)
+    return chan
+  end
   H.backend = reply.ok
   for _, notice in ipairs(reply.ok.notices or {}) do
     vim.schedule(function()

@@ -1,99 +1,65 @@
-"""Configuration: defaults in one place, validation by dotted key, migration of the original's form.
+"""Configuration: one typed, frozen ``Config`` built from the user's options.
+
+``parse_config(raw)`` migrates the original plugin's legacy shapes, checks every key against the
+dataclasses below (each option's default, check and help text live on its field, nowhere else) and
+raises one ``ConfigError`` naming every bad dotted key. Everything after that reads attributes
+(``config.output.max_chars``), never dict lookups.
+
+An empty Lua table arrives over msgpack as an empty list: ``{}`` is accepted wherever a table is
+expected (and an empty map wherever a list is).
 
 Pure: no pynvim, no I/O. The Lua shim evaluates Lua-function options before sending the table here,
-so everything this module sees is plain data.
+so everything this module sees is plain data. Checks that need the system (does the sandlock
+profile exist, does bwrap accept the extra arguments) belong to the backends (``validate()``).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+import dataclasses
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from run_bash.errors import ConfigError
+from run_bash.sandbox.base import BACKEND_NAMES
 
 MIB = 1024 * 1024
-
-# Every option, with its default. Each key has a `*run_bash-config-<dotted.key>*` tag in the help.
-DEFAULTS: dict[str, Any] = {
-    "sandbox": {
-        # Backend that confines commands: "sandlock", "bubblewrap" or "none" (false means "none").
-        "backend": "sandlock",
-        "rules": {
-            # Paths readable inside the sandbox; nil = built-in defaults, a list replaces them.
-            "fs_readable": None,
-            # Paths writable inside the sandbox; nil = built-in defaults (project + named caches).
-            "fs_writable": None,
-            # Paths neither readable nor writable; nil = built-in defaults (secrets, keyrings).
-            "fs_denied": None,
-        },
-        "backends": {
-            "sandlock": {
-                # A sandlock profile TOML merged with the rules (the original plugin's format).
-                "profile": None,
-                # Arguments for the sandlock CLI, which run_bash does not run: accepted with a warning.
-                "extra_args": None,
-                # Run even when the kernel's Landlock ABI is older than 6 (weaker confinement).
-                "allow_degraded": False,
-            },
-            "bubblewrap": {
-                # Extra bwrap arguments inserted before `--` (expert use).
-                "extra_args": [],
-            },
-        },
-        "network": {
-            # Outside endpoints commands may reach, as "host:port" (sandlock enforces per TCP port).
-            "allow": [],
-            # Loopback ports of other local services commands may reach (run_bash's own are allowed).
-            "allow_local_ports": [],
-        },
-        "env": {
-            # Extra environment variable names passed through (secret-looking names are still dropped).
-            "pass": [],
-            # Variables set for every command.
-            "set": {},
-        },
-        "limits": {
-            # Most processes one sandbox may hold at once.
-            "max_processes": 512,
-            # Memory limit per sandbox, e.g. "2G" (sandlock only).
-            "max_memory": "4G",
-            # Largest file a command may write, e.g. "1G".
-            "max_file_size": "2G",
-        },
-    },
-    # Pause-list rules: command name -> true | false | { subcommands=…, flags=…, args=… }.
-    "pauselist": {},
-    # Seconds a foreground command may run when the caller does not say (max 3600).
-    "default_timeout": 300,
-    "output": {
-        # Characters of output shown to an agent (head + longer tail; the full output stays on disk).
-        "max_chars": 30000,
-        # Bytes kept in a session's output file; later output is dropped with a marker.
-        "file_cap": 64 * MIB,
-        # Longest single line shown; longer lines are cut in the middle.
-        "max_line_chars": 2000,
-        # Milliseconds between live-output updates sent to Neovim buffers.
-        "live_interval_ms": 100,
-    },
-    "sessions": {
-        # Most background sessions alive at once.
-        "max_background": 16,
-    },
-    "audit": {
-        # Write one JSON line per decision and per run.
-        "enabled": True,
-        # Rotate the audit log when it grows past this many bytes.
-        "max_bytes": 5 * MIB,
-    },
-}
-
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60
-BACKEND_NAMES = ("sandlock", "bubblewrap", "none")
+# Values `sandbox.backend` accepts (`false` is migrated to "none" first).
+BACKEND_CHOICES: tuple[str, ...] = BACKEND_NAMES
 
 
-def _type_name(value: object) -> str:
+class Invalid(ValueError):
+    """Raised by a check: the value does not fit. ``message`` (optional) replaces the whole
+    "should be …, not …" sentence after the key."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+Check = Callable[[object], Any]
+
+
+def option(default: Any, check: Check, expected: str, *, key: str = "") -> Any:
+    """A config option: its default, a check that returns the typed value (or raises Invalid), the
+    text that completes "should be …", and its key when the key is not a Python name."""
+    return field(default=default, metadata={"check": check, "expected": expected, "key": key})
+
+
+def table(cls: type) -> Any:
+    """A nested table of options."""
+    return field(default_factory=cls, metadata={"table": cls})
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+
+def type_name(value: object) -> str:
+    """The Lua-side name of a value's type, for messages."""
     if value is None:
         return "nil"
     if isinstance(value, bool):
@@ -102,71 +68,69 @@ def _type_name(value: object) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "list"
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return "table"
     return type(value).__name__
 
 
-def _is_str_list(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+def as_table(value: object) -> Mapping[str, Any] | None:
+    """``value`` as a mapping: an empty Lua table arrives as an empty list."""
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, (list, tuple)) and not value:
+        return {}
+    return None
 
 
-def _pos_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+def as_list(value: object) -> list[Any] | None:
+    """``value`` as a list: an empty map (``vim.empty_dict()``) counts as an empty list."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, Mapping) and not value:
+        return []
+    return None
 
 
-def _size(value: object) -> bool:
-    return _pos_int(value) or (isinstance(value, str) and parse_size(value) is not None)
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-Check = tuple[Callable[[object], bool], str]
+def boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid
+    return value
 
-CHECKS: dict[str, Check] = {
-    "sandbox.backend": (
-        lambda v: v in BACKEND_NAMES or v is False,
-        '"sandlock", "bubblewrap" or "none"',
-    ),
-    "sandbox.rules.fs_readable": (lambda v: v is None or _is_str_list(v), "list of strings"),
-    "sandbox.rules.fs_writable": (lambda v: v is None or _is_str_list(v), "list of strings"),
-    "sandbox.rules.fs_denied": (lambda v: v is None or _is_str_list(v), "list of strings"),
-    "sandbox.backends.sandlock.profile": (lambda v: v is None or isinstance(v, str), "string"),
-    "sandbox.backends.sandlock.extra_args": (
-        lambda v: v is None or _is_str_list(v),
-        "list of strings",
-    ),
-    "sandbox.backends.sandlock.allow_degraded": (lambda v: isinstance(v, bool), "boolean"),
-    "sandbox.backends.bubblewrap.extra_args": (_is_str_list, "list of strings"),
-    "sandbox.network.allow": (_is_str_list, 'list of "host:port" strings'),
-    "sandbox.network.allow_local_ports": (
-        lambda v: isinstance(v, list) and all(_pos_int(p) and p < 65536 for p in v),
-        "list of port numbers",
-    ),
-    "sandbox.env.pass": (_is_str_list, "list of strings"),
-    "sandbox.env.set": (
-        lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
-        "table of strings",
-    ),
-    "sandbox.limits.max_processes": (_pos_int, "positive integer"),
-    "sandbox.limits.max_memory": (_size, 'size such as "4G"'),
-    "sandbox.limits.max_file_size": (_size, 'size such as "2G"'),
-    "pauselist": (lambda v: isinstance(v, dict), "table"),
-    "default_timeout": (
-        lambda v: _pos_int(v) and int(v) <= MAX_TIMEOUT_S,  # type: ignore[call-overload]
-        f"integer 1..{MAX_TIMEOUT_S}",
-    ),
-    "output.max_chars": (lambda v: _pos_int(v) and v >= 1000, "integer >= 1000"),  # type: ignore[operator]
-    "output.file_cap": (lambda v: _pos_int(v) and v >= 4096, "integer >= 4096"),  # type: ignore[operator]
-    "output.max_line_chars": (lambda v: _pos_int(v) and v >= 80, "integer >= 80"),  # type: ignore[operator]
-    "output.live_interval_ms": (lambda v: _pos_int(v), "positive integer"),
-    "sessions.max_background": (_pos_int, "positive integer"),
-    "audit.enabled": (lambda v: isinstance(v, bool), "boolean"),
-    "audit.max_bytes": (lambda v: _pos_int(v) and v >= 4096, "integer >= 4096"),  # type: ignore[operator]
-}
 
-# Tables whose keys are the user's, not ours (validated by their own module).
-FREE_TABLES = {"pauselist", "sandbox.env.set"}
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise Invalid
+    return value
+
+
+def str_list(value: object) -> tuple[str, ...]:
+    items = as_list(value)
+    if items is None or not all(isinstance(v, str) for v in items):
+        raise Invalid
+    return tuple(items)
+
+
+def optional(check: Check) -> Check:
+    def run(value: object) -> Any:
+        return None if value is None else check(value)
+
+    return run
+
+
+def int_range(low: int, high: int | None = None) -> Check:
+    def run(value: object) -> int:
+        n = _int(value)
+        if n is None or n < low or (high is not None and n > high):
+            raise Invalid
+        return n
+
+    return run
 
 
 def parse_size(text: str) -> int | None:
@@ -184,6 +148,209 @@ def parse_size(text: str) -> int | None:
     if value <= 0:
         return None
     return int(value * mult)
+
+
+def size(value: object) -> int:
+    n = _int(value)
+    if n is not None and n > 0:
+        return n
+    parsed = parse_size(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise Invalid
+    return parsed
+
+
+def backend_name(value: object) -> str:
+    if value not in BACKEND_CHOICES:
+        raise Invalid
+    return str(value)
+
+
+def ports(value: object) -> tuple[int, ...]:
+    items = as_list(value)
+    numbers = [_int(p) for p in items or []]
+    if items is None or not all(p is not None and 0 < p < 65536 for p in numbers):
+        raise Invalid
+    return tuple(p for p in numbers if p is not None)
+
+
+def endpoints(value: object) -> tuple[str, ...]:
+    """``host:port`` entries (port 1-65535 or ``*``)."""
+    items = str_list(value)
+    bad = [e for e in items if not _is_endpoint(e)]
+    if bad:
+        raise Invalid("; ".join(f'{e!r} is not "host:port" (port 1-65535 or *)' for e in bad))
+    return items
+
+
+def _is_endpoint(entry: str) -> bool:
+    host, sep, port = entry.rpartition(":")
+    ok_port = port == "*" or (port.isdigit() and 0 < int(port) < 65536)
+    return bool(sep and host and ok_port and not re.search(r"\s", entry))
+
+
+def str_table(value: object) -> dict[str, str]:
+    m = as_table(value)
+    if m is None or not all(isinstance(k, str) and isinstance(v, str) for k, v in m.items()):
+        raise Invalid
+    return dict(m)
+
+
+def pause_rules(value: object) -> dict[str, Any]:
+    """The ``pauselist`` table, checked by the pause list's own validator."""
+    m = as_table(value)
+    if m is None:
+        raise Invalid
+    from run_bash.checker.rules import validate_rules
+
+    problems = validate_rules(m)
+    if problems:
+        raise ConfigError(problems)
+    return copy.deepcopy(dict(m))
+
+
+# -- the options ------------------------------------------------------------------------------------
+# Every field below is one option (`*run_bash-config-<dotted.key>*` in the help; a test checks).
+
+
+@dataclass(frozen=True)
+class RulesConfig:
+    # Paths readable inside the sandbox; nil = built-in defaults, a list replaces them.
+    fs_readable: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
+    # Paths writable inside the sandbox; nil = built-in defaults (project + named caches).
+    fs_writable: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
+    # Paths neither readable nor writable; nil = built-in defaults (secrets, keyrings).
+    fs_denied: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
+
+
+@dataclass(frozen=True)
+class SandlockConfig:
+    # A sandlock profile TOML merged with the rules (the original plugin's format).
+    profile: str | None = option(None, optional(_string), "string")
+    # Arguments for the sandlock CLI, which run_bash does not run: mapped onto options, with a warning.
+    extra_args: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
+    # Run even when the kernel's Landlock ABI is older than 6 (weaker confinement).
+    allow_degraded: bool = option(False, boolean, "boolean")
+
+
+@dataclass(frozen=True)
+class BubblewrapConfig:
+    # Extra bwrap arguments inserted before `--` (expert use).
+    extra_args: tuple[str, ...] = option((), str_list, "list of strings")
+
+
+@dataclass(frozen=True)
+class BackendsConfig:
+    sandlock: SandlockConfig = table(SandlockConfig)
+    bubblewrap: BubblewrapConfig = table(BubblewrapConfig)
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    # Outside endpoints commands may reach, as "host:port" (sandlock enforces per TCP port).
+    allow: tuple[str, ...] = option((), endpoints, 'list of "host:port" strings')
+    # Loopback ports of other local services commands may reach (run_bash's own are allowed).
+    allow_local_ports: tuple[int, ...] = option((), ports, "list of port numbers")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    # Extra environment variable names passed through (secret-looking names are still dropped).
+    passthrough: tuple[str, ...] = option((), str_list, "list of strings", key="pass")
+    # Variables set for every command.
+    set: dict[str, str] = field(
+        default_factory=dict,
+        metadata={"check": str_table, "expected": "table of strings", "key": "", "free": True},
+    )
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    # Most processes one sandbox may hold at once.
+    max_processes: int = option(512, int_range(1), "positive integer")
+    # Memory limit per sandbox in bytes, given as e.g. "2G".
+    max_memory: int = option(4096 * MIB, size, 'size such as "4G"')
+    # Largest file a command may write in bytes, given as e.g. "1G".
+    max_file_size: int = option(2048 * MIB, size, 'size such as "2G"')
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    # Backend that confines commands: "sandlock", "bubblewrap" or "none" (false means "none").
+    backend: str = option("sandlock", backend_name, '"sandlock", "bubblewrap" or "none"')
+    rules: RulesConfig = table(RulesConfig)
+    backends: BackendsConfig = table(BackendsConfig)
+    network: NetworkConfig = table(NetworkConfig)
+    env: EnvConfig = table(EnvConfig)
+    limits: LimitsConfig = table(LimitsConfig)
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    # Characters of output shown to an agent (head + longer tail; the full output stays on disk).
+    max_chars: int = option(30000, int_range(1000), "integer >= 1000")
+    # Bytes kept in a session's output file; later output is dropped with a marker.
+    file_cap: int = option(64 * MIB, int_range(4096), "integer >= 4096")
+    # Longest single line shown; longer lines are cut in the middle.
+    max_line_chars: int = option(2000, int_range(80), "integer >= 80")
+    # Milliseconds between live-output updates sent to Neovim buffers.
+    live_interval_ms: int = option(100, int_range(1), "positive integer")
+
+
+@dataclass(frozen=True)
+class SessionsConfig:
+    # Most background sessions alive at once.
+    max_background: int = option(16, int_range(1), "positive integer")
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    # Write one JSON line per decision and per run.
+    enabled: bool = option(True, boolean, "boolean")
+    # Rotate the audit log when it grows past this many bytes.
+    max_bytes: int = option(5 * MIB, int_range(4096), "integer >= 4096")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The effective configuration (``parse_config``)."""
+
+    sandbox: SandboxConfig = table(SandboxConfig)
+    # Pause-list rules: command name -> true | false | { subcommands=…, flags=…, args=… }.
+    pauselist: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"check": pause_rules, "expected": "table", "key": "", "free": True},
+    )
+    # Seconds a foreground command may run when the caller does not say (max 3600).
+    default_timeout: int = option(300, int_range(1, MAX_TIMEOUT_S), f"integer 1..{MAX_TIMEOUT_S}")
+    output: OutputConfig = table(OutputConfig)
+    sessions: SessionsConfig = table(SessionsConfig)
+    audit: AuditConfig = table(AuditConfig)
+    # Not an option: what the migration of legacy shapes rewrote, for one-time notices.
+    notices: tuple[str, ...] = field(default=(), metadata={"internal": True})
+
+
+def _key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("key") or f.name)
+
+
+def _options(cls: type) -> Iterator[dataclasses.Field[Any]]:
+    for f in dataclasses.fields(cls):
+        if not f.metadata.get("internal"):
+            yield f
+
+
+def option_keys(cls: type = Config, prefix: str = "") -> Iterator[str]:
+    """Every option's dotted key (tables that hold the user's own keys count as one option)."""
+    for f in _options(cls):
+        sub = f.metadata.get("table")
+        if sub is not None:
+            yield from option_keys(sub, f"{prefix}{_key(f)}.")
+        else:
+            yield f"{prefix}{_key(f)}"
+
+
+# -- parsing ----------------------------------------------------------------------------------------
 
 
 def migrate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -207,7 +374,11 @@ def migrate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         legacy = {k: sandbox.pop(k) for k in ("profile", "extra_args") if k in sandbox}
         if legacy:
             backends = sandbox.setdefault("backends", {})
+            if isinstance(backends, list) and not backends:
+                backends = sandbox["backends"] = {}
             sl = backends.setdefault("sandlock", {}) if isinstance(backends, dict) else None
+            if isinstance(sl, list) and not sl:
+                sl = backends["sandlock"] = {}
             if isinstance(sl, dict):
                 for k, v in legacy.items():
                     sl.setdefault(k, v)
@@ -215,73 +386,55 @@ def migrate(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return out, notices
 
 
-def _merge(
-    defaults: dict[str, Any], user: Mapping[str, Any], prefix: str, problems: list[str]
-) -> dict:
-    merged = copy.deepcopy(defaults)
-    for key, value in user.items():
-        dotted = f"{prefix}{key}"
-        if key not in defaults:
-            problems.append(f"unknown option `{dotted}`")
-            continue
-        default = defaults[key]
-        if isinstance(default, dict) and dotted not in FREE_TABLES:
-            if not isinstance(value, dict):
-                problems.append(f"`{dotted}` should be table, not {_type_name(value)}")
-                continue
-            merged[key] = _merge(default, value, dotted + ".", problems)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def _walk(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and dotted not in FREE_TABLES:
-            flat.update(_walk(value, dotted + "."))
-        else:
-            flat[dotted] = value
-    return flat
-
-
-def parse_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Merge ``raw`` over the defaults, migrate legacy forms and validate every key.
-
-    Returns the effective config (``config["notices"]`` lists migration notices).
-    Raises ConfigError naming every problem at once.
-    """
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError([f"options should be table, not {_type_name(raw)}"])
-    migrated, notices = migrate(raw)
-    problems: list[str] = []
-    merged = _merge(DEFAULTS, migrated, "", problems)
-    for dotted, value in _walk(merged).items():
-        check = CHECKS.get(dotted)
-        if check is None:
-            continue
-        ok, expected = check
-        if not ok(value):
-            problems.append(f"`{dotted}` should be {expected}, not {_describe(value)}")
-    if not problems:
-        from run_bash.checker.rules import validate_rules
-        from run_bash.sandbox.policy import validate_network_allow
-
-        problems.extend(validate_network_allow(merged["sandbox"]["network"]["allow"]))
-        problems.extend(validate_rules(merged["pauselist"]))
-    if problems:
-        raise ConfigError(problems)
-    if merged["sandbox"]["backend"] is False:
-        merged["sandbox"]["backend"] = "none"
-    merged["notices"] = notices
-    return merged
-
-
-def _describe(value: object) -> str:
-    kind = _type_name(value)
+def describe(value: object) -> str:
+    """A value for a message: its type, and the value itself when it is short."""
+    kind = type_name(value)
     if isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) < 40):
         return f"{kind} {value!r}"
     return kind
+
+
+def _parse_table(cls: type, raw: Mapping[Any, Any], prefix: str, problems: list[str]) -> Any:
+    fields = {_key(f): f for f in _options(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        dotted = f"{prefix}{key}"
+        f = fields.get(key) if isinstance(key, str) else None
+        if f is None:
+            problems.append(f"unknown option `{dotted}`")
+            continue
+        sub = f.metadata.get("table")
+        if sub is not None:
+            m = as_table(value)
+            if m is None:
+                problems.append(f"`{dotted}` should be table, not {type_name(value)}")
+                continue
+            kwargs[f.name] = _parse_table(sub, m, dotted + ".", problems)
+            continue
+        try:
+            kwargs[f.name] = f.metadata["check"](value)
+        except Invalid as err:
+            if err.message:
+                problems.append(f"`{dotted}`: {err.message}")
+            else:
+                expected = f.metadata["expected"]
+                problems.append(f"`{dotted}` should be {expected}, not {describe(value)}")
+        except ConfigError as err:  # a table with its own validator (pauselist)
+            problems.extend(err.problems)
+    return cls(**kwargs)
+
+
+def parse_config(raw: Mapping[str, Any] | list[Any] | None) -> Config:
+    """Migrate legacy forms in ``raw`` and check every key; return the effective ``Config``.
+
+    Raises ConfigError naming every problem at once.
+    """
+    table_ = {} if raw is None else as_table(raw)
+    if table_ is None:
+        raise ConfigError([f"options should be table, not {type_name(raw)}"])
+    migrated, notices = migrate(table_)
+    problems: list[str] = []
+    config = _parse_table(Config, migrated, "", problems)
+    if problems:
+        raise ConfigError(problems)
+    return dataclasses.replace(config, notices=tuple(notices))

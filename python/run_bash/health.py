@@ -8,9 +8,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Mapping
 from typing import Any
 
+from run_bash.config import Config
 from run_bash.sandbox.base import BACKENDS
 
 Item = dict[str, str]
@@ -45,7 +45,7 @@ def module_versions() -> list[Item]:
     return items
 
 
-def report(config: Mapping[str, Any], mgr: Any) -> list[Item]:
+def report(config: Config, mgr: Any) -> list[Item]:
     """The Python layers of ``:checkhealth run_bash``, in order."""
     items: list[Item] = [_item("start", "Python host")]
     venv = sys.prefix != sys.base_prefix
@@ -63,7 +63,7 @@ def report(config: Mapping[str, Any], mgr: Any) -> list[Item]:
         items.append(_item("info", f"log file: {log_path}"))
 
     items.append(_item("start", "Sandbox backends"))
-    configured = config["sandbox"]["backend"]
+    configured = config.sandbox.backend
     for name in BACKENDS:
         try:
             avail = mgr.backend(name).availability()
@@ -98,6 +98,6 @@ def report(config: Mapping[str, Any], mgr: Any) -> list[Item]:
         )
     else:
         items.append(_item("ok", f"commands run in the {backend.name} sandbox"))
-    for notice in config.get("notices", []):
+    for notice in config.notices:
         items.append(_item("warn", f"config: {notice}"))
     return items

@@ -15,7 +15,8 @@ from typing import Any
 
 from run_bash.audit import AuditLog
 from run_bash.config import parse_config
-from run_bash.errors import RunBashError, UsageError
+from run_bash.errors import ConfigError, RunBashError, UsageError
+from run_bash.sandbox.base import get_backend
 from run_bash.sessions import SessionManager, check_cmd
 
 log = logging.getLogger("run_bash")
@@ -45,10 +46,8 @@ class Service:
         self._configure_audit()
 
     def _configure_audit(self) -> None:
-        cfg = self.config["audit"]
-        self.audit = AuditLog(
-            self.environ.get("RUN_BASH_AUDIT"), int(cfg["max_bytes"]), bool(cfg["enabled"])
-        )
+        cfg = self.config.audit
+        self.audit = AuditLog(self.environ.get("RUN_BASH_AUDIT"), cfg.max_bytes, cfg.enabled)
 
     def emit(self, name: str, payload: dict[str, Any]) -> None:
         """Forward an event to Lua; finished runs also go to the audit log."""
@@ -73,17 +72,24 @@ class Service:
     # -- configuration -------------------------------------------------------------------------------
 
     def setup(self, opts: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Validate and apply the user's options; return notices and the backend in use."""
-        config = parse_config(opts or {})
+        """Validate and apply the user's options; return notices and the backend in use.
+
+        Problems that would make every run fail (a bad option, a sandlock profile that does not
+        exist, extra bwrap arguments bwrap rejects) raise one ConfigError naming each; the
+        previous configuration then stays in force.
+        """
+        config = parse_config(opts)
+        configured = get_backend(config.sandbox.backend, config)
+        problems = configured.validate()
+        if problems:
+            raise ConfigError(problems)
         self.config = config
         self._configure_audit()
         if self._mgr is not None:
-            self._mgr.config = config
-            self._mgr._backends.clear()
-        notices = list(config.get("notices", []))
+            self._mgr.configure(config)
+        notices = list(config.notices)
         backend, why = self.mgr.resolve_backend()
-        notices.extend(backend.validate())
-        notices.extend(backend_warnings(backend))
+        notices.extend(backend.warnings())
         return {"notices": notices, "backend": backend.name, "unavailable": why}
 
     # -- approval decision ---------------------------------------------------------------------------
@@ -94,7 +100,7 @@ class Service:
         from run_bash.checker import check
 
         opts = opts or {}
-        verdict = check(cmd, self.config.get("pauselist") or {}).to_dict()
+        verdict = check(cmd, self.config.pauselist).to_dict()
         skip = bool(opts.get("skip_sandbox"))
         backend, why = self.mgr.resolve_backend("none" if skip else None)
         verdict.update(
@@ -250,9 +256,3 @@ RUN_OPTIONS = frozenset(
         "live",
     }
 )
-
-
-def backend_warnings(backend: Any) -> list[str]:
-    """One-time warnings a backend has about the config (e.g. options it ignores)."""
-    fn = getattr(backend, "warnings", None)
-    return list(fn()) if callable(fn) else []

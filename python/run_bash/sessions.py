@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S
+from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
 from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, tail_lines
 from run_bash.sandbox import proc
@@ -192,7 +192,7 @@ class SessionManager:
 
     def __init__(
         self,
-        config: Mapping[str, Any],
+        config: Config,
         *,
         loop: asyncio.AbstractEventLoop | None = None,
         on_event: EventSink | None = None,
@@ -211,6 +211,11 @@ class SessionManager:
 
     # -- backends ----------------------------------------------------------------------------------
 
+    def configure(self, config: Config) -> None:
+        """Use ``config`` from now on (runs already started keep theirs)."""
+        self.config = config
+        self._backends.clear()
+
     def backend(self, name: str) -> Backend:
         """The backend instance ``name`` (created once)."""
         if name not in self._backends:
@@ -219,7 +224,7 @@ class SessionManager:
 
     def resolve_backend(self, requested: str | None = None) -> tuple[Backend, str]:
         """The backend a run would use and, when it is not the configured one, why."""
-        name = requested or self.config["sandbox"]["backend"]
+        name = requested or self.config.sandbox.backend
         backend = self.backend(name)
         if name == "none":
             return backend, ""
@@ -252,13 +257,13 @@ class SessionManager:
         ``refuse``).
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
-            cmd, timeout, bg_after, float(self.config.get("default_timeout", 300))
+            cmd, timeout, bg_after, float(self.config.default_timeout)
         )
         cwd = os.path.abspath(os.path.expanduser(cwd or os.getcwd()))
         if not os.path.isdir(cwd):
             raise UsageError(f"working directory {cwd} does not exist")
         if bg_s > 0:
-            limit = int(self.config["sessions"]["max_background"])
+            limit = self.config.sessions.max_background
             live_bg = sum(1 for s in self.sessions.values() if s.running and s.background)
             if live_bg >= limit:
                 raise UsageError(
@@ -343,7 +348,7 @@ class SessionManager:
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         r = w = -1
         try:
-            s.capture = Capture(out_path, int(self.config["output"]["file_cap"]))
+            s.capture = Capture(out_path, self.config.output.file_cap)
             r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             with contextlib.suppress(OSError):
                 fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer wake-ups for chatty commands
@@ -407,11 +412,11 @@ class SessionManager:
     def _policy(self, backend: Backend, cwd: str) -> Any:
         if not backend.isolates:
             return None
-        from run_bash.sandbox.policy import build_policy  # type: ignore[attr-defined]
+        from run_bash.sandbox.policy import build_policy
 
         # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
         # finds them in the same listener scan it uses to block other local services.
-        return build_policy(self.config, cwd)
+        return build_policy(self.config, cwd, env=self.environ)
 
     # -- I/O -----------------------------------------------------------------------------------------
 
@@ -449,7 +454,7 @@ class SessionManager:
                 + s.live_pending[-LIVE_CHUNK_CHARS:]
             )
         if s.live_timer is None:
-            interval = int(self.config["output"]["live_interval_ms"]) / 1000
+            interval = self.config.output.live_interval_ms / 1000
             s.live_timer = self.loop.call_later(interval, self._flush_live, s)
 
     def _flush_live(self, s: Session) -> None:
@@ -462,10 +467,10 @@ class SessionManager:
             nl = data.rfind(b"\n")
             if 0 <= nl < len(data) - 1 and len(data) - nl < 4096:
                 data, s.live_pending = data[: nl + 1], data[nl + 1 :]
-        text = clean_text(data, int(self.config["output"]["max_line_chars"]))
+        text = clean_text(data, self.config.output.max_line_chars)
         self.on_event("output", {"id": s.id, "data": text})
         if s.live_pending and s.live_timer is None:
-            interval = int(self.config["output"]["live_interval_ms"]) / 1000
+            interval = self.config.output.live_interval_ms / 1000
             s.live_timer = self.loop.call_later(interval, self._flush_live, s)
 
     def watch(self, sid: str) -> dict[str, Any]:
@@ -479,7 +484,7 @@ class SessionManager:
         data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES, end)
         return {
             **s.info(),
-            "data": clean_text(data, int(self.config["output"]["max_line_chars"])),
+            "data": clean_text(data, self.config.output.max_line_chars),
         }
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
@@ -524,8 +529,8 @@ class SessionManager:
             self._flush_live(s)
         assert s.capture is not None
         s.capture.close()
-        out_cfg = self.config["output"]
-        s.capture.freeze(int(out_cfg["max_chars"]), int(out_cfg["max_line_chars"]))
+        out_cfg = self.config.output
+        s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
         with contextlib.suppress(Exception):
             s.launched.close()
         # Backends report what they found at the end (e.g. a protected file restored).
@@ -639,13 +644,11 @@ class SessionManager:
     def _result(self, s: Session) -> dict[str, Any]:
         if s.capture is None:  # never started
             return {**s.info(), "error": s.error or "not started", "output": "", "notices": []}
-        out_cfg = self.config["output"]
+        out_cfg = self.config.output
         return {
             **s.info(),
-            "output": s.capture.agent_text(
-                int(out_cfg["max_chars"]), int(out_cfg["max_line_chars"])
-            ),
-            "truncated": s.capture.total > int(out_cfg["max_chars"]) or s.capture.capped,
+            "output": s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars),
+            "truncated": s.capture.total > out_cfg.max_chars or s.capture.capped,
             "file_capped": s.capture.capped,
             "leftovers": s.leftovers,
             "notices": list(s.notices),
@@ -679,8 +682,8 @@ class SessionManager:
             return {**s.info(), "output": "", "unread_bytes": 0}
         if s.pipe_r >= 0:
             self._on_readable(s)  # include what is already in the pipe
-        max_line = int(self.config["output"]["max_line_chars"])
-        max_chars = int(self.config["output"]["max_chars"])
+        max_line = self.config.output.max_line_chars
+        max_chars = self.config.output.max_chars
         if tail is not None:
             if isinstance(tail, bool) or not isinstance(tail, int) or tail <= 0:
                 raise UsageError(f"tail should be a positive number of lines, not {tail!r}")

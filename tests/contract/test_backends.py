@@ -19,17 +19,15 @@ import pytest
 
 from run_bash.config import parse_config
 from run_bash.errors import SpawnError
-from run_bash.sandbox.base import get_backend
+from run_bash.sandbox.base import BACKEND_NAMES, REGISTRY, backend_class, get_backend
 from run_bash.sessions import SessionManager
 from tests.conftest import alive, wait_for
-
-ALL = ("sandlock", "bubblewrap", "none")
 
 
 def selected() -> list[str]:
     raw = os.environ.get("RUN_BASH_TEST_BACKENDS")
-    names = [n.strip() for n in raw.split(",") if n.strip()] if raw else list(ALL)
-    return [n for n in names if n in ALL]
+    names = [n.strip() for n in raw.split(",") if n.strip()] if raw else list(BACKEND_NAMES)
+    return [n for n in names if n in BACKEND_NAMES]
 
 
 @pytest.fixture(params=selected())
@@ -198,7 +196,7 @@ def test_cli_sandbox_passes_output_and_exit_code(tmp_path, backend_name):
         "echo out; echo err >&2; exit 7",
         cwd=str(tmp_path),
     )
-    assert r.returncode == 7
+    assert r.returncode == 7, r.stderr
     assert r.stdout == "out\n"
     assert "err" in r.stderr
 
@@ -276,3 +274,13 @@ async def test_protected_file_restore_of_a_background_session_is_reported(mgr):
     assert exited and any(".git/config" in n for n in exited[0]["notices"])
     assert any(".git/config" in n for n in mgr.output(s.id)["notices"])
     assert any(".git/config" in n for n in mgr.list()[0]["notices"])
+
+
+@pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.name)
+def test_the_registry_entry_matches_its_class(entry):
+    """The one list of backends: the name is the config value, the module and the class's name;
+    whether it confines is the class's own answer."""
+    cls = backend_class(entry.name)
+    assert cls.name == entry.name
+    assert cls.__module__ == f"run_bash.sandbox.{entry.name}"
+    assert cls.isolates is entry.isolates

@@ -8,24 +8,14 @@ import subprocess
 
 import pytest
 
-from run_bash.config import DEFAULTS, FREE_TABLES
-from tests.conftest import NVIM, ROOT
-
-
-def dotted_keys(table, prefix=""):
-    for key, value in table.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value and dotted not in FREE_TABLES:
-            yield from dotted_keys(value, dotted + ".")
-        else:
-            yield dotted
-
+from run_bash.config import option_keys
+from tests.conftest import NVIM, ROOT, wait_for
 
 HELP = (ROOT / "doc" / "run_bash.txt").read_text()
 TAGS = set(re.findall(r"\*([^*\s]+)\*", HELP))
 
 
-@pytest.mark.parametrize("key", sorted(dotted_keys(DEFAULTS)))
+@pytest.mark.parametrize("key", sorted(option_keys()))
 def test_every_config_key_has_a_tag(key):
     assert f"run_bash-config-{key}" in TAGS
 
@@ -66,3 +56,27 @@ def test_first_and_last_lines():
     lines = HELP.splitlines()
     assert lines[0].startswith("*run_bash.txt*")
     assert lines[-1].strip() == "vim:tw=78:ts=8:noet:ft=help:norl:"
+
+
+def help_defaults_block() -> str:
+    """The Lua table after "Defaults: >lua" in the configuration section, verbatim."""
+    start = HELP.index("Defaults: >lua\n") + len("Defaults: >lua\n")
+    end = HELP.index("\n<\n", start)
+    return HELP[start:end]
+
+
+@pytest.mark.nvim
+def test_the_help_defaults_block_is_a_valid_setup(editor):
+    """Pasting the defaults from `:help run_bash-config` into setup() works (its empty tables
+    reach Python as lists), and a bad key in the same block is named (the control)."""
+    block = help_defaults_block()
+    assert block.lstrip().startswith("{") and "pauselist = {}" in block
+    editor.lua("_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end")
+    editor.lua(f"require('run_bash').setup({block})")
+    assert editor.lua("return require('run_bash').request('sessions')") == []
+    bad = block.replace("pauselist = {},", "pauselist = {}, bogus = 1,")
+    editor.lua(f"require('run_bash').setup({bad})")
+    assert editor.lua("return require('run_bash').request('sessions')") == []
+    # Notifications arrive in order: when the control's arrives, one for the defaults would have.
+    msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
+    assert len(msgs) == 1 and "unknown option `bogus`" in msgs[0][0], msgs

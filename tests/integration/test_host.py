@@ -11,6 +11,7 @@ import time
 import psutil
 import pytest
 
+from run_bash.sandbox.base import BACKEND_NAMES
 from tests.conftest import NVIM, ROOT, alive, descendants, wait_for
 
 pytestmark = pytest.mark.nvim
@@ -46,7 +47,7 @@ def backend_available(name):
     return get_backend(name, parse_config({})).availability().ok
 
 
-@pytest.mark.parametrize("backend", ["none", "sandlock", "bubblewrap"])
+@pytest.mark.parametrize("backend", BACKEND_NAMES)
 def test_a_crashed_host_fails_pending_runs_and_strands_nothing(editor, backend):
     if backend != "none" and not backend_available(backend):
         pytest.skip(f"{backend} is not available here")

@@ -21,14 +21,13 @@ import pytest
 
 from run_bash.config import parse_config
 from run_bash.sandbox import proc
-from run_bash.sandbox.base import RunSpec, get_backend
+from run_bash.sandbox.base import CONFINING_BACKENDS, RunSpec, get_backend
 from run_bash.sandbox.policy import build_env, build_policy
 
-CONFINING = ("sandlock", "bubblewrap")
 SECRET = "S3CR3T-do-not-leak-8c1f"
 
 
-def selected_backends(default: tuple[str, ...] = CONFINING) -> list[str]:
+def selected_backends(default: tuple[str, ...] = CONFINING_BACKENDS) -> list[str]:
     raw = os.environ.get("RUN_BASH_TEST_BACKENDS")
     names = [n.strip() for n in raw.split(",") if n.strip()] if raw else list(default)
     return [n for n in names if n in default]

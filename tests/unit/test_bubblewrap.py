@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from run_bash.config import parse_config
 from run_bash.sandbox.base import RunSpec
 from run_bash.sandbox.bubblewrap import Bubblewrap, bwrap_args
@@ -112,9 +114,30 @@ def test_argv_has_limits_extra_args_and_bash(tmp_path):
     assert argv[argv.index("--") + 1].endswith("bwrap") or "bwrap" in " ".join(argv)
 
 
+def bwrap_with(extra):
+    return Bubblewrap(
+        parse_config({"sandbox": {"backends": {"bubblewrap": {"extra_args": extra}}}})
+    )
+
+
 def test_validate_rejects_double_dash():
-    b = Bubblewrap(parse_config({"sandbox": {"backends": {"bubblewrap": {"extra_args": ["--"]}}}}))
-    assert b.validate()
+    assert "must not contain `--`" in bwrap_with(["--"]).validate()[0]
+
+
+def test_validate_names_extra_args_that_bwrap_rejects(tmp_path):
+    """Extra arguments that would make every run fail are found at setup by a dry run."""
+    if not Bubblewrap(parse_config({})).availability().ok:
+        pytest.skip("bubblewrap is not available here")
+    [problem] = bwrap_with(["--no-such-option"]).validate()
+    assert problem.startswith("`sandbox.backends.bubblewrap.extra_args`: bwrap rejects them")
+    assert "no-such-option" in problem
+    [problem] = bwrap_with(["--ro-bind", str(tmp_path / "missing"), "/srv/x"]).validate()
+    assert "missing" in problem
+    # Positive control: arguments bwrap accepts pass.
+    assert (
+        bwrap_with(["--hostname", "box", "--ro-bind", str(tmp_path), str(tmp_path)]).validate()
+        == []
+    )
 
 
 def test_joining_the_shared_network_namespace(tmp_path):

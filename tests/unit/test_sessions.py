@@ -167,7 +167,7 @@ async def test_paged_output_loses_nothing(mgr):
         if not page["output"]:
             break
         pages.append(page)
-        assert len(page["output"]) <= mgr.config["output"]["max_chars"]
+        assert len(page["output"]) <= mgr.config.output.max_chars
     text = "".join(p["output"] for p in pages)
     lines = text.split("\n")
     assert lines[:20000] == [str(i) for i in range(1, 20001)]

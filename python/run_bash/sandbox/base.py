@@ -26,10 +26,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from run_bash.errors import SpawnError
+
+if TYPE_CHECKING:
+    from run_bash.config import Config
+    from run_bash.sandbox.policy import Policy
 
 __all__ = [
     "BACKENDS",
@@ -62,8 +66,10 @@ class RunSpec:
     stdout_fd: int
     tmpdir: str
     session_id: str
-    policy: Any = None  # sandbox.policy.Policy; None for the "none" backend's tests
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    # The effective policy; None for the "none" backend (a confining backend then builds it).
+    policy: Policy | None = None
+    # Where stderr goes when it is not ``stdout_fd`` (the command line passes its own stderr).
+    stderr_fd: int | None = None
 
 
 class Launched(Protocol):
@@ -89,22 +95,37 @@ class Backend(Protocol):
 
     def validate(self) -> list[str]: ...
 
+    def warnings(self) -> list[str]: ...
+
     def spawn(self, spec: RunSpec) -> Launched: ...
 
 
-# name -> "module:Class"; modules are imported on first use so a missing optional dependency of one
-# backend never breaks the others.
-BACKENDS: dict[str, str] = {
-    "sandlock": "run_bash.sandbox.sandlock:Sandlock",
-    "bubblewrap": "run_bash.sandbox.bubblewrap:Bubblewrap",
-    "none": "run_bash.sandbox.none:NoSandbox",
-}
+@dataclass(frozen=True)
+class BackendEntry:
+    """One registered backend: its name (= config value = module = key), where its class lives,
+    and whether it confines commands (known without importing the module)."""
+
+    name: str
+    target: str  # "module:Class"
+    isolates: bool
+
+
+# The one list of backends. Modules are imported on first use, so a missing optional dependency of
+# one backend never breaks the others.
+REGISTRY: tuple[BackendEntry, ...] = (
+    BackendEntry("sandlock", "run_bash.sandbox.sandlock:Sandlock", True),
+    BackendEntry("bubblewrap", "run_bash.sandbox.bubblewrap:Bubblewrap", True),
+    BackendEntry("none", "run_bash.sandbox.none:NoSandbox", False),
+)
+BACKENDS: dict[str, BackendEntry] = {e.name: e for e in REGISTRY}
+BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
+CONFINING_BACKENDS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.isolates)
 
 
 def backend_class(name: str) -> type:
     """Return the backend class registered as ``name``."""
     try:
-        target = BACKENDS[name]
+        target = BACKENDS[name].target
     except KeyError:
         raise SpawnError(
             f"unknown sandbox backend {name!r} (choose one of {', '.join(BACKENDS)})"
@@ -130,11 +151,14 @@ class BrokenBackend:
     def validate(self) -> list[str]:
         return []
 
+    def warnings(self) -> list[str]:
+        return []
+
     def spawn(self, spec: RunSpec) -> Launched:
         raise SpawnError(self.availability().reason)
 
 
-def get_backend(name: str, config: Mapping[str, Any]) -> Backend:
+def get_backend(name: str, config: Config) -> Backend:
     """Instantiate the backend ``name`` for the effective ``config``.
 
     A backend whose module cannot be imported comes back as a ``BrokenBackend`` (unavailable), so

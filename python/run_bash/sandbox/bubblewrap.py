@@ -37,10 +37,10 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.base import Availability, RunSpec
@@ -287,10 +287,9 @@ class Bubblewrap:
     name: ClassVar[str] = "bubblewrap"
     isolates: ClassVar[bool] = True
 
-    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        self.config: Mapping[str, Any] = config or {}
-        sb = self.config.get("sandbox", {}) if self.config else {}
-        self.opts: Mapping[str, Any] = (sb.get("backends") or {}).get("bubblewrap") or {}
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.opts = self.config.sandbox.backends.bubblewrap
         self._availability: Availability | None = None
         self._warned_net = False
         self._said: set[str] = set()
@@ -356,15 +355,48 @@ class Bubblewrap:
         return Availability(True, version=version)
 
     def validate(self) -> list[str]:
-        extra = self.opts.get("extra_args") or []
-        problems = []
-        for a in extra:
-            if a in ("--share-net", "--bind", "--dev-bind") or a.startswith("--cap-add"):
-                # Allowed (expert use) but worth knowing: it widens the sandbox.
-                continue
-            if a == "--":
-                problems.append("sandbox.backends.bubblewrap.extra_args must not contain `--`")
-        return problems
+        """Problems that would make every run fail: extra arguments bwrap rejects."""
+        extra = list(self.opts.extra_args)
+        key = "`sandbox.backends.bubblewrap.extra_args`"
+        if not extra:
+            return []
+        if "--" in extra:
+            return [f"{key} must not contain `--`"]
+        if not self.availability().ok:
+            return []
+        error = self._dry_run(extra)
+        if error and not self._dry_run([]):
+            return [f"{key}: bwrap rejects them: {error}"]
+        return []
+
+    def _dry_run(self, extra: list[str]) -> str:
+        """Build a sandbox the way a run in the current directory would and run ``true`` in it;
+        return bwrap's complaint ("" when it worked). bwrap reads its whole command line and
+        builds every mount before it runs anything, so this finds what a real run would hit."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="run_bash-validate-") as tmp:
+            cwd = os.getcwd()
+            spec = RunSpec(cmd="true", cwd=cwd, env={}, stdout_fd=-1, tmpdir=tmp, session_id="")
+            policy = build_policy(self.config, cwd, scan_ports=False)
+            argv = [bwrap_path() or "bwrap", *bwrap_args(policy, spec, extra)]
+            argv += ["--", bash_path() or "/bin/bash", "-c", "true"]
+            try:
+                res = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    stdin=subprocess.DEVNULL,
+                    env={"PATH": "/usr/bin:/bin"},
+                    close_fds=True,
+                )
+            except (OSError, subprocess.SubprocessError) as e:
+                return str(e)
+        if res.returncode == 0:
+            return ""
+        lines = (res.stderr or "").strip().splitlines()
+        return lines[-1] if lines else f"exit {res.returncode}"
 
     def warnings(self) -> list[str]:
         return []
@@ -376,7 +408,7 @@ class Bubblewrap:
         loopback to join first."""
         bwrap = bwrap_path() or "bwrap"
         bash = bash_path() or "/bin/bash"
-        extra = list(self.opts.get("extra_args") or [])
+        extra = list(self.opts.extra_args)
         prefix: list[str] = []
         pl = prlimit_path()
         if pl:
@@ -446,7 +478,7 @@ class Bubblewrap:
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=spec.stdout_fd,
-                stderr=spec.extra.get("stderr_fd", spec.stdout_fd),
+                stderr=spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd,
                 close_fds=True,
                 start_new_session=True,
                 restore_signals=True,

@@ -19,6 +19,7 @@ import sys
 import tempfile
 from typing import Any
 
+from run_bash.config import Config
 from run_bash.errors import RunBashError
 
 EXIT_SANDBOX_ERROR = 125
@@ -53,7 +54,7 @@ def _parse(argv: list[str], usage: str) -> tuple[dict[str, str], list[str]]:
     return opts, []
 
 
-def _config(opts: dict[str, str]) -> dict[str, Any]:
+def _config(opts: dict[str, str]) -> Config:
     from run_bash.config import parse_config
 
     raw: dict[str, Any] = {}
@@ -100,7 +101,7 @@ def policy_main(argv: list[str]) -> int:
         raise RunBashError(f"unexpected arguments: {' '.join(rest)}\n{USAGE_POLICY}")
     config = _config(opts)
     cwd = os.path.abspath(opts.get("cwd") or os.getcwd())
-    name = config["sandbox"]["backend"]
+    name = config.sandbox.backend
     backend = get_backend(name, config)
     avail = backend.availability()
     policy = build_policy(config, cwd)
@@ -113,7 +114,7 @@ def policy_main(argv: list[str]) -> int:
             "advice": avail.advice,
             "version": avail.version,
             "problems": backend.validate(),
-            "warnings": list(getattr(backend, "warnings", lambda: [])()),
+            "warnings": backend.warnings(),
         },
         **policy.to_json(),
         "env": {"names": sorted(env), "dropped": dropped},
@@ -136,7 +137,7 @@ def sandbox_main(argv: list[str]) -> int:
     cwd = os.path.abspath(opts.get("cwd") or os.getcwd())
     if not os.path.isdir(cwd):
         raise RunBashError(f"working directory {cwd} does not exist")
-    backend = get_backend(config["sandbox"]["backend"], config)
+    backend = get_backend(config.sandbox.backend, config)
     avail = backend.availability()
     if not avail.ok:
         print(f"run_bash: {backend.name} unavailable: {avail.reason}", file=sys.stderr)
@@ -165,7 +166,7 @@ def sandbox_main(argv: list[str]) -> int:
             tmpdir=tmpdir,
             session_id=sid,
             policy=policy,
-            extra={"stderr_fd": sys.stderr.fileno()},
+            stderr_fd=sys.stderr.fileno(),
         )
         sys.stdout.flush()
         sys.stderr.flush()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from run_bash.config import Config
 from run_bash.sandbox.base import Availability, RunSpec
 from run_bash.sandbox.proc import bash_path, signal_group
 
@@ -34,8 +34,8 @@ class NoSandbox:
     name: ClassVar[str] = "none"
     isolates: ClassVar[bool] = False
 
-    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        self.config = config or {}
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
 
     def availability(self) -> Availability:
         bash = bash_path()
@@ -46,6 +46,9 @@ class NoSandbox:
     def validate(self) -> list[str]:
         return []
 
+    def warnings(self) -> list[str]:
+        return []
+
     def spawn(self, spec: RunSpec) -> PopenLaunched:
         bash = bash_path() or "bash"
         proc = subprocess.Popen(
@@ -54,7 +57,7 @@ class NoSandbox:
             env=dict(spec.env),
             stdin=subprocess.DEVNULL,
             stdout=spec.stdout_fd,
-            stderr=spec.extra.get("stderr_fd", spec.stdout_fd),
+            stderr=spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd,
             close_fds=True,
             start_new_session=True,
             restore_signals=True,

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from run_bash.config import DEFAULTS, parse_size
+from run_bash.config import Config, LimitsConfig
 from run_bash.paths import expand, expand_rules, is_under
 from run_bash.sandbox.proc import SESSION_TAG
 
@@ -236,11 +236,8 @@ PROTECTED_NAMES = (
 )
 
 
-@dataclass
-class Limits:
-    max_processes: int
-    max_memory: int
-    max_file_size: int
+# The policy's limits are the config's (bytes and counts).
+Limits = LimitsConfig
 
 
 @dataclass
@@ -268,7 +265,7 @@ class Policy:
     allow_local_ports: list[int] = field(default_factory=list)
     own_ports: list[int] = field(default_factory=list)
     blocked_local_ports: list[int] = field(default_factory=list)
-    limits: Limits = field(default_factory=lambda: Limits(512, 4 << 30, 2 << 30))
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -298,22 +295,6 @@ class Policy:
             "limits": data["limits"],
             "warnings": data["warnings"],
         }
-
-
-def _sandbox_cfg(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    if not config:
-        return DEFAULTS["sandbox"]
-    return config.get("sandbox", DEFAULTS["sandbox"])
-
-
-def _size(value: object, default: int) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    if isinstance(value, str):
-        parsed = parse_size(value)
-        if parsed:
-            return parsed
-    return default
 
 
 def git_root(cwd: str) -> str | None:
@@ -536,7 +517,7 @@ def default_rules() -> dict[str, list[str]]:
 
 
 def build_policy(
-    config: Mapping[str, Any] | None,
+    config: Config | None,
     cwd: str,
     *,
     own_ports: Iterable[int] | None = None,
@@ -551,8 +532,8 @@ def build_policy(
     ``/proc/net`` (pure tests).
     """
     env = os.environ if env is None else env
-    cfg = _sandbox_cfg(config)
-    rules = cfg.get("rules") or {}
+    cfg = (config or Config()).sandbox
+    rules = cfg.rules
     cwd = os.path.normpath(os.path.abspath(cwd))
     home_dir = home or env.get("HOME") or os.path.expanduser("~")
     home_dir = os.path.normpath(home_dir)
@@ -562,7 +543,7 @@ def build_policy(
         return expand_rules(paths, must_exist=must_exist, env=env, home=home_dir, base=cwd)
 
     # -- readable ---------------------------------------------------------------------------------
-    user_readable = rules.get("fs_readable")
+    user_readable = rules.fs_readable
     if user_readable is None:
         readable = ex(SYSTEM_READABLE, True) + ex(HOME_READABLE, True)
         resolv = os.path.realpath("/etc/resolv.conf")
@@ -573,7 +554,7 @@ def build_policy(
     readable += [p for p in path_entries_tree(env.get("PATH", ""), home_dir) if os.path.exists(p)]
 
     # -- writable ---------------------------------------------------------------------------------
-    user_writable = rules.get("fs_writable")
+    user_writable = rules.fs_writable
     writable = ex(DEFAULT_WRITABLE if user_writable is None else user_writable, True)
     writable = ex(SYSTEM_WRITABLE, True) + writable
     if user_writable is not None:
@@ -600,7 +581,7 @@ def build_policy(
             roots.append(root)
 
     # -- denied -----------------------------------------------------------------------------------
-    user_denied = rules.get("fs_denied")
+    user_denied = rules.fs_denied
     denied = _expand_globs(ex(DEFAULT_DENIED if user_denied is None else user_denied, False))
     if user_denied is not None:
         # The system's own secrets stay denied whatever the rules say.
@@ -638,9 +619,8 @@ def build_policy(
     protected = list(dict.fromkeys(protected))
 
     # -- network ----------------------------------------------------------------------------------
-    net = cfg.get("network") or {}
-    allow = [str(a) for a in net.get("allow") or []]
-    local_ok = sorted({int(p) for p in net.get("allow_local_ports") or []})
+    allow = list(cfg.network.allow)
+    local_ok = sorted(set(cfg.network.allow_local_ports))
     listeners = _proc_net_listeners() if scan_ports else {}
     if own_ports is None:
         own = own_listen_ports(listeners) if scan_ports else []
@@ -648,12 +628,10 @@ def build_policy(
         own = sorted({int(p) for p in own_ports})
     blocked = blocked_local_ports(own, local_ok, listeners) if scan_ports else []
 
-    lim = cfg.get("limits") or {}
-    dl = DEFAULTS["sandbox"]["limits"]
     limits = Limits(
-        max_processes=int(lim.get("max_processes") or dl["max_processes"]),
-        max_memory=_size(lim.get("max_memory"), parse_size(dl["max_memory"]) or 4 << 30),
-        max_file_size=_size(lim.get("max_file_size"), parse_size(dl["max_file_size"]) or 2 << 30),
+        max_processes=cfg.limits.max_processes,
+        max_memory=cfg.limits.max_memory,
+        max_file_size=cfg.limits.max_file_size,
     )
     return Policy(
         cwd=cwd,
@@ -673,29 +651,16 @@ def build_policy(
     )
 
 
-def validate_network_allow(entries: Iterable[str]) -> list[str]:
-    """Problems with ``sandbox.network.allow`` entries (each must be ``host:port``)."""
-    problems = []
-    for e in entries:
-        host, sep, port = e.rpartition(":")
-        ok_port = port == "*" or (port.isdigit() and 0 < int(port) < 65536)
-        if not sep or not host or not ok_port or re.search(r"\s", e):
-            problems.append(
-                f'`sandbox.network.allow`: {e!r} is not "host:port" (port 1-65535 or *)'
-            )
-    return problems
-
-
 def build_env(
-    config: Mapping[str, Any],
+    config: Config,
     *,
     tmpdir: str,
     session_id: str,
     base_env: Mapping[str, str],
 ) -> tuple[dict[str, str], list[str]]:
     """Return the command's environment and the names dropped although the user asked for them."""
-    env_cfg = config.get("sandbox", {}).get("env", {}) if config else {}
-    wanted = list(env_cfg.get("pass", []))
+    env_cfg = config.sandbox.env
+    wanted = list(env_cfg.passthrough)
     env: dict[str, str] = {}
     for name, value in base_env.items():
         if name in ENV_ALLOW or any(fnmatch.fnmatchcase(name, g) for g in ENV_ALLOW_GLOBS):
@@ -710,7 +675,7 @@ def build_env(
                     env[name] = value
     env.update(ANTI_HANG_ENV)
     # Values in `set` are written by the user in their config, not inherited: they are kept.
-    env.update(env_cfg.get("set", {}))
+    env.update(env_cfg.set)
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["TMPDIR"] = tmpdir
     env[SESSION_TAG] = session_id

@@ -57,10 +57,11 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from run_bash.config import Config, parse_size
 from run_bash.errors import SpawnError
 from run_bash.paths import expand
 from run_bash.sandbox.base import Availability, RunSpec
@@ -604,10 +605,9 @@ class Sandlock:
     name: ClassVar[str] = "sandlock"
     isolates: ClassVar[bool] = True
 
-    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        self.config: Mapping[str, Any] = config or {}
-        sb = self.config.get("sandbox", {}) if self.config else {}
-        self.opts: Mapping[str, Any] = (sb.get("backends") or {}).get("sandlock") or {}
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.opts = self.config.sandbox.backends.sandlock
         self._availability: Availability | None = None
         self._warned = False
         self._said: set[str] = set()
@@ -643,7 +643,7 @@ class Sandlock:
                 'enable Landlock (lsm=landlock,…) or use sandbox.backend = "bubblewrap"',
                 version,
             )
-        if abi < MIN_ABI and not self.opts.get("allow_degraded"):
+        if abi < MIN_ABI and not self.opts.allow_degraded:
             return Availability(
                 False,
                 f"Landlock ABI {abi} < {MIN_ABI}: no signal or abstract-socket scoping",
@@ -661,10 +661,10 @@ class Sandlock:
         return Availability(True, version=version)
 
     def _profile_path(self) -> str | None:
-        raw = self.opts.get("profile")
+        raw = self.opts.profile
         if not raw:
             return None
-        return expand(str(raw))
+        return expand(raw)
 
     def _profile_fields(self) -> dict[str, Any]:
         """The profile's policy as SDK fields (cached by path and mtime); {} without a profile."""
@@ -692,24 +692,26 @@ class Sandlock:
         return fields
 
     def validate(self) -> list[str]:
+        """Problems that would make every run fail: a profile that is missing or does not load."""
         problems: list[str] = []
-        raw = self.opts.get("profile")
+        raw = self.opts.profile
+        key = "`sandbox.backends.sandlock.profile`"
         if raw:
             path = self._profile_path()
             if path is None:
-                problems.append(f"sandbox.backends.sandlock.profile: cannot expand {raw!r}")
+                problems.append(f"{key}: cannot expand {raw!r}")
             elif not os.path.isfile(path):
-                problems.append(f"sandbox.backends.sandlock.profile: {path} does not exist")
-            else:
+                problems.append(f"{key}: {path} does not exist")
+            elif self.availability().ok:
                 try:
                     self._profile_fields()
                 except Exception as e:
-                    problems.append(f"sandbox.backends.sandlock.profile: {e}")
+                    problems.append(f"{key}: {path}: {e}")
         return problems
 
     def warnings(self) -> list[str]:
         """One-time warnings about options that work differently here (extra_args)."""
-        args = self.opts.get("extra_args")
+        args = self.opts.extra_args
         if not args:
             return []
         mapped, unmapped = map_extra_args(list(args))
@@ -745,10 +747,10 @@ class Sandlock:
         }
 
         merged: dict[str, Any] = {}
-        if self.opts.get("profile"):
+        if self.opts.profile:
             merged.update(self._profile_fields())
-        if self.opts.get("extra_args"):
-            mapped, _ = map_extra_args(list(self.opts["extra_args"]))
+        if self.opts.extra_args:
+            mapped, _ = map_extra_args(list(self.opts.extra_args))
             for k, v in mapped.items():
                 if k in ("max_memory", "max_processes"):
                     merged[k] = v[-1]
@@ -781,8 +783,6 @@ class Sandlock:
                 if k == "max_processes":
                     limits[k] = min(int(v), limits[k])
                 else:
-                    from run_bash.config import parse_size
-
                     size = parse_size(str(v)) if not isinstance(v, int) else v
                     if size:
                         limits[k] = min(size, limits[k])
@@ -843,7 +843,7 @@ class Sandlock:
         except Exception as e:
             raise SpawnError(f"sandlock policy: {e}") from e
         argv = self.argv(spec.cmd)
-        if self.opts.get("allow_degraded"):
+        if self.opts.allow_degraded:
             from sandlock import Protection
 
             kwargs["allow_degraded"] = list(Protection)
@@ -863,7 +863,7 @@ class Sandlock:
         try:
 
             def popen() -> Any:
-                with _stdio_as(devnull, spec.stdout_fd, spec.extra.get("stderr_fd")):
+                with _stdio_as(devnull, spec.stdout_fd, spec.stderr_fd):
                     return sandbox.popen(argv)
 
             # As root, fork from the thread that holds no capabilities (see the module doc).
