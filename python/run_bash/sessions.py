@@ -385,7 +385,7 @@ class SessionManager:
         os.close(w)
         s.pipe_r = r
         s.tracker = proc.Tracker(sid, s.launched.pid)
-        s.notices.extend(getattr(s.launched, "notices", []) or [])
+        s.notices.extend(s.launched.notices)
         self.loop.add_reader(r, self._on_readable, s)
         try:
             s.pidfd = os.pidfd_open(s.launched.pid)
@@ -534,7 +534,7 @@ class SessionManager:
         with contextlib.suppress(Exception):
             s.launched.close()
         # Backends report what they found at the end (e.g. a protected file restored).
-        for notice in getattr(s.launched, "notices", []) or []:
+        for notice in s.launched.notices:
             if notice not in s.notices:
                 s.notices.append(notice)
         shutil.rmtree(s.tmpdir, ignore_errors=True)

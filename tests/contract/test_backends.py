@@ -19,7 +19,13 @@ import pytest
 
 from run_bash.config import parse_config
 from run_bash.errors import SpawnError
-from run_bash.sandbox.base import BACKEND_NAMES, REGISTRY, backend_class, get_backend
+from run_bash.sandbox.base import (
+    BACKEND_NAMES,
+    REGISTRY,
+    backend_class,
+    broken_backend,
+    get_backend,
+)
 from run_bash.sessions import SessionManager
 from tests.conftest import alive, wait_for
 
@@ -284,3 +290,12 @@ def test_the_registry_entry_matches_its_class(entry):
     assert cls.name == entry.name
     assert cls.__module__ == f"run_bash.sandbox.{entry.name}"
     assert cls.isolates is entry.isolates
+
+
+def test_a_backend_whose_module_does_not_load_is_unavailable_not_fatal():
+    broken = broken_backend("sandlock", ImportError("no module named sandlock"))(parse_config({}))
+    assert broken.name == "sandlock" and broken.isolates
+    avail = broken.availability()
+    assert not avail.ok and "failed to load: no module named sandlock" in avail.reason
+    with pytest.raises(SpawnError, match="failed to load"):
+        broken.spawn(None)  # type: ignore[arg-type]

@@ -70,7 +70,7 @@ def test_argv_is_plain_bash():
 
 
 def test_spawner_thread_holds_no_capabilities():
-    from run_bash.sandbox.sandlock import capless_spawner
+    from run_bash.sandbox.capabilities import capless_spawner
 
     def caps():
         with open("/proc/thread-self/status") as f:

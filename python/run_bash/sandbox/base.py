@@ -1,48 +1,60 @@
-"""The backend contract and the one registry of backends.
+"""The backend contract, the one registry of backends, and what every started run shares.
 
 A backend turns a ``RunSpec`` (the command, its cwd, environment, output fd, private temp dir and the
 effective ``Policy``) into a running process. The runtime (``sessions.py``) owns everything around it:
 the output pipe, timeouts, waiting (through a pidfd on ``Launched.pid``), the sweep of descendants and
 the private temp dir. A backend never inherits the host's fds 0/1/2 to the child: stdin is /dev/null,
-stdout and stderr are ``spec.stdout_fd``, nothing else is passed.
+stdout and stderr are ``spec.stdout_fd`` (``spec.stderr_fd`` when given), nothing else is passed.
 
-Contract::
+Contract (``Backend`` below)::
 
-    class Backend:
-        name: ClassVar[str]          # "sandlock" | "bubblewrap" | "none" = config value = module = key
-        isolates: ClassVar[bool]     # False for "none": every command then needs approval
-        def __init__(self, config: Mapping) -> None      # the effective config (config.parse_config)
-        def availability(self) -> Availability           # cheap after the first call (cached)
-        def validate(self) -> list[str]                  # config problems specific to this backend
-        def spawn(self, spec: RunSpec) -> Launched        # raises SpawnError; never runs unconfined
+    name: ClassVar[str]          # a REGISTRY name = config value = module name
+    isolates: ClassVar[bool]     # False for "none": every command then needs approval
+    __init__(config: Config)     # the effective config (config.parse_config)
+    availability() -> Availability   # cheap after the first call (cached)
+    validate() -> list[str]      # config problems that would make every run fail (setup errors)
+    warnings() -> list[str]      # config notes worth saying once (options applied differently)
+    spawn(spec) -> Launched      # raises SpawnError; never runs unconfined
 
 ``Launched.pid`` must exit when the command's root process exits. ``Launched.reap()`` is called once
 after that and returns the exit status (>= 0) or ``-signal``. ``Launched.terminate(sig)`` signals every
 process of the run that the backend knows about (the runtime also signals the process tree and the
-processes tagged with the session id). ``Launched.close()`` releases backend resources; it is idempotent.
+processes tagged with the session id). ``Launched.close()`` releases backend resources; it is
+idempotent. ``Launched.notices`` collects what the user and the agent should read about the run.
+``LaunchedBase`` implements all of that except the backend's own wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from run_bash.errors import SpawnError
+from run_bash.sandbox.proc import signal_group
 
 if TYPE_CHECKING:
     from run_bash.config import Config
+    from run_bash.sandbox.guard import ProtectedFileGuard
     from run_bash.sandbox.policy import Policy
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_NAMES",
+    "CONFINING_BACKENDS",
+    "REGISTRY",
     "Availability",
     "Backend",
     "Launched",
+    "LaunchedBase",
     "RunSpec",
     "SpawnError",
     "get_backend",
+    "once",
 ]
 
 
@@ -91,6 +103,8 @@ class Backend(Protocol):
     name: ClassVar[str]
     isolates: ClassVar[bool]
 
+    def __init__(self, config: Config) -> None: ...
+
     def availability(self) -> Availability: ...
 
     def validate(self) -> list[str]: ...
@@ -98,6 +112,68 @@ class Backend(Protocol):
     def warnings(self) -> list[str]: ...
 
     def spawn(self, spec: RunSpec) -> Launched: ...
+
+
+class LaunchedBase:
+    """The life cycle every backend's run shares.
+
+    ``reap`` waits once (the backend's ``_wait``), then lets the protected-file guard compare and
+    repair; ``terminate`` signals the run's process group and its root; ``kill_all`` SIGKILLs all of
+    the run the backend knows about (the guard calls it when a protected file changes); ``close``
+    kills what still runs, stops the guard and collects its notices, once.
+    """
+
+    def __init__(self, pid: int, guard: ProtectedFileGuard | None = None) -> None:
+        self.pid = pid
+        self.guard = guard
+        self.notices: list[str] = []
+        self._status: int | None = None
+        self._closed = False
+        if guard is not None:
+            guard.kill = self.kill_all
+
+    def _wait(self) -> int:
+        """Block until the root process exits; its status (>= 0) or ``-signal``."""
+        raise NotImplementedError
+
+    def note(self, notices: list[str]) -> None:
+        """Add ``notices`` not already there."""
+        self.notices.extend(n for n in notices if n not in self.notices)
+
+    def reap(self) -> int:
+        if self._status is None:
+            self._status = self._wait()
+            if self.guard is not None:
+                self.guard.check()
+                self.note(self.guard.notices)
+        return self._status
+
+    def terminate(self, sig: int) -> None:
+        signal_group(self.pid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, sig)
+
+    def kill_all(self) -> None:
+        self.terminate(signal.SIGKILL)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._status is None:
+            with contextlib.suppress(Exception):
+                self.kill_all()
+            with contextlib.suppress(Exception):
+                self.reap()
+        if self.guard is not None:
+            self.guard.finish(self.notices)
+
+
+def once(said: set[str], notes: list[str]) -> list[str]:
+    """The notes not reported before (configuration warnings are said once per backend)."""
+    out = [n for n in notes if n not in said]
+    said.update(out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -122,7 +198,7 @@ BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
 CONFINING_BACKENDS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.isolates)
 
 
-def backend_class(name: str) -> type:
+def backend_class(name: str) -> type[Backend]:
     """Return the backend class registered as ``name``."""
     try:
         target = BACKENDS[name].target
@@ -131,17 +207,20 @@ def backend_class(name: str) -> type:
             f"unknown sandbox backend {name!r} (choose one of {', '.join(BACKENDS)})"
         ) from None
     module, _, cls = target.partition(":")  # ImportError propagates to get_backend
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    found: type[Backend] = getattr(importlib.import_module(module), cls)
+    return found
 
 
 class BrokenBackend:
-    """Stands in for a backend whose module failed to load: unavailable, with the reason."""
+    """Stands in for a backend whose module failed to load: unavailable, with the reason.
+    ``broken_backend`` makes one carrying the failed backend's name."""
 
+    name: ClassVar[str] = ""
     isolates: ClassVar[bool] = True
+    error: ClassVar[BaseException | None] = None
 
-    def __init__(self, name: str, error: BaseException) -> None:
-        self.name = name  # type: ignore[misc]
-        self.error = error
+    def __init__(self, config: Config) -> None:
+        self.config = config
 
     def availability(self) -> Availability:
         return Availability(
@@ -169,5 +248,11 @@ def get_backend(name: str, config: Config) -> Backend:
     except SpawnError:
         raise
     except Exception as err:
-        return BrokenBackend(name, err)  # type: ignore[return-value]
-    return cls(config)  # type: ignore[no-any-return]
+        return broken_backend(name, err)(config)
+    return cls(config)
+
+
+def broken_backend(name: str, error: BaseException) -> type[Backend]:
+    """A ``BrokenBackend`` class named ``name`` that reports ``error``."""
+    attrs = {"name": name, "error": error}
+    return type(f"Broken_{name}", (BrokenBackend,), attrs)

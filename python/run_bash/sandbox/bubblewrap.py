@@ -34,18 +34,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
-from run_bash.sandbox.base import Availability, RunSpec
+from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
+from run_bash.sandbox.guard import ProtectedFileGuard
 from run_bash.sandbox.policy import Policy, build_policy
-from run_bash.sandbox.proc import bash_path, children, signal_group
+from run_bash.sandbox.proc import bash_path, children
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
@@ -240,45 +240,17 @@ def _granted(policy: Policy) -> list[str]:
     return [*policy.readable, *policy.writable]
 
 
-class BwrapLaunched:
-    """A running bwrap; its pid is bwrap's (pid 1 of the sandbox is its child)."""
+class BwrapLaunched(LaunchedBase):
+    """A running bwrap; its pid is bwrap's (pid 1 of the sandbox is its child). Killing bwrap's
+    group kills the run: its children die with it (--die-with-parent sets their parent-death
+    signal; pid 1 of the namespace takes every other process down with it)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], guard: Any) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], guard: ProtectedFileGuard | None) -> None:
+        super().__init__(proc.pid, guard)
         self.proc = proc
-        self.pid = proc.pid
-        self.guard = guard
-        self.notices: list[str] = []
-        self._closed = False
 
-    def _kill_all(self) -> None:
-        # bwrap's children die with it (--die-with-parent sets their parent-death signal; pid 1
-        # of the namespace takes every other process down with it).
-        signal_group(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.pid, signal.SIGKILL)
-
-    def reap(self) -> int:
-        code = self.proc.wait()
-        if self.guard is not None:
-            self.guard.check()
-            self.notices.extend(n for n in self.guard.notices if n not in self.notices)
-        return code
-
-    def terminate(self, sig: int) -> None:
-        signal_group(self.pid, sig)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.pid, sig)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self.proc.returncode is None:
-            self._kill_all()
-            with contextlib.suppress(Exception):
-                self.proc.wait(timeout=5)
-        if self.guard is not None:
-            self.guard.finish(self.notices)
+    def _wait(self) -> int:
+        return self.proc.wait()
 
 
 class Bubblewrap:
@@ -445,8 +417,6 @@ class Bubblewrap:
         policy = spec.policy
         if not isinstance(policy, Policy):
             policy = build_policy(self.config, spec.cwd)
-        from run_bash.sandbox.sandlock import _Guard, once
-
         env = dict(spec.env)
         # Inside, the private temp dir is /tmp.
         env["TMPDIR"] = "/tmp"
@@ -462,15 +432,7 @@ class Bubblewrap:
                 )
         argv = self.argv(policy, spec, holder)
         missing = [p for p in policy.protected if not os.path.lexists(p)]
-        holder: dict[str, BwrapLaunched] = {}
-
-        def kill_run() -> None:
-            if "l" in holder:
-                holder["l"]._kill_all()
-
-        guard = None
-        if missing:
-            guard = _Guard(policy, kill_run)
+        guard = ProtectedFileGuard(policy) if missing else None
         try:
             proc = subprocess.Popen(
                 argv,
@@ -486,7 +448,6 @@ class Bubblewrap:
         except OSError as e:
             raise SpawnError(f"bubblewrap could not start: {e}") from e
         launched = BwrapLaunched(proc, guard)
-        holder["l"] = launched
         if guard is not None:
             guard.start()
             launched.notices.extend(guard.notices)

@@ -6,26 +6,19 @@ import subprocess
 from typing import ClassVar
 
 from run_bash.config import Config
-from run_bash.sandbox.base import Availability, RunSpec
-from run_bash.sandbox.proc import bash_path, signal_group
+from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec
+from run_bash.sandbox.proc import bash_path
 
 
-class PopenLaunched:
-    """A command started with subprocess.Popen in a new session."""
+class PopenLaunched(LaunchedBase):
+    """A command started with subprocess.Popen in a new session (its pid is its group's)."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(proc.pid)
         self.proc = proc
-        self.pid = proc.pid
-        self.notices: list[str] = []
 
-    def reap(self) -> int:
+    def _wait(self) -> int:
         return self.proc.wait()
-
-    def terminate(self, sig: int) -> None:
-        signal_group(self.pid, sig)
-
-    def close(self) -> None:
-        pass
 
 
 class NoSandbox:
