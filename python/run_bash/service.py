@@ -16,6 +16,7 @@ from typing import Any
 from run_bash.audit import AuditLog
 from run_bash.config import parse_config
 from run_bash.errors import ConfigError, RunBashError, UsageError
+from run_bash.results import Wire, plain
 from run_bash.sandbox.base import get_backend
 from run_bash.sessions import SessionManager, check_cmd
 
@@ -49,8 +50,9 @@ class Service:
         cfg = self.config.audit
         self.audit = AuditLog(self.environ.get("RUN_BASH_AUDIT"), cfg.max_bytes, cfg.enabled)
 
-    def emit(self, name: str, payload: dict[str, Any]) -> None:
-        """Forward an event to Lua; finished runs also go to the audit log."""
+    def emit(self, name: str, event: Wire | dict[str, Any]) -> None:
+        """Forward an event to Lua as plain data; finished runs also go to the audit log."""
+        payload = event.to_wire() if isinstance(event, Wire) else event
         status = payload.get("status")
         finished = (name == "result" and status != "running") or name == "exited"
         if finished and status not in ("rejected", "cancelled"):  # those never ran: no run line
@@ -139,7 +141,11 @@ class Service:
         }
         if approved:
             unsandboxed_ok = bool(spec.get("unsandboxed_ok"))
-            return self.mgr.start(cmd, unsandboxed_ok=unsandboxed_ok, defer=True, **kwargs).info()
+            return (
+                self.mgr.start(cmd, unsandboxed_ok=unsandboxed_ok, defer=True, **kwargs)
+                .info()
+                .to_wire()
+            )
         verdict = self.check(cmd, {"skip_sandbox": skip})
         held = (
             bool(spec.get("ask"))
@@ -159,7 +165,7 @@ class Service:
                     "session_id": s.id,
                 }
             )
-            return s.info()
+            return s.info().to_wire()
         s = self.mgr.start(cmd, hold=True, **kwargs)
         self.emit(
             "approve",
@@ -171,7 +177,7 @@ class Service:
                 "ask": bool(spec.get("ask")),
             },
         )
-        return s.info()
+        return s.info().to_wire()
 
     def decide(self, sid: object, decision: object, reason: object = None) -> bool:
         """The user's answer for a held run: "accept" / "always" / "auto" start it, "reject" and
@@ -186,20 +192,20 @@ class Service:
     def kill(self, sid: object, token: object = None) -> dict[str, Any]:
         """Start killing a session; the outcome arrives as a ``reply`` event with ``token``."""
         session = self.mgr._get(sid)
-        info = session.info()
+        info = session.info().to_wire()
         self.loop.create_task(self._reply(token, self.mgr.kill(session.id)))
         return info
 
     def kill_all(self, token: object = None) -> dict[str, Any]:
         """Start killing every running session."""
-        running = [s.info() for s in self.mgr.sessions.values() if s.running]
+        running = [s.id for s in self.mgr.sessions.values() if s.running]
         self.loop.create_task(self._reply(token, self.mgr.kill_all()))
         return {"count": len(running)}
 
     async def _reply(self, token: object, coro: Any) -> None:
         try:
             result = await coro
-            payload: dict[str, Any] = {"token": token, "result": result}
+            payload: dict[str, Any] = {"token": token, "result": plain(result)}
         except RunBashError as err:
             payload = {"token": token, "error": str(err)}
         except Exception as err:  # reported, never raised into the loop
@@ -208,14 +214,14 @@ class Service:
         self.emit("reply", payload)
 
     def sessions(self) -> list[dict[str, Any]]:
-        return self.mgr.list()
+        return [info.to_wire() for info in self.mgr.list()]
 
     def output(self, sid: object, opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
         opts = opts or {}
-        return self.mgr.output(sid, tail=opts.get("tail"))  # type: ignore[arg-type]
+        return self.mgr.output(sid, tail=opts.get("tail")).to_wire()  # type: ignore[arg-type]
 
     def watch(self, sid: object) -> dict[str, Any]:
-        return self.mgr.watch(sid)  # type: ignore[arg-type]
+        return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
 
     # -- health and policy ------------------------------------------------------------------------------
 

@@ -8,8 +8,10 @@ that is not a coroutine returns at once. API::
     result = await mgr.wait_result(s.id)   # fg: after exit; bg: after bg_after s or exit
     await mgr.kill(s.id); mgr.output(s.id, tail=50); mgr.list(); await mgr.shutdown()
 
-Events (``on_event(name, payload)``): ``started``, ``output`` (throttled, only for live sessions),
-``result`` (exactly once per run), ``exited`` (when a session that already reported ends).
+Results are the dataclasses of ``results.py`` (``to_wire()`` gives the plain data Lua receives).
+Events (``on_event(name, payload)``): ``started`` (SessionInfo), ``output`` (OutputChunk, throttled,
+only for live sessions), ``result`` (RunResult, exactly once per run), ``exited`` (SessionInfo, when
+a session that already reported ends).
 
 Completion is the exit of the command's root process, never pipe EOF. When the root exits, processes it
 left behind (``cmd &``, ``setsid``, double forks) are stopped: TERM, KILL after ``KILL_GRACE_S``; the
@@ -29,11 +31,13 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
 from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, tail_lines
+from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
 from run_bash.sandbox.policy import build_env
@@ -48,7 +52,7 @@ ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 log = logging.getLogger("run_bash")
 
-EventSink = Callable[[str, dict[str, Any]], None]
+EventSink = Callable[[str, Wire], None]
 
 
 def new_id(taken: Mapping[str, object]) -> str:
@@ -138,8 +142,8 @@ class Session:
         self.pipe_r = -1
         self.pidfd = -1
         self.result_sent = False
-        self.result: dict[str, Any] | None = None
-        self.result_future: asyncio.Future[dict[str, Any]] | None = None
+        self.result: RunResult | None = None
+        self.result_future: asyncio.Future[RunResult] | None = None
         self.done: asyncio.Event = asyncio.Event()
         self.timers: list[asyncio.TimerHandle] = []
         self.live_buf: list[str] = []
@@ -163,8 +167,8 @@ class Session:
         end = self.ended_mono if self.ended_mono is not None else time.monotonic()
         return round(end - self.started_mono, 3)
 
-    def info(self) -> dict[str, Any]:
-        """A msgpack-safe summary for lists and completion."""
+    def fields(self) -> dict[str, Any]:
+        """The ``SessionInfo`` fields of this session now."""
         return {
             "id": self.id,
             "cmd": self.cmd,
@@ -183,8 +187,12 @@ class Session:
             "killed": self.killed,
             "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
-            "notices": list(self.notices),
+            "notices": tuple(self.notices),
         }
+
+    def info(self) -> SessionInfo:
+        """The summary for lists, completion and events."""
+        return SessionInfo(**self.fields())
 
 
 class SessionManager:
@@ -468,24 +476,21 @@ class SessionManager:
             if 0 <= nl < len(data) - 1 and len(data) - nl < 4096:
                 data, s.live_pending = data[: nl + 1], data[nl + 1 :]
         text = clean_text(data, self.config.output.max_line_chars)
-        self.on_event("output", {"id": s.id, "data": text})
+        self.on_event("output", OutputChunk(s.id, text))
         if s.live_pending and s.live_timer is None:
             interval = self.config.output.live_interval_ms / 1000
             s.live_timer = self.loop.call_later(interval, self._flush_live, s)
 
-    def watch(self, sid: str) -> dict[str, Any]:
+    def watch(self, sid: str) -> LiveStart:
         """Turn on live output events for a session; return what was printed so far (bounded)."""
         s = self._get(sid)
         s.live = True
         if s.capture is None:
-            return {**s.info(), "data": ""}
+            return LiveStart(**s.fields())
         # Output still queued for a live event is left out: the event will bring it.
         end = min(s.capture.written, s.capture.total - len(s.live_pending))
         data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES, end)
-        return {
-            **s.info(),
-            "data": clean_text(data, self.config.output.max_line_chars),
-        }
+        return LiveStart(**s.fields(), data=clean_text(data, self.config.output.max_line_chars))
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
 
@@ -610,21 +615,21 @@ class SessionManager:
                 s.launched.terminate(signal.SIGKILL)
             s.tracker.signal(signal.SIGKILL)
 
-    async def kill(self, sid: str) -> dict[str, Any]:
+    async def kill(self, sid: str) -> RunResult:
         """Kill a session's whole tree; wait for it to end and return its result."""
         s = self._get(sid)
         if s.status == "awaiting_approval":  # killing a run the user has not decided on yet
             self.refuse(s.id, "cancel")
-            return {**(s.result or self._result(s)), "already_ended": True}
+            return replace(s.result or self._result(s), already_ended=True)
         if not s.running:
-            return {**self._result(s), "already_ended": True}
+            return replace(self._result(s), already_ended=True)
         s.killed = True
         if s.launched is not None:
             self._terminate(s)
         await s.done.wait()
         return self._result(s)
 
-    async def kill_all(self) -> list[dict[str, Any]]:
+    async def kill_all(self) -> list[RunResult]:
         """Kill every running session."""
         for s in list(self.sessions.values()):
             if s.status == "awaiting_approval":
@@ -641,18 +646,18 @@ class SessionManager:
             raise SessionError(f"unknown session id {sid!r} ({hint})")
         return self.sessions[sid]
 
-    def _result(self, s: Session) -> dict[str, Any]:
+    def _result(self, s: Session) -> RunResult:
         if s.capture is None:  # never started
-            return {**s.info(), "error": s.error or "not started", "output": "", "notices": []}
+            fields = {**s.fields(), "notices": ()}
+            return RunResult(**fields, error=s.error or "not started")
         out_cfg = self.config.output
-        return {
-            **s.info(),
-            "output": s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars),
-            "truncated": s.capture.total > out_cfg.max_chars or s.capture.capped,
-            "file_capped": s.capture.capped,
-            "leftovers": s.leftovers,
-            "notices": list(s.notices),
-        }
+        return RunResult(
+            **s.fields(),
+            output=s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars),
+            truncated=s.capture.total > out_cfg.max_chars or s.capture.capped,
+            file_capped=s.capture.capped,
+            leftovers=s.leftovers,
+        )
 
     def _send_result(self, s: Session) -> None:
         if s.result_sent:
@@ -667,19 +672,17 @@ class SessionManager:
             s.result_future.set_result(s.result)
         self.on_event("result", s.result)
 
-    async def wait_result(self, sid: str) -> dict[str, Any]:
+    async def wait_result(self, sid: str) -> RunResult:
         """The run's result: after exit (foreground) or after ``bg_after`` / exit (background)."""
         s = self._get(sid)
         assert s.result_future is not None
         return await asyncio.shield(s.result_future)
 
-    def output(
-        self, sid: str, tail: object = None, max_bytes: int = READ_PAGE_BYTES
-    ) -> dict[str, Any]:
+    def output(self, sid: str, tail: object = None, max_bytes: int = READ_PAGE_BYTES) -> OutputPage:
         """New output since the last read (bounded), or the last ``tail`` lines."""
         s = self._get(sid)
         if s.capture is None:
-            return {**s.info(), "output": "", "unread_bytes": 0}
+            return OutputPage(**s.fields())
         if s.pipe_r >= 0:
             self._on_readable(s)  # include what is already in the pipe
         max_line = self.config.output.max_line_chars
@@ -689,15 +692,15 @@ class SessionManager:
                 raise UsageError(f"tail should be a positive number of lines, not {tail!r}")
             data, size = tail_lines(s.capture.path, tail, min(max_bytes, max_chars))
             s.read_offset = max(s.read_offset, size)
-            return {**s.info(), "output": clean_text(data, max_line), "unread_bytes": 0}
+            return OutputPage(**s.fields(), output=clean_text(data, max_line))
         # A page is at most max_chars bytes, so cleaning never has to drop any of it: what is
         # not returned now stays unread for the next call.
         data, s.read_offset, left = read_since(
             s.capture.path, s.read_offset, min(max_bytes, max_chars)
         )
-        return {**s.info(), "output": clean_text(data, max_line), "unread_bytes": left}
+        return OutputPage(**s.fields(), output=clean_text(data, max_line), unread_bytes=left)
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> list[SessionInfo]:
         """Every session, oldest first."""
         return [s.info() for s in sorted(self.sessions.values(), key=lambda x: x.started_mono)]
 

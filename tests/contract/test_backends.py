@@ -70,43 +70,43 @@ async def run(m, cmd, **kw):
 
 async def test_runs_and_captures_stdout_and_stderr_in_order(mgr):
     r = await run(mgr, "echo out; echo err >&2; echo out2")
-    assert r["status"] == "exited"
-    assert r["exit_code"] == 0
-    assert r["output"] == "out\nerr\nout2\n"
-    assert r["sandboxed"] is (mgr.backend_name != "none")
+    assert r.status == "exited"
+    assert r.exit_code == 0
+    assert r.output == "out\nerr\nout2\n"
+    assert r.sandboxed is (mgr.backend_name != "none")
 
 
 @pytest.mark.parametrize("code", [1, 3, 42, 255])
 async def test_exit_codes(mgr, code):
     r = await run(mgr, f"exit {code}")
-    assert r["exit_code"] == code
+    assert r.exit_code == code
 
 
 async def test_killed_by_signal(mgr):
     r = await run(mgr, "kill -9 $$")
-    assert r["exit_code"] in (137, -9) or r.get("signal") == 9
+    assert r.exit_code in (137, -9) or r.get("signal") == 9
 
 
 async def test_stdin_is_empty(mgr):
     r = await run(mgr, "cat; echo done")
-    assert r["output"] == "done\n"
+    assert r.output == "done\n"
 
 
 async def test_cwd_and_session_tag(mgr):
     r = await run(mgr, "pwd; echo $RUN_BASH_SESSION")
-    lines = r["output"].splitlines()
+    lines = r.output.splitlines()
     assert lines[0] == mgr.project
     assert len(lines[1]) >= 4
 
 
 async def test_private_tmpdir(mgr):
     r = await run(mgr, 'echo x > "$TMPDIR/f" && cat "$TMPDIR/f"')
-    assert r["output"] == "x\n"
+    assert r.output == "x\n"
 
 
 async def test_large_output(mgr):
     r = await run(mgr, "seq 1 100000")
-    assert "100000" in r["output"]
+    assert "100000" in r.output
 
 
 async def test_timeout_kills_the_whole_tree(mgr):
@@ -117,46 +117,46 @@ async def test_timeout_kills_the_whole_tree(mgr):
     t0 = time.monotonic()
     r = await asyncio.wait_for(mgr.wait_result(s.id), 15)
     assert time.monotonic() - t0 < 8
-    assert r["status"] == "timed_out"
-    assert r["output"].startswith("up")
+    assert r.status == "timed_out"
+    assert r.output.startswith("up")
     wait_for(lambda: not alive(pids), 8)
 
 
 async def test_timeout_kills_term_ignoring_command(mgr):
     s = start(mgr, "trap '' TERM; echo ready; while :; do sleep 0.1; done", timeout=1)
     r = await asyncio.wait_for(mgr.wait_result(s.id), 15)
-    assert r["status"] == "timed_out"
-    assert r["output"].startswith("ready")
+    assert r.status == "timed_out"
+    assert r.output.startswith("ready")
 
 
 async def test_leftover_background_jobs_are_stopped(mgr):
     t0 = time.monotonic()
     r = await run(mgr, "sleep 300 & echo started")
     assert time.monotonic() - t0 < 6
-    assert r["output"] == "started\n"
+    assert r.output == "started\n"
 
 
 async def test_background_session_then_kill(mgr):
     s = start(mgr, "echo first; sleep 0.2; echo second; sleep 300", bg_after=1)
     r = await asyncio.wait_for(mgr.wait_result(s.id), 10)
-    assert r["status"] == "running"
-    assert r["output"] == "first\nsecond\n"
+    assert r.status == "running"
+    assert r.output == "first\nsecond\n"
     pids = list(s.tracker.members())
     k = await mgr.kill(s.id)
-    assert k["status"] == "killed"
+    assert k.status == "killed"
     wait_for(lambda: not alive(pids), 8)
 
 
 async def test_background_early_exit(mgr):
     r = await run(mgr, "echo quick; exit 4", bg_after=30)
-    assert r["status"] == "exited"
-    assert r["exit_code"] == 4
+    assert r.status == "exited"
+    assert r.exit_code == 4
 
 
 async def test_many_runs_in_a_row(mgr):
     for i in range(10):
         r = await run(mgr, f"echo {i}")
-        assert r["output"] == f"{i}\n"
+        assert r.output == f"{i}\n"
 
 
 async def test_sandbox_failure_is_a_clear_error_not_an_unconfined_run(tmp_path, backend_name):
@@ -259,7 +259,7 @@ async def test_protected_file_change_is_reported_in_the_result(mgr):
     r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
     assert config.read_bytes() == before
     if mgr.backend_name == "sandlock":  # detect-and-restore: reported to user and agent
-        assert any(".git/config" in n for n in r["notices"]), r["notices"]
+        assert any(".git/config" in n for n in r.notices), r.notices
 
 
 async def test_protected_file_restore_of_a_background_session_is_reported(mgr):
@@ -273,13 +273,13 @@ async def test_protected_file_restore_of_a_background_session_is_reported(mgr):
     before = config.read_bytes()
     s = start(mgr, "sleep 1; echo 'fsmonitor = evil' >> .git/config; sleep 3", bg_after=0.3)
     first = await asyncio.wait_for(mgr.wait_result(s.id), 30)
-    assert first["status"] == "running" and first["notices"] == []
+    assert first.status == "running" and first.notices == ()
     await asyncio.wait_for(s.done.wait(), 30)
     assert config.read_bytes() == before
-    exited = [p for n, p in events if n == "exited" and p["id"] == s.id]
-    assert exited and any(".git/config" in n for n in exited[0]["notices"])
-    assert any(".git/config" in n for n in mgr.output(s.id)["notices"])
-    assert any(".git/config" in n for n in mgr.list()[0]["notices"])
+    exited = [p for n, p in events if n == "exited" and p.id == s.id]
+    assert exited and any(".git/config" in n for n in exited[0].notices)
+    assert any(".git/config" in n for n in mgr.output(s.id).notices)
+    assert any(".git/config" in n for n in mgr.list()[0].notices)
 
 
 @pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.name)

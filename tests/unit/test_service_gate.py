@@ -38,7 +38,7 @@ def asked(svc, sid):
 
 
 async def result_of(svc, sid):
-    return await asyncio.wait_for(svc.mgr.wait_result(sid), 20)
+    return (await asyncio.wait_for(svc.mgr.wait_result(sid), 20)).to_wire()
 
 
 async def test_a_command_needing_approval_is_held_until_accepted(svc, tmp_path):
@@ -89,7 +89,7 @@ async def test_a_late_or_unknown_decision_is_ignored(svc, tmp_path):
 
 async def test_kill_of_a_held_run_cancels_it(svc):
     info = svc.run({"cmd": "echo never"})
-    r = await svc.mgr.kill(info["id"])
+    r = (await svc.mgr.kill(info["id"])).to_wire()
     assert r["status"] == "cancelled" and r["already_ended"] is True
     assert svc.decide(info["id"], "accept") is False
 

@@ -43,37 +43,37 @@ async def run(m, cmd, **kw):
 
 async def test_success_and_output(mgr):
     r = await run(mgr, "echo out; echo err >&2")
-    assert r["status"] == "exited"
-    assert r["exit_code"] == 0
-    assert r["output"] == "out\nerr\n"
-    assert r["sandboxed"] is False
+    assert r.status == "exited"
+    assert r.exit_code == 0
+    assert r.output == "out\nerr\n"
+    assert r.sandboxed is False
 
 
 @pytest.mark.parametrize("code", [1, 2, 42, 255])
 async def test_exit_codes(mgr, code):
     r = await run(mgr, f"exit {code}")
-    assert r["exit_code"] == code
+    assert r.exit_code == code
 
 
 async def test_signal_is_reported(mgr):
     r = await run(mgr, "kill -9 $$")
-    assert r["signal"] == 9
-    assert r["exit_code"] == 137
+    assert r.signal == 9
+    assert r.exit_code == 137
 
 
 async def test_stdout_and_stderr_interleave_in_time_order(mgr):
     r = await run(mgr, "for i in 1 2 3; do echo o$i; echo e$i >&2; done")
-    assert r["output"] == "o1\ne1\no2\ne2\no3\ne3\n"
+    assert r.output == "o1\ne1\no2\ne2\no3\ne3\n"
 
 
 async def test_stdin_is_dev_null(mgr):
     r = await run(mgr, "cat; echo done; readlink /proc/self/fd/0")
-    assert r["output"].startswith("done\n/dev/null")
+    assert r.output.startswith("done\n/dev/null")
 
 
 async def test_anti_hang_environment(mgr):
     r = await run(mgr, "echo $GIT_TERMINAL_PROMPT $GIT_EDITOR $PAGER $GIT_PAGER $TERM")
-    assert r["output"] == "0 true cat cat dumb\n"
+    assert r.output == "0 true cat cat dumb\n"
 
 
 async def test_timeout_kills_tree_including_setsid_and_double_fork(mgr):
@@ -84,18 +84,18 @@ async def test_timeout_kills_tree_including_setsid_and_double_fork(mgr):
     t0 = time.monotonic()
     r = await asyncio.wait_for(mgr.wait_result(s.id), 10)
     assert time.monotonic() - t0 < 5
-    assert r["status"] == "timed_out"
-    assert r["timed_out"] is True
-    assert r["exit_code"] == 124
-    assert r["output"] == "up\n"
+    assert r.status == "timed_out"
+    assert r.timed_out is True
+    assert r.exit_code == 124
+    assert r.output == "up\n"
     wait_for(lambda: not alive(pids), 5)
 
 
 async def test_timeout_kills_process_ignoring_term(mgr):
     s = start(mgr, "trap '' TERM; echo ready; while :; do sleep 0.1; done", timeout=1)
     r = await asyncio.wait_for(mgr.wait_result(s.id), 10)
-    assert r["status"] == "timed_out"
-    assert r["output"].startswith("ready")
+    assert r.status == "timed_out"
+    assert r.output.startswith("ready")
 
 
 async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
@@ -103,8 +103,8 @@ async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
     s = start(mgr, "sleep 300 & echo started")
     r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
     assert time.monotonic() - t0 < 3
-    assert r["output"] == "started\n"
-    assert r["leftovers"] == 1
+    assert r.output == "started\n"
+    assert r.leftovers == 1
     seen = [pid for pid in s.tracker.known if pid != s.launched.pid]
     assert seen
     assert not alive(seen)
@@ -112,21 +112,21 @@ async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
 
 async def test_server_that_never_closes_stdout_does_not_hang(mgr):
     r = await run(mgr, "(exec 1>&-; sleep 300) & (while :; do sleep 1; done) > /dev/null & echo ok")
-    assert r["output"] == "ok\n"
+    assert r.output == "ok\n"
 
 
 async def test_background_session_partial_output_then_kill(mgr):
     s = start(mgr, "echo first; sleep 0.2; echo second; sleep 300", bg_after=1)
     r = await asyncio.wait_for(mgr.wait_result(s.id), 5)
-    assert r["status"] == "running"
-    assert r["background"] is True
-    assert r["output"] == "first\nsecond\n"
-    assert r["output_file"].endswith(f"{s.id}.log")
+    assert r.status == "running"
+    assert r.background is True
+    assert r.output == "first\nsecond\n"
+    assert r.output_file.endswith(f"{s.id}.log")
     k = await mgr.kill(s.id)
-    assert k["status"] == "killed"
+    assert k.status == "killed"
     again = await mgr.kill(s.id)
-    assert again["already_ended"] is True
-    assert again["status"] == "killed"
+    assert again.already_ended is True
+    assert again.status == "killed"
     assert "exited" in [n for n, _ in mgr.events]
 
 
@@ -134,18 +134,18 @@ async def test_background_early_exit_returns_early(mgr):
     t0 = time.monotonic()
     r = await run(mgr, "echo quick; exit 3", bg_after=30)
     assert time.monotonic() - t0 < 5
-    assert r["status"] == "exited"
-    assert r["exit_code"] == 3
+    assert r.status == "exited"
+    assert r.exit_code == 3
 
 
 async def test_output_since_last_read_and_tail(mgr):
     s = start(mgr, "echo a; sleep 0.3; echo b; echo c; sleep 300", bg_after=0.1)
     r = await mgr.wait_result(s.id)
-    assert r["output"] == "a\n"
+    assert r.output == "a\n"
     await asyncio.sleep(0.6)
-    assert mgr.output(s.id)["output"] == "b\nc\n"
-    assert mgr.output(s.id)["output"] == ""
-    assert mgr.output(s.id, tail=1)["output"] == "c\n"
+    assert mgr.output(s.id).output == "b\nc\n"
+    assert mgr.output(s.id).output == ""
+    assert mgr.output(s.id, tail=1).output == "c\n"
     with pytest.raises(UsageError):
         mgr.output(s.id, tail=0)
     await mgr.kill(s.id)
@@ -164,32 +164,32 @@ async def test_paged_output_loses_nothing(mgr):
     pages = []
     while True:
         page = mgr.output(s.id)
-        if not page["output"]:
+        if not page.output:
             break
         pages.append(page)
-        assert len(page["output"]) <= mgr.config.output.max_chars
-    text = "".join(p["output"] for p in pages)
+        assert len(page.output) <= mgr.config.output.max_chars
+    text = "".join(p.output for p in pages)
     lines = text.split("\n")
     assert lines[:20000] == [str(i) for i in range(1, 20001)]
     assert lines[20000:] == ["é" * 900] * 50 + [""]
-    assert pages[-1]["unread_bytes"] == 0 and len(pages) > 3
+    assert pages[-1].unread_bytes == 0 and len(pages) > 3
     await mgr.kill(s.id)
 
 
 async def test_finished_session_keeps_its_text_not_its_buffers(mgr):
     r = await run(mgr, "seq 1 200000")
-    s = mgr.sessions[r["id"]]
+    s = mgr.sessions[r.id]
     assert len(s.capture.head) == 0 and len(s.capture.tail) == 0
-    assert r["output"].startswith("1\n2\n") and r["output"].endswith("199999\n200000\n")
-    assert (await mgr.kill(r["id"]))["output"] == r["output"]
+    assert r.output.startswith("1\n2\n") and r.output.endswith("199999\n200000\n")
+    assert (await mgr.kill(r.id)).output == r.output
 
 
 async def test_kill_of_exited_session_keeps_output(mgr):
     r = await run(mgr, "echo kept; exit 5")
-    k = await mgr.kill(r["id"])
-    assert k["already_ended"] is True
-    assert k["exit_code"] == 5
-    assert k["output"] == "kept\n"
+    k = await mgr.kill(r.id)
+    assert k.already_ended is True
+    assert k.exit_code == 5
+    assert k.output == "kept\n"
 
 
 async def test_unknown_session(mgr):
@@ -201,13 +201,13 @@ async def test_unknown_session(mgr):
 
 async def test_output_file_and_dir_permissions(mgr):
     r = await run(mgr, "echo secret")
-    assert stat.S_IMODE(os.stat(r["output_file"]).st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(os.path.dirname(r["output_file"])).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(r.output_file).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(r.output_file)).st_mode) == 0o700
 
 
 async def test_private_tmpdir_is_removed_after_the_run(mgr):
     r = await run(mgr, 'echo "$TMPDIR"; touch "$TMPDIR/x"')
-    tmp = r["output"].strip()
+    tmp = r.output.strip()
     assert tmp.startswith(mgr.state_dir)
     assert not os.path.exists(tmp)
 
@@ -219,32 +219,32 @@ async def test_file_cap_drops_output_with_marker_and_command_continues(tmp_path)
     try:
         s = m.start("head -c 50000 /dev/zero | tr '\\0' x; echo; echo END", unsandboxed_ok=True)
         r = await m.wait_result(s.id)
-        assert r["exit_code"] == 0
-        assert r["file_capped"] is True
-        data = Path(r["output_file"]).read_bytes()
+        assert r.exit_code == 0
+        assert r.file_capped is True
+        data = Path(r.output_file).read_bytes()
         assert data.startswith(b"x" * 10000)
         assert b"reached its cap of 10000 bytes" in data
-        assert r["output_bytes"] == 50005  # 50000 x, "\\n", "END\\n"
-        assert r["output"].rstrip().endswith("END")  # memory tail still sees the end
+        assert r.output_bytes == 50005  # 50000 x, "\\n", "END\\n"
+        assert r.output.rstrip().endswith("END")  # memory tail still sees the end
     finally:
         await m.shutdown()
 
 
 async def test_agent_output_is_capped_head_and_tail(mgr):
     r = await run(mgr, "seq 1 100000")
-    out = r["output"]
+    out = r.output
     assert len(out) <= 30000
     assert out.startswith("1\n2\n")
     assert out.rstrip().endswith("100000")
-    assert "characters cut" in out and r["output_file"] in out
-    assert r["truncated"] is True
+    assert "characters cut" in out and r.output_file in out
+    assert r.truncated is True
 
 
 async def test_non_utf8_and_control_sequences_are_cleaned(mgr):
     r = await run(
         mgr, r"printf '\xff\xfe ok \033[31mred\033[0m \033]0;title\007x\n10%%\r50%%\r100%%\n'"
     )
-    assert r["output"] == "\ufffd\ufffd ok red x\n100%\n"
+    assert r.output == "\ufffd\ufffd ok red x\n100%\n"
 
 
 @pytest.mark.parametrize(
@@ -279,7 +279,7 @@ async def test_unsandboxed_run_requires_explicit_approval(mgr):
 async def test_hundred_runs_in_a_row(mgr):
     sessions = [start(mgr, f"echo {i}") for i in range(100)]
     results = await asyncio.gather(*(mgr.wait_result(s.id) for s in sessions))
-    assert [r["output"] for r in results] == [f"{i}\n" for i in range(100)]
+    assert [r.output for r in results] == [f"{i}\n" for i in range(100)]
     assert len({s.id for s in sessions}) == 100
 
 
@@ -299,7 +299,7 @@ async def test_background_session_limit(tmp_path):
 async def test_live_output_events_are_throttled_and_complete(mgr):
     s = start(mgr, "for i in $(seq 1 50); do echo line$i; sleep 0.01; done", live=True)
     await mgr.wait_result(s.id)
-    chunks = [p["data"] for n, p in mgr.events if n == "output" and p["id"] == s.id]
+    chunks = [p.data for n, p in mgr.events if n == "output" and p.id == s.id]
     assert "".join(chunks) == "".join(f"line{i}\n" for i in range(1, 51))
     assert len(chunks) < 25  # throttled: far fewer events than lines
 
@@ -338,14 +338,29 @@ async def test_deferred_start_returns_at_once_and_reports_spawn_failure(mgr):
     s = mgr.start("true", unsandboxed_ok=True, defer=True)
     assert s.id in mgr.sessions and s.status == "running"
     r = await asyncio.wait_for(mgr.wait_result(s.id), 5)
-    assert r["status"] == "failed"
-    assert r["error"] == "cannot build the sandbox: test"
-    assert [n for n, p in mgr.events if p.get("id") == s.id] == ["result"]
+    assert r.status == "failed"
+    assert r.error == "cannot build the sandbox: test"
+    assert [n for n, p in mgr.events if getattr(p, "id", None) == s.id] == ["result"]
     assert os.listdir(mgr.state_dir) == []
 
 
 async def test_kill_before_a_deferred_start_prevents_it(mgr):
     s = mgr.start("touch should-not-exist", unsandboxed_ok=True, defer=True, cwd=mgr.state_dir)
     r = await mgr.kill(s.id)
-    assert r["status"] == "failed" and "killed before it started" in r["error"]
+    assert r.status == "failed" and "killed before it started" in r.error
     assert not os.path.exists(os.path.join(mgr.state_dir, "should-not-exist"))
+
+
+async def test_results_are_dataclasses_with_one_plain_wire_form(mgr):
+    import json
+
+    import msgpack
+
+    r = await run(mgr, "echo hi")
+    wire = r.to_wire()
+    assert wire["output"] == "hi\n" and wire["notices"] == [] and wire["exit_code"] == 0
+    assert "error" not in wire  # unset optional fields are absent (Lua would see a truthy vim.NIL)
+    assert json.loads(json.dumps(wire)) == wire
+    assert msgpack.unpackb(msgpack.packb(wire)) == wire
+    info = mgr.list()[0].to_wire()
+    assert info["id"] == r.id and "output" not in info and set(info) < set(wire)
