@@ -1,30 +1,32 @@
 """Fixtures for the security suite: a fake HOME full of secrets, a git project, and a runner that
-drives one backend directly (spawn → read the pipe → reap → sweep), the way the runtime does.
+drives one backend through the product's own spawn path (a ``SessionManager``).
 
-Backends: ``RUN_BASH_TEST_BACKENDS`` (comma-separated; default: sandlock,bubblewrap); an unavailable
-one is skipped with its reason.
+Backends: ``RUN_BASH_TEST_BACKENDS`` (comma-separated; default: every confining backend); an
+unavailable one is skipped with its reason. When security tests were selected and not one of them
+ran under a confining backend, the session fails: a silent all-skip would prove nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-import select
 import subprocess
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from run_bash.config import parse_config
-from run_bash.sandbox import proc
-from run_bash.sandbox.base import CONFINING_BACKENDS, RunSpec, get_backend
-from run_bash.sandbox.policy import build_env, build_policy
+from run_bash.config import Config, parse_config
+from run_bash.results import RunResult
+from run_bash.sandbox.base import CONFINING_BACKENDS, get_backend
+from run_bash.sessions import Session, SessionManager
 
 SECRET = "S3CR3T-do-not-leak-8c1f"
+# Printed by the positive control of a test: the same command without the forbidden part.
+CONTROL = "CONTROL-OK"
 
 
 def selected_backends(default: tuple[str, ...] = CONFINING_BACKENDS) -> list[str]:
@@ -34,24 +36,36 @@ def selected_backends(default: tuple[str, ...] = CONFINING_BACKENDS) -> list[str
 
 
 _AVAIL: dict[str, Any] = {}
+# Confining backends that ran at least one security test in this session.
+RAN: set[str] = set()
 
 
-def backend_or_skip(name: str, config: dict[str, Any]) -> Any:
-    b = get_backend(name, config)
+def backend_or_skip(name: str, config: Config, counts: bool = True) -> None:
     if name not in _AVAIL:
-        _AVAIL[name] = b.availability()
+        _AVAIL[name] = get_backend(name, config).availability()
     avail = _AVAIL[name]
     if not avail.ok:
         pytest.skip(f"{name} unavailable: {avail.reason}")
-    return b
+    if counts:
+        RAN.add(name)
 
 
-@dataclass
-class Result:
-    status: int
-    output: str
-    notices: list[str] = field(default_factory=list)
-    pid: int = 0
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when security tests were selected but no confining backend ran them."""
+    uses_sandbox = [
+        item
+        for item in session.items
+        if "sbx" in getattr(item, "fixturenames", ()) and "tests/security" in item.nodeid
+    ]
+    if uses_sandbox and not RAN and exitstatus == pytest.ExitCode.OK:
+        reasons = "; ".join(f"{n}: {a.reason}" for n, a in _AVAIL.items()) or "none selected"
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(
+                f"run_bash: no confining backend ran the security suite ({reasons})", red=True
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @dataclass
@@ -107,6 +121,7 @@ def make_world(root: Path) -> World:
         NVIM="/tmp/fake-nvim.sock",
         SSH_AUTH_SOCK="/tmp/fake-agent.sock",
         DBUS_SESSION_BUS_ADDRESS="unix:path=/tmp/fake-bus",
+        RB_VISIBLE="visible-value",
     )
     git = {**env, "GIT_CONFIG_NOSYSTEM": "1"}
     run = lambda *a: subprocess.run(a, cwd=project, env=git, check=True, capture_output=True)  # noqa: E731
@@ -121,92 +136,92 @@ def make_world(root: Path) -> World:
 
 
 class Runner:
-    """Runs commands with one backend, as the runtime would."""
+    """Runs commands under one backend the way the host does: ``SessionManager.start`` and its
+    result. Each runner has its own event loop, run while a test waits for a result."""
 
     def __init__(self, name: str, world: World, config: dict[str, Any] | None = None) -> None:
         self.name = name
         self.world = world
         self.raw_config = config or {}
-        self.config = parse_config({"sandbox": {"backend": name}, **self.raw_config})
-        self.backend = backend_or_skip(name, self.config)
-        self.tmp_root = world.home.parent / "state"
-        self.tmp_root.mkdir(exist_ok=True, mode=0o700)
-        self.count = 0
+        raw = dict(self.raw_config)
+        raw["sandbox"] = {**raw.get("sandbox", {}), "backend": name}
+        self.config = parse_config(raw)
+        backend_or_skip(name, self.config, counts=name in CONFINING_BACKENDS)
+        self.loop = asyncio.new_event_loop()
+        root = world.home.parent
+        state = root / f"state-{len(list(root.glob('state-*')))}"
+        state.mkdir(mode=0o700)
+        self.mgr = SessionManager(
+            self.config, loop=self.loop, state_dir=str(state), environ=world.env
+        )
+        self.derived: list[Runner] = []
 
     def with_config(self, **raw: Any) -> Runner:
-        return Runner(self.name, self.world, raw)
+        runner = Runner(self.name, self.world, raw)
+        self.derived.append(runner)
+        return runner
 
-    def policy(self, cwd: Path | None = None, **kw: Any) -> Any:
-        return build_policy(self.config, str(cwd or self.world.project), env=self.world.env, **kw)
+    def unconfined(self) -> Runner:
+        """The same world through the ``none`` backend: a positive control showing that a
+        command the sandbox stops does work without it."""
+        runner = Runner("none", self.world)
+        self.derived.append(runner)
+        return runner
 
-    def start(self, cmd: str, cwd: Path | None = None, **kw: Any) -> tuple[Any, int, Any]:
-        self.count += 1
-        sid = f"t{os.getpid()}x{self.count}"
-        tmpdir = self.tmp_root / f"tmp-{sid}"
-        tmpdir.mkdir(mode=0o700)
-        env, _dropped = build_env(
-            self.config, tmpdir=str(tmpdir), session_id=sid, base_env=self.world.env
-        )
-        r, w = os.pipe2(os.O_CLOEXEC)
-        spec = RunSpec(
-            cmd=cmd,
+    def start(
+        self, cmd: str, cwd: Path | None = None, timeout: float = 30.0, bg_after: float = 0
+    ) -> Session:
+        confined = self.name != "none"
+        s = self.mgr.start(
+            cmd,
             cwd=str(cwd or self.world.project),
-            env=env,
-            stdout_fd=w,
-            tmpdir=str(tmpdir),
-            session_id=sid,
-            policy=self.policy(cwd, **kw),
+            timeout=timeout,
+            bg_after=bg_after,
+            unsandboxed_ok=not confined,
         )
-        try:
-            launched = self.backend.spawn(spec)
-        finally:
-            os.close(w)
-        return launched, r, proc.Tracker(sid, launched.pid)
+        assert s.backend.name == self.name and s.backend.isolates is confined
+        return s
 
-    def finish(self, launched: Any, r: int, tracker: Any, timeout: float = 30.0) -> Result:
-        out = bytearray()
-        pidfd = os.pidfd_open(launched.pid)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    launched.terminate(9)
-                    tracker.signal(9)
-                    break
-                ready, _, _ = select.select([r, pidfd], [], [], min(left, 1.0))
-                if r in ready:
-                    chunk = os.read(r, 1 << 16)
-                    if chunk:
-                        out += chunk
-                        continue
-                    break
-                if pidfd in ready:
-                    break
-            status = launched.reap()
-            os.set_blocking(r, False)
-            end = time.monotonic() + 0.3
-            while time.monotonic() < end:
-                try:
-                    chunk = os.read(r, 1 << 16)
-                except BlockingIOError:
-                    time.sleep(0.02)
-                    continue
-                if not chunk:
-                    break
-                out += chunk
-            proc.sweep([tracker], grace_s=0.5)
-            launched.close()
-            return Result(
-                status, out.decode(errors="replace"), list(launched.notices), launched.pid
-            )
-        finally:
-            os.close(pidfd)
-            os.close(r)
+    def wait(self, s: Session, timeout: float = 60.0) -> RunResult:
+        """The result once the session has ended (a background one too)."""
 
-    def run(self, cmd: str, cwd: Path | None = None, timeout: float = 30.0, **kw: Any) -> Result:
-        launched, r, tracker = self.start(cmd, cwd, **kw)
-        return self.finish(launched, r, tracker, timeout)
+        async def ended() -> RunResult:
+            await s.done.wait()
+            return await self.mgr.wait_result(s.id) if s.result is None else s.result
+
+        result = self.loop.run_until_complete(asyncio.wait_for(ended(), timeout))
+        return self.mgr._result(s) if s.background else result
+
+    def first_result(self, s: Session, timeout: float = 60.0) -> RunResult:
+        """The first result: after ``bg_after`` for a background session."""
+        coro = asyncio.wait_for(self.mgr.wait_result(s.id), timeout)
+        return self.loop.run_until_complete(coro)
+
+    def wait_output(self, s: Session, text: str, timeout: float = 15.0) -> str:
+        """Run the loop until the session has printed ``text``; return what it printed."""
+
+        async def seen() -> str:
+            out = ""
+            while text not in out:
+                out += self.mgr.output(s.id).output
+                if text not in out:
+                    await asyncio.sleep(0.02)
+            return out
+
+        return self.loop.run_until_complete(asyncio.wait_for(seen(), timeout))
+
+    def kill(self, s: Session) -> RunResult:
+        return self.loop.run_until_complete(asyncio.wait_for(self.mgr.kill(s.id), 30))
+
+    def run(self, cmd: str, cwd: Path | None = None, timeout: float = 30.0) -> RunResult:
+        return self.wait(self.start(cmd, cwd, timeout=timeout), timeout + 30)
+
+    def close(self) -> None:
+        for runner in self.derived:
+            runner.close()
+        self.loop.run_until_complete(self.mgr.shutdown())
+        self.loop.run_until_complete(self.loop.shutdown_default_executor())
+        self.loop.close()
 
 
 @pytest.fixture
@@ -216,7 +231,11 @@ def world(tmp_path: Path) -> World:
 
 @pytest.fixture(params=selected_backends())
 def sbx(request: pytest.FixtureRequest, world: World) -> Iterator[Runner]:
-    yield Runner(request.param, world)
+    runner = Runner(request.param, world)
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """One or more tests per item of design section 7 (1-10), for every confining backend.
 
 Each test asserts the outside effect (a file unchanged, a listener that saw nothing, a secret that is
-not in the output), not only an exit code.
+not in the output), not only an exit code, and has a positive control: the same command without the
+forbidden part (aimed at a path, port or file it may use) succeeds in the same test.
 """
 
 from __future__ import annotations
@@ -14,70 +15,118 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import SECRET, listening_tcp, listening_unix
+from tests.security.conftest import CONTROL, SECRET, listening_tcp, listening_unix
 
 # -- 1. Unix sockets under shared dirs (Neovim's RPC socket, tmux, ssh-agent) ---------------------
 
 
-def connect_unix(path: str) -> str:
+def connect_unix(path: str, name: str = "CONNECTED") -> str:
     return (
         "python3 - <<'EOF'\nimport socket\ns=socket.socket(socket.AF_UNIX)\n"
-        f"try:\n    s.connect({path!r}); print('CONNECTED')\n"
+        f"try:\n    s.connect({path!r}); print({name!r})\n"
         "except OSError as e:\n    print('refused', e.errno)\nEOF"
     )
 
 
-def test_1_nvim_socket_in_shared_tmp_is_unreachable(sbx):
+def control_socket(world):
+    """A listening socket in the project (the command may use it): the positive control."""
+    return listening_unix(str(world.project / "ctl.sock"))
+
+
+def test_1_nvim_socket_in_shared_tmp_is_unreachable(sbx, world):
     path = f"/tmp/rb-nvim-{uuid.uuid4().hex[:8]}.sock"
-    with listening_unix(path) as seen:
-        r = sbx.run(connect_unix(path) + f"; ls /tmp/ | grep -c {Path(path).name}")
+    with listening_unix(path) as seen, control_socket(world) as ctl_seen:
+        r = sbx.run(
+            connect_unix(path) + "\n" + connect_unix(str(world.project / "ctl.sock"), CONTROL)
+        )
     assert "CONNECTED" not in r.output
     assert seen == []
+    assert CONTROL in r.output and ctl_seen, r.output
 
 
 def test_1_socket_in_runtime_dir_is_unreachable(sbx, world):
     rt = world.home.parent / "runtime"
     rt.mkdir(mode=0o700)
     path = str(rt / "nvim.1.0")
-    with listening_unix(path) as seen:
-        r = sbx.run(connect_unix(path))
+    with listening_unix(path) as seen, control_socket(world) as ctl_seen:
+        r = sbx.run(
+            connect_unix(path) + "\n" + connect_unix(str(world.project / "ctl.sock"), CONTROL)
+        )
     assert "CONNECTED" not in r.output
     assert seen == []
+    assert CONTROL in r.output and ctl_seen, r.output
 
 
 def test_1_tmp_is_private(sbx):
     marker = f"/tmp/rb-shared-{uuid.uuid4().hex[:8]}"
     Path(marker).write_text("host")
     try:
-        r = sbx.run(f"cat {marker}; echo inside > {marker}; echo rc=$?; echo ok > $TMPDIR/f")
+        r = sbx.run(
+            f"cat {marker}; echo inside > {marker}; echo rc=$?; "
+            f"echo {CONTROL} > $TMPDIR/f && cat $TMPDIR/f"
+        )
         assert "host" not in r.output
         assert Path(marker).read_text() == "host"
+        assert CONTROL in r.output, r.output  # the private temp dir works
     finally:
         os.unlink(marker)
 
 
 # -- 2. Files that run later outside the sandbox -------------------------------------------------
 
+# attack -> (the attack, the same operation on a path the command may change). The control runs
+# first in the same command and must print CONTROL.
 PROTECTED_ATTACKS = {
-    "append_git_config": "printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> .git/config",
-    "hook_overwrite": "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
-    "hook_new": "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout",
-    "git_config_cmd": "git config core.fsmonitor 'touch /tmp/pwned'",
-    "envrc_new": "echo 'touch /tmp/pwned' > .envrc",
-    "nvim_lua_new": "echo 'os.execute(\"touch /tmp/pwned\")' > .nvim.lua",
-    "exrc_new": "echo '!touch /tmp/pwned' > .exrc",
-    "lazy_lua_new": "echo 'return {}' > .lazy.lua",
-    "gitmodules_new": "printf '[submodule \"x\"]\\n' > .gitmodules",
-    "rename_into": "echo evil > x && mv x .envrc",
-    "hardlink_config": "ln .git/config hl && echo evil >> hl",
-    "symlink_config": "ln -s .git/config sl && echo evil >> sl",
-    "rename_git_dir": "mv .git .g && echo evil >> .g/config && mv .g .git",
-    "replace_git_dir": "mv .git .g && mkdir .git && echo evil > .git/config",
-    "git_file_redirect": "mv .git .g && echo 'gitdir: .g' > .git",
-    "cd_relative": "cd .git && echo evil >> config",
-    "rm_hooks": "rm -rf .git/hooks",
-    "python_dirfd": "python3 -c \"import os;d=os.open('.git',os.O_RDONLY);"
-    "f=os.open('config',os.O_WRONLY|os.O_APPEND,dir_fd=d);os.write(f,b'evil')\"",
+    "append_git_config": (
+        "printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> .git/config",
+        "printf '[core]\\n' >> .git/description",
+    ),
+    "hook_overwrite": (
+        "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+        "echo 'x' > .git/info/pre-commit",
+    ),
+    "hook_new": (
+        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout",
+        "printf '#!/bin/sh\\n' > .git/info/post-checkout",
+    ),
+    "git_config_cmd": (
+        "git config core.fsmonitor 'touch /tmp/pwned'",
+        "git config -f notes.cfg core.fsmonitor x",
+    ),
+    "envrc_new": ("echo 'touch /tmp/pwned' > .envrc", "echo x > envrc.txt"),
+    "nvim_lua_new": ("echo 'os.execute(\"touch /tmp/pwned\")' > .nvim.lua", "echo x > nvim.lua"),
+    "exrc_new": ("echo '!touch /tmp/pwned' > .exrc", "echo x > exrc.txt"),
+    "lazy_lua_new": ("echo 'return {}' > .lazy.lua", "echo 'return {}' > lazy.lua"),
+    "gitmodules_new": ("printf '[submodule \"x\"]\\n' > .gitmodules", "printf 'x\\n' > modules"),
+    "rename_into": ("echo evil > x && mv x .envrc", "echo ok > y && mv y envrc.txt"),
+    "hardlink_config": (
+        "ln .git/config hl && echo evil >> hl",
+        "ln README hl2 && echo ok >> hl2",
+    ),
+    "symlink_config": (
+        "ln -s .git/config sl && echo evil >> sl",
+        "ln -s .git/description sl2 && echo ok >> sl2",
+    ),
+    "rename_git_dir": (
+        "mv .git .g && echo evil >> .g/config && mv .g .git",
+        "mkdir d && mv d .d && echo ok >> .d/config && mv .d d",
+    ),
+    "replace_git_dir": (
+        "mv .git .g && mkdir .git && echo evil > .git/config",
+        "mkdir e && mv e .e && mkdir e && echo ok > e/config",
+    ),
+    "git_file_redirect": (
+        "mv .git .g && echo 'gitdir: .g' > .git",
+        "mkdir f && mv f .f && echo 'gitdir: .f' > f",
+    ),
+    "cd_relative": ("cd .git && echo evil >> config", "(cd .git && echo ok >> description)"),
+    "rm_hooks": ("rm -rf .git/hooks", "mkdir -p .git/info/x/y && rm -rf .git/info/x"),
+    "python_dirfd": (
+        "python3 -c \"import os;d=os.open('.git',os.O_RDONLY);"
+        "f=os.open('config',os.O_WRONLY|os.O_APPEND,dir_fd=d);os.write(f,b'evil')\"",
+        "python3 -c \"import os;d=os.open('.git',os.O_RDONLY);"
+        "f=os.open('description',os.O_WRONLY|os.O_APPEND,dir_fd=d);os.write(f,b'ok')\"",
+    ),
 }
 
 
@@ -95,32 +144,44 @@ def snapshot(project: Path) -> dict[str, bytes | None]:
 @pytest.mark.parametrize("attack", sorted(PROTECTED_ATTACKS))
 def test_2_protected_files_cannot_be_changed(sbx, world, attack):
     before = snapshot(world.project)
+    description = (world.project / ".git/description").read_bytes()
     ino = os.stat(world.project / ".git").st_ino
-    r = sbx.run(PROTECTED_ATTACKS[attack] + "; echo done")
+    evil, control = PROTECTED_ATTACKS[attack]
+    r = sbx.run(f"{control} && echo {CONTROL}; {evil}; echo done")
+    assert CONTROL in r.output, r.output  # the same operation on an unprotected path works
     after = snapshot(world.project)
     assert after == before, r
     assert os.stat(world.project / ".git").st_ino == ino
     assert not Path("/tmp/pwned").exists()
-    if sbx.name == "bubblewrap" and attack not in ("rename_into",) and attack.endswith("_new"):
-        pass  # new files: the guard stops the run (see doc); nothing to add
     # The original repository still works outside.
     assert (world.project / ".git/HEAD").is_file()
+    if "description" in control:
+        assert (world.project / ".git/description").read_bytes() != description
 
 
 def test_2_protected_in_background_session(sbx, world):
-    """A long-running command (as in a background session) is stopped when it tampers."""
+    """A long-running background session is stopped when it tampers; until then it ran (the
+    control) and its unprotected writes stay."""
     before = snapshot(world.project)
-    launched, r, tracker = sbx.start(
-        "sleep 0.5; echo evil >> .git/config; echo evil > .envrc; sleep 30; echo survived"
+    s = sbx.start(
+        f"echo ok > notes.txt && echo {CONTROL}; sleep 0.5; echo evil >> .git/config; "
+        "echo evil > .envrc; sleep 30; echo survived",
+        timeout=15,
+        bg_after=0.2,
     )
-    res = sbx.finish(launched, r, tracker, timeout=15)
+    first = sbx.first_result(s)
+    assert first.status == "running" and CONTROL in first.output, first
+    res = sbx.wait(s)
     assert snapshot(world.project) == before
     assert "survived" not in res.output
+    assert (world.project / "notes.txt").read_text() == "ok\n"
 
 
 def test_2_restore_is_reported_by_sandlock(sbx, world):
     if sbx.name != "sandlock":
         pytest.skip("bubblewrap mounts .git/config read-only: nothing to restore")
+    control = sbx.run("echo ok >> .git/description")
+    assert control.notices == (), control.notices  # an unprotected write reports nothing
     r = sbx.run("echo evil >> .git/config; sleep 5")
     assert any(".git/config" in n for n in r.notices), r.notices
     assert b"evil" not in (world.project / ".git/config").read_bytes()
@@ -142,13 +203,15 @@ def test_2_protected_in_subdirectory_project(sbx, world):
 def test_3_nvim_dirs_not_writable(sbx, world):
     cmd = (
         "mkdir -p ~/.cache/nvim/luac; echo evil > ~/.cache/nvim/luac/x; "
-        "echo evil >> ~/.config/nvim/init.lua; echo evil > ~/.local/share/nvim/site/x.lua; echo end"
+        "echo evil >> ~/.config/nvim/init.lua; echo evil > ~/.local/share/nvim/site/x.lua; "
+        f"echo ok > ~/.cache/pip/keep && echo {CONTROL}"
     )
     r = sbx.run(cmd)
     assert (world.home / ".cache/nvim/luac/x").read_text() == "cache\n"
     assert (world.home / ".config/nvim/init.lua").read_text() == "-- user config\n"
     assert (world.home / ".local/share/nvim/site/x.lua").read_text() == "-- data\n"
-    assert "end" in r.output
+    # Control: a named cache next to them is writable.
+    assert CONTROL in r.output and (world.home / ".cache/pip/keep").read_text() == "ok\n"
 
 
 def test_3_nvim_dirs_stay_read_only_under_a_broad_writable_rule(sbx, world):
@@ -185,18 +248,23 @@ def test_4_environment_is_an_allowlist(sbx):
 
 
 def test_4_secret_names_dropped_even_when_passed(sbx):
-    rb = sbx.with_config(sandbox={"env": {"pass": ["OPENAI_API_KEY", "GITHUB_*"]}})
+    rb = sbx.with_config(sandbox={"env": {"pass": ["OPENAI_API_KEY", "GITHUB_*", "RB_VISIBLE"]}})
     r = rb.run("env")
     assert SECRET not in r.output
+    assert "RB_VISIBLE=visible-value" in r.output  # control: a harmless name passes
 
 
 # -- 5. /proc/1/environ ---------------------------------------------------------------------------
 
 
 def test_5_pid1_environ_has_no_secrets(sbx):
-    r = sbx.run("cat /proc/1/environ | tr '\\0' '\\n'; cat /proc/$PPID/environ | tr '\\0' '\\n'")
+    r = sbx.run(
+        "cat /proc/1/environ | tr '\\0' '\\n'; cat /proc/$PPID/environ | tr '\\0' '\\n'; "
+        "cat /proc/self/environ | tr '\\0' '\\n' | grep -c RUN_BASH_SESSION="
+    )
     assert SECRET not in r.output
     assert "NVIM=" not in r.output
+    assert r.output.endswith("1\n"), r.output  # control: the same read of its own environment
 
 
 # -- 6. Capabilities and system secrets -----------------------------------------------------------
@@ -212,17 +280,23 @@ def test_6_no_capabilities(sbx):
 def test_6_mknod_and_mount_fail(sbx):
     r = sbx.run(
         "mknod $TMPDIR/mem c 1 1; echo mknod=$?; "
-        "mount -t tmpfs none $TMPDIR 2>&1; echo mount=$?; umount ~/.ssh 2>&1; cat ~/.ssh/id_rsa"
+        "mount -t tmpfs none $TMPDIR 2>&1; echo mount=$?; umount ~/.ssh 2>&1; cat ~/.ssh/id_rsa; "
+        "mknod $TMPDIR/fifo p; echo fifo=$?"
     )
     assert "mknod=0" not in r.output
     assert "mount=0" not in r.output
     assert SECRET not in r.output
+    assert "fifo=0" in r.output, r.output  # control: mknod of what needs no capability works
 
 
 def test_6_system_secrets_unreadable(sbx):
-    r = sbx.run("cat /etc/shadow /etc/gshadow /etc/sudoers 2>&1 | head -5; ls /etc/ssh 2>&1")
+    r = sbx.run(
+        "cat /etc/shadow /etc/gshadow /etc/sudoers 2>&1 | head -5; ls /etc/ssh 2>&1; "
+        "grep '^root:' /etc/passwd"
+    )
     for line in r.output.splitlines():
-        assert not re.match(r"^root:[^:]*:\d+:", line), r.output
+        assert not re.match(r"^root:[^:]*:\d+:\d*:\d*:", line), r.output
+    assert re.search(r"^root:x:0:0:", r.output, re.M), r.output  # control: /etc/passwd reads
 
 
 # -- 7. Inherited file descriptors -----------------------------------------------------------------
@@ -236,7 +310,8 @@ def test_7_inherited_fds_do_not_reach_the_command(sbx, world):
     high = os.dup2(fd, 77, inheritable=True)
     try:
         r = sbx.run(
-            f"cat <&{fd}; cat <&77; cat /proc/self/fd/{fd} /proc/self/fd/77; ls /proc/self/fd"
+            f"cat <&{fd}; cat <&77; cat /proc/self/fd/{fd} /proc/self/fd/77; ls /proc/self/fd; "
+            "exec 5<README && cat <&5"
         )
     finally:
         os.close(fd)
@@ -244,6 +319,7 @@ def test_7_inherited_fds_do_not_reach_the_command(sbx, world):
     assert SECRET not in r.output
     fds = [int(x) for x in r.output.split() if x.isdigit()]
     assert fds and max(fds) <= 3  # 0, 1, 2 and the fd `ls` opens for reading the directory
+    assert r.output.endswith("hello\n"), r.output  # control: reading an fd it opened works
 
 
 # -- 8. The host's stdout is never the command's ----------------------------------------------------
@@ -283,9 +359,10 @@ def test_8_host_stdio_not_inherited_and_restored(sbx):
 
 def test_9_file_size_limit(sbx, world):
     rb = sbx.with_config(sandbox={"limits": {"max_file_size": "1M"}})
-    r = rb.run("head -c 5000000 /dev/zero > big; ls -l big | awk '{print $5}'")
+    r = rb.run("head -c 500000 /dev/zero > small; head -c 5000000 /dev/zero > big")
     size = (world.project / "big").stat().st_size
     assert size <= 1024 * 1024, r.output
+    assert (world.project / "small").stat().st_size == 500000  # control: under the limit
 
 
 def test_9_process_limit(sbx):
@@ -299,51 +376,68 @@ def test_9_process_limit(sbx):
         '        time.sleep(20)\n        os._exit(0)\n    n += 1\nprint(n)\n"',
         timeout=40,
     )
-    count = int(r.output.strip().splitlines()[-1]) if r.output.strip() else 0
+    count = int(r.output.strip().splitlines()[-1])
     assert count <= 16, r.output
+    assert count >= 8, r.output  # control: forking works up to the limit
 
 
 def test_9_memory_limit(sbx):
     """sandlock counts the run's memory; bubblewrap limits each process (RLIMIT_DATA)."""
     rb = sbx.with_config(sandbox={"limits": {"max_memory": "200M"}})
-    r = rb.run("python3 -c \"b=bytearray(600*1024*1024); print('ALLOCATED', len(b))\"")
+    r = rb.run(
+        f"python3 -c \"b=bytearray(20*1024*1024); print('{CONTROL}', len(b))\"; "
+        "python3 -c \"b=bytearray(600*1024*1024); print('ALLOCATED', len(b))\""
+    )
     assert "ALLOCATED" not in r.output
+    assert CONTROL in r.output, r.output  # control: an allocation under the limit works
 
 
 # -- 10. Network -----------------------------------------------------------------------------------
 
 
-def tcp_client(port: int, host: str = "127.0.0.1") -> str:
+def tcp_client(port: int | str, host: str = "127.0.0.1", name: str = "CONNECTED") -> str:
     return (
         "python3 - <<'EOF'\nimport socket\n"
         f"try:\n    s=socket.create_connection(({host!r},{port}),timeout=3); s.send(b'hello');"
-        " print('CONNECTED')\n"
+        f" print({name!r})\n"
         "except OSError as e:\n    print('refused', e)\nEOF"
     )
 
 
+# The positive control of the network tests: the same client reaches a listener the command
+# started itself on loopback.
+LOOPBACK_CONTROL = (
+    "python3 - <<'EOF'\nimport socket\nl=socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1)\n"
+    "s=socket.create_connection(('127.0.0.1', l.getsockname()[1]), timeout=3); s.send(b'hello')\n"
+    f"print({CONTROL!r})\nEOF"
+)
+
+
 def test_10_other_local_service_unreachable(sbx):
     with listening_tcp() as (port, seen):
-        r = sbx.run(tcp_client(port) + "; " + tcp_client(port, "localhost"))
+        r = sbx.run("\n".join([tcp_client(port), tcp_client(port, "localhost"), LOOPBACK_CONTROL]))
         r2 = sbx.run(tcp_client(port, "0.0.0.0"))
     assert "CONNECTED" not in r.output + r2.output
     assert seen == []
+    assert CONTROL in r.output, r.output
 
 
 def test_10_allow_local_ports_opens_one_port_sandlock(sbx):
     with listening_tcp() as (port, seen):
         rb = sbx.with_config(sandbox={"network": {"allow_local_ports": [port]}})
-        r = rb.run(tcp_client(port))
+        r = rb.run(tcp_client(port) + "\n" + LOOPBACK_CONTROL)
     if sbx.name == "sandlock":
         assert "CONNECTED" in r.output
         assert seen
     else:  # bubblewrap: own network namespace unless network.allow is set (documented)
         assert "CONNECTED" not in r.output
+        assert CONTROL in r.output, r.output
 
 
 def test_10_no_outside_network(sbx):
-    r = sbx.run(tcp_client(80, "1.1.1.1") + "; " + tcp_client(53, "8.8.8.8"))
+    r = sbx.run("\n".join([tcp_client(80, "1.1.1.1"), tcp_client(53, "8.8.8.8"), LOOPBACK_CONTROL]))
     assert "CONNECTED" not in r.output
+    assert CONTROL in r.output, r.output
 
 
 def test_10_loopback_server_and_client_in_one_command(sbx):
@@ -358,23 +452,19 @@ def test_10_loopback_server_and_client_in_one_command(sbx):
 
 def test_10_background_server_reachable_from_later_command(sbx, world):
     port = 20000 + os.getpid() % 20000
-    launched, rfd, tracker = sbx.start(f"exec python3 -u -m http.server {port} --bind 127.0.0.1")
+    # A background session, as the agent starts a server; it says when it listens.
+    s = sbx.start(
+        'python3 -u -c "import http.server as h, socketserver as s\n'
+        f"srv = s.TCPServer(('127.0.0.1', {port}), h.SimpleHTTPRequestHandler)\n"
+        "print('LISTENING', flush=True); srv.serve_forever()\"",
+        bg_after=0.1,
+        timeout=60,
+    )
     try:
-        import time
-
-        deadline = time.monotonic() + 10
-        from run_bash.sandbox.policy import own_listen_ports
-
-        if sbx.name == "bubblewrap":
-            time.sleep(1.5)  # its loopback is its own: the host cannot see the socket
-        else:
-            while time.monotonic() < deadline and port not in own_listen_ports():
-                time.sleep(0.05)
-            assert port in own_listen_ports()
+        sbx.wait_output(s, "LISTENING")
         r = sbx.run(f"curl -s -m 5 -o /dev/null -w 'code=%{{http_code}}\\n' localhost:{port}/")
     finally:
-        launched.terminate(15)
-        sbx.finish(launched, rfd, tracker, timeout=10)
+        sbx.kill(s)
     # sandlock: loopback is shared with the host, other services' ports are denied; bubblewrap:
     # every run joins run_bash's own network namespace.
     assert "code=200" in r.output, r.output

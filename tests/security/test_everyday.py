@@ -7,6 +7,8 @@ import shutil
 
 import pytest
 
+from tests.security.conftest import CONTROL
+
 
 def need(*tools: str) -> None:
     for t in tools:
@@ -33,8 +35,12 @@ def test_tmp_mktemp_tempfile(sbx):
 
 def test_tmp_paths(sbx):
     name = f"rb-file-{os.getpid()}-{sbx.name}"
-    r = sbx.run(f"echo hi > /tmp/{name} && cat /tmp/{name}; echo rc=$?")
+    r = sbx.run(
+        f"echo hi > /tmp/{name} && cat /tmp/{name}; echo rc=$?; "
+        f"echo hi > $TMPDIR/{name} && echo {CONTROL}"
+    )
     assert not os.path.exists(f"/tmp/{name}")  # never the host's shared /tmp
+    assert CONTROL in r.output, r.output  # the same write to the private temp dir works
     if sbx.name == "bubblewrap":
         assert "hi\nrc=0" in r.output  # /tmp is the run's private tmpfs
     else:
@@ -94,4 +100,5 @@ def test_heredoc_big_output_timeout(sbx, world):
 
 def test_big_output_is_streamed(sbx):
     r = sbx.run("head -c 3000000 /dev/zero | tr '\\0' 'x'")
-    assert len(r.output) == 3_000_000
+    assert r.output_bytes == 3_000_000 and r.truncated
+    assert os.path.getsize(r.output_file) == 3_000_000
