@@ -384,9 +384,9 @@ class Bubblewrap:
         prefix: list[str] = []
         pl = prlimit_path()
         if pl:
-            size = int(policy.limits.max_file_size)
-            nproc = int(policy.limits.max_processes)
-            mem = int(policy.limits.max_memory)
+            size = policy.limits.max_file_size
+            nproc = policy.limits.max_processes
+            mem = policy.limits.max_memory
             prefix = [
                 pl,
                 f"--fsize={size}:{size}",

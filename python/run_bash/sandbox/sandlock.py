@@ -455,7 +455,7 @@ class Sandlock:
             ) from e
         finally:
             os.close(devnull)
-        size = int(policy.limits.max_file_size)
+        size = policy.limits.max_file_size
         try:
             resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (size, size))
         except OSError as e:
