@@ -276,11 +276,9 @@ class ChangeSet:
         return "\n".join(out) + "\n"
 
 
-def _is_dir_entry(c: Change) -> bool:
-    e = c.after if c.after is not None else c.before
-    return (
-        e is not None and e[KIND] in "di" and (e[KIND] == "d" or (e[MODE] & 0o170000) == 0o040000)
-    )
+def _some(items: list[str], limit: int) -> str:
+    more = f", and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
 
 
 def _ancestors_in(path: str, collapsed: set[str]) -> list[str]:
