@@ -31,8 +31,12 @@ class Tree:
         self.root_fd = root_fd
         self.max_file_size = max_file_size
 
-    def _parent(self, path: str, create: bool = False) -> tuple[int, str]:
-        """An fd of ``path``'s parent directory (the caller closes it) and the last component."""
+    def _parent(self, path: str, create: bool = False, reading: bool = False) -> tuple[int, str]:
+        """An fd of ``path``'s parent directory (the caller closes it) and the last component.
+
+        A parent that is a symlink raises Unsafe, or FileNotFoundError when ``reading`` (the path
+        does not exist in the project's own namespace); a parent that is a file raises
+        NotADirectoryError."""
         parts = path.split("/")
         fd = os.dup(self.root_fd)
         try:
@@ -48,7 +52,14 @@ class Tree:
                 except OSError as err:
                     if err.errno in (errno.ELOOP, errno.ENOTDIR):
                         where = "/".join(parts[: i + 1])
-                        raise Unsafe(f"{where} is not a directory (a symlink or a file)") from None
+                        st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                        if stat.S_ISLNK(st.st_mode) and reading:
+                            raise FileNotFoundError(errno.ENOENT, f"{where} is a symlink") from None
+                        if stat.S_ISLNK(st.st_mode):
+                            raise Unsafe(f"{where} is a symlink, not a directory") from None
+                        raise NotADirectoryError(
+                            errno.ENOTDIR, f"{where} is not a directory"
+                        ) from None
                     raise
                 os.close(fd)
                 fd = nfd
@@ -60,11 +71,11 @@ class Tree:
     def current(self, path: str) -> Entry | None:
         """What ``path`` is now, in snapshot form (files are hashed, not stored); None when absent.
 
-        Raises Unsafe when a parent is not a real directory: then the path is not what the
-        snapshot described either."""
+        A path under a symlink or a file is absent: the walk that made the snapshot never
+        follows a symlink either."""
         try:
-            pfd, name = self._parent(path)
-        except FileNotFoundError:
+            pfd, name = self._parent(path, reading=True)
+        except (FileNotFoundError, NotADirectoryError):
             return None
         try:
             try:

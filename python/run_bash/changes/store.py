@@ -333,6 +333,9 @@ class ChangeStore:
         project, why = self.project_for(cwd)
         if project is None:
             return NotRecorded(why or "no project")
+        return self._begin(run_id, project, undo_of)
+
+    def _begin(self, run_id: str, project: str, undo_of: str | None) -> Token | NotRecorded:
         try:
             self._init()
         except OSError as err:
@@ -586,7 +589,7 @@ class ChangeStore:
             raise KeyError(run_id)
         self._init()
         new_id = new_run_id or "u" + "".join(secrets.choice(ID_ALPHABET) for _ in range(5))
-        token = self.begin(new_id, cs.project, undo_of=run_id)
+        token = self._begin(new_id, cs.project, run_id)
         restored: list[str] = []
         removed: list[str] = []
         errors: list[tuple[Change, str]] = []
