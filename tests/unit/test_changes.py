@@ -445,7 +445,7 @@ def test_retention_keeps_the_last_runs_and_drops_their_blobs(tmp_path, home, rep
     assert [r["run"] for r in store.runs()] == ["r5", "r4", "r3"]
     assert store.get("r0") is None and store.changes("r1") is None
     store.collect()
-    blobs = {h for h, _, _ in store.objects.all()}
+    blobs = store.objects.hashes()
     from run_bash.changes.objects import digest
 
     kept = {digest((f"unique content {i}\n" * 50).encode()) for i in range(2, 6)}
@@ -481,8 +481,9 @@ def test_a_damaged_blob_is_reported_never_restored(store, repo):
     sh("echo changed > src/app.py", repo)
     cs = store.finish(tok)
     h = cs.changes[0].before[6]
-    with open(store.objects.path(h), "r+b") as f:
-        f.seek(1)
+    pack, off, _n = store.objects.locate(h)
+    with open(os.path.join(store.objects.packs, pack), "r+b") as f:
+        f.seek(off + 3)
         f.write(b"X")
     res = store.undo("r1")
     assert res["errors"] and "damaged" in res["errors"][0]["why"]

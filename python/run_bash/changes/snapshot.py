@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .ignore import Rules, Source, parse
-from .objects import Objects
+from .objects import PackWriter
 
 # Entry = (kind, mode, size, mtime_ns, ctime_ns, ino, data, racy)
 #   kind "f" file (data: sha256 hex), "l" symlink (data: target), "d" directory,
@@ -183,7 +183,7 @@ def _exclude_source(dir_fd: int, base: str) -> Source | None:
 class Reader:
     """Reads and stores file content for one walk."""
 
-    def __init__(self, objects: Objects, max_file_size: int, now_ns: int) -> None:
+    def __init__(self, objects: PackWriter, max_file_size: int, now_ns: int) -> None:
         self.objects = objects
         self.max_file_size = max_file_size
         self.cutoff = now_ns - RACY_NS
@@ -236,7 +236,7 @@ def _stat_entry(kind: str, st: os.stat_result, data: str | None = None) -> Entry
 def scan(
     root_fd: int,
     prev: Snapshot | None,
-    objects: Objects,
+    objects: PackWriter,
     *,
     max_files: int,
     max_file_size: int,

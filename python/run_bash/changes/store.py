@@ -2,15 +2,20 @@
 
 Layout under the store root (0700; the host's state dir, outside every sandbox's grants)::
 
-    objects/ab/cdef…             blobs by SHA-256 (objects.py)
+    objects/packs/*.pack         blobs by SHA-256, one pack per walk that found new content
     tmp/                         temp files, renamed into place
     gc.lock                      shared by every begin/finish/undo, exclusive for a collection
     projects/<key>/              key = first 16 hex of sha256(project path)
         path                     the project's path
         lock                     flock: one walk at a time per project, across hosts
         state.json               snapshot generation, active runs, recently ended runs
-        snap-<gen>               the latest snapshot (marshal), plus those active runs began from
+        snap                     the latest snapshot (marshal; the stat cache of the next walk)
+        snap-<gen>               older snapshots that runs still active began from
         runs/<seq>-<run>.json    change sets of runs that changed something
+
+``state.json`` and ``snap`` are rewritten in place under the project lock (creating a file costs
+0.65 ms on the file system measured here; rewriting one, 3 us); each carries a check so a write
+torn by a crash reads as absent: the state restarts empty and the next walk reads every file.
 
 Threading: every public method may be called from any worker thread, concurrently; none may run
 on the RPC loop (they walk the project and read files the command controls). Per project, walks
@@ -26,8 +31,10 @@ import json
 import marshal
 import os
 import secrets
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +62,8 @@ HARD_FILES_FACTOR = 4  # a run may leave this many times max_files entries befor
 RECENT_KEEP_S = 24 * 3600  # ended runs remembered for overlap detection
 PROJECT_IDLE_S = 30 * 24 * 3600  # a project unused this long is dropped whole
 GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or when over max_store)
-SNAP_MAGIC = b"run_bash-snapshot-1\n"
+SNAP_MAGIC = b"run_bash-snapshot-2\n"
+SNAP_HEAD = struct.Struct("<QQI")  # generation, payload length, crc32
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 
@@ -131,6 +139,36 @@ def _write_atomic(path: str, data: bytes, tmp_dir: str) -> None:
         raise
 
 
+def _write_inplace(path: str, data: bytes) -> None:
+    """Rewrite ``path`` with ``data`` without creating a new file (callers hold the lock that
+    serializes writers and readers of ``path``)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        view, off = memoryview(data), 0
+        while off < len(data):
+            off += os.pwrite(fd, view[off:], off)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+
+
+def _read_snapshot(path: str) -> tuple[int, Snapshot] | None:
+    """(generation, snapshot) from a snapshot file, or None when absent, torn or foreign."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        head = len(SNAP_MAGIC) + SNAP_HEAD.size
+        if not data.startswith(SNAP_MAGIC) or len(data) < head:
+            return None
+        gen, n, crc = SNAP_HEAD.unpack(data[len(SNAP_MAGIC) : head])
+        payload = data[head : head + n]
+        if len(payload) != n or zlib.crc32(payload) != crc:
+            return None
+        return gen, Snapshot.from_data(marshal.loads(payload))
+    except (OSError, ValueError, EOFError, TypeError, KeyError):
+        return None
+
+
 class ChangeStore:
     """Snapshots, change sets and undo for every project, in one directory.
 
@@ -161,7 +199,7 @@ class ChangeStore:
         for sub in ("", "objects", "tmp", "projects"):
             os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
         os.chmod(self.root, 0o700)
-        self.objects = Objects(os.path.join(self.root, "objects"), os.path.join(self.root, "tmp"))
+        self.objects = Objects(os.path.join(self.root, "objects"))
         st = os.stat(self.root)
         self._store_id = (st.st_dev, st.st_ino)
         self._ready = True
@@ -219,7 +257,7 @@ class ChangeStore:
     def _write_state(self, key: str, state: dict[str, Any]) -> None:
         state["used"] = time.time()
         data = json.dumps(state, separators=(",", ":")).encode()
-        _write_atomic(os.path.join(self._pdir(key), "state.json"), data, self._tmp)
+        _write_inplace(os.path.join(self._pdir(key), "state.json"), data)
 
     def _live(self, state: dict[str, Any]) -> None:
         """Drop active runs whose host is gone, and ended runs too old to matter."""
@@ -236,39 +274,40 @@ class ChangeStore:
         gen = state["gen"]
         if proj.snapshot is not None and proj.gen == gen:
             return proj.snapshot
-        try:
-            with open(os.path.join(self._pdir(key), f"snap-{gen}"), "rb") as f:
-                data = f.read()
-            if not data.startswith(SNAP_MAGIC):
-                raise ValueError("not a snapshot")
-            snap = Snapshot.from_data(marshal.loads(data[len(SNAP_MAGIC) :]))
-        except (OSError, ValueError, EOFError, TypeError, KeyError):
-            snap = None  # a lost or unreadable cache only costs a full read of the project
+        got = _read_snapshot(os.path.join(self._pdir(key), "snap"))
+        # A lost or torn cache only costs a full read of the project.
+        snap = got[1] if got is not None and got[0] == gen else None
         proj.snapshot, proj.gen = snap, gen
         return snap
 
     def _save_snapshot(
         self, key: str, proj: _Project, state: dict[str, Any], snap: Snapshot
     ) -> None:
-        """Make ``snap`` the project's latest snapshot; older generations are removed unless an
-        active run began from them (a collection must keep their blobs)."""
+        """Make ``snap`` the project's latest snapshot. The one it replaces is kept as
+        ``snap-<gen>`` while an active run began from it (a collection must keep its blobs)."""
         if (
             proj.snapshot is not None
-            and snap.dirs == proj.snapshot.dirs
             and proj.gen == state["gen"]
+            and snap.dirs == proj.snapshot.dirs
         ):
             proj.snapshot = snap
             return
-        gen = state["gen"] + 1
         pdir = self._pdir(key)
-        blob = SNAP_MAGIC + marshal.dumps(snap.to_data())
-        _write_atomic(os.path.join(pdir, f"snap-{gen}"), blob, self._tmp)
+        old = state["gen"]
+        gen = old + 1
+        cur = os.path.join(pdir, "snap")
+        if old in {int(a["gen"]) for a in state["active"].values()}:
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(cur, os.path.join(pdir, f"snap-{old}"))
+        payload = marshal.dumps(snap.to_data())
+        head = SNAP_MAGIC + SNAP_HEAD.pack(gen, len(payload), zlib.crc32(payload))
+        _write_inplace(cur, head + payload)
         state["gen"] = gen
         proj.snapshot, proj.gen = snap, gen
         self._drop_old_snapshots(key, state)
 
     def _drop_old_snapshots(self, key: str, state: dict[str, Any]) -> None:
-        keep = {state["gen"]} | {int(a["gen"]) for a in state["active"].values()}
+        keep = {int(a["gen"]) for a in state["active"].values()}
         pdir = self._pdir(key)
         for name in os.listdir(pdir):
             if name.startswith("snap-") and name[5:].isdigit() and int(name[5:]) not in keep:
@@ -286,7 +325,8 @@ class ChangeStore:
             }
             if finishing:
                 kw["hard_files"] = HARD_FILES_FACTOR * lim.max_files
-            snap = scan(fd, prev, self.objects, **kw)
+            with self.objects.writer() as w:
+                snap = scan(fd, prev, w, **kw)
         finally:
             os.close(fd)
         self._written += snap.blob_bytes_added
@@ -413,11 +453,13 @@ class ChangeStore:
             else:
                 self._drop_old_snapshots(key, state)
             if cs.changes:
-                state["seq"] += 1
+                runs = os.path.join(self._pdir(key), "runs")
+                last = max((int(n[:8]) for n in os.listdir(runs) if n[:8].isdigit()), default=0)
+                state["seq"] = max(state["seq"], last) + 1
                 cs.seq = state["seq"]
                 rec = json.dumps(cs.to_json(), separators=(",", ":")).encode()
                 path = os.path.join(self._pdir(key), "runs", f"{cs.seq:08d}-{token.run_id}.json")
-                _write_atomic(path, rec, self._tmp)
+                _write_inplace(path, rec)  # a torn record reads as absent
                 self._written += len(rec)
                 self._pruned += self._prune_runs(key, self.limits.keep)
             self._write_state(key, state)
@@ -711,12 +753,8 @@ class ChangeStore:
         with self._gc_lock(exclusive=True):
             self._drop_idle_projects()
             while True:
-                live = self._live_hashes()
-                blobs = self.objects.all()
-                garbage = [(h, size) for h, size, _ in blobs if h not in live]
-                for h, _ in garbage:
-                    self.objects.remove(h)
-                size = sum(s for h, s, _ in blobs if h in live) + self._meta_bytes()
+                removed_blobs, packs = self.objects.repack(self._live_hashes())
+                size = packs + self._meta_bytes()
                 if size <= self.limits.max_store:
                     break
                 records = sorted(self._records(), key=lambda r: os.stat(r[3]).st_mtime)
@@ -737,7 +775,7 @@ class ChangeStore:
                 with contextlib.suppress(OSError):
                     if time.time() - os.lstat(p).st_mtime > 3600:
                         os.unlink(p)
-        return {"bytes": size, "removed_blobs": len(garbage), "removed_runs": removed_runs}
+        return {"bytes": size, "removed_blobs": removed_blobs, "removed_runs": removed_runs}
 
     def _meta_bytes(self) -> int:
         total = 0
@@ -754,15 +792,12 @@ class ChangeStore:
             pdir = os.path.join(base, key)
             with contextlib.suppress(OSError):
                 for name in os.listdir(pdir):
-                    if not name.startswith("snap-"):
+                    if name != "snap" and not name.startswith("snap-"):
                         continue
-                    try:
-                        with open(os.path.join(pdir, name), "rb") as f:
-                            data = f.read()
-                        snap = Snapshot.from_data(marshal.loads(data[len(SNAP_MAGIC) :]))
-                    except (OSError, ValueError, EOFError, TypeError, KeyError):
+                    got = _read_snapshot(os.path.join(pdir, name))
+                    if got is None:
                         continue
-                    for kids in snap.dirs.values():
+                    for kids in got[1].dirs.values():
                         for e in kids.values():
                             if e[KIND] == "f":
                                 live.add(e[DATA])
@@ -773,6 +808,11 @@ class ChangeStore:
             for ch in cs.changes:
                 for e in (ch.before, ch.after):
                     if e is not None and e[KIND] == "f":
+                        live.add(e[DATA])
+        for tok in list(self._active.values()):  # runs of this host still in progress
+            for kids in tok.before.dirs.values():
+                for e in kids.values():
+                    if e[KIND] == "f":
                         live.add(e[DATA])
         return live
 
@@ -793,7 +833,7 @@ class ChangeStore:
             state = self._read_state(key)
             self._live(state)
             pdir = os.path.join(base, key)
-            has = any(n.startswith("snap-") for n in os.listdir(pdir))
+            has = any(n.startswith("snap") for n in os.listdir(pdir))
             if has and not state["active"] and (best is None or state.get("used", 0) < best[0]):
                 best = (state.get("used", 0), key)
         if best is None:
