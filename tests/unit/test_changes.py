@@ -525,3 +525,51 @@ def test_a_run_that_changes_nothing_keeps_no_change_set(store, repo):
     assert store.get("r1") is None and store.runs() == []
     with pytest.raises(KeyError):
         store.undo("r1")
+
+
+def test_a_start_with_nothing_changed_skips_the_walk(store, repo):
+    store.finish(begin(store, "r1", repo))
+    walks = store.walks
+    tok = begin(store, "r2", repo)
+    assert store.walks == walks  # inotify saw nothing since the last walk
+    store.finish(tok)
+    assert store.walks == walks + 1  # the end of a run always walks
+
+
+EDITS_BETWEEN_RUNS = {
+    "content": "echo user >> src/app.py",
+    "chmod": "chmod 700 src/app.py",
+    "touch -d": "touch -d 2001-01-01 src/app.py",
+    "new file in a new directory": "mkdir -p src/new/deep && echo n > src/new/deep/f",
+    "rename a directory": "mv src/pkg src/pkg2",
+    "delete": "rm docs/index.md",
+    "replace by a symlink": "rm src/app.py && ln -s pkg/mod.py src/app.py",
+    "git commit": "git add -A && git commit -qm user",
+}
+
+
+@pytest.mark.parametrize("edit", EDITS_BETWEEN_RUNS.values(), ids=EDITS_BETWEEN_RUNS.keys())
+def test_edits_between_runs_are_seen_by_the_next_start(store, repo, edit):
+    store.finish(begin(store, "r1", repo))
+    sh(edit, repo)  # the user, between two runs
+    walks = store.walks
+    user_state = tree_hash(repo)
+    tok = begin(store, "r2", repo)
+    assert store.walks == walks + 1  # the edit made the start walk
+    cs = store.finish(tok)
+    assert cs.changes == []  # the user's edit is not the run's
+    tok = begin(store, "r3", repo)
+    sh("rm -rf src docs && echo x > other", repo)
+    store.finish(tok)
+    store.undo("r3")
+    assert tree_hash(repo) == user_state
+
+
+def test_a_failed_walk_does_not_vouch_for_the_next_start(tmp_path, home, repo):
+    store = ChangeStore(str(tmp_path / "st"), Limits(max_files=20), home=str(home))
+    tok = begin(store, "r1", repo)
+    sh("mkdir flood && for i in $(seq 1 100); do : > flood/$i; done", repo)
+    store.finish(tok)
+    walks = store.walks
+    assert isinstance(store.begin("r2", str(repo)), NotRecorded)
+    assert store.walks == walks + 1

@@ -14,6 +14,7 @@ hide; such "racy" files are read again, like git's racy-index rule).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -242,6 +243,7 @@ def scan(
     max_file_size: int,
     skip: tuple[int, int] | None = None,
     hard_files: int | None = None,
+    on_dir: Callable[[int], None] | None = None,
     clock: Callable[[], int] = time.time_ns,
 ) -> Snapshot:
     """Walk the project open at ``root_fd`` and return its snapshot.
@@ -251,6 +253,8 @@ def scan(
     command from hiding its changes by editing ``.gitignore``). Files past ``max_files`` raise
     TooManyFiles, unless ``hard_files`` is given: then they are listed as "c" (not covered) up to
     ``hard_files`` entries. ``skip`` is the (dev, ino) of a directory never entered (the store).
+    ``on_dir`` is called with the fd of every covered directory, and of each ``.git`` directory,
+    before its entries are read (the store's inotify watches).
     """
     now = clock()
     reader = Reader(objects, max_file_size, now)
@@ -269,6 +273,8 @@ def scan(
         while stack:
             rel, fd, rules = stack.pop()
             try:
+                if on_dir is not None:
+                    on_dir(fd)
                 with os.scandir(fd) as it:
                     listing = list(it)
                 before = prev_dirs.get(rel) or {}
@@ -302,11 +308,34 @@ def scan(
                     if hard_files is not None and seen > hard_files:
                         raise TooManyFiles(hard_files)
                     mode = st.st_mode
-                    fmt = stat.S_IFMT(mode)
                     old = before.get(name)
+                    if (  # the common case first: a file unchanged since the last walk
+                        old is not None
+                        and old[KIND] == "f"
+                        and not old[RACY]
+                        and old[MTIME] == st.st_mtime_ns
+                        and old[CTIME] == st.st_ctime_ns
+                        and old[SIZE] == st.st_size
+                        and old[INO] == st.st_ino
+                        and old[MODE] | stat.S_IFREG == mode
+                    ):
+                        files += 1
+                        if files > max_files and hard_files is None:
+                            raise TooManyFiles(max_files)
+                        total += old[SIZE]
+                        kids[name] = old
+                        continue
+                    fmt = stat.S_IFMT(mode)
                     path = join(rel, name)
                     if name == ".git":
                         kids[name] = _stat_entry("g", st)
+                        if on_dir is not None and fmt == stat.S_IFDIR:
+                            with contextlib.suppress(OSError):
+                                gfd = os.open(name, DIR_FLAGS, dir_fd=fd)
+                                try:
+                                    on_dir(gfd)
+                                finally:
+                                    os.close(gfd)
                     elif fmt == stat.S_IFDIR:
                         if skip is not None and (st.st_dev, st.st_ino) == skip:
                             continue

@@ -55,12 +55,14 @@ from .snapshot import (
     same_state,
     scan,
 )
+from .watch import Watcher
 
 MIB = 1024 * 1024
 FORMAT = 1
 HARD_FILES_FACTOR = 4  # a run may leave this many times max_files entries before the walk stops
 RECENT_KEEP_S = 24 * 3600  # ended runs remembered for overlap detection
 PROJECT_IDLE_S = 30 * 24 * 3600  # a project unused this long is dropped whole
+WATCHED_PROJECTS = 8  # inotify instances kept (the default per-user limit is 128)
 GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or when over max_store)
 SNAP_MAGIC = b"run_bash-snapshot-2\n"
 SNAP_HEAD = struct.Struct("<QQI")  # generation, payload length, crc32
@@ -184,6 +186,8 @@ class ChangeStore:
         self.home = os.path.realpath(home or os.path.expanduser("~"))
         self._mu = threading.Lock()
         self._projects: dict[str, _Project] = {}
+        self._watchers: dict[str, Watcher] = {}  # insertion order = least recently used first
+        self.walks = 0  # full walks done (the figures and tests read it)
         self._active: dict[str, Token] = {}
         self._pruned = 0
         self._written = 0
@@ -314,8 +318,29 @@ class ChangeStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(pdir, name))
 
-    def _scan(self, project: str, prev: Snapshot | None, finishing: bool) -> Snapshot:
+    def _watcher(self, key: str) -> Watcher:
+        with self._mu:
+            w = self._watchers.pop(key, None)
+            if w is None:
+                w = Watcher()
+                while len(self._watchers) >= WATCHED_PROJECTS:
+                    self._watchers.pop(next(iter(self._watchers))).close()
+            self._watchers[key] = w
+            return w
+
+    def close(self) -> None:
+        """Release the inotify instances (the host's shutdown). The store stays usable."""
+        with self._mu:
+            for w in self._watchers.values():
+                w.close()
+            self._watchers.clear()
+
+    def _scan(
+        self, project: str, prev: Snapshot | None, finishing: bool, watcher: Watcher
+    ) -> Snapshot:
         lim = self.limits
+        self.walks += 1
+        watcher.begin_walk()
         fd = os.open(project, DIR_FLAGS)
         try:
             kw: dict[str, Any] = {
@@ -326,7 +351,7 @@ class ChangeStore:
             if finishing:
                 kw["hard_files"] = HARD_FILES_FACTOR * lim.max_files
             with self.objects.writer() as w:
-                snap = scan(fd, prev, w, **kw)
+                snap = scan(fd, prev, w, on_dir=watcher.add if watcher.usable else None, **kw)
         finally:
             os.close(fd)
         self._written += snap.blob_bytes_added
@@ -386,13 +411,18 @@ class ChangeStore:
                 state = self._read_state(key)
                 self._live(state)
                 prev = self._load_snapshot(key, proj, state)
-                snap = self._scan(project, prev, finishing=False)
+                watcher = self._watcher(key)
+                if prev is not None and watcher.gen == state["gen"] and not watcher.changed():
+                    snap = prev  # inotify saw nothing since the last walk
+                else:
+                    snap = self._scan(project, prev, False, watcher)
                 if snap.bytes > self.limits.max_store:
                     return NotRecorded(
                         f"the project's files take {_human(snap.bytes)}, more than the store's "
                         f"{_human(self.limits.max_store)} (undo.max_store)"
                     )
                 self._save_snapshot(key, proj, state, snap)
+                watcher.end_walk(state["gen"])
                 now = time.time_ns()
                 state["active"][run_id] = {"host": self._me, "gen": state["gen"], "began": now}
                 self._write_state(key, state)
@@ -421,8 +451,9 @@ class ChangeStore:
             state = self._read_state(key)
             self._live(state)
             prev = self._load_snapshot(key, proj, state) or token.before
+            watcher = self._watcher(key)
             try:
-                after = self._scan(project, prev, finishing=True)
+                after = self._scan(project, prev, True, watcher)
             except TooManyFiles as err:
                 after = None
                 note = f"the run left {err} in the project: changes not recorded"
@@ -450,6 +481,7 @@ class ChangeStore:
             )
             if after is not None:
                 self._save_snapshot(key, proj, state, after)
+                watcher.end_walk(state["gen"])
             else:
                 self._drop_old_snapshots(key, state)
             if cs.changes:
