@@ -328,12 +328,22 @@ def test_a_project_over_the_file_cap_is_not_recorded(tmp_path, home, repo):
     assert isinstance(store_ok.begin("r1", str(repo)), Token)  # positive control
 
 
-def test_a_run_that_floods_the_project_past_the_cap_is_said(tmp_path, home, repo):
+def test_a_run_that_floods_the_project_still_gets_what_existed_before(tmp_path, home, repo):
     store = ChangeStore(str(tmp_path / "st"), Limits(max_files=20), home=str(home))
+    start = tree_hash(repo, skip=("flood", "more"))
     tok = begin(store, "r1", repo)
-    sh("mkdir flood && for i in $(seq 1 100); do : > flood/$i; done", repo)
+    sh("rm -rf src && echo x >> notes.md && mkdir flood && for i in $(seq 1 100); do : > flood/$i; done"
+       " && for i in $(seq 1 5); do : > more$i; done", repo)  # fmt: skip
     cs = store.finish(tok)
-    assert not cs.changes and "changes not recorded" in cs.summary()
+    line = cs.summary()
+    assert line.startswith(
+        "Changed files: M notes.md, D src/ (2 files); not tracked: flood/ (over the file-count cap), more1 (over the file-count cap), "
+    )
+    assert "the run left more than 80 files in the project: new paths are not tracked" in line
+    res = store.undo("r1")
+    assert res["errors"] == [] and res["conflicts"] == []
+    assert tree_hash(repo, skip=("flood", "more1", "more2", "more3", "more4", "more5")) == start
+    assert (repo / "flood").is_dir()  # not tracked, so left in place
 
 
 def test_racy_rewrite_with_the_same_size_and_mtime_is_seen(store, repo):

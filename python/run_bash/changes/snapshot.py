@@ -244,6 +244,7 @@ def scan(
     skip: tuple[int, int] | None = None,
     hard_files: int | None = None,
     on_dir: Callable[[int], None] | None = None,
+    known_only: bool = False,
     clock: Callable[[], int] = time.time_ns,
 ) -> Snapshot:
     """Walk the project open at ``root_fd`` and return its snapshot.
@@ -254,7 +255,9 @@ def scan(
     TooManyFiles, unless ``hard_files`` is given: then they are listed as "c" (not covered) up to
     ``hard_files`` entries. ``skip`` is the (dev, ino) of a directory never entered (the store).
     ``on_dir`` is called with the fd of every covered directory, and of each ``.git`` directory,
-    before its entries are read (the store's inotify watches).
+    before its entries are read (the store's inotify watches). With ``known_only``, only what
+    ``prev`` covered is looked at: a new directory or file is listed as "c" and neither entered
+    nor read (the bounded fallback after a run flooded the project).
     """
     now = clock()
     reader = Reader(objects, max_file_size, now)
@@ -336,6 +339,8 @@ def scan(
                                     on_dir(gfd)
                                 finally:
                                     os.close(gfd)
+                    elif known_only and old is None:
+                        kids[name] = _stat_entry("c", st)
                     elif fmt == stat.S_IFDIR:
                         if skip is not None and (st.st_dev, st.st_ino) == skip:
                             continue

@@ -336,7 +336,12 @@ class ChangeStore:
             self._watchers.clear()
 
     def _scan(
-        self, project: str, prev: Snapshot | None, finishing: bool, watcher: Watcher
+        self,
+        project: str,
+        prev: Snapshot | None,
+        finishing: bool,
+        watcher: Watcher,
+        known_only: bool = False,
     ) -> Snapshot:
         lim = self.limits
         self.walks += 1
@@ -348,7 +353,9 @@ class ChangeStore:
                 "max_file_size": lim.max_file_size,
                 "skip": self._store_id,
             }
-            if finishing:
+            if known_only:
+                kw.update(max_files=1 << 62, known_only=True)
+            elif finishing:
                 kw["hard_files"] = HARD_FILES_FACTOR * lim.max_files
             with self.objects.writer() as w:
                 snap = scan(fd, prev, w, on_dir=watcher.add if watcher.usable else None, **kw)
@@ -453,12 +460,17 @@ class ChangeStore:
             prev = self._load_snapshot(key, proj, state) or token.before
             watcher = self._watcher(key)
             try:
-                after = self._scan(project, prev, True, watcher)
-            except TooManyFiles as err:
-                after = None
-                note = f"the run left {err} in the project: changes not recorded"
+                complete = True
+                try:
+                    after = self._scan(project, prev, True, watcher)
+                except TooManyFiles as err:
+                    complete = False
+                    # Still account for everything that was there before; new paths are listed
+                    # where they start, neither entered nor read.
+                    note = f"the run left {err} in the project: new paths are not tracked"
+                    after = self._scan(project, token.before, True, watcher, known_only=True)
             except OSError as err:
-                after = None
+                after, complete = None, False
                 note = f"cannot read the project {project} ({err.strerror or err})"
             ended = time.time_ns()
             state["active"].pop(token.run_id, None)
@@ -481,7 +493,8 @@ class ChangeStore:
             )
             if after is not None:
                 self._save_snapshot(key, proj, state, after)
-                watcher.end_walk(state["gen"])
+                if complete:  # a partial walk must not let the next start skip its walk
+                    watcher.end_walk(state["gen"])
             else:
                 self._drop_old_snapshots(key, state)
             if cs.changes:
@@ -607,7 +620,7 @@ class ChangeStore:
             if b is not None and b[KIND] not in CONTENT_KINDS:
                 lost.append((ch, ch.reason(b)))
                 continue
-            if b is None and a is not None and a[KIND] in "igu":
+            if b is None and a is not None and a[KIND] in "iguc":
                 lost.append((ch, f"{ch.reason(a)}: left in place"))
                 continue
             if same_state(cur, b):
