@@ -159,3 +159,23 @@ def test_documented_rules(pattern, path, is_dir, want):
     assert Rules((Source("", parse(pattern)),)).ignored(path, is_dir) is want
     files = [path + "/f"] if is_dir else [path]
     assert git_ignored({"": pattern + b"\n"}, files, [path]) == ({path} if want else set())
+
+
+def test_adversarial_patterns_cannot_stall_the_walk(tmp_path):
+    """Backtracking regexes take hours on these; the walk must stay linear (pytest's timeout
+    fails this test if it does not)."""
+    from run_bash.changes import ChangeStore, Token
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    pats = b"*a*a*a*a*a*a*a*a*a*b\n**/a*a*a*a*a*a*a*c/**/x\n[a]*[a]*[a]*[a]*[a]*[a]*d\n"
+    (proj / ".gitignore").write_bytes(pats)
+    names = ["a" * 250, "a" * 249 + "b", "a" * 200 + "d"]
+    for n in names:
+        (proj / n).write_text("x")
+    store = ChangeStore(str(tmp_path / "st"), home=str(tmp_path / "home"))
+    tok = store.begin("r", str(proj))
+    assert isinstance(tok, Token)
+    assert git_ignored({"": pats}, names) == {"a" * 249 + "b", "a" * 200 + "d"}
+    kinds = {n: tok.before.entry(n)[0] for n in names}
+    assert kinds == {"a" * 250: "f", "a" * 249 + "b": "i", "a" * 200 + "d": "i"}

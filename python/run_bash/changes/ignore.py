@@ -1,4 +1,5 @@
-"""gitignore(5) rules, matched byte for byte like git's wildmatch (``WM_PATHNAME``).
+"""gitignore(5) rules, matched byte for byte like git's wildmatch (``WM_PATHNAME``), in time
+linear in the name for each pattern (see Glob).
 
 Pure: callers hand in the bytes of each ignore file; nothing here opens a file. Paths are relative to
 the project, ``/``-separated, as ``str`` decoded with ``surrogateescape`` (names that are not UTF-8
@@ -81,52 +82,134 @@ def _class(pat: bytes, i: int) -> tuple[bytes, int] | None:
     return None
 
 
-def translate(pat: bytes) -> bytes | None:
-    """A bytes regex (for ``fullmatch``) equivalent to wildmatch with WM_PATHNAME, or None when
-    the pattern can never match."""
-    out: list[bytes] = []
-    i, n = 0, len(pat)
-    while i < n:
-        c = pat[i]
-        if c == ord("*"):
-            j = i
-            while j < n and pat[j] == ord("*"):
-                j += 1
-            whole = (j - i >= 2) and (i == 0 or pat[i - 1] == ord("/"))
-            if whole and j == n:
-                out.append(b".*")
-            elif whole and pat[j] == ord("/"):
-                out.append(b"(?:.*/)?")
-                j += 1
+class Glob:
+    """One path component's wildmatch pattern (no ``/``), matched in O(len(name) * len(pattern)).
+
+    Regular expressions with several ``[^/]*`` backtrack exponentially (``*a*a*a*a*a*b`` against
+    a long name of ``a``s takes seconds, then hours): the ignore files are written by the command
+    under watch, so the matcher must not let them stall the host. The pattern is cut at its
+    ``*`` runs into fixed-width segments; the first is matched at the start, the last at the
+    end, and the ones between at their leftmost place in order, which is exact for ``*`` (it
+    can match any span) and never backtracks.
+    """
+
+    __slots__ = ("segments", "star")
+
+    def __init__(self, segments: list[tuple[re.Pattern[bytes], int]], star: bool) -> None:
+        self.segments = segments  # (fixed-width regex, width), split at each run of '*'
+        self.star = star
+
+    @classmethod
+    def compile(cls, pat: bytes) -> Glob | None:
+        """None when the pattern can never match (an unterminated class, a trailing backslash)."""
+        segments: list[tuple[re.Pattern[bytes], int]] = []
+        atoms: list[bytes] = []
+        i, n = 0, len(pat)
+        star = False
+        while i < n:
+            c = pat[i]
+            if c == ord("*"):
+                star = True
+                segments.append((re.compile(b"".join(atoms), re.DOTALL), len(atoms)))
+                atoms = []
+                while i < n and pat[i] == ord("*"):
+                    i += 1
+                continue
+            if c == ord("?"):
+                atoms.append(b"[^/]")
+                i += 1
+            elif c == ord("["):
+                got = _class(pat, i)
+                if got is None:
+                    return None
+                atoms.append(got[0])
+                i = got[1]
+            elif c == ord("\\"):
+                if i + 1 >= n:
+                    return None
+                atoms.append(re.escape(pat[i + 1 : i + 2]))
+                i += 2
             else:
-                out.append(b"[^/]*")
-            i = j
-        elif c == ord("?"):
-            out.append(b"[^/]")
-            i += 1
-        elif c == ord("["):
-            got = _class(pat, i)
-            if got is None:
-                return None
-            out.append(got[0])
-            i = got[1]
-        elif c == ord("\\"):
-            if i + 1 >= n:
-                return None
-            out.append(re.escape(pat[i + 1 : i + 2]))
-            i += 2
+                atoms.append(re.escape(pat[i : i + 1]))
+                i += 1
+        segments.append((re.compile(b"".join(atoms), re.DOTALL), len(atoms)))
+        return cls(segments, star)
+
+    def match(self, name: bytes) -> bool:
+        segs = self.segments
+        if not self.star:
+            return segs[0][0].fullmatch(name) is not None
+        first, fw = segs[0]
+        last, lw = segs[-1]
+        end = len(name) - lw
+        if end < fw or (fw and first.match(name, 0, fw) is None):
+            return False
+        pos = fw
+        for rx, w in segs[1:-1]:
+            if not w:
+                continue
+            m = rx.search(name, pos, end)
+            if m is None:
+                return False
+            pos = m.end()
+        return pos <= end and (not lw or last.fullmatch(name, end) is not None)
+
+
+STARSTAR = None  # a whole "**" component: zero or more components
+
+
+def compile_path(pat: bytes) -> list[Glob | None] | None:
+    """Components of an anchored pattern (``None`` stands for ``**``), or None if it can never
+    match."""
+    comps: list[Glob | None] = []
+    for part in pat.split(b"/"):
+        if part == b"**":
+            if not comps or comps[-1] is not STARSTAR:
+                comps.append(STARSTAR)
+            continue
+        g = Glob.compile(part)
+        if g is None:
+            return None
+        comps.append(g)
+    return comps
+
+
+def match_path(comps: list[Glob | None], parts: list[bytes]) -> bool:
+    """Whether the path components ``parts`` match ``comps``; O(len(comps) * len(parts)) glob
+    matches. A trailing ``**`` needs at least one component ("abc/**" is what is inside abc)."""
+    n = len(parts)
+    # ok[j]: comps[i:] match parts[j:], filled from the last pattern component back.
+    ok = [False] * (n + 1)
+    ok[n] = True
+    for i in range(len(comps) - 1, -1, -1):
+        c = comps[i]
+        new = [False] * (n + 1)
+        if c is STARSTAR:
+            if i == len(comps) - 1:
+                new = [j < n for j in range(n + 1)]
+            else:
+                acc = False
+                for j in range(n, -1, -1):
+                    acc = acc or ok[j]
+                    new[j] = acc
         else:
-            out.append(re.escape(pat[i : i + 1]))
-            i += 1
-    return b"".join(out)
+            for j in range(n):
+                new[j] = ok[j + 1] and c.match(parts[j])
+        ok = new
+    return ok[0]
 
 
 @dataclass(frozen=True)
 class Pattern:
-    regex: re.Pattern[bytes]
     negate: bool
     dir_only: bool
-    basename: bool  # no slash in the pattern: it matches the last component at any depth
+    glob: Glob | None  # a pattern with no slash: it matches the last component at any depth
+    comps: list[Glob | None] | None  # otherwise: the path relative to the ignore file's directory
+
+    def match(self, rel_parts: list[bytes], name: bytes) -> bool:
+        if self.glob is not None:
+            return self.glob.match(name)
+        return self.comps is not None and match_path(self.comps, rel_parts)
 
 
 def _strip_trailing_spaces(line: bytes) -> bytes:
@@ -161,41 +244,36 @@ def parse(data: bytes) -> list[Pattern]:
             line = line.rstrip(b"/")  # git strips one; "a//" cannot name a path anyway
         if not line:
             continue
-        basename = b"/" not in line
-        if line.startswith(b"/"):
-            line = line[1:]
-        rx = translate(line)
-        if rx is None:
+        if b"/" not in line:
+            glob = Glob.compile(line)
+            if glob is not None:
+                out.append(Pattern(negate, dir_only, glob, None))
             continue
-        out.append(Pattern(re.compile(rx, re.DOTALL), negate, dir_only, basename))
+        comps = compile_path(line[1:] if line.startswith(b"/") else line)
+        if comps is not None:
+            out.append(Pattern(negate, dir_only, None, comps))
     return out
 
 
 class Source:
     """The patterns of one ignore file, anchored at ``base`` (project-relative dir, "" for the root)."""
 
-    __slots__ = ("any", "base", "patterns")
+    __slots__ = ("base", "patterns")
 
     def __init__(self, base: str, patterns: Sequence[Pattern]) -> None:
         self.base = base
         self.patterns = list(patterns)
-        # One alternation to answer "does anything match?" fast; most paths match nothing.
-        alts = [p.regex.pattern for p in self.patterns]
-        self.any = (
-            re.compile(b"|".join(b"(?:" + a + b")" for a in alts), re.DOTALL) if alts else None
-        )
 
     def decide(self, rel: bytes, name: bytes, is_dir: bool) -> bool | None:
         """True ignored, False re-included (``!``), None when no pattern matches. ``rel`` is
         relative to ``base``."""
-        if self.any is None or (
-            self.any.fullmatch(name) is None and self.any.fullmatch(rel) is None
-        ):
-            return None
+        parts: list[bytes] = []
         for p in reversed(self.patterns):
             if p.dir_only and not is_dir:
                 continue
-            if p.regex.fullmatch(name if p.basename else rel) is not None:
+            if p.glob is None and not parts:
+                parts = rel.split(b"/")
+            if p.match(parts, name):
                 return not p.negate
         return None
 
