@@ -162,8 +162,8 @@ def test_documented_rules(pattern, path, is_dir, want):
 
 
 def test_adversarial_patterns_cannot_stall_the_walk(tmp_path):
-    """Backtracking regexes take hours on these; the walk must stay linear (pytest's timeout
-    fails this test if it does not)."""
+    """Backtracking regexes take hours on these (git's own matcher too, so it is not asked);
+    the walk must stay linear (pytest's timeout fails this test if it does not)."""
     from run_bash.changes import ChangeStore, Token
 
     proj = tmp_path / "p"
@@ -176,6 +176,5 @@ def test_adversarial_patterns_cannot_stall_the_walk(tmp_path):
     store = ChangeStore(str(tmp_path / "st"), home=str(tmp_path / "home"))
     tok = store.begin("r", str(proj))
     assert isinstance(tok, Token)
-    assert git_ignored({"": pats}, names) == {"a" * 249 + "b", "a" * 200 + "d"}
     kinds = {n: tok.before.entry(n)[0] for n in names}
     assert kinds == {"a" * 250: "f", "a" * 249 + "b": "i", "a" * 200 + "d": "i"}
