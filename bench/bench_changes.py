@@ -38,6 +38,9 @@ def make_project(root: str, files: int, total_bytes: int) -> None:
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, f"file{i}.py"), "wb") as f:
             f.write(b"# %d\n" % i + line[: per - 8])
+    with open(os.path.join(root, ".gitignore"), "wb") as f:
+        f.write(b"*.pyc\n__pycache__/\n/build/\n*.log\nnode_modules/\n.venv/\n*.egg-info/\n"
+                b"dist/\n.coverage\n!keep.log\n")  # fmt: skip
     subprocess.run(["git", "init", "-q", root], check=True)
 
 
