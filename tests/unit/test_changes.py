@@ -583,3 +583,17 @@ def test_a_failed_walk_does_not_vouch_for_the_next_start(tmp_path, home, repo):
     walks = store.walks
     assert isinstance(store.begin("r2", str(repo)), NotRecorded)
     assert store.walks == walks + 1
+
+
+def test_a_run_that_removes_the_project_directory_itself(store, repo):
+    start = tree_hash(repo, skip=("build", "run.log"))
+    tok = begin(store, "r1", repo)
+    sh(f"rm -rf {repo}", repo.parent)
+    cs = store.finish(tok)
+    assert "D src/ (2 files)" in cs.summary()
+    assert "src/app.py" in store.plan("r1")["restore"]
+    res = store.undo("r1")
+    assert res["errors"] == [] and res["conflicts"] == []
+    # .git went with it (not covered, and said so); the work tree is back.
+    assert {x["path"] for x in res["not_recovered"]} == {".git", "build", "run.log"}
+    assert tree_hash(repo, skip=("build", "run.log")) == start

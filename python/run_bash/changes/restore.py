@@ -73,6 +73,8 @@ class Tree:
 
         A path under a symlink or a file is absent: the walk that made the snapshot never
         follows a symlink either."""
+        if self.root_fd < 0:
+            return None
         try:
             pfd, name = self._parent(path, reading=True)
         except (FileNotFoundError, NotADirectoryError):

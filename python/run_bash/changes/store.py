@@ -346,7 +346,12 @@ class ChangeStore:
         lim = self.limits
         self.walks += 1
         watcher.begin_walk()
-        fd = os.open(project, DIR_FLAGS)
+        try:
+            fd = os.open(project, DIR_FLAGS)
+        except FileNotFoundError:
+            if not finishing:
+                raise
+            return Snapshot({}, taken_ns=time.time_ns())  # the run removed the project itself
         try:
             kw: dict[str, Any] = {
                 "max_files": lim.max_files,
@@ -641,11 +646,15 @@ class ChangeStore:
         if cs is None:
             raise KeyError(run_id)
         self._init()
-        fd = os.open(cs.project, DIR_FLAGS)
+        try:
+            fd = os.open(cs.project, DIR_FLAGS)
+        except FileNotFoundError:
+            fd = -1  # the project directory itself is gone: everything is absent
         try:
             p = self._plan(cs, Tree(fd, self.limits.max_file_size), force)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         return {
             "run": run_id,
             "project": display_path(cs.project),
@@ -676,6 +685,9 @@ class ChangeStore:
             raise KeyError(run_id)
         self._init()
         new_id = new_run_id or "u" + "".join(secrets.choice(ID_ALPHABET) for _ in range(5))
+        if not os.path.lexists(cs.project) and os.path.isdir(os.path.dirname(cs.project)):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(cs.project)  # the run removed the project directory itself
         token = self._begin(new_id, cs.project, run_id)
         restored: list[str] = []
         removed: list[str] = []
