@@ -597,3 +597,15 @@ def test_a_run_that_removes_the_project_directory_itself(store, repo):
     # .git went with it (not covered, and said so); the work tree is back.
     assert {x["path"] for x in res["not_recovered"]} == {".git", "build", "run.log"}
     assert tree_hash(repo, skip=("build", "run.log")) == start
+
+
+def test_a_store_inside_the_project_is_not_walked(tmp_path, home):
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "a.txt").write_text("a")
+    store = ChangeStore(str(proj / ".state" / "undo"), home=str(home))
+    tok = begin(store, "r1", proj)
+    (proj / "b.txt").write_text("b")
+    cs = store.finish(tok)
+    assert [c.path for c in cs.changes] == ["b.txt"]  # not the store's own files
+    assert all(not p.startswith(".state/undo/") for d in tok.before.dirs for p in [d + "/"])
