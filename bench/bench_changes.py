@@ -95,6 +95,7 @@ def measure(files: int, total_bytes: int, runs: int = WARM_RUNS) -> dict[str, fl
             added.append((t1 - t0 + t3 - t2) * 1000)
         growth = (du(store.root) - size0) / runs
         git_ms = git_snapshots(project, runs=min(runs, 10))
+        floor = walk_floor(project)
         return {
             "off": statistics.median(off),
             "first": first,
@@ -106,9 +107,26 @@ def measure(files: int, total_bytes: int, runs: int = WARM_RUNS) -> dict[str, fl
             "store0": size0,
             "git_first": git_ms[0],
             "git_warm": git_ms[1],
+            "floor": floor,
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def walk_floor(project: str, runs: int = 15) -> float:
+    """Median ms of the least a Python walk can do: list every directory and lstat every entry."""
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        stack = [project]
+        while stack:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    e.stat(follow_symlinks=False)
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
 
 
 def git_snapshots(project: str, runs: int) -> tuple[float, float]:
@@ -168,7 +186,8 @@ def run() -> list[Row]:
                 "goal": "< 25 ms median" if files == 5000 else "",
                 "note": f"begin {m['begin']:.1f} + finish {m['finish']:.1f} ms; p90 "
                 f"{m['warm_p90']:.1f}; snapshots off: the command alone {m['off']:.1f} ms; "
-                f"git ghost snapshots {m['git_warm']:.1f} ms",
+                f"git ghost snapshots {m['git_warm']:.1f} ms; a bare Python walk (scandir + "
+                f"lstat, the floor of finish) {m['floor']:.1f} ms",
             },
             {
                 "name": f"{label}: store growth per 1-file run",
