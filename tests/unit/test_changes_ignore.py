@@ -33,6 +33,13 @@ TOKENS = [
     "x y",
     "\u00e9",
     "d",
+    "[]a]",
+    "[[:alpha:]]",
+    "**/",
+    "/**",
+    "[^b]",
+    "[x]",
+    "\\ ",
 ]
 
 
@@ -118,7 +125,7 @@ paths = st.lists(
 ).map(_tree)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(root=patterns, sub=patterns, ps=paths)
 def test_matches_git_check_ignore(root, sub, ps):
     sources = {"": root, "a": sub}

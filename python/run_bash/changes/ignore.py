@@ -163,7 +163,7 @@ def compile_path(pat: bytes) -> list[Glob | None] | None:
     match."""
     comps: list[Glob | None] = []
     for part in pat.split(b"/"):
-        if part == b"**":
+        if len(part) >= 2 and part.strip(b"*") == b"":  # "**", "***"...: any depth
             if not comps or comps[-1] is not STARSTAR:
                 comps.append(STARSTAR)
             continue
@@ -241,7 +241,7 @@ def parse(data: bytes) -> list[Pattern]:
             line = line[1:]
         dir_only = line.endswith(b"/")
         if dir_only:
-            line = line.rstrip(b"/")  # git strips one; "a//" cannot name a path anyway
+            line = line[:-1]  # one slash, as git: "a//" is "a/" with a directory flag
         if not line:
             continue
         if b"/" not in line:
