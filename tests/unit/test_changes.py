@@ -539,11 +539,89 @@ def test_a_run_that_changes_nothing_keeps_no_change_set(store, repo):
 
 def test_a_start_with_nothing_changed_skips_the_walk(store, repo):
     store.finish(begin(store, "r1", repo))
+    store.settle()
     walks = store.walks
     tok = begin(store, "r2", repo)
     assert store.walks == walks  # inotify saw nothing since the last walk
-    store.finish(tok)
-    assert store.walks == walks + 1  # the end of a run always walks
+    sh("echo more >> src/pkg/mod.py", repo)
+    quick = store.quick_walks
+    cs = store.finish(tok)
+    assert store.quick_walks == quick + 1  # only src/pkg was listed again
+    assert [c.path for c in cs.changes] == ["src/pkg/mod.py"]
+    store.settle()
+    assert store.walks == walks + 1  # then checked by a full walk, off the caller's thread
+    assert store.amended == 0
+
+
+def test_without_quick_finish_every_end_walks(tmp_path, home, repo):
+    store = ChangeStore(str(tmp_path / "st"), home=str(home), quick_finish=False)
+    store.finish(begin(store, "r1", repo))
+    walks = store.walks
+    store.finish(begin(store, "r2", repo))
+    assert store.walks == walks + 1 and store.quick_walks == 0
+
+
+MMAP_WRITER = """
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 0)
+os.close(fd)
+print("ready", flush=True)
+for line in sys.stdin:
+    m[0:5] = line.strip().encode()[:5].ljust(5)
+    m.flush()
+    print("done", flush=True)
+"""
+
+
+def test_a_write_through_a_shared_mmap_is_added_by_the_check(store, repo):
+    import subprocess
+    import sys
+
+    target = repo / "docs" / "index.md"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", MMAP_WRITER, str(target)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout.readline() == "ready\n"
+        store.finish(begin(store, "r0", repo))  # walks: the open/close above are seen
+        store.settle()
+        tok = begin(store, "r1", repo)
+        writer.stdin.write("XXXXX\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline() == "done\n"  # no inotify event for this write
+        sh("echo n > notes2.md", repo)
+        cs = store.finish(tok)
+        assert [c.path for c in cs.changes] == ["notes2.md"]  # the quick end cannot see it
+        assert store.changes("r1") == [  # get() settles: the check found it
+            {"path": "docs/index.md", "kind": "modified", "detail": "content"},
+            {"path": "notes2.md", "kind": "added"},
+        ]
+        assert store.amended == 1
+        assert "inotify missed them" in store.get("r1").summary()
+    finally:
+        writer.stdin.close()
+        writer.wait()
+    store.undo("r1")
+    assert target.read_text() == "# Title\n"
+
+
+def test_changes_after_a_quick_end_are_not_added_to_it(store, repo):
+    store.finish(begin(store, "r0", repo))
+    store.settle()
+    tok = begin(store, "r1", repo)
+    sh("echo run >> src/app.py", repo)
+    store.finish(tok)  # quick; its check is due
+    sh(
+        "echo user >> src/pkg/mod.py && mkdir -p d1/d2 && echo x > d1/d2/f && mv src/pkg src/pkg2",
+        repo,
+    )
+    store.settle()
+    assert [c["path"] for c in store.changes("r1")] == ["src/app.py"]
+    assert store.amended == 0
 
 
 EDITS_BETWEEN_RUNS = {
@@ -561,6 +639,7 @@ EDITS_BETWEEN_RUNS = {
 @pytest.mark.parametrize("edit", EDITS_BETWEEN_RUNS.values(), ids=EDITS_BETWEEN_RUNS.keys())
 def test_edits_between_runs_are_seen_by_the_next_start(store, repo, edit):
     store.finish(begin(store, "r1", repo))
+    store.settle()
     sh(edit, repo)  # the user, between two runs
     walks = store.walks
     user_state = tree_hash(repo)
@@ -580,6 +659,7 @@ def test_a_failed_walk_does_not_vouch_for_the_next_start(tmp_path, home, repo):
     tok = begin(store, "r1", repo)
     sh("mkdir flood && for i in $(seq 1 100); do : > flood/$i; done", repo)
     store.finish(tok)
+    store.settle()
     walks = store.walks
     assert isinstance(store.begin("r2", str(repo)), NotRecorded)
     assert store.walks == walks + 1

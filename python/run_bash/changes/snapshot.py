@@ -181,6 +181,101 @@ def _exclude_source(dir_fd: int, base: str) -> Source | None:
     return Source(base, parse(data)) if data else None
 
 
+def open_dir(root_fd: int, rel: str) -> int:
+    """An fd of the project directory ``rel``, reached without following any symlink."""
+    fd = os.dup(root_fd)
+    try:
+        for part in rel.split("/") if rel else []:
+            nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def rules_above(root_fd: int, rel: str) -> Rules:
+    """The ignore rules that apply to the entries of directory ``rel`` from the directories
+    above it (its own ``.gitignore`` is added by the walk), as a whole walk would build them."""
+    rules = Rules()
+    src = _exclude_source(root_fd, "")
+    if src is not None:
+        rules = rules.child(src)
+    if not rel:
+        return rules
+    parts = rel.split("/")
+    fd = os.dup(root_fd)
+    try:
+        acc = ""
+        for part in parts:
+            if acc:  # a nested repository restarts the rules, like in the walk
+                try:
+                    os.stat(".git", dir_fd=fd, follow_symlinks=False)
+                    rules = Rules()
+                    src = _exclude_source(fd, acc)
+                    if src is not None:
+                        rules = rules.child(src)
+                except OSError:
+                    pass
+            data = read_small(fd, ".gitignore", IGNORE_FILE_MAX)
+            if data:
+                rules = rules.child(Source(acc, parse(data)))
+            nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            acc = join(acc, part)
+    finally:
+        os.close(fd)
+    return rules
+
+
+class LazyRules(Rules):
+    """``rules_above`` computed on first use (a directory listed again rarely needs it)."""
+
+    __slots__ = ("_args", "_real")
+
+    def __init__(self, root_fd: int, rel: str) -> None:
+        super().__init__()
+        self._args = (root_fd, rel)
+        self._real: Rules | None = None
+
+    def _get(self) -> Rules:
+        if self._real is None:
+            self._real = rules_above(*self._args)
+        return self._real
+
+    def child(self, source: Source | None) -> Rules:
+        return self._get().child(source)
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        return self._get().ignored(path, is_dir)
+
+
+def merge(prev: Snapshot, part: Snapshot) -> Snapshot:
+    """``prev`` with the directories ``part`` listed again put in; the subtree of a directory
+    that is no longer one is dropped. Counts are recomputed."""
+    dirs = dict(prev.dirs)
+    for rel, kids in part.dirs.items():
+        old = dirs.get(rel) or {}
+        dirs[rel] = kids
+        for name, e in old.items():
+            if e[KIND] == "d" and (kids.get(name) or ("",))[KIND] != "d":
+                gone = join(rel, name)
+                for d in [d for d in dirs if d == gone or d.startswith(gone + "/")]:
+                    if d not in part.dirs:
+                        del dirs[d]
+    files = total = 0
+    for kids in dirs.values():
+        for e in kids.values():
+            k = e[KIND]
+            if k in "flb":
+                files += 1
+                if k == "f":
+                    total += e[SIZE]
+    return Snapshot(dirs, files, total, prev.nested, part.taken_ns, part.blob_bytes_added)
+
+
 class Reader:
     """Reads and stores file content for one walk."""
 
@@ -243,8 +338,9 @@ def scan(
     max_file_size: int,
     skip: tuple[int, int] | None = None,
     hard_files: int | None = None,
-    on_dir: Callable[[int], None] | None = None,
+    on_dir: Callable[[int, str, bool], None] | None = None,
     known_only: bool = False,
+    only: list[str] | None = None,
     clock: Callable[[], int] = time.time_ns,
 ) -> Snapshot:
     """Walk the project open at ``root_fd`` and return its snapshot.
@@ -254,10 +350,15 @@ def scan(
     command from hiding its changes by editing ``.gitignore``). Files past ``max_files`` raise
     TooManyFiles, unless ``hard_files`` is given: then they are listed as "c" (not covered) up to
     ``hard_files`` entries. ``skip`` is the (dev, ino) of a directory never entered (the store).
-    ``on_dir`` is called with the fd of every covered directory, and of each ``.git`` directory,
-    before its entries are read (the store's inotify watches). With ``known_only``, only what
-    ``prev`` covered is looked at: a new directory or file is listed as "c" and neither entered
-    nor read (the bounded fallback after a run flooded the project).
+    ``on_dir(fd, rel, is_git)`` is called with the fd of every covered directory, and of each
+    ``.git`` directory (with the rel of the directory holding it), before its entries are read
+    (the store's inotify watches). With ``known_only``, only what ``prev`` covered is looked at:
+    a new directory or file is listed as "c" and neither entered nor read (the bounded fallback
+    after a run flooded the project).
+
+    With ``only`` (directories covered in ``prev``), just those directories are listed again,
+    and a subdirectory already covered in ``prev`` is not entered (a new one is walked whole):
+    the result holds only the directories it listed, for ``merge``; its counts are partial.
     """
     now = clock()
     reader = Reader(objects, max_file_size, now)
@@ -267,17 +368,22 @@ def scan(
     total = 0
     seen = 0
     nested: list[str] = []
-    root_rules = Rules()
-    src = _exclude_source(root_fd, "")
-    if src is not None:
-        root_rules = root_rules.child(src)
-    stack: list[tuple[str, int, Rules]] = [("", os.dup(root_fd), root_rules)]
+    stack: list[tuple[str, int, Rules]] = []
     try:
+        if only is None:
+            root_rules = Rules()
+            src = _exclude_source(root_fd, "")
+            if src is not None:
+                root_rules = root_rules.child(src)
+            stack.append(("", os.dup(root_fd), root_rules))
+        else:
+            for rel in sorted(set(only), reverse=True):
+                stack.append((rel, open_dir(root_fd, rel), LazyRules(root_fd, rel)))
         while stack:
             rel, fd, rules = stack.pop()
             try:
                 if on_dir is not None:
-                    on_dir(fd)
+                    on_dir(fd, rel, False)
                 with os.scandir(fd) as it:
                     listing = list(it)
                 before = prev_dirs.get(rel) or {}
@@ -336,7 +442,7 @@ def scan(
                             with contextlib.suppress(OSError):
                                 gfd = os.open(name, DIR_FLAGS, dir_fd=fd)
                                 try:
-                                    on_dir(gfd)
+                                    on_dir(gfd, rel, True)
                                 finally:
                                     os.close(gfd)
                     elif known_only and old is None:
@@ -346,6 +452,10 @@ def scan(
                             continue
                         if (old is None or old[KIND] != "d") and here().ignored(path, True):
                             kids[name] = _stat_entry("i", st)
+                            continue
+                        if only is not None and old is not None and old[KIND] == "d":
+                            kids[name] = ("d", stat.S_IMODE(mode), 0, st.st_mtime_ns,
+                                          st.st_ctime_ns, st.st_ino, None, False)  # fmt: skip
                             continue
                         try:
                             cfd = os.open(name, DIR_FLAGS, dir_fd=fd)

@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import marshal
 import os
 import secrets
@@ -52,10 +53,11 @@ from .snapshot import (
     Snapshot,
     TooManyFiles,
     diff,
+    merge,
     same_state,
     scan,
 )
-from .watch import Watcher
+from .watch import Events, Watcher
 
 MIB = 1024 * 1024
 FORMAT = 1
@@ -67,6 +69,13 @@ GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or w
 SNAP_MAGIC = b"run_bash-snapshot-2\n"
 SNAP_HEAD = struct.Struct("<QQI")  # generation, payload length, crc32
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+log = logging.getLogger("run_bash")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 @dataclass(frozen=True)
@@ -104,10 +113,22 @@ class Token:
 
 
 @dataclass
+@dataclass
+class _Pending:
+    """A run that ended with a quick walk: the full walk that checks it is still to come."""
+
+    project: str
+    change_set: ChangeSet  # a private copy, amended if the check finds what inotify missed
+    before: Snapshot
+    after: Snapshot
+
+
+@dataclass
 class _Project:
     snapshot: Snapshot | None = None
     gen: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    pending: _Pending | None = None
 
 
 def _human(n: int) -> str:
@@ -178,9 +199,18 @@ class ChangeStore:
         root: the store directory (created 0700 if missing).
         limits: what is covered and kept.
         home: the user's home directory, never a project (default ``$HOME``).
+        quick_finish: end a run by listing again only the directories inotify saw change, and
+            check it with a full walk shortly after, off the caller's thread (False: every run
+            ends with a full walk).
     """
 
-    def __init__(self, root: str, limits: Limits | None = None, home: str | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        limits: Limits | None = None,
+        home: str | None = None,
+        quick_finish: bool = True,
+    ) -> None:
         self.root = os.path.abspath(root)
         self.limits = limits or Limits()
         self.home = os.path.realpath(home or os.path.expanduser("~"))
@@ -188,6 +218,12 @@ class ChangeStore:
         self._projects: dict[str, _Project] = {}
         self._watchers: dict[str, Watcher] = {}  # insertion order = least recently used first
         self.walks = 0  # full walks done (the figures and tests read it)
+        self.quick_walks = 0  # run ends that listed only the directories with events
+        self.amended = 0  # change sets completed by the check after a quick end
+        self.quick_finish = quick_finish
+        self._to_check: dict[str, str] = {}  # project key -> path, quick ends not yet checked
+        self._checker: threading.Thread | None = None
+        self._wake = threading.Condition(self._mu)
         self._active: dict[str, Token] = {}
         self._pruned = 0
         self._written = 0
@@ -329,7 +365,9 @@ class ChangeStore:
             return w
 
     def close(self) -> None:
-        """Release the inotify instances (the host's shutdown). The store stays usable."""
+        """Finish pending checks and release the inotify instances (the host's shutdown). The
+        store stays usable."""
+        self.settle()
         with self._mu:
             for w in self._watchers.values():
                 w.close()
@@ -342,10 +380,15 @@ class ChangeStore:
         finishing: bool,
         watcher: Watcher,
         known_only: bool = False,
+        only: list[str] | None = None,
+        events: Events | None = None,
     ) -> Snapshot:
         lim = self.limits
-        self.walks += 1
-        watcher.begin_walk()
+        if only is None:
+            self.walks += 1
+            watcher.begin_walk(events)
+        else:
+            self.quick_walks += 1
         try:
             fd = os.open(project, DIR_FLAGS)
         except FileNotFoundError:
@@ -360,6 +403,8 @@ class ChangeStore:
             }
             if known_only:
                 kw.update(max_files=1 << 62, known_only=True)
+            elif only is not None:
+                kw.update(max_files=1 << 62, only=only)
             elif finishing:
                 kw["hard_files"] = HARD_FILES_FACTOR * lim.max_files
             with self.objects.writer() as w:
@@ -422,6 +467,7 @@ class ChangeStore:
             with self._locked(key, project) as proj:
                 state = self._read_state(key)
                 self._live(state)
+                self._check_locked(key, proj, state)
                 prev = self._load_snapshot(key, proj, state)
                 watcher = self._watcher(key)
                 if prev is not None and watcher.gen == state["gen"] and not watcher.changed():
@@ -462,21 +508,23 @@ class ChangeStore:
         with self._locked(key, project) as proj:
             state = self._read_state(key)
             self._live(state)
-            prev = self._load_snapshot(key, proj, state) or token.before
+            self._check_locked(key, proj, state)
+            prev = self._load_snapshot(key, proj, state)
             watcher = self._watcher(key)
-            try:
-                complete = True
+            after, complete, quick = self._quick_after(project, proj, state, prev, watcher)
+            if after is None:
                 try:
-                    after = self._scan(project, prev, True, watcher)
-                except TooManyFiles as err:
-                    complete = False
-                    # Still account for everything that was there before; new paths are listed
-                    # where they start, neither entered nor read.
-                    note = f"the run left {err} in the project: new paths are not tracked"
-                    after = self._scan(project, token.before, True, watcher, known_only=True)
-            except OSError as err:
-                after, complete = None, False
-                note = f"cannot read the project {project} ({err.strerror or err})"
+                    try:
+                        after = self._scan(project, prev or token.before, True, watcher)
+                    except TooManyFiles as err:
+                        # Still account for everything that was there before; new paths are
+                        # listed where they start, neither entered nor read.
+                        complete = False
+                        note = f"the run left {err} in the project: new paths are not tracked"
+                        after = self._scan(project, token.before, True, watcher, known_only=True)
+                except OSError as err:
+                    after, complete = None, False
+                    note = f"cannot read the project {project} ({err.strerror or err})"
             ended = time.time_ns()
             state["active"].pop(token.run_id, None)
             overlaps = sorted(
@@ -512,9 +560,141 @@ class ChangeStore:
                 _write_inplace(path, rec)  # a torn record reads as absent
                 self._written += len(rec)
                 self._pruned += self._prune_runs(key, self.limits.keep)
+            if quick and after is not None:
+                copy = ChangeSet.from_json(cs.to_json())
+                proj.pending = _Pending(project, copy, token.before, after)
             self._write_state(key, state)
+        if quick:
+            self._schedule_check(key, project)
         self._maybe_collect()
         return cs
+
+    def _quick_after(
+        self,
+        project: str,
+        proj: _Project,
+        state: dict[str, Any],
+        prev: Snapshot | None,
+        watcher: Watcher,
+    ) -> tuple[Snapshot | None, bool, bool]:
+        """The project now, listing again only the directories inotify saw change: (snapshot,
+        complete, quick), or (None, ...) when a full walk is needed."""
+        if not (
+            self.quick_finish
+            and prev is not None
+            and prev is proj.snapshot
+            and watcher.valid
+            and watcher.gen == state["gen"]
+        ):
+            return None, True, False
+        ev = watcher.take()
+        if ev.structural or ev.unknown:
+            return None, True, False
+        try:
+            part = self._scan(
+                project, prev, True, watcher, only=sorted(ev.touched & prev.dirs.keys())
+            )
+        except OSError:
+            return None, True, False
+        after = merge(prev, part)
+        if after.files > self.limits.max_files:
+            return None, True, False
+        return after, True, True
+
+    def _schedule_check(self, key: str, project: str) -> None:
+        with self._mu:
+            self._to_check[key] = project
+            if self._checker is None or not self._checker.is_alive():
+                self._checker = threading.Thread(
+                    target=self._check_loop, name="run_bash-changes-check", daemon=True
+                )
+                self._checker.start()
+            self._wake.notify()
+
+    def _check_loop(self) -> None:
+        while True:
+            with self._mu:
+                if not self._to_check:
+                    self._wake.wait(timeout=5.0)
+                    if not self._to_check:
+                        self._checker = None
+                        return
+                key, project = self._to_check.popitem()
+            try:
+                self._check(key, project)
+            except Exception:  # a failed check leaves the quick change set; never kill the loop
+                log.exception("run_bash: checking the end of a run in %s failed", project)
+
+    def _check(self, key: str, project: str) -> None:
+        with self._locked(key, project) as proj:
+            if proj.pending is None:
+                return
+            state = self._read_state(key)
+            self._check_locked(key, proj, state)
+            self._write_state(key, state)
+
+    def settle(self) -> None:
+        """Run now the checks still due after quick run ends (``get``, ``undo`` and ``close``
+        call it, so what they read is complete)."""
+        with self._mu:
+            due = dict(self._to_check)
+            self._to_check.clear()
+        for key, project in due.items():
+            self._check(key, project)
+
+    def _check_locked(self, key: str, proj: _Project, state: dict[str, Any]) -> None:
+        """Walk the whole project after a quick run end; add to that run's change set what
+        inotify did not report (writes through a shared mmap). Changes in directories with
+        events since the run ended are someone else's and are not added."""
+        pend = proj.pending
+        if pend is None:
+            return
+        proj.pending = None
+        watcher = self._watcher(key)
+        since = watcher.take()
+        latest = self._load_snapshot(key, proj, state)
+        try:
+            full = self._scan(pend.project, latest, False, watcher, events=since)
+        except (TooManyFiles, OSError):
+            return  # the watcher stays invalid: the next start walks and decides
+        self._save_snapshot(key, proj, state, full)
+        late = watcher.take()  # changes during the walk: it may have missed them
+        since.merge(late)
+        if not late:
+            watcher.end_walk(state["gen"])
+        if since.unknown or latest is not pend.after:
+            return
+        moved = since.moved
+        missed = []
+        for path, _was, now in diff(pend.after, full):
+            parent = path.rpartition("/")[0]
+            if parent in since.touched or parent not in pend.after.dirs:
+                continue
+            if any(a in moved for a in _ancestors(path)):
+                continue
+            missed.append((path, now))
+        if not missed:
+            return
+        cs = pend.change_set
+        by_path = {c.path: c for c in cs.changes}
+        for path, now in missed:
+            ch = by_path.get(path) or Change(path, pend.before.entry(path), None)
+            ch.after = now
+            by_path[path] = ch
+        cs.changes = sorted(
+            (c for c in by_path.values() if not same_state(c.before, c.after)),
+            key=lambda c: os.fsencode(c.path),
+        )
+        cs.__post_init__()
+        extra = "some changes were found by the full check after the run (inotify missed them)"
+        cs.note = f"{cs.note}; {extra}" if cs.note else extra
+        runs = os.path.join(self._pdir(key), "runs")
+        if not cs.seq:
+            last = max((int(n[:8]) for n in os.listdir(runs) if n[:8].isdigit()), default=0)
+            state["seq"] = cs.seq = max(state["seq"], last) + 1
+        rec = json.dumps(cs.to_json(), separators=(",", ":")).encode()
+        _write_inplace(os.path.join(runs, f"{cs.seq:08d}-{cs.run_id}.json"), rec)
+        self.amended += 1
 
     def abandon(self, token: Token) -> None:
         """Forget a begun run that will never start (its command could not be spawned)."""
@@ -550,6 +730,7 @@ class ChangeStore:
 
     def get(self, run_id: str) -> ChangeSet | None:
         """The kept change set of ``run_id`` (the latest one with that id), or None."""
+        self.settle()
         found = None
         for _key, _seq, rid, path in self._records():
             if rid == run_id:
