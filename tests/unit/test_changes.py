@@ -689,3 +689,25 @@ def test_a_store_inside_the_project_is_not_walked(tmp_path, home):
     cs = store.finish(tok)
     assert [c.path for c in cs.changes] == ["b.txt"]  # not the store's own files
     assert all(not p.startswith(".state/undo/") for d in tok.before.dirs for p in [d + "/"])
+
+
+def test_two_hosts_share_one_store(tmp_path, home, repo):
+    root = str(tmp_path / "st")
+    a = ChangeStore(root, home=str(home))
+    b = ChangeStore(root, home=str(home))
+    start = tree_hash(repo)
+    ta = begin(a, "ra", repo)
+    tb = begin(b, "rb", repo)
+    sh("echo a >> src/app.py", repo)
+    csa = a.finish(ta)
+    sh("echo b >> docs/index.md", repo)
+    csb = b.finish(tb)
+    assert csa.overlaps == ["rb"] and csb.overlaps == ["ra"]
+    assert [c.path for c in csb.changes] == ["docs/index.md", "src/app.py"]
+    a.settle()
+    b.collect()  # one host's collection keeps the other's blobs
+    a.collect()
+    assert b.undo("rb")["errors"] == []
+    assert tree_hash(repo) == start
+    assert a.undo("ra")["conflicts"] == []  # already as before: nothing to do
+    assert tree_hash(repo) == start

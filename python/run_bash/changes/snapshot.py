@@ -252,27 +252,37 @@ class LazyRules(Rules):
         return self._get().ignored(path, is_dir)
 
 
+def _counts(kids: dict[str, Entry]) -> tuple[int, int]:
+    files = total = 0
+    for e in kids.values():
+        k = e[KIND]
+        if k in "flb":
+            files += 1
+            if k == "f":
+                total += e[SIZE]
+    return files, total
+
+
 def merge(prev: Snapshot, part: Snapshot) -> Snapshot:
     """``prev`` with the directories ``part`` listed again put in; the subtree of a directory
-    that is no longer one is dropped. Counts are recomputed."""
+    that is no longer one is dropped. Counts are adjusted by what changed."""
     dirs = dict(prev.dirs)
+    files, total = prev.files, prev.bytes
     for rel, kids in part.dirs.items():
         old = dirs.get(rel) or {}
         dirs[rel] = kids
+        f0, b0 = _counts(old)
+        f1, b1 = _counts(kids)
+        files += f1 - f0
+        total += b1 - b0
         for name, e in old.items():
             if e[KIND] == "d" and (kids.get(name) or ("",))[KIND] != "d":
                 gone = join(rel, name)
                 for d in [d for d in dirs if d == gone or d.startswith(gone + "/")]:
                     if d not in part.dirs:
-                        del dirs[d]
-    files = total = 0
-    for kids in dirs.values():
-        for e in kids.values():
-            k = e[KIND]
-            if k in "flb":
-                files += 1
-                if k == "f":
-                    total += e[SIZE]
+                        f0, b0 = _counts(dirs.pop(d))
+                        files -= f0
+                        total -= b0
     return Snapshot(dirs, files, total, prev.nested, part.taken_ns, part.blob_bytes_added)
 
 

@@ -125,7 +125,8 @@ class _Pending:
 
 @dataclass
 class _Project:
-    snapshot: Snapshot | None = None
+    snapshot: Snapshot | None = None  # the latest state (after a quick run end: memory only)
+    disk: Snapshot | None = None  # what the ``snap`` file of generation ``gen`` holds
     gen: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: _Pending | None = None
@@ -317,7 +318,7 @@ class ChangeStore:
         got = _read_snapshot(os.path.join(self._pdir(key), "snap"))
         # A lost or torn cache only costs a full read of the project.
         snap = got[1] if got is not None and got[0] == gen else None
-        proj.snapshot, proj.gen = snap, gen
+        proj.snapshot, proj.disk, proj.gen = snap, snap, gen
         return snap
 
     def _save_snapshot(
@@ -325,11 +326,7 @@ class ChangeStore:
     ) -> None:
         """Make ``snap`` the project's latest snapshot. The one it replaces is kept as
         ``snap-<gen>`` while an active run began from it (a collection must keep its blobs)."""
-        if (
-            proj.snapshot is not None
-            and proj.gen == state["gen"]
-            and snap.dirs == proj.snapshot.dirs
-        ):
+        if proj.disk is not None and proj.gen == state["gen"] and snap.dirs == proj.disk.dirs:
             proj.snapshot = snap
             return
         pdir = self._pdir(key)
@@ -343,7 +340,7 @@ class ChangeStore:
         head = SNAP_MAGIC + SNAP_HEAD.pack(gen, len(payload), zlib.crc32(payload))
         _write_inplace(cur, head + payload)
         state["gen"] = gen
-        proj.snapshot, proj.gen = snap, gen
+        proj.snapshot, proj.disk, proj.gen = snap, snap, gen
         self._drop_old_snapshots(key, state)
 
     def _drop_old_snapshots(self, key: str, state: dict[str, Any]) -> None:
@@ -544,7 +541,12 @@ class ChangeStore:
                 note=note,
                 max_file_size=self.limits.max_file_size,
             )
-            if after is not None:
+            if quick:
+                # Kept in memory only: the check that follows writes the full walk's snapshot
+                # (a crash before it costs the next host one full walk, nothing else).
+                proj.snapshot = after
+                watcher.end_walk(state["gen"])
+            elif after is not None:
                 self._save_snapshot(key, proj, state, after)
                 if complete:  # a partial walk must not let the next start skip its walk
                     watcher.end_walk(state["gen"])
@@ -615,7 +617,7 @@ class ChangeStore:
         while True:
             with self._mu:
                 if not self._to_check:
-                    self._wake.wait(timeout=5.0)
+                    self._wake.wait(timeout=60.0)
                     if not self._to_check:
                         self._checker = None
                         return
@@ -1046,6 +1048,14 @@ class ChangeStore:
             for ch in cs.changes:
                 for e in (ch.before, ch.after):
                     if e is not None and e[KIND] == "f":
+                        live.add(e[DATA])
+        with self._mu:
+            held = [p.snapshot for p in self._projects.values() if p.snapshot is not None]
+            held += [p.pending.after for p in self._projects.values() if p.pending is not None]
+        for snap in held:  # snapshots this host holds in memory only (quick run ends)
+            for kids in snap.dirs.values():
+                for e in kids.values():
+                    if e[KIND] == "f":
                         live.add(e[DATA])
         for tok in list(self._active.values()):  # runs of this host still in progress
             for kids in tok.before.dirs.values():
