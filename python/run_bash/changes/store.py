@@ -546,6 +546,7 @@ class ChangeStore:
                 # (a crash before it costs the next host one full walk, nothing else).
                 proj.snapshot = after
                 watcher.end_walk(state["gen"])
+                self._drop_old_snapshots(key, state)
             elif after is not None:
                 self._save_snapshot(key, proj, state, after)
                 if complete:  # a partial walk must not let the next start skip its walk
@@ -743,6 +744,7 @@ class ChangeStore:
 
     def latest(self, project: str | None = None) -> ChangeSet | None:
         """The most recent kept change set (in ``project`` when given)."""
+        self.settle()
         best = None
         key = self._key(project) if project else None
         for k, _seq, _rid, path in self._records():
@@ -754,6 +756,7 @@ class ChangeStore:
 
     def runs(self) -> list[dict[str, Any]]:
         """Every kept change set, newest first, as {run, project, ended, counts, undo_of}."""
+        self.settle()
         out = []
         for _k, _seq, _rid, path in self._records():
             cs = self._read_record(path)
