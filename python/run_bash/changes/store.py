@@ -223,6 +223,7 @@ class ChangeStore:
         self.amended = 0  # change sets completed by the check after a quick end
         self.quick_finish = quick_finish
         self._to_check: dict[str, str] = {}  # project key -> path, quick ends not yet checked
+        self._checking = 0  # checks the store's thread is running now
         self._checker: threading.Thread | None = None
         self._wake = threading.Condition(self._mu)
         self._active: dict[str, Token] = {}
@@ -612,7 +613,7 @@ class ChangeStore:
                     target=self._check_loop, name="run_bash-changes-check", daemon=True
                 )
                 self._checker.start()
-            self._wake.notify()
+            self._wake.notify_all()
 
     def _check_loop(self) -> None:
         while True:
@@ -623,10 +624,15 @@ class ChangeStore:
                         self._checker = None
                         return
                 key, project = self._to_check.popitem()
+                self._checking += 1
             try:
                 self._check(key, project)
             except Exception:  # a failed check leaves the quick change set; never kill the loop
                 log.exception("run_bash: checking the end of a run in %s failed", project)
+            finally:
+                with self._mu:
+                    self._checking -= 1
+                    self._wake.notify_all()
 
     def _check(self, key: str, project: str) -> None:
         with self._locked(key, project) as proj:
@@ -644,6 +650,9 @@ class ChangeStore:
             self._to_check.clear()
         for key, project in due.items():
             self._check(key, project)
+        with self._mu:
+            while self._checking:
+                self._wake.wait()
 
     def _check_locked(self, key: str, proj: _Project, state: dict[str, Any]) -> None:
         """Walk the whole project after a quick run end; add to that run's change set what
