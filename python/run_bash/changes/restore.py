@@ -1,0 +1,216 @@
+"""Writes into the project for undo, each one confined to the project.
+
+Every operation resolves its path one component at a time from the project's directory fd with
+``O_NOFOLLOW|O_DIRECTORY``: a component that is a symlink (for instance a directory the run
+replaced with a link to somewhere outside) stops the operation with ``Unsafe``, so nothing is ever
+written, removed or chmod'ed outside the project. Files are written to a temp name beside the
+target and renamed over it (``renameat`` replaces the name, never follows it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+
+from .objects import digest
+from .snapshot import DIR_FLAGS, KIND, Entry, _stat_entry, open_regular
+
+TEMP_PREFIX = ".run_bash-undo-"
+
+
+class Unsafe(Exception):
+    """The path cannot be reached without leaving the project or following a symlink."""
+
+
+class Tree:
+    """The project, open as a directory fd."""
+
+    def __init__(self, root_fd: int, max_file_size: int) -> None:
+        self.root_fd = root_fd
+        self.max_file_size = max_file_size
+
+    def _parent(self, path: str, create: bool = False, reading: bool = False) -> tuple[int, str]:
+        """An fd of ``path``'s parent directory (the caller closes it) and the last component.
+
+        A parent that is a symlink raises Unsafe, or FileNotFoundError when ``reading`` (the path
+        does not exist in the project's own namespace); a parent that is a file raises
+        NotADirectoryError."""
+        parts = path.split("/")
+        fd = os.dup(self.root_fd)
+        try:
+            for i, part in enumerate(parts[:-1]):
+                try:
+                    nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                    nfd = _open_dir(fd, part, "/".join(parts[: i + 1]))
+                except OSError as err:
+                    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                        where = "/".join(parts[: i + 1])
+                        st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                        if stat.S_ISLNK(st.st_mode) and reading:
+                            raise FileNotFoundError(errno.ENOENT, f"{where} is a symlink") from None
+                        if stat.S_ISLNK(st.st_mode):
+                            raise Unsafe(f"{where} is a symlink, not a directory") from None
+                        raise NotADirectoryError(
+                            errno.ENOTDIR, f"{where} is not a directory"
+                        ) from None
+                    raise
+                os.close(fd)
+                fd = nfd
+            return fd, parts[-1]
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def current(self, path: str) -> Entry | None:
+        """What ``path`` is now, in snapshot form (files are hashed, not stored); None when absent.
+
+        A path under a symlink or a file is absent: the walk that made the snapshot never
+        follows a symlink either."""
+        if self.root_fd < 0:
+            return None
+        try:
+            pfd, name = self._parent(path, reading=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            fmt = stat.S_IFMT(st.st_mode)
+            if fmt == stat.S_IFDIR:
+                return ("d", stat.S_IMODE(st.st_mode), 0, st.st_mtime_ns, st.st_ctime_ns,
+                        st.st_ino, None, False)  # fmt: skip
+            if fmt == stat.S_IFLNK:
+                return _stat_entry("l", st, os.readlink(name, dir_fd=pfd))
+            if fmt != stat.S_IFREG:
+                return _stat_entry("s", st)
+            if st.st_size > self.max_file_size:
+                return _stat_entry("b", st)
+            got = open_regular(pfd, name)
+            if got is None:
+                return _stat_entry("u", st, "changing while read")
+            fd, fst = got
+            try:
+                data = os.read(fd, fst.st_size + 1)
+            finally:
+                os.close(fd)
+            return ("f", stat.S_IMODE(fst.st_mode), len(data), fst.st_mtime_ns, fst.st_ctime_ns,
+                    fst.st_ino, digest(data), False)  # fmt: skip
+        finally:
+            os.close(pfd)
+
+    def remove(self, path: str) -> None:
+        """Remove a file, symlink, special file or empty directory (never a directory's content)."""
+        pfd, name = self._parent(path)
+        try:
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(name, dir_fd=pfd)
+            else:
+                os.unlink(name, dir_fd=pfd)
+        finally:
+            os.close(pfd)
+
+    def write_file(self, path: str, data: bytes, mode: int) -> None:
+        pfd, name = self._parent(path, create=True)
+        try:
+            tmp = _temp_name(pfd)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600, dir_fd=pfd)  # fmt: skip
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fchmod(fd, mode)
+                finally:
+                    os.close(fd)
+                _replace(pfd, tmp, name)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=pfd)
+                raise
+        finally:
+            os.close(pfd)
+
+    def symlink(self, path: str, target: str) -> None:
+        pfd, name = self._parent(path, create=True)
+        try:
+            tmp = _temp_name(pfd)
+            os.symlink(target, tmp, dir_fd=pfd)
+            try:
+                _replace(pfd, tmp, name)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=pfd)
+                raise
+        finally:
+            os.close(pfd)
+
+    def mkdir(self, path: str, mode: int) -> None:
+        """Make ``path`` a directory (owner-writable until ``chmod_dir`` sets its mode)."""
+        pfd, name = self._parent(path, create=True)
+        try:
+            try:
+                os.mkdir(name, 0o700, dir_fd=pfd)
+            except FileExistsError:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    raise
+            fd = _open_dir(pfd, name, path)
+            try:
+                os.fchmod(fd, (stat.S_IMODE(os.fstat(fd).st_mode) | 0o700) & 0o7777)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(pfd)
+
+    def chmod_dir(self, path: str, mode: int) -> None:
+        pfd, name = self._parent(path)
+        try:
+            fd = _open_dir(pfd, name, path)
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(pfd)
+
+
+def _open_dir(pfd: int, name: str, path: str) -> int:
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=pfd)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Unsafe(f"{path} is not a directory (a symlink or a file)") from None
+        raise
+
+
+def _temp_name(pfd: int) -> str:
+    while True:
+        name = TEMP_PREFIX + os.urandom(6).hex()
+        try:
+            os.stat(name, dir_fd=pfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return name
+
+
+def _replace(pfd: int, tmp: str, name: str) -> None:
+    """Rename ``tmp`` over ``name``; an empty directory in the way is removed first."""
+    try:
+        os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+    except IsADirectoryError:
+        os.rmdir(name, dir_fd=pfd)
+        os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+
+
+def entry_kind(e: Entry | None) -> str | None:
+    return None if e is None else e[KIND]
