@@ -135,9 +135,11 @@ function H.send_setup(chan)
     vim.schedule(function()
       vim.notify_once("run_bash: " .. reply.error, vim.log.levels.ERROR)
     end)
+    local fok, facts = pcall(vim.rpcrequest, chan, "run_bash.facts")
+    H.facts = fok and type(facts) == "table" and facts.ok or nil
     return chan
   end
-  H.backend = reply.ok
+  H.facts = reply.ok
   for _, notice in ipairs(reply.ok.notices or {}) do
     vim.schedule(function()
       vim.notify_once("run_bash: " .. notice, vim.log.levels.WARN)
@@ -330,77 +332,65 @@ function H.dispatch(name, payload)
   end
 end
 
---- A run the host holds for the user's decision (`run` without `approved`): Lua-function rules
---- are evaluated here; when nothing pauses and it runs sandboxed it starts, else the approval
---- window asks. The answer goes back to the waiting run with `rpcnotify`.
+--- A run the host holds for the user's decision (`approve` event): the approval window asks and
+--- the answer goes back to the waiting run with `rpcnotify`. Python has decided that it must ask.
 function H.on_approve(p)
-  local verdict = H.apply_lua_rules(p.verdict or {})
-  verdict.session_id = p.id -- the audit's decision line names the run it decided
-  local function decide(decision, reason)
-    if H.chan then
-      pcall(vim.rpcnotify, H.chan, "run_bash.decide", p.id, decision, reason or "")
-    end
-  end
-  if not p.ask and not verdict.pause and verdict.sandboxed then
-    require("run_bash.audit_log").decision(p.cmd, verdict, "auto")
-    return decide("auto")
-  end
-  require("run_bash.approval").request({ cmd = p.cmd, verdict = verdict, cwd = p.cwd }, decide)
+  local answer = p.answer or {}
+  require("run_bash.approval").request({ cmd = answer.cmd, answer = answer, cwd = p.cwd }, function(decision, reason)
+    M.decide(p.id, decision, reason)
+  end)
 end
 
---- Evaluate the pause-list verdict for `cmd`, including Lua-function rules.
+--- Tell the host the user's answer about a held run or a checked command (`decision_id`):
+--- "accept", "always", "reject" or "cancel".
+---@param id string
+---@param decision "accept"|"always"|"reject"|"cancel"
+---@param reason? string
+function M.decide(id, decision, reason)
+  if H.chan then
+    pcall(vim.rpcnotify, H.chan, "run_bash.decide", id, decision, reason or vim.NIL)
+  end
+end
+
+--- Call the user's Lua-function pause rules on exactly the `(rule name, argv)` pairs Python
+--- matched; a rule that raises counts as "pause".
+---@param calls [string, string[]][]
+---@return { pause?: boolean, error?: string }[]
+function H.eval_lua_rules(calls)
+  local results = {}
+  for i, call in ipairs(calls or {}) do
+    local name, argv = call[1], call[2]
+    local rule = H.lua_rules[name]
+    if type(rule) ~= "function" then
+      results[i] = { error = "the rule is not a Lua function any more (setup changed)" }
+    else
+      local ok, res = pcall(rule, vim.list_slice(argv, 2))
+      if ok then
+        results[i] = { pause = res ~= nil and res ~= false }
+      else
+        results[i] = { error = tostring(res) }
+      end
+    end
+  end
+  return results
+end
+
+--- The host's gate answer for `cmd`: `{ needs_approval, reason, rule, decision_id, backend,
+--- sandboxed, … }`, with the user's Lua-function rules evaluated.
 ---@param cmd string
----@param opts? { skip_sandbox?: boolean }
----@return table|nil verdict, string|nil err
+---@param opts? { skip_sandbox?: boolean, ask?: boolean, cwd?: string, source?: "user"|"agent" }
+---@return table|nil answer, string|nil err
 function M.check(cmd, opts)
-  local verdict, err = M.request("check", cmd, opts or vim.empty_dict())
-  if not verdict then
-    return nil, err
+  opts = vim.tbl_extend("force", { cwd = vim.fn.getcwd() }, opts or {})
+  local answer, err = M.request("check", cmd, opts)
+  if not answer or not answer.lua_pending then
+    return answer, err
   end
-  return H.apply_lua_rules(verdict)
-end
-
---- Apply the Lua-function pause-list rules to a verdict from the host (which names the rules
---- whose commands appeared); returns the verdict, paused when a rule says so or fails.
-function H.apply_lua_rules(verdict)
-  if not verdict.pause then
-    -- Python names the Lua rules whose command (or command family, e.g. `mkfs` for `mkfs.ext4`)
-    -- appeared; the rule gets the arguments of each matching command.
-    local wanted = {}
-    for _, name in ipairs(verdict.lua_rules or {}) do
-      wanted[name] = H.lua_rules[name]
-    end
-    for _, argv in ipairs(verdict.commands or {}) do
-      local base = argv[1] and vim.fs.basename(argv[1]) or ""
-      local name, rule = base, wanted[base] or H.lua_rules[base]
-      if not rule then
-        for family, fn in pairs(wanted) do
-          if vim.startswith(base, family) then
-            name, rule = family, fn
-            break
-          end
-        end
-      end
-      if rule then
-        local args = vim.list_slice(argv, 2)
-        local ok, res = pcall(rule, args)
-        if not ok or res then
-          verdict.pause = true
-          verdict.rule = name
-          verdict.command = table.concat(argv, " ")
-          verdict.reason = ok and ("`%s` matches your pause-list rule for %s"):format(
-            verdict.command,
-            name
-          ) or ("your pause-list rule for %s failed (%s): pausing to be safe"):format(
-            name,
-            tostring(res)
-          )
-          break
-        end
-      end
-    end
-  end
-  return verdict
+  local again = vim.tbl_extend("force", opts, {
+    decision_id = answer.decision_id,
+    lua_results = H.eval_lua_rules(answer.lua_calls),
+  })
+  return M.request("check", cmd, again)
 end
 
 --- Run `cb(info)` when a session starts (after its approval, for a held run).
@@ -412,11 +402,23 @@ end
 --- Start a command. `on_result(result)` is called exactly once (result.error on failure).
 --- Without `approved`, the host holds a command that needs the user's approval and the approval
 --- window asks first (`ask` always asks); `approved = true` says the caller already asked.
----@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, approved?, ask?, live? }
+---@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, approved?, ask?, live?, decision_id? }
 ---@param on_result? fun(result: table)
 ---@param on_output? fun(text: string)
 ---@return table|nil info, string|nil err
 function M.run(spec, on_result, on_output)
+  if type(spec) == "table" and spec.decision_id == nil and next(H.lua_rules) ~= nil then
+    -- The user's Lua rules judge the command first: the run starts on that answer.
+    local answer, cerr = M.check(spec.cmd, {
+      skip_sandbox = spec.skip_sandbox,
+      cwd = spec.cwd,
+      source = spec.source,
+    })
+    if not answer then
+      return nil, cerr
+    end
+    spec = vim.tbl_extend("force", spec, { decision_id = answer.decision_id })
+  end
   local info, err = M.request("run", spec)
   if not info then
     return nil, err
@@ -503,6 +505,18 @@ end
 
 function M.output(id, opts)
   return M.request("output", id, opts or vim.empty_dict())
+end
+
+--- What the tool's schema says: where commands run and the limits (`backend`, `sandboxed`,
+--- `unavailable`, `default_timeout`, `max_timeout`, `max_bg_after`), from setup's reply. Starts
+--- the host if needed.
+---@return table|nil facts, string|nil err
+function M.facts()
+  local chan, err = M.ensure_host()
+  if not chan then
+    return nil, err
+  end
+  return H.facts
 end
 
 --- Whether the host is running (without starting it).

@@ -351,6 +351,7 @@ def test_runbashlog_opens_the_audit_log_read_only(editor, target):
         " mod = vim.bo.modifiable, lines = vim.api.nvim_buf_get_lines(0, 0, -1, false) }"
     )
     assert buf["name"] == path and buf["ro"] and not buf["mod"]
-    rec = json.loads(buf["lines"][-1])
+    *_, rec, run = [json.loads(line) for line in buf["lines"]]
     assert rec["decided_by"] == "user_reject" and rec["user_reason"] == "too risky"
     assert rec["rule"] == "rm" or rec["sandboxed"] is False
+    assert run["event"] == "run" and run["status"] == "rejected" and run["id"] == rec["session_id"]
