@@ -9,8 +9,11 @@ local H = {}
 local uv = vim.uv or vim.loop
 
 H.root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h:h")
-H.opts = {} -- the user's options, with Lua functions already resolved to data
-H.lua_rules = {} -- pause-list rules given as Lua functions: name -> function(args)
+H.pending = nil ---@type run_bash.Options|nil options given to setup() not yet sent to the host
+H.good = nil ---@type run_bash.Options|nil the last options the host accepted
+H.good_chan = nil -- the host that accepted them
+H.lua_rules = {} -- pause-list rules given as Lua functions (of the options in force)
+H.facts = nil -- where commands run and the limits, from setup's reply
 H.chan = nil
 H.job = nil
 H.stderr = {}
@@ -18,6 +21,8 @@ H.expected_exit = false
 H.listeners = { result = {}, output = {}, reply = {}, started = {} }
 H.next_token = 0
 H.setup_done = false
+H.ready = false -- the host answered (a ping or its `ready` event)
+H.starting = false -- a caller waits for the host to answer its first ping
 
 --- Sessions the host reported, for completion without RPC: id -> info.
 M.sessions = {}
@@ -53,98 +58,142 @@ function M.log_path()
   return vim.fn.stdpath("log") .. "/run_bash.log"
 end
 
---- Replace Lua functions in the options by data. Pause-list functions stay in Lua and are
---- evaluated on the commands Python parsed (see `M.check`); path-rule functions are applied to
---- the defaults Python reports when the host starts.
+---@class run_bash.Options
+---@field data table the options as plain data (Lua-function pause rules replaced by a marker)
+---@field lua_rules table<string, function> the Lua-function pause rules, by command name
+
+--- Split the options into data for the host and the Lua-function pause rules, which stay in Lua
+--- and are called on the commands the host matched to them (see `M.check`).
 ---@param opts table
+---@return run_bash.Options
 function H.prepare_opts(opts)
-  opts = vim.deepcopy(opts or {})
-  H.lua_rules = {}
-  if type(opts.pauselist) == "table" then
-    for name, rule in pairs(opts.pauselist) do
+  local data = vim.deepcopy(opts or {})
+  local rules = {}
+  if type(data.pauselist) == "table" then
+    for name, rule in pairs(data.pauselist) do
       if type(rule) == "function" then
-        H.lua_rules[name] = rule
-        opts.pauselist[name] = "<lua-function>"
+        rules[name] = rule
+        data.pauselist[name] = "<lua-function>"
       end
     end
   end
-  return opts
+  return { data = data, lua_rules = rules }
 end
 
---- Apply `function(defaults)` path rules using the defaults the host computes.
-function H.resolve_rule_functions(opts, chan)
-  local rules = vim.tbl_get(opts, "sandbox", "rules")
+--- Apply `function(defaults)` path rules to the defaults the host computes. A function that fails
+--- or returns something other than a list is a problem in the options, named by its key.
+---@param data table
+---@param chan integer
+---@return table data, string[] problems
+function H.resolve_rule_functions(data, chan)
+  local problems = {}
+  local rules = vim.tbl_get(data, "sandbox", "rules")
   if type(rules) ~= "table" then
-    return opts
+    return data, problems
   end
   local has_fn = false
   for _, v in pairs(rules) do
     has_fn = has_fn or type(v) == "function"
   end
   if not has_fn then
-    return opts
+    return data, problems
   end
   local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.rule_defaults")
   local defaults = ok and type(reply) == "table" and type(reply.ok) == "table" and reply.ok
   for key, v in pairs(rules) do
-    if type(v) == "function" and not defaults then
-      -- Never hand a rule function an empty list: its result would replace every default.
-      H.notify(
-        ("`sandbox.rules.%s`: the defaults are unavailable (%s); using them unchanged"):format(
-          key,
-          tostring(ok and reply and reply.error or reply)
-        ),
-        vim.log.levels.WARN
-      )
-      rules[key] = nil
-    elseif type(v) == "function" then
-      local fok, res = pcall(v, vim.deepcopy(defaults[key] or {}))
-      if not fok or type(res) ~= "table" then
-        H.notify(
-          ("`sandbox.rules.%s` function failed: %s; using the defaults"):format(key, tostring(res)),
-          vim.log.levels.WARN
-        )
-        res = nil
+    if type(v) == "function" then
+      local fok, res
+      if defaults then
+        fok, res = pcall(v, vim.deepcopy(defaults[key] or {}))
+      else
+        fok, res = false, "the defaults are unavailable: " .. tostring(ok and reply.error or reply)
       end
-      rules[key] = res
+      if not fok then
+        table.insert(problems, ("`sandbox.rules.%s`: the function failed: %s"):format(key, tostring(res)))
+      elseif type(res) ~= "table" then
+        table.insert(
+          problems,
+          ("`sandbox.rules.%s`: the function should return a list, not %s"):format(key, type(res))
+        )
+      end
+      rules[key] = fok and res or nil
     end
   end
-  return opts
+  return data, problems
 end
 
---- Set the options. Cheap: the host starts on first use.
+--- Set the options. The host checks them at once: when it is not running yet it starts in the
+--- background (nothing waits for it) and reports a problem as soon as it is up. A problem is one
+--- error naming every bad key; the previous options stay in force.
 ---@param opts? table
 function M.setup(opts)
   vim.validate("opts", opts, "table", true)
-  H.opts = H.prepare_opts(opts or {})
+  H.pending = H.prepare_opts(opts or {})
   H.setup_done = false
-  if H.chan then
+  if H.chan and H.ready then
     H.send_setup(H.chan)
+  elseif not H.chan then
+    H.start()
   end
 end
 
+--- Send the pending options (or, to a host that just started, the last good ones); report a
+--- problem once. Returns the channel (a rejected config keeps the host usable) or nil and why.
+---@param chan integer
+---@return integer|nil chan, string|nil err
 function H.send_setup(chan)
-  local opts = H.resolve_rule_functions(vim.deepcopy(H.opts), chan)
-  local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.setup", opts)
-  if not ok then
-    return nil, tostring(reply)
-  end
+  local cand = H.pending or H.good
+  H.pending = nil
   H.setup_done = true
+  if not cand then
+    return H.fetch_facts(chan)
+  end
+  local data, problems = H.resolve_rule_functions(vim.deepcopy(cand.data), chan)
+  local reply
+  if #problems > 0 then
+    reply = { error = "invalid config: " .. table.concat(problems, "; ") }
+  else
+    local ok, r = pcall(vim.rpcrequest, chan, "run_bash.setup", data)
+    if not ok then
+      H.setup_done = false
+      return nil, tostring(r)
+    end
+    reply = r
+  end
   if reply.error then
-    -- The host keeps its previous configuration: report the problem once, do not fail every call.
     vim.schedule(function()
       vim.notify_once("run_bash: " .. reply.error, vim.log.levels.ERROR)
     end)
-    local fok, facts = pcall(vim.rpcrequest, chan, "run_bash.facts")
-    H.facts = fok and type(facts) == "table" and facts.ok or nil
-    return chan
+    if H.good and cand ~= H.good and H.good_chan ~= chan then
+      -- A host that just started has the defaults: the last good options go back in force.
+      return H.send_setup(chan)
+    end
+    local got, err = H.fetch_facts(chan)
+    if H.facts then
+      H.facts.config_error = reply.error
+    end
+    return got, err
   end
+  H.good, H.good_chan = cand, chan
+  H.lua_rules = cand.lua_rules
   H.facts = reply.ok
   for _, notice in ipairs(reply.ok.notices or {}) do
     vim.schedule(function()
       vim.notify_once("run_bash: " .. notice, vim.log.levels.WARN)
     end)
   end
+  return chan
+end
+
+--- Ask the host where commands run (when no setup reply says it).
+---@param chan integer
+---@return integer|nil chan, string|nil err
+function H.fetch_facts(chan)
+  local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.facts")
+  if not ok then
+    return nil, tostring(reply)
+  end
+  H.facts = type(reply) == "table" and reply.ok or nil
   return chan
 end
 
@@ -158,12 +207,22 @@ function H.stderr_tail()
   return table.concat(lines, "\n")
 end
 
+---@param python string
+---@return string
+function H.did_not_start(python)
+  local reason = H.stderr_tail()
+  return ("the Python host did not start (%s)%s. Run `make deps`; see :checkhealth run_bash"):format(
+    python,
+    reason ~= "" and (": " .. reason) or ""
+  )
+end
+
 function H.on_exit(job, code)
   if job ~= H.job then
     return
   end
-  local had_chan = H.chan ~= nil
-  H.chan, H.job, H.setup_done = nil, nil, false
+  local had_chan, was_ready = H.chan ~= nil, H.ready
+  H.chan, H.job, H.setup_done, H.ready = nil, nil, false, false
   -- Every caller still waiting must hear about it: a chat never hangs on a dead host.
   local err = ("the Python host exited (code %d)"):format(code)
   local tail = H.stderr_tail()
@@ -189,22 +248,18 @@ function H.on_exit(job, code)
     end
     M.sessions[id] = info
   end
-  if had_chan and not H.expected_exit then
-    H.notify(
-      err .. ". It restarts on the next command; see :checkhealth run_bash",
-      vim.log.levels.ERROR
-    )
+  if had_chan and not H.expected_exit and not H.starting then
+    if was_ready then
+      H.notify(err .. ". It restarts on the next command; see :checkhealth run_bash", vim.log.levels.ERROR)
+    else
+      H.notify(H.did_not_start(M.python()), vim.log.levels.ERROR)
+    end
   end
 end
 
---- Start the host if needed; returns the channel or nil and an error message.
-function M.ensure_host()
-  if H.chan then
-    if H.setup_done then
-      return H.chan
-    end
-    return H.send_setup(H.chan)
-  end
+--- Start the host process without waiting for it; it says `ready` when it is up.
+---@return integer|nil chan, string|nil err
+function H.start()
   local python = M.python()
   if vim.fn.executable(python) ~= 1 then
     local msg = ("Python not found: %s (run `make deps` in %s, or set g:run_bash_python)"):format(
@@ -215,6 +270,7 @@ function M.ensure_host()
   end
   H.stderr = {}
   H.expected_exit = false
+  H.ready = false
   local boot = H.root .. "/rplugin/python3/run_bash_host/boot.py"
   local env = { RUN_BASH_LOG = M.log_path(), RUN_BASH_AUDIT = require("run_bash.audit_log").path() }
   local ok, job = pcall(vim.fn.jobstart, { python, boot }, {
@@ -236,22 +292,50 @@ function M.ensure_host()
     return nil, ("could not start %s: %s"):format(python, tostring(job))
   end
   H.job, H.chan = job, job
-  local pok, pong = pcall(vim.rpcrequest, job, "run_bash.ping")
-  if not pok or pong ~= "pong" then
-    -- Give the job a moment to exit so its stderr (the real reason) is available.
-    vim.wait(1000, function()
-      return H.job == nil
-    end, 10)
-    local reason = H.stderr_tail()
-    pcall(vim.fn.jobstop, job)
-    H.chan, H.job = nil, nil
-    return nil,
-      ("the Python host did not start (%s)%s. Run `make deps`; see :checkhealth run_bash"):format(
-        python,
-        reason ~= "" and (": " .. reason) or ""
-      )
+  pcall(vim.rpcnotify, job, "run_bash.hello")
+  return job
+end
+
+--- The host is up (`ready` event, or a ping answered): send the options.
+function H.on_ready()
+  if H.chan and not H.ready then
+    H.ready = true
   end
-  return H.send_setup(job)
+  if H.chan and not H.setup_done then
+    H.send_setup(H.chan)
+  end
+end
+
+--- Start the host if needed and wait until it answers; returns the channel or nil and an error.
+---@return integer|nil chan, string|nil err
+function M.ensure_host()
+  if not H.chan then
+    local _, err = H.start()
+    if err then
+      return nil, err
+    end
+  end
+  if not H.ready then
+    local job = H.chan
+    H.starting = true
+    local pok, pong = pcall(vim.rpcrequest, job, "run_bash.ping")
+    if not pok or pong ~= "pong" then
+      -- Give the job a moment to exit so its stderr (the real reason) is available.
+      vim.wait(1000, function()
+        return H.job == nil
+      end, 10)
+      H.starting = false
+      pcall(vim.fn.jobstop, job)
+      H.chan, H.job = nil, nil
+      return nil, H.did_not_start(M.python())
+    end
+    H.starting = false
+    H.ready = true
+  end
+  if not H.setup_done then
+    return H.send_setup(H.chan)
+  end
+  return H.chan
 end
 
 --- Call a host method. Returns the value, or nil and an error message (never raises).
@@ -296,6 +380,8 @@ function H.dispatch(name, payload)
     end
   elseif name == "approve" then
     H.on_approve(payload)
+  elseif name == "ready" then
+    H.on_ready()
   elseif name == "result" then
     M.sessions[payload.id] = payload
     local cbs = H.listeners.result[payload.id]
@@ -407,6 +493,10 @@ end
 ---@param on_output? fun(text: string)
 ---@return table|nil info, string|nil err
 function M.run(spec, on_result, on_output)
+  local chan, herr = M.ensure_host() -- the options, and with them the Lua rules, are in force
+  if not chan then
+    return nil, herr
+  end
   if type(spec) == "table" and spec.decision_id == nil and next(H.lua_rules) ~= nil then
     -- The user's Lua rules judge the command first: the run starts on that answer.
     local answer, cerr = M.check(spec.cmd, {

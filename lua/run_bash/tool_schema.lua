@@ -17,6 +17,7 @@ M.ACTIONS = { "run", "kill", "output", "list" }
 ---@field default_timeout integer
 ---@field max_timeout integer
 ---@field max_bg_after integer
+---@field config_error? string why the user's latest options were rejected
 
 --- The first paragraph: what runs where, or why nothing can run.
 ---@param facts run_bash.Facts|nil
@@ -56,6 +57,15 @@ function M.description(facts, err)
     "Runs a Bash command (`bash -c`) and returns its output (stdout and stderr merged, in order) and exit status.",
     H.where(facts, err),
   }
+  if facts and type(facts.config_error) == "string" then
+    table.insert(
+      parts,
+      fmt(
+        "Note: the user's run_bash options were rejected (%s); the previous options are in force. If a command behaves unexpectedly, tell the user.",
+        facts.config_error
+      )
+    )
+  end
   table.insert(
     parts,
     fmt(

@@ -33,6 +33,7 @@ Emit = Callable[[str, dict[str, Any]], None]
 
 # The RPC methods and their arguments, in order (more arguments than these are refused).
 RPC: dict[str, tuple[str, ...]] = {
+    "hello": (),
     "setup": ("opts",),
     "check": ("cmd", "opts"),
     "run": ("spec",),
@@ -123,6 +124,10 @@ class Service:
         return self._mgr
 
     # -- configuration -------------------------------------------------------------------------------
+
+    def hello(self) -> None:
+        """Say ``ready``: Lua started the host without waiting and sends its options on this."""
+        self.emit("ready", {})
 
     def setup(self, opts: object = None) -> dict[str, Any]:
         """Validate and apply the user's options; return notices and what the tool needs to know.

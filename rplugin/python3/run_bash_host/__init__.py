@@ -66,6 +66,14 @@ class RunBashHost:
     def _call(self, method: str, args: tuple[Any, ...]) -> Any:
         return self.service.rpc(method, args)
 
+    @pynvim.rpc_export("run_bash.hello", sync=False)
+    def hello(self, *args: Any) -> None:
+        """A notification from Lua right after it started the host: answer with ``ready``."""
+        try:
+            self._call("hello", args)
+        except Exception:
+            log.exception("internal error in hello")
+
     @pynvim.rpc_export("run_bash.setup", sync=True)
     @boundary
     def setup(self, *args: Any) -> Any:
