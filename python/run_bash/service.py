@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from run_bash.audit import AuditLog
+from run_bash.audit import RUN_FIELDS, AuditLog
 from run_bash.boundary import arity, choice, flag, options, text
 from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, parse_config
 from run_bash.errors import ConfigError, RunBashError, UsageError
 from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
+from run_bash.journal import Journal
 from run_bash.results import Wire, plain
 from run_bash.sandbox.base import get_backend
 from run_bash.sessions import Session, SessionManager, check_cmd, new_id
@@ -89,12 +90,23 @@ class Service:
         self._held: dict[str, Answer] = {}  # session id -> the answer the user is asked about
         self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
         self._mgr: SessionManager | None = None
+        self._journal: Journal | None = None
+        self._lined: set[str] = set()  # runs whose run line is written
         self.audit = AuditLog(None, 0)
         self._configure_audit()
 
     def _configure_audit(self) -> None:
         cfg = self.config.audit
-        self.audit = AuditLog(self.environ.get("RUN_BASH_AUDIT"), cfg.max_bytes, cfg.enabled)
+        path = self.environ.get("RUN_BASH_AUDIT")
+        self.audit = AuditLog(path, cfg.max_bytes, cfg.enabled)
+        self.journal.audit(path, cfg.max_bytes, cfg.enabled)
+
+    @property
+    def journal(self) -> Journal:
+        """What this host opened and not yet closed, for the keeper (``journal.py``)."""
+        if self._journal is None:
+            self._journal = Journal(self.mgr.state_dir)
+        return self._journal
 
     def rpc(self, method: str, args: tuple[object, ...]) -> Any:
         """Call RPC ``method``: more arguments than it takes are one UsageError."""
@@ -108,8 +120,24 @@ class Service:
         payload = event.to_wire() if isinstance(event, Wire) else event
         status = payload.get("status")
         if (name == "result" and status != "running") or name == "exited":
-            self.audit.run(payload)
+            self._run_line(payload)
         self._emit(name, payload)
+
+    def _run_line(self, run: Mapping[str, Any]) -> None:
+        """The one run line of a run (a second report of the same run, e.g. a result that comes
+        in after the run was killed at exit, writes nothing)."""
+        sid = str(run.get("id"))
+        if sid in self._lined:
+            return
+        self._lined.add(sid)
+        self.audit.run(run)
+        self.journal.closed(sid)
+
+    def _open(self, s: Session, held: Answer | None = None) -> None:
+        """Journal a run that began (and, when held, the decision line nobody has written yet)."""
+        run = {k: v for k, v in s.info().to_wire().items() if k in RUN_FIELDS}
+        decision = self._decision_record(held, s.cwd, "", session_id=s.id) if held else None
+        self.journal.open(s.id, run, decision)
 
     @property
     def mgr(self) -> SessionManager:
@@ -258,6 +286,7 @@ class Service:
         if answer.needs_approval and not consent:
             s = self.mgr.start(cmd, hold=True, **kwargs)
             self._held[s.id] = answer = replace(answer, cwd=s.cwd)
+            self._open(s, held=answer)
             self.emit("approve", {"id": s.id, "cwd": s.cwd, "answer": answer.to_wire()})
             return s.info().to_wire()
         if not answer.sandboxed and answer.needs_approval and not unsandboxed_ok:
@@ -270,7 +299,31 @@ class Service:
             decided_by = ANSWERS[how]
         s = self.mgr.start(cmd, unsandboxed_ok=not answer.sandboxed, defer=True, **kwargs)
         self._decision_line(answer, s.cwd, decided_by, session_id=s.id)
+        self._open(s)
         return s.info().to_wire()
+
+    @staticmethod
+    def _decision_record(
+        answer: Answer,
+        cwd: str,
+        decided_by: str,
+        *,
+        session_id: str,
+        user_reason: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "cmd": answer.cmd,
+            "cwd": cwd,
+            "backend": answer.backend,
+            "sandboxed": answer.sandboxed,
+            "pause": answer.pause,
+            "rule": answer.rule,
+            "reason": answer.reason,
+            "decided_by": decided_by,
+            "user_reason": user_reason,
+            "source": answer.source,
+            "session_id": session_id,
+        }
 
     def _decision_line(
         self,
@@ -281,21 +334,10 @@ class Service:
         session_id: str,
         user_reason: str | None = None,
     ) -> None:
-        self.audit.decision(
-            {
-                "cmd": answer.cmd,
-                "cwd": cwd,
-                "backend": answer.backend,
-                "sandboxed": answer.sandboxed,
-                "pause": answer.pause,
-                "rule": answer.rule,
-                "reason": answer.reason,
-                "decided_by": decided_by,
-                "user_reason": user_reason,
-                "source": answer.source,
-                "session_id": session_id,
-            }
+        record = self._decision_record(
+            answer, cwd, decided_by, session_id=session_id, user_reason=user_reason
         )
+        self.audit.decision(record)
 
     def decide(self, sid: object, decision: object, reason: object = None) -> bool:
         """The user's answer about a held run, or about an answer ``check`` gave that was never run
@@ -311,6 +353,7 @@ class Service:
         if held is not None and s is not None and s.status == "awaiting_approval":
             del self._held[s.id]
             self._decision_line(held, s.cwd, ANSWERS[decision], session_id=s.id, user_reason=why)
+            self.journal.decided(s.id)
             if decision in ("accept", "always"):
                 if decision == "always":
                     self.gate.accept_always(held)
@@ -333,7 +376,7 @@ class Service:
         self._decision_line(
             answer, cwd, ANSWERS[decision], session_id=answer.decision_id, user_reason=why
         )
-        self.audit.run(
+        self._run_line(
             {
                 "id": answer.decision_id,
                 "cmd": answer.cmd,
@@ -405,7 +448,20 @@ class Service:
         return default_rules()
 
     def shutdown(self) -> bool:
-        """Kill everything at once (VimLeavePre); the host exits soon after."""
-        if self._mgr is not None:
-            self._mgr.close_now()
+        """Kill everything at once (VimLeavePre); the host exits soon after. Runs nobody decided
+        on are cancelled and running ones killed, each with its audit lines."""
+        if self._mgr is None:
+            return True
+        for sid, held in list(self._held.items()):
+            s = self._mgr.sessions.get(sid)
+            del self._held[sid]
+            if s is not None and s.status == "awaiting_approval":
+                self._decision_line(held, s.cwd, "host_exit", session_id=sid)
+                self.journal.decided(sid)
+                self._mgr.refuse(sid, "cancel")
+        running = [s for s in self._mgr.sessions.values() if s.running]
+        self._mgr.close_now()
+        for s in running:
+            run = {**s.info().to_wire(), "status": "killed", "killed": True}
+            self._run_line(run)
         return True

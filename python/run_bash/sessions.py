@@ -64,11 +64,18 @@ def new_id(taken: Mapping[str, object]) -> str:
             return sid
 
 
-def make_state_dir(base: str | None = None) -> str:
-    """Create the 0700 directory private to this host that holds output files and temp dirs."""
+def state_root(base: str | None = None) -> str:
+    """Where hosts make their state dirs: ``$XDG_RUNTIME_DIR``, else the temp dir."""
     root = base or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     if not os.path.isdir(root) or not os.access(root, os.W_OK):
         root = tempfile.gettempdir()
+    return root
+
+
+def make_state_dir(base: str | None = None) -> str:
+    """Create the 0700 directory private to this host that holds output files and temp dirs
+    (``run_bash-<pid>-…``: ``journal.reconcile_stale`` finds the ones whose process is gone)."""
+    root = state_root(base)
     path = tempfile.mkdtemp(prefix=f"run_bash-{os.getpid()}-", dir=root)
     os.chmod(path, 0o700)
     return path
