@@ -88,7 +88,11 @@ function H.lines(req)
   if v.sandboxed then
     add("where:  sandbox: " .. v.backend, "DiagnosticOk")
   else
-    add("where:  WITHOUT SANDBOX" .. (v.unavailable ~= "" and v.unavailable and (" (" .. v.unavailable .. ")") or ""), "DiagnosticError")
+    add(
+      "where:  WITHOUT SANDBOX"
+        .. (v.unavailable ~= "" and v.unavailable and (" (" .. v.unavailable .. ")") or ""),
+      "DiagnosticError"
+    )
   end
   add("why:    " .. tostring(v.reason or "it needs your approval"), "DiagnosticWarn")
   if v.rule and v.rule ~= vim.NIL then

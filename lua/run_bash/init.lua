@@ -37,12 +37,14 @@ end
 M.notify = H.notify
 
 --- Path of the plugin's checkout.
+---@return string
 function M.root()
   return H.root
 end
 
 --- The Python interpreter the host runs with: `g:run_bash_python`, else the plugin's `.venv`,
 --- else `python3`.
+---@return string
 function M.python()
   if type(vim.g.run_bash_python) == "string" and vim.g.run_bash_python ~= "" then
     return vim.g.run_bash_python
@@ -54,6 +56,8 @@ function M.python()
   return "python3"
 end
 
+--- The host's log file.
+---@return string
 function M.log_path()
   return vim.fn.stdpath("log") .. "/run_bash.log"
 end
@@ -109,7 +113,10 @@ function H.resolve_rule_functions(data, chan)
         fok, res = false, "the defaults are unavailable: " .. tostring(ok and reply.error or reply)
       end
       if not fok then
-        table.insert(problems, ("`sandbox.rules.%s`: the function failed: %s"):format(key, tostring(res)))
+        table.insert(
+          problems,
+          ("`sandbox.rules.%s`: the function failed: %s"):format(key, tostring(res))
+        )
       elseif type(res) ~= "table" then
         table.insert(
           problems,
@@ -197,6 +204,7 @@ function H.fetch_facts(chan)
   return chan
 end
 
+---@return string the last lines the host printed on stderr
 function H.stderr_tail()
   local lines = {}
   for i = math.max(1, #H.stderr - 8), #H.stderr do
@@ -217,6 +225,9 @@ function H.did_not_start(python)
   )
 end
 
+--- The host's job ended: fail every waiting caller, forget held runs, say so once.
+---@param job integer
+---@param code integer
 function H.on_exit(job, code)
   if job ~= H.job then
     return
@@ -250,7 +261,10 @@ function H.on_exit(job, code)
   end
   if had_chan and not H.expected_exit and not H.starting then
     if was_ready then
-      H.notify(err .. ". It restarts on the next command; see :checkhealth run_bash", vim.log.levels.ERROR)
+      H.notify(
+        err .. ". It restarts on the next command; see :checkhealth run_bash",
+        vim.log.levels.ERROR
+      )
     else
       H.notify(H.did_not_start(M.python()), vim.log.levels.ERROR)
     end
@@ -340,6 +354,7 @@ end
 
 --- Call a host method. Returns the value, or nil and an error message (never raises).
 ---@param method string
+---@return any value, string|nil err
 function M.request(method, ...)
   local chan, err = M.ensure_host()
   if not chan then
@@ -362,12 +377,16 @@ end
 --- an event can arrive while Lua waits for some request to the host, and a request sent from a
 --- handler right then (an audit line, a user's callback) would be answered out of order, which
 --- makes Neovim drop the channel.
+---@param name string
+---@param payload table
 function M._on_event(name, payload)
   vim.schedule(function()
     H.dispatch(name, payload)
   end)
 end
 
+---@param name string
+---@param payload table
 function H.dispatch(name, payload)
   if name == "started" or name == "exited" then
     M.sessions[payload.id] = payload
@@ -420,11 +439,15 @@ end
 
 --- A run the host holds for the user's decision (`approve` event): the approval window asks and
 --- the answer goes back to the waiting run with `rpcnotify`. Python has decided that it must ask.
+---@param p { id: string, cwd: string, answer: table }
 function H.on_approve(p)
   local answer = p.answer or {}
-  require("run_bash.approval").request({ cmd = answer.cmd, answer = answer, cwd = p.cwd }, function(decision, reason)
-    M.decide(p.id, decision, reason)
-  end)
+  require("run_bash.approval").request(
+    { cmd = answer.cmd, answer = answer, cwd = p.cwd },
+    function(decision, reason)
+      M.decide(p.id, decision, reason)
+    end
+  )
 end
 
 --- Tell the host the user's answer about a held run or a checked command (`decision_id`):
@@ -480,6 +503,8 @@ function M.check(cmd, opts)
 end
 
 --- Run `cb(info)` when a session starts (after its approval, for a held run).
+---@param id string
+---@param cb fun(info: table)
 function M.on_started(id, cb)
   H.listeners.started[id] = H.listeners.started[id] or {}
   table.insert(H.listeners.started[id], cb)
@@ -533,6 +558,9 @@ function M.run(spec, on_result, on_output)
 end
 
 --- Follow a session's live output. Returns what it printed so far.
+---@param id string
+---@param on_output fun(text: string)
+---@return table|nil info, string|nil err
 function M.watch(id, on_output)
   local info, err = M.request("watch", id)
   if not info then
@@ -544,6 +572,8 @@ function M.watch(id, on_output)
 end
 
 --- Stop following: remove `on_output` (as given to `watch`), or every follower of `id` when nil.
+---@param id string
+---@param on_output? fun(text: string)
 function M.unwatch(id, on_output)
   local list = H.listeners.output[id]
   if not list or on_output == nil then
@@ -558,12 +588,17 @@ function M.unwatch(id, on_output)
 end
 
 --- Wait for a session's result without polling (cb gets the result table).
+---@param id string
+---@param cb fun(result: table)
 function M.on_result(id, cb)
   H.listeners.result[id] = H.listeners.result[id] or {}
   table.insert(H.listeners.result[id], cb)
 end
 
 --- Kill a session (or every running one when `id` is nil); `cb(reply)` gets { result } or { error }.
+---@param id string|nil
+---@param cb? fun(reply: { result?: table, error?: string })
+---@return table|nil info, string|nil err
 function M.kill(id, cb)
   H.next_token = H.next_token + 1
   local token = H.next_token
@@ -583,6 +618,8 @@ function M.kill(id, cb)
   return info
 end
 
+--- Every session of this Neovim (and the completion mirror updated).
+---@return table[]|nil list, string|nil err
 function M.sessions_list()
   local list, err = M.request("sessions")
   if list then
@@ -593,6 +630,10 @@ function M.sessions_list()
   return list, err
 end
 
+--- New output of a session since the last read, or its last `tail` lines.
+---@param id string
+---@param opts? { tail?: integer }
+---@return table|nil page, string|nil err
 function M.output(id, opts)
   return M.request("output", id, opts or vim.empty_dict())
 end
@@ -610,6 +651,7 @@ function M.facts()
 end
 
 --- Whether the host is running (without starting it).
+---@return boolean
 function M.is_running()
   return H.chan ~= nil
 end
@@ -625,6 +667,7 @@ function M.stop()
 end
 
 --- For tests and health: the job id of the host, or nil.
+---@return integer|nil
 function M._job()
   return H.job
 end

@@ -60,7 +60,7 @@ function M.prompt_text(a, answer)
     elseif not absent(verdict.unavailable) and verdict.unavailable ~= "" then
       table.insert(lines, "No sandbox: " .. verdict.unavailable)
     else
-      table.insert(lines, "No sandbox: `sandbox.backend` is \"none\".")
+      table.insert(lines, 'No sandbox: `sandbox.backend` is "none".')
     end
   end
   if a.bg_after then
@@ -260,7 +260,7 @@ function H.format_output(o, tail)
     end
   end
   if (tonumber(o.unread_bytes) or 0) > 0 then
-    more = fmt("More output is waiting (%d bytes): call action \"output\" again.\n", o.unread_bytes)
+    more = fmt('More output is waiting (%d bytes): call action "output" again.\n', o.unread_bytes)
   end
   local llm = fmt(
     "Session %s: %s.\nSession ID: %s\nOutput file: %s\n%s%s:\n\n%s",

@@ -123,8 +123,9 @@ class Tool:
         rec = wait_for(
             lambda: (r := self.ed.lua("return fake.get(...)", n)) and r["done"] and r, timeout
         )
-        # Exactly once, never synchronously.
-        time.sleep(0.05)
+        # Exactly once, never synchronously: callbacks scheduled before this tick have run.
+        self.ed.lua("_G.__tick = false; vim.schedule(function() _G.__tick = true end)")
+        wait_for(lambda: self.ed.lua("return _G.__tick"))
         rec = self.ed.lua("return fake.get(...)", n)
         if "lua_error" not in rec and rec.get("asked") is not None and rec.get("status"):
             assert rec["cb_count"] == 1

@@ -49,8 +49,9 @@ async def test_a_command_needing_approval_is_held_until_accepted(svc, tmp_path):
     [ask] = asked(svc, info["id"])
     assert ask["answer"]["needs_approval"] is True and ask["answer"]["rule"] == "rm"
     assert ask["answer"]["cmd"] == f"rm -rf {victim}" and ask["cwd"] == str(tmp_path)
-    await asyncio.sleep(0.3)
-    assert victim.exists()  # nothing ran while waiting
+    held = svc.mgr.sessions[info["id"]]
+    assert held.launched is None and held.capture is None  # nothing was spawned while waiting
+    assert victim.exists()
     assert svc.decide(info["id"], "accept") is True
     r = await result_of(svc, info["id"])
     assert r["exit_code"] == 0 and not victim.exists()
