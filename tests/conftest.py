@@ -44,6 +44,21 @@ def wait_for(cond: Callable[[], Any], timeout: float = 10.0, interval: float = 0
     raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
 
 
+async def until(cond: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """``wait_for`` inside an event loop: the loop keeps running (reading pipes, reaping) while
+    ``cond`` is polled."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+
+
 def tagged_processes() -> list[psutil.Process]:
     """Live processes carrying a RUN_BASH_SESSION tag (started by some run_bash host)."""
     found = []

@@ -1,38 +1,27 @@
---- The approval window for :RunBash: one floating window at a time, requests queued.
+--- The approval window for :RunBash and held runs: one floating window at a time, requests queued.
 ---
 --- Keys: `a` accept once, `A` accept this exact command for the rest of this Neovim session,
 --- `r` reject (asks for an optional reason), `q` / `<Esc>` cancel. Closing the window any other way,
 --- or wiping its buffer, cancels. Only when a float cannot be opened at all does it fall back to
---- `vim.fn.confirm` — never to "accept".
+--- `vim.fn.confirm` — never to "accept". The window only shows and asks: the host decided that it
+--- must ask, remembers `A`, and writes the audit log.
 local M = {}
 local H = {}
 
+---@class run_bash.ApprovalRequest
+---@field cmd string
+---@field answer table the gate's answer (`needs_approval`, `reason`, `rule`, `sandboxed`, …)
+---@field cwd? string
+
 H.queue = {}
 H.active = nil
-H.always = {} -- "<mode>\0<cmd>" -> true, for this Neovim session
 H.ns = vim.api.nvim_create_namespace("run_bash_approval")
 
-local function key_of(req)
-  return (req.verdict.sandboxed and "sandbox" or "nosandbox") .. "\0" .. req.cmd
-end
-
---- Whether `cmd` was accepted with `A` in this session (same sandbox mode).
-function M.is_always(req)
-  return H.always[key_of(req)] == true
-end
-
---- Forget every `A` decision.
-function M.reset()
-  H.always = {}
-end
-
---- Ask the user about `req` = { cmd, verdict, cwd }; `cb(decision, reason)` exactly once with
---- decision "accept" | "always" | "reject" | "cancel".
+--- Ask the user about `req`; `cb(decision, reason)` exactly once with decision "accept" |
+--- "always" | "reject" | "cancel".
+---@param req run_bash.ApprovalRequest
+---@param cb fun(decision: "accept"|"always"|"reject"|"cancel", reason?: string)
 function M.request(req, cb)
-  if M.is_always(req) then
-    require("run_bash.audit_log").decision(req.cmd, req.verdict, "user_always_cached")
-    return cb("accept")
-  end
   table.insert(H.queue, { req = req, cb = cb })
   if not H.active then
     H.next()
@@ -63,16 +52,6 @@ function H.finish(decision, reason)
   end
   H.active = nil
   H.close(item)
-  if decision == "always" then
-    H.always[key_of(item.req)] = true
-  end
-  local who = ({
-    accept = "user_accept",
-    always = "user_always",
-    reject = "user_reject",
-    cancel = "user_cancel",
-  })[decision]
-  require("run_bash.audit_log").decision(item.req.cmd, item.req.verdict, who, reason)
   local ok, e = pcall(item.cb, decision, reason)
   if not ok then
     require("run_bash").notify("approval callback failed: " .. tostring(e), vim.log.levels.ERROR)
@@ -93,7 +72,7 @@ function H.close(item)
 end
 
 function H.lines(req)
-  local v = req.verdict
+  local v = req.answer
   local lines, marks = {}, {}
   local function add(text, hl)
     table.insert(lines, text)
@@ -109,15 +88,15 @@ function H.lines(req)
   if v.sandboxed then
     add("where:  sandbox: " .. v.backend, "DiagnosticOk")
   else
-    add("where:  WITHOUT SANDBOX" .. (v.unavailable ~= "" and v.unavailable and (" (" .. v.unavailable .. ")") or ""), "DiagnosticError")
+    add(
+      "where:  WITHOUT SANDBOX"
+        .. (v.unavailable ~= "" and v.unavailable and (" (" .. v.unavailable .. ")") or ""),
+      "DiagnosticError"
+    )
   end
-  if v.pause then
-    add("why:    " .. (v.reason or "paused"), "DiagnosticWarn")
-    if v.rule and v.rule ~= vim.NIL then
-      add("rule:   " .. v.rule)
-    end
-  elseif not v.sandboxed then
-    add("why:    runs with your full permissions", "DiagnosticWarn")
+  add("why:    " .. tostring(v.reason or "it needs your approval"), "DiagnosticWarn")
+  if v.rule and v.rule ~= vim.NIL then
+    add("rule:   " .. v.rule)
   end
   add("cwd:    " .. (req.cwd or vim.fn.getcwd()))
   add("")
@@ -270,7 +249,7 @@ end
 
 function H.fallback(item, err)
   H.close(item)
-  local v = item.req.verdict
+  local v = item.req.answer
   local msg = ("run_bash (%s): %s\n%s\n%s"):format(
     tostring(err),
     item.req.cmd,

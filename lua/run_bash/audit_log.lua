@@ -1,32 +1,10 @@
---- The audit log from Lua: record approval decisions (Python records runs) and open the file.
+--- The audit log's place and :RunBashLog. Python writes every line (decisions and runs).
 local M = {}
 
---- Where the audit log lives.
+--- Where the audit log lives (the host is told with `RUN_BASH_AUDIT`).
+---@return string
 function M.path()
   return vim.fn.stdpath("state") .. "/run_bash/audit.jsonl"
-end
-
---- Record who decided about `cmd`: "auto", "user_accept", "user_always", "user_always_cached",
---- "user_reject", "user_cancel".
-function M.decision(cmd, verdict, decided_by, user_reason, source)
-  local rb = require("run_bash")
-  if not rb.is_running() then
-    return
-  end
-  verdict = verdict or {}
-  rb.request("audit", {
-    cmd = cmd,
-    cwd = vim.fn.getcwd(),
-    backend = verdict.backend,
-    sandboxed = verdict.sandboxed,
-    pause = verdict.pause,
-    rule = verdict.rule,
-    reason = verdict.reason,
-    decided_by = decided_by,
-    user_reason = user_reason,
-    source = source or "user",
-    session_id = verdict.session_id,
-  })
 end
 
 --- :RunBashLog

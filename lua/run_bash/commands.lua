@@ -9,6 +9,7 @@ local function rb()
   return require("run_bash")
 end
 
+---@param msg string
 function H.err(msg)
   rb().notify(msg, vim.log.levels.ERROR)
 end
@@ -24,6 +25,9 @@ end
 
 --- Open (or reuse) the scratch buffer named `name` in run_bash's output split (one per tab page,
 --- reused by later runs); returns bufnr.
+---@param name string
+---@param filetype? string
+---@return integer bufnr
 function H.open_scratch(name, filetype)
   local buf = vim.fn.bufnr(name)
   if buf == -1 or not vim.api.nvim_buf_is_valid(buf) then
@@ -55,6 +59,8 @@ function H.open_scratch(name, filetype)
 end
 
 --- Append `text` to `buf`, continuing its last line; keeps at most MAX_BUF_LINES lines.
+---@param buf integer
+---@param text string
 function H.append(buf, text)
   if not vim.api.nvim_buf_is_valid(buf) or text == "" then
     return
@@ -67,7 +73,13 @@ function H.append(buf, text)
   vim.api.nvim_buf_set_lines(buf, last - 1, last, false, lines)
   local count = vim.api.nvim_buf_line_count(buf)
   if count > MAX_BUF_LINES then
-    vim.api.nvim_buf_set_lines(buf, 1, count - MAX_BUF_LINES + 1, false, { "[… earlier lines trimmed …]" })
+    vim.api.nvim_buf_set_lines(
+      buf,
+      1,
+      count - MAX_BUF_LINES + 1,
+      false,
+      { "[… earlier lines trimmed …]" }
+    )
   end
   vim.bo[buf].modifiable = false
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
@@ -78,6 +90,8 @@ function H.append(buf, text)
 end
 
 --- The lines that end an output buffer: the run's notices, then its status line.
+---@param r table a run result
+---@return string
 function M.end_lines(r)
   local lines = {}
   for _, n in ipairs(type(r.notices) == "table" and r.notices or {}) do
@@ -88,6 +102,8 @@ function M.end_lines(r)
 end
 
 --- The one-line summary that ends an output buffer.
+---@param r table a run result or session info
+---@return string
 function M.status_line(r)
   local parts = {}
   if r.error then
@@ -131,6 +147,9 @@ end
 
 --- Start `spec` (with `cmd`) and show it in a `run_bash://<id>` buffer once it starts: at once,
 --- or after the user approved it.
+---@param cmd string
+---@param spec table run options (see `require('run_bash').run`)
+---@return table|nil info
 function M.start_in_buffer(cmd, spec)
   spec = vim.tbl_extend("force", spec or {}, { cmd = cmd, live = true })
   spec.cwd = spec.cwd or vim.fn.getcwd()
@@ -182,11 +201,16 @@ function M.start_in_buffer(cmd, spec)
 end
 
 --- :RunBash with a range runs those lines of the current buffer as one script.
+---@param o table the command's arguments (`line1`, `line2`)
+---@return string
 function H.range_text(o)
   local lines = vim.api.nvim_buf_get_lines(0, o.line1 - 1, o.line2, false)
   return table.concat(lines, "\n")
 end
 
+---@param arglead string
+---@param running_only boolean
+---@return string[]
 function H.complete_ids(arglead, running_only)
   local ids = {}
   for id, info in pairs(rb().sessions) do
@@ -198,12 +222,14 @@ function H.complete_ids(arglead, running_only)
   return ids
 end
 
+---@return integer|nil bufnr
 function M.sessions_buffer()
   local list, err = rb().sessions_list()
   if not list then
     return H.err(err)
   end
-  local lines = { ("%-8s %-10s %-8s %-7s %-10s %s"):format("ID", "STATUS", "PID", "AGE", "BACKEND", "COMMAND") }
+  local lines =
+    { ("%-8s %-10s %-8s %-7s %-10s %s"):format("ID", "STATUS", "PID", "AGE", "BACKEND", "COMMAND") }
   for _, s in ipairs(list) do
     local status = s.status
     if s.status ~= "running" and s.exit_code ~= nil and s.exit_code ~= vim.NIL then
@@ -231,6 +257,8 @@ function M.sessions_buffer()
   return buf
 end
 
+---@param id string|nil
+---@param bang boolean kill every running session
 function M.kill(id, bang)
   if bang then
     local info, err = rb().kill(nil, function(reply)
@@ -264,6 +292,8 @@ function M.kill(id, bang)
   end
 end
 
+---@param id string
+---@return integer|nil bufnr
 function M.output_buffer(id)
   if id == nil or id == "" then
     return H.err("usage: :RunBashOutput {session-id}")
@@ -285,7 +315,8 @@ function M.output_buffer(id)
   H.followers[id] = follow
   buf = H.open_scratch("run_bash://" .. id .. "/output")
   vim.bo[buf].modifiable = true
-  local lines = vim.split("$ " .. info.cmd:gsub("\n", " ⏎ ") .. "\n" .. info.data, "\n", { plain = true })
+  local lines =
+    vim.split("$ " .. info.cmd:gsub("\n", " ⏎ ") .. "\n" .. info.data, "\n", { plain = true })
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
   if info.status == "running" then
@@ -305,6 +336,9 @@ end
 
 --- Call `cb(info)` once, when background session `id` exits. A named `group` replaces an earlier
 --- callback of the same name.
+---@param id string
+---@param cb fun(info: table)
+---@param group? string
 function H.on_exit(id, cb, group)
   vim.api.nvim_create_autocmd("User", {
     pattern = "RunBashExited",
@@ -319,6 +353,8 @@ function H.on_exit(id, cb, group)
 end
 
 --- Split a leading `-bg` or `-bg=N` off `:RunBash` arguments: returns bg_after (or nil), rest.
+---@param args string
+---@return integer|nil bg_after, string rest
 function M.parse_bg(args)
   local n, rest = args:match("^%-bg=(%d+)%s*(.*)$")
   if n then

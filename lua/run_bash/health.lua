@@ -15,10 +15,10 @@ function M.check()
   health.start("run_bash: Python")
   local python = rb.python()
   if vim.fn.executable(python) ~= 1 then
-    health.error(
-      "Python not found: " .. python,
-      { "run `make deps` in " .. rb.root(), "or set g:run_bash_python to a Python 3.10+ with pynvim" }
-    )
+    health.error("Python not found: " .. python, {
+      "run `make deps` in " .. rb.root(),
+      "or set g:run_bash_python to a Python 3.10+ with pynvim",
+    })
     return
   end
   local venv = rb.root() .. "/.venv/bin/python"

@@ -9,8 +9,11 @@ local H = {}
 local uv = vim.uv or vim.loop
 
 H.root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h:h")
-H.opts = {} -- the user's options, with Lua functions already resolved to data
-H.lua_rules = {} -- pause-list rules given as Lua functions: name -> function(args)
+H.pending = nil ---@type run_bash.Options|nil options given to setup() not yet sent to the host
+H.good = nil ---@type run_bash.Options|nil the last options the host accepted
+H.good_chan = nil -- the host that accepted them
+H.lua_rules = {} -- pause-list rules given as Lua functions (of the options in force)
+H.facts = nil -- where commands run and the limits, from setup's reply
 H.chan = nil
 H.job = nil
 H.stderr = {}
@@ -18,6 +21,8 @@ H.expected_exit = false
 H.listeners = { result = {}, output = {}, reply = {}, started = {} }
 H.next_token = 0
 H.setup_done = false
+H.ready = false -- the host answered (a ping or its `ready` event)
+H.starting = false -- a caller waits for the host to answer its first ping
 
 --- Sessions the host reported, for completion without RPC: id -> info.
 M.sessions = {}
@@ -32,12 +37,14 @@ end
 M.notify = H.notify
 
 --- Path of the plugin's checkout.
+---@return string
 function M.root()
   return H.root
 end
 
 --- The Python interpreter the host runs with: `g:run_bash_python`, else the plugin's `.venv`,
 --- else `python3`.
+---@return string
 function M.python()
   if type(vim.g.run_bash_python) == "string" and vim.g.run_bash_python ~= "" then
     return vim.g.run_bash_python
@@ -49,95 +56,134 @@ function M.python()
   return "python3"
 end
 
+--- The host's log file.
+---@return string
 function M.log_path()
   return vim.fn.stdpath("log") .. "/run_bash.log"
 end
 
---- Replace Lua functions in the options by data. Pause-list functions stay in Lua and are
---- evaluated on the commands Python parsed (see `M.check`); path-rule functions are applied to
---- the defaults Python reports when the host starts.
+---@class run_bash.Options
+---@field data table the options as plain data (Lua-function pause rules replaced by a marker)
+---@field lua_rules table<string, function> the Lua-function pause rules, by command name
+
+--- Split the options into data for the host and the Lua-function pause rules, which stay in Lua
+--- and are called on the commands the host matched to them (see `M.check`).
 ---@param opts table
+---@return run_bash.Options
 function H.prepare_opts(opts)
-  opts = vim.deepcopy(opts or {})
-  H.lua_rules = {}
-  if type(opts.pauselist) == "table" then
-    for name, rule in pairs(opts.pauselist) do
+  local data = vim.deepcopy(opts or {})
+  local rules = {}
+  if type(data.pauselist) == "table" then
+    for name, rule in pairs(data.pauselist) do
       if type(rule) == "function" then
-        H.lua_rules[name] = rule
-        opts.pauselist[name] = "<lua-function>"
+        rules[name] = rule
+        data.pauselist[name] = "<lua-function>"
       end
     end
   end
-  return opts
+  return { data = data, lua_rules = rules }
 end
 
---- Apply `function(defaults)` path rules using the defaults the host computes.
-function H.resolve_rule_functions(opts, chan)
-  local rules = vim.tbl_get(opts, "sandbox", "rules")
+--- Apply `function(defaults)` path rules to the defaults the host computes. A function that fails
+--- or returns something other than a list is a problem in the options, named by its key.
+---@param data table
+---@param chan integer
+---@return table data, string[] problems
+function H.resolve_rule_functions(data, chan)
+  local problems = {}
+  local rules = vim.tbl_get(data, "sandbox", "rules")
   if type(rules) ~= "table" then
-    return opts
+    return data, problems
   end
   local has_fn = false
   for _, v in pairs(rules) do
     has_fn = has_fn or type(v) == "function"
   end
   if not has_fn then
-    return opts
+    return data, problems
   end
   local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.rule_defaults")
   local defaults = ok and type(reply) == "table" and type(reply.ok) == "table" and reply.ok
   for key, v in pairs(rules) do
-    if type(v) == "function" and not defaults then
-      -- Never hand a rule function an empty list: its result would replace every default.
-      H.notify(
-        ("`sandbox.rules.%s`: the defaults are unavailable (%s); using them unchanged"):format(
-          key,
-          tostring(ok and reply and reply.error or reply)
-        ),
-        vim.log.levels.WARN
-      )
-      rules[key] = nil
-    elseif type(v) == "function" then
-      local fok, res = pcall(v, vim.deepcopy(defaults[key] or {}))
-      if not fok or type(res) ~= "table" then
-        H.notify(
-          ("`sandbox.rules.%s` function failed: %s; using the defaults"):format(key, tostring(res)),
-          vim.log.levels.WARN
-        )
-        res = nil
+    if type(v) == "function" then
+      local fok, res
+      if defaults then
+        fok, res = pcall(v, vim.deepcopy(defaults[key] or {}))
+      else
+        fok, res = false, "the defaults are unavailable: " .. tostring(ok and reply.error or reply)
       end
-      rules[key] = res
+      if not fok then
+        table.insert(
+          problems,
+          ("`sandbox.rules.%s`: the function failed: %s"):format(key, tostring(res))
+        )
+      elseif type(res) ~= "table" then
+        table.insert(
+          problems,
+          ("`sandbox.rules.%s`: the function should return a list, not %s"):format(key, type(res))
+        )
+      end
+      rules[key] = fok and res or nil
     end
   end
-  return opts
+  return data, problems
 end
 
---- Set the options. Cheap: the host starts on first use.
+--- Set the options. The host checks them at once: when it is not running yet it starts in the
+--- background (nothing waits for it) and reports a problem as soon as it is up. A problem is one
+--- error naming every bad key; the previous options stay in force.
 ---@param opts? table
 function M.setup(opts)
   vim.validate("opts", opts, "table", true)
-  H.opts = H.prepare_opts(opts or {})
+  H.pending = H.prepare_opts(opts or {})
   H.setup_done = false
-  if H.chan then
+  if H.chan and H.ready then
     H.send_setup(H.chan)
+  elseif not H.chan then
+    H.start()
   end
 end
 
+--- Send the pending options (or, to a host that just started, the last good ones); report a
+--- problem once. Returns the channel (a rejected config keeps the host usable) or nil and why.
+---@param chan integer
+---@return integer|nil chan, string|nil err
 function H.send_setup(chan)
-  local opts = H.resolve_rule_functions(vim.deepcopy(H.opts), chan)
-  local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.setup", opts)
-  if not ok then
-    return nil, tostring(reply)
-  end
+  local cand = H.pending or H.good
+  H.pending = nil
   H.setup_done = true
+  if not cand then
+    return H.fetch_facts(chan)
+  end
+  local data, problems = H.resolve_rule_functions(vim.deepcopy(cand.data), chan)
+  local reply
+  if #problems > 0 then
+    reply = { error = "invalid config: " .. table.concat(problems, "; ") }
+  else
+    local ok, r = pcall(vim.rpcrequest, chan, "run_bash.setup", data)
+    if not ok then
+      H.setup_done = false
+      return nil, tostring(r)
+    end
+    reply = r
+  end
   if reply.error then
-    -- The host keeps its previous configuration: report the problem once, do not fail every call.
     vim.schedule(function()
       vim.notify_once("run_bash: " .. reply.error, vim.log.levels.ERROR)
     end)
-    return chan
+    if H.good and cand ~= H.good and H.good_chan ~= chan then
+      -- A host that just started has the defaults: the last good options go back in force.
+      return H.send_setup(chan)
+    end
+    local got, err = H.fetch_facts(chan)
+    if H.facts then
+      H.facts.config_error = reply.error
+    end
+    return got, err
   end
-  H.backend = reply.ok
+  H.good, H.good_chan = cand, chan
+  H.lua_rules = cand.lua_rules
+  H.facts = reply.ok
   for _, notice in ipairs(reply.ok.notices or {}) do
     vim.schedule(function()
       vim.notify_once("run_bash: " .. notice, vim.log.levels.WARN)
@@ -146,6 +192,19 @@ function H.send_setup(chan)
   return chan
 end
 
+--- Ask the host where commands run (when no setup reply says it).
+---@param chan integer
+---@return integer|nil chan, string|nil err
+function H.fetch_facts(chan)
+  local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.facts")
+  if not ok then
+    return nil, tostring(reply)
+  end
+  H.facts = type(reply) == "table" and reply.ok or nil
+  return chan
+end
+
+---@return string the last lines the host printed on stderr
 function H.stderr_tail()
   local lines = {}
   for i = math.max(1, #H.stderr - 8), #H.stderr do
@@ -156,12 +215,25 @@ function H.stderr_tail()
   return table.concat(lines, "\n")
 end
 
+---@param python string
+---@return string
+function H.did_not_start(python)
+  local reason = H.stderr_tail()
+  return ("the Python host did not start (%s)%s. Run `make deps`; see :checkhealth run_bash"):format(
+    python,
+    reason ~= "" and (": " .. reason) or ""
+  )
+end
+
+--- The host's job ended: fail every waiting caller, forget held runs, say so once.
+---@param job integer
+---@param code integer
 function H.on_exit(job, code)
   if job ~= H.job then
     return
   end
-  local had_chan = H.chan ~= nil
-  H.chan, H.job, H.setup_done = nil, nil, false
+  local had_chan, was_ready = H.chan ~= nil, H.ready
+  H.chan, H.job, H.setup_done, H.ready = nil, nil, false, false
   -- Every caller still waiting must hear about it: a chat never hangs on a dead host.
   local err = ("the Python host exited (code %d)"):format(code)
   local tail = H.stderr_tail()
@@ -187,22 +259,21 @@ function H.on_exit(job, code)
     end
     M.sessions[id] = info
   end
-  if had_chan and not H.expected_exit then
-    H.notify(
-      err .. ". It restarts on the next command; see :checkhealth run_bash",
-      vim.log.levels.ERROR
-    )
+  if had_chan and not H.expected_exit and not H.starting then
+    if was_ready then
+      H.notify(
+        err .. ". It restarts on the next command; see :checkhealth run_bash",
+        vim.log.levels.ERROR
+      )
+    else
+      H.notify(H.did_not_start(M.python()), vim.log.levels.ERROR)
+    end
   end
 end
 
---- Start the host if needed; returns the channel or nil and an error message.
-function M.ensure_host()
-  if H.chan then
-    if H.setup_done then
-      return H.chan
-    end
-    return H.send_setup(H.chan)
-  end
+--- Start the host process without waiting for it; it says `ready` when it is up.
+---@return integer|nil chan, string|nil err
+function H.start()
   local python = M.python()
   if vim.fn.executable(python) ~= 1 then
     local msg = ("Python not found: %s (run `make deps` in %s, or set g:run_bash_python)"):format(
@@ -213,6 +284,7 @@ function M.ensure_host()
   end
   H.stderr = {}
   H.expected_exit = false
+  H.ready = false
   local boot = H.root .. "/rplugin/python3/run_bash_host/boot.py"
   local env = { RUN_BASH_LOG = M.log_path(), RUN_BASH_AUDIT = require("run_bash.audit_log").path() }
   local ok, job = pcall(vim.fn.jobstart, { python, boot }, {
@@ -234,26 +306,55 @@ function M.ensure_host()
     return nil, ("could not start %s: %s"):format(python, tostring(job))
   end
   H.job, H.chan = job, job
-  local pok, pong = pcall(vim.rpcrequest, job, "run_bash.ping")
-  if not pok or pong ~= "pong" then
-    -- Give the job a moment to exit so its stderr (the real reason) is available.
-    vim.wait(1000, function()
-      return H.job == nil
-    end, 10)
-    local reason = H.stderr_tail()
-    pcall(vim.fn.jobstop, job)
-    H.chan, H.job = nil, nil
-    return nil,
-      ("the Python host did not start (%s)%s. Run `make deps`; see :checkhealth run_bash"):format(
-        python,
-        reason ~= "" and (": " .. reason) or ""
-      )
+  pcall(vim.rpcnotify, job, "run_bash.hello")
+  return job
+end
+
+--- The host is up (`ready` event, or a ping answered): send the options.
+function H.on_ready()
+  if H.chan and not H.ready then
+    H.ready = true
   end
-  return H.send_setup(job)
+  if H.chan and not H.setup_done then
+    H.send_setup(H.chan)
+  end
+end
+
+--- Start the host if needed and wait until it answers; returns the channel or nil and an error.
+---@return integer|nil chan, string|nil err
+function M.ensure_host()
+  if not H.chan then
+    local _, err = H.start()
+    if err then
+      return nil, err
+    end
+  end
+  if not H.ready then
+    local job = H.chan
+    H.starting = true
+    local pok, pong = pcall(vim.rpcrequest, job, "run_bash.ping")
+    if not pok or pong ~= "pong" then
+      -- Give the job a moment to exit so its stderr (the real reason) is available.
+      vim.wait(1000, function()
+        return H.job == nil
+      end, 10)
+      H.starting = false
+      pcall(vim.fn.jobstop, job)
+      H.chan, H.job = nil, nil
+      return nil, H.did_not_start(M.python())
+    end
+    H.starting = false
+    H.ready = true
+  end
+  if not H.setup_done then
+    return H.send_setup(H.chan)
+  end
+  return H.chan
 end
 
 --- Call a host method. Returns the value, or nil and an error message (never raises).
 ---@param method string
+---@return any value, string|nil err
 function M.request(method, ...)
   local chan, err = M.ensure_host()
   if not chan then
@@ -276,12 +377,16 @@ end
 --- an event can arrive while Lua waits for some request to the host, and a request sent from a
 --- handler right then (an audit line, a user's callback) would be answered out of order, which
 --- makes Neovim drop the channel.
+---@param name string
+---@param payload table
 function M._on_event(name, payload)
   vim.schedule(function()
     H.dispatch(name, payload)
   end)
 end
 
+---@param name string
+---@param payload table
 function H.dispatch(name, payload)
   if name == "started" or name == "exited" then
     M.sessions[payload.id] = payload
@@ -294,6 +399,8 @@ function H.dispatch(name, payload)
     end
   elseif name == "approve" then
     H.on_approve(payload)
+  elseif name == "ready" then
+    H.on_ready()
   elseif name == "result" then
     M.sessions[payload.id] = payload
     local cbs = H.listeners.result[payload.id]
@@ -330,80 +437,74 @@ function H.dispatch(name, payload)
   end
 end
 
---- A run the host holds for the user's decision (`run` without `approved`): Lua-function rules
---- are evaluated here; when nothing pauses and it runs sandboxed it starts, else the approval
---- window asks. The answer goes back to the waiting run with `rpcnotify`.
+--- A run the host holds for the user's decision (`approve` event): the approval window asks and
+--- the answer goes back to the waiting run with `rpcnotify`. Python has decided that it must ask.
+---@param p { id: string, cwd: string, answer: table }
 function H.on_approve(p)
-  local verdict = H.apply_lua_rules(p.verdict or {})
-  verdict.session_id = p.id -- the audit's decision line names the run it decided
-  local function decide(decision, reason)
-    if H.chan then
-      pcall(vim.rpcnotify, H.chan, "run_bash.decide", p.id, decision, reason or "")
+  local answer = p.answer or {}
+  require("run_bash.approval").request(
+    { cmd = answer.cmd, answer = answer, cwd = p.cwd },
+    function(decision, reason)
+      M.decide(p.id, decision, reason)
     end
-  end
-  if not p.ask and not verdict.pause and verdict.sandboxed then
-    require("run_bash.audit_log").decision(p.cmd, verdict, "auto")
-    return decide("auto")
-  end
-  require("run_bash.approval").request({ cmd = p.cmd, verdict = verdict, cwd = p.cwd }, decide)
+  )
 end
 
---- Evaluate the pause-list verdict for `cmd`, including Lua-function rules.
+--- Tell the host the user's answer about a held run or a checked command (`decision_id`):
+--- "accept", "always", "reject" or "cancel".
+---@param id string
+---@param decision "accept"|"always"|"reject"|"cancel"
+---@param reason? string
+function M.decide(id, decision, reason)
+  if H.chan then
+    pcall(vim.rpcnotify, H.chan, "run_bash.decide", id, decision, reason or vim.NIL)
+  end
+end
+
+--- Call the user's Lua-function pause rules on exactly the `(rule name, argv)` pairs Python
+--- matched; a rule that raises counts as "pause".
+---@param calls [string, string[]][]
+---@return { pause?: boolean, error?: string }[]
+function H.eval_lua_rules(calls)
+  local results = {}
+  for i, call in ipairs(calls or {}) do
+    local name, argv = call[1], call[2]
+    local rule = H.lua_rules[name]
+    if type(rule) ~= "function" then
+      results[i] = { error = "the rule is not a Lua function any more (setup changed)" }
+    else
+      local ok, res = pcall(rule, vim.list_slice(argv, 2))
+      if ok then
+        results[i] = { pause = res ~= nil and res ~= false }
+      else
+        results[i] = { error = tostring(res) }
+      end
+    end
+  end
+  return results
+end
+
+--- The host's gate answer for `cmd`: `{ needs_approval, reason, rule, decision_id, backend,
+--- sandboxed, … }`, with the user's Lua-function rules evaluated.
 ---@param cmd string
----@param opts? { skip_sandbox?: boolean }
----@return table|nil verdict, string|nil err
+---@param opts? { skip_sandbox?: boolean, ask?: boolean, cwd?: string, source?: "user"|"agent" }
+---@return table|nil answer, string|nil err
 function M.check(cmd, opts)
-  local verdict, err = M.request("check", cmd, opts or vim.empty_dict())
-  if not verdict then
-    return nil, err
+  opts = vim.tbl_extend("force", { cwd = vim.fn.getcwd() }, opts or {})
+  local answer, err = M.request("check", cmd, opts)
+  if not answer or not answer.lua_pending then
+    return answer, err
   end
-  return H.apply_lua_rules(verdict)
-end
-
---- Apply the Lua-function pause-list rules to a verdict from the host (which names the rules
---- whose commands appeared); returns the verdict, paused when a rule says so or fails.
-function H.apply_lua_rules(verdict)
-  if not verdict.pause then
-    -- Python names the Lua rules whose command (or command family, e.g. `mkfs` for `mkfs.ext4`)
-    -- appeared; the rule gets the arguments of each matching command.
-    local wanted = {}
-    for _, name in ipairs(verdict.lua_rules or {}) do
-      wanted[name] = H.lua_rules[name]
-    end
-    for _, argv in ipairs(verdict.commands or {}) do
-      local base = argv[1] and vim.fs.basename(argv[1]) or ""
-      local name, rule = base, wanted[base] or H.lua_rules[base]
-      if not rule then
-        for family, fn in pairs(wanted) do
-          if vim.startswith(base, family) then
-            name, rule = family, fn
-            break
-          end
-        end
-      end
-      if rule then
-        local args = vim.list_slice(argv, 2)
-        local ok, res = pcall(rule, args)
-        if not ok or res then
-          verdict.pause = true
-          verdict.rule = name
-          verdict.command = table.concat(argv, " ")
-          verdict.reason = ok and ("`%s` matches your pause-list rule for %s"):format(
-            verdict.command,
-            name
-          ) or ("your pause-list rule for %s failed (%s): pausing to be safe"):format(
-            name,
-            tostring(res)
-          )
-          break
-        end
-      end
-    end
-  end
-  return verdict
+  local again = vim.tbl_extend("force", opts, {
+    decision_id = answer.decision_id,
+    lua_results = H.eval_lua_rules(answer.lua_calls),
+  })
+  return M.request("check", cmd, again)
 end
 
 --- Run `cb(info)` when a session starts (after its approval, for a held run).
+---@param id string
+---@param cb fun(info: table)
 function M.on_started(id, cb)
   H.listeners.started[id] = H.listeners.started[id] or {}
   table.insert(H.listeners.started[id], cb)
@@ -412,11 +513,27 @@ end
 --- Start a command. `on_result(result)` is called exactly once (result.error on failure).
 --- Without `approved`, the host holds a command that needs the user's approval and the approval
 --- window asks first (`ask` always asks); `approved = true` says the caller already asked.
----@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, approved?, ask?, live? }
+---@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, approved?, ask?, live?, decision_id? }
 ---@param on_result? fun(result: table)
 ---@param on_output? fun(text: string)
 ---@return table|nil info, string|nil err
 function M.run(spec, on_result, on_output)
+  local chan, herr = M.ensure_host() -- the options, and with them the Lua rules, are in force
+  if not chan then
+    return nil, herr
+  end
+  if type(spec) == "table" and spec.decision_id == nil and next(H.lua_rules) ~= nil then
+    -- The user's Lua rules judge the command first: the run starts on that answer.
+    local answer, cerr = M.check(spec.cmd, {
+      skip_sandbox = spec.skip_sandbox,
+      cwd = spec.cwd,
+      source = spec.source,
+    })
+    if not answer then
+      return nil, cerr
+    end
+    spec = vim.tbl_extend("force", spec, { decision_id = answer.decision_id })
+  end
   local info, err = M.request("run", spec)
   if not info then
     return nil, err
@@ -441,6 +558,9 @@ function M.run(spec, on_result, on_output)
 end
 
 --- Follow a session's live output. Returns what it printed so far.
+---@param id string
+---@param on_output fun(text: string)
+---@return table|nil info, string|nil err
 function M.watch(id, on_output)
   local info, err = M.request("watch", id)
   if not info then
@@ -452,6 +572,8 @@ function M.watch(id, on_output)
 end
 
 --- Stop following: remove `on_output` (as given to `watch`), or every follower of `id` when nil.
+---@param id string
+---@param on_output? fun(text: string)
 function M.unwatch(id, on_output)
   local list = H.listeners.output[id]
   if not list or on_output == nil then
@@ -466,12 +588,17 @@ function M.unwatch(id, on_output)
 end
 
 --- Wait for a session's result without polling (cb gets the result table).
+---@param id string
+---@param cb fun(result: table)
 function M.on_result(id, cb)
   H.listeners.result[id] = H.listeners.result[id] or {}
   table.insert(H.listeners.result[id], cb)
 end
 
 --- Kill a session (or every running one when `id` is nil); `cb(reply)` gets { result } or { error }.
+---@param id string|nil
+---@param cb? fun(reply: { result?: table, error?: string })
+---@return table|nil info, string|nil err
 function M.kill(id, cb)
   H.next_token = H.next_token + 1
   local token = H.next_token
@@ -491,6 +618,8 @@ function M.kill(id, cb)
   return info
 end
 
+--- Every session of this Neovim (and the completion mirror updated).
+---@return table[]|nil list, string|nil err
 function M.sessions_list()
   local list, err = M.request("sessions")
   if list then
@@ -501,11 +630,28 @@ function M.sessions_list()
   return list, err
 end
 
+--- New output of a session since the last read, or its last `tail` lines.
+---@param id string
+---@param opts? { tail?: integer }
+---@return table|nil page, string|nil err
 function M.output(id, opts)
   return M.request("output", id, opts or vim.empty_dict())
 end
 
+--- What the tool's schema says: where commands run and the limits (`backend`, `sandboxed`,
+--- `unavailable`, `default_timeout`, `max_timeout`, `max_bg_after`), from setup's reply. Starts
+--- the host if needed.
+---@return table|nil facts, string|nil err
+function M.facts()
+  local chan, err = M.ensure_host()
+  if not chan then
+    return nil, err
+  end
+  return H.facts
+end
+
 --- Whether the host is running (without starting it).
+---@return boolean
 function M.is_running()
   return H.chan ~= nil
 end
@@ -521,6 +667,7 @@ function M.stop()
 end
 
 --- For tests and health: the job id of the host, or nil.
+---@return integer|nil
 function M._job()
   return H.job
 end

@@ -1,4 +1,8 @@
-"""The audit log: one JSON line per approval decision and per finished run. 0600, rotated by size."""
+"""The audit log: one JSON line per approval decision and per finished run. 0600, rotated by size.
+
+Every line is strict JSON: text that held invalid UTF-8 (surrogate escapes, as commands from Lua
+arrive) is written with those bytes as ``\\xHH``, never as lone surrogates.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,25 @@ RUN_FIELDS = (
 )
 
 
+def valid_text(value: Any) -> Any:
+    """``value`` with every string made valid Unicode: undecodable bytes become ``\\xHH``."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate that is not an escaped byte
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, Mapping):
+        return {str(valid_text(k)): valid_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [valid_text(v) for v in value]
+    return value
+
+
 class AuditLog:
     """Append-only JSONL file; when it passes ``max_bytes`` it is moved to ``<path>.1``."""
 
@@ -37,18 +60,20 @@ class AuditLog:
     def write(self, record: Mapping[str, Any]) -> None:
         if not self.enabled or not self.path:
             return
-        line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **record}) + "\n"
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        line = json.dumps(valid_text({"time": stamp, **record}), ensure_ascii=False) + "\n"
+        data = line.encode("utf-8")
         try:
             os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
             try:
-                if os.path.getsize(self.path) + len(line) > self.max_bytes:
+                if os.path.getsize(self.path) + len(data) > self.max_bytes:
                     os.replace(self.path, self.path + ".1")
             except FileNotFoundError:
                 pass
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 os.fchmod(fd, 0o600)
-                os.write(fd, line.encode())
+                os.write(fd, data)
             finally:
                 os.close(fd)
         except OSError:

@@ -1,8 +1,12 @@
 """The host's service: every RPC method as a plain-Python call. No pynvim.
 
-The rplugin adapter maps each ``run_bash.<method>`` RPC request onto a method here and forwards
+The rplugin adapter maps each ``run_bash.<method>`` RPC request onto ``Service.rpc`` and forwards
 ``emit(name, payload)`` to Lua. Methods return at once; long work (kill, waiting for results) runs as
 tasks on the loop and answers through events.
+
+Every argument from Lua is checked for type here (``boundary``), and every audit line is written
+here: one decision line per run (``auto`` when nothing needed the user) and one run line when it
+ends, including runs the user rejected or cancelled.
 """
 
 from __future__ import annotations
@@ -11,22 +15,64 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from run_bash.audit import AuditLog
-from run_bash.config import parse_config
+from run_bash.audit import RUN_FIELDS, AuditLog
+from run_bash.boundary import arity, choice, flag, options, text
+from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, parse_config
 from run_bash.errors import ConfigError, RunBashError, UsageError
+from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
+from run_bash.journal import Journal
 from run_bash.results import Wire, plain
 from run_bash.sandbox.base import get_backend
-from run_bash.sessions import SessionManager, check_cmd
+from run_bash.sessions import Session, SessionManager, check_cmd, new_id
 
 log = logging.getLogger("run_bash")
 
 Emit = Callable[[str, dict[str, Any]], None]
 
+# The RPC methods and their arguments, in order (more arguments than these are refused).
+RPC: dict[str, tuple[str, ...]] = {
+    "hello": (),
+    "setup": ("opts",),
+    "check": ("cmd", "opts"),
+    "run": ("spec",),
+    "decide": ("id", "decision", "reason"),
+    "kill": ("id", "token"),
+    "kill_all": ("token",),
+    "sessions": (),
+    "output": ("id", "opts"),
+    "watch": ("id",),
+    "health": (),
+    "rule_defaults": (),
+    "tool_args": ("args",),
+    "facts": (),
+    "shutdown": (),
+}
+CHECK_OPTIONS = frozenset({"skip_sandbox", "ask", "lua_results", "decision_id", "cwd", "source"})
+RUN_OPTIONS = frozenset(
+    {
+        "cmd",
+        "cwd",
+        "timeout",
+        "bg_after",
+        "skip_sandbox",
+        "live",
+        "ask",
+        "approved",
+        "unsandboxed_ok",
+        "answer",
+        "decision_id",
+        "lua_results",
+        "source",
+    }
+)
+SOURCES = ("user", "agent")
+
 
 class Service:
-    """State of one host: config, sessions, pending kills."""
+    """State of one host: config, the gate, sessions, the audit log."""
 
     def __init__(
         self,
@@ -39,25 +85,59 @@ class Service:
         self.loop = loop
         self._emit = emit
         self.environ = dict(os.environ if environ is None else environ)
-        self.config = parse_config({})
-        self.notices: list[str] = []
+        self.config: Config = parse_config({})
+        self.gate = Gate()
+        self._held: dict[str, Answer] = {}  # session id -> the answer the user is asked about
         self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
         self._mgr: SessionManager | None = None
+        self._journal: Journal | None = None
+        self._lined: set[str] = set()  # runs whose run line is written
         self.audit = AuditLog(None, 0)
         self._configure_audit()
 
     def _configure_audit(self) -> None:
         cfg = self.config.audit
-        self.audit = AuditLog(self.environ.get("RUN_BASH_AUDIT"), cfg.max_bytes, cfg.enabled)
+        path = self.environ.get("RUN_BASH_AUDIT")
+        self.audit = AuditLog(path, cfg.max_bytes, cfg.enabled)
+        self.journal.audit(path, cfg.max_bytes, cfg.enabled)
+
+    @property
+    def journal(self) -> Journal:
+        """What this host opened and not yet closed, for the keeper (``journal.py``)."""
+        if self._journal is None:
+            self._journal = Journal(self.mgr.state_dir)
+        return self._journal
+
+    def rpc(self, method: str, args: tuple[object, ...]) -> Any:
+        """Call RPC ``method``: more arguments than it takes are one UsageError."""
+        if method not in RPC:
+            raise UsageError(f"unknown method {method!r}")
+        arity(method, args, RPC[method])
+        return getattr(self, method)(*args)
 
     def emit(self, name: str, event: Wire | dict[str, Any]) -> None:
-        """Forward an event to Lua as plain data; finished runs also go to the audit log."""
+        """Forward an event to Lua as plain data; a run that ended goes to the audit log."""
         payload = event.to_wire() if isinstance(event, Wire) else event
         status = payload.get("status")
-        finished = (name == "result" and status != "running") or name == "exited"
-        if finished and status not in ("rejected", "cancelled"):  # those never ran: no run line
-            self.audit.run(payload)
+        if (name == "result" and status != "running") or name == "exited":
+            self._run_line(payload)
         self._emit(name, payload)
+
+    def _run_line(self, run: Mapping[str, Any]) -> None:
+        """The one run line of a run (a second report of the same run, e.g. a result that comes
+        in after the run was killed at exit, writes nothing)."""
+        sid = str(run.get("id"))
+        if sid in self._lined:
+            return
+        self._lined.add(sid)
+        self.audit.run(run)
+        self.journal.closed(sid)
+
+    def _open(self, s: Session, held: Answer | None = None) -> None:
+        """Journal a run that began (and, when held, the decision line nobody has written yet)."""
+        run = {k: v for k, v in s.info().to_wire().items() if k in RUN_FIELDS}
+        decision = self._decision_record(held, s.cwd, "", session_id=s.id) if held else None
+        self.journal.open(s.id, run, decision)
 
     @property
     def mgr(self) -> SessionManager:
@@ -73,14 +153,18 @@ class Service:
 
     # -- configuration -------------------------------------------------------------------------------
 
-    def setup(self, opts: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Validate and apply the user's options; return notices and the backend in use.
+    def hello(self) -> None:
+        """Say ``ready``: Lua started the host without waiting and sends its options on this."""
+        self.emit("ready", {})
+
+    def setup(self, opts: object = None) -> dict[str, Any]:
+        """Validate and apply the user's options; return notices and what the tool needs to know.
 
         Problems that would make every run fail (a bad option, a sandlock profile that does not
         exist, extra bwrap arguments bwrap rejects) raise one ConfigError naming each; the
         previous configuration then stays in force.
         """
-        config = parse_config(opts)
+        config = parse_config(opts)  # type: ignore[arg-type]
         configured = get_backend(config.sandbox.backend, config)
         problems = configured.validate()
         if problems:
@@ -89,115 +173,242 @@ class Service:
         self._configure_audit()
         if self._mgr is not None:
             self._mgr.configure(config)
-        notices = list(config.notices)
-        backend, why = self.mgr.resolve_backend()
-        notices.extend(backend.warnings())
-        return {"notices": notices, "backend": backend.name, "unavailable": why}
+        backend, _why = self.mgr.resolve_backend()
+        return {**self.facts(), "notices": [*config.notices, *backend.warnings()]}
 
-    # -- approval decision ---------------------------------------------------------------------------
+    def facts(self) -> dict[str, Any]:
+        """Where commands run and the limits that apply: what the tool's schema says."""
+        where = self._where(False)
+        return {
+            "backend": where.backend,
+            "sandboxed": where.sandboxed,
+            "unavailable": where.unavailable,
+            "default_timeout": self.config.default_timeout,
+            "max_timeout": MAX_TIMEOUT_S,
+            "max_bg_after": MAX_BG_AFTER_S,
+            "max_chars": self.config.output.max_chars,
+        }
 
-    def check(self, cmd: object, opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The pause-list verdict for ``cmd`` plus where it would run."""
-        cmd = check_cmd(cmd)
+    # -- the gate ------------------------------------------------------------------------------------
+
+    def _where(self, skip_sandbox: bool) -> Where:
+        backend, why = self.mgr.resolve_backend("none" if skip_sandbox else None)
+        return Where(backend.name, bool(backend.isolates), why)
+
+    def _new_id(self) -> str:
+        return new_id({**self.mgr.sessions, **dict.fromkeys(self.gate.ids())})
+
+    def _answer(
+        self, cmd: str, *, skip: bool, ask: bool, results: object, source: str, cwd: str
+    ) -> Answer:
         from run_bash.checker import check
 
-        opts = opts or {}
-        verdict = check(cmd, self.config.pauselist).to_dict()
-        skip = bool(opts.get("skip_sandbox"))
-        backend, why = self.mgr.resolve_backend("none" if skip else None)
-        verdict.update(
-            backend=backend.name,
-            sandboxed=bool(backend.isolates),
-            unavailable=why,
+        found = check(cmd, self.config.pauselist)
+        verdict = {**found.to_dict(), "lua_calls": found.lua_calls}
+        where = self._where(skip)
+        answer = decide(
+            self._new_id(),
+            cmd,
+            verdict,
+            where,
+            skip_sandbox=skip,
+            ask=ask,
+            results=lua_results(results, verdict["lua_calls"]),
+            always=self.gate.is_always(source, cmd, where.sandboxed),
+            source=source,
         )
-        return verdict
+        return replace(answer, cwd=cwd)
 
-    # -- runs ------------------------------------------------------------------------------------------
+    def _gate(self, cmd: str, opts: Mapping[str, Any]) -> Answer:
+        """The answer for ``cmd`` under ``opts`` (check's and run's common options)."""
+        skip = flag("skip_sandbox", opts.get("skip_sandbox"))
+        ask = flag("ask", opts.get("ask"))
+        source = choice("source", opts.get("source") or "user", SOURCES)
+        decision_id = text("decision_id", opts.get("decision_id"))
+        cwd = text("cwd", opts.get("cwd")) or os.getcwd()
+        if decision_id is None:
+            return self._answer(
+                cmd, skip=skip, ask=ask, results=opts.get("lua_results"), source=source, cwd=cwd
+            )
+        answer = self.gate.take(decision_id, cmd, skip)
+        results = lua_results(opts.get("lua_results"), answer.lua_calls)
+        if results is not None:
+            answer = self.gate.with_results(answer, results)
+        if ask and not answer.ask:
+            answer = replace(answer, ask=True, needs_approval=True, always=False)
+        return answer
 
-    def run(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+    def check(self, cmd: object, opts: object = None) -> dict[str, Any]:
+        """The gate's answer for ``cmd``: ``{needs_approval, reason, rule, decision_id, …}``.
+
+        With ``lua_results`` (what the user's Lua-function rules said about ``lua_calls``) and the
+        ``decision_id`` of the answer that listed those calls, the answer is updated. The answer is
+        kept: ``run`` with its ``decision_id`` starts exactly what was shown.
+        """
+        cmd = check_cmd(cmd)
+        return self.gate.keep(self._gate(cmd, options("check", opts, CHECK_OPTIONS))).to_wire()
+
+    def tool_args(self, args: object) -> dict[str, Any]:
+        """The CodeCompanion tool's arguments, checked and normalized (``agent.tool_args``)."""
+        from run_bash.agent import tool_args
+
+        return tool_args(args)
+
+    # -- runs ----------------------------------------------------------------------------------------
+
+    def run(self, spec: object) -> dict[str, Any]:
         """Start a command; the result arrives as a ``result`` event.
 
-        The pause list is enforced here, whoever calls. Unless the caller has already asked the
-        user where needed (``approved``; ``unsandboxed_ok``, the user's consent to run without a
-        sandbox, implies it), a command that the pause list flags, that would run without a
-        sandbox, that Lua-function rules must judge, or that comes with ``ask`` is held (status
-        ``awaiting_approval``) and an ``approve`` event asks Lua; the user's answer comes back
-        through ``decide``. Nothing is started before that.
+        The gate decides whoever calls. A command it lets through starts at once. One that needs
+        the user starts only with the caller's word that the user agreed (``approved``, or
+        ``unsandboxed_ok`` for running without a sandbox; ``answer`` says how, for the audit log);
+        without it the run is held (status ``awaiting_approval``), an ``approve`` event asks Lua,
+        and the user's answer comes back through ``decide``.
         """
-        if not isinstance(spec, Mapping):
-            raise UsageError("run expects a table")
-        unknown = sorted(set(spec) - RUN_OPTIONS)
-        if unknown:
-            raise UsageError(f"unknown run option(s): {', '.join(map(str, unknown))}")
-        cmd = check_cmd(spec.get("cmd"))
-        skip = bool(spec.get("skip_sandbox"))
-        approved = bool(spec.get("approved") or spec.get("unsandboxed_ok"))
+        opts = options("run", spec, RUN_OPTIONS)
+        cmd = check_cmd(opts.get("cmd"))
+        approved = flag("approved", opts.get("approved"))
+        unsandboxed_ok = flag("unsandboxed_ok", opts.get("unsandboxed_ok"))
+        live = flag("live", opts.get("live"))
+        how = choice(
+            "answer", opts.get("answer") or "accept", ("accept", "always", "always_cached")
+        )
+        answer = self._gate(cmd, opts)
         kwargs: dict[str, Any] = {
-            "cwd": spec.get("cwd"),
-            "timeout": spec.get("timeout"),
-            "bg_after": spec.get("bg_after") or 0,
-            "skip_sandbox": skip,
-            "live": bool(spec.get("live")),
+            "cwd": opts.get("cwd"),
+            "timeout": opts.get("timeout"),
+            "bg_after": opts.get("bg_after"),
+            "skip_sandbox": answer.skip_sandbox,
+            "live": live,
+            "sid": answer.decision_id,
         }
-        if approved:
-            unsandboxed_ok = bool(spec.get("unsandboxed_ok"))
-            return (
-                self.mgr.start(cmd, unsandboxed_ok=unsandboxed_ok, defer=True, **kwargs)
-                .info()
-                .to_wire()
-            )
-        verdict = self.check(cmd, {"skip_sandbox": skip})
-        held = (
-            bool(spec.get("ask"))
-            or verdict["pause"]
-            or not verdict["sandboxed"]
-            or bool(verdict.get("lua_rules"))
-        )
-        if not held:
-            s = self.mgr.start(cmd, defer=True, **kwargs)
-            self.audit.decision(
-                {
-                    **verdict,
-                    "cmd": cmd,
-                    "cwd": s.cwd,
-                    "decided_by": "auto",
-                    "source": "user",
-                    "session_id": s.id,
-                }
-            )
+        consent = approved or unsandboxed_ok
+        if answer.needs_approval and not consent:
+            s = self.mgr.start(cmd, hold=True, **kwargs)
+            self._held[s.id] = answer = replace(answer, cwd=s.cwd)
+            self._open(s, held=answer)
+            self.emit("approve", {"id": s.id, "cwd": s.cwd, "answer": answer.to_wire()})
             return s.info().to_wire()
-        s = self.mgr.start(cmd, hold=True, **kwargs)
-        self.emit(
-            "approve",
-            {
-                "id": s.id,
-                "cmd": cmd,
-                "cwd": s.cwd,
-                "verdict": verdict,
-                "ask": bool(spec.get("ask")),
-            },
-        )
+        if not answer.sandboxed and answer.needs_approval and not unsandboxed_ok:
+            raise UsageError(
+                f"{cmd!r} would run WITHOUT a sandbox ({answer.reason}); pass "
+                "`unsandboxed_ok = true` only when the user agreed to that"
+            )
+        decided_by = "user_always_cached" if answer.always else "auto"
+        if consent:
+            decided_by = ANSWERS[how]
+        s = self.mgr.start(cmd, unsandboxed_ok=not answer.sandboxed, defer=True, **kwargs)
+        self._decision_line(answer, s.cwd, decided_by, session_id=s.id)
+        self._open(s)
         return s.info().to_wire()
 
+    @staticmethod
+    def _decision_record(
+        answer: Answer,
+        cwd: str,
+        decided_by: str,
+        *,
+        session_id: str,
+        user_reason: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "cmd": answer.cmd,
+            "cwd": cwd,
+            "backend": answer.backend,
+            "sandboxed": answer.sandboxed,
+            "pause": answer.pause,
+            "rule": answer.rule,
+            "reason": answer.reason,
+            "decided_by": decided_by,
+            "user_reason": user_reason,
+            "source": answer.source,
+            "session_id": session_id,
+        }
+
+    def _decision_line(
+        self,
+        answer: Answer,
+        cwd: str,
+        decided_by: str,
+        *,
+        session_id: str,
+        user_reason: str | None = None,
+    ) -> None:
+        record = self._decision_record(
+            answer, cwd, decided_by, session_id=session_id, user_reason=user_reason
+        )
+        self.audit.decision(record)
+
     def decide(self, sid: object, decision: object, reason: object = None) -> bool:
-        """The user's answer for a held run: "accept" / "always" / "auto" start it, "reject" and
-        "cancel" drop it. A decision for a run that is no longer held is ignored (False)."""
-        if decision in ("accept", "always", "auto"):
-            return self.mgr.release(sid)
-        if decision in ("reject", "cancel"):
-            why = reason if isinstance(reason, str) and reason.strip() else None
-            return self.mgr.refuse(sid, str(decision), why)
-        raise UsageError(f"unknown decision {decision!r}")
+        """The user's answer about a held run, or about an answer ``check`` gave that was never run
+        (the tool's reject or cancel): "accept" / "always" start the held run, "reject" / "cancel"
+        drop it. Both get their audit lines. An answer for something no longer waiting is ignored
+        (False)."""
+        sid = text("id", sid)
+        decision = choice("decision", decision, ("accept", "always", "reject", "cancel"))
+        why = text("reason", reason)
+        why = why.strip() if why and why.strip() else None
+        held = self._held.get(sid) if sid else None
+        s = self.mgr.sessions.get(sid) if sid else None
+        if held is not None and s is not None and s.status == "awaiting_approval":
+            del self._held[s.id]
+            self._decision_line(held, s.cwd, ANSWERS[decision], session_id=s.id, user_reason=why)
+            self.journal.decided(s.id)
+            if decision in ("accept", "always"):
+                if decision == "always":
+                    self.gate.accept_always(held)
+                return self.mgr.release(s.id)
+            return self.mgr.refuse(s.id, decision, why)
+        if sid is not None and sid in self.gate:
+            if decision in ("accept", "always"):
+                raise UsageError(
+                    f"nothing is waiting under {sid!r}: start it with run (decision_id, approved)"
+                )
+            answer = self.gate.drop(sid)
+            assert answer is not None
+            self._unrun(answer, decision, why)
+            return True
+        return False
+
+    def _unrun(self, answer: Answer, decision: str, why: str | None) -> None:
+        """Audit lines for an answer the user refused before anything started."""
+        cwd = answer.cwd or os.getcwd()
+        self._decision_line(
+            answer, cwd, ANSWERS[decision], session_id=answer.decision_id, user_reason=why
+        )
+        self._run_line(
+            {
+                "id": answer.decision_id,
+                "cmd": answer.cmd,
+                "cwd": cwd,
+                "backend": answer.backend,
+                "sandboxed": answer.sandboxed,
+                "background": False,
+                "status": "rejected" if decision == "reject" else "cancelled",
+                "exit_code": None,
+                "duration_s": 0.0,
+                "output_bytes": 0,
+            }
+        )
 
     def kill(self, sid: object, token: object = None) -> dict[str, Any]:
         """Start killing a session; the outcome arrives as a ``reply`` event with ``token``."""
         session = self.mgr._get(sid)
         info = session.info().to_wire()
+        if session.id in self._held:  # killing a run the user has not decided on cancels it
+            self.decide(session.id, "cancel")
+            self.loop.create_task(self._reply(token, self._already(session)))
+            return info
         self.loop.create_task(self._reply(token, self.mgr.kill(session.id)))
         return info
 
+    async def _already(self, s: Session) -> Any:
+        return replace(s.result or self.mgr._result(s), already_ended=True)
+
     def kill_all(self, token: object = None) -> dict[str, Any]:
-        """Start killing every running session."""
+        """Start killing every running session (held ones are cancelled)."""
+        for sid in list(self._held):
+            self.decide(sid, "cancel")
         running = [s.id for s in self.mgr.sessions.values() if s.running]
         self.loop.create_task(self._reply(token, self.mgr.kill_all()))
         return {"count": len(running)}
@@ -216,9 +427,9 @@ class Service:
     def sessions(self) -> list[dict[str, Any]]:
         return [info.to_wire() for info in self.mgr.list()]
 
-    def output(self, sid: object, opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        opts = opts or {}
-        return self.mgr.output(sid, tail=opts.get("tail")).to_wire()  # type: ignore[arg-type]
+    def output(self, sid: object, opts: object = None) -> dict[str, Any]:
+        tail = options("output", opts, ("tail",)).get("tail")
+        return self.mgr.output(sid, tail=tail).to_wire()  # type: ignore[arg-type]
 
     def watch(self, sid: object) -> dict[str, Any]:
         return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
@@ -230,35 +441,27 @@ class Service:
 
         return report(self.config, self.mgr)
 
-    def record_decision(self, record: Mapping[str, Any]) -> bool:
-        """Write an approval decision made in Lua to the audit log."""
-        if not isinstance(record, Mapping):
-            raise UsageError("audit expects a table")
-        self.audit.decision(record)
-        return True
-
     def rule_defaults(self) -> dict[str, list[str]]:
         """The built-in ``sandbox.rules`` lists, for ``function(defaults)`` rules evaluated in Lua."""
         from run_bash.sandbox.policy import default_rules
 
         return default_rules()
 
-    def shutdown_now(self) -> None:
-        """Kill everything at once (VimLeavePre); the host exits soon after."""
-        if self._mgr is not None:
-            self._mgr.close_now()
-
-
-RUN_OPTIONS = frozenset(
-    {
-        "cmd",
-        "cwd",
-        "timeout",
-        "bg_after",
-        "skip_sandbox",
-        "approved",
-        "unsandboxed_ok",
-        "ask",
-        "live",
-    }
-)
+    def shutdown(self) -> bool:
+        """Kill everything at once (VimLeavePre); the host exits soon after. Runs nobody decided
+        on are cancelled and running ones killed, each with its audit lines."""
+        if self._mgr is None:
+            return True
+        for sid, held in list(self._held.items()):
+            s = self._mgr.sessions.get(sid)
+            del self._held[sid]
+            if s is not None and s.status == "awaiting_approval":
+                self._decision_line(held, s.cwd, "host_exit", session_id=sid)
+                self.journal.decided(sid)
+                self._mgr.refuse(sid, "cancel")
+        running = [s for s in self._mgr.sessions.values() if s.running]
+        self._mgr.close_now()
+        for s in running:
+            run = {**s.info().to_wire(), "status": "killed", "killed": True}
+            self._run_line(run)
+        return True

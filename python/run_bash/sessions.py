@@ -34,7 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config
+from run_bash.boundary import number, working_dir
+from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, describe
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
 from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, tail_lines
 from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
@@ -63,34 +64,35 @@ def new_id(taken: Mapping[str, object]) -> str:
             return sid
 
 
-def make_state_dir(base: str | None = None) -> str:
-    """Create the 0700 directory private to this host that holds output files and temp dirs."""
+def state_root(base: str | None = None) -> str:
+    """Where hosts make their state dirs: ``$XDG_RUNTIME_DIR``, else the temp dir."""
     root = base or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     if not os.path.isdir(root) or not os.access(root, os.W_OK):
         root = tempfile.gettempdir()
+    return root
+
+
+def make_state_dir(base: str | None = None) -> str:
+    """Create the 0700 directory private to this host that holds output files and temp dirs
+    (``run_bash-<pid>-…``: ``journal.reconcile_stale`` finds the ones whose process is gone)."""
+    root = state_root(base)
     path = tempfile.mkdtemp(prefix=f"run_bash-{os.getpid()}-", dir=root)
     os.chmod(path, 0o700)
     return path
-
-
-def _number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{name} should be a number of seconds, not {value!r}")
-    return float(value)
 
 
 def check_cmd(cmd: object) -> str:
     """The command text, or one clear UsageError (not a string, empty, a NUL byte, too long).
     Cheap: it runs before the pause list parses anything."""
     if not isinstance(cmd, str):
-        raise UsageError(f"cmd should be a string, not {type(cmd).__name__}")
+        raise UsageError(f"`cmd` should be a string, not {describe(cmd)}")
     if not cmd.strip():
-        raise UsageError("cmd is empty")
+        raise UsageError("`cmd` is empty")
     if "\0" in cmd:
-        raise UsageError("cmd contains a NUL byte")
+        raise UsageError("`cmd` contains a NUL byte")
     if len(cmd) > MAX_CMD_CHARS:
         raise UsageError(
-            f"cmd is {len(cmd)} characters; the limit is {MAX_CMD_CHARS} "
+            f"`cmd` is {len(cmd)} characters; the limit is {MAX_CMD_CHARS} "
             "(write the script to a file and run the file)"
         )
     return cmd
@@ -101,14 +103,13 @@ def validate_request(
 ) -> tuple[str, float, float, bool]:
     """Check a run request; return (cmd, timeout_s, bg_after_s, timeout_given)."""
     cmd = check_cmd(cmd)
-    given = timeout is not None
-    t = default_timeout if timeout is None else _number("timeout", timeout)
-    if not 0 < t <= MAX_TIMEOUT_S:
-        raise UsageError(f"timeout must be 1..{MAX_TIMEOUT_S} seconds, not {timeout!r}")
-    b = 0.0 if bg_after is None else _number("bg_after", bg_after)
+    t = number("timeout", timeout)
+    if t is not None and not 1 <= t <= MAX_TIMEOUT_S:
+        raise UsageError(f"`timeout` must be 1..{MAX_TIMEOUT_S} seconds, not {timeout!r}")
+    b = number("bg_after", bg_after) or 0.0
     if not 0 <= b <= MAX_BG_AFTER_S:
-        raise UsageError(f"bg_after must be 0..{MAX_BG_AFTER_S} seconds, not {bg_after!r}")
-    return cmd, t, b, given
+        raise UsageError(f"`bg_after` must be 0..{MAX_BG_AFTER_S} seconds, not {bg_after!r}")
+    return cmd, default_timeout if t is None else t, b, t is not None
 
 
 class Session:
@@ -247,7 +248,7 @@ class SessionManager:
         self,
         cmd: object,
         *,
-        cwd: str | None = None,
+        cwd: object = None,
         timeout: object = None,
         bg_after: object = 0,
         skip_sandbox: bool = False,
@@ -255,6 +256,7 @@ class SessionManager:
         live: bool = False,
         defer: bool = False,
         hold: bool = False,
+        sid: str | None = None,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
@@ -262,14 +264,13 @@ class SessionManager:
         command spawned on the next loop iteration, so an RPC handler returns without waiting for
         it; a failure then becomes the session's result (``error``) instead of an exception. With
         ``hold`` nothing starts: the session waits for the user's decision (``release`` or
-        ``refuse``).
+        ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one.
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.default_timeout)
         )
-        cwd = os.path.abspath(os.path.expanduser(cwd or os.getcwd()))
-        if not os.path.isdir(cwd):
-            raise UsageError(f"working directory {cwd} does not exist")
+        backend, why = self.resolve_backend("none" if skip_sandbox else None)
+        cwd = working_dir(cwd, confined=backend.isolates)
         if bg_s > 0:
             limit = self.config.sessions.max_background
             live_bg = sum(1 for s in self.sessions.values() if s.running and s.background)
@@ -278,12 +279,12 @@ class SessionManager:
                     f"{live_bg} background sessions are running (limit {limit}); "
                     "kill one first (action=kill)"
                 )
-        backend, why = self.resolve_backend("none" if skip_sandbox else None)
         if not backend.isolates and not unsandboxed_ok and not hold:
             reason = why or "the sandbox is off"
             raise SpawnError(f"{reason}; running without a sandbox needs the user's approval")
 
-        sid = new_id(self.sessions)
+        if sid is None or sid in self.sessions:
+            sid = new_id(self.sessions)
         s = Session(sid, text, cwd, backend, bg_s)
         s.live = live
         s.timeout_s, s.timeout_given = timeout_s, timeout_given
@@ -640,7 +641,9 @@ class SessionManager:
     # -- results and queries -------------------------------------------------------------------------
 
     def _get(self, sid: object) -> Session:
-        if not isinstance(sid, str) or sid not in self.sessions:
+        if not isinstance(sid, str):
+            raise UsageError(f"the session id should be a string, not {describe(sid)}")
+        if sid not in self.sessions:
             live = [s.id for s in self.sessions.values() if s.running]
             hint = f"running sessions: {', '.join(live)}" if live else "no session is running"
             raise SessionError(f"unknown session id {sid!r} ({hint})")

@@ -60,11 +60,7 @@ class Chat:
         self.bufnr = self.ed.lua("return H.chat(...)", add)
 
     def sandboxed(self) -> bool:
-        return bool(
-            self.ed.lua(
-                "local a = require('run_bash.tool').availability(); return a and a.sandboxed"
-            )
-        )
+        return bool(self.ed.lua("local f = require('run_bash').facts(); return f and f.sandboxed"))
 
     def require_sandbox(self) -> None:
         if not self.sandboxed():
@@ -419,4 +415,5 @@ def test_cancel_runs_nothing(open_chat: Chat) -> None:
     open_chat.press("g4")
     assert open_chat.result(cid).startswith("The user cancelled the execution of the run_bash tool")
     assert open_chat.decisions() == [("echo never", "user_cancel")]
-    assert not [r for r in open_chat.audit() if r["event"] == "run"]
+    # Nothing ran: its one run line says so.
+    assert [r["status"] for r in open_chat.audit() if r["event"] == "run"] == ["cancelled"]

@@ -299,3 +299,11 @@ def test_a_backend_whose_module_does_not_load_is_unavailable_not_fatal():
     assert not avail.ok and "failed to load: no module named sandlock" in avail.reason
     with pytest.raises(SpawnError, match="failed to load"):
         broken.spawn(None)  # type: ignore[arg-type]
+
+
+async def test_a_command_holding_invalid_utf8_runs_with_its_bytes(mgr):
+    """Commands from Lua may hold bytes that are not UTF-8 (surrogate escapes in Python): every
+    backend runs exactly those bytes."""
+    cmd = b"printf '%s' 'caf\xe9' | od -An -tx1; echo done".decode("utf-8", "surrogateescape")
+    r = await run(mgr, cmd)
+    assert r.output.split() == ["63", "61", "66", "e9", "done"], r.output

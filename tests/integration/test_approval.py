@@ -351,6 +351,25 @@ def test_runbashlog_opens_the_audit_log_read_only(editor, target):
         " mod = vim.bo.modifiable, lines = vim.api.nvim_buf_get_lines(0, 0, -1, false) }"
     )
     assert buf["name"] == path and buf["ro"] and not buf["mod"]
-    rec = json.loads(buf["lines"][-1])
+    *_, rec, run = [json.loads(line) for line in buf["lines"]]
     assert rec["decided_by"] == "user_reject" and rec["user_reason"] == "too risky"
     assert rec["rule"] == "rm" or rec["sandboxed"] is False
+    assert run["event"] == "run" and run["status"] == "rejected" and run["id"] == rec["session_id"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [{"approved": "no"}, {"skip_sandbox": True, "unsandboxed_ok": "false"}, {"ask": 1}],
+    ids=["approved", "unsandboxed_ok", "ask"],
+)
+def test_string_typed_consent_flags_are_refused_through_the_lua_api(editor, target, flags):
+    """`run({cmd = "rm -rf zz", approved = "no"})` used to run a paused command without asking."""
+    setup(editor)
+    info, err = editor.lua(
+        "local info, err = require('run_bash').run(...); return { info, err }",
+        {"cmd": f"rm -rf {target}", **flags},
+    )
+    name = next(k for k, v in flags.items() if not isinstance(v, bool))
+    assert info is None and f"`{name}` should be true or false" in err
+    assert floats(editor) == [] and (target / "file").read_text() == "keep me"
+    assert editor.lua("return require('run_bash').request('sessions')") == []

@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 
 import psutil
 import pytest
@@ -52,21 +51,34 @@ def test_a_crashed_host_fails_pending_runs_and_strands_nothing(editor, backend):
     if backend != "none" and not backend_available(backend):
         pytest.skip(f"{backend} is not available here")
     editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+    # Unique intervals tell the run's sleeps from any other (bubblewrap's network-namespace
+    # holder runs a `sleep` of its own).
+    tag = f"{os.getpid() % 10000}{id(editor) % 1000:03d}"
     editor.lua(
         """
         _G.__r = nil
         local info, err = require('run_bash').run(
-          { cmd = 'setsid sleep 30 & sleep 31', unsandboxed_ok = true },
+          { cmd = ..., unsandboxed_ok = true },
           function(r) _G.__r = r end)
         assert(info, err)
-        """
+        """,
+        f"setsid sleep 30.{tag} & sleep 31.{tag}",
     )
     job_pid = editor.nvim.funcs.jobpid(editor.lua("return require('run_bash')._job()"))
     keeper = psutil.Process(job_pid)
     host = keeper.children()[0]
-    # (sandlock refuses `setsid`, so there may be one sleep or two.)
-    wait_for(lambda: descendants(host.pid, "sleep"))
-    time.sleep(0.2)
+
+    def running(interval: str) -> list[int]:
+        found = []
+        for pid in descendants(host.pid, "sleep"):
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(pid).cmdline()[1:] == [interval]:
+                    found.append(pid)
+        return found
+
+    wait_for(lambda: running(f"31.{tag}"))
+    if backend != "sandlock":  # sandlock refuses `setsid`: there the first sleep never runs
+        wait_for(lambda: running(f"30.{tag}"))
     sleepers = descendants(host.pid)
     host.kill()  # a crash of the host, e.g. SIGKILL by the OOM killer
     r = wait_for(lambda: editor.lua("return _G.__r"))
@@ -154,7 +166,6 @@ def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    time.sleep(0)
 
 
 def test_setup_reports_a_backend_problem(editor, tmp_path):

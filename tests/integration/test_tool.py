@@ -123,8 +123,9 @@ class Tool:
         rec = wait_for(
             lambda: (r := self.ed.lua("return fake.get(...)", n)) and r["done"] and r, timeout
         )
-        # Exactly once, never synchronously.
-        time.sleep(0.05)
+        # Exactly once, never synchronously: callbacks scheduled before this tick have run.
+        self.ed.lua("_G.__tick = false; vim.schedule(function() _G.__tick = true end)")
+        wait_for(lambda: self.ed.lua("return _G.__tick"))
         rec = self.ed.lua("return fake.get(...)", n)
         if "lua_error" not in rec and rec.get("asked") is not None and rec.get("status"):
             assert rec["cb_count"] == 1
@@ -136,11 +137,7 @@ class Tool:
         return rec
 
     def sandboxed(self) -> bool:
-        return bool(
-            self.ed.lua(
-                "local a = require('run_bash.tool').availability(); return a and a.sandboxed"
-            )
-        )
+        return bool(self.ed.lua("local f = require('run_bash').facts(); return f and f.sandboxed"))
 
     def audit(self) -> list[dict[str, Any]]:
         path = Path(self.ed.lua("return require('run_bash.audit_log').path()"))
@@ -148,21 +145,24 @@ class Tool:
             return []
         return [json.loads(line) for line in path.read_text().splitlines()]
 
-    def stub_check(self, verdict: dict[str, Any] | None, error: str | None = None) -> None:
-        """Replace the host's verdict (keeps the approval tests independent of the checker)."""
+    def stub_check(self, answer: dict[str, Any] | None, error: str | None = None) -> None:
+        """Replace the gate's answer (keeps the approval tests independent of the checker)."""
         self.ed.lua(
             """
-            local verdict, err = ...
+            local answer, err = ...
             local rb = require('run_bash')
             _G.__real_check = _G.__real_check or rb.check
             rb.check = function(cmd, opts)
               if err ~= vim.NIL and err ~= nil then return nil, err end
-              local v = vim.deepcopy(verdict)
-              if opts and opts.skip_sandbox then v.sandboxed = false; v.backend = 'none' end
+              local v = vim.deepcopy(answer)
+              v.cmd = cmd
+              if opts and opts.skip_sandbox then
+                v.sandboxed = false; v.backend = 'none'; v.needs_approval = true; v.skip_sandbox = true
+              end
               return v
             end
             """,
-            verdict,
+            answer,
             error,
         )
 
@@ -178,8 +178,18 @@ def nosandbox(tool: Tool) -> Tool:
     return tool
 
 
-SAFE = {"pause": False, "sandboxed": True, "backend": "sandlock", "reason": "no rule", "rule": None}
+SAFE = {
+    "needs_approval": False,
+    "decision_id": "d1",
+    "pause": False,
+    "sandboxed": True,
+    "backend": "sandlock",
+    "reason": "no rule",
+    "rule": None,
+}
 PAUSED = {
+    "needs_approval": True,
+    "decision_id": "d2",
     "pause": True,
     "sandboxed": True,
     "backend": "sandlock",
@@ -191,11 +201,18 @@ PAUSED = {
 
 # -- shape --------------------------------------------------------------------------------------------
 
+FACTS = {
+    "backend": "sandlock",
+    "sandboxed": True,
+    "unavailable": "",
+    "default_timeout": 300,
+    "max_timeout": 3600,
+    "max_bg_after": 60,
+}
+
 
 def test_schema_is_compatible_with_the_original(tool: Tool) -> None:
-    schema = tool.ed.lua(
-        "return require('run_bash.tool').schema({ sandboxed = true, backend = 'sandlock' })"
-    )
+    schema = tool.ed.lua("return require('run_bash.tool_schema').schema(...)", FACTS)
     fn = schema["function"]
     assert schema["type"] == "function" and fn["name"] == "run_bash"
     params = fn["parameters"]
@@ -224,14 +241,13 @@ def test_schema_is_compatible_with_the_original(tool: Tool) -> None:
 
 
 def test_skip_sandbox_is_offered_only_with_a_sandbox(tool: Tool) -> None:
-    schema = tool.ed.lua(
-        "return require('run_bash.tool').schema({ sandboxed = false, backend = 'none' })"
-    )
+    none = {**FACTS, "sandboxed": False, "backend": "none"}
+    schema = tool.ed.lua("return require('run_bash.tool_schema').schema(...)", none)
     assert "skip_sandbox" not in schema["function"]["parameters"]["properties"]
     assert "every command asks the user" in schema["function"]["description"]
     why = tool.ed.lua(
-        "return require('run_bash.tool').schema({ sandboxed = false, backend = 'none',"
-        " unavailable = 'bubblewrap unavailable: bwrap not found' })['function'].description"
+        "return require('run_bash.tool_schema').schema(...)['function'].description",
+        {**none, "unavailable": "bubblewrap unavailable: bwrap not found"},
     )
     assert "No sandbox is available (bubblewrap unavailable: bwrap not found)" in why
     tool.setup({"sandbox": {"backend": "none"}})
@@ -270,7 +286,9 @@ def test_safe_sandboxed_command_runs_without_asking(tool: Tool) -> None:
     assert rec["asked"] is False
     assert rec["llm"].startswith("Success.\nSandbox active.")
     spec = tool.ed.lua("return _G.__spec")
-    assert spec["unsandboxed_ok"] is False and spec["cmd"] == "ls"
+    # The run starts on the gate's answer; nobody was asked, so there is no consent in it.
+    assert spec["cmd"] == "ls" and spec["decision_id"] == "d1" and spec["source"] == "agent"
+    assert "approved" not in spec and "unsandboxed_ok" not in spec
 
 
 def test_paused_command_asks_with_reason_and_runs_in_the_sandbox(tool: Tool) -> None:
@@ -283,11 +301,13 @@ def test_paused_command_asks_with_reason_and_runs_in_the_sandbox(tool: Tool) -> 
     assert rec["asked"] is True
     assert "IN sandbox" in rec["prompt"] and "git push --force" in rec["prompt"]
     assert "Paused: `git push --force` rewrites remote history (rule: git)" in rec["prompt"]
-    assert tool.ed.lua("return _G.__spec.unsandboxed_ok") is False
+    spec = tool.ed.lua("return _G.__spec")
+    assert spec["approved"] is True and spec["unsandboxed_ok"] is False
+    assert spec["answer"] == "accept" and spec["decision_id"] == "d2"
     assert (
         rec["llm"]
         == "Success.\n"
-        + tool.ed.lua("return require('run_bash.tool').SANDBOX_NOTE")
+        + tool.ed.lua("return require('run_bash.tool_format').SANDBOX_NOTE")
         + "\nOutput:\n\n(no output)"
     )
 
@@ -333,6 +353,7 @@ def test_unavailable_sandbox_says_why(tool: Tool) -> None:
     tool.stub_check(
         {
             **SAFE,
+            "needs_approval": True,
             "sandboxed": False,
             "backend": "none",
             "unavailable": "sandlock unavailable: not installed",
@@ -388,6 +409,42 @@ def test_lua_function_pause_rule_is_honoured(tool: Tool) -> None:
     assert gate == [True, False, True, False]
 
 
+def test_lua_rule_matching_is_the_checkers(tool: Tool) -> None:
+    """A Lua rule for `git` judges `git` commands only, with their own arguments: `gitk --all`
+    never reaches it, and `git status; gitk --all` does not blame it for `gitk`."""
+    if not tool.sandboxed():
+        pytest.skip("the default sandbox backend is not available here")
+    tool.setup(lua="{ pauselist = { git = function(a) return a[1] == '--all' end } }")
+    answers = tool.ed.lua(
+        """
+        local rb = require('run_bash')
+        local out = {}
+        for _, cmd in ipairs({ 'gitk --all', 'git status; gitk --all', 'git --all', 'gitk; git --all' }) do
+          local a = assert(rb.check(cmd))
+          table.insert(out, { a.needs_approval, a.rule, a.command })
+        end
+        return out
+        """
+    )
+    assert answers == [
+        [False, None, None],
+        [False, None, None],
+        [True, "git", "git --all"],
+        [True, "git", "git --all"],
+    ]
+
+
+def test_a_lua_rule_that_raises_pauses(tool: Tool) -> None:
+    if not tool.sandboxed():
+        pytest.skip("the default sandbox backend is not available here")
+    tool.setup(lua="{ pauselist = { make = function() error('rule bug') end } }")
+    a = tool.ed.lua("return require('run_bash').check('make test')")
+    assert a["needs_approval"] is True and a["rule"] == "make"
+    assert "your pause-list rule for make failed" in a["reason"] and "rule bug" in a["reason"]
+    # Control: a command the rule is not asked about runs without asking.
+    assert tool.ed.lua("return require('run_bash').check('ls').needs_approval") is False
+
+
 def test_rejection_reaches_the_agent_and_the_audit_log(nosandbox: Tool) -> None:
     rec = nosandbox.call({"cmd": "echo nope"}, decision="reject", reason="not now")
     assert rec["llm"] == "User rejected: not now"
@@ -396,8 +453,10 @@ def test_rejection_reaches_the_agent_and_the_audit_log(nosandbox: Tool) -> None:
     decisions = [r for r in nosandbox.audit() if r["event"] == "decision"]
     assert [d["decided_by"] for d in decisions] == ["user_reject", "user_reject"]
     assert decisions[0]["user_reason"] == "not now" and decisions[0]["source"] == "agent"
-    # Nothing ran.
-    assert not [r for r in nosandbox.audit() if r["event"] == "run"]
+    # Nothing ran: each has one run line that says so, joined to its decision.
+    runs = [r for r in nosandbox.audit() if r["event"] == "run"]
+    assert [r["status"] for r in runs] == ["rejected", "rejected"]
+    assert [r["id"] for r in runs] == [d["session_id"] for d in decisions]
 
 
 def test_decisions_are_audited(nosandbox: Tool) -> None:
@@ -560,7 +619,7 @@ def test_host_that_cannot_start_gives_an_error(tool: Tool) -> None:
         ({"action": "kill", "session_id": "zzzzzz"}, "unknown session id 'zzzzzz'"),
         ({"action": "output", "session_id": "zzzzzz"}, "unknown session id 'zzzzzz'"),
         ({"cmd": "echo " + "a " * 500_000}, "the limit is 100000"),
-        ({"cmd": "echo a\0b"}, "cmd contains a NUL byte"),
+        ({"cmd": "echo a\0b"}, "`cmd` contains a NUL byte"),
     ],
 )
 def test_bad_arguments_give_one_clear_error(tool: Tool, args: dict[str, Any], message: str) -> None:
@@ -603,7 +662,7 @@ def test_lua_error_in_cmds_is_reported(tool: Tool) -> None:
 def test_format_markers(tool: Tool) -> None:
     fmt = tool.ed.lua(
         """
-        local t = require('run_bash.tool')
+        local t = require('run_bash.tool_format')
         local base = { id = 'abc123', cmd = 'make', status = 'exited', exit_code = 0, sandboxed = true,
                        backend = 'sandlock', output = 'done\\n', duration_s = 0.5, output_file = '/tmp/o',
                        output_bytes = 5, leftovers = 0, notices = {} }
@@ -633,7 +692,7 @@ def test_end_of_session_notices_reach_output_list_and_kill(tool: Tool) -> None:
     """A restore reported when a background session ended is shown by every later action."""
     fmt = tool.ed.lua(
         """
-        local t = require('run_bash.tool')
+        local t = require('run_bash.tool_format')
         local note = 'protected file .git/config was changed and has been restored'
         local s = { id = 'abc123', cmd = 'x', status = 'killed', killed = true, signal = 9,
                     sandboxed = true, backend = 'sandlock', output = '', output_file = '/tmp/o',
@@ -654,7 +713,7 @@ def test_end_of_session_notices_reach_output_list_and_kill(tool: Tool) -> None:
 def test_user_text_is_a_compact_fenced_block(tool: Tool) -> None:
     user = tool.ed.lua(
         """
-        local t = require('run_bash.tool')
+        local t = require('run_bash.tool_format')
         local lines = {}
         for i = 1, 100 do lines[i] = 'line ' .. i end
         local out = table.concat(lines, '\\n') .. '\\n````\\n'

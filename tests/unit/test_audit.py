@@ -48,3 +48,22 @@ def test_disabled_or_unwritable_log_is_silent(tmp_path):
     AuditLog(str(blocked / "audit.jsonl"), 4096).decision(
         {"cmd": "x"}
     )  # parent is a file: no error
+
+
+def test_invalid_utf8_is_escaped_and_every_line_is_strict_json(tmp_path):
+    """A command holding invalid UTF-8 arrives as surrogate escapes; the line shows the bytes as
+    \\xHH and holds no lone surrogate (which strict JSON parsers reject)."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(str(path), 1 << 20)
+    bad = b"printf 'caf\xe9 \xff'".decode("utf-8", "surrogateescape")
+    log.decision({"cmd": bad, "cwd": "/tmp/\udcfe", "decided_by": "auto"})
+    log.run({"id": "x", "cmd": "echo café ✓", "status": "exited"})
+    raw = path.read_bytes()
+    raw.decode("utf-8")  # strictly valid UTF-8 on disk
+    lines = [json.loads(x) for x in raw.decode("utf-8").splitlines()]
+    assert lines[0]["cmd"] == "printf 'caf\\xe9 \\xff'" and lines[0]["cwd"] == "/tmp/\\xfe"
+    assert lines[1]["cmd"] == "echo café ✓"  # valid text stays as it is
+    for rec in lines:
+        for value in rec.values():
+            if isinstance(value, str):
+                value.encode("utf-8")  # no lone surrogates

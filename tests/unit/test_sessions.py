@@ -13,7 +13,7 @@ import pytest
 from run_bash.config import parse_config
 from run_bash.errors import SessionError, SpawnError, UsageError
 from run_bash.sessions import SessionManager
-from tests.conftest import alive, wait_for
+from tests.conftest import alive, until, wait_for
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ async def test_output_since_last_read_and_tail(mgr):
     s = start(mgr, "echo a; sleep 0.3; echo b; echo c; sleep 300", bg_after=0.1)
     r = await mgr.wait_result(s.id)
     assert r.output == "a\n"
-    await asyncio.sleep(0.6)
+    await until(lambda: s.capture.total == len("a\nb\nc\n"))
     assert mgr.output(s.id).output == "b\nc\n"
     assert mgr.output(s.id).output == ""
     assert mgr.output(s.id, tail=1).output == "c\n"
@@ -160,7 +160,8 @@ async def test_paged_output_loses_nothing(mgr):
         bg_after=0.1,
     )
     await mgr.wait_result(s.id)
-    await asyncio.sleep(1.0)
+    expected = sum(len(str(i)) + 1 for i in range(1, 20001)) + 50 * (900 * 2 + 1)
+    await until(lambda: s.capture.total == expected)
     pages = []
     while True:
         page = mgr.output(s.id)
@@ -250,18 +251,20 @@ async def test_non_utf8_and_control_sequences_are_cleaned(mgr):
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"cmd": ""}, "cmd is empty"),
-        ({"cmd": "   \n"}, "cmd is empty"),
-        ({"cmd": 5}, "cmd should be a string"),
+        ({"cmd": ""}, "`cmd` is empty"),
+        ({"cmd": "   \n"}, "`cmd` is empty"),
+        ({"cmd": 5}, "`cmd` should be a string"),
         ({"cmd": "echo \0x"}, "NUL byte"),
         ({"cmd": "x" * (1 << 20)}, "limit is 100000"),
-        ({"cmd": "true", "bg_after": -1}, "bg_after must be 0..60"),
-        ({"cmd": "true", "bg_after": 61}, "bg_after must be 0..60"),
-        ({"cmd": "true", "bg_after": "5"}, "bg_after should be a number"),
-        ({"cmd": "true", "timeout": 0}, "timeout must be 1..3600"),
-        ({"cmd": "true", "timeout": 3601}, "timeout must be 1..3600"),
-        ({"cmd": "true", "timeout": "x"}, "timeout should be a number"),
-        ({"cmd": "true", "timeout": True}, "timeout should be a number"),
+        ({"cmd": "true", "bg_after": -1}, "`bg_after` must be 0..60"),
+        ({"cmd": "true", "bg_after": 61}, "`bg_after` must be 0..60"),
+        ({"cmd": "true", "bg_after": "5"}, "`bg_after` should be a number"),
+        ({"cmd": "true", "timeout": 0}, "`timeout` must be 1..3600"),
+        ({"cmd": "true", "timeout": 3601}, "`timeout` must be 1..3600"),
+        ({"cmd": "true", "timeout": 0.5}, "`timeout` must be 1..3600"),
+        ({"cmd": "true", "cwd": 5}, "`cwd` should be a string, not number 5"),
+        ({"cmd": "true", "timeout": "x"}, "`timeout` should be a number"),
+        ({"cmd": "true", "timeout": True}, "`timeout` should be a number"),
     ],
 )
 async def test_bad_requests_raise_one_clear_error(mgr, kw, message):
@@ -364,3 +367,30 @@ async def test_results_are_dataclasses_with_one_plain_wire_form(mgr):
     assert msgpack.unpackb(msgpack.packb(wire)) == wire
     info = mgr.list()[0].to_wire()
     assert info["id"] == r.id and "output" not in info and set(info) < set(wire)
+
+
+async def test_live_output_that_floods_is_cut_with_a_marker(tmp_path):
+    """A live view gets at most about two chunks per interval: a burst beyond that is replaced by
+    a marker that says how much was left out; the output file keeps everything."""
+    events: list[tuple[str, object]] = []
+    cfg = parse_config({"sandbox": {"backend": "none"}, "output": {"live_interval_ms": 2000}})
+    m = SessionManager(
+        cfg,
+        loop=asyncio.get_running_loop(),
+        on_event=lambda n, p: events.append((n, p)),
+        state_dir=str(tmp_path / "state"),
+    )
+    os.makedirs(m.state_dir, mode=0o700)
+    try:
+        s = m.start(
+            "head -c 1000000 /dev/zero | tr '\\0' x; echo; echo tail-end",
+            unsandboxed_ok=True,
+            live=True,
+        )
+        r = await asyncio.wait_for(m.wait_result(s.id), 30)
+        shown = "".join(p.data for n, p in events if n == "output")
+        assert "bytes not shown live; see the output file" in shown
+        assert shown.endswith("tail-end\n") and len(shown) < 300_000
+        assert r.output_bytes == 1_000_000 + len("\ntail-end\n")  # the file has every byte
+    finally:
+        await m.shutdown()

@@ -2,11 +2,13 @@
 
 Public API (used by the host, the CLI and the Lua shim through the host):
     check(cmd: str, rules: Mapping | None = None) -> Verdict
-    Verdict(pause, reason, rule, command, commands, lua_rules), Verdict.to_dict()
+    Verdict(pause, reason, rule, command, commands, lua_rules, lua_calls), Verdict.to_dict()
     parse_commands(cmd: str) -> list[list[str]]
 ``commands`` lists every simple command the checker saw (argv after unwrapping; wrappers come
 before the command they wrap, ``argv[0]`` is the command's basename), so Lua-function rules can be
-evaluated in Lua. ``lua_rules`` names the Lua-function rules whose command appeared.
+evaluated in Lua. ``lua_rules`` names the Lua-function rules whose command appeared; ``lua_calls``
+are the exact ``(rule name, argv)`` pairs they must be called on (the rule gets ``argv[1:]``): the
+same matching as every other rule, so Lua never matches names itself.
 
 The checker fails closed: when the command that runs (or, for a command with a rule, the words
 its rule depends on) cannot be determined statically, the verdict pauses and says why.
@@ -54,6 +56,7 @@ class Verdict:
         command: the exact sub-command text that made it pause.
         commands: every simple command seen, as argv after unwrapping wrappers.
         lua_rules: names of Lua-function rules whose command name appeared.
+        lua_calls: (rule name, argv) for every command a Lua-function rule must judge.
     """
 
     pause: bool
@@ -62,6 +65,7 @@ class Verdict:
     command: str | None = None
     commands: list[list[str]] = field(default_factory=list)
     lua_rules: list[str] = field(default_factory=list)
+    lua_calls: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, safe for JSON and msgpack."""
@@ -112,6 +116,7 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
 
     commands: list[list[str]] = []
     lua_rules: list[str] = []
+    lua_calls: list[tuple[str, list[str]]] = []
     hit: tuple[Hit, str | None, str] | None = None
     unknown: tuple[str, str | None, str] | None = None
     for ev in ana.events:
@@ -120,7 +125,8 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
                 unknown = (f"{_quote(ev.text)} {ev.reason}", None, ev.text)
             continue
         assert isinstance(ev, Found)
-        commands.append([ev.name, *(a.show() for a in ev.argv[1:])])
+        argv = [ev.name, *(a.show() for a in ev.argv[1:])]
+        commands.append(argv)
         if hit is not None:
             continue
         key = next((k for k in lookup_names(ev.name) if k in table), None)
@@ -132,6 +138,7 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
         if rule == LUA_FUNCTION:
             if key not in lua_rules:
                 lua_rules.append(key)
+            lua_calls.append((key, argv))
             continue
         found = (
             Hit(f"runs `{key}`, which is on the pause list") if rule is True else rule(ev.argv[1:])
@@ -145,14 +152,15 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
             hit = (found, key, ev.text)
     if hit is not None:
         found, key, text = hit
-        return Verdict(True, f"{_quote(text)} {found.reason}", key, text, commands, lua_rules)
+        reason = f"{_quote(text)} {found.reason}"
+        return Verdict(True, reason, key, text, commands, lua_rules, lua_calls)
     if unknown is not None:
         reason, key, text = unknown
-        return Verdict(True, reason, key, text, commands, lua_rules)
+        return Verdict(True, reason, key, text, commands, lua_rules, lua_calls)
     reason = NO_MATCH
     if lua_rules:
         reason += "; Lua rules to evaluate: " + ", ".join(lua_rules)
-    return Verdict(False, reason, None, None, commands, lua_rules)
+    return Verdict(False, reason, None, None, commands, lua_rules, lua_calls)
 
 
 def parse_commands(cmd: str) -> list[list[str]]:

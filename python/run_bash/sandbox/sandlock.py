@@ -410,7 +410,7 @@ class Sandlock:
 
     def argv(self, cmd: str) -> list[str]:
         bash = bash_path() or "/bin/bash"
-        return [bash, "-c", cmd]
+        return [bash, "-c", utf8_script(cmd)]
 
     def spawn(self, spec: RunSpec) -> SandlockLaunched:
         avail = self.availability()
@@ -472,6 +472,30 @@ class Sandlock:
             launched.notices.extend(self.warnings())
         launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
         return launched
+
+
+def utf8_script(cmd: str) -> str:
+    """``cmd`` as a bash script that is valid UTF-8 and runs the same bytes.
+
+    sandlock passes argv through UTF-8 strings: a command holding invalid UTF-8 (from Lua, as
+    surrogate escapes) would not run at all. Such a command becomes ``eval $'…'``, every byte that
+    is not plain printable ASCII written as ``\\xHH``, so bash gets exactly the original bytes, as
+    under the other backends.
+    """
+    try:
+        cmd.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return cmd
+    out = []
+    for byte in os.fsencode(cmd):
+        char = chr(byte)
+        if 0x20 <= byte < 0x7F and char not in "'\\":
+            out.append(char)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return "eval $'" + "".join(out) + "'"
 
 
 def _diagnose(kwargs: dict[str, Any]) -> str:

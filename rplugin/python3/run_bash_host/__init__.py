@@ -63,28 +63,49 @@ class RunBashHost:
     def ping(self, *args: Any) -> Any:
         return "pong"
 
+    def _call(self, method: str, args: tuple[Any, ...]) -> Any:
+        return self.service.rpc(method, args)
+
+    @pynvim.rpc_export("run_bash.hello", sync=False)
+    def hello(self, *args: Any) -> None:
+        """A notification from Lua right after it started the host: answer with ``ready``."""
+        try:
+            self._call("hello", args)
+        except Exception:
+            log.exception("internal error in hello")
+
     @pynvim.rpc_export("run_bash.setup", sync=True)
     @boundary
-    def setup(self, opts: Any = None) -> Any:
-        return self.service.setup(opts)
+    def setup(self, *args: Any) -> Any:
+        return self._call("setup", args)
 
     @pynvim.rpc_export("run_bash.check", sync=True)
     @boundary
-    def check(self, cmd: Any = None, opts: Any = None) -> Any:
-        return self.service.check(cmd, opts)
+    def check(self, *args: Any) -> Any:
+        return self._call("check", args)
+
+    @pynvim.rpc_export("run_bash.tool_args", sync=True)
+    @boundary
+    def tool_args(self, *args: Any) -> Any:
+        return self._call("tool_args", args)
+
+    @pynvim.rpc_export("run_bash.facts", sync=True)
+    @boundary
+    def facts(self, *args: Any) -> Any:
+        return self._call("facts", args)
 
     @pynvim.rpc_export("run_bash.run", sync=True)
     @boundary
-    def run(self, spec: Any = None) -> Any:
-        return self.service.run(spec)
+    def run(self, *args: Any) -> Any:
+        return self._call("run", args)
 
     @pynvim.rpc_export("run_bash.decide", sync=False)
-    def decide(self, sid: Any = None, decision: Any = None, reason: Any = None) -> None:
+    def decide(self, *args: Any) -> None:
         """The user's answer for a held run (a notification: nothing to answer)."""
         from run_bash.errors import RunBashError
 
         try:
-            self.service.decide(sid, decision, reason)
+            self._call("decide", args)
         except RunBashError as err:
             log.warning("decide: %s", err)
         except Exception:
@@ -92,46 +113,40 @@ class RunBashHost:
 
     @pynvim.rpc_export("run_bash.kill", sync=True)
     @boundary
-    def kill(self, sid: Any = None, token: Any = None) -> Any:
-        return self.service.kill(sid, token)
+    def kill(self, *args: Any) -> Any:
+        return self._call("kill", args)
 
     @pynvim.rpc_export("run_bash.kill_all", sync=True)
     @boundary
-    def kill_all(self, token: Any = None) -> Any:
-        return self.service.kill_all(token)
+    def kill_all(self, *args: Any) -> Any:
+        return self._call("kill_all", args)
 
     @pynvim.rpc_export("run_bash.sessions", sync=True)
     @boundary
-    def sessions(self) -> Any:
-        return self.service.sessions()
+    def sessions(self, *args: Any) -> Any:
+        return self._call("sessions", args)
 
     @pynvim.rpc_export("run_bash.output", sync=True)
     @boundary
-    def output(self, sid: Any = None, opts: Any = None) -> Any:
-        return self.service.output(sid, opts)
+    def output(self, *args: Any) -> Any:
+        return self._call("output", args)
 
     @pynvim.rpc_export("run_bash.watch", sync=True)
     @boundary
-    def watch(self, sid: Any = None) -> Any:
-        return self.service.watch(sid)
+    def watch(self, *args: Any) -> Any:
+        return self._call("watch", args)
 
     @pynvim.rpc_export("run_bash.health", sync=True)
     @boundary
-    def health(self) -> Any:
-        return self.service.health()
-
-    @pynvim.rpc_export("run_bash.audit", sync=True)
-    @boundary
-    def audit(self, record: Any = None) -> Any:
-        return self.service.record_decision(record)
+    def health(self, *args: Any) -> Any:
+        return self._call("health", args)
 
     @pynvim.rpc_export("run_bash.rule_defaults", sync=True)
     @boundary
-    def rule_defaults(self) -> Any:
-        return self.service.rule_defaults()
+    def rule_defaults(self, *args: Any) -> Any:
+        return self._call("rule_defaults", args)
 
     @pynvim.rpc_export("run_bash.shutdown", sync=True)
     @boundary
-    def shutdown(self) -> Any:
-        self.service.shutdown_now()
-        return True
+    def shutdown(self, *args: Any) -> Any:
+        return self._call("shutdown", args)

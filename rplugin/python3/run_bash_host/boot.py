@@ -49,6 +49,16 @@ def _setup_logging() -> None:
     logger.propagate = False
 
 
+def close_runs(state_dir: str) -> None:
+    """Write the audit lines of runs that ended with the host (``journal.reconcile``)."""
+    try:
+        from run_bash.journal import reconcile
+
+        reconcile(state_dir)
+    except Exception as err:
+        sys.stderr.write(f"run_bash: could not complete the audit log: {err}\n")
+
+
 def keeper(host_pid: int, state_dir: str) -> None:
     """Wait for the host; then kill whatever it left behind and exit with its status."""
 
@@ -73,6 +83,7 @@ def keeper(host_pid: int, state_dir: str) -> None:
             status = os.waitstatus_to_exitcode(st)
             break
     proc.sweep_all_descendants(grace_s=0.5)
+    close_runs(state_dir)  # the host crashed or was killed: its open runs get their lines now
     shutil.rmtree(state_dir, ignore_errors=True)
     # Reap what the sweep killed so nothing lingers as a zombie of ours.
     deadline = time.monotonic() + 1.0
@@ -123,6 +134,7 @@ def host(state_dir: str) -> None:
             code = 1
     finally:
         proc.sweep_all_descendants(grace_s=0.3)
+        close_runs(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
     os._exit(code)
 
@@ -137,8 +149,14 @@ def main() -> None:
             f"{err}. Run `make deps` in the plugin directory.\n"
         )
         sys.exit(3)
-    from run_bash.sessions import make_state_dir
+    from run_bash.journal import reconcile_stale
+    from run_bash.sessions import make_state_dir, state_root
 
+    # Hosts that died with their keeper left their state dirs: close their runs in the audit log.
+    try:
+        reconcile_stale(state_root())
+    except Exception as err:
+        sys.stderr.write(f"run_bash: could not complete the audit log: {err}\n")
     state_dir = make_state_dir()
     os.environ["RUN_BASH_STATE_DIR"] = state_dir
     pid = os.fork()

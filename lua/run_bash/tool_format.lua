@@ -1,0 +1,355 @@
+--- Pure formatting for the CodeCompanion tool: what the agent reads and what the chat buffer shows.
+---
+--- No state, no host calls: every function takes data (a run result, a session list, the gate's
+--- answer) and returns text, so tests call them directly. The agent-facing markers keep the
+--- original plugin's wording (`Success.`, `Failed (exit: N)`, `Session ID: …`).
+local M = {}
+local H = {}
+
+--- Lines of output shown in the chat buffer (the agent gets the whole capped output).
+M.USER_LINES = 40
+
+M.SANDBOX_NOTE =
+  'Sandbox active. If result suggests sandbox interference, retry with `"skip_sandbox": true`.'
+
+local fmt = string.format
+
+---@param v any
+---@return boolean
+local function absent(v)
+  return v == nil or v == vim.NIL
+end
+
+--- "success" for a run that exited 0 or still runs in the background, else "error".
+---@param r table a run result
+---@return "success"|"error"
+function M.run_status(r)
+  if r.status == "running" then
+    return "success"
+  end
+  if r.status == "exited" and r.exit_code == 0 and not r.timed_out and not r.killed then
+    return "success"
+  end
+  return "error"
+end
+
+--- Text of CodeCompanion's approval block: what runs, where, and why it asks.
+---@param a table the tool's checked arguments
+---@param answer table|nil the gate's answer
+---@return string
+function M.prompt_text(a, answer)
+  local verdict = answer or {}
+  local sandboxed = verdict.sandboxed == true
+  local fence = H.fence(a.cmd)
+  local lines = {
+    sandboxed and fmt("Run the following Bash command (IN sandbox: %s)?", verdict.backend or "?")
+      or "Run the following Bash command (WITHOUT sandbox)?",
+    fence .. "bash",
+  }
+  vim.list_extend(lines, vim.split(a.cmd, "\n", { plain = true }))
+  table.insert(lines, fence)
+  if verdict.pause == true then
+    local why = (not absent(verdict.reason) and verdict.reason ~= "") and verdict.reason
+      or "it matches the pause list"
+    local rule = not absent(verdict.rule) and fmt(" (rule: %s)", verdict.rule) or ""
+    table.insert(lines, "Paused: " .. why .. rule)
+  end
+  if not sandboxed then
+    if a.skip_sandbox then
+      table.insert(lines, "No sandbox: the agent asked to skip it (`skip_sandbox`).")
+    elseif not absent(verdict.unavailable) and verdict.unavailable ~= "" then
+      table.insert(lines, "No sandbox: " .. verdict.unavailable)
+    else
+      table.insert(lines, 'No sandbox: `sandbox.backend` is "none".')
+    end
+  end
+  if a.bg_after then
+    table.insert(lines, fmt("In the background after %ss.", a.bg_after))
+  end
+  table.insert(lines, "Directory: " .. tostring(absent(verdict.cwd) and "?" or verdict.cwd))
+  return table.concat(lines, "\n")
+end
+
+function H.fence(text)
+  local longest = 0
+  for run in tostring(text or ""):gmatch("`+") do
+    longest = math.max(longest, #run)
+  end
+  return string.rep("`", math.max(4, longest + 1))
+end
+
+function H.exit_text(r)
+  if not absent(r.exit_code) then
+    return tostring(r.exit_code)
+  end
+  if not absent(r.signal) then
+    return tostring(128 + r.signal)
+  end
+  return "UNKNOWN"
+end
+
+--- Lines that tell the agent about truncation, leftovers and notices.
+function H.notes(r)
+  local lines = {}
+  for _, n in ipairs(type(r.notices) == "table" and r.notices or {}) do
+    table.insert(lines, "Note: " .. n)
+  end
+  if (tonumber(r.leftovers) or 0) > 0 then
+    table.insert(
+      lines,
+      fmt(
+        "Note: %d process(es) the command left running (e.g. with `&`) were stopped; use `bg_after` to keep a process running.",
+        r.leftovers
+      )
+    )
+  end
+  if r.killed and not r.timed_out then
+    table.insert(lines, "Note: the command was killed.")
+  end
+  if r.truncated == true then
+    table.insert(
+      lines,
+      fmt(
+        "Note: output truncated (%s bytes in total%s); the full output is in the output file.",
+        tostring(r.output_bytes or "?"),
+        r.file_capped == true and ", the file itself was capped" or ""
+      )
+    )
+  end
+  if r.truncated == true and not absent(r.output_file) and not r.background then
+    table.insert(lines, "Output file: " .. r.output_file)
+  end
+  return lines
+end
+
+function H.output_or_placeholder(text, placeholder)
+  if absent(text) or text == "" then
+    return placeholder
+  end
+  return text
+end
+
+function H.short_cmd(cmd)
+  cmd = tostring(cmd or "")
+  local first = cmd:match("^[^\n]*") or ""
+  if #first > 80 then
+    first = first:sub(1, 77) .. "..."
+  elseif first ~= cmd then
+    first = first .. " ..."
+  end
+  return (first:gsub("`", "'"))
+end
+
+--- The chat-buffer view: a summary line and the last lines of output in a fenced block.
+function H.user_block(title, text)
+  local lines = vim.split(text or "", "\n", { plain = true })
+  if lines[#lines] == "" then
+    table.remove(lines)
+  end
+  if #lines == 0 then
+    return title
+  end
+  local hidden = #lines - M.USER_LINES
+  if hidden > 0 then
+    lines = vim.list_slice(lines, hidden + 1)
+    table.insert(lines, 1, fmt("[... %d earlier line(s) ...]", hidden))
+  end
+  local body = table.concat(lines, "\n")
+  local fence = H.fence(body)
+  return fmt("%s\n%s\n%s\n%s", title, fence, body, fence)
+end
+
+function H.status_line(r)
+  local ok, commands = pcall(require, "run_bash.commands")
+  if ok and type(commands.status_line) == "function" then
+    local sok, line = pcall(commands.status_line, r)
+    if sok then
+      return line
+    end
+  end
+  return fmt("[%s]", tostring(r.status))
+end
+
+function H.format_run(r, cmd)
+  local sandbox = r.sandboxed == true and (M.SANDBOX_NOTE .. "\n") or ""
+  local notes = H.notes(r)
+  local notes_text = #notes > 0 and (table.concat(notes, "\n") .. "\n") or ""
+  local out = H.output_or_placeholder(r.output, "(no output)")
+  local title = fmt("**run_bash** `%s` %s", H.short_cmd(cmd or r.cmd), H.status_line(r))
+  if r.status == "running" then
+    local llm = fmt(
+      'Background command started.\n%s%sSession ID: %s\nOutput file: %s\nRead new output with: {"action": "output", "session_id": "%s"}\nKill with: {"action": "kill", "session_id": "%s"}\n\nPartial output:\n\n%s',
+      sandbox,
+      notes_text,
+      r.id,
+      tostring(r.output_file),
+      r.id,
+      r.id,
+      out
+    )
+    return llm, H.user_block(title, r.output)
+  end
+  local bg = r.background == true
+      and fmt("Session ID: %s\nOutput file: %s\n", r.id, tostring(r.output_file))
+    or ""
+  local llm
+  if M.run_status(r) == "success" then
+    llm = fmt("Success.\n%s%s%sOutput:\n\n%s", sandbox, notes_text, bg, out)
+  else
+    llm = fmt(
+      "Failed (exit: %s)%s.\n%s%s%sOutput:\n\n%s",
+      H.exit_text(r),
+      r.timed_out and " (timed out)" or "",
+      sandbox,
+      notes_text,
+      bg,
+      out
+    )
+  end
+  return llm, H.user_block(title, r.output)
+end
+
+function H.format_kill(r)
+  local id = tostring(r.id or "?")
+  local file = tostring(r.output_file or "?")
+  if r.already_ended then
+    local llm = fmt(
+      "Session %s already exited (code: %s).\nOutput file preserved at: %s",
+      id,
+      H.exit_text(r),
+      file
+    )
+    local notes = H.notes({ notices = r.notices })
+    if #notes > 0 then
+      llm = llm .. "\n" .. table.concat(notes, "\n")
+    end
+    return llm, fmt("**run_bash** session `%s` had already ended %s", id, H.status_line(r))
+  end
+  local llm = fmt(
+    "Killed background session %s (PID %s).\nOutput file preserved at: %s",
+    id,
+    tostring(r.pid or "?"),
+    file
+  )
+  local notes = H.notes({ leftovers = r.leftovers, notices = r.notices })
+  if #notes > 0 then
+    llm = llm .. "\n" .. table.concat(notes, "\n")
+  end
+  return llm, fmt("**run_bash** killed session `%s` (`%s`)", id, H.short_cmd(r.cmd))
+end
+
+function H.format_output(o, tail)
+  local id = tostring(o.id or "?")
+  local state
+  if o.status == "running" then
+    state = "still running"
+  elseif o.timed_out then
+    state = fmt("ended: timed out (exit: %s)", H.exit_text(o))
+  elseif o.killed then
+    state = fmt("ended: killed (exit: %s)", H.exit_text(o))
+  else
+    state = fmt("ended (exit: %s)", H.exit_text(o))
+  end
+  local what = tail and fmt("Last %d line(s)", tail) or "New output since the last read"
+  local more = ""
+  if o.status ~= "running" then
+    -- What the backend reported at the end (e.g. a protected file restored) is news here.
+    local notes = H.notes({ notices = o.notices })
+    if #notes > 0 then
+      more = table.concat(notes, "\n") .. "\n"
+    end
+  end
+  if (tonumber(o.unread_bytes) or 0) > 0 then
+    more = fmt('More output is waiting (%d bytes): call action "output" again.\n', o.unread_bytes)
+  end
+  local llm = fmt(
+    "Session %s: %s.\nSession ID: %s\nOutput file: %s\n%s%s:\n\n%s",
+    id,
+    state,
+    id,
+    tostring(o.output_file or "?"),
+    more,
+    what,
+    H.output_or_placeholder(o.output, tail and "(no output)" or "(no new output)")
+  )
+  local title = fmt("**run_bash** output of session `%s` (%s)", id, state)
+  return llm, H.user_block(title, o.output)
+end
+
+function H.format_list(list)
+  if #list == 0 then
+    return "No sessions.", "**run_bash**: no sessions"
+  end
+  local lines = { "Sessions (oldest first):" }
+  for _, s in ipairs(list) do
+    local state
+    if s.status == "running" then
+      state = fmt("running%s, %ss", s.background and " in the background" or "", s.age_s or "?")
+    else
+      state = fmt("%s (exit: %s)", s.status, H.exit_text(s))
+    end
+    table.insert(
+      lines,
+      fmt(
+        "- %s: %s, %s: %s",
+        s.id,
+        state,
+        s.sandboxed and ("sandbox " .. tostring(s.backend)) or "no sandbox",
+        H.short_cmd(s.cmd)
+      )
+    )
+    for _, n in ipairs(type(s.notices) == "table" and s.notices or {}) do
+      table.insert(lines, "  Note: " .. n)
+    end
+  end
+  local text = table.concat(lines, "\n")
+  return text, H.user_block("**run_bash** sessions", text)
+end
+
+--- Format one `output_cb` payload into (text for the agent, text for the chat buffer).
+---@param data any a `data` table from `cmds[1]`, or an error string
+---@param args? table the tool's args (for the command text)
+---@return string for_llm, string for_user
+function M.format(data, args)
+  if type(data) ~= "table" then
+    return M.format_error(data)
+  end
+  if data.error then
+    return M.format_error(data)
+  end
+  local cmd = type(args) == "table" and type(args.cmd) == "string" and args.cmd or nil
+  if data.action == "run" and type(data.result) == "table" then
+    return H.format_run(data.result, cmd)
+  elseif data.action == "kill" and type(data.result) == "table" then
+    return H.format_kill(data.result)
+  elseif data.action == "output" and type(data.info) == "table" then
+    return H.format_output(data.info, data.tail)
+  elseif data.action == "list" and type(data.sessions) == "table" then
+    return H.format_list(data.sessions)
+  end
+  return M.format_error(vim.inspect(data))
+end
+
+--- An error for the agent: one clear message.
+function M.format_error(item)
+  local msg
+  if type(item) == "table" then
+    if item.error ~= nil then
+      msg = tostring(item.error)
+    elseif item.result or item.action then
+      return M.format(item)
+    else
+      msg = vim.inspect(item)
+    end
+  elseif item == nil or item == vim.NIL then
+    msg = "unknown error"
+  else
+    msg = tostring(item)
+  end
+  local llm = "Error: " .. msg
+  return llm, "**run_bash** error: " .. msg:gsub("\n.*", " ...")
+end
+
+M._H = H
+
+return M

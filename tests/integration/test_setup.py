@@ -1,0 +1,97 @@
+"""setup() in a real Neovim: problems are reported at setup, once, naming every bad key, and the
+previous options stay in force; the tool's schema and description come from setup's reply."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.nvim
+
+
+def capture_notes(editor):
+    editor.lua("_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end")
+
+
+def notes(editor):
+    return editor.lua("return _G.__msgs")
+
+
+def test_a_bad_option_is_reported_at_setup_without_any_command(editor):
+    """The host starts in the background at setup() and names the problem; nothing waits."""
+    capture_notes(editor)
+    editor.lua("require('run_bash').setup({ bogus = 1, output = { max_chars = 'lots' } })")
+    msgs = wait_for(lambda: notes(editor))
+    assert len(msgs) == 1 and msgs[0][1] == 4  # one ERROR
+    assert "unknown option `bogus`" in msgs[0][0] and "`output.max_chars`" in msgs[0][0]
+
+
+def test_the_previous_good_options_stay_in_force_and_the_error_comes_once(editor):
+    capture_notes(editor)
+    editor.lua(
+        "require('run_bash').setup({ default_timeout = 42, sandbox = { backend = 'none' } })"
+    )
+    assert editor.lua("return require('run_bash').facts().default_timeout") == 42
+    for _ in range(2):
+        editor.lua("require('run_bash').setup({ bogus = 1, default_timeout = 7 })")
+        assert editor.lua("return require('run_bash').facts().default_timeout") == 42
+    msgs = wait_for(lambda: notes(editor))
+    assert [m for m, _ in msgs if "bogus" in m] == [msgs[0][0]]  # reported once
+    facts = editor.lua("return require('run_bash').facts()")
+    assert facts["backend"] == "none" and "bogus" in facts["config_error"]
+    desc = editor.lua("return require('run_bash.tool').create().schema['function'].description")
+    assert "the user's run_bash options were rejected (invalid config: unknown option" in desc
+    r = editor.run_sync({"cmd": "echo still", "unsandboxed_ok": True})
+    assert r["output"] == "still\n"
+    # After a restart of the host the last good options are sent again, not the bad ones.
+    editor.lua("require('run_bash').stop()")
+    wait_for(lambda: editor.lua("return require('run_bash').is_running()") is False)
+    assert editor.lua("return require('run_bash').facts().default_timeout") == 42
+
+
+def test_a_failing_sandbox_rules_function_is_a_config_error(editor):
+    capture_notes(editor)
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    assert editor.lua("return require('run_bash').facts().backend") == "none"
+    editor.lua(
+        """require('run_bash').setup({ sandbox = { backend = 'sandlock', rules = {
+             fs_writable = function() error('no list today') end,
+             fs_readable = function() return 5 end } } })"""
+    )
+    msgs = wait_for(lambda: notes(editor))
+    text = msgs[0][0]
+    assert "`sandbox.rules.fs_writable`: the function failed" in text and "no list today" in text
+    assert "`sandbox.rules.fs_readable`: the function should return a list, not number" in text
+    assert editor.lua("return require('run_bash').facts().backend") == "none"  # kept
+    # Control: a working rule function is applied.
+    editor.lua(
+        """require('run_bash').setup({ sandbox = { backend = 'none', rules = {
+             fs_writable = function(d) return vim.list_extend({ '/var/tmp/x' }, d) end } } })"""
+    )
+    assert editor.lua("return require('run_bash').facts().config_error") is None
+
+
+def test_the_schema_says_the_configured_timeout_and_the_limits(editor):
+    editor.lua(
+        "require('run_bash').setup({ default_timeout = 900, sandbox = { backend = 'none' } })"
+    )
+    schema = editor.lua("return require('run_bash.tool').create().schema")
+    props = schema["function"]["parameters"]["properties"]
+    assert "Default 900, max 3600." in props["timeout"]["description"]
+    assert "Max 60." in props["bg_after"]["description"]
+    assert "default 900, max 3600" in schema["function"]["description"]
+    assert "skip_sandbox" not in props  # no sandbox to skip with backend "none"
+
+
+def test_a_broken_host_is_described_as_broken_not_as_no_sandbox(editor):
+    editor.nvim.vars["run_bash_python"] = "/nonexistent/python3"
+    desc = editor.lua("return require('run_bash.tool').create().schema['function'].description")
+    assert "The run_bash tool is not working right now" in desc
+    assert "Python not found: /nonexistent/python3" in desc and ":checkhealth run_bash" in desc
+    assert "No sandbox" not in desc and "Sandboxed" not in desc
+    # Control: with the host working, the description says where commands run.
+    editor.nvim.vars["run_bash_python"] = ""
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    desc = editor.lua("return require('run_bash.tool').create().schema['function'].description")
+    assert "No sandbox is available" in desc and "not working" not in desc
