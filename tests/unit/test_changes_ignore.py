@@ -160,6 +160,14 @@ def test_matches_git_check_ignore(root, sub, ps):
         (b"[[:digit:]]x", "1x", False, True),
         (b"[a-", "[a-", False, False),  # unterminated: never matches
         (b"*.txt\r", "a.txt", False, True),  # CRLF files
+        # git wildmatches only what follows the literal prefix: a "**" right after it spans
+        # slashes, and its "**/" may match nothing ("a**/b" matches "ab").
+        (b"a**//", "a", True, True),
+        (b"a*//", "a", True, False),
+        (b"a**/b", "ab", False, True),
+        (b"a**/b", "ax/y/b", False, True),
+        (b"x/a**", "x/ab/c", False, True),
+        (b"a*/b", "ab", False, False),
     ],
 )
 def test_documented_rules(pattern, path, is_dir, want):

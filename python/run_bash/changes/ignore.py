@@ -174,6 +174,34 @@ def compile_path(pat: bytes) -> list[Glob | None] | None:
     return comps
 
 
+def compile_anchored(pat: bytes) -> list[list[Glob | None]]:
+    """An anchored pattern as alternatives of ``compile_path`` components (empty: never matches).
+
+    git compares the pattern's literal prefix (up to its first ``*?[\\``) byte for byte and
+    wildmatches only the rest, so a ``**`` right after that prefix counts as the start of a
+    component even in the middle of one: ``a**/b`` is ``a`` + anything (slashes too) + ``/b``,
+    and its ``**/`` may match nothing at all, gluing ``a`` to ``b`` (it matches ``ab``).
+    """
+    k = 0
+    while k < len(pat) and pat[k] not in b"*?[\\":
+        k += 1
+    run = k
+    while run < len(pat) and pat[run] == ord("*"):
+        run += 1
+    rest = pat[run:]
+    if k == 0 or run - k < 2 or pat[k - 1] == ord("/") or rest[:1] not in (b"", b"/"):
+        comps = compile_path(pat)
+        return [] if comps is None else [comps]
+    head = compile_path(pat[:k] + b"*")
+    if head is None:
+        return []
+    if not rest:  # "x/a**": x/a<anything>, at any depth below it too
+        return [head, [*head, STARSTAR]]
+    tail = compile_path(rest[1:])
+    alts = [[*head, STARSTAR, *tail]] if tail is not None else []
+    return alts + compile_anchored(pat[:k] + rest[1:])
+
+
 def match_path(comps: list[Glob | None], parts: list[bytes]) -> bool:
     """Whether the path components ``parts`` match ``comps``; O(len(comps) * len(parts)) glob
     matches. A trailing ``**`` needs at least one component ("abc/**" is what is inside abc)."""
@@ -204,12 +232,14 @@ class Pattern:
     negate: bool
     dir_only: bool
     glob: Glob | None  # a pattern with no slash: it matches the last component at any depth
-    comps: list[Glob | None] | None  # otherwise: the path relative to the ignore file's directory
+    # Otherwise: the path relative to the ignore file's directory (alternatives, see
+    # compile_anchored).
+    comps: list[list[Glob | None]] | None
 
     def match(self, rel_parts: list[bytes], name: bytes) -> bool:
         if self.glob is not None:
             return self.glob.match(name)
-        return self.comps is not None and match_path(self.comps, rel_parts)
+        return any(match_path(c, rel_parts) for c in self.comps or ())
 
 
 def _strip_trailing_spaces(line: bytes) -> bytes:
@@ -249,9 +279,9 @@ def parse(data: bytes) -> list[Pattern]:
             if glob is not None:
                 out.append(Pattern(negate, dir_only, glob, None))
             continue
-        comps = compile_path(line[1:] if line.startswith(b"/") else line)
-        if comps is not None:
-            out.append(Pattern(negate, dir_only, None, comps))
+        alts = compile_anchored(line[1:] if line.startswith(b"/") else line)
+        if alts:
+            out.append(Pattern(negate, dir_only, None, alts))
     return out
 
 
