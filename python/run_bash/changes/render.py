@@ -148,6 +148,7 @@ class ChangeSet:
     note: str | None = None
     max_file_size: int = 0
     seq: int = 0
+    label: str | None = None  # what ran (the command), for lists and headers
 
     def __post_init__(self) -> None:
         for ch in self.changes:
@@ -165,6 +166,7 @@ class ChangeSet:
             "seq": self.seq,
             "overlaps": self.overlaps,
             "undo_of": self.undo_of,
+            "label": self.label,
             "note": self.note,
             "max_file_size": self.max_file_size,
             "changes": [
@@ -184,6 +186,7 @@ class ChangeSet:
             changes=[Change(p, entry_from_json(b), entry_from_json(a)) for p, b, a in d["changes"]],
             overlaps=[str(x) for x in d.get("overlaps") or []],
             undo_of=d.get("undo_of"),
+            label=d.get("label") if isinstance(d.get("label"), str) else None,
             note=d.get("note"),
             max_file_size=int(d.get("max_file_size") or 0),
             seq=int(d.get("seq") or 0),
@@ -240,6 +243,10 @@ class ChangeSet:
             items.append(f"{tag} {shown}")
         return items, untracked, lost
 
+    def brief(self, limit: int = SUMMARY_ITEMS) -> list[str]:
+        """The first ``limit`` summary items (``M src/app.py``, ``D build/ (312 files)``)."""
+        return self._items()[0][:limit]
+
     def summary(self, limit: int = SUMMARY_ITEMS) -> str:
         """One line for the agent, e.g. ``Changed files: M src/app.py, A notes.md, D build/ (312
         files)``; "" when the run changed nothing and overlapped nothing."""
@@ -265,6 +272,8 @@ class ChangeSet:
     def unified_diff(self, blobs: BlobSource) -> str:
         """The change set as a unified diff, for a ``filetype=diff`` buffer."""
         out = [f"# run {self.run_id} in {display_path(self.project)}"]
+        if self.label:
+            out.append("# $ " + " ⏎ ".join(self.label.splitlines()))
         if self.undo_of:
             out.append(f"# undo of run {self.undo_of}")
         if self.overlaps:

@@ -109,6 +109,7 @@ class Token:
     gen: int
     began_ns: int
     undo_of: str | None = None
+    label: str | None = None
     done: bool = False
 
 
@@ -447,15 +448,20 @@ class ChangeStore:
     def _too_wide(self, path: str) -> bool:
         return path == "/" or path == self.home or self.home.startswith(path.rstrip("/") + "/")
 
-    def begin(self, run_id: str, cwd: str, *, undo_of: str | None = None) -> Token | NotRecorded:
+    def begin(
+        self, run_id: str, cwd: str, *, undo_of: str | None = None, label: str | None = None
+    ) -> Token | NotRecorded:
         """Record the project's state before a run starts (the command must not start before this
-        returns). Returns a Token for ``finish``, or NotRecorded with the reason."""
+        returns). ``label`` (the command) is kept with the change set. Returns a Token for
+        ``finish``, or NotRecorded with the reason."""
         project, why = self.project_for(cwd)
         if project is None:
             return NotRecorded(why or "no project")
-        return self._begin(run_id, project, undo_of)
+        return self._begin(run_id, project, undo_of, label)
 
-    def _begin(self, run_id: str, project: str, undo_of: str | None) -> Token | NotRecorded:
+    def _begin(
+        self, run_id: str, project: str, undo_of: str | None, label: str | None = None
+    ) -> Token | NotRecorded:
         try:
             self._init()
         except OSError as err:
@@ -488,7 +494,7 @@ class ChangeStore:
             )
         except OSError as err:
             return NotRecorded(f"cannot read the project {project} ({err.strerror or err})")
-        token = Token(run_id, project, key, snap, state["gen"], now, undo_of)
+        token = Token(run_id, project, key, snap, state["gen"], now, undo_of, label)
         with self._mu:
             self._active[run_id] = token
         return token
@@ -539,6 +545,7 @@ class ChangeStore:
                 changes=[Change(p, b, a) for p, b, a in changes],
                 overlaps=overlaps,
                 undo_of=token.undo_of,
+                label=token.label,
                 note=note,
                 max_file_size=self.limits.max_file_size,
             )
@@ -764,7 +771,7 @@ class ChangeStore:
         return best
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every kept change set, newest first, as {run, project, ended, counts, undo_of}."""
+        """Every kept change set, newest first, as {run, project, ended, counts, undo_of, label}."""
         self.settle()
         out = []
         for _k, _seq, _rid, path in self._records():
@@ -777,10 +784,16 @@ class ChangeStore:
                         "ended": cs.ended,
                         "counts": cs.counts(),
                         "undo_of": cs.undo_of,
+                        "label": cs.label,
                     }
                 )
         out.sort(key=lambda r: -r["ended"])
         return out
+
+    def kept_ids(self) -> set[str]:
+        """The run ids whose change sets are kept now. Cheap (lists the run directories, reads
+        no record, waits for no check): for callers deciding what to remember about a run."""
+        return {rid for _k, _seq, rid, _path in self._records()}
 
     @staticmethod
     def _read_record(path: str) -> ChangeSet | None:
@@ -883,7 +896,7 @@ class ChangeStore:
         if not os.path.lexists(cs.project) and os.path.isdir(os.path.dirname(cs.project)):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(cs.project)  # the run removed the project directory itself
-        token = self._begin(new_id, cs.project, run_id)
+        token = self._begin(new_id, cs.project, run_id, f"undo of run {run_id}")
         restored: list[str] = []
         removed: list[str] = []
         errors: list[tuple[Change, str]] = []
