@@ -1,10 +1,11 @@
---- The approval window for :RunBash and held runs: one floating window at a time, requests queued.
+--- The approval window for :RunBash and held runs, and the same float for other confirmations
+--- (:RunBashUndo): one floating window at a time, requests queued.
 ---
---- Keys: `a` accept once, `A` accept this exact command for the rest of this Neovim session,
---- `r` reject (asks for an optional reason), `q` / `<Esc>` cancel. Closing the window any other way,
---- or wiping its buffer, cancels. Only when a float cannot be opened at all does it fall back to
---- `vim.fn.confirm` — never to "accept". The window only shows and asks: the host decided that it
---- must ask, remembers `A`, and writes the audit log.
+--- Approval keys: `a` accept once, `A` accept this exact command for the rest of this Neovim
+--- session, `r` reject (asks for an optional reason), `q` / `<Esc>` cancel. Closing the window any
+--- other way, or wiping its buffer, cancels. Only when a float cannot be opened at all does it fall
+--- back to `vim.fn.confirm` — never to "accept". The window only shows and asks: the host decided
+--- that it must ask, remembers `A`, and writes the audit log.
 local M = {}
 local H = {}
 
@@ -12,6 +13,25 @@ local H = {}
 ---@field cmd string
 ---@field answer table the gate's answer (`needs_approval`, `reason`, `rule`, `sandboxed`, …)
 ---@field cwd? string
+
+---@class run_bash.FloatKey
+---@field [1] string the key
+---@field [2] string the choice it answers
+---@field [3] string its description
+---@field reason? string a prompt for an optional reason, asked before answering
+
+---@class run_bash.FloatSpec
+---@field title string
+---@field lines string[]
+---@field marks? [integer, string][] (0-based line, highlight group) for whole lines
+---@field keys run_bash.FloatKey[]
+---@field cancel string the choice when the window is closed any other way
+---@field footer? string shown under the window
+---@field filetype? string
+---@field decorate? fun(buf: integer) more highlighting (errors are ignored)
+---@field show_end? boolean when it does not fit, show the end (else the start)
+---@field focus? integer the line the cursor starts on when it fits
+---@field fallback { message: string, choices: string, answers: string[] } for `vim.fn.confirm`
 
 H.queue = {}
 H.active = nil
@@ -22,7 +42,15 @@ H.ns = vim.api.nvim_create_namespace("run_bash_approval")
 ---@param req run_bash.ApprovalRequest
 ---@param cb fun(decision: "accept"|"always"|"reject"|"cancel", reason?: string)
 function M.request(req, cb)
-  table.insert(H.queue, { req = req, cb = cb })
+  M.ask(H.approval_spec(req), cb)
+end
+
+--- Show `spec` in the float (after the requests already waiting); `cb(choice, reason)` exactly
+--- once, with the choice of the key pressed, or `spec.cancel`.
+---@param spec run_bash.FloatSpec
+---@param cb fun(choice: string, reason?: string)
+function M.ask(spec, cb)
+  table.insert(H.queue, { spec = spec, cb = cb })
   if not H.active then
     H.next()
   end
@@ -69,6 +97,44 @@ function H.close(item)
   if item.buf and vim.api.nvim_buf_is_valid(item.buf) then
     pcall(vim.api.nvim_buf_delete, item.buf, { force = true })
   end
+end
+
+--- The float that asks about a command.
+---@param req run_bash.ApprovalRequest
+---@return run_bash.FloatSpec
+function H.approval_spec(req)
+  local lines, marks, cmd_lines = H.lines(req)
+  local v = req.answer
+  return {
+    title = " run_bash ",
+    lines = lines,
+    marks = marks,
+    filetype = "run_bash_approval",
+    decorate = function(buf)
+      if not pcall(H.highlight_command, buf, req.cmd) then
+        pcall(H.highlight_command_syntax, buf, cmd_lines)
+      end
+    end,
+    show_end = true,
+    focus = cmd_lines,
+    keys = {
+      { "a", "accept", "Accept once" },
+      { "A", "always", "Accept this command for the session" },
+      { "r", "reject", "Reject", reason = "Reason for rejecting (optional): " },
+      { "q", "cancel", "Cancel" },
+      { "<Esc>", "cancel", "Cancel" },
+    },
+    cancel = "cancel",
+    fallback = {
+      message = ("%s\n%s\n%s"):format(
+        req.cmd,
+        v.sandboxed and ("sandbox: " .. v.backend) or "WITHOUT SANDBOX",
+        v.reason or ""
+      ),
+      choices = "&Accept once\n&Reject\n&Cancel",
+      answers = { "accept", "reject", "cancel" },
+    },
+  }
 end
 
 function H.lines(req)
@@ -127,8 +193,9 @@ end
 
 --- Size the window to its wrapped text. When a long command does not fit, the window shows the
 --- end of the command and everything below it (where, why, rule, cwd, keys): those must never be
---- off-screen; the start of the command is reached by scrolling up.
-function H.fit(win, lines, cmd_lines)
+--- off-screen; the start of the command is reached by scrolling up. A float without `show_end`
+--- shows its start.
+function H.fit(win, lines, spec)
   local max_h = math.max(5, vim.o.lines - 6)
   local ok, h = pcall(vim.api.nvim_win_text_height, win, {})
   local need = ok and h.all or #lines
@@ -137,14 +204,14 @@ function H.fit(win, lines, cmd_lines)
   cfg.height = height
   cfg.row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1)
   vim.api.nvim_win_set_config(win, cfg)
-  if need > height then
+  if need > height and spec.show_end then
     -- The info lines must be visible: the cursor goes to the last line, at the bottom.
     vim.api.nvim_win_call(win, function()
       vim.api.nvim_win_set_cursor(win, { #lines, 0 })
       vim.cmd("normal! zb")
     end)
   else
-    pcall(vim.api.nvim_win_set_cursor, win, { math.max(1, cmd_lines), 0 })
+    pcall(vim.api.nvim_win_set_cursor, win, { math.max(1, spec.focus or 1), 0 })
   end
 end
 
@@ -162,19 +229,19 @@ function H.highlight_command_syntax(buf, cmd_lines)
 end
 
 function H.open(item)
-  local req = item.req
-  local lines, marks, cmd_lines = H.lines(req)
+  local spec = item.spec
+  local lines = spec.lines
   local buf = vim.api.nvim_create_buf(false, true)
   item.buf = buf
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  for _, m in ipairs(marks) do
+  for _, m in ipairs(spec.marks or {}) do
     vim.api.nvim_buf_set_extmark(buf, H.ns, m[1], 0, { line_hl_group = m[2] })
   end
   vim.bo[buf].bufhidden = "wipe"
   vim.bo[buf].modifiable = false
-  vim.bo[buf].filetype = "run_bash_approval"
-  if not pcall(H.highlight_command, buf, req.cmd) then
-    pcall(H.highlight_command_syntax, buf, cmd_lines)
+  vim.bo[buf].filetype = spec.filetype or "run_bash_float"
+  if spec.decorate then
+    pcall(spec.decorate, buf)
   end
   local width = 20
   for _, l in ipairs(lines) do
@@ -190,37 +257,30 @@ function H.open(item)
     col = math.max(0, math.floor((vim.o.columns - width) / 2)),
     style = "minimal",
     border = "rounded",
-    title = " run_bash ",
+    title = spec.title,
     title_pos = "center",
+    footer = spec.footer,
+    footer_pos = spec.footer and "center" or nil,
     noautocmd = false,
   })
   vim.wo[item.win].wrap = true
   vim.wo[item.win].linebreak = true
   vim.wo[item.win].cursorline = false
-  H.fit(item.win, lines, cmd_lines)
-  local function map(lhs, fn, desc)
-    vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, desc = desc })
-  end
-  map("a", function()
-    H.finish("accept")
-  end, "Accept once")
-  map("A", function()
-    H.finish("always")
-  end, "Accept this command for the session")
-  map("r", function()
-    local current = H.active
-    vim.ui.input({ prompt = "Reason for rejecting (optional): " }, function(reason)
-      if H.active == current then
-        H.finish("reject", reason)
+  H.fit(item.win, lines, spec)
+  for _, key in ipairs(spec.keys) do
+    local lhs, choice, desc = key[1], key[2], key[3]
+    vim.keymap.set("n", lhs, function()
+      if not key.reason then
+        return H.finish(choice)
       end
-    end)
-  end, "Reject")
-  map("q", function()
-    H.finish("cancel")
-  end, "Cancel")
-  map("<Esc>", function()
-    H.finish("cancel")
-  end, "Cancel")
+      local current = H.active
+      vim.ui.input({ prompt = key.reason }, function(reason)
+        if H.active == current then
+          H.finish(choice, reason)
+        end
+      end)
+    end, { buffer = buf, nowait = true, desc = desc })
+  end
   item.augroup = vim.api.nvim_create_augroup("RunBashApproval", { clear = true })
   -- Closing the window or losing its buffer any other way cancels (deferred: we may be inside
   -- the close itself).
@@ -228,7 +288,7 @@ function H.open(item)
     if H.active == item then
       vim.schedule(function()
         if H.active == item then
-          H.finish("cancel")
+          H.finish(spec.cancel)
         end
       end)
     end
@@ -249,16 +309,12 @@ end
 
 function H.fallback(item, err)
   H.close(item)
-  local v = item.req.answer
-  local msg = ("run_bash (%s): %s\n%s\n%s"):format(
-    tostring(err),
-    item.req.cmd,
-    v.sandboxed and ("sandbox: " .. v.backend) or "WITHOUT SANDBOX",
-    v.reason or ""
-  )
-  local choice = vim.fn.confirm(msg, "&Accept once\n&Reject\n&Cancel", 3)
+  local fb = item.spec.fallback
+  local msg = ("run_bash (%s): %s"):format(tostring(err), fb.message)
+  local n = vim.fn.confirm(msg, fb.choices, #fb.answers)
   item.win, item.buf = nil, nil
-  H.finish(choice == 1 and "accept" or (choice == 2 and "reject" or "cancel"))
+  -- 0 (the dialog was dismissed) is the cancel choice, never the first answer.
+  H.finish(fb.answers[n] or item.spec.cancel)
 end
 
 --- For tests: the window of the request being shown, or nil.
