@@ -126,24 +126,32 @@ class Editor:
         return wait_for(lambda: self.lua("return _G.__rb_result"), timeout)
 
 
-@pytest.fixture
-def editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Editor]:
-    """A fresh headless Neovim per test with run_bash loaded and every XDG dir isolated."""
+def xdg_env(home: Path) -> dict[str, str]:
+    """The XDG variables of an isolated user whose dirs live under ``home``."""
+    for sub in ("config", "data", "state", "cache", "runtime"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    (home / "runtime").chmod(0o700)
+    return {
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_RUNTIME_DIR": str(home / "runtime"),
+    }
+
+
+@contextlib.contextmanager
+def open_editor(home: Path, work: Path, env: pytest.MonkeyPatch) -> Iterator[Editor]:
+    """A headless Neovim with run_bash loaded, its XDG dirs under ``home`` (set in the
+    environment through ``env``), started in ``work``. On exit it quits, and nothing it started
+    may outlive it."""
     if NVIM is None:
         pytest.skip("no Neovim >= 0.11 (run `make deps`)")
     import pynvim
 
-    home = tmp_path / "home"
-    for sub in ("config", "data", "state", "cache", "runtime"):
-        (home / sub).mkdir(parents=True)
-    (home / "runtime").chmod(0o700)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(home / "runtime"))
-    work = tmp_path / "work"
-    work.mkdir()
+    for key, value in xdg_env(home).items():
+        env.setenv(key, value)
+    work.mkdir(exist_ok=True)
     argv = [
         NVIM,
         "--clean",
@@ -180,6 +188,22 @@ def editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Editor]:
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
         assert not survivors, f"processes survived the editor: {survivors}"
+
+
+@pytest.fixture
+def editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Editor]:
+    """A fresh headless Neovim per test with run_bash loaded and every XDG dir isolated."""
+    with open_editor(tmp_path / "home", tmp_path / "work", monkeypatch) as ed:
+        yield ed
+
+
+@pytest.fixture(scope="module")
+def module_editor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Editor]:
+    """One headless Neovim for a whole test module (slow tests share it), isolated like
+    ``editor``."""
+    root = tmp_path_factory.mktemp("editor")
+    with pytest.MonkeyPatch.context() as env, open_editor(root / "home", root / "work", env) as ed:
+        yield ed
 
 
 @pytest.fixture

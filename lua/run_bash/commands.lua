@@ -1,4 +1,5 @@
---- Ex-commands: :RunBash, :RunBashSessions, :RunBashKill, :RunBashOutput, :RunBashLog.
+--- Ex-commands: :RunBash, :RunBashSessions, :RunBashKill, :RunBashOutput, :RunBashLog,
+--- :RunBashChanges, :RunBashUndo (the last two are rendered by `run_bash.undo`).
 local M = {}
 local H = {}
 
@@ -57,6 +58,7 @@ function H.open_scratch(name, filetype)
   vim.keymap.set("n", "q", "<Cmd>close<CR>", { buffer = buf, nowait = true, desc = "Close" })
   return buf
 end
+M.open_scratch = H.open_scratch
 
 --- Append `text` to `buf`, continuing its last line; keeps at most MAX_BUF_LINES lines.
 ---@param buf integer
@@ -96,6 +98,13 @@ function M.end_lines(r)
   local lines = {}
   for _, n in ipairs(type(r.notices) == "table" and r.notices or {}) do
     table.insert(lines, "[note: " .. n .. "]")
+  end
+  local ch = r.changes
+  if type(ch) == "table" and type(ch.summary) == "string" and ch.summary ~= "" then
+    table.insert(
+      lines,
+      ("[%s · :RunBashChanges %s · :RunBashUndo %s]"):format(ch.summary, r.id, r.id)
+    )
   end
   table.insert(lines, M.status_line(r))
   return table.concat(lines, "\n")
@@ -222,14 +231,39 @@ function H.complete_ids(arglead, running_only)
   return ids
 end
 
+--- The CHANGES column of :RunBashSessions: `A1 M2 D3` (added, modified, deleted files), `none`,
+--- `not recorded`, `…` while it runs, `-` when nothing is recorded (undo off, never started).
+---@param s table session info
+---@return string
+function M.changes_cell(s)
+  local ch = s.changes
+  if type(ch) ~= "table" then
+    return s.status == "running" and "…" or "-"
+  end
+  if ch.not_recorded then
+    return "not recorded"
+  end
+  local c, parts = ch.counts or {}, {}
+  local kinds = { { "added", "A" }, { "modified", "M" }, { "deleted", "D" }, { "skipped", "?" } }
+  for _, k in ipairs(kinds) do
+    if (c[k[1]] or 0) > 0 then
+      table.insert(parts, k[2] .. c[k[1]])
+    end
+  end
+  if #parts == 0 then
+    return ch.summary ~= "" and "dirs only" or "none"
+  end
+  return table.concat(parts, " ")
+end
+
 ---@return integer|nil bufnr
 function M.sessions_buffer()
   local list, err = rb().sessions_list()
   if not list then
     return H.err(err)
   end
-  local lines =
-    { ("%-8s %-10s %-8s %-7s %-10s %s"):format("ID", "STATUS", "PID", "AGE", "BACKEND", "COMMAND") }
+  local row = "%-8s %-10s %-8s %-7s %-10s %-12s %s"
+  local lines = { row:format("ID", "STATUS", "PID", "AGE", "BACKEND", "CHANGES", "COMMAND") }
   for _, s in ipairs(list) do
     local status = s.status
     if s.status ~= "running" and s.exit_code ~= nil and s.exit_code ~= vim.NIL then
@@ -237,12 +271,13 @@ function M.sessions_buffer()
     end
     table.insert(
       lines,
-      ("%-8s %-10s %-8s %-7s %-10s %s"):format(
+      row:format(
         s.id,
         status,
         s.status == "running" and tostring(s.pid) or "-",
         ("%ds"):format(math.floor(s.age_s)),
         s.backend,
+        M.changes_cell(s),
         (s.cmd:gsub("\n", " ⏎ "))
       )
     )
@@ -416,6 +451,25 @@ function M.create()
   new("RunBashLog", function()
     require("run_bash.audit_log").open()
   end, { desc = "Open the run_bash audit log" })
+  new("RunBashChanges", function(o)
+    require("run_bash.undo").show_changes(o.fargs[1])
+  end, {
+    nargs = "?",
+    complete = function(arglead)
+      return require("run_bash.undo").complete(arglead)
+    end,
+    desc = "Show what a run changed, as a diff (default: the latest run with changes)",
+  })
+  new("RunBashUndo", function(o)
+    require("run_bash.undo").undo(o.fargs[1], o.bang)
+  end, {
+    nargs = "?",
+    bang = true,
+    complete = function(arglead)
+      return require("run_bash.undo").complete(arglead)
+    end,
+    desc = "Undo what a run changed (! = also paths changed since; default: the latest run)",
+  })
 end
 
 return M

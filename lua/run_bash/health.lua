@@ -50,6 +50,26 @@ function M.check()
     end
   end
 
+  health.start("run_bash: undo store")
+  local usage, uerr = rb.undo_usage()
+  if not usage then
+    health.warn("the undo store cannot be read: " .. tostring(uerr), {
+      "see " .. rb.log_path(),
+    })
+  else
+    local what = ("%s: %.1f MiB, %d change set(s) in %d project(s) (kept as long as"):format(
+      usage.path,
+      usage.bytes / 1048576,
+      usage.runs,
+      usage.projects
+    ) .. " undo.keep and undo.max_store allow; a project unused for 30 days is dropped)"
+    if usage.enabled then
+      health.ok(what)
+    else
+      health.info("undo is off (undo.enabled = false); " .. what)
+    end
+  end
+
   health.start("run_bash: CodeCompanion (optional)")
   local ok = pcall(require, "codecompanion")
   if ok then

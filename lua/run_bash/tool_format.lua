@@ -122,6 +122,30 @@ function H.notes(r)
   return lines
 end
 
+--- The run's change-set line (`Changed files: M src/app.py, …`), or nil when nothing was
+--- recorded or nothing changed.
+---@param r table a run result or session info
+---@return string|nil
+function M.changes_line(r)
+  local ch = r.changes
+  if type(ch) == "table" and type(ch.summary) == "string" and ch.summary ~= "" then
+    return ch.summary
+  end
+  return nil
+end
+
+--- `text` (unchanged) followed by the change-set line on a line of its own, after an empty line.
+---@param text string
+---@param r table
+---@return string
+function H.with_changes(text, r)
+  local line = M.changes_line(r)
+  if not line then
+    return text
+  end
+  return text .. (text:sub(-1) == "\n" and "\n" or "\n\n") .. line
+end
+
 function H.output_or_placeholder(text, placeholder)
   if absent(text) or text == "" then
     return placeholder
@@ -206,7 +230,7 @@ function H.format_run(r, cmd)
       out
     )
   end
-  return llm, H.user_block(title, r.output)
+  return H.with_changes(llm, r), H.with_changes(H.user_block(title, r.output), r)
 end
 
 function H.format_kill(r)
@@ -235,7 +259,8 @@ function H.format_kill(r)
   if #notes > 0 then
     llm = llm .. "\n" .. table.concat(notes, "\n")
   end
-  return llm, fmt("**run_bash** killed session `%s` (`%s`)", id, H.short_cmd(r.cmd))
+  local user = fmt("**run_bash** killed session `%s` (`%s`)", id, H.short_cmd(r.cmd))
+  return H.with_changes(llm, r), H.with_changes(user, r)
 end
 
 function H.format_output(o, tail)
@@ -273,6 +298,9 @@ function H.format_output(o, tail)
     H.output_or_placeholder(o.output, tail and "(no output)" or "(no new output)")
   )
   local title = fmt("**run_bash** output of session `%s` (%s)", id, state)
+  if o.status ~= "running" then
+    return H.with_changes(llm, o), H.with_changes(H.user_block(title, o.output), o)
+  end
   return llm, H.user_block(title, o.output)
 end
 

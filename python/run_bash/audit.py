@@ -1,4 +1,6 @@
-"""The audit log: one JSON line per approval decision and per finished run. 0600, rotated by size.
+"""The audit log: one JSON line per approval decision, per finished run and per undo. 0600, rotated
+by size. A run line carries what the run changed in its project (counts and the first paths); an
+undo line, what it restored and removed.
 
 Every line is strict JSON: text that held invalid UTF-8 (surrogate escapes, as commands from Lua
 arrive) is written with those bytes as ``\\xHH``, never as lone surrogates.
@@ -27,7 +29,9 @@ RUN_FIELDS = (
     "duration_s",
     "output_bytes",
     "leftovers",
+    "changes",
 )
+UNDO_PATHS = 20  # paths listed per kind in an undo line (the counts are complete)
 
 
 def valid_text(value: Any) -> Any:
@@ -97,6 +101,30 @@ class AuditLog:
 
     def run(self, result: Mapping[str, Any], source: str | None = None) -> None:
         rec = {"event": "run", **{k: result.get(k) for k in RUN_FIELDS}}
+        changes = result.get("changes")
+        if isinstance(changes, Mapping):
+            keep = ("counts", "paths", "not_recorded")
+            rec["changes"] = {k: changes[k] for k in keep if k in changes}
+        else:
+            rec.pop("changes")
         if source:
             rec["source"] = source
+        self.write(rec)
+
+    def undo(self, done: Mapping[str, Any]) -> None:
+        """An undo (``RunChanges.undo``'s outcome): what it restored and removed."""
+        rec: dict[str, Any] = {
+            "event": "undo",
+            "id": done.get("run"),
+            "undo_of": done.get("undo_of"),
+            "project": done.get("project"),
+            "forced": bool(done.get("force")),
+            "counts": {},
+        }
+        for kind in ("restored", "removed", "conflicts", "not_recovered", "errors"):
+            items = list(done.get(kind) or [])
+            rec["counts"][kind] = len(items)
+            if items or kind in ("restored", "removed"):
+                rec[kind] = items[:UNDO_PATHS]
+        rec["recorded"] = done.get("recorded")
         self.write(rec)

@@ -312,6 +312,20 @@ class AuditConfig:
 
 
 @dataclass(frozen=True)
+class UndoConfig:
+    # Record what every run changed in its project (its change set) so it can be undone.
+    enabled: bool = option(True, boolean, "boolean")
+    # Largest file whose content is kept, in bytes or e.g. "10M"; larger ones are listed only.
+    max_file_size: int = option(10 * MIB, size, 'size such as "10M"')
+    # A project with more files than this is not recorded.
+    max_files: int = option(100_000, int_range(1), "positive integer")
+    # Runs with changes kept per project; the oldest go first.
+    keep: int = option(50, int_range(1), "positive integer")
+    # Total size of the store in bytes or e.g. "1G"; over it the oldest change sets go first.
+    max_store: int = option(1024 * MIB, size, 'size such as "1G"')
+
+
+@dataclass(frozen=True)
 class Config:
     """The effective configuration (``parse_config``)."""
 
@@ -326,6 +340,7 @@ class Config:
     output: OutputConfig = table(OutputConfig)
     sessions: SessionsConfig = table(SessionsConfig)
     audit: AuditConfig = table(AuditConfig)
+    undo: UndoConfig = table(UndoConfig)
     # Not an option: what the migration of legacy shapes rewrote, for one-time notices.
     notices: tuple[str, ...] = field(default=(), metadata={"internal": True})
 

@@ -65,6 +65,9 @@ class SessionInfo(Wire):
     output_file: str | None
     output_bytes: int
     notices: tuple[str, ...]
+    # What the run changed in its project (``run_changes``): {summary, counts, paths}, or
+    # {not_recorded}; absent while unknown (undo off, still running).
+    changes: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

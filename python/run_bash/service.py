@@ -6,7 +6,11 @@ tasks on the loop and answers through events.
 
 Every argument from Lua is checked for type here (``boundary``), and every audit line is written
 here: one decision line per run (``auto`` when nothing needed the user) and one run line when it
-ends, including runs the user rejected or cancelled.
+ends, including runs the user rejected or cancelled; one undo line per undo.
+
+Change sets (``run_changes``): the store lives where Lua says (``RUN_BASH_UNDO``). Every request
+about them (changes, diff, plan, undo, undo_runs, undo_usage) may read the project's files, so it
+is answered by a ``reply`` event carrying the caller's token, from a worker thread's result.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from run_bash.audit import RUN_FIELDS, AuditLog
 from run_bash.boundary import arity, choice, flag, options, text
@@ -27,6 +31,9 @@ from run_bash.journal import Journal
 from run_bash.results import Wire, plain
 from run_bash.sandbox.base import get_backend
 from run_bash.sessions import Session, SessionManager, check_cmd, new_id
+
+if TYPE_CHECKING:
+    from run_bash.run_changes import RunChanges
 
 log = logging.getLogger("run_bash")
 
@@ -49,6 +56,12 @@ RPC: dict[str, tuple[str, ...]] = {
     "tool_args": ("args",),
     "facts": (),
     "shutdown": (),
+    "changes": ("id", "opts", "token"),
+    "diff": ("id", "opts", "token"),
+    "plan": ("id", "opts", "token"),
+    "undo": ("id", "opts", "token"),
+    "undo_runs": ("token",),
+    "undo_usage": ("token",),
 }
 CHECK_OPTIONS = frozenset({"skip_sandbox", "ask", "lua_results", "decision_id", "cwd", "source"})
 RUN_OPTIONS = frozenset(
@@ -69,6 +82,8 @@ RUN_OPTIONS = frozenset(
     }
 )
 SOURCES = ("user", "agent")
+CHANGES_OPTIONS = frozenset({"cwd"})
+UNDO_OPTIONS = frozenset({"cwd", "force"})
 
 
 class Service:
@@ -92,6 +107,8 @@ class Service:
         self._mgr: SessionManager | None = None
         self._journal: Journal | None = None
         self._lined: set[str] = set()  # runs whose run line is written
+        self._changes: RunChanges | None = None
+        self._undo_ids: set[str] = set()  # ids given to undos (they are runs, not sessions)
         self.audit = AuditLog(None, 0)
         self._configure_audit()
 
@@ -140,6 +157,20 @@ class Service:
         self.journal.open(s.id, run, decision)
 
     @property
+    def recorder(self) -> RunChanges:
+        """The change store's hook (``run_changes``)."""
+        if self._changes is None:
+            from run_bash.run_changes import RunChanges
+
+            self._changes = RunChanges(
+                self.environ.get("RUN_BASH_UNDO") or None,
+                self.config.undo,
+                loop=self.loop,
+                home=self.environ.get("HOME"),
+            )
+        return self._changes
+
+    @property
     def mgr(self) -> SessionManager:
         if self._mgr is None:
             self._mgr = SessionManager(
@@ -148,6 +179,7 @@ class Service:
                 on_event=self.emit,
                 state_dir=self._state_dir,
                 environ=self.environ,
+                changes=self.recorder,
             )
         return self._mgr
 
@@ -173,6 +205,7 @@ class Service:
         self._configure_audit()
         if self._mgr is not None:
             self._mgr.configure(config)
+        self.recorder.configure(config.undo)
         backend, _why = self.mgr.resolve_backend()
         return {**self.facts(), "notices": [*config.notices, *backend.warnings()]}
 
@@ -196,7 +229,8 @@ class Service:
         return Where(backend.name, bool(backend.isolates), why)
 
     def _new_id(self) -> str:
-        return new_id({**self.mgr.sessions, **dict.fromkeys(self.gate.ids())})
+        taken = {**self.mgr.sessions, **dict.fromkeys(self.gate.ids())}
+        return new_id({**taken, **dict.fromkeys(self._undo_ids)})
 
     def _answer(
         self, cmd: str, *, skip: bool, ask: bool, results: object, source: str, cwd: str
@@ -434,6 +468,64 @@ class Service:
     def watch(self, sid: object) -> dict[str, Any]:
         return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
 
+    # -- change sets and undo --------------------------------------------------------------------------
+
+    def _which(self, rid: object, opts: Mapping[str, Any]) -> tuple[str | None, str]:
+        """The run id asked about (None: the latest run with changes in ``cwd``'s project)."""
+        run_id = text("id", rid)
+        if run_id is not None and not run_id.strip():
+            raise UsageError("`id` is empty (leave it out for the latest run with changes)")
+        return run_id, text("cwd", opts.get("cwd")) or os.getcwd()
+
+    def changes(self, rid: object = None, opts: object = None, token: object = None) -> bool:
+        """A run's change set, ``{run, project, label, summary, changes = {{path, kind, detail?,
+        skipped?}}}``, in a ``reply`` event with ``token``."""
+        run_id, cwd = self._which(rid, options("changes", opts, CHANGES_OPTIONS))
+        self.loop.create_task(self._reply(token, self.recorder.changes(run_id, cwd)))
+        return True
+
+    def diff(self, rid: object = None, opts: object = None, token: object = None) -> bool:
+        """A run's change set as a unified diff, ``{run, text}``, in a ``reply`` event."""
+        run_id, cwd = self._which(rid, options("diff", opts, CHANGES_OPTIONS))
+        self.loop.create_task(self._reply(token, self.recorder.diff(run_id, cwd)))
+        return True
+
+    def plan(self, rid: object = None, opts: object = None, token: object = None) -> bool:
+        """What undoing a run would do now, ``{run, restore, remove, conflicts,
+        not_recovered}``, in a ``reply`` event."""
+        o = options("plan", opts, UNDO_OPTIONS)
+        run_id, cwd = self._which(rid, o)
+        force = flag("force", o.get("force"))
+        self.loop.create_task(self._reply(token, self.recorder.plan(run_id, cwd, force)))
+        return True
+
+    def undo(self, rid: object = None, opts: object = None, token: object = None) -> bool:
+        """Undo a run (``force``: conflicts too). The undo is a run of its own, with an id and a
+        change set; the outcome, ``{run, undo_of, restored, removed, conflicts, not_recovered,
+        errors, recorded}``, comes in a ``reply`` event and goes to the audit log."""
+        o = options("undo", opts, UNDO_OPTIONS)
+        run_id, cwd = self._which(rid, o)
+        force = flag("force", o.get("force"))
+        new = self._new_id()
+        self._undo_ids.add(new)
+        self.loop.create_task(self._reply(token, self._undo(run_id, cwd, force, new)))
+        return True
+
+    async def _undo(self, run_id: str | None, cwd: str, force: bool, new: str) -> dict[str, Any]:
+        done = await self.recorder.undo(run_id, cwd, force, new)
+        self.audit.undo(done)
+        return done
+
+    def undo_runs(self, token: object = None) -> bool:
+        """Every kept change set, newest first, in a ``reply`` event."""
+        self.loop.create_task(self._reply(token, self.recorder.runs()))
+        return True
+
+    def undo_usage(self, token: object = None) -> bool:
+        """The store's path and size (for health), in a ``reply`` event."""
+        self.loop.create_task(self._reply(token, self.recorder.usage()))
+        return True
+
     # -- health and policy ------------------------------------------------------------------------------
 
     def health(self) -> list[dict[str, str]]:
@@ -461,6 +553,10 @@ class Service:
                 self._mgr.refuse(sid, "cancel")
         running = [s for s in self._mgr.sessions.values() if s.running]
         self._mgr.close_now()
+        # Every command is dead now: nothing a sandbox controls is left to wait for, and the run
+        # lines below carry the change sets (the wait is bounded).
+        self.recorder.finish_now(running)
+        self.recorder.close()
         for s in running:
             run = {**s.info().to_wire(), "status": "killed", "killed": True}
             self._run_line(run)

@@ -13,6 +13,9 @@ Events (``on_event(name, payload)``): ``started`` (SessionInfo), ``output`` (Out
 only for live sessions), ``result`` (RunResult, exactly once per run), ``exited`` (SessionInfo, when
 a session that already reported ends).
 
+With a ``changes`` hook (``run_changes.RunChanges``), each run's project is snapshotted before
+its command is spawned and its change set recorded when it ends, before its final result is sent.
+
 Completion is the exit of the command's root process, never pipe EOF. When the root exits, processes it
 left behind (``cmd &``, ``setsid``, double forks) are stopped: TERM, KILL after ``KILL_GRACE_S``; the
 result says how many. Use ``bg_after`` to keep a server running.
@@ -32,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from run_bash.boundary import number, working_dir
 from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, describe
@@ -42,6 +45,9 @@ from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, Sess
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
 from run_bash.sandbox.policy import build_env
+
+if TYPE_CHECKING:
+    from run_bash.run_changes import RunChanges
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
@@ -154,6 +160,9 @@ class Session:
         self.timeout_s = 0.0
         self.timeout_given = False
         self.error: str | None = None
+        # What the run changed in its project (``run_changes``), and its store token meanwhile.
+        self.changes: dict[str, Any] | None = None
+        self.change_token: Any = None
 
     @property
     def running(self) -> bool:
@@ -189,6 +198,7 @@ class Session:
             "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
+            "changes": self.changes,
         }
 
     def info(self) -> SessionInfo:
@@ -207,8 +217,11 @@ class SessionManager:
         on_event: EventSink | None = None,
         state_dir: str | None = None,
         environ: Mapping[str, str] | None = None,
+        changes: RunChanges | None = None,
     ) -> None:
         self.config = config
+        self.changes = changes
+        self.closing = False
         self.loop = loop or asyncio.get_event_loop()
         self.on_event = on_event or (lambda _name, _payload: None)
         self.state_dir = state_dir or make_state_dir()
@@ -264,7 +277,8 @@ class SessionManager:
         command spawned on the next loop iteration, so an RPC handler returns without waiting for
         it; a failure then becomes the session's result (``error``) instead of an exception. With
         ``hold`` nothing starts: the session waits for the user's decision (``release`` or
-        ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one.
+        ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one. A run whose
+        changes are recorded is always deferred: its project is snapshotted first, off the loop.
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.default_timeout)
@@ -295,8 +309,8 @@ class SessionManager:
         if hold:
             s.status = "awaiting_approval"
             return s
-        if defer:
-            self.loop.call_soon(self._launch_or_fail, s)
+        if defer or (self.changes is not None and self.changes.recording):
+            self._launch_soon(s)
             return s
         try:
             self._launch(s)
@@ -312,7 +326,7 @@ class SessionManager:
             return False
         s.status = "running"
         s.started_at, s.started_mono = time.time(), time.monotonic()
-        self.loop.call_soon(self._launch_or_fail, s)
+        self._launch_soon(s)
         return True
 
     def refuse(self, sid: object, decision: str, reason: str | None = None) -> bool:
@@ -335,8 +349,21 @@ class SessionManager:
         del self.sessions[s.id]
         return True
 
+    def _launch_soon(self, s: Session) -> None:
+        self.loop.create_task(self._launch_deferred(s))
+
+    async def _launch_deferred(self, s: Session) -> None:
+        """Deferred launch: the project's snapshot first (on a worker thread; the spawn waits for
+        it), then the spawn. A failure becomes the session's result instead of an exception."""
+        if self.changes is not None and not s.killed:
+            await self.changes.begin(s)
+        if self.closing:
+            s.killed = True
+        self._launch_or_fail(s)
+        if s.status == "failed" and self.changes is not None:
+            await self.changes.abandon(s)
+
     def _launch_or_fail(self, s: Session) -> None:
-        """Deferred launch: a failure becomes the session's result instead of an exception."""
         try:
             if s.killed:
                 raise SessionError("killed before it started")
@@ -425,7 +452,9 @@ class SessionManager:
 
         # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
         # finds them in the same listener scan it uses to block other local services.
-        return build_policy(self.config, cwd, env=self.environ)
+        # The change store is never reachable from inside, whatever the rules grant.
+        hidden = self.changes.private_paths() if self.changes is not None else []
+        return build_policy(self.config, cwd, env=self.environ, hidden=hidden)
 
     # -- I/O -----------------------------------------------------------------------------------------
 
@@ -551,6 +580,10 @@ class SessionManager:
         else:
             s.status = "exited"
         self._reap_strays()
+        # Post-run checks that put project files back (the guard's restore of protected files)
+        # belong above this line: the change set must show the project as the run left it.
+        if self.changes is not None:
+            await self.changes.finish(s)
         log.debug(
             "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
             s.id,
@@ -703,6 +736,11 @@ class SessionManager:
         )
         return OutputPage(**s.fields(), output=clean_text(data, max_line), unread_bytes=left)
 
+    def change_set_kept(self, sid: str) -> bool:
+        """Whether session ``sid``'s change set is still kept (pruning of session history must not
+        forget such a session: it can still be shown and undone by its id). Never blocks."""
+        return self.changes is not None and self.changes.is_kept(sid)
+
     def list(self) -> list[SessionInfo]:
         """Every session, oldest first."""
         return [s.info() for s in sorted(self.sessions.values(), key=lambda x: x.started_mono)]
@@ -722,6 +760,7 @@ class SessionManager:
 
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
+        self.closing = True
         for s in self.sessions.values():
             if s.running and s.launched is not None and s.tracker is not None:
                 with contextlib.suppress(Exception):

@@ -21,7 +21,16 @@ def test_every_config_key_has_a_tag(key):
 
 
 @pytest.mark.parametrize(
-    "command", ["RunBash", "RunBashSessions", "RunBashKill", "RunBashOutput", "RunBashLog"]
+    "command",
+    [
+        "RunBash",
+        "RunBashSessions",
+        "RunBashKill",
+        "RunBashOutput",
+        "RunBashLog",
+        "RunBashChanges",
+        "RunBashUndo",
+    ],
 )
 def test_every_command_has_a_tag(command):
     assert f":{command}" in TAGS
@@ -47,7 +56,16 @@ def test_helptags_builds_without_errors(tmp_path):
 def test_help_links_point_to_existing_tags():
     prose = re.sub(r"`[^`\n]*`", "", HELP)  # |a|b| inside `code` is not a link
     links = set(re.findall(r"\|([^|\s]+)\|", prose))
-    builtin = {"vim.ui.input()", ":UpdateRemotePlugins", "confirm()", ":qa", ":checkhealth"}
+    builtin = {
+        "vim.ui.input()",
+        ":UpdateRemotePlugins",
+        "confirm()",
+        ":qa",
+        ":checkhealth",
+        "vim.wait()",
+        ":checktime",
+        "luv",
+    }
     missing = sorted(link for link in links - TAGS - builtin if not link.startswith("g:"))
     assert missing == []
 

@@ -566,6 +566,13 @@ def test_left_behind_processes_are_reported(nosandbox: Tool) -> None:
 def test_register_job_kills_the_whole_run(nosandbox: Tool) -> None:
     n = nosandbox.start({"cmd": "sleep 30; echo never", "bg_after": 0})
     wait_for(lambda: nosandbox.ed.lua("return fake.get(...).has_job", n))
+    # Killed once it runs (its project is snapshotted first; a kill before that starts nothing).
+    sid = nosandbox.ed.lua("return fake.jobs[...].id", n)
+    wait_for(
+        lambda: nosandbox.ed.lua(
+            "local s = require('run_bash').sessions[...]; return s and s.pid", sid
+        )
+    )
     t0 = time.monotonic()
     nosandbox.ed.lua("fake.jobs[...]:kill('sigterm')", n)
     rec = wait_for(
@@ -686,6 +693,49 @@ def test_format_markers(tool: Tool) -> None:
     assert fmt["bg"].startswith(
         f"Background command started.\n{note}\nSession ID: abc123\nOutput file: /tmp/o\n"
     )
+
+
+def test_the_change_set_line_follows_the_output(tool: Tool) -> None:
+    """One line after the output, separated by an empty line; the rest is the original text."""
+    fmt = tool.ed.lua(
+        """
+        local t = require('run_bash.tool_format')
+        local ch = { summary = 'Changed files: M src/app.py, A notes.md', paths = {}, counts = {} }
+        local base = { id = 'abc123', cmd = 'make', status = 'exited', exit_code = 0, sandboxed = false,
+                       backend = 'none', output = 'done\\n', duration_s = 0.5, notices = {} }
+        local function f(action, over, key)
+          return (t.format({ action = action, [key or 'result'] = vim.tbl_extend('force', base, over) }))
+        end
+        return {
+          ok = f('run', { changes = ch }),
+          none = f('run', { changes = ch, output = '' }),
+          fail = f('run', { changes = ch, exit_code = 1 }),
+          empty = f('run', { changes = { summary = '', paths = {}, counts = {} } }),
+          unrecorded = f('run', { changes = { not_recorded = 'the project would be /' } }),
+          kill = f('kill', { changes = ch, status = 'killed', killed = true, pid = 7 }),
+          ended = f('output', { changes = ch }, 'info'),
+          running = f('output', { changes = ch, status = 'running' }, 'info'),
+        }
+        """
+    )
+    line = "Changed files: M src/app.py, A notes.md"
+    assert fmt["ok"] == f"Success.\nOutput:\n\ndone\n\n{line}"
+    assert fmt["none"] == f"Success.\nOutput:\n\n(no output)\n\n{line}"
+    assert fmt["fail"] == f"Failed (exit: 1).\nOutput:\n\ndone\n\n{line}"
+    assert fmt["empty"] == fmt["unrecorded"] == "Success.\nOutput:\n\ndone\n"
+    assert fmt["kill"].startswith("Killed background session abc123 (PID 7).")
+    assert fmt["kill"].endswith(f"\n\n{line}") and fmt["ended"].endswith(f"\n\n{line}")
+    assert "Changed files" not in fmt["running"]
+
+
+def test_an_agent_run_reports_what_it_changed_unless_undo_is_off(nosandbox: Tool) -> None:
+    rec = nosandbox.call({"cmd": "echo made > made.txt"})
+    assert rec["llm"].startswith("Success.\n")
+    assert rec["llm"].endswith("Output:\n\n(no output)\n\nChanged files: A made.txt"), rec["llm"]
+    assert rec["user"].endswith("\n\nChanged files: A made.txt")
+    nosandbox.setup({"sandbox": {"backend": "none"}, "undo": {"enabled": False}})
+    rec = nosandbox.call({"cmd": "echo again > made2.txt"})
+    assert rec["llm"] == "Success.\nOutput:\n\n(no output)"
 
 
 def test_end_of_session_notices_reach_output_list_and_kill(tool: Tool) -> None:

@@ -139,7 +139,13 @@ class Runner:
     """Runs commands under one backend the way the host does: ``SessionManager.start`` and its
     result. Each runner has its own event loop, run while a test waits for a result."""
 
-    def __init__(self, name: str, world: World, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        world: World,
+        config: dict[str, Any] | None = None,
+        undo_root: str | None = None,
+    ) -> None:
         self.name = name
         self.world = world
         self.raw_config = config or {}
@@ -151,8 +157,19 @@ class Runner:
         root = world.home.parent
         state = root / f"state-{len(list(root.glob('state-*')))}"
         state.mkdir(mode=0o700)
+        self.recorder = None
+        if undo_root is not None:  # record change sets, as the host does, into this store
+            from run_bash.run_changes import RunChanges
+
+            self.recorder = RunChanges(
+                undo_root, self.config.undo, loop=self.loop, home=world.env["HOME"]
+            )
         self.mgr = SessionManager(
-            self.config, loop=self.loop, state_dir=str(state), environ=world.env
+            self.config,
+            loop=self.loop,
+            state_dir=str(state),
+            environ=world.env,
+            changes=self.recorder,
         )
         self.derived: list[Runner] = []
 
@@ -220,6 +237,8 @@ class Runner:
         for runner in self.derived:
             runner.close()
         self.loop.run_until_complete(self.mgr.shutdown())
+        if self.recorder is not None:
+            self.recorder.close()
         self.loop.run_until_complete(self.loop.shutdown_default_executor())
         self.loop.close()
 

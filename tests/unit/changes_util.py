@@ -88,3 +88,34 @@ def git_repo(path: str | os.PathLike[str]) -> None:
         "printf 'draft\\n' > notes.md",
         path,
     )
+
+
+# What the scenarios below start from, in a ``git_repo``: many files, symlinks (one dangling), a
+# binary file, uncommitted work, a directory with an unusual mode.
+SCENARIO_SETUP = (
+    'mkdir -p many docs/sub && for i in $(seq 1 150); do echo "line $i" > many/f$i.txt; done; '
+    "ln -s gone src/dangling; ln -s app.py src/link; head -c 3000 /dev/urandom > bin.dat; "
+    "echo changed >> src/app.py; chmod 755 src/pkg"
+)
+
+# Commands whose effect an undo must take back byte-exact (``build/`` and ``run.log`` are
+# ignored, so not covered: leave them out of the comparison).
+SCENARIOS = {
+    "rm -rf a tree": "rm -rf src",
+    "sed -i over many files": "sed -i 's/line/LINE/' many/*.txt",
+    "renames and moves": "mv src/app.py src/main.py && mv docs manual && mv notes.md manual/",
+    "chmod +x and chmod 600": "chmod +x src/app.py && chmod 600 docs/index.md && chmod 700 docs",
+    "file replaced by a directory and the reverse": (
+        "rm src/app.py && mkdir -p src/app.py/inner && echo x > src/app.py/inner/f && "
+        "rm -rf docs && echo now-a-file > docs"
+    ),
+    "symlinks retargeted, added, removed": (
+        "ln -sfn pkg/mod.py src/link && ln -sfn missing src/dangling2 && rm src/dangling && "
+        "ln -sfn ../docs src/dirlink"
+    ),
+    "binary files": "head -c 5000 /dev/urandom > blob.bin && printf '\\0\\1\\2' >> bin.dat",
+    "empty directories": "rmdir empty/inner && mkdir -p fresh/empty2 && rmdir docs/sub",
+    "git reset --hard": "git reset -q --hard",
+    "git clean -fd": "git clean -q -fd",
+    "git checkout and git stash": "git stash -q -u && git checkout -q -b other",
+}

@@ -14,7 +14,7 @@ import pytest
 
 from run_bash.changes import ChangeStore, Limits, NotRecorded, Token
 
-from .changes_util import dir_bytes, git_repo, sh, tree_hash
+from .changes_util import SCENARIO_SETUP, SCENARIOS, dir_bytes, git_repo, sh, tree_hash
 
 
 @pytest.fixture
@@ -56,39 +56,9 @@ def run_and_undo(store, proj, cmd, run_id="r1", skip=()):
     return cs, res
 
 
-SCENARIOS = {
-    "rm -rf a tree": "rm -rf src",
-    "sed -i over many files": (
-        'mkdir -p many && for i in $(seq 1 150); do echo "v $i" > many/f$i.txt; done'
-    ),
-    "renames and moves": "mv src/app.py src/main.py && mv docs manual && mv notes.md manual/",
-    "chmod +x and chmod 600": "chmod +x src/app.py && chmod 600 docs/index.md && chmod 700 docs",
-    "file replaced by a directory and the reverse": (
-        "rm src/app.py && mkdir -p src/app.py/inner && echo x > src/app.py/inner/f && "
-        "rm -rf docs && echo now-a-file > docs"
-    ),
-    "symlinks retargeted, added, removed": (
-        "ln -sfn pkg/mod.py src/link && ln -sfn missing src/dangling2 && rm src/dangling && "
-        "ln -sfn ../docs src/dirlink"
-    ),
-    "binary files": "head -c 5000 /dev/urandom > blob.bin && printf '\\0\\1\\2' >> bin.dat",
-    "empty directories": "rmdir empty/inner && mkdir -p fresh/empty2 && rmdir docs/sub",
-    "git reset --hard": "git reset -q --hard",
-    "git clean -fd": "git clean -q -fd",
-    "git checkout and git stash": "git stash -q -u && git checkout -q -b other",
-}
-
-
 @pytest.mark.parametrize("cmd", SCENARIOS.values(), ids=SCENARIOS.keys())
 def test_undo_restores_the_project_byte_exact(store, repo, cmd):
-    sh(
-        'mkdir -p many docs/sub && for i in $(seq 1 150); do echo "line $i" > many/f$i.txt; done; '
-        "ln -s gone src/dangling; ln -s app.py src/link; head -c 3000 /dev/urandom > bin.dat; "
-        "echo changed >> src/app.py; chmod 755 src/pkg",
-        repo,
-    )
-    if cmd.startswith("mkdir -p many"):
-        cmd = "sed -i 's/line/LINE/' many/*.txt"
+    sh(SCENARIO_SETUP, repo)
     run_and_undo(store, repo, cmd, skip=("build", "run.log"))
 
 

@@ -524,8 +524,11 @@ def build_policy(
     env: Mapping[str, str] | None = None,
     home: str | None = None,
     scan_ports: bool = True,
+    hidden: Iterable[str] = (),
 ) -> Policy:
     """The effective policy for commands run in ``cwd``.
+
+    ``hidden``: paths of run_bash's own that are denied whatever the rules grant (the undo store).
 
     ``own_ports``: loopback ports run_bash's own sessions listen on (reachable from later runs);
     None computes them from this process's descendants. ``scan_ports=False`` skips reading
@@ -586,6 +589,7 @@ def build_policy(
     if user_denied is not None:
         # The system's own secrets stay denied whatever the rules say.
         denied += [p for p in _expand_globs(ex(DEFAULT_DENIED, False)) if p.startswith("/etc/")]
+    denied += [os.path.normpath(os.path.abspath(p)) for p in hidden]
     denied = list(dict.fromkeys(denied))
     readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
     writable = [p for p in dict.fromkeys(writable) if not any(is_under(p, d) for d in denied)]

@@ -146,6 +146,36 @@ class RunBashHost:
     def rule_defaults(self, *args: Any) -> Any:
         return self._call("rule_defaults", args)
 
+    @pynvim.rpc_export("run_bash.changes", sync=True)
+    @boundary
+    def changes(self, *args: Any) -> Any:
+        return self._call("changes", args)
+
+    @pynvim.rpc_export("run_bash.diff", sync=True)
+    @boundary
+    def diff(self, *args: Any) -> Any:
+        return self._call("diff", args)
+
+    @pynvim.rpc_export("run_bash.plan", sync=True)
+    @boundary
+    def plan(self, *args: Any) -> Any:
+        return self._call("plan", args)
+
+    @pynvim.rpc_export("run_bash.undo", sync=True)
+    @boundary
+    def undo(self, *args: Any) -> Any:
+        return self._call("undo", args)
+
+    @pynvim.rpc_export("run_bash.undo_runs", sync=True)
+    @boundary
+    def undo_runs(self, *args: Any) -> Any:
+        return self._call("undo_runs", args)
+
+    @pynvim.rpc_export("run_bash.undo_usage", sync=True)
+    @boundary
+    def undo_usage(self, *args: Any) -> Any:
+        return self._call("undo_usage", args)
+
     @pynvim.rpc_export("run_bash.shutdown", sync=True)
     @boundary
     def shutdown(self, *args: Any) -> Any:

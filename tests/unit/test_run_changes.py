@@ -1,0 +1,251 @@
+"""Runs and their change sets through the host's service (real processes, the "none" backend, a
+real store): begin before the spawn, finish at every end before the result, the change-set RPCs
+with their argument checks, undo as a run of its own, and the audit lines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from run_bash.config import parse_config
+from run_bash.errors import UsageError
+from run_bash.sandbox.policy import build_policy
+from run_bash.service import Service
+from tests.conftest import until
+from tests.unit.changes_util import tree_hash
+
+
+@pytest.fixture
+async def svc(tmp_path):
+    events: list[tuple[str, dict]] = []
+    audit = tmp_path / "audit.jsonl"
+    home = tmp_path / "home"
+    home.mkdir()
+    service = Service(
+        asyncio.get_running_loop(),
+        lambda name, payload: events.append((name, payload)),
+        environ={
+            **os.environ,
+            "HOME": str(home),
+            "RUN_BASH_AUDIT": str(audit),
+            "RUN_BASH_UNDO": str(tmp_path / "undo"),
+        },
+        state_dir=str(tmp_path / "state"),
+    )
+    os.makedirs(service.mgr.state_dir, mode=0o700, exist_ok=True)
+    service.setup({"sandbox": {"backend": "none"}})
+    service.events = events  # type: ignore[attr-defined]
+    service.audit_path = audit  # type: ignore[attr-defined]
+    service.home = home  # type: ignore[attr-defined]
+    yield service
+    await service.mgr.shutdown()
+    service.recorder.close()
+
+
+@pytest.fixture
+def proj(tmp_path) -> Path:
+    p = tmp_path / "proj"
+    (p / "src").mkdir(parents=True)
+    (p / "src" / "app.py").write_text("print('hi')\n")
+    (p / "notes.md").write_text("notes\n")
+    return p
+
+
+async def run(svc, cmd, cwd, **spec):
+    info = svc.run({"cmd": cmd, "cwd": str(cwd), "unsandboxed_ok": True, **spec})
+    return (await asyncio.wait_for(svc.mgr.wait_result(info["id"]), 30)).to_wire()
+
+
+_tokens = iter(range(1, 1_000_000))
+
+
+async def ask(svc, method, *args):
+    """Call a reply-event RPC; return (result, error)."""
+    token = next(_tokens)
+    assert svc.rpc(method, (*args, token)) is True
+
+    def got():
+        for name, p in svc.events:
+            if name == "reply" and p["token"] == token:
+                return p
+        return None
+
+    reply = await until(got, timeout=30)
+    return reply.get("result"), reply.get("error")
+
+
+def audit_lines(svc, event):
+    text = svc.audit_path.read_text() if svc.audit_path.exists() else ""
+    return [r for r in map(json.loads, text.splitlines()) if r["event"] == event]
+
+
+async def test_the_result_carries_the_change_set_and_the_audit_line_its_counts(svc, proj):
+    r = await run(svc, "echo x >> src/app.py; echo new > added.txt; rm notes.md", proj)
+    ch = r["changes"]
+    assert ch["summary"] == "Changed files: A added.txt, D notes.md, M src/app.py"
+    assert ch["counts"] == {"added": 1, "modified": 1, "deleted": 1, "skipped": 0}
+    [line] = audit_lines(svc, "run")
+    assert line["id"] == r["id"]
+    assert line["changes"] == {"counts": ch["counts"], "paths": ch["paths"]}
+    assert svc.mgr.change_set_kept(r["id"]) is True
+
+
+async def test_the_snapshot_is_taken_before_the_command_starts(svc, proj):
+    """A file the command creates at its very first instruction is in its change set as added:
+    the command cannot have started before the snapshot."""
+    r = await run(svc, "echo early > first.txt", proj)
+    assert r["changes"]["paths"] == ["A first.txt"]
+
+
+async def test_a_run_that_changes_nothing_has_an_empty_summary_and_no_kept_set(svc, proj):
+    r = await run(svc, "cat notes.md", proj)
+    assert r["changes"]["summary"] == "" and r["changes"]["paths"] == []
+    assert svc.mgr.change_set_kept(r["id"]) is False
+    _res, err = await ask(svc, "changes", r["id"], None)
+    assert "no change set is kept for run" in err
+
+
+async def test_a_run_in_home_is_not_recorded_and_says_so(svc):
+    r = await run(svc, "echo hi > f.txt", svc.home)
+    assert r["exit_code"] == 0
+    assert r["changes"] == {
+        "not_recorded": "the project would be your home directory (run in a project directory)"
+    }
+    assert any(n.startswith("changes not recorded: the project would be") for n in r["notices"])
+    [line] = audit_lines(svc, "run")
+    assert line["changes"]["not_recorded"].startswith("the project would be your home")
+
+
+async def test_with_undo_disabled_nothing_is_recorded(svc, proj, tmp_path):
+    svc.setup({"sandbox": {"backend": "none"}, "undo": {"enabled": False}})
+    r = await run(svc, "echo x > off.txt", proj)
+    assert r["exit_code"] == 0 and "changes" not in r
+    assert not any("changes" in n for n in r["notices"])
+    assert not (tmp_path / "undo").exists()  # no snapshot was ever taken
+    svc.setup({"sandbox": {"backend": "none"}})  # the control: on again, recorded
+    r = await run(svc, "echo y > on.txt", proj)
+    assert r["changes"]["paths"] == ["A on.txt"]
+
+
+async def test_a_timeout_and_a_kill_get_their_change_sets(svc, proj):
+    r = await run(svc, "echo t > timed.txt; sleep 30", proj, timeout=1)
+    assert r["timed_out"] and r["changes"]["paths"] == ["A timed.txt"]
+    bg = {"cmd": "echo b > bg.txt; sleep 300", "bg_after": 0.5, "unsandboxed_ok": True}
+    info = svc.run({**bg, "cwd": str(proj)})
+    first = (await asyncio.wait_for(svc.mgr.wait_result(info["id"]), 30)).to_wire()
+    assert first["status"] == "running" and "changes" not in first  # not over yet
+    killed = (await asyncio.wait_for(svc.mgr.kill(info["id"]), 30)).to_wire()
+    assert killed["killed"] and killed["changes"]["paths"] == ["A bg.txt"]
+    [exited] = [p for n, p in svc.events if n == "exited" and p["id"] == info["id"]]
+    assert exited["changes"]["paths"] == ["A bg.txt"]
+
+
+async def test_host_shutdown_records_the_runs_it_kills(svc, proj):
+    bg = {"cmd": "echo s > shut.txt; sleep 300", "bg_after": 0.3, "unsandboxed_ok": True}
+    info = svc.run({**bg, "cwd": str(proj)})
+    await asyncio.wait_for(svc.mgr.wait_result(info["id"]), 30)
+    assert svc.shutdown() is True
+    [line] = [x for x in audit_lines(svc, "run") if x["id"] == info["id"]]
+    assert line["status"] == "killed" and line["changes"]["paths"] == ["A shut.txt"]
+
+
+async def test_changes_diff_plan_and_undo_through_the_service(svc, proj):
+    before = tree_hash(proj)
+    r = await run(svc, "echo more >> src/app.py; rm -r src; echo n > n.txt", proj)
+    rid = r["id"]
+    got, err = await ask(svc, "changes", rid, None)
+    assert err is None and got["run"] == rid and got["label"].startswith("echo more")
+    assert {c["path"]: c["kind"] for c in got["changes"]} == {
+        "n.txt": "added",
+        "src/": "deleted",
+        "src/app.py": "deleted",
+    }
+    diff, _ = await ask(svc, "diff", None, {"cwd": str(proj)})  # the latest run with changes
+    assert diff["run"] == rid and "-print('hi')" in diff["text"]
+    plan, _ = await ask(svc, "plan", rid, {"force": False})
+    assert plan["restore"] == ["src", "src/app.py"] and plan["remove"] == ["n.txt"]
+    done, err = await ask(svc, "undo", rid, {"cwd": str(proj)})
+    assert err is None and tree_hash(proj) == before
+    assert done["undo_of"] == rid and done["removed"] == ["n.txt"]
+    assert sorted(done["restored"]) == ["src", "src/app.py"]
+    # The undo is a run of its own: it can be undone, and the audit log says what it did.
+    [line] = audit_lines(svc, "undo")
+    assert line["id"] == done["run"] and line["undo_of"] == rid
+    assert line["counts"]["restored"] == 2 and line["removed"] == ["n.txt"]
+    runs, _ = await ask(svc, "undo_runs")
+    assert [x["run"] for x in runs][:2] == [done["run"], rid]
+    _again, err = await ask(svc, "undo", done["run"], None)
+    assert err is None and not (proj / "src").exists() and (proj / "n.txt").exists()
+    usage, _ = await ask(svc, "undo_usage")
+    assert usage["path"] == svc.recorder.root and usage["bytes"] > 0 and usage["enabled"] is True
+
+
+async def test_conflicts_are_left_alone_unless_forced(svc, proj):
+    r = await run(svc, "echo run > notes.md", proj)
+    (proj / "notes.md").write_text("edited by the user\n")
+    plan, _ = await ask(svc, "plan", r["id"], None)
+    assert plan["conflicts"] == [{"path": "notes.md", "why": "changed since the run"}]
+    done, _ = await ask(svc, "undo", r["id"], None)
+    assert done["restored"] == [] and (proj / "notes.md").read_text() == "edited by the user\n"
+    done, _ = await ask(svc, "undo", r["id"], {"force": True})
+    assert done["restored"] == ["notes.md"] and (proj / "notes.md").read_text() == "notes\n"
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "message"),
+    [
+        ("changes", (5, None), "`id` should be a string, not number 5"),
+        ("changes", ("  ", None), "`id` is empty"),
+        ("diff", ("abc", {"cwdd": "/"}), "unknown diff option(s): cwdd"),
+        ("plan", ("abc", {"force": "yes"}), "`force` should be true or false, not string 'yes'"),
+        ("undo", ("abc", {"force": 1}), "`force` should be true or false, not number 1"),
+        ("undo", ("abc", "force"), "`undo` should be a table, not string 'force'"),
+        ("changes", ("abc", {"cwd": 3}), "`cwd` should be a string, not number 3"),
+        ("undo_runs", (1, 2), "undo_runs takes (token), not 2 argument(s)"),
+    ],
+)
+async def test_bad_arguments_are_one_clear_error(svc, method, args, message):
+    with pytest.raises(UsageError) as err:
+        svc.rpc(method, args)
+    assert str(err.value).startswith(message)
+
+
+async def test_an_unknown_run_is_a_clear_reply_error(svc, proj):
+    _res, err = await ask(svc, "undo", "nosuch", None)
+    assert err.startswith("no change set is kept for run 'nosuch'")
+    _res, err = await ask(svc, "plan", None, {"cwd": str(proj)})
+    assert err == "no run with changes is kept"
+
+
+async def test_without_a_store_runs_are_not_recorded_and_queries_say_why(tmp_path, proj):
+    events: list[tuple[str, dict]] = []
+    env = {k: v for k, v in os.environ.items() if k != "RUN_BASH_UNDO"}
+    svc = Service(
+        asyncio.get_running_loop(),
+        lambda n, p: events.append((n, p)),
+        environ=env,
+        state_dir=str(tmp_path / "state2"),
+    )
+    os.makedirs(svc.mgr.state_dir, mode=0o700, exist_ok=True)
+    svc.setup({"sandbox": {"backend": "none"}})
+    svc.events = events  # type: ignore[attr-defined]
+    try:
+        r = await run(svc, "echo x > y", proj)
+        assert r["exit_code"] == 0 and "changes" not in r
+        _res, err = await ask(svc, "undo_runs")
+        assert "no undo store" in err
+    finally:
+        await svc.mgr.shutdown()
+
+
+def test_the_store_is_denied_whatever_the_rules_grant(tmp_path):
+    store = tmp_path / "state" / "run_bash" / "undo"
+    cfg = parse_config({"sandbox": {"rules": {"fs_readable": [str(tmp_path)]}}})
+    plain = build_policy(cfg, str(tmp_path), scan_ports=False)
+    assert str(store) not in plain.denied  # the control: without it, the grant would cover it
+    policy = build_policy(cfg, str(tmp_path), scan_ports=False, hidden=[str(store)])
+    assert str(store) in policy.denied
