@@ -44,8 +44,11 @@ def digest(data: bytes) -> str:
 def _encode(data: bytes) -> bytes:
     if len(data) > 64:
         sample = data[:SAMPLE_BYTES]
-        if len(zlib.compress(sample, 1)) < COMPRESS_IF_BELOW * len(sample):
-            return bytes((ZLIB,)) + zlib.compress(data, 1)
+        packed = zlib.compress(sample, 1)
+        if len(packed) < COMPRESS_IF_BELOW * len(sample):
+            # Most source files fit in the sample: compressed once, not twice.
+            whole = packed if len(sample) == len(data) else zlib.compress(data, 1)
+            return bytes((ZLIB,)) + whole
     return bytes((RAW,)) + data
 
 
