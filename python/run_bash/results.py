@@ -48,7 +48,7 @@ class SessionInfo(Wire):
     id: str
     cmd: str
     cwd: str
-    # running | exited | timed_out | killed | failed (could not start)
+    # running | exited | timed_out | killed (also before it started) | failed (could not start)
     # | awaiting_approval (held) | rejected | cancelled (never started)
     status: str
     pid: int | None

@@ -475,6 +475,11 @@ class Service:
         run_id = text("id", rid)
         if run_id is not None and not run_id.strip():
             raise UsageError("`id` is empty (leave it out for the latest run with changes)")
+        s = self.mgr.sessions.get(run_id) if run_id is not None else None
+        if s is not None and s.status in ("running", "awaiting_approval"):
+            raise UsageError(
+                f"run {run_id} has not ended yet: its change set is recorded when it ends"
+            )
         return run_id, text("cwd", opts.get("cwd")) or os.getcwd()
 
     def changes(self, rid: object = None, opts: object = None, token: object = None) -> bool:

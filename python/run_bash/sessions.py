@@ -131,7 +131,7 @@ class Session:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.ended_mono: float | None = None
-        # running | exited | timed_out | killed | failed (could not start)
+        # running | exited | timed_out | killed (also before it started) | failed (could not start)
         # | awaiting_approval (held) | rejected | cancelled (never started)
         self.status = "running"
         self.exit_code: int | None = None
@@ -360,18 +360,18 @@ class SessionManager:
         if self.closing:
             s.killed = True
         self._launch_or_fail(s)
-        if s.status == "failed" and self.changes is not None:
+        if s.launched is None and self.changes is not None:
             await self.changes.abandon(s)
 
     def _launch_or_fail(self, s: Session) -> None:
         try:
             if s.killed:
-                raise SessionError("killed before it started")
+                raise SessionError("killed before it started; nothing ran")
             self._launch(s)
         except Exception as err:
             if not isinstance(err, RunBashError):
                 log.exception("could not start session %s", s.id)
-            s.status = "failed"
+            s.status = "killed" if s.killed else "failed"
             s.error = str(err) if isinstance(err, RunBashError) else f"internal error: {err}"
             s.ended_mono = time.monotonic()
             self._send_result(s)

@@ -24,6 +24,8 @@ def test_health_reports_every_layer(editor):
     assert "WITHOUT a sandbox" in text
     assert "CodeCompanion" in text
     assert "run_bash.log" in text
+    store = editor.lua("return require('run_bash.undo').path()")
+    assert f"OK {store}: " in text and "change set(s)" in text
 
 
 def test_health_stops_at_a_broken_python(editor):

@@ -214,6 +214,17 @@ async def test_bad_arguments_are_one_clear_error(svc, method, args, message):
     assert str(err.value).startswith(message)
 
 
+async def test_a_run_still_going_has_no_change_set_yet(svc, proj):
+    bg = {"cmd": "echo b > bg.txt; sleep 300", "bg_after": 0.3, "unsandboxed_ok": True}
+    info = svc.run({**bg, "cwd": str(proj)})
+    await asyncio.wait_for(svc.mgr.wait_result(info["id"]), 30)
+    with pytest.raises(UsageError, match="has not ended yet"):
+        svc.rpc("undo", (info["id"], None, 1))
+    await asyncio.wait_for(svc.mgr.kill(info["id"]), 30)
+    got, err = await ask(svc, "changes", info["id"], None)  # the control: once it has ended
+    assert err is None and got["changes"] == [{"path": "bg.txt", "kind": "added"}]
+
+
 async def test_an_unknown_run_is_a_clear_reply_error(svc, proj):
     _res, err = await ask(svc, "undo", "nosuch", None)
     assert err.startswith("no change set is kept for run 'nosuch'")

@@ -350,7 +350,7 @@ async def test_deferred_start_returns_at_once_and_reports_spawn_failure(mgr):
 async def test_kill_before_a_deferred_start_prevents_it(mgr):
     s = mgr.start("touch should-not-exist", unsandboxed_ok=True, defer=True, cwd=mgr.state_dir)
     r = await mgr.kill(s.id)
-    assert r.status == "failed" and "killed before it started" in r.error
+    assert r.status == "killed" and "killed before it started" in r.error
     assert not os.path.exists(os.path.join(mgr.state_dir, "should-not-exist"))
 
 
