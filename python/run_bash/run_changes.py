@@ -32,6 +32,9 @@ log = logging.getLogger("run_bash")
 
 T = TypeVar("T")
 WORKERS = 4
+# A project found too big to record (undo.max_files, undo.max_store) is not walked again for this
+# long: finding that out reads it up to the cap, which would otherwise delay every run there.
+TOO_BIG_RECHECK_S = 1800.0
 # A run whose change set could not be written at host shutdown within this time has none.
 SHUTDOWN_FINISH_S = 3.0
 
@@ -89,6 +92,7 @@ class RunChanges:
             max_workers=WORKERS, thread_name_prefix="run_bash-undo"
         )
         self._kept: set[str] = set()
+        self._too_big: dict[str, tuple[float, NotRecorded]] = {}  # project -> (when, outcome)
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -100,6 +104,7 @@ class RunChanges:
     def configure(self, config: UndoConfig) -> None:
         """Use ``config`` from now on (runs in progress finish under it too)."""
         self.config = config
+        self._too_big.clear()  # the limits may have changed
         if self._store is not None:
             self._store.limits = _limits(config)
 
@@ -131,7 +136,7 @@ class RunChanges:
         if not self.recording:
             return
         try:
-            got = await self._call(lambda: self.store.begin(s.id, s.cwd, label=s.cmd))
+            got = await self._call(self._begin, s.id, s.cwd, s.cmd)
         except Exception as err:
             log.exception("recording the changes of %s failed", s.id)
             got = NotRecorded(f"internal error ({err}; details in the log)")
@@ -140,6 +145,19 @@ class RunChanges:
             s.changes = {"not_recorded": got.reason}
         else:
             s.change_token = got
+
+    def _begin(self, run_id: str, cwd: str, cmd: str) -> Token | NotRecorded:
+        store = self.store
+        project = store.project_for(cwd)[0]
+        known = self._too_big.get(project) if project else None
+        if known is not None and time.monotonic() - known[0] < TOO_BIG_RECHECK_S:
+            return known[1]
+        got = store.begin(run_id, cwd, label=cmd)
+        if project and isinstance(got, NotRecorded) and got.lasting:
+            self._too_big[project] = (time.monotonic(), got)
+        elif project:
+            self._too_big.pop(project, None)
+        return got
 
     def _finish(self, token: Token) -> ChangeSet:
         cs = self.store.finish(token)

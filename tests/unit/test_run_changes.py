@@ -120,6 +120,20 @@ async def test_a_run_in_home_is_not_recorded_and_says_so(svc):
     assert line["changes"]["not_recorded"].startswith("the project would be your home")
 
 
+async def test_a_project_over_the_file_cap_is_not_walked_again_at_every_run(svc, proj):
+    svc.setup({"sandbox": {"backend": "none"}, "undo": {"max_files": 1}})
+    r = await run(svc, "echo x > a.txt", proj)
+    why = "the project has more than 1 files (undo.max_files = 1)"
+    assert r["changes"] == {"not_recorded": why}
+    walks = svc.recorder.store.walks
+    r = await run(svc, "echo y > b.txt", proj)
+    assert r["changes"] == {"not_recorded": why}
+    assert svc.recorder.store.walks == walks  # the answer was remembered, not walked again
+    svc.setup({"sandbox": {"backend": "none"}})  # new limits: looked at again, and recorded
+    r = await run(svc, "echo z > c.txt", proj)
+    assert r["changes"]["paths"] == ["A c.txt"]
+
+
 async def test_with_undo_disabled_nothing_is_recorded(svc, proj, tmp_path):
     svc.setup({"sandbox": {"backend": "none"}, "undo": {"enabled": False}})
     r = await run(svc, "echo x > off.txt", proj)

@@ -90,9 +90,12 @@ class Limits:
 
 @dataclass(frozen=True)
 class NotRecorded:
-    """``begin`` could not record this run; ``str()`` is the line to show."""
+    """``begin`` could not record this run; ``str()`` is the line to show. ``lasting``: the
+    project itself is the reason (too many files, too large), so the next run there will most
+    likely get the same answer, after the same walk."""
 
     reason: str
+    lasting: bool = False
 
     def __str__(self) -> str:
         return f"changes not recorded: {self.reason}"
@@ -481,7 +484,8 @@ class ChangeStore:
                 if snap.bytes > self.limits.max_store:
                     return NotRecorded(
                         f"the project's files take {_human(snap.bytes)}, more than the store's "
-                        f"{_human(self.limits.max_store)} (undo.max_store)"
+                        f"{_human(self.limits.max_store)} (undo.max_store)",
+                        lasting=True,
                     )
                 self._save_snapshot(key, proj, state, snap)
                 watcher.end_walk(state["gen"])
@@ -490,7 +494,8 @@ class ChangeStore:
                 self._write_state(key, state)
         except TooManyFiles as err:
             return NotRecorded(
-                f"the project has {err} (undo.max_files = {self.limits.max_files:,})"
+                f"the project has {err} (undo.max_files = {self.limits.max_files:,})",
+                lasting=True,
             )
         except OSError as err:
             return NotRecorded(f"cannot read the project {project} ({err.strerror or err})")
