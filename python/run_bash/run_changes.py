@@ -35,6 +35,7 @@ WORKERS = 4
 # A project found too big to record (undo.max_files, undo.max_store) is not walked again for this
 # long: finding that out reads it up to the cap, which would otherwise delay every run there.
 TOO_BIG_RECHECK_S = 1800.0
+DIFF_MAX_BYTES = 8 * 1024 * 1024  # a longer diff is cut (a buffer of it would stall the editor)
 # A run whose change set could not be written at host shutdown within this time has none.
 SHUTDOWN_FINISH_S = 3.0
 
@@ -93,6 +94,7 @@ class RunChanges:
         )
         self._kept: set[str] = set()
         self._too_big: dict[str, tuple[float, NotRecorded]] = {}  # project -> (when, outcome)
+        self.diff_max = DIFF_MAX_BYTES
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -257,6 +259,10 @@ class RunChanges:
             text = self.store.diff_text(rid)
             if text is None:
                 raise self._unknown(rid)
+            if len(text) > self.diff_max:
+                cut = text.rfind("\n", 0, self.diff_max) + 1
+                rest = text[cut:].count("\n")
+                text = text[:cut] + f"# … {rest} more lines not shown: the diff is too long\n"
             return {"run": rid, "text": text}
 
         return await self._call(work)

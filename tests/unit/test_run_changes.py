@@ -198,6 +198,16 @@ async def test_changes_diff_plan_and_undo_through_the_service(svc, proj):
     assert usage["path"] == svc.recorder.root and usage["bytes"] > 0 and usage["enabled"] is True
 
 
+async def test_a_long_diff_is_cut_with_a_note(svc, proj):
+    r = await run(svc, "for i in $(seq 1 50); do echo line $i > f$i.txt; done", proj)
+    full, _ = await ask(svc, "diff", r["id"], None)
+    svc.recorder.diff_max = 400
+    cut, _ = await ask(svc, "diff", r["id"], None)
+    assert len(cut["text"]) < 500 < len(full["text"])
+    assert full["text"].startswith(cut["text"].rsplit("\n", 2)[0])
+    assert cut["text"].endswith("more lines not shown: the diff is too long\n")
+
+
 async def test_conflicts_are_left_alone_unless_forced(svc, proj):
     r = await run(svc, "echo run > notes.md", proj)
     (proj / "notes.md").write_text("edited by the user\n")
