@@ -57,9 +57,11 @@ function M.check()
       "see " .. rb.log_path(),
     })
   else
-    local what = ("%s: %.1f MiB, %d change set(s) in %d project(s) (kept as long as"):format(
+    local size = usage.bytes < 1048576 and ("%d KiB"):format(math.ceil(usage.bytes / 1024))
+      or ("%.1f MiB"):format(usage.bytes / 1048576)
+    local what = ("%s: %s, %d change set(s) in %d project(s) (kept as long as"):format(
       usage.path,
-      usage.bytes / 1048576,
+      size,
       usage.runs,
       usage.projects
     ) .. " undo.keep and undo.max_store allow; a project unused for 30 days is dropped)"
