@@ -59,12 +59,16 @@ function M.check()
   else
     local size = usage.bytes < 1048576 and ("%d KiB"):format(math.ceil(usage.bytes / 1024))
       or ("%.1f MiB"):format(usage.bytes / 1048576)
-    local what = ("%s: %s, %d change set(s) in %d project(s) (kept as long as"):format(
+    local what = ("%s: %s, %d change set(s) in %d project(s); kept: the last %d runs with"):format(
       usage.path,
       size,
       usage.runs,
-      usage.projects
-    ) .. " undo.keep and undo.max_store allow; a project unused for 30 days is dropped)"
+      usage.projects,
+      usage.keep
+    ) .. (" changes per project within %.0f MiB, a project unused for %d days is dropped"):format(
+      usage.max_store / 1048576,
+      usage.idle_days
+    )
     if usage.enabled then
       health.ok(what)
     else

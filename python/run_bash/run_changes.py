@@ -306,9 +306,16 @@ class RunChanges:
         return await self._call(self.store.runs)
 
     async def usage(self) -> dict[str, Any]:
-        """``{path, bytes, runs, projects, enabled}`` for health."""
+        """``{path, bytes, runs, projects, enabled, keep, max_store, idle_days}`` for health."""
+        from run_bash.changes.store import PROJECT_IDLE_S
 
         def work() -> dict[str, Any]:
-            return {**self.store.usage(), "enabled": self.config.enabled}
+            return {
+                **self.store.usage(),
+                "enabled": self.config.enabled,
+                "keep": self.config.keep,
+                "max_store": self.config.max_store,
+                "idle_days": PROJECT_IDLE_S // 86400,
+            }
 
         return await self._call(work)

@@ -25,7 +25,7 @@ def test_health_reports_every_layer(editor):
     assert "CodeCompanion" in text
     assert "run_bash.log" in text
     store = editor.lua("return require('run_bash.undo').path()")
-    assert f"OK {store}: " in text and "change set(s)" in text
+    assert f"OK {store}: " in text and "change set(s)" in text and "the last 50 runs" in text
 
 
 def test_health_stops_at_a_broken_python(editor):

@@ -196,6 +196,7 @@ async def test_changes_diff_plan_and_undo_through_the_service(svc, proj):
     assert err is None and not (proj / "src").exists() and (proj / "n.txt").exists()
     usage, _ = await ask(svc, "undo_usage")
     assert usage["path"] == svc.recorder.root and usage["bytes"] > 0 and usage["enabled"] is True
+    assert (usage["keep"], usage["idle_days"]) == (50, 30)
 
 
 async def test_a_long_diff_is_cut_with_a_note(svc, proj):
