@@ -88,7 +88,8 @@ class RunChanges:
         self.config = config
         self.loop = loop
         self.home = home
-        self._store: ChangeStore | None = None
+        # Made here, not on first use: several worker threads may need it at once.
+        self._store = ChangeStore(root, _limits(config), home=home) if root is not None else None
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=WORKERS, thread_name_prefix="run_bash-undo"
         )
@@ -112,10 +113,8 @@ class RunChanges:
 
     @property
     def store(self) -> ChangeStore:
-        if self.root is None:
-            raise UsageError("no undo store: the host was started without one (RUN_BASH_UNDO)")
         if self._store is None:
-            self._store = ChangeStore(self.root, _limits(self.config), home=self.home)
+            raise UsageError("no undo store: the host was started without one (RUN_BASH_UNDO)")
         return self._store
 
     def private_paths(self) -> list[str]:

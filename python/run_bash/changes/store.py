@@ -242,13 +242,16 @@ class ChangeStore:
     def _init(self) -> None:
         if self._ready:
             return
-        for sub in ("", "objects", "tmp", "projects"):
-            os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
-        os.chmod(self.root, 0o700)
-        self.objects = Objects(os.path.join(self.root, "objects"))
-        st = os.stat(self.root)
-        self._store_id = (st.st_dev, st.st_ino)
-        self._ready = True
+        with self._mu:  # one Objects for every thread
+            if self._ready:
+                return
+            for sub in ("", "objects", "tmp", "projects"):
+                os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
+            os.chmod(self.root, 0o700)
+            self.objects = Objects(os.path.join(self.root, "objects"))
+            st = os.stat(self.root)
+            self._store_id = (st.st_dev, st.st_ino)
+            self._ready = True
 
     def _pdir(self, key: str) -> str:
         return os.path.join(self.root, "projects", key)
