@@ -229,9 +229,10 @@ function H.did_not_start(python)
   )
 end
 
---- The host's job ended: fail every waiting caller, forget held runs, say so once.
+--- The host's job ended (or its channel closed: `code` nil): fail every waiting caller, forget
+--- held runs, say so once.
 ---@param job integer
----@param code integer
+---@param code integer|nil
 function H.on_exit(job, code)
   if job ~= H.job then
     return
@@ -239,7 +240,8 @@ function H.on_exit(job, code)
   local had_chan, was_ready = H.chan ~= nil, H.ready
   H.chan, H.job, H.setup_done, H.ready = nil, nil, false, false
   -- Every caller still waiting must hear about it: a chat never hangs on a dead host.
-  local err = ("the Python host exited (code %d)"):format(code)
+  local err = code and ("the Python host exited (code %d)"):format(code)
+    or "the Python host exited"
   local tail = H.stderr_tail()
   if tail ~= "" then
     err = err .. ": " .. tail
@@ -373,6 +375,16 @@ function M.request(method, ...)
     return nil, err
   end
   local ok, reply = pcall(vim.rpcrequest, chan, "run_bash." .. method, ...)
+  if not ok and chan == H.chan and tostring(reply):find("Invalid channel", 1, true) then
+    -- The host died and its keeper (the job) is still sweeping: the channel is gone before the
+    -- job's exit is reported. Handle it as that exit, then ask a new host, once.
+    H.on_exit(H.job, nil)
+    chan, err = M.ensure_host()
+    if not chan then
+      return nil, err
+    end
+    ok, reply = pcall(vim.rpcrequest, chan, "run_bash." .. method, ...)
+  end
   if not ok then
     return nil, tostring(reply)
   end

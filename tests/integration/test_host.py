@@ -39,6 +39,27 @@ def test_host_restarts_after_jobstop_with_a_message(editor):
     assert second and second != first
 
 
+def test_a_call_right_after_the_host_died_starts_a_new_one(editor):
+    """Between the host's death and its keeper's exit the channel is already gone ("Invalid
+    channel"): the next call must not fail on it."""
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    editor.lua("_G.__msgs = {}; vim.notify = function(m, l) table.insert(_G.__msgs, {m, l}) end")
+    first = editor.lua("require('run_bash').request('sessions'); return require('run_bash')._job()")
+    keeper = psutil.Process(editor.nvim.funcs.jobpid(first))
+    host = keeper.children()[0]
+    host.kill()
+    host.wait(5)
+    got = editor.lua(
+        "local v, e = require('run_bash').request('sessions'); "
+        "return { v = v, e = e, job = require('run_bash')._job() }"
+    )
+    assert got.get("e") is None and got["v"] == [] and got["job"] != first, got
+    msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
+    assert sum("Python host exited" in m[0] for m in msgs) == 1, msgs
+    wait_for(lambda: not keeper.is_running())
+    assert sum("Python host exited" in m[0] for m in editor.lua("return _G.__msgs")) == 1
+
+
 def backend_available(name):
     from run_bash.config import parse_config
     from run_bash.sandbox.base import get_backend
