@@ -329,10 +329,17 @@ function H.on_ready()
   if H.chan and not H.setup_done then
     H.send_setup(H.chan)
   end
-  if H.chan then
-    M.undo_runs(function() end)
+  local chan = H.chan
+  if chan then
+    -- After the start's own requests: reading the store's list costs the host a moment.
+    vim.defer_fn(function()
+      if H.chan == chan then
+        M.undo_runs(function() end)
+      end
+    end, H.RUNS_AFTER_MS)
   end
 end
+H.RUNS_AFTER_MS = 1000
 
 --- Start the host if needed and wait until it answers; returns the channel or nil and an error.
 ---@return integer|nil chan, string|nil err

@@ -20,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from run_bash.changes import ChangeSet, ChangeStore, Limits, NotRecorded, Token
 from run_bash.config import UndoConfig
 from run_bash.errors import UsageError
+
+if TYPE_CHECKING:  # the store is imported on first use: the host starts without it
+    from run_bash.changes import ChangeSet, ChangeStore, Limits, NotRecorded, Token
 
 log = logging.getLogger("run_bash")
 
@@ -57,6 +60,8 @@ def describe(cs: ChangeSet) -> dict[str, Any]:
 
 
 def _limits(config: UndoConfig) -> Limits:
+    from run_bash.changes import Limits
+
     return Limits(
         max_file_size=config.max_file_size,
         max_files=config.max_files,
@@ -88,8 +93,8 @@ class RunChanges:
         self.config = config
         self.loop = loop
         self.home = home
-        # Made here, not on first use: several worker threads may need it at once.
-        self._store = ChangeStore(root, _limits(config), home=home) if root is not None else None
+        self._store: ChangeStore | None = None
+        self._store_mu = threading.Lock()  # several worker threads may need it first at once
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=WORKERS, thread_name_prefix="run_bash-undo"
         )
@@ -113,9 +118,14 @@ class RunChanges:
 
     @property
     def store(self) -> ChangeStore:
-        if self._store is None:
+        if self.root is None:
             raise UsageError("no undo store: the host was started without one (RUN_BASH_UNDO)")
-        return self._store
+        with self._store_mu:
+            if self._store is None:
+                from run_bash.changes import ChangeStore
+
+                self._store = ChangeStore(self.root, _limits(self.config), home=self.home)
+            return self._store
 
     def private_paths(self) -> list[str]:
         """Paths no sandboxed command may read or change: the store."""
@@ -137,28 +147,31 @@ class RunChanges:
         if not self.recording:
             return
         try:
-            got = await self._call(self._begin, s.id, s.cwd, s.cmd)
+            token, why = await self._call(self._begin, s.id, s.cwd, s.cmd)
         except Exception as err:
             log.exception("recording the changes of %s failed", s.id)
-            got = NotRecorded(f"internal error ({err}; details in the log)")
-        if isinstance(got, NotRecorded):
-            s.notices.append(str(got))
-            s.changes = {"not_recorded": got.reason}
+            token, why = None, f"internal error ({err}; details in the log)"
+        if why is not None:
+            s.notices.append(f"changes not recorded: {why}")
+            s.changes = {"not_recorded": why}
         else:
-            s.change_token = got
+            s.change_token = token
 
-    def _begin(self, run_id: str, cwd: str, cmd: str) -> Token | NotRecorded:
+    def _begin(self, run_id: str, cwd: str, cmd: str) -> tuple[Token | None, str | None]:
+        """(token, None), or (None, why the run is not recorded)."""
+        from run_bash.changes import NotRecorded
+
         store = self.store
         project = store.project_for(cwd)[0]
         known = self._too_big.get(project) if project else None
         if known is not None and time.monotonic() - known[0] < TOO_BIG_RECHECK_S:
-            return known[1]
+            return None, known[1].reason
         got = store.begin(run_id, cwd, label=cmd)
         if project and isinstance(got, NotRecorded) and got.lasting:
             self._too_big[project] = (time.monotonic(), got)
         elif project:
             self._too_big.pop(project, None)
-        return got
+        return (None, got.reason) if isinstance(got, NotRecorded) else (got, None)
 
     def _finish(self, token: Token) -> ChangeSet:
         cs = self.store.finish(token)
@@ -169,7 +182,7 @@ class RunChanges:
     async def finish(self, s: Run) -> None:
         """Record what the run changed; its summary goes on the session (``changes``)."""
         token, s.change_token = s.change_token, None
-        if not isinstance(token, Token):
+        if token is None:
             return
         try:
             s.changes = describe(await self._call(self._finish, token))
@@ -181,7 +194,7 @@ class RunChanges:
     async def abandon(self, s: Run) -> None:
         """Forget a begun run whose command never started."""
         token, s.change_token = s.change_token, None
-        if isinstance(token, Token):
+        if token is not None:
             try:
                 await self._call(self.store.abandon, token)
             except Exception:
@@ -193,7 +206,7 @@ class RunChanges:
         pending = []
         for s in runs:
             token, s.change_token = s.change_token, None
-            if isinstance(token, Token):
+            if token is not None:
                 pending.append((s, self._pool.submit(self._finish, token)))
         deadline = time.monotonic() + timeout_s
         for s, fut in pending:
