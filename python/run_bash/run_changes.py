@@ -113,8 +113,9 @@ class RunChanges:
         """Use ``config`` from now on (runs in progress finish under it too)."""
         self.config = config
         self._too_big.clear()  # the limits may have changed
-        if self._store is not None:
-            self._store.limits = _limits(config)
+        with self._store_mu:
+            if self._store is not None:
+                self._store.limits = _limits(config)
 
     @property
     def store(self) -> ChangeStore:
@@ -175,8 +176,7 @@ class RunChanges:
 
     def _finish(self, token: Token) -> ChangeSet:
         cs = self.store.finish(token)
-        if cs.changes:
-            self._kept = self.store.kept_ids()
+        self._kept = self.store.kept_ids()  # this run's, less what retention dropped meanwhile
         return cs
 
     async def finish(self, s: Run) -> None:
@@ -213,7 +213,8 @@ class RunChanges:
             try:
                 s.changes = describe(fut.result(max(0.0, deadline - time.monotonic())))
             except Exception as err:
-                why = "the host stopped first" if isinstance(err, TimeoutError) else str(err)
+                late = isinstance(err, concurrent.futures.TimeoutError)
+                why = "the host stopped first" if late else str(err)
                 s.changes = {"not_recorded": why}
 
     def close(self) -> None:
