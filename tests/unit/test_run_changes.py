@@ -134,6 +134,17 @@ async def test_a_project_over_the_file_cap_is_not_walked_again_at_every_run(svc,
     assert r["changes"]["paths"] == ["A c.txt"]
 
 
+async def test_the_kept_predicate_follows_retention(svc, proj):
+    """Pruning of session history asks ``change_set_kept``: it turns false once retention drops
+    the run's change set."""
+    svc.setup({"sandbox": {"backend": "none"}, "undo": {"keep": 1}})
+    first = await run(svc, "echo 1 > one.txt", proj)
+    assert svc.mgr.change_set_kept(first["id"]) is True
+    second = await run(svc, "echo 2 > two.txt", proj)
+    assert svc.mgr.change_set_kept(second["id"]) is True
+    assert svc.mgr.change_set_kept(first["id"]) is False
+
+
 async def test_with_undo_disabled_nothing_is_recorded(svc, proj, tmp_path):
     svc.setup({"sandbox": {"backend": "none"}, "undo": {"enabled": False}})
     r = await run(svc, "echo x > off.txt", proj)
