@@ -125,7 +125,8 @@ end
 
 function H.send_setup(chan)
   local opts = H.resolve_rule_functions(vim.deepcopy(H.opts), chan)
-  local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.setup", opts)
+  local cc_files = require("run_bash.agent_files").collect() or vim.NIL
+  local ok, reply = pcall(vim.rpcrequest, chan, "run_bash.setup", opts, cc_files)
   if not ok then
     return nil, tostring(reply)
   end

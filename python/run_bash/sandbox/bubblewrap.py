@@ -24,9 +24,9 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
   shares the host's network: everything is reachable, including other local services and abstract
   Unix sockets (all or nothing). ``allow_local_ports`` cannot be honoured without that.
 
-Protected project paths that do not exist yet cannot be bind-mounted without creating them in the
-project: they are watched instead (the same guard the sandlock backend uses): creating one stops the
-run at once and removes it.
+Members of the host-read set that do not exist yet cannot be bind-mounted without creating them in
+the project: the runtime's guard (``guard.py``) watches them, as it does for every backend: creating
+one stops the run at once and removes it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
-from run_bash.sandbox.guard import ProtectedFileGuard
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children
 
@@ -217,13 +216,10 @@ def bwrap_args(
     for p in policy.read_only:
         if os.path.exists(p):
             args += ["--ro-bind", p, p]
-    # .git directories: a bind onto itself makes the entry a mount point (no rename, no rmdir).
-    for g in policy.git_dirs:
-        if os.path.isdir(g):
-            args += ["--bind", g, g]
-    for p in policy.protected:
-        if os.path.lexists(p) and not os.path.islink(p):
-            args += ["--ro-bind", p, p]
+    # Git directories bound onto themselves (a mount point cannot be renamed or removed), then
+    # the existing members of the host-read set read-only.
+    for kind, p in policy.protect_binds():
+        args += ["--bind", p, p] if kind == "self" else ["--ro-bind", p, p]
     for p in policy.denied:
         if not os.path.lexists(p) or not any(is_under(p, g) for g in _granted(policy)):
             continue
@@ -245,8 +241,8 @@ class BwrapLaunched(LaunchedBase):
     group kills the run: its children die with it (--die-with-parent sets their parent-death
     signal; pid 1 of the namespace takes every other process down with it)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], guard: ProtectedFileGuard | None) -> None:
-        super().__init__(proc.pid, guard)
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(proc.pid)
         self.proc = proc
 
     def _wait(self) -> int:
@@ -431,8 +427,6 @@ class Bubblewrap:
                     f"({_NET_HOLDER.error}); each run has its own loopback"
                 )
         argv = self.argv(policy, spec, holder)
-        missing = [p for p in policy.protected if not os.path.lexists(p)]
-        guard = ProtectedFileGuard(policy) if missing else None
         try:
             proc = subprocess.Popen(
                 argv,
@@ -447,9 +441,6 @@ class Bubblewrap:
             )
         except OSError as e:
             raise SpawnError(f"bubblewrap could not start: {e}") from e
-        launched = BwrapLaunched(proc, guard)
-        if guard is not None:
-            guard.start()
-            launched.notices.extend(guard.notices)
+        launched = BwrapLaunched(proc)
         launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
         return launched

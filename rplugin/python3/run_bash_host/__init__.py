@@ -65,8 +65,8 @@ class RunBashHost:
 
     @pynvim.rpc_export("run_bash.setup", sync=True)
     @boundary
-    def setup(self, opts: Any = None) -> Any:
-        return self.service.setup(opts)
+    def setup(self, opts: Any = None, codecompanion: Any = None) -> Any:
+        return self.service.setup(opts, codecompanion)
 
     @pynvim.rpc_export("run_bash.check", sync=True)
     @boundary
