@@ -110,7 +110,45 @@ SYSTEM_READABLE = (
 # Device nodes a command may write: discarding output and the "disk full" test device.
 SYSTEM_WRITABLE = ("/dev/null", "/dev/full")
 
-# Read-only grants in HOME: git's configuration and the usual places tools are installed.
+# Shared tool caches are used by every project. A run may write only the ones whose entries are
+# checked against a hash each time they are used (a poisoned entry is refused, never run):
+#   npm's content store: every entry is stored under, and read back against, its sha512
+#   integrity (ssri); lockfile installs fetch tarballs by that integrity.
+VERIFIED_CACHES = ("~/.npm/_cacache",)
+# The others hand out what is in them without checking it: pip's and uv's built wheels and HTTP
+# responses, cargo's `.crate` files and unpacked sources (a cached `.crate` is not hashed again
+# and an unpacked `registry/src` or `git/checkouts` tree, `build.rs` included, is used as is), Go's
+# module tree and build cache, pre-commit's hook repositories (run at your next commit), ccache/
+# sccache objects, Maven/Gradle artifacts. A run reads them (offline installs and builds work)
+# but cannot change them.
+UNVERIFIED_CACHES = (
+    "$XDG_CACHE_HOME/pip",
+    "$XDG_CACHE_HOME/uv",
+    "$XDG_CACHE_HOME/pypoetry",
+    "$XDG_CACHE_HOME/pdm",
+    "$XDG_CACHE_HOME/go-build",
+    "$XDG_CACHE_HOME/yarn",
+    "$XDG_CACHE_HOME/pnpm",
+    "$XDG_CACHE_HOME/node-gyp",
+    "$XDG_CACHE_HOME/deno",
+    "$XDG_CACHE_HOME/ccache",
+    "$XDG_CACHE_HOME/sccache",
+    "$XDG_CACHE_HOME/pre-commit",
+    "$XDG_CACHE_HOME/bazel",
+    "$XDG_CACHE_HOME/zig",
+    "$XDG_CACHE_HOME/composer",
+    "~/.npm",
+    "~/.ccache",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/go/pkg/mod",
+    "~/.m2/repository",
+    "~/.gradle/caches",
+    "~/.bun/install/cache",
+)
+
+# Read-only grants in HOME: git's configuration, the usual places tools are installed, and the
+# shared caches whose entries are not verified on use.
 HOME_READABLE = (
     "~/.gitconfig",
     "$XDG_CONFIG_HOME/git",
@@ -142,36 +180,12 @@ HOME_READABLE = (
     "~/.opam",
     "~/.juliaup",
     "~/.dotnet",
+    *UNVERIFIED_CACHES,
 )
 
-# Writable: the project and named tool caches (never the whole of ~/.cache: Neovim's own cache lives
-# there and is executed on the next start).
-DEFAULT_WRITABLE = (
-    ".",
-    "$XDG_CACHE_HOME/pip",
-    "$XDG_CACHE_HOME/uv",
-    "$XDG_CACHE_HOME/pypoetry",
-    "$XDG_CACHE_HOME/pdm",
-    "$XDG_CACHE_HOME/go-build",
-    "$XDG_CACHE_HOME/yarn",
-    "$XDG_CACHE_HOME/pnpm",
-    "$XDG_CACHE_HOME/node-gyp",
-    "$XDG_CACHE_HOME/deno",
-    "$XDG_CACHE_HOME/ccache",
-    "$XDG_CACHE_HOME/sccache",
-    "$XDG_CACHE_HOME/pre-commit",
-    "$XDG_CACHE_HOME/bazel",
-    "$XDG_CACHE_HOME/zig",
-    "$XDG_CACHE_HOME/composer",
-    "~/.npm",
-    "~/.ccache",
-    "~/.cargo/registry",
-    "~/.cargo/git",
-    "~/go/pkg/mod",
-    "~/.m2/repository",
-    "~/.gradle/caches",
-    "~/.bun/install/cache",
-)
+# Writable: the project and the verified caches (never the whole of ~/.cache: Neovim's own cache
+# lives there and is executed on the next start).
+DEFAULT_WRITABLE = (".", *VERIFIED_CACHES)
 
 # Denied: secrets and keyrings in HOME, and the system's password and key files.
 DEFAULT_DENIED = (
@@ -639,7 +653,8 @@ def build_policy(
     tree = path_entries_tree(env.get("PATH", ""), home_dir, [*writable, *untrusted])
     readable += [p for p in tree if os.path.exists(p)]
     readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
-    readable = [p for p in readable if p not in writable]
+    # Under a writable grant a path is writable already (a read-only bind of it would narrow it).
+    readable = [p for p in readable if not any(is_under(p, w) for w in writable)]
     readable = [p for p in readable if not any(q != p and is_under(p, q) for q in readable)]
 
     # -- read-only carve-outs ---------------------------------------------------------------------
