@@ -47,7 +47,7 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -687,7 +687,9 @@ class Keeper:
         hr = scope.host_read
         trusted = self._trusted_git_dirs()
         for root in hr.scan:
-            for path, kind in self.discovery.trees.find(root)[0]:
+            found = self.discovery.trees.find(root)[0]
+            # `.git` entries before bare directories: a link is judged while its target is there.
+            for path, kind in sorted(found, key=lambda f: f[1] == "bare"):
                 if path in hr.members:
                     continue  # a trusted `.git` file or link: compared with its trusted state
                 target = path if kind == "bare" else resolve_entry(path)
@@ -728,8 +730,10 @@ class Keeper:
         return hit
 
     def _check_rules(self, scope: Scope, r: RulesName, stopped: str) -> bool:
-        """Agent rules: a non-regular rules name is quarantined; includes that leave the project
-        revert the file to its trusted content. True when something was wrong."""
+        """Agent rules: a rules file whose includes leave the project (or enter a denied path)
+        gets its trusted content back; a rules name, or an entry it includes, that is not a
+        regular file in the project is quarantined. What the user had before the run is left
+        alone. True when something was wrong."""
         hr = scope.host_read
         path = r.path
         problems = rules_problems(hr, path)
@@ -739,18 +743,23 @@ class Keeper:
         where = problems[0][2] if len(problems[0]) > 2 else path
         name = self._name(hr, path)
         trusted = self._rules.get(path, ABSENT)
-        if where in self._rules and matches(where, self._rules[where]) and matches(path, trusted):
-            return False  # the user's own file and target, unchanged by the run
-        if kind == "content" and trusted[0] in ("file", "absent"):
-            ok, done = self.repairer.restore(path, trusted, scope.sid)
+        file_same = matches(path, trusted)
+        where_same = where == path or (where in self._rules and matches(where, self._rules[where]))
+        if file_same and where_same:
+            return False  # the user's own, unchanged by the run
+        done = []
+        if not where_same or (kind == "type" and where == path):
+            if trusted[0] == "absent" and is_under(where, path):
+                where = path  # a new directory of links: all of it goes
+            done.append(self._quarantine(where, scope.sid))
+        if not file_same and os.path.lexists(path) and trusted[0] in ("file", "absent"):
+            ok, what = self.repairer.restore(path, trusted, scope.sid)
             if not ok:
-                self._pending[path] = done
-            scope.notices.append(
-                f"agent rules file {name} {why}; its previous content was put back ({done}){stopped}"
-            )
-        else:
-            dest = self._quarantine(where, scope.sid)
-            scope.notices.append(f"agent rules file {name} {why}; {dest}{stopped}")
+                self._pending[path] = what
+            if ok and trusted[0] == "file":
+                what = "its previous content was put back"
+            done.append(what)
+        scope.notices.append(f"agent rules file {name} {why}; {'; '.join(done)}{stopped}")
         return True
 
     # -- watching --------------------------------------------------------------------------------
@@ -988,6 +997,19 @@ def rules_include_paths(hr: HostRead, path: str) -> list[str]:
     return out
 
 
+def _first_link(path: str, roots: Iterable[str]) -> str | None:
+    """The first symlink on the way to ``path`` inside one of ``roots`` (what to move away)."""
+    for root in roots:
+        if not is_under(path, root):
+            continue
+        cur = root
+        for part in os.path.relpath(path, root).split(os.sep):
+            cur = os.path.join(cur, part)
+            if os.path.islink(cur):
+                return cur
+    return None
+
+
 def rules_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
     """What is wrong with a rules name: ("type", why, path-to-quarantine) for an entry that is not
     a regular file in the project, ("content", why) for an include that leaves the project or
@@ -1032,18 +1054,20 @@ def rules_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
         if targets is None:
             return [("content", f"includes @{ref}, which cannot be resolved")]
         for t in targets:
-            if not hr.is_project(t):
+            real = os.path.realpath(t)
+            if real != os.path.normpath(t):  # a symlink on the way decides where it leads
+                if not hr.is_project(real) or real in denied:
+                    where = _first_link(t, hr.roots) or t
+                    return [("type", f"includes @{ref}, which leads to {real}", where)]
+                t = real
+            if not any(is_under(t, r) for r in hr.roots):
                 return [("content", f"includes @{ref} ({t}, outside the project)")]
-            if t in denied:
+            if any(is_under(t, d) for d in hr.denied):
                 return [("content", f"includes @{ref} ({t}, a denied path)")]
             try:
                 tst = os.lstat(t)
             except OSError:
                 continue
-            if stat.S_ISLNK(tst.st_mode):
-                real = os.path.realpath(t)
-                if not hr.is_project(real) or real in denied:
-                    return [("type", f"includes @{ref}, a link to {real}", t)]
-            elif not (stat.S_ISREG(tst.st_mode) or stat.S_ISDIR(tst.st_mode)):
+            if not (stat.S_ISREG(tst.st_mode) or stat.S_ISDIR(tst.st_mode)):
                 return [("type", f"includes @{ref}, which is not a regular file", t)]
     return []
