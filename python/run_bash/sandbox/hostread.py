@@ -374,9 +374,20 @@ def ask_git(cwd: str, env: Mapping[str, str], git_dir: str | None = None) -> Git
             f"git cannot read the configuration of {gd}: {err.strip()[-300:] or f'exit {rc}'}"
         )
     files: list[str] = []
-    for record in out.split("\0")[::2]:
-        if record.startswith("file:"):
-            files.append(os.path.normpath(os.path.join(gd, record[5:])))
+    records = out.split("\0")
+    for origin, entry in zip(records[::2], records[1::2], strict=False):
+        if not origin.startswith("file:"):
+            continue
+        origin = os.path.normpath(os.path.join(gd, origin[5:]))
+        files.append(origin)
+        key, _, value = entry.partition("\n")
+        key = key.lower()
+        if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
+            # An included file is read even when it holds no key yet (then git lists nothing of
+            # it): every include is a config file, whatever its condition.
+            if value.startswith("~/"):
+                value = os.path.join(env.get("HOME") or "~", value[2:])
+            files.append(os.path.normpath(os.path.join(os.path.dirname(origin), value)))
     return GitAnswer(gd, common, hooks, top, tuple(dict.fromkeys(files)))
 
 
