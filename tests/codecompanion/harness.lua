@@ -57,9 +57,10 @@ end
 ---@param ext_opts table|nil
 ---@param ext_extra table|nil extra keys of the extension entry (e.g. { enabled = false })
 ---@param tools_opts table|nil extra `interactions.chat.tools.opts` (e.g. { default_tools = {...} })
-function M.setup(ext_opts, ext_extra, tools_opts)
+---@param cc_extra table|nil more CodeCompanion config (e.g. { rules = {...} })
+function M.setup(ext_opts, ext_extra, tools_opts, cc_extra)
   local ext = vim.tbl_extend("force", { opts = ext_opts }, ext_extra or {})
-  require("codecompanion").setup({
+  require("codecompanion").setup(vim.tbl_deep_extend("force", {
     adapters = { http = { [ADAPTER] = M.adapter(), opts = { show_presets = false } } },
     interactions = {
       chat = {
@@ -75,7 +76,7 @@ function M.setup(ext_opts, ext_extra, tools_opts)
     },
     extensions = { run_bash = ext },
     opts = { log_level = "ERROR" },
-  })
+  }, cc_extra or {}))
   local mock = require("tests.mocks.http").new({ adapter = ADAPTER })
   _G.__mock_client = mock
   package.loaded["codecompanion.http"] = {

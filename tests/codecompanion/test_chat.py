@@ -54,9 +54,10 @@ class Chat:
         extra_lua: str = "nil",
         tools_lua: str = "nil",
         add: bool = True,
+        cc_lua: str = "nil",
     ) -> None:
         """`opts_lua` is the Lua source of `extensions.run_bash.opts` (functions allowed)."""
-        self.ed.lua(f"H.setup({opts_lua}, {extra_lua}, {tools_lua})")
+        self.ed.lua(f"H.setup({opts_lua}, {extra_lua}, {tools_lua}, {cc_lua})")
         self.bufnr = self.ed.lua("return H.chat(...)", add)
 
     def sandboxed(self) -> bool:
@@ -463,3 +464,25 @@ def test_rules_include_outside_the_project_never_reaches_the_llm(
     )
     assert "NOTES-INSIDE-4b1a" in sent  # the control: includes inside the project are read
     assert RULES_SECRET not in sent
+
+
+def test_codecompanion_rules_files_reach_the_host(chat: Chat) -> None:
+    """CodeCompanion's configured rules files (nested groups too) and per-project config files
+    go to the host as plain data, and a rules file only the user's config names is kept too."""
+    chat.setup(
+        cc_lua="""{ rules = { team = { files = { "TEAM.md", { path = "docs/AI.md", parser = "claude" } } } },
+                   opts = { per_project_config = { files = { ".cc.lua" } } } }"""
+    )
+    got = chat.ed.lua("return require('run_bash.agent_files').collect()")
+    rules = {r["path"]: r.get("parser") for r in got["rules"]}
+    assert rules["CLAUDE.md"] == "claude" and "AGENTS.md" in rules
+    assert ".codecompanion/chat.md" in rules  # a nested group
+    assert rules["docs/AI.md"] == "claude" and "TEAM.md" in rules
+    assert got["project_config"] == [".cc.lua"]
+    chat.require_sandbox()
+    work = Path(chat.ed.work)
+    text = chat.round(
+        {"cmd": "printf '@~/.ssh/id_rsa\\n' > TEAM.md; echo 'return {}' > .cc.lua; echo done"}
+    )
+    assert "TEAM.md" in text and ".cc.lua" in text, text
+    assert not (work / "TEAM.md").exists() and not (work / ".cc.lua").exists()
