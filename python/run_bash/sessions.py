@@ -571,7 +571,8 @@ class SessionManager:
         for notice in [*s.launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)
-        shutil.rmtree(s.tmpdir, ignore_errors=True)
+        # The run filled it: removing may take long, and is never the loop's to wait for.
+        await self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
         if s.timed_out:
             s.status = "timed_out"
         elif s.killed:

@@ -73,6 +73,32 @@ def test_stall_40000_hardlinks_into_hooks(sbx, world):
     assert pwned(world) == []
 
 
+def test_stall_a_flood_of_names_before_a_new_nvim_lua(sbx, world):
+    """40,000 names created in the project's root (every one an event in a watched directory),
+    then `.nvim.lua`, which does not exist yet and so is not bound on either backend: the run is
+    stopped and the file removed; the flood itself is harmless and stays."""
+    script = textwrap.dedent(
+        f"""\
+        import os, time
+        os.mkdir("flood")
+        for i in range(40000):
+            open(f"flood/n{{i}}", "w").close()
+        for i in range(40000):
+            os.rename(f"flood/n{{i}}", f"n{{i}}")
+        print("{CONTROL}", flush=True)
+        with open(".nvim.lua", "w") as f:
+            f.write('os.execute("touch {world.home}/PWNED-nvim")')
+        time.sleep(5)
+        print("survived", flush=True)
+        """
+    )
+    (world.project / "flood.py").write_text(script)
+    r = sbx.run("python3 flood.py", timeout=120)
+    assert CONTROL in r.output and (world.project / "n39999").exists(), r.output
+    assert "survived" not in r.output, r.output
+    assert not (world.project / ".nvim.lua").exists()
+
+
 def drive(loop: asyncio.AbstractEventLoop, cond, timeout: float = 30.0) -> None:
     async def wait() -> None:
         while not cond():

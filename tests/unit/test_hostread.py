@@ -372,3 +372,31 @@ def test_codecompanion_files_parse():
     assert [(r.path, r.parser) for r in rules] == [("CLAUDE.md", "claude"), ("AGENTS.md", None)]
     assert names == (".codecompanion.lua",)
     assert parse_codecompanion(None) == ((), ())
+
+
+def test_a_repair_that_fails_refuses_the_next_run_until_put_right(tmp_path):
+    """A member the guard cannot write back (here a FIFO, which it does not recreate) stays
+    pending: the next run of the project is refused, and starts again once it is put right."""
+    from run_bash.errors import SpawnError
+    from run_bash.sandbox.guard import Keeper
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    os.mkfifo(proj / ".envrc")
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    keeper = Keeper(str(tmp_path / "q"))
+    hr = keeper.discovery.discover(str(proj), writable=[str(proj)], env=env, home=str(tmp_path))
+    try:
+        keeper.prepare("a", hr)
+        (proj / ".envrc").unlink()
+        (proj / ".envrc").write_text("evil\n")
+        notes = keeper.finish("a")
+        assert any(".envrc" in n and "could not be restored" in n for n in notes), notes
+        assert not (proj / ".envrc").exists()  # what the run wrote was moved away all the same
+        with pytest.raises(SpawnError, match="fix it by hand"):
+            keeper.prepare("b", hr)
+        os.mkfifo(proj / ".envrc")
+        keeper.prepare("c", hr)  # put right: runs start again
+        assert keeper.finish("c") == []
+    finally:
+        keeper.shutdown()

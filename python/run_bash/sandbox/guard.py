@@ -69,8 +69,8 @@ from run_bash.sandbox.hostread import (
     shadowed,
 )
 
-# A member file larger than this is compared by its stat signature and cannot be restored.
-MAX_MEMBER_BYTES = 1024 * 1024
+# A member file larger than this cannot be kept (a copy is held in memory): the run is refused.
+MAX_MEMBER_BYTES = 16 * 1024 * 1024
 # A member directory (a hooks directory) with more entries or deeper than this is refused.
 MAX_DIR_ENTRIES = 1024
 MAX_DIR_DEPTH = 4
@@ -98,7 +98,7 @@ class TooLarge(SpawnError):
 
 
 def capture(path: str, depth: int = 0) -> State:
-    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data | None, signature),
+    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data, None),
     ("link", target), ("dir", mode, uid, gid, ((name, state), ...)), ("other", type, mode) or
     ("unreadable", why)."""
     try:
@@ -115,8 +115,10 @@ def capture(path: str, depth: int = 0) -> State:
             return ("unreadable", e.errno)
     if stat.S_ISREG(st.st_mode):
         if st.st_size > MAX_MEMBER_BYTES:
-            sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            return ("file", mode, st.st_uid, st.st_gid, None, sig)
+            raise TooLarge(
+                f"{path} is larger than {MAX_MEMBER_BYTES >> 20} MiB: too large to keep a copy "
+                "of; nothing was started"
+            )
         data = read_nonblocking(path, MAX_MEMBER_BYTES)
         if data is None:
             return ("unreadable", "not readable without blocking")
@@ -169,8 +171,6 @@ def matches(path: str, state: State) -> bool:
         if not stat.S_ISREG(st.st_mode):
             return False
         data = state[4]
-        if data is None:
-            return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) == state[5]
         if st.st_size != len(data):
             return False
         return read_nonblocking(path, len(data)) == data
@@ -464,6 +464,7 @@ class Keeper:
         self._git_ident: dict[str, tuple[int, int, int]] = {}  # git dir -> (dev, ino, mode)
         self._rules: dict[str, State] = {}  # rules files and their include targets
         self._pending: dict[str, str] = {}  # member -> why its repair failed
+        self._pending_moves: dict[str, str] = {}  # what must leave the project -> why it did not
         self._scopes: dict[str, Scope] = {}
         self._written: set[str] = set()  # every writable grant given to a run of this host
         self._ino: Inotify | None = None
@@ -504,7 +505,9 @@ class Keeper:
                         self._trusted[m] = _capture_or_mark(m)
                     continue
                 why = self._pending.get(m)
-                if why is not None and m in self._trusted:
+                if why is not None and m in self._trusted and matches(m, self._trusted[m]):
+                    del self._pending[m]  # put right by hand
+                elif why is not None and m in self._trusted:
                     ok, done = self.repairer.restore(m, self._trusted[m], sid)
                     if not ok:
                         raise SpawnError(
@@ -517,6 +520,20 @@ class Keeper:
                     )
                 self._trusted[m] = capture(m)
                 self._suspect.discard(m)
+            # What an earlier check could not move out of the project is tried again first.
+            for path in [p for p in self._pending_moves if p in scope.places]:
+                if not os.path.lexists(path):
+                    del self._pending_moves[path]
+                    continue
+                done = self._quarantine(path, sid)
+                if path in self._pending_moves:
+                    raise SpawnError(
+                        f"{path} was left by an earlier run and {done}; remove it by hand, "
+                        "then run again"
+                    )
+                scope.notices.append(
+                    f"{self._name(host_read, path)} (left by an earlier run) {done}"
+                )
             for g in host_read.git_dirs:
                 if not covered(g) or g not in self._git_ident:
                     with contextlib.suppress(OSError):
@@ -627,10 +644,12 @@ class Keeper:
 
     def _quarantine(self, path: str, tag: str) -> str:
         try:
-            return "moved to " + self.repairer.quarantine(path, tag)
+            dest = self.repairer.quarantine(path, tag)
         except OSError as e:
-            self._pending[path] = str(e.strerror)
+            self._pending_moves[path] = str(e.strerror)
             return f"could not be moved away ({e.strerror})"
+        self._pending_moves.pop(path, None)
+        return "moved to " + dest
 
     def _check_git_dir(
         self, scope: Scope, g: str, ident: tuple[int, int, int], stopped: str
