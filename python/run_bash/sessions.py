@@ -349,7 +349,10 @@ class SessionManager:
         try:
             if s.killed:
                 raise SessionError("killed before it started")
-            prepared = await self.loop.run_in_executor(None, self._prepare, s)
+            if s.backend.isolates:
+                prepared = await self.loop.run_in_executor(None, self._prepare, s)
+            else:
+                prepared = None, None  # nothing to prepare: start on this tick, as before
             if s.killed:
                 self.keeper.release(s.id)
                 raise SessionError("killed before it started")
@@ -641,6 +644,10 @@ class SessionManager:
 
     def _kill_now(self, s: Session, force: bool = False) -> None:
         """SIGKILL the whole run (``force``: from the guard's thread, on tampering)."""
+        if force and s.ended_mono is not None and s.tracker is not None:
+            # The root is reaped (its pid may be reused): only what is checked by start time.
+            s.tracker.signal(signal.SIGKILL)
+            return
         if (s.running or force) and s.launched is not None and s.tracker is not None:
             with contextlib.suppress(Exception):
                 s.launched.terminate(signal.SIGKILL)

@@ -548,18 +548,19 @@ class Keeper:
                         self._rules[p] = _capture_or_mark(p)
             self._written.update(host_read.writable)
             self._scopes[sid] = scope
-        try:
-            self._watch(scope)
-        except OSError as e:
-            self.release(sid)
-            limit = {
-                errno.EMFILE: " (fs.inotify.max_user_instances)",
-                errno.ENOSPC: " (fs.inotify.max_user_watches)",
-            }.get(e.errno or 0, "")
-            raise SpawnError(
-                f"cannot watch the files the host reads from the project ({e.strerror}{limit}"
-                f"{': ' + str(e.filename) if e.filename else ''}); nothing was started"
-            ) from None
+            try:
+                self._watch(scope)
+            except OSError as e:
+                self.release(sid)
+                limit = {
+                    errno.EMFILE: " (fs.inotify.max_user_instances)",
+                    errno.ENOSPC: " (fs.inotify.max_user_watches)",
+                }.get(e.errno or 0, "")
+                where = f": {e.filename}" if e.filename else ""
+                raise SpawnError(
+                    f"cannot watch the files the host reads from the project ({e.strerror}{limit}"
+                    f"{where}); nothing was started"
+                ) from None
         return scope
 
     def release(self, sid: str) -> None:
