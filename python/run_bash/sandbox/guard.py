@@ -481,10 +481,6 @@ class Keeper:
         with self._lock:
             return sorted(self._written)
 
-    def active(self) -> list[str]:
-        with self._lock:
-            return list(self._scopes)
-
     # -- before a run ----------------------------------------------------------------------------
 
     def prepare(self, sid: str, host_read: HostRead) -> Scope:

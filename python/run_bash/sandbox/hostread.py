@@ -22,8 +22,8 @@ policy:
 * **Agent rules files.** CodeCompanion's configured rules files (``setup`` passes them) and the
   common names other agents use, in the project: the next chat reads them and the files their
   ``@`` lines include.
-* **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua`` in
-  the project.
+* **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua`` and
+  CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
 for it changed (a stat signature), and caches the tree walk per directory (one ``lstat`` per
@@ -256,11 +256,6 @@ class Places:
             return True
         real = os.path.realpath(path)
         return any(is_under(real, p) for p in self.real)
-
-
-def inside(path: str, parents: Iterable[str]) -> bool:
-    """``path`` lies under one of ``parents``, compared as written and with symlinks resolved."""
-    return path in Places(parents)
 
 
 # -------------------------------------------------------------------------------------------------

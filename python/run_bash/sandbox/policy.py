@@ -301,6 +301,7 @@ class Policy:
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``python -m run_bash policy`` and the ``policy`` RPC."""
         data = asdict(replace(self, host_read=None))
+        hr = self.host_read
         return {
             "cwd": self.cwd,
             "paths": {
@@ -309,7 +310,14 @@ class Policy:
                 "denied": data["denied"],
                 "read_only": data["read_only"],
                 "protected": data["protected"],
+                "git_dirs": data["git_dirs"],
                 "private_tmp": True,
+            },
+            "host_read": {
+                "repositories": [r.git_dir for r in hr.repos] if hr else [],
+                "path_dirs": [p.path for p in hr.path_dirs] if hr else [],
+                "rules_files": [r.path for r in hr.rules] if hr else [],
+                "checked_for_new_repositories": list(hr.scan) if hr else [],
             },
             "network": {
                 "allow": data["network_allow"],
