@@ -299,6 +299,26 @@ def test_new_repository_through_a_gitfile_or_symlink(sbx, world):
     assert pwned(world) == []
 
 
+def test_a_project_made_into_a_bare_repository(sbx, world):
+    """Outside a repository git takes a directory holding HEAD, objects/ and refs/ for one: a run
+    that turns a plain project into one (with a payload in its config) leaves no repository."""
+    notes = world.home / "notes"
+    notes.mkdir()
+    attack = (
+        "mkdir -p objects refs && echo 'ref: refs/heads/main' > HEAD && "
+        "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n' > config && "
+        f"{fsmonitor_cfg(world, 'bare')} >> config"
+    )
+    r = sbx.run(f"echo ok > note.txt && echo {CONTROL}; {attack}; echo end", cwd=notes)
+    assert CONTROL in r.output, r.output
+    git(world, "status", cwd=notes)
+    assert pwned(world) == []
+    assert any("new repository" in n for n in r.notices), r.notices
+    shutil.rmtree(notes)
+    notes.mkdir()
+    unconfined_fires(sbx, world, attack, ["status"], cwd=notes)
+
+
 # -- class 2: executables on the user's PATH ------------------------------------------------------
 
 
@@ -322,6 +342,19 @@ def test_shim_in_project_venv_on_path(sbx, world):
     found = shutil.which("git", path=world.env["PATH"])
     assert found and not found.startswith(str(venv_bin))
     subprocess.run(["git", "--version"], env=world.env, capture_output=True)
+    assert pwned(world) == []
+
+
+@pytest.mark.parametrize("entry", [".", ""])
+def test_relative_path_entry_means_the_project(sbx, world, entry):
+    """A PATH with `.` (or an empty entry) runs programs from the directory a command starts in:
+    a program a run leaves in the project that shadows one found later is moved out."""
+    world.env["PATH"] = f"{entry}:{world.env['PATH']}"
+    rb = sbx.with_config()
+    r = rb.run(f"echo {CONTROL}; {hook(world, 'dot')} > git; chmod +x git; sleep 2; echo survived")
+    assert CONTROL in r.output, r.output
+    assert not (world.project / "git").exists()
+    subprocess.run(["git", "--version"], cwd=world.project, env=world.env, capture_output=True)
     assert pwned(world) == []
 
 

@@ -720,7 +720,9 @@ class Keeper:
                 why = _not_inert(target, trusted)
                 if why is None:
                     continue
-                dest = self._quarantine(path, scope.sid)
+                # The project itself made into a repository: its HEAD goes, and it is none.
+                what = os.path.join(path, "HEAD") if path in hr.roots else path
+                dest = self._quarantine(what, scope.sid)
                 scope.notices.append(
                     f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
                 )

@@ -446,8 +446,8 @@ class TreeScan:
             seen[d] = info
             if info.dotgit:
                 found.append((os.path.join(d, ".git"), "dotgit"))
-            if info.bare and d != root:
-                found.append((d, "bare"))
+            if info.bare:
+                found.append((d, "bare"))  # the root too: git takes a bare-shaped cwd for a repo
             for name in info.subdirs:
                 if info.bare and name in ("objects", "refs"):
                     continue
@@ -465,6 +465,7 @@ class TreeScan:
         names: list[str] = []
         subdirs: list[str] = []
         dotgit = False
+        _make_listable(d)
         try:
             with os.scandir(d) as it:
                 for entry in it:
@@ -478,6 +479,18 @@ class TreeScan:
         except OSError:
             pass
         return _DirInfo(ident, dotgit, looks_like_git_dir(names), tuple(subdirs))
+
+
+def _make_listable(d: str) -> None:
+    """A directory of ours that a run made unreadable would hide what is in it: give the owner
+    read and search permission back."""
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return
+    if st.st_uid == os.geteuid() and st.st_mode & 0o500 != 0o500:
+        with contextlib.suppress(OSError):
+            os.chmod(d, stat.S_IMODE(st.st_mode) | 0o500)
 
 
 def read_gitfile(path: str) -> str | None:
@@ -730,7 +743,7 @@ class Discovery:
             members=tuple(dict.fromkeys(members)),
             git_dirs=tuple(dict.fromkeys(git_dirs)),
             grant=tuple(grant),
-            path_dirs=tuple(path_dirs(env.get("PATH", ""), granted)),
+            path_dirs=tuple(path_dirs(env.get("PATH", ""), granted, roots)),
             rules=tuple(rules_names(roots, rules, granted, env, home)),
             scan=tuple(scan),
             env=dict(env),
@@ -738,15 +751,23 @@ class Discovery:
         )
 
 
-def path_dirs(path_var: str, writable: Sequence[str]) -> list[PathDir]:
-    """``PATH`` entries inside a writable grant, each with the entries after it."""
-    entries = [e for e in path_var.split(os.pathsep) if e and os.path.isabs(e)]
+def path_dirs(path_var: str, writable: Sequence[str], roots: Sequence[str] = ()) -> list[PathDir]:
+    """``PATH`` entries inside a writable grant, each with the entries after it. A relative entry
+    (``.``, ``bin``, or an empty one, which means the current directory) is taken relative to
+    each project root: a program started there finds what a run put there."""
+    entries: list[tuple[str, list[str]]] = []  # (as written, what it means)
+    for e in path_var.split(os.pathsep):
+        if os.path.isabs(e):
+            entries.append((e, [os.path.normpath(e)]))
+        else:
+            entries.append((e, [os.path.normpath(os.path.join(r, e or ".")) for r in roots]))
     places = Places(writable)
     out: list[PathDir] = []
-    for i, e in enumerate(entries):
-        e = os.path.normpath(e)
-        if e in places and not any(p.path == e for p in out):
-            out.append(PathDir(e, tuple(os.path.normpath(x) for x in entries[i + 1 :])))
+    for i, (_raw, meanings) in enumerate(entries):
+        later = tuple(m for _r, ms in entries[i + 1 :] for m in ms)
+        for e in meanings:
+            if e in places and not any(p.path == e for p in out):
+                out.append(PathDir(e, later))
     return out
 
 
