@@ -425,6 +425,9 @@ class TreeScan:
         The flag says the walk stopped at ``MAX_SCAN_DIRS`` directories."""
         found: list[tuple[str, str]] = []
         seen: dict[str, _DirInfo] = {}
+        with self._lock:
+            cache = dict(self._dirs)
+        lstat, isdir, listing = os.lstat, stat.S_ISDIR, self._list
         stack = [root]
         truncated = False
         while stack:
@@ -433,29 +436,28 @@ class TreeScan:
                 break
             d = stack.pop()
             try:
-                st = os.lstat(d)
+                st = lstat(d)
             except OSError:
                 continue
-            if not stat.S_ISDIR(st.st_mode):
+            if not isdir(st.st_mode):
                 continue
             ident = (st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
-            with self._lock:
-                info = self._dirs.get(d)
+            info = cache.get(d)
             if info is None or info.ident != ident:
-                info = self._list(d, ident)
+                info = listing(d, ident)
             seen[d] = info
             if info.dotgit:
-                found.append((os.path.join(d, ".git"), "dotgit"))
+                found.append((d + "/.git", "dotgit"))
             if info.bare:
                 found.append((d, "bare"))  # the root too: git takes a bare-shaped cwd for a repo
-            for name in info.subdirs:
-                if info.bare and name in ("objects", "refs"):
-                    continue
-                stack.append(os.path.join(d, name))
+                stack += [d + "/" + n for n in info.subdirs if n not in ("objects", "refs")]
+            else:
+                stack += [d + "/" + n for n in info.subdirs]
         with self._lock:
             # Keep what this walk saw; forget directories of this tree that are gone.
             if not truncated:
-                for path in [p for p in self._dirs if is_under(p, root) and p not in seen]:
+                prefix = root.rstrip("/") + "/"
+                for path in [p for p in self._dirs if p.startswith(prefix) and p not in seen]:
                     del self._dirs[path]
             self._dirs.update(seen)
         return found, truncated
