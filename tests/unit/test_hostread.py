@@ -400,3 +400,30 @@ def test_a_repair_that_fails_refuses_the_next_run_until_put_right(tmp_path):
         assert keeper.finish("c") == []
     finally:
         keeper.shutdown()
+
+
+def test_a_run_that_makes_the_project_too_large_to_walk_blocks_the_next(tmp_path, monkeypatch):
+    """Directories past the walk's limit could hide a planted repository: when a run takes the
+    project past it, that is reported and the next run is refused until they are gone."""
+    from run_bash.errors import SpawnError
+    from run_bash.sandbox.guard import Keeper
+
+    monkeypatch.setattr("run_bash.sandbox.hostread.MAX_SCAN_DIRS", 50)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    keeper = Keeper(str(tmp_path / "q"))
+    try:
+        hr = keeper.discovery.discover(str(proj), writable=[str(proj)], env=env, home=str(tmp_path))
+        keeper.prepare("a", hr)
+        for i in range(60):
+            (proj / f"d{i}").mkdir()
+        assert any("no longer be checked" in n for n in keeper.finish("a"))
+        with pytest.raises(SpawnError, match="remove what it created"):
+            keeper.prepare("b", hr)
+        for i in range(60):
+            (proj / f"d{i}").rmdir()
+        keeper.prepare("c", hr)
+        assert keeper.finish("c") == []
+    finally:
+        keeper.shutdown()

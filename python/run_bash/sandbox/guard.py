@@ -54,6 +54,7 @@ from typing import Any
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.hostread import (
+    MAX_SCAN_DIRS,
     Discovery,
     HostRead,
     PathDir,
@@ -465,6 +466,8 @@ class Keeper:
         self._rules: dict[str, State] = {}  # rules files and their include targets
         self._pending: dict[str, str] = {}  # member -> why its repair failed
         self._pending_moves: dict[str, str] = {}  # what must leave the project -> why it did not
+        # Trees a run filled past what can be walked: no run starts there until they shrink.
+        self._unwalkable: dict[str, str] = {}
         self._scopes: dict[str, Scope] = {}
         self._written: set[str] = set()  # every writable grant given to a run of this host
         self._ino: Inotify | None = None
@@ -516,6 +519,13 @@ class Keeper:
                     )
                 self._trusted[m] = capture(m)
                 self._suspect.discard(m)
+            for root in host_read.scan:
+                why = self._unwalkable.get(root)
+                if why is not None:
+                    if not self.discovery.trees.find(root)[1]:
+                        del self._unwalkable[root]
+                    else:
+                        raise SpawnError(why)
             # What an earlier check could not move out of the project is tried again first.
             for path in [p for p in self._pending_moves if p in scope.places]:
                 if not os.path.lexists(path):
@@ -703,7 +713,15 @@ class Keeper:
         hr = scope.host_read
         trusted = self._trusted_git_dirs()
         for root in hr.scan:
-            found = self.discovery.trees.find(root)[0]
+            found, truncated = self.discovery.trees.find(root)
+            if truncated and not any(root in w for w in hr.warnings):
+                # It could be walked before the run: the run made it too large to check.
+                self._unwalkable[root] = (
+                    f"the last run left more than {MAX_SCAN_DIRS} directories in {root}: new "
+                    "repositories in it can no longer be checked after a run; remove what it "
+                    "created, then run again"
+                )
+                scope.notices.append(self._unwalkable[root] + stopped)
             # `.git` entries before bare directories: a link is judged while its target is there.
             for path, kind in sorted(found, key=lambda f: f[1] == "bare"):
                 if path in hr.members:
