@@ -214,6 +214,10 @@ class Repairer:
         dest = os.path.join(self.root, f"{stamp}-{tag}", flat)
         with _writable_parents(path):
             try:
+                # What a run wrote may be meant for someone else's eyes: only the owner's.
+                os.makedirs(self.root, mode=0o700, exist_ok=True)
+                if stat.S_IMODE(os.lstat(self.root).st_mode) != 0o700:
+                    os.chmod(self.root, 0o700)
                 os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
                 n = 1
                 while os.path.lexists(dest):
