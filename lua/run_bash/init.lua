@@ -160,7 +160,9 @@ function H.send_setup(chan)
   if #problems > 0 then
     reply = { error = "invalid config: " .. table.concat(problems, "; ") }
   else
-    local ok, r = pcall(vim.rpcrequest, chan, "run_bash.setup", data)
+    -- What CodeCompanion reads from a project by itself (rules files): checked after every run.
+    local cc_files = require("run_bash.agent_files").collect() or vim.NIL
+    local ok, r = pcall(vim.rpcrequest, chan, "run_bash.setup", data, cc_files)
     if not ok then
       H.setup_done = false
       return nil, tostring(r)

@@ -26,6 +26,7 @@ from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
 from run_bash.journal import Journal
 from run_bash.results import Wire, plain
 from run_bash.sandbox.base import get_backend
+from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions import Session, SessionManager, check_cmd, new_id
 
 log = logging.getLogger("run_bash")
@@ -35,7 +36,7 @@ Emit = Callable[[str, dict[str, Any]], None]
 # The RPC methods and their arguments, in order (more arguments than these are refused).
 RPC: dict[str, tuple[str, ...]] = {
     "hello": (),
-    "setup": ("opts",),
+    "setup": ("opts", "codecompanion"),
     "check": ("cmd", "opts"),
     "run": ("spec",),
     "decide": ("id", "decision", "reason"),
@@ -157,13 +158,15 @@ class Service:
         """Say ``ready``: Lua started the host without waiting and sends its options on this."""
         self.emit("ready", {})
 
-    def setup(self, opts: object = None) -> dict[str, Any]:
+    def setup(self, opts: object = None, codecompanion: object = None) -> dict[str, Any]:
         """Validate and apply the user's options; return notices and what the tool needs to know.
 
         Problems that would make every run fail (a bad option, a sandlock profile that does not
         exist, extra bwrap arguments bwrap rejects) raise one ConfigError naming each; the
-        previous configuration then stays in force.
+        previous configuration then stays in force. ``codecompanion`` is what CodeCompanion reads
+        from a project by itself (``lua/run_bash/agent_files.lua``), checked after every run.
         """
+        rules, project_config = parse_codecompanion(codecompanion)
         config = parse_config(opts)  # type: ignore[arg-type]
         configured = get_backend(config.sandbox.backend, config)
         problems = configured.validate()
@@ -173,6 +176,8 @@ class Service:
         self._configure_audit()
         if self._mgr is not None:
             self._mgr.configure(config)
+        self.mgr.agent_rules = rules
+        self.mgr.project_config = project_config
         backend, _why = self.mgr.resolve_backend()
         return {**self.facts(), "notices": [*config.notices, *backend.warnings()]}
 
@@ -465,3 +470,35 @@ class Service:
             run = {**s.info().to_wire(), "status": "killed", "killed": True}
             self._run_line(run)
         return True
+
+
+def parse_codecompanion(raw: object) -> tuple[tuple[RulesName, ...], tuple[str, ...]]:
+    """What CodeCompanion reads from a project, as Lua sends it: ``{rules = {{path = string,
+    parser = string|nil}, ...}, project_config = {string, ...}}`` (nil: CodeCompanion is not
+    loaded). Anything else is a UsageError."""
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, Mapping) or set(raw) - {"rules", "project_config"}:
+        raise UsageError(f"codecompanion files should be {{rules, project_config}}, not {raw!r}")
+    rules_raw = raw.get("rules") or []
+    names_raw = raw.get("project_config") or []
+    if not isinstance(rules_raw, list) or not isinstance(names_raw, list):
+        raise UsageError("codecompanion files: rules and project_config should be lists")
+    rules = []
+    for i, item in enumerate(rules_raw, 1):
+        if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
+            raise UsageError(f"codecompanion rules entry {i} should be {{path = string}}: {item!r}")
+        parser = item.get("parser")
+        if parser is not None and not isinstance(parser, str):
+            raise UsageError(
+                f"codecompanion rules entry {i}: parser should be a string: {parser!r}"
+            )
+        if item["path"].strip():
+            rules.append(RulesName(item["path"], parser))
+    names = []
+    for i, name in enumerate(names_raw, 1):
+        if not isinstance(name, str):
+            raise UsageError(f"codecompanion project_config entry {i} should be a string: {name!r}")
+        if name.strip():
+            names.append(name)
+    return tuple(rules), tuple(names)

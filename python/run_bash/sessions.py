@@ -41,7 +41,9 @@ from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, ta
 from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
-from run_bash.sandbox.policy import build_env
+from run_bash.sandbox.guard import Keeper, Scope, quarantine_dir
+from run_bash.sandbox.hostread import RulesName
+from run_bash.sandbox.policy import Policy, build_env, build_policy
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
@@ -214,6 +216,10 @@ class SessionManager:
         self.state_dir = state_dir or make_state_dir()
         self.environ = dict(os.environ if environ is None else environ)
         self.sessions: dict[str, Session] = {}
+        # Keeps what the host reads from the projects (guard.py); CodeCompanion's rules files.
+        self.keeper = Keeper(quarantine_dir(self.environ))
+        self.agent_rules: tuple[RulesName, ...] = ()
+        self.project_config: tuple[str, ...] = ()
         self._backends: dict[str, Backend] = {}
         self._warned: set[str] = set()
         self.subreaper = proc.set_child_subreaper()
@@ -299,7 +305,7 @@ class SessionManager:
             self.loop.call_soon(self._launch_or_fail, s)
             return s
         try:
-            self._launch(s)
+            self._launch(s, self._prepare(s))
         except BaseException:
             del self.sessions[sid]
             raise
@@ -336,11 +342,22 @@ class SessionManager:
         return True
 
     def _launch_or_fail(self, s: Session) -> None:
-        """Deferred launch: a failure becomes the session's result instead of an exception."""
+        self.loop.create_task(self._launch_deferred(s))
+
+    async def _launch_deferred(self, s: Session) -> None:
+        """Deferred launch: the policy and the guard are prepared off the loop (they read files a
+        sandbox can touch); a failure becomes the session's result instead of an exception."""
         try:
             if s.killed:
                 raise SessionError("killed before it started")
-            self._launch(s)
+            if s.backend.isolates:
+                prepared = await self.loop.run_in_executor(None, self._prepare, s)
+            else:
+                prepared = None, None  # nothing to prepare: start on this tick, as before
+            if s.killed:
+                self.keeper.release(s.id)
+                raise SessionError("killed before it started")
+            self._launch(s, prepared)
         except Exception as err:
             if not isinstance(err, RunBashError):
                 log.exception("could not start session %s", s.id)
@@ -350,8 +367,27 @@ class SessionManager:
             self._send_result(s)
             s.done.set()
 
-    def _launch(self, s: Session) -> None:
-        """Build the run's files, environment and policy, and spawn it. Raises on failure."""
+    def _prepare(self, s: Session) -> tuple[Policy | None, Scope | None]:
+        """The run's policy and the guard of what the host reads from its project. Host I/O
+        (git, the project's files): never on the loop for a deferred run. Raises on failure."""
+        if not s.backend.isolates:
+            return None, None
+        # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
+        # finds them in the same listener scan it uses to block other local services.
+        policy = build_policy(
+            self.config,
+            s.cwd,
+            env=self.environ,
+            discovery=self.keeper.discovery,
+            agent_rules=self.agent_rules,
+            project_files=self.project_config,
+            untrusted=self.keeper.untrusted(),
+        )
+        assert policy.host_read is not None
+        return policy, self.keeper.prepare(s.id, policy.host_read)
+
+    def _launch(self, s: Session, prepared: tuple[Policy | None, Scope | None]) -> None:
+        """Build the run's files and environment, and spawn it. Raises on failure."""
         sid, backend = s.id, s.backend
         s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.state_dir)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
@@ -377,10 +413,11 @@ class SessionManager:
                 stdout_fd=w,
                 tmpdir=s.tmpdir,
                 session_id=sid,
-                policy=self._policy(backend, s.cwd),
+                policy=prepared[0],
             )
             s.launched = backend.spawn(spec)
         except BaseException:
+            self.keeper.release(sid)
             for fd in (r, w):
                 if fd >= 0:
                     os.close(fd)
@@ -394,6 +431,9 @@ class SessionManager:
         os.close(w)
         s.pipe_r = r
         s.tracker = proc.Tracker(sid, s.launched.pid)
+        if prepared[1] is not None:
+            s.notices.extend(prepared[1].notices)
+            prepared[1].attach(lambda: self._kill_now(s, force=True))
         s.notices.extend(s.launched.notices)
         self.loop.add_reader(r, self._on_readable, s)
         try:
@@ -417,15 +457,6 @@ class SessionManager:
             s.cmd,
         )
         self.on_event("started", s.info())
-
-    def _policy(self, backend: Backend, cwd: str) -> Any:
-        if not backend.isolates:
-            return None
-        from run_bash.sandbox.policy import build_policy
-
-        # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
-        # finds them in the same listener scan it uses to block other local services.
-        return build_policy(self.config, cwd, env=self.environ)
 
     # -- I/O -----------------------------------------------------------------------------------------
 
@@ -539,11 +570,13 @@ class SessionManager:
         s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
         with contextlib.suppress(Exception):
             s.launched.close()
-        # Backends report what they found at the end (e.g. a protected file restored).
-        for notice in s.launched.notices:
+        # What the host reads from the project is checked now that nothing of the run is left.
+        kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id)
+        for notice in [*s.launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)
-        shutil.rmtree(s.tmpdir, ignore_errors=True)
+        # The run filled it: removing may take long, and is never the loop's to wait for.
+        await self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
         if s.timed_out:
             s.status = "timed_out"
         elif s.killed:
@@ -610,8 +643,13 @@ class SessionManager:
         s.tracker.signal(signal.SIGTERM)
         s.timers.append(self.loop.call_later(KILL_GRACE_S, self._kill_now, s))
 
-    def _kill_now(self, s: Session) -> None:
-        if s.running and s.launched is not None and s.tracker is not None:
+    def _kill_now(self, s: Session, force: bool = False) -> None:
+        """SIGKILL the whole run (``force``: from the guard's thread, on tampering)."""
+        if force and s.ended_mono is not None and s.tracker is not None:
+            # The root is reaped (its pid may be reused): only what is checked by start time.
+            s.tracker.signal(signal.SIGKILL)
+            return
+        if (s.running or force) and s.launched is not None and s.tracker is not None:
             with contextlib.suppress(Exception):
                 s.launched.terminate(signal.SIGKILL)
             s.tracker.signal(signal.SIGKILL)
@@ -722,6 +760,7 @@ class SessionManager:
 
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
+        self.keeper.shutdown()
         for s in self.sessions.values():
             if s.running and s.launched is not None and s.tracker is not None:
                 with contextlib.suppress(Exception):

@@ -57,9 +57,10 @@ end
 ---@param ext_opts table|nil
 ---@param ext_extra table|nil extra keys of the extension entry (e.g. { enabled = false })
 ---@param tools_opts table|nil extra `interactions.chat.tools.opts` (e.g. { default_tools = {...} })
-function M.setup(ext_opts, ext_extra, tools_opts)
+---@param cc_extra table|nil more CodeCompanion config (e.g. { rules = {...} })
+function M.setup(ext_opts, ext_extra, tools_opts, cc_extra)
   local ext = vim.tbl_extend("force", { opts = ext_opts }, ext_extra or {})
-  require("codecompanion").setup({
+  require("codecompanion").setup(vim.tbl_deep_extend("force", {
     adapters = { http = { [ADAPTER] = M.adapter(), opts = { show_presets = false } } },
     interactions = {
       chat = {
@@ -75,7 +76,7 @@ function M.setup(ext_opts, ext_extra, tools_opts)
     },
     extensions = { run_bash = ext },
     opts = { log_level = "ERROR" },
-  })
+  }, cc_extra or {}))
   local mock = require("tests.mocks.http").new({ adapter = ADAPTER })
   _G.__mock_client = mock
   package.loaded["codecompanion.http"] = {
@@ -90,14 +91,19 @@ function M.setup(ext_opts, ext_extra, tools_opts)
   end
 end
 
---- Open a chat with run_bash added (as `@{run_bash}` would), unless `add == false`.
-function M.chat(add)
+--- Open a chat with run_bash added (as `@{run_bash}` would), unless `add == false`. With
+--- `rules`, the chat autoloads CodeCompanion's rules files the way `:CodeCompanionChat` does.
+function M.chat(add, rules)
   local Chat = require("codecompanion.interactions.chat")
   local adapters = require("codecompanion.adapters")
-  local chat = Chat.new({
+  local opts = {
     adapter = adapters.resolve(ADAPTER),
     buffer_context = { bufnr = 1, filetype = "lua" },
-  })
+  }
+  if rules then
+    opts.callbacks = require("codecompanion.interactions.shared.rules.helpers").add_callbacks(opts)
+  end
+  local chat = Chat.new(opts)
   if add ~= false then
     chat.tool_registry:add("run_bash")
   end
@@ -155,6 +161,12 @@ end
 
 function M.buffer_text()
   return table.concat(vim.api.nvim_buf_get_lines(_G.__chat.bufnr, 0, -1, false), "\n")
+end
+
+--- Everything the LLM received in the last request, as JSON text.
+function M.last_request_text()
+  local req = _G.__mock_client:get_last_request()
+  return req and vim.json.encode(req.payload) or ""
 end
 
 --- The schema the LLM received in the last request.

@@ -50,7 +50,11 @@ async def mgr(tmp_path, backend_name):
     cfg = parse_config({"sandbox": {"backend": backend_name}})
     project = tmp_path / "proj"
     project.mkdir()
-    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "state"))
+    # What the guard moves out of a project goes under XDG_STATE_HOME: the test's own.
+    environ = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    m = SessionManager(
+        cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "state"), environ=environ
+    )
     os.makedirs(m.state_dir, mode=0o700, exist_ok=True)
     m.project = str(project)  # type: ignore[attr-defined]
     m.backend_name = backend_name  # type: ignore[attr-defined]

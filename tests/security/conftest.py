@@ -97,6 +97,7 @@ def make_world(root: Path) -> World:
         ".cache/nvim/luac/x": "cache\n",
         ".gitconfig": "[user]\n\tname = T\n\temail = t@example.invalid\n",
         ".cache/pip/keep": "",
+        ".npm/_cacache/keep": "",
     }
     for rel, text in secrets.items():
         p = home / rel

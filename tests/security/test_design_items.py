@@ -204,14 +204,14 @@ def test_3_nvim_dirs_not_writable(sbx, world):
     cmd = (
         "mkdir -p ~/.cache/nvim/luac; echo evil > ~/.cache/nvim/luac/x; "
         "echo evil >> ~/.config/nvim/init.lua; echo evil > ~/.local/share/nvim/site/x.lua; "
-        f"echo ok > ~/.cache/pip/keep && echo {CONTROL}"
+        f"echo ok > ~/.npm/_cacache/keep && echo {CONTROL}"
     )
     r = sbx.run(cmd)
     assert (world.home / ".cache/nvim/luac/x").read_text() == "cache\n"
     assert (world.home / ".config/nvim/init.lua").read_text() == "-- user config\n"
     assert (world.home / ".local/share/nvim/site/x.lua").read_text() == "-- data\n"
-    # Control: a named cache next to them is writable.
-    assert CONTROL in r.output and (world.home / ".cache/pip/keep").read_text() == "ok\n"
+    # Control: a writable cache next to them is writable.
+    assert CONTROL in r.output and (world.home / ".npm/_cacache/keep").read_text() == "ok\n"
 
 
 def test_3_nvim_dirs_stay_read_only_under_a_broad_writable_rule(sbx, world):
@@ -223,10 +223,10 @@ def test_3_nvim_dirs_stay_read_only_under_a_broad_writable_rule(sbx, world):
     assert "end" in r.output
 
 
-def test_3_named_caches_are_writable(sbx, world):
-    r = sbx.run("echo cached > ~/.cache/pip/keep && echo ok")
+def test_3_verified_caches_are_writable(sbx, world):
+    r = sbx.run("echo cached > ~/.npm/_cacache/keep && echo ok")
     assert "ok" in r.output
-    assert (world.home / ".cache/pip/keep").read_text() == "cached\n"
+    assert (world.home / ".npm/_cacache/keep").read_text() == "cached\n"
 
 
 # -- 4. Environment -------------------------------------------------------------------------------

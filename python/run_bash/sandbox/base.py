@@ -22,6 +22,10 @@ process of the run that the backend knows about (the runtime also signals the pr
 processes tagged with the session id). ``Launched.close()`` releases backend resources; it is
 idempotent. ``Launched.notices`` collects what the user and the agent should read about the run.
 ``LaunchedBase`` implements all of that except the backend's own wait.
+
+What the host reads later from the project (the policy's ``git_dirs`` and ``protected``) is kept by
+binds where the backend can make them (``Policy.protect_binds()``); the runtime's guard
+(``guard.py``) watches the rest and checks everything after the run. Backends start no guard.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ from run_bash.sandbox.proc import signal_group
 
 if TYPE_CHECKING:
     from run_bash.config import Config
-    from run_bash.sandbox.guard import ProtectedFileGuard
     from run_bash.sandbox.policy import Policy
 
 __all__ = [
@@ -117,20 +120,16 @@ class Backend(Protocol):
 class LaunchedBase:
     """The life cycle every backend's run shares.
 
-    ``reap`` waits once (the backend's ``_wait``), then lets the protected-file guard compare and
-    repair; ``terminate`` signals the run's process group and its root; ``kill_all`` SIGKILLs all of
-    the run the backend knows about (the guard calls it when a protected file changes); ``close``
-    kills what still runs, stops the guard and collects its notices, once.
+    ``reap`` waits once (the backend's ``_wait``); ``terminate`` signals the run's process group
+    and its root; ``kill_all`` SIGKILLs all of the run the backend knows about (the guard calls it
+    when a file the host reads changes); ``close`` kills what still runs, once.
     """
 
-    def __init__(self, pid: int, guard: ProtectedFileGuard | None = None) -> None:
+    def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.guard = guard
         self.notices: list[str] = []
         self._status: int | None = None
         self._closed = False
-        if guard is not None:
-            guard.kill = self.kill_all
 
     def _wait(self) -> int:
         """Block until the root process exits; its status (>= 0) or ``-signal``."""
@@ -143,9 +142,6 @@ class LaunchedBase:
     def reap(self) -> int:
         if self._status is None:
             self._status = self._wait()
-            if self.guard is not None:
-                self.guard.check()
-                self.note(self.guard.notices)
         return self._status
 
     def terminate(self, sig: int) -> None:
@@ -165,8 +161,6 @@ class LaunchedBase:
                 self.kill_all()
             with contextlib.suppress(Exception):
                 self.reap()
-        if self.guard is not None:
-            self.guard.finish(self.notices)
 
 
 def once(said: set[str], notes: list[str]) -> list[str]:

@@ -128,6 +128,7 @@ def policy_main(argv: list[str]) -> int:
 def sandbox_main(argv: list[str]) -> int:
     from run_bash.sandbox import proc
     from run_bash.sandbox.base import RunSpec, get_backend
+    from run_bash.sandbox.guard import Keeper, quarantine_dir
     from run_bash.sandbox.policy import build_env, build_policy
 
     opts, rest = _parse(argv, USAGE_SANDBOX)
@@ -153,11 +154,13 @@ def sandbox_main(argv: list[str]) -> int:
     tmpdir = tempfile.mkdtemp(prefix="run_bash-cli-")
     os.chmod(tmpdir, 0o700)
     launched = None
+    keeper = Keeper(quarantine_dir(os.environ))
     try:
         env, dropped = build_env(config, tmpdir=tmpdir, session_id=sid, base_env=os.environ)
         for n in dropped:
             print(f"run_bash: environment variable {n} looks secret; not passed", file=sys.stderr)
-        policy = build_policy(config, cwd) if backend.isolates else None
+        policy = build_policy(config, cwd, discovery=keeper.discovery) if backend.isolates else None
+        scope = keeper.prepare(sid, policy.host_read) if policy and policy.host_read else None
         spec = RunSpec(
             cmd=rest[0] if len(rest) == 1 else shlex.join(rest),
             cwd=cwd,
@@ -172,6 +175,8 @@ def sandbox_main(argv: list[str]) -> int:
         sys.stderr.flush()
         launched = backend.spawn(spec)
         tracker = proc.Tracker(sid, launched.pid)
+        if scope is not None:
+            scope.attach(lambda: (launched.terminate(signal.SIGKILL), tracker.signal(9)))
 
         def forward(signum: int, _frame: Any) -> None:
             if launched is not None:
@@ -181,7 +186,7 @@ def sandbox_main(argv: list[str]) -> int:
             signal.signal(s, forward)
         status = launched.reap()
         proc.sweep([tracker], grace_s=0.5)
-        for note in launched.notices:
+        for note in [*launched.notices, *keeper.finish(sid)]:
             print(f"run_bash: {note}", file=sys.stderr)
         return status if status >= 0 else 128 - status
     except RunBashError as e:
@@ -190,6 +195,8 @@ def sandbox_main(argv: list[str]) -> int:
     finally:
         if launched is not None:
             launched.close()
+        keeper.finish(sid)
+        keeper.shutdown()
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 

@@ -10,12 +10,11 @@ How the design's requirements map onto sandlock 0.9 (see doc/run_bash.txt, *run_
   ``/tmp/x`` fails with EACCES instead of reaching the host's /tmp and its sockets.
 * **Filesystem.** ``fs_readable`` / ``fs_writable`` / ``fs_denied`` from the policy: Landlock for
   the grants, sandlock's seccomp deny check for denied paths inside granted trees.
-* **Protected project files.** Landlock cannot make part of a writable tree read-only, and a
-  seccomp deny of ``.git/config`` would also block git from reading it. Protected paths that do not
-  exist yet are denied (they cannot be created by name). Everything else protected (existing
-  ``.git/config``, ``.git/hooks``, ``.envrc``…) and the ``.git`` directory entry itself are kept by
-  the protected-file guard (``guard.py``). The limit: a change exists on disk for the few
-  milliseconds between the write and the restore (bubblewrap has no such window).
+* **The host-read set.** Landlock cannot make part of a writable tree read-only, and a seccomp
+  deny of ``.git/config`` would also block git from reading it (a deny of a name that does not
+  exist yet makes git warn on every read of it, and does not stop ``mkdir``/``symlink``). The
+  runtime's guard (``guard.py``) keeps it: kill on the first event, then restore. The limit: a
+  change exists on disk for the moment between the write and the restore.
 * **Environment.** ``clean_env=True`` plus ``env=spec.env`` (sandlock's clean env is empty).
 * **Limits.** ``max_processes`` and ``max_memory`` (sandlock's supervisor), ``RLIMIT_FSIZE`` set on
   the child with prlimit(2) right after ``popen`` returns (microseconds, long before bash could
@@ -51,12 +50,10 @@ from run_bash.errors import SpawnError
 from run_bash.paths import expand
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
 from run_bash.sandbox.capabilities import capless_spawner, host_has_capabilities
-from run_bash.sandbox.guard import ProtectedFileGuard
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
 
 MIN_ABI = 6
-MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 # Shared temp dirs a profile may list as writable: dropped (other programs' sockets live there).
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
@@ -150,10 +147,8 @@ def _stdio_as(stdin_fd: int, out_fd: int, err_fd: int | None = None) -> Iterator
 class SandlockLaunched(LaunchedBase):
     """A command started with ``Sandbox.popen``."""
 
-    def __init__(
-        self, proc: Any, sandbox: Any, session_id: str, guard: ProtectedFileGuard | None
-    ) -> None:
-        super().__init__(proc.pid, guard)
+    def __init__(self, proc: Any, sandbox: Any, session_id: str) -> None:
+        super().__init__(proc.pid)
         self.proc = proc
         self.sandbox = sandbox
         self.session_id = session_id
@@ -378,13 +373,8 @@ class Sandlock:
             merged.pop(k, None)
         extra.update(merged)  # net_deny, http_*, extra_deny_syscalls, max_open_files, ...
 
-        # Protected paths that do not exist yet: denied, so they cannot be created by name
-        # (open/creat, link, rename *from*); the guard covers the rest. Read-only carve-outs
-        # (Neovim's directories under a writable grant) are denied too: Landlock cannot make a
-        # subtree of a writable grant read-only, and sandlock's deny check can.
-        for p in policy.protected:
-            if not os.path.lexists(p):
-                denied.append(p)
+        # Read-only carve-outs (Neovim's directories under a writable grant) are denied: Landlock
+        # cannot make a subtree of a writable grant read-only, and sandlock's deny check can.
         denied += list(policy.read_only)
 
         loopback = ["tcp://127.0.0.0/8:*", "tcp://[::1]:*"]
@@ -437,7 +427,6 @@ class Sandlock:
         except Exception as e:
             raise SpawnError(f"sandlock rejected the policy: {e}") from e
 
-        guard = ProtectedFileGuard(policy) if (policy.protected or policy.git_dirs) else None
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
 
@@ -463,10 +452,7 @@ class Sandlock:
                 proc.kill()
                 proc.wait()
             raise SpawnError(f"could not set the file-size limit of the sandbox: {e}") from e
-        launched = SandlockLaunched(proc, sandbox, spec.session_id, guard)
-        if guard is not None:
-            guard.start()
-            launched.notices.extend(guard.notices)
+        launched = SandlockLaunched(proc, sandbox, spec.session_id)
         if not self._warned:
             self._warned = True
             launched.notices.extend(self.warnings())
