@@ -78,15 +78,15 @@ SCRIPT_WRAPPERS = [
     ("watch -n 2 @Q", True),
     ("bash <<< @Q", False),
     ("( @@ )", False),
-    ("{ @@; }", False),
+    ("{\n@@\n}", False),
     ("echo $( @@ )", False),
     ('echo "$( @@ )"', False),
     ("cat <( @@ )", False),
-    ("if true; then @@; fi", False),
-    ("for x in 1 2; do @@; done", False),
-    ("while true; do @@; done", False),
-    ("case $v in *) @@;; esac", False),
-    ("f() { @@; }", False),
+    ("if true; then\n@@\nfi", False),
+    ("for x in 1 2; do\n@@\ndone", False),
+    ("while true; do\n@@\ndone", False),
+    ("case $v in *)\n@@\n;; esac", False),
+    ("f() {\n@@\n}", False),
     ("true && @@", False),
     ("false || @@", False),
     ("ls | @@", False),
@@ -157,7 +157,9 @@ def embedded(draw: st.DrawFn, cmd: str) -> str:
     out = parts[0]
     for sep, part in zip(seps, parts[1:], strict=False):
         # A heredoc's delimiter line must stand alone, and a comment runs to the end of its line.
+        # and `&&`, `||` or `|` need a command after them, not a comment.
         alone = out.endswith("\nEOF") or "#" in out.rsplit("\n", 1)[-1]
+        alone = alone or (part.startswith("#") and sep.strip() in ("&&", "||", "|"))
         out += ("\n" if alone else sep) + part
     return out
 

@@ -1,15 +1,18 @@
 """Pause-list checker: decides which commands need a human's approval. Pure: no pynvim, no I/O.
 
 Public API (used by the host, the CLI and the Lua shim through the host):
-    check(cmd: str, rules: Mapping | None = None) -> Verdict
-    Verdict(pause, reason, rule, command, commands, lua_rules), Verdict.to_dict()
+    check(cmd: str, rules: Mapping | None = None, *, strict: bool = False) -> Verdict
+    Verdict(pause, reason, rule, command, commands, lua_rules, internal_error), Verdict.to_dict()
     parse_commands(cmd: str) -> list[list[str]]
 ``commands`` lists every simple command the checker saw (argv after unwrapping; wrappers come
 before the command they wrap, ``argv[0]`` is the command's basename), so Lua-function rules can be
 evaluated in Lua. ``lua_rules`` names the Lua-function rules whose command appeared.
 
 The checker fails closed: when the command that runs (or, for a command with a rule, the words
-its rule depends on) cannot be determined statically, the verdict pauses and says why.
+its rule depends on) cannot be determined statically, the verdict pauses and says why. Input bash
+would reject pauses as "could not be parsed". A bug in the checker itself also pauses, saying so
+plainly; ``Verdict.internal_error`` then holds the exception for logs and tests, and
+``strict=True`` lets it propagate instead.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class Verdict:
         command: the exact sub-command text that made it pause.
         commands: every simple command seen, as argv after unwrapping wrappers.
         lua_rules: names of Lua-function rules whose command name appeared.
+        internal_error: when the checker itself failed (and so paused), the exception as
+            "Type: message"; None otherwise.
     """
 
     pause: bool
@@ -62,6 +67,7 @@ class Verdict:
     command: str | None = None
     commands: list[list[str]] = field(default_factory=list)
     lua_rules: list[str] = field(default_factory=list)
+    internal_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, safe for JSON and msgpack."""
@@ -82,33 +88,44 @@ def _quote(text: str) -> str:
     return f"`{text}`"
 
 
-def _analyse(cmd: str) -> tuple[Analysis, str | None]:
+INTERNAL_ERROR = (
+    "could not be analysed because of an error in the pause-list checker itself; "
+    "approve it only if you trust it"
+)
+
+
+def _analyse(cmd: str, strict: bool) -> tuple[Analysis, str | None]:
     ana = Analysis()
     try:
-        ana.source(cmd)
+        ana.run(cmd)
     except RecursionError:
-        return ana, "nests too deeply to analyse"
+        if strict:
+            raise
+        return ana, "RecursionError"
     except Exception as err:  # fail closed on any checker bug
-        return ana, f"could not be analysed ({type(err).__name__}: {err})"
+        if strict:
+            raise
+        return ana, f"{type(err).__name__}: {err}"
     return ana, None
 
 
-def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
+def check(cmd: str, rules: Mapping[str, Any] | None = None, *, strict: bool = False) -> Verdict:
     """Decide whether ``cmd`` should pause for approval.
 
     Args:
         cmd: the bash command line (any script).
         rules: the user's ``pauselist`` table; it is merged over the default rules (``false``
             turns a default off, ``"<lua-function>"`` defers that name to Lua).
+        strict: let an exception inside the checker propagate instead of pausing (tests).
     """
     if not isinstance(cmd, str):
         return Verdict(True, "the command is not a string")
     if not cmd.strip():
         return Verdict(False, NO_MATCH)
     table = effective_rules(rules)
-    ana, failure = _analyse(cmd)
+    ana, failure = _analyse(cmd, strict)
     if failure is not None:
-        return Verdict(True, f"{_quote(cmd)} {failure}", None, cmd)
+        return Verdict(True, f"{_quote(cmd)} {INTERNAL_ERROR}", None, cmd, internal_error=failure)
 
     commands: list[list[str]] = []
     lua_rules: list[str] = []
@@ -157,7 +174,7 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
 
 def parse_commands(cmd: str) -> list[list[str]]:
     """Every simple command ``cmd`` runs, as argv after unwrapping wrappers (see :func:`check`)."""
-    ana, _ = _analyse(cmd)
+    ana, _ = _analyse(cmd, False)
     return [
         [ev.name, *(a.show() for a in ev.argv[1:])] for ev in ana.events if isinstance(ev, Found)
     ]
