@@ -134,7 +134,46 @@ def _config(ana: Analysis, opts: list[tuple[str, Arg | None]], ctx: Ctx) -> Conf
                 config.append((key.lower(), Arg.lit(val)))
     if _env_value(ana, "GIT_EXEC_PATH", ctx, missing=True) is not None:
         ana.unknown("runs git's own programs from the directory in `GIT_EXEC_PATH`", ctx.text)
+    files = [v for k, v in config if k is not None and _INCLUDE.fullmatch(k)]
+    for var in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"):
+        value = _env_value(ana, var, ctx, missing=True)
+        if value is not None:
+            files.append(value)
+    for path in files[:16]:
+        config.extend(_config_file(ana, path, ctx))
     return config
+
+
+_INCLUDE = re.compile(r"include\.path|includeif\..+\.path")
+_SECTION = re.compile(r'\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\](.*)')
+
+
+def _config_file(ana: Analysis, path: Arg, ctx: Ctx) -> Config:
+    """Entries of a git config file this command line writes (others are not followed)."""
+    if path.value is None:
+        return []
+    content = ana.written_file(path.value)
+    if content is None:
+        ana.unknown(f"uses git configuration from `{path.value}`, written at run time", ctx.text)
+        return []
+    if not isinstance(content, str):
+        return []
+    out: Config = []
+    section = ""
+    for raw in content.splitlines():
+        line = raw.strip()
+        m = _SECTION.match(line)
+        if m:
+            section = m.group(1).lower() + (f".{m.group(2)}" if m.group(2) is not None else "")
+            line = m.group(3).strip()
+        if not line or line[0] in "#;":
+            continue
+        key, eq, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        out.append((f"{section}.{key.strip()}".lower(), Arg.lit(value if eq else "true")))
+    return out
 
 
 def _env_value(ana: Analysis, name: str, ctx: Ctx, *, missing: bool = False) -> Arg | None:

@@ -229,9 +229,12 @@ def wrapper_options(args: Sequence[Arg], spec: Spec) -> Options | None:
         a = args[i]
         v = a.value
         if v is None:
-            if a.may_be_option:
+            if not a.may_be_option:
+                break
+            if not _known_dynamic_option(a.prefix, spec):
                 return None
-            break
+            i += 1
+            continue
         if v == "--":
             i += 1
             break
@@ -278,3 +281,16 @@ def wrapper_options(args: Sequence[Arg], spec: Spec) -> Options | None:
             continue
         break
     return Options(i, opts, alternatives)
+
+
+def _known_dynamic_option(prefix: str, spec: Spec) -> bool:
+    """``-j$(nproc)``, ``--jobs=$N``: a known option whose value alone is dynamic."""
+    if prefix.startswith("--"):
+        name, eq, _ = prefix[2:].partition("=")
+        return bool(eq) and resolve_long(name, spec.longs) in spec.longs
+    for ch in prefix[1:]:
+        if ch in spec.short_value or ch in spec.short_optional:
+            return True
+        if ch not in spec.short_flags:
+            return False
+    return False

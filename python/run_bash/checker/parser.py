@@ -27,6 +27,7 @@ _PLAIN = re.compile(r"[^ \t\n;&|()<>'\"\\$`]+")
 _DQ_PLAIN = re.compile(r'[^"\\$`]+')
 _HD_PLAIN = re.compile(r"[^\\$`]+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SIMPLE_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 _ASSIGN_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _FD = re.compile(r"(?:\d+|\{[A-Za-z_][A-Za-z0-9_]*\})(?=[<>])")
 _FUNC_PARENS = re.compile(r"[ \t]*\([ \t]*\)")
@@ -104,7 +105,7 @@ class Word:
     parts from ``vstart`` on and, for an array literal, its ``elements``.
     """
 
-    __slots__ = ("assign", "elements", "end", "parts", "start", "text", "vstart")
+    __slots__ = ("assign", "elements", "end", "parts", "plain", "start", "text", "vstart")
 
     def __init__(self, text: str, parts: list[Part], start: int, end: int) -> None:
         self.text = text
@@ -114,12 +115,12 @@ class Word:
         self.assign: tuple[str, str | None, bool] | None = None
         self.vstart = 0
         self.elements: list[Word] | None = None
+        # The text when it is one unquoted literal part (so it may be a reserved word).
+        self.plain = parts[0][0] if len(parts) == 1 and parts[0][1] == RAW else None
 
     def reserved(self) -> str | None:
         """The word's text when it could be a reserved word (one unquoted literal part)."""
-        if len(self.parts) == 1 and self.parts[0][1] == RAW:
-            return self.parts[0][0]
-        return None
+        return self.plain
 
     def is_assignment(self) -> bool:
         """True for an assignment word read in assignment position."""
@@ -248,6 +249,15 @@ class ForVar:
         self.in_func = in_func
 
 
+class Words:
+    """Words bash expands outside a simple command (``[[ … ]]``, ``case``), for their strings."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, words: list[Word]) -> None:
+        self.words = words
+
+
 class Compound:
     """A compound command with redirections (``{ …; } > file``)."""
 
@@ -258,7 +268,7 @@ class Compound:
         self.redirs = redirs
 
 
-Item = Cmd | Problem | Sink | ForVar | Compound
+Item = Cmd | Problem | Sink | ForVar | Compound | Words
 
 
 def parse(src: str) -> list[Item]:
@@ -325,7 +335,8 @@ class _Parser:
         cached = self.peeked
         if cached is not None:
             tok, flag, start, mark = cached
-            if flag == assign or tok[0] != "w":
+            # Only an assignment word reads differently in another context.
+            if flag == assign or tok[0] != "w" or "=" not in tok[1].text:  # type: ignore[union-attr]
                 return tok
             # Re-read the word in the other context; drop what reading it emitted.
             del self.out[mark:]
@@ -378,9 +389,33 @@ class _Parser:
                     if kind == "redir":
                         assert isinstance(value, tuple)
                         return (kind, (value[0], m.group()), i, end)
+            m = _PLAIN.match(src, i)
+            if m:
+                end = m.end()
+                if end >= n or src[end] in " \t\n;&|)<>":
+                    w = self._plain_word(m.group(), i, end, assign)
+                    if w is not None:
+                        self._pos = self.i = end
+                        return ("w", w, i, end)
             w = self._word(assign)
             self._pos = self.i
             return ("w", w, i, self.i)
+
+    def _plain_word(self, text: str, start: int, end: int, assign: int) -> Word | None:
+        """A word of plain characters only (the common case), or None to read it in full."""
+        if assign == ASSIGN and "[" in text:
+            return None  # maybe a subscript: `a[i + 1]=2`
+        word = Word(text, [(text, RAW)], start, end)
+        if assign != ASSIGN or "=" not in text:
+            return word
+        m = _SIMPLE_ASSIGN.match(text)
+        if m is None:
+            return word
+        head, rest = m.group(), text[m.end() :]
+        word = Word(text, [(head, RAW), (rest, RAW)] if rest else [(head, RAW)], start, end)
+        word.assign = (m.group(1), None, bool(m.group(2)))
+        word.vstart = 1
+        return word
 
     def _op(self, i: int) -> Token:
         src = self.src
@@ -1258,6 +1293,8 @@ class _Parser:
         tok = self.next()
         if tok[0] != "w":
             raise self.fail(tok)
+        assert isinstance(tok[1], Word)
+        self.out.append(Words([tok[1]]))
         self._skip_newlines()
         self._expect("in")
         while True:
@@ -1273,6 +1310,8 @@ class _Parser:
                 tok = self.next()
                 if tok[0] != "w":
                     raise self.fail(tok)
+                assert isinstance(tok[1], Word)
+                self.out.append(Words([tok[1]]))
                 tok = self.next()
                 if tok[0] == "op" and tok[1] == "|":
                     continue
@@ -1290,7 +1329,7 @@ class _Parser:
     def _cond(self, at: int) -> None:
         """Parse a ``[[ … ]]`` expression (its substitutions are parsed too)."""
         arith = False
-        count = 0
+        words: list[Word] = []
         while True:
             tok = self.next()
             kind, value = tok[0], tok[1]
@@ -1302,9 +1341,10 @@ class _Parser:
                 if word == "]]":
                     if arith:
                         self.out.append(Sink(self.src[at : tok[3]]))
+                    self.out.append(Words(words))
                     return
                 arith = arith or word in _COND_ARITH
-                count += 1
+                words.append(value)
             elif kind == "op" and value in (";", ";;", "&", ";&", ";;&"):
                 raise self.fail(tok)
 

@@ -271,7 +271,8 @@ def _git_checkout(args: Sequence[Arg]) -> Hit | None:
     s = scan(args, "bB", _CHECKOUT_LONGS)
     if s.has("f", "force"):
         return Hit("discards uncommitted changes (`-f`)")
-    if s.dashdash:
+    values = [a.value for a in args]
+    if "--" in values and values.index("--") < len(values) - 1:
         return Hit("overwrites uncommitted changes to the named files")
     if s.has("pathspec-from-file"):
         return Hit("overwrites uncommitted changes to the listed files")
@@ -589,11 +590,13 @@ def rule_find(args: Sequence[Arg]) -> Hit | None:
     while i < n and (args[i].value in _FIND_LEADING or (args[i].value or "")[:2] in ("-D", "-O")):
         v = args[i].value or ""
         i += 2 if v in ("-D", "-O") else 1
-    # Starting points: up to the first word that starts the expression.
+    # Starting points: up to the first word that starts the expression. A variable there may
+    # be the expression itself (`find . "$A"` with A=-delete); only the first one is trusted.
+    first = i
     while i < n:
         a = args[i]
         if a.value is None:
-            if a.may_be_option:
+            if a.may_be_option or i > first:
                 return _unknown("delete files or run commands", a)
             i += 1
             continue
@@ -866,7 +869,15 @@ def _subcommand_rule(
     what = f"run a paused `{name}` subcommand"
 
     def rule(args: Sequence[Arg]) -> Hit | None:
-        s = subcommand_scan(name, args)
+        scanned = args
+        if dry_run:
+            # `--dry-run false` takes the boolean as its value, not as the subcommand.
+            scanned = [
+                a
+                for k, a in enumerate(args)
+                if not (k and args[k - 1].value == "--dry-run" and a.value in ("true", "false"))
+            ]
+        s = subcommand_scan(name, scanned)
         if not s.operands:
             return _unknown(what, s.unknown) if s.unknown is not None else None
         sub = s.operands[0]
@@ -875,7 +886,7 @@ def _subcommand_rule(
         key = aliases.get(sub.value, sub.value)
         reason = reasons.get(key)
         if isinstance(reason, Mapping):
-            rest = args[list(args).index(sub) + 1 :]
+            rest = scanned[list(scanned).index(sub) + 1 :]
             inner = scan(rest, "", {}, stop_after=1, abbrev=False)
             second = inner.operands[0] if inner.operands else None
             if second is None:

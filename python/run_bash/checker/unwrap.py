@@ -35,6 +35,7 @@ from run_bash.checker.parser import (
     Span,
     Unparsable,
     Word,
+    Words,
     expansions,
     parse,
 )
@@ -101,6 +102,9 @@ CODE_VARIABLES = frozenset(
 PROMPT_VARIABLES = frozenset({"PS0", "PS1", "PS2", "PS3", "PS4"})
 # Files a shell sources on start-up.
 STARTUP_VARIABLES = frozenset({"BASH_ENV", "ENV"})
+_SPECIAL = (
+    CODE_VARIABLES | PROMPT_VARIABLES | STARTUP_VARIABLES | {"BASH_CMDS", "BASH_ALIASES", "PATH"}
+)
 STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
 _SHEBANG = re.compile(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?")
 _PATH_PRODUCERS = re.compile(r"\s*(?:mktemp|pwd|realpath|readlink\s+-[a-z]*f)\b[^;&|`$()]*\s*$")
@@ -162,6 +166,7 @@ class Analysis:
     sinks: list[str] = field(default_factory=list)
     carriers: list[str] = field(default_factory=list)
     ifs_changed: bool = False
+    path_changed: bool = False  # a command name may then run a script this line wrote
     budget: int = MAX_CODE
     _carrier_set: set[str] = field(default_factory=set)
     _values: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -198,6 +203,12 @@ class Analysis:
                 self.unknown(_problem_reason(item.reason), item.text)
             elif isinstance(item, Sink):
                 self.sinks.append(item.text)
+            elif isinstance(item, Words):
+                for word in item.words:
+                    self._carriers_of(word)
+            elif isinstance(item, ForVar):
+                for word in item.words or ():
+                    self._carriers_of(word)
 
     def code(self, word: Arg, ctx: Ctx, what: str, scope: Scope | None = None) -> None:
         """Analyse code passed as one word (``sh -c WORD``); unknown when it is not static."""
@@ -264,32 +275,43 @@ class Analysis:
             return frozenset({UNKNOWN})
         self._resolving.add(name)
         out: set[str] = set()
+        last: set[str] = set()  # the values before an append (`v+=x`)
         try:
             for src in sources:
                 if isinstance(src, str):
                     out.add(src)
+                    last = {src}
                     continue
                 parts, scope, in_func, append = src
+                value = self._assigned(parts, scope, in_func)
                 if append:
-                    out.add(UNKNOWN)
-                    continue
-                if _path_producer(parts):
-                    out.add(SAFE)
-                    continue
-                args = expand("", parts, self.resolver(scope, in_func))
-                if len(args) == 1 and args[0].value is not None:
-                    out.add(args[0].value)
-                elif not args:
-                    out.add("")
-                elif args[0].prefix and not args[0].prefix.startswith("-"):
-                    out.add(SAFE)
+                    known = not value.startswith("\0") and last
+                    if known and len(last) <= 16 and not any(v.startswith("\0") for v in last):
+                        last = {v + value for v in last}
+                    else:
+                        last = {UNKNOWN}
+                    out |= last
                 else:
-                    out.add(UNKNOWN)
+                    out.add(value)
+                    last = {value}
         finally:
             self._resolving.discard(name)
         result = frozenset(out)
         self._values[name] = result
         return result
+
+    def _assigned(self, parts: list[Any], scope: Scope, in_func: bool) -> str:
+        """The value one assignment gives (UNKNOWN / SAFE when it is not static)."""
+        if _path_producer(parts):
+            return SAFE
+        args = expand("", parts, self.resolver(scope, in_func))
+        if len(args) == 1 and args[0].value is not None:
+            return args[0].value
+        if not args:
+            return ""
+        if args[0].prefix and not args[0].prefix.startswith("-"):
+            return SAFE
+        return UNKNOWN
 
     def resolver(self, scope: Scope, in_func: bool) -> Any:
         """The function that gives expansions the values the script sets (see words.expand)."""
@@ -388,6 +410,11 @@ class Analysis:
         targets: list[Arg] = []
         if name in ("cp", "mv", "install", "ln", "rsync", "scp"):
             operands = [a for a in args if a.value is None or not a.value.startswith("-")]
+            if len(operands) == 2 and operands[0].value and operands[1].value:
+                content = self.written_file(operands[0].value)
+                if isinstance(content, str):
+                    self._store(operands[1].value, content, False)
+                    return
             targets = operands[-1:]
         elif name in ("curl", "wget"):
             for k, a in enumerate(args):
@@ -459,6 +486,11 @@ class Analysis:
         assert word.assign is not None
         name, sub, _ = word.assign
         parts = word.parts[word.vstart :]
+        if not prefix and name not in _SPECIAL:
+            return
+        if word.elements is not None and name not in _SPECIAL:
+            ctx.env[name] = Arg(word.text, None)
+            return
         if word.elements is not None:
             values = [self.expand_word(e, ctx.scope, ctx.cmd.in_func) for e in word.elements]
             elements = [a for v in values for a in v]
@@ -484,6 +516,8 @@ class Analysis:
                 self.carrier(value.value)
         elif name in STARTUP_VARIABLES:
             self.sourced_file(value, ctx, f"`{name}`")
+        elif name == "PATH":
+            self.path_changed = True
 
     def rebind_word(self, name: str, word: Word, ctx: Ctx) -> None:
         """``BASH_CMDS[ls]=/bin/rm``, ``BASH_ALIASES=([ls]='rm -rf')``: later uses of the name
@@ -538,6 +572,12 @@ class Analysis:
 
     def _evaluate_carriers(self) -> None:
         """When bash evaluates variable values somewhere, analyse the strings that hold code."""
+        if not self.sinks:
+            return
+        for name in list(self.variables):
+            for value in self.values(name) or ():
+                if not value.startswith("\0"):
+                    self.carrier(value)
         done = 0
         while self.sinks and done < len(self.carriers):
             if done >= MAX_CARRIERS:
@@ -569,8 +609,7 @@ class Analysis:
 
     def chain(self, args: list[Arg], ctx: Ctx) -> None:
         """Record ``args`` as a command and follow it through wrappers."""
-        from run_bash.checker.wrappers import handler_for
-
+        handler_for = _handlers()
         for _ in range(MAX_CHAIN):
             if not args:
                 return
@@ -598,6 +637,8 @@ class Analysis:
             self.events.append(Found(name, [Arg.lit(name, head.text), *args[1:]], ctx.text))
             if "/" in head.value:
                 self.script_run(head, args[1:], ctx)
+            elif self.path_changed and self.written:
+                self.script_run(Arg.lit("./" + head.value), args[1:], ctx)
             handler = handler_for(name)
             if handler is None:
                 return
@@ -721,6 +762,13 @@ _DATA_BUILTINS = frozenset(
 _WRITERS = frozenset(
     {"tee", "cp", "mv", "install", "ln", "rsync", "scp", "curl", "wget", "dd", "sed"}
 )
+
+
+def _handlers() -> Any:
+    # wrappers imports this module's types; import it on first use.
+    from run_bash.checker.wrappers import handler_for
+
+    return handler_for
 
 
 def _static_key(sub: str | None) -> str | None:

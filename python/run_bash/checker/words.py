@@ -353,6 +353,12 @@ def expand(source: str, parts: list[Part], resolve: Resolver | None = None) -> l
     With ``resolve``, expansions whose value the script makes known are replaced by it (and an
     unquoted one is split into fields like bash does).
     """
+    if len(parts) == 1:
+        text, kind = parts[0]
+        if kind == LIT:
+            return [Arg(source, text, text)]
+        if kind == RAW and "{" not in text:
+            return [Arg(source, text, text, False, _glob_in(text), False)]
     if resolve is not None:
         parts = resolve_parts(parts, resolve)
     if not _may_brace(parts):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Handler = Callable[["Analysis", list[Arg], "Ctx"], "list[Arg] | None"]
 
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
-_ENV_WORD = re.compile(r"[^=]+=")  # env and sudo take any word with `=` as an assignment
+_ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_INPUTS = 32
 
@@ -146,11 +146,12 @@ _ENV = Spec(
 
 
 def _env(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    # A lone `-` means `-i` (start with an empty environment).
-    args = [Arg.lit("-i", "-") if a.value == "-" else a for a in args]
     k = 0
     pre: list[Arg] = []
     while True:
+        # A lone `-` means `-i` (start with an empty environment), even after `--`.
+        while k < len(args) and args[k].value in ("-", "--"):
+            k += 1
         parsed = wrapper_options(args[k:], _ENV)
         if parsed is None:
             _dynamic_options(ana, "env", ctx)
@@ -163,12 +164,13 @@ def _env(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
                 return None
             pre.extend(a for w in words for a in expand(w.text, w.parts))
         k += parsed.index
+        while k < len(args) and args[k].value == "-":
+            k += 1
         before = k
         k = _skip_assignments(ana, args, k, ctx)
-        if k == before or k >= len(args) or not (args[k].value or "").startswith("-"):
+        if k >= len(args) or not (args[k].value or "").startswith("-"):
             break
-        if args[k].value == "--":
-            k += 1
+        if k == before and args[k].value != "-":
             break
     rest = pre + args[k:]
     if pre:
@@ -404,8 +406,11 @@ def _parallel(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             )
             return None
         quoted = shlex.quote(value.value)
-        if not template:
-            runs.append(value.value)  # no command: each input is a command line
+        if not template or _PLACEHOLDER.fullmatch(template[0].value or ""):
+            # No command, or a replacement string as the command: the input is the command.
+            runs.append(
+                _PLACEHOLDER.sub(lambda _m, v=value.value: v, line) if template else value.value
+            )
         elif _PLACEHOLDER.search(line):
             runs.append(_PLACEHOLDER.sub(lambda _m, q=quoted: q, line))
         else:
@@ -741,11 +746,15 @@ def _at(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         short_flags="mMlrdbcvVK",
         longs={},
     )
-    parsed = wrapper_options(args, spec)
-    if parsed is None:
-        _dynamic_options(ana, "at", ctx)
-        return None
-    opts = parsed.opts
+    opts: dict[str, str | None] = {}
+    k = 0
+    while k < len(args):  # at permutes: options may follow the time
+        parsed = wrapper_options(args[k:], spec)
+        if parsed is None:
+            _dynamic_options(ana, "at", ctx)
+            return None
+        opts.update(parsed.opts)
+        k += parsed.index + 1
     if any(o in opts for o in ("l", "r", "d", "c")):
         return None
     if "f" in opts:
@@ -892,7 +901,7 @@ def _make(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         v = a.value
         i += 1
         if v is None:
-            if a.may_be_option:
+            if a.may_be_option and not (len(a.prefix) > 1 and a.prefix[1] in "jlOo"):
                 _dynamic_options(ana, "make", ctx)
                 return None
             continue
@@ -989,6 +998,7 @@ def _make(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+_MAKE_INLINE = re.compile(r"^[^\t#=:;]+::?(?!=)[^=;]*;(.*)$")
 _MAKE_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:::=|:=|\?=|\+=|=|!=)\s*(.*)$")
 _MAKE_REF = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
 _MAKE_AUTO = re.compile(r"\$(?:[@<^?*+|%]|[({][@<^?*+%][DF]?[)}])")
@@ -1018,6 +1028,9 @@ def makefile_code(text: str) -> list[str]:
                 recipe.append(body.lstrip("@-+ \t"))
             continue
         flush()
+        inline = _MAKE_INLINE.match(line)
+        if inline:
+            out.append(_make_expand(inline.group(1), variables))
         m = _MAKE_ASSIGN.match(line)
         if m:
             variables.setdefault(m.group(1), m.group(2))
@@ -1140,6 +1153,11 @@ def _test(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 
 def _unset(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     _name_sink(ana, args, ctx)
+    return None
+
+
+def _getopts(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    _name_sink(ana, args[1:2], ctx)
     return None
 
 
@@ -1651,6 +1669,7 @@ WRAPPERS: dict[str, Handler] = {
     "export": _declare,
     "readonly": _declare,
     "unset": _unset,
+    "getopts": _getopts,
     "wait": _wait,
     "alias": _alias,
     "hash": _hash,
