@@ -94,19 +94,10 @@ INTERNAL_ERROR = (
 )
 
 
-def _analyse(cmd: str, strict: bool) -> tuple[Analysis, str | None]:
+def _analyse(cmd: str) -> Analysis:
     ana = Analysis()
-    try:
-        ana.run(cmd)
-    except RecursionError:
-        if strict:
-            raise
-        return ana, "RecursionError"
-    except Exception as err:  # fail closed on any checker bug
-        if strict:
-            raise
-        return ana, f"{type(err).__name__}: {err}"
-    return ana, None
+    ana.run(cmd)
+    return ana
 
 
 def check(cmd: str, rules: Mapping[str, Any] | None = None, *, strict: bool = False) -> Verdict:
@@ -122,11 +113,22 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None, *, strict: bool = Fa
         return Verdict(True, "the command is not a string")
     if not cmd.strip():
         return Verdict(False, NO_MATCH)
-    table = effective_rules(rules)
-    ana, failure = _analyse(cmd, strict)
-    if failure is not None:
-        return Verdict(True, f"{_quote(cmd)} {INTERNAL_ERROR}", None, cmd, internal_error=failure)
+    try:
+        return _verdict(cmd, effective_rules(rules))
+    except Exception as err:  # fail closed on any checker bug (RecursionError included)
+        if strict:
+            raise
+        return Verdict(
+            True,
+            f"{_quote(cmd)} {INTERNAL_ERROR}",
+            None,
+            cmd,
+            internal_error=f"{type(err).__name__}: {err}",
+        )
 
+
+def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
+    ana = _analyse(cmd)
     commands: list[list[str]] = []
     lua_rules: list[str] = []
     hit: tuple[Hit, str | None, str] | None = None
@@ -174,7 +176,10 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None, *, strict: bool = Fa
 
 def parse_commands(cmd: str) -> list[list[str]]:
     """Every simple command ``cmd`` runs, as argv after unwrapping wrappers (see :func:`check`)."""
-    ana, _ = _analyse(cmd, False)
+    try:
+        ana = _analyse(cmd)
+    except Exception:  # a partial list is all a failed analysis can give
+        return []
     return [
         [ev.name, *(a.show() for a in ev.argv[1:])] for ev in ana.events if isinstance(ev, Found)
     ]

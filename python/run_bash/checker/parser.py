@@ -617,7 +617,7 @@ class _Parser:
             elif ch == "\n":
                 break
             k += 1
-        raise Unparsable("has an unterminated pattern group", i)
+        raise Unparsable("has an unterminated extended glob `@(…)`", i)
 
     def _dquote(self, k: int, parts: list[Part]) -> int:
         src, n = self.src, self.n
@@ -1143,7 +1143,7 @@ class _Parser:
                 if m and _COPROC_BODY.match(self.src, m.end()):
                     self.i = m.end()
                 return self.command(pipe_from)
-            if word in _CLOSERS:
+            if word in _CLOSERS or word == "!":
                 raise self.fail(tok)
             if not value.is_assignment():
                 m = _FUNC_PARENS.match(self.src, end)

@@ -967,6 +967,9 @@ def rule_rsync(args: Sequence[Arg]) -> Hit | None:
     return None if dry else hit
 
 
+_DESTROY = frozenset({"-destroy", "--destroy", "-destroy=true", "--destroy=true"})
+
+
 def rule_terraform(args: Sequence[Arg]) -> Hit | None:
     """`terraform destroy` and `terraform apply -destroy`."""
     sub: Arg | None = None
@@ -977,7 +980,7 @@ def rule_terraform(args: Sequence[Arg]) -> Hit | None:
             continue
         if sub is None and not a.value.startswith("-"):
             sub = a
-        elif sub is not None and a.value in ("-destroy", "--destroy", "-destroy=true"):
+        elif sub is not None and sub.value == "apply" and a.value in _DESTROY:
             return Hit("destroys the infrastructure Terraform manages")
     if sub is not None and sub.value == "destroy":
         return Hit("destroys the infrastructure Terraform manages")

@@ -225,6 +225,8 @@ class Analysis:
             if isinstance(item, Cmd):
                 for word in item.assigns:
                     self._assignment_value(word, scope, item)
+                    if word.assign and word.assign[0] in ("BASH_CMDS", "BASH_ALIASES"):
+                        self.rebind_word(word.assign[0], word, Ctx(item, 0, item.text, scope))
                 if item.words:
                     self._builtin_data(item, scope)
                 for redir in item.redirs:
@@ -395,8 +397,10 @@ class Analysis:
         elif name == "set":
             if rest and rest[0].value == "--":
                 scope.positional = rest[1:]
-        elif name in ("alias", "hash", "enable"):
-            pass  # judged when the command is reached (see wrappers)
+        elif name in ("alias", "hash"):
+            # Rebound names apply to every later use, also inside functions defined earlier.
+            handler = _handlers()(name)
+            handler(self, rest, Ctx(cmd, 0, cmd.text, scope))
 
     def _writer(self, name: str, args: list[Arg], cmd: Cmd, scope: Scope) -> None:
         """Record files that ``tee``, ``cp``, ``curl -o`` … write (content unknown but tee's)."""
@@ -746,6 +750,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SUBSCRIPTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]\+?=")
 _DATA_BUILTINS = frozenset(
     {
+        "alias",
+        "hash",
         "declare",
         "typeset",
         "local",
