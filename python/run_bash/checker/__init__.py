@@ -133,10 +133,13 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
     lua_rules: list[str] = []
     hit: tuple[Hit, str | None, str] | None = None
     unknown: tuple[str, str | None, str] | None = None
+    syntax = False
     for ev in ana.events:
         if isinstance(ev, Unknown):
-            if unknown is None:
+            # A parse failure is the reason to give, whatever else is unknown.
+            if unknown is None or (ev.syntax and not syntax):
                 unknown = (f"{_quote(ev.text)} {ev.reason}", None, ev.text)
+                syntax = ev.syntax
             continue
         assert isinstance(ev, Found)
         commands.append([ev.name, *(a.show() for a in ev.argv[1:])])
@@ -160,6 +163,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
         if found.unknown:
             if unknown is None:
                 unknown = (f"{_quote(ev.text)} {found.reason}", key, ev.text)
+                syntax = False
         else:
             hit = (found, key, ev.text)
     if hit is not None:

@@ -19,6 +19,8 @@ redirections of compound commands (:class:`Compound`).
 from __future__ import annotations
 
 import re
+from itertools import groupby
+from operator import itemgetter
 
 from run_bash.checker.words import DYN, LIT, PROC, RAW, SPLIT, Part, decode_ansi_c
 
@@ -27,6 +29,24 @@ _PLAIN = re.compile(r"[^ \t\n;&|()<>'\"\\$`]+")
 _DQ_PLAIN = re.compile(r'[^"\\$`]+')
 _HD_PLAIN = re.compile(r"[^\\$`]+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME_REF = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
+_NAME_RUN = re.compile(r"(?:\$[A-Za-z_][A-Za-z0-9_]*)+")
+# Runs of characters without meaning inside a construct, skipped in one step.
+_SUBSCRIPT_PLAIN = re.compile(r"[^\]\[\\'\"$`]+")
+_GROUP_PLAIN = re.compile(r"[^()\\'\"$`\n]+")
+_PARAM_PLAIN = re.compile(r"[^{}\\'\"$`]+")
+_ARITH_PLAIN = re.compile(r"[^()\\'\"$`]+")
+_BRACKET_PLAIN = re.compile(r"[^\]\[\\\"$`]+")
+_ESCAPES = re.compile(r"(?:\\[^\n])+")
+# Extglob groups without quotes or expansions inside, one after another: `@(a)@(b|c)x*(d)`.
+_EXTGLOB_RUN = re.compile(
+    r"\([^()\\'\"$`\n]*\)(?:[^ \t\n;&|()<>'\"\\$`?*+@!]*[?*+@!]\([^()\\'\"$`\n]*\))*"
+)
+_ANSI_C_BODY = re.compile(r"(?:[^'\\]|\\.)*", re.S)
+# Array elements that are plain words, read in one step.
+_PLAIN_ELEMENTS = re.compile(
+    r"(?:[ \t\n]*[^ \t\n;&|()<>'\"\\$`\[#{][^ \t\n;&|()<>'\"\\$`]*(?=[ \t\n)]))+"
+)
 _SIMPLE_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 _ASSIGN_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _FD = re.compile(r"(?:\d+|\{[A-Za-z_][A-Za-z0-9_]*\})(?=[<>])")
@@ -105,7 +125,17 @@ class Word:
     parts from ``vstart`` on and, for an array literal, its ``elements``.
     """
 
-    __slots__ = ("assign", "elements", "end", "parts", "plain", "start", "text", "vstart")
+    __slots__ = (
+        "assign",
+        "elements",
+        "end",
+        "parts",
+        "plain",
+        "plain_elements",
+        "start",
+        "text",
+        "vstart",
+    )
 
     def __init__(self, text: str, parts: list[Part], start: int, end: int) -> None:
         self.text = text
@@ -115,6 +145,7 @@ class Word:
         self.assign: tuple[str, str | None, bool] | None = None
         self.vstart = 0
         self.elements: list[Word] | None = None
+        self.plain_elements: list[str] = []  # array elements without quotes or expansions
         # The text when it is one unquoted literal part (so it may be a reserved word).
         self.plain = parts[0][0] if len(parts) == 1 and parts[0][1] == RAW else None
 
@@ -269,6 +300,18 @@ class Compound:
 
 
 Item = Cmd | Problem | Sink | ForVar | Compound | Words
+
+
+def _merged(parts: list[Part]) -> list[Part]:
+    """Join neighbouring literal parts of the same kind (a run of escapes, extglob groups)."""
+    out: list[Part] = []
+    for kind, group in groupby(parts, key=itemgetter(1)):
+        if kind in (RAW, LIT):
+            texts = [text for text, _ in group]
+            out.append(("".join(texts), kind))
+        else:
+            out.extend(group)
+    return out
 
 
 def parse(src: str) -> list[Item]:
@@ -452,6 +495,7 @@ class _Parser:
         assigned: tuple[str, str | None, bool] | None = None
         vstart = 0
         elements: list[Word] | None = None
+        plain: list[str] = []
         if assign == ASSIGN:
             found = self._assignment_head(i)
             if found is not None:
@@ -459,7 +503,7 @@ class _Parser:
                 parts.append((src[start:i], RAW))
                 vstart = 1
                 if i < n and src[i] == "(":
-                    elements = self._array(i + 1)
+                    elements, plain = self._array(i + 1)
                     i = self.i
                     parts.append((src[start:i], DYN))
         while i < n:
@@ -481,12 +525,13 @@ class _Parser:
                     and parts[0][1] == RAW
                     and _ASSIGN_PREFIX.fullmatch(parts[0][0])
                 ):
-                    elements = self._array(i + 1)
+                    elements, plain = self._array(i + 1)
                     i = self.i
                     parts.append((src[start:i], DYN))
                     continue
                 if parts and parts[-1][1] == RAW and src[i - 1] in "?*+@!":
-                    end = self._extglob(i)
+                    m = _EXTGLOB_RUN.match(src, i)
+                    end = m.end() if m else self._extglob(i)
                     parts.append((src[i:end], RAW))
                     i = end
                     continue
@@ -503,9 +548,12 @@ class _Parser:
                 i = self._dquote(i + 1, parts)
             elif c == "\\":
                 if i + 1 < n:
-                    if src[i + 1] != "\n":
-                        parts.append((src[i + 1], LIT))
-                    i += 2
+                    m = _ESCAPES.match(src, i)
+                    if m:
+                        parts.append((m.group()[1::2], LIT))  # `\a\b…`: the escaped characters
+                        i = m.end()
+                        continue
+                    i += 2  # a line continuation
                 else:
                     parts.append(("\\", LIT))
                     i += 1
@@ -519,8 +567,11 @@ class _Parser:
                 parts.append((m.group(), RAW))
                 i = m.end()
         self.i = i
+        if len(parts) - vstart > 1:
+            parts[vstart:] = _merged(parts[vstart:])
         word = Word(src[start:i], parts, start, i)
         word.elements = elements
+        word.plain_elements = plain
         if assigned is not None:
             word.assign = assigned
             word.vstart = vstart
@@ -557,6 +608,11 @@ class _Parser:
         src, n = self.src, self.n
         depth = 0
         while k < n:
+            m = _SUBSCRIPT_PLAIN.match(src, k)
+            if m:
+                k = m.end()
+                if k >= n:
+                    break
             ch = src[k]
             if ch == "]":
                 if depth == 0:
@@ -590,6 +646,11 @@ class _Parser:
         depth = 0
         k = i
         while k < n:
+            m = _GROUP_PLAIN.match(src, k)
+            if m:
+                k = m.end()
+                if k >= n:
+                    break
             ch = src[k]
             if ch == "\\":
                 k += 2
@@ -653,9 +714,7 @@ class _Parser:
         c = src[j] if j < n else ""
         dyn = DYN if quoted else SPLIT
         if c == "'" and not quoted:
-            k = j + 1
-            while k < n and src[k] != "'":
-                k += 2 if src[k] == "\\" else 1
+            k = _ANSI_C_BODY.match(src, j + 1).end()  # type: ignore[union-attr]
             if k >= n:
                 raise Unparsable("has an unterminated $'…' quote", i)
             parts.append((decode_ansi_c(src[j + 1 : k]), LIT))
@@ -697,9 +756,10 @@ class _Parser:
         if c and "0" <= c <= "9":
             parts.append((src[i : j + 1], dyn))
             return j + 1
-        m = _NAME.match(src, j)
+        m = _NAME_RUN.match(src, i)
         if m:
-            parts.append((src[i : m.end()], dyn))
+            # `$a$b$c…`: one part per expansion, read in one go.
+            parts.extend((ref, dyn) for ref in _NAME_REF.findall(m.group()))
             return m.end()
         parts.append(("$", LIT if quoted else RAW))
         return j
@@ -715,6 +775,11 @@ class _Parser:
         start = k
         depth = 0
         while k < n:
+            m = _PARAM_PLAIN.match(src, k)
+            if m:
+                k = m.end()
+                if k >= n:
+                    break
             ch = src[k]
             if ch == "\\":
                 k += 2
@@ -790,6 +855,11 @@ class _Parser:
         src, n = self.src, self.n
         depth = 0
         while k < n:
+            m = _ARITH_PLAIN.match(src, k)
+            if m:
+                k = m.end()
+                if k >= n:
+                    break
             ch = src[k]
             if ch == "(":
                 depth += 1
@@ -825,6 +895,11 @@ class _Parser:
         start = k
         depth = 0
         while k < n:
+            m = _BRACKET_PLAIN.match(src, k)
+            if m:
+                k = m.end()
+                if k >= n:
+                    break
             ch = src[k]
             if ch == "]":
                 if depth == 0:
@@ -847,15 +922,24 @@ class _Parser:
             k += 1
         raise Unparsable("has an unterminated $[…]", start - 2)
 
-    def _array(self, k: int) -> list[Word]:
-        """Read an array literal after ``NAME=(``; leave ``self.i`` after ``)``."""
+    def _array(self, k: int) -> tuple[list[Word], list[str]]:
+        """Read an array literal after ``NAME=(``; leave ``self.i`` after ``)``.
+
+        Returns its elements: words, and the plain ones as text (cheaper for huge literals).
+        """
         src, n = self.src, self.n
         self.i = k
         self.peeked = None
         elements: list[Word] = []
+        plain: list[str] = []
         while True:
             self._skip_blanks()
             i = self.i
+            m = _PLAIN_ELEMENTS.match(src, i)
+            if m:
+                plain.extend(m.group().split())
+                self.i = m.end()
+                continue
             if i < n and src[i] == "[":
                 element = self._element(i)
                 if element is not None:
@@ -867,7 +951,7 @@ class _Parser:
             if kind == "nl":
                 continue
             if kind == "op" and value == ")":
-                return elements
+                return elements, plain
             if kind != "w":
                 raise Unparsable("has an array it cannot read", start)
             assert isinstance(value, Word)

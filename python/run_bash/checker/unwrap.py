@@ -131,6 +131,7 @@ class Unknown:
 
     reason: str
     text: str
+    syntax: bool = False  # the source could not be parsed
 
 
 class Scope:
@@ -171,7 +172,7 @@ class Analysis:
     _carrier_set: set[str] = field(default_factory=set)
     _values: dict[str, frozenset[str]] = field(default_factory=dict)
     _resolving: set[str] = field(default_factory=set)
-    _expanding_alias: set[str] = field(default_factory=set)
+    _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -200,7 +201,7 @@ class Analysis:
             if isinstance(item, Cmd):
                 self.command(item, depth, scope)
             elif isinstance(item, Problem):
-                self.unknown(_problem_reason(item.reason), item.text)
+                self.events.append(Unknown(_problem_reason(item.reason), item.text, True))
             elif isinstance(item, Sink):
                 self.sinks.append(item.text)
             elif isinstance(item, Words):
@@ -497,7 +498,7 @@ class Analysis:
             return
         if word.elements is not None:
             values = [self.expand_word(e, ctx.scope, ctx.cmd.in_func) for e in word.elements]
-            elements = [a for v in values for a in v]
+            elements = [a for v in values for a in v] + [Arg.lit(t) for t in word.plain_elements]
         else:
             elements = expand(word.text, parts, self.resolver(ctx.scope, ctx.cmd.in_func))
         if prefix:
@@ -529,6 +530,9 @@ class Analysis:
         table = self.hashed if name == "BASH_CMDS" else self.aliases
         pairs: list[tuple[str | None, Arg]] = []
         if word.elements is not None:
+            if word.plain_elements:
+                self.unknown(f"sets `{name}` in a way that cannot be read", ctx.text)
+                return
             for element in word.elements:
                 if element.assign is None:
                     self.unknown(f"sets `{name}` in a way that cannot be read", ctx.text)
@@ -562,7 +566,8 @@ class Analysis:
         literal = "".join(t for t, k in word.parts if k in (RAW, LIT))
         self.carrier(literal)
         for element in word.elements or ():
-            self._carriers_of(element)
+            if element.plain is None:
+                self._carriers_of(element)
 
     def carrier(self, text: str) -> None:
         """Remember a string holding code bash would run if it evaluated the string."""
@@ -625,7 +630,11 @@ class Analysis:
             name = command_name(head.value)
             if not name:
                 return
-            if ctx.first and name in self.aliases and name not in self._expanding_alias:
+            if (
+                ctx.first
+                and name in self.aliases
+                and (name, self.aliases[name]) not in self._expanding_alias
+            ):
                 self._run_alias(name, args, ctx)
                 return
             ctx.first = False
@@ -663,11 +672,12 @@ class Analysis:
             if words and args[0].text == words[0].text
             else (" ".join(a.text for a in args[1:]))
         )
-        self._expanding_alias.add(name)
+        # bash does not expand an alias inside its own text; a redefined one is another alias.
+        self._expanding_alias.add((name, value))
         try:
-            self.source(f"{value} {rest}", ctx.depth + 1, ctx.scope)
+            self.source(f"{value} {rest}" if rest else value, ctx.depth + 1, ctx.scope)
         finally:
-            self._expanding_alias.discard(name)
+            self._expanding_alias.discard((name, value))
 
     # -- code read from files, pipes and process substitutions ------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import groupby
 
 # Part kinds of a parsed word.
 RAW = 0  # unquoted literal text: subject to brace expansion and globbing
@@ -88,16 +89,17 @@ _ANSI_C = re.compile(
 
 
 def _ansi_sub(m: re.Match[str]) -> str:
-    simple, octal, hx, u4, u8, ctrl = m.groups()
-    if simple is not None:
-        return _ESC[simple]
-    if octal is not None:
-        return chr(int(octal, 8) & 0xFF)
-    if hx is not None:
-        return chr(int(hx, 16))
-    if ctrl is not None:
-        return chr(ord(ctrl) & 0x1F)
-    code = int(u4 or u8, 16)
+    group = m.lastindex
+    text = m.group(group)
+    if group == 1:
+        return _ESC[text]
+    if group == 2:
+        return chr(int(text, 8) & 0xFF)
+    if group == 3:
+        return chr(int(text, 16))
+    if group == 6:
+        return chr(ord(text) & 0x1F)
+    code = int(text, 16)
     return chr(code) if code <= 0x10FFFF else "\ufffd"
 
 
@@ -250,33 +252,26 @@ def _glob_in(text: str) -> bool:
     return k >= 0 and "]" in text[k + 1 :]
 
 
+def _raw_glob(parts: list[Part]) -> bool:
+    """True when an unquoted run of the word holds a glob character."""
+    for raw, group in groupby(parts, key=lambda p: p[1] in (RAW, FIELD)):
+        if raw and _glob_in("".join(text for text, _ in group)):
+            return True
+    return False
+
+
 def _arg_from_parts(source: str, parts: list[Part]) -> Arg:
     value: list[str] = []
-    prefix: str | None = None
-    split = glob = proc = opaque = False
-    raw_run = ""
-    for text, kind in parts:
-        if kind in (RAW, FIELD):
-            value.append(text)
-            raw_run += text
-            continue
-        if raw_run:
-            glob = glob or _glob_in(raw_run)
-            raw_run = ""
-        if kind == LIT:
+    for k, (text, kind) in enumerate(parts):
+        if kind in (RAW, FIELD, LIT):
             value.append(text)
             continue
-        if prefix is None:
-            prefix = "".join(value)
-            opaque = kind == OPQ and not prefix
-        split = split or kind == SPLIT
-        proc = proc or kind == PROC
-    if raw_run:
-        glob = glob or _glob_in(raw_run)
-    if prefix is None:
-        joined = "".join(value)
-        return Arg(source, joined, joined, False, glob, False)
-    return Arg(source, None, prefix, split, glob, proc, opaque)
+        prefix = "".join(value)
+        kinds = {kind for _, kind in parts[k:]}
+        opaque = kind == OPQ and not prefix
+        return Arg(source, None, prefix, SPLIT in kinds, _raw_glob(parts), PROC in kinds, opaque)
+    joined = "".join(value)
+    return Arg(source, joined, joined, False, _raw_glob(parts), False)
 
 
 _IFS = re.compile(r"[ \t\n]+")
@@ -316,25 +311,23 @@ Resolver = Callable[[str], "str | object | None"]
 
 def resolve_parts(parts: list[Part], resolve: Resolver) -> list[Part]:
     """Replace expansions the script makes known (``f=-rf; rm "$f"``) by their values."""
-    out: list[Part] | None = None
-    for k, (text, kind) in enumerate(parts):
-        if kind not in (DYN, SPLIT) or not (text.startswith("$") or text.startswith("`")):
-            if out is not None:
-                out.append((text, kind))
-            continue
-        value = resolve(text)
+    texts = {text for text, kind in parts if kind in (DYN, SPLIT) and text[:1] in "$`"}
+    if not texts:
+        return parts
+    values = {text: resolve(text) for text in texts}
+    if all(v is None for v in values.values()):
+        return parts
+    out: list[Part] = []
+    for text, kind in parts:
+        value = values.get(text) if kind in (DYN, SPLIT) else None
         if value is None:
-            if out is not None:
-                out.append((text, kind))
-            continue
-        if out is None:
-            out = list(parts[:k])
-        if value is OPAQUE:
+            out.append((text, kind))
+        elif value is OPAQUE:
             out.append((text, OPQ if kind == DYN else SPLIT))
         else:
             assert isinstance(value, str)
             out.append((value, LIT if kind == DYN else FIELD))
-    return parts if out is None else out
+    return out
 
 
 def _may_brace(parts: list[Part]) -> bool:
