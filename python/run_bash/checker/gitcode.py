@@ -59,6 +59,14 @@ def git_handler(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     if sub.value == "config":
         _git_config(ana, args[k + 1 :], ctx)
         return None
+    _commands_given(ana, sub.value, args[k + 1 :], ctx)
+    hook_dirs = [
+        v.value.rstrip("/") + "/" for key, v in config if key == "core.hookspath" and v.value
+    ]
+    for path in list(ana.written):
+        if "hooks/" in path or any(path.startswith(d) or f"/{d}" in path for d in hook_dirs):
+            # A hook this line writes runs when git reaches it.
+            ana.script_run(Arg.lit(path), [], ctx)
     alias_key = f"alias.{sub.value.lower()}"
     for key, value in reversed(config):
         if key is None:
@@ -234,3 +242,51 @@ def _git_config(ana: Analysis, args: list[Arg], ctx: Ctx) -> None:
             ana.source(value.value[1:], ctx.depth + 1)
     elif _CODE_KEYS.fullmatch(key):
         _config_code(ana, key, value, ctx)
+
+
+# Subcommand options whose value is a command git runs: (short, long) per subcommand.
+_COMMAND_OPTIONS = {
+    "rebase": ("x", "exec"),
+    "difftool": ("x", "extcmd"),
+    "clone": ("u", "upload-pack"),
+    "fetch": ("", "upload-pack"),
+    "pull": ("", "upload-pack"),
+    "ls-remote": ("", "upload-pack"),
+    "push": ("", "receive-pack"),
+    "archive": ("", "exec"),
+}
+
+
+def _commands_given(ana: Analysis, sub: str, args: list[Arg], ctx: Ctx) -> None:
+    """``rebase --exec CMD``, ``clone -u CMD``, ``bisect run CMD…``, ``submodule foreach CMD``."""
+    from run_bash.checker.unwrap import Scope
+
+    if sub == "bisect" and args and args[0].value == "run":
+        if args[1:]:
+            ana.chain(list(args[1:]), ctx)
+        return
+    if sub == "submodule":
+        rest = [a for a in args if a.value is None or not a.value.startswith("-")]
+        if rest and rest[0].value == "foreach" and len(rest) > 1:
+            words = rest[1:]
+            if any(a.value is None for a in words):
+                ana.unknown("runs a command only known at run time in each submodule", ctx.text)
+            else:
+                ana.source(" ".join(a.value or "" for a in words), ctx.depth + 1, Scope())
+        return
+    short, long = _COMMAND_OPTIONS.get(sub, ("", ""))
+    if not long:
+        return
+    for k, a in enumerate(args):
+        v = a.value
+        if v is None:
+            continue
+        word: Arg | None = None
+        if v.startswith(f"--{long}="):
+            word = Arg.lit(v.split("=", 1)[1])
+        elif v == f"--{long}" or (short and v == f"-{short}"):
+            word = args[k + 1] if k + 1 < len(args) else None
+        elif short and v.startswith(f"-{short}") and len(v) > 2 and not v.startswith("--"):
+            word = Arg.lit(v[2:])
+        if word is not None:
+            ana.code(word, ctx, "code git runs")

@@ -106,6 +106,7 @@ _SPECIAL = (
     CODE_VARIABLES | PROMPT_VARIABLES | STARTUP_VARIABLES | {"BASH_CMDS", "BASH_ALIASES", "PATH"}
 )
 STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
+_FD_PATH = re.compile(r"/(?:dev/fd|proc/(?:self|\d+)/fd)/\d+")
 _SHEBANG = re.compile(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?")
 _PATH_PRODUCERS = re.compile(r"\s*(?:mktemp|pwd|realpath|readlink\s+-[a-z]*f)\b[^;&|`$()]*\s*$")
 _PRINTERS = re.compile(r"\s*(?:echo|printf|cat|base64|xxd|rev|tr|true|:)\b")
@@ -456,6 +457,8 @@ class Analysis:
 
     def written_file(self, path: str) -> str | bool | None:
         """A file this command line writes: its content (None: unknown), or False."""
+        if not self.written:
+            return False
         key = normalize_path(path)
         if key in self.written:
             return self.written[key]
@@ -690,6 +693,9 @@ class Analysis:
         if path.value is None:
             if shell and (path.split or path.opaque or not path.prefix):
                 self.unknown(f"runs a script only known at run time (`{path.text}`)", ctx.text)
+            return
+        if _FD_PATH.fullmatch(path.value):
+            self.unknown(f"runs code read from a file descriptor (`{path.value}`)", ctx.text)
             return
         content = self.written_file(path.value)
         if content is False:

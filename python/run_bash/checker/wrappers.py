@@ -33,6 +33,8 @@ _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_INPUTS = 32
+# Start-up files of interactive and login shells.
+RC_FILES = ("~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.zshrc", "~/.kshrc")
 
 
 def _longs(required: str = "", flags: str = "", optional: str = "") -> dict[str, int]:
@@ -128,8 +130,12 @@ def _sudo(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         return None
     k = _skip_assignments(ana, args, parsed.index, ctx)
     rest = args[k:]
-    if not rest and ("s" in opts or "i" in opts or "shell" in opts or "login" in opts):
+    shell = "s" in opts or "i" in opts or "shell" in opts or "login" in opts
+    if shell and not rest:
         ana.stdin_code(ctx, "shell code")
+        return None
+    if shell:
+        _shell_mode(ana, rest, ctx)  # the shell runs the words with -c
         return None
     return rest or None
 
@@ -179,6 +185,12 @@ def _env(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return rest or None
 
 
+def _interactive_flag(v: str) -> bool:
+    if v in ("--login", "--interactive"):
+        return True
+    return v.startswith("-") and not v.startswith("--") and any(ch in v[1:] for ch in "il")
+
+
 def _shell(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     from run_bash.checker.unwrap import STDIN_FILES, Scope
 
@@ -225,6 +237,12 @@ def _shell(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             continue
         break
     rest = args[i:]
+    interactive = any(_interactive_flag(a.value or "") for a in args[:i])
+    if interactive:
+        for rc in RC_FILES:
+            content = ana.written_file(rc)
+            if content is not False:
+                ana.script_run(Arg.lit(rc), [], ctx, shell=True)
     if command_mode:
         command = rest[0] if rest else None
         if command is not None:
@@ -1091,6 +1109,33 @@ def _bwrap(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return args[i:] or None
 
 
+def _pee(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    for a in args:
+        if a.value is not None and a.value.startswith("-"):
+            continue
+        ana.code(a, ctx, "shell code")  # pee runs each argument as a shell command
+    return None
+
+
+def _bind(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``bind -x '"\\C-x": CMD'``: CMD runs when the key is pressed."""
+    for k, a in enumerate(args):
+        v = a.value or ""
+        if v.startswith("-") and "x" in v[1:]:
+            binding = (
+                Arg.lit(v[v.index("x") + 1 :])
+                if not v.endswith("x")
+                else (args[k + 1] if k + 1 < len(args) else Arg.lit(""))
+            )
+            if binding.value is None:
+                ana.unknown("binds a key to a command only known at run time", ctx.text)
+                continue
+            _, sep, code = binding.value.partition(":")
+            if sep:
+                ana.source(code.strip().strip("'\""), ctx.depth + 1, ctx.scope)
+    return None
+
+
 def _mapfile(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     res = skip_options(args, "dnOsuCc", {})
     if res is None:
@@ -1652,6 +1697,38 @@ WRAPPERS: dict[str, Handler] = {
     "cgexec": runner(Spec("g", "", "rh", _longs("", "sticky"))),
     "firejail": runner(Spec("", "", "", complete=False)),
     "bwrap": _bwrap,
+    "sem": _parallel,
+    "flatpak-spawn": runner(
+        Spec(
+            "",
+            "",
+            "",
+            _longs(
+                "forward-fd env unset-env directory app-path usr-path sandbox-expose "
+                "sandbox-expose-ro sandbox-flag",
+                "host watch-bus clear-env latest-version sandbox no-network expose-pids "
+                "share-pids verbose help",
+            ),
+        )
+    ),
+    "distrobox-host-exec": runner(Spec()),
+    "host-spawn": runner(Spec()),
+    "toolbox": _subcommands(
+        Spec(),
+        {"run": _then_command(Spec("cdr", "", "", _longs("container distro release")))},
+        name="toolbox",
+    ),
+    "faketime": runner(Spec("m", "", "f", _longs("exclude-monotonic", "")), skip=1),
+    "chronic": runner(Spec("", "", "ev")),
+    "ifne": runner(Spec("", "", "n")),
+    "nocache": runner(Spec("n", "", "")),
+    "rlwrap": runner(Spec("abcCDefFgHiIlmnNoOpPqrRsStTvwWz", "", "", complete=False)),
+    "torsocks": runner(Spec("uPaidh", "", "", _longs("user pass address port", "isolate"))),
+    "proxychains": runner(Spec("f", "", "q")),
+    "proxychains4": runner(Spec("f", "", "q")),
+    "lckdo": runner(Spec("", "", "qw"), skip=1),
+    "pee": _pee,
+    "bind": _bind,
     "proot": runner(Spec("rbwqkvimRS", "", "0Vh")),
     "entr": _entr,
     "mapfile": _mapfile,
@@ -1682,9 +1759,26 @@ for _shell_name in (
     WRAPPERS[_shell_name] = _shell
 
 
+_LOADER = re.compile(r"ld(?:-linux[\w.-]*|-musl[\w.-]*)?\.so(?:\.\d+)*")
+_LOADER_RUN = runner(
+    Spec(
+        "",
+        "",
+        "",
+        _longs(
+            "library-path preload argv0 audit glibc-hwcaps-prepend glibc-hwcaps-mask",
+            "inhibit-cache inhibit-rpath verify list list-tunables list-diagnostics help",
+        ),
+    ),
+    no_command="list verify list-tunables list-diagnostics help",
+)
+
+
 def handler_for(name: str) -> Handler | None:
     """The handler of a command that runs other commands or code, if ``name`` is one."""
     handler = WRAPPERS.get(name)
     if handler is None and _PYTHON.fullmatch(name):
         return _python
+    if handler is None and _LOADER.fullmatch(name):
+        return _LOADER_RUN  # the dynamic loader runs the program named after its options
     return handler
