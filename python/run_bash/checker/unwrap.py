@@ -164,13 +164,14 @@ class Analysis:
     variables: dict[str, list[Any]] = field(default_factory=dict)
     aliases: dict[str, str | None] = field(default_factory=dict)
     hashed: dict[str, str | None] = field(default_factory=dict)
-    written: dict[str, str | None] = field(default_factory=dict)
+    written: dict[str, list[Any]] = field(default_factory=dict)
     sinks: list[str] = field(default_factory=list)
     carriers: list[str] = field(default_factory=list)
     ifs_changed: bool = False
     path_changed: bool = False  # a command name may then run a script this line wrote
     budget: int = MAX_CODE
     _carrier_set: set[str] = field(default_factory=set)
+    _reading: set[str] = field(default_factory=set)
     _values: dict[str, frozenset[str]] = field(default_factory=dict)
     _resolving: set[str] = field(default_factory=set)
     _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
@@ -407,8 +408,10 @@ class Analysis:
     def _writer(self, name: str, args: list[Arg], cmd: Cmd, scope: Scope) -> None:
         """Record files that ``tee``, ``cp``, ``curl -o`` … write (content unknown but tee's)."""
         if name == "tee":
-            text = self.stdin_text(cmd, scope)
-            content = None if text is NO_INPUT else text
+
+            def content() -> str | None:
+                return self.stdin_text(cmd, scope)
+
             for a in args:
                 if a.value is not None and not a.value.startswith("-"):
                     self._store(a.value, content, any(x.value in ("-a", "--append") for x in args))
@@ -440,33 +443,47 @@ class Analysis:
 
     def _write(self, redir: Redir, content: Any) -> None:
         target = redir.target
-        if target is None or target.parts is None:
+        if target is None:
             return
         args = expand(target.text, target.parts)
-        if len(args) != 1 or args[0].value is None:
+        if len(args) != 1 or args[0].value is None or args[0].value.startswith("/dev/"):
             return
-        text = content()
-        self._store(args[0].value, None if text is NO_INPUT else text, redir.op in (">>", "&>>"))
+        self._store(args[0].value, content, redir.op in (">>", "&>>"))
 
-    def _store(self, path: str, content: str | None, append: bool) -> None:
+    def _store(self, path: str, content: Any, append: bool) -> None:
+        """Record a written file; ``content`` is its text, None, or a function giving it (only
+        called if something runs the file)."""
         key = normalize_path(path)
-        if append and key in self.written:
-            old = self.written[key]
-            content = None if old is None or content is None else old + content
-        self.written[key] = content
+        pieces = self.written.setdefault(key, []) if append else []
+        pieces.append(content)
+        self.written[key] = pieces
 
     def written_file(self, path: str) -> str | bool | None:
         """A file this command line writes: its content (None: unknown), or False."""
         if not self.written:
             return False
         key = normalize_path(path)
-        if key in self.written:
-            return self.written[key]
-        base = key.rsplit("/", 1)[-1]
-        for k, v in self.written.items():
-            if k.rsplit("/", 1)[-1] == base and base not in (".", ".."):
-                return v
-        return False
+        if key not in self.written:
+            base = key.rsplit("/", 1)[-1]
+            key = next(
+                (k for k in self.written if k.rsplit("/", 1)[-1] == base and base not in "..."),
+                "",
+            )
+            if not key:
+                return False
+        if key in self._reading:
+            return None  # `cat f > f`: the content depends on itself
+        self._reading.add(key)
+        try:
+            out: list[str] = []
+            for piece in self.written[key]:
+                text = piece() if callable(piece) else piece
+                if text is None or text is NO_INPUT:
+                    return None
+                out.append(text)
+            return "".join(out)
+        finally:
+            self._reading.discard(key)
 
     # -- commands ---------------------------------------------------------------------------------
 
