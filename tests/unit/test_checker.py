@@ -557,6 +557,7 @@ def test_to_dict_is_plain_data() -> None:
         "command": "git push -f",
         "commands": [["git", "push", "-f"]],
         "lua_rules": [],
+        "internal_error": None,
     }
 
 

@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from run_bash.checker import check, parse_commands
+from run_bash.checker.rules import DEFAULT_RULES
+from run_bash.checker.wrappers import WRAPPERS
 
 DANGEROUS = [
     ["rm", "-rf", "build"],
@@ -818,3 +820,24 @@ def test_deep_nesting_never_crashes(depth: int, template: str) -> None:
             cmd = "echo " + template.replace("@@", cmd)
     verdict = check(cmd, strict=True)
     assert verdict.pause, cmd  # either the rm rule or "nests too deeply"
+
+
+HANDLER_WORDS = [
+    "-c", "-x", "-s", "-i", "--", "-", "-e", "-f", "-p", "-u", "-I{}", "{}", ":::", "::::", ";",
+    "+", "-rf", "rm", "x", "$X", '"$Y"', "'a b'", "--exec", "--run", "-C", "=", "a=b", "-o",
+    "alias.x=!rm", "new-session", "send-keys", "Enter", "stuff", "-X", "all:", "run", "exec",
+    "dlx", "pip", "uninstall", "--dry-run", "false", "publish", "delete", "$(ls)",
+    "<(echo rm -rf x)", "--long=", "-n1", "-eEOF", "0", "--config-env=alias.a=X", "foreach",
+    "--upload-pack=x", "bisect", "config", "core.pager", "-S", "--split-string=x y", "-E",
+    "BASH_FUNC_x%%=() { :; }", "--eval=x", "--file=-",
+]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from(sorted({*WRAPPERS, *DEFAULT_RULES, "python3", "ld.so"})),
+    st.lists(st.sampled_from(HANDLER_WORDS), max_size=7),
+)
+def test_no_exception_escapes_from_any_command_handler(name: str, words: list[str]) -> None:
+    verdict = check(" ".join([name, *words]), strict=True)
+    assert verdict.internal_error is None

@@ -78,6 +78,7 @@ class Verdict:
             "command": self.command,
             "commands": [list(argv) for argv in self.commands],
             "lua_rules": list(self.lua_rules),
+            "internal_error": self.internal_error,
         }
 
 
