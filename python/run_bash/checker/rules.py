@@ -482,7 +482,7 @@ def _git_config_pairs(opts: Sequence[tuple[str, Arg | None]]) -> dict[str, str]:
 
 
 def rule_git(args: Sequence[Arg]) -> Hit | None:
-    """git's data-losing and history-rewriting subcommands (see DEFAULT_SUMMARY["git"])."""
+    """git subcommands that lose work or rewrite history (listed in :help run_bash-pauselist)."""
     split = git_split(args)
     if isinstance(split, Arg):
         return _unknown("run a destructive git subcommand", split)
@@ -1150,42 +1150,6 @@ DEFAULT_RULES: dict[str, Rule] = {
         dict.fromkeys(("uninstall", "delete", "del", "un"), "uninstalls a Helm release"),
         dry_run=True,
     ),
-}
-
-# Reference text for each default rule (help file and tests): name -> when it pauses.
-DEFAULT_SUMMARY: dict[str, str] = {
-    "rm": "with -r, -R or --recursive",
-    "git": "reset --hard; clean -f (not -n); push -f/--force (also with --force-with-lease), "
-    "--delete/-d, --mirror, --prune, +refspec (not with --force-with-lease) or :ref; "
-    "checkout -f, . , -- or TREE PATHS; switch -f/--discard-changes; restore of worktree "
-    "paths; branch -D/--delete --force; stash drop/clear; reflog expire/delete; "
-    "gc --prune=now; prune; update-ref -d/--stdin; filter-branch; filter-repo",
-    "find": "-delete, or a word only known at run time in its expression",
-    "chmod": "on /, a system directory or a path inside one",
-    "chown": "on /, a system directory or a path inside one",
-    "chgrp": "on /, a system directory or a path inside one",
-    "rsync": "--delete…, --del, --remove-source-files (not with -n/--dry-run)",
-    "fuser": "-k/--kill",
-    "init": "a runlevel (0 powers off, 6 reboots)",
-    "telinit": "a runlevel (0 powers off, 6 reboots)",
-    "systemctl": "stop, restart, disable, mask, kill, isolate, reboot, poweroff, halt and variants",
-    "loginctl": "poweroff, reboot, halt, kexec, suspend, hibernate, terminate-/kill-session/user",
-    "npm": "publish, unpublish, uninstall (un, r, rm, remove, unlink); not with --dry-run",
-    "pnpm": "publish (not with --dry-run)",
-    "yarn": "publish, npm publish (not with --dry-run)",
-    "pip": "uninstall (also python -m pip)",
-    "pip3": "uninstall",
-    "uv": "pip uninstall, tool uninstall",
-    "twine": "upload",
-    "gem": "push, yank",
-    "cargo": "publish (not with --dry-run), yank",
-    "gh": "release delete, repo delete",
-    "docker": "system prune, volume rm/remove/prune",
-    "podman": "system prune/reset, volume rm/remove/prune",
-    "kubectl": "delete (not with --dry-run=client|server)",
-    "terraform": "destroy, apply -destroy",
-    "tofu": "destroy, apply -destroy",
-    "helm": "uninstall (delete, del, un); not with --dry-run",
 }
 
 

@@ -195,7 +195,7 @@ class Analysis:
             return
         self.budget -= len(src)
         if self.budget < 0:
-            self.unknown("holds too much nested code to analyse", src.strip()[:200])
+            self.unknown("holds too much code to analyse", src.strip()[:200])
             return
         items = parse(src)
         self._prepass(items, scope)
@@ -846,7 +846,6 @@ def _problem_reason(reason: str) -> str:
 
 
 __all__ = [
-    "LIT",
     "SHELLS",
     "Analysis",
     "Ctx",
