@@ -454,8 +454,44 @@ def _git_update_ref(args: Sequence[Arg]) -> Hit | None:
     return None
 
 
+def _git_rm(args: Sequence[Arg]) -> Hit | None:
+    s = scan(
+        args,
+        "",
+        {
+            "force": NONE,
+            "cached": NONE,
+            "dry-run": NONE,
+            "quiet": NONE,
+            "ignore-unmatch": NONE,
+            "sparse": NONE,
+            "pathspec-from-file": REQUIRED,
+            "pathspec-file-nul": NONE,
+        },
+    )
+    if s.has("cached", "n", "dry-run"):
+        return None
+    if s.has("f", "force"):
+        return Hit("deletes files even with uncommitted changes")
+    return None
+
+
+def _git_worktree(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "", {"force": NONE}, stop_after=1)
+    sub = s.operands[0] if s.operands else None
+    if (
+        sub is not None
+        and sub.value == "remove"
+        and (s.has("f", "force") or any(a.value in ("-f", "--force") for a in args))
+    ):
+        return Hit("deletes a worktree even with uncommitted changes")
+    return None
+
+
 _FALSE = frozenset({"false", "no", "off", "0"})
 _GIT_SUBRULES: dict[str, Rule] = {
+    "rm": _git_rm,
+    "worktree": _git_worktree,
     "push": _git_push,
     "reset": _git_reset,
     "checkout": _git_checkout,
@@ -848,7 +884,7 @@ def is_dry_run(args: Sequence[Arg]) -> bool:
         v = a.value
         if v is None:
             continue
-        if v == "--dry-run":
+        if v in ("--dry-run", "--dryrun"):
             nxt = args[k + 1].value if k + 1 < len(args) else None
             state = nxt is None or nxt.lower() not in _FALSE | {"none"}
         elif v.startswith("--dry-run="):
@@ -1017,6 +1053,93 @@ def rule_init(args: Sequence[Arg]) -> Hit | None:
     return None
 
 
+_COMPOSE_DOWN = "deletes the project's volumes and their data"
+
+
+def rule_compose(args: Sequence[Arg]) -> Hit | None:
+    """`docker-compose down -v|--volumes`."""
+    ops = [a for a in args if a.value is not None and not a.value.startswith("-")]
+    if ops and ops[0].value == "down" and _has_volumes(args):
+        return Hit(_COMPOSE_DOWN)
+    return None
+
+
+def _has_volumes(args: Sequence[Arg]) -> bool:
+    for a in args:
+        v = a.value or ""
+        if v == "--volumes" or (v.startswith("-") and not v.startswith("--") and "v" in v[1:]):
+            return True
+    return False
+
+
+def _with_compose(name: str, reasons: Mapping[str, Any]) -> Rule:
+    """A container CLI's rule plus `NAME compose down -v` (deletes the project's volumes)."""
+    base = _subcommand_rule(name, reasons)
+
+    def rule(args: Sequence[Arg]) -> Hit | None:
+        s = subcommand_scan(name, args)
+        if s.operands and s.operands[0].value == "compose":
+            rest = args[list(args).index(s.operands[0]) + 1 :]
+            return rule_compose(rest)
+        return base(args)
+
+    rule.__doc__ = base.__doc__
+    return rule
+
+
+def rule_pacman(args: Sequence[Arg]) -> Hit | None:
+    """`pacman -R…` (remove)."""
+    for a in args:
+        v = a.value or ""
+        if v == "--remove" or (v.startswith("-") and not v.startswith("--") and "R" in v[1:]):
+            return Hit(_UNINSTALL)
+    return None
+
+
+def rule_cloud_delete(name: str) -> Rule:
+    """A cloud CLI command whose verb is `delete` (`gcloud compute instances delete x`)."""
+
+    def rule(args: Sequence[Arg]) -> Hit | None:
+        for a in args:
+            v = a.value
+            if v is None:
+                if a.may_be_option or not a.prefix:
+                    return _unknown(f"delete {name} resources", a)
+                continue
+            if v.startswith("-"):
+                continue
+            if v == "delete" or v.endswith("-delete"):
+                return Hit("deletes cloud resources")
+        return None
+
+    rule.__doc__ = f"`{name} … delete`."
+    return rule
+
+
+def rule_crontab(args: Sequence[Arg]) -> Hit | None:
+    """`crontab` that replaces or removes the user's scheduled jobs (not `-l`)."""
+    values = [a.value for a in args]
+    if "-l" in values:
+        return None
+    if "-r" in values or any(v and v.startswith("-") and "r" in v[1:] for v in values):
+        return Hit("removes the user's scheduled jobs")
+    return Hit("replaces the user's scheduled jobs, which run outside the sandbox")
+
+
+_SERVICE_VERBS = frozenset({"stop", "restart", "force-reload", "condrestart", "try-restart"})
+
+
+def rule_service(args: Sequence[Arg]) -> Hit | None:
+    """`service NAME stop|restart…` (SysV init scripts)."""
+    ops = [a for a in args if a.value is None or not a.value.startswith("-")]
+    if len(ops) >= 2:
+        if ops[1].value is None:
+            return _unknown("stop a system service", ops[1])
+        if ops[1].value in _SERVICE_VERBS:
+            return Hit("stops or restarts a system service")
+    return None
+
+
 DEFAULT_RULES: dict[str, Rule] = {
     "rm": rule_rm,
     "git": rule_git,
@@ -1090,8 +1213,52 @@ DEFAULT_RULES: dict[str, Rule] = {
     "pip": _subcommand_rule("pip", {"uninstall": _UNINSTALL}),
     "pip3": _subcommand_rule("pip3", {"uninstall": _UNINSTALL}),
     "uv": _subcommand_rule(
-        "uv", {"pip": {"uninstall": _UNINSTALL}, "tool": {"uninstall": _UNINSTALL}}
+        "uv",
+        {
+            "pip": {"uninstall": _UNINSTALL},
+            "tool": {"uninstall": _UNINSTALL},
+            "publish": "publishes packages to PyPI",
+        },
+        dry_run=True,
     ),
+    "poetry": _subcommand_rule("poetry", {"publish": "publishes a package to PyPI"}, dry_run=True),
+    "hatch": _subcommand_rule("hatch", {"publish": "publishes packages to PyPI"}),
+    "flit": _subcommand_rule("flit", {"publish": "publishes a package to PyPI"}),
+    "pdm": _subcommand_rule("pdm", {"publish": "publishes a package to PyPI"}),
+    "lerna": _subcommand_rule("lerna", {"publish": "publishes packages to the registry"}),
+    "pipx": _subcommand_rule("pipx", {"uninstall": _UNINSTALL, "uninstall-all": _UNINSTALL}),
+    "apt": _subcommand_rule("apt", dict.fromkeys(("remove", "purge", "autoremove"), _UNINSTALL)),
+    "apt-get": _subcommand_rule(
+        "apt-get", dict.fromkeys(("remove", "purge", "autoremove"), _UNINSTALL)
+    ),
+    "dnf": _subcommand_rule("dnf", dict.fromkeys(("remove", "erase", "autoremove"), _UNINSTALL)),
+    "yum": _subcommand_rule("yum", dict.fromkeys(("remove", "erase", "autoremove"), _UNINSTALL)),
+    "brew": _subcommand_rule("brew", dict.fromkeys(("uninstall", "remove", "rm"), _UNINSTALL)),
+    "snap": _subcommand_rule("snap", {"remove": _UNINSTALL}),
+    "conda": _subcommand_rule("conda", dict.fromkeys(("remove", "uninstall"), _UNINSTALL)),
+    "pacman": rule_pacman,
+    "docker-compose": rule_compose,
+    "aws": _subcommand_rule(
+        "aws",
+        {
+            "s3": {
+                "rm": "deletes objects from S3",
+                "rb": "deletes an S3 bucket",
+            }
+        },
+        dry_run=True,
+    ),
+    "gsutil": _subcommand_rule(
+        "gsutil",
+        {
+            "rm": "deletes objects from Cloud Storage",
+            "rb": "deletes a Cloud Storage bucket",
+        },
+    ),
+    "gcloud": rule_cloud_delete("gcloud"),
+    "az": rule_cloud_delete("az"),
+    "crontab": rule_crontab,
+    "service": rule_service,
     "twine": _subcommand_rule("twine", {"upload": "uploads packages to PyPI"}),
     "gem": _subcommand_rule(
         "gem",
@@ -1105,6 +1272,7 @@ DEFAULT_RULES: dict[str, Rule] = {
         {
             "publish": "publishes a crate to crates.io",
             "yank": "withdraws a published crate version from crates.io",
+            "uninstall": _UNINSTALL,
         },
         dry_run=True,
     ),
@@ -1115,7 +1283,7 @@ DEFAULT_RULES: dict[str, Rule] = {
             "repo": {"delete": "deletes a GitHub repository"},
         },
     ),
-    "docker": _subcommand_rule(
+    "docker": _with_compose(
         "docker",
         {
             "system": {"prune": "deletes unused containers, images, networks and build cache"},
@@ -1126,7 +1294,7 @@ DEFAULT_RULES: dict[str, Rule] = {
             },
         },
     ),
-    "podman": _subcommand_rule(
+    "podman": _with_compose(
         "podman",
         {
             "system": {

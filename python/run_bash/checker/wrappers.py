@@ -614,8 +614,8 @@ def _python(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
                 if j + 1 >= len(v):
                     i += 1
                 if ch == "m":
-                    if value in ("pip", "pip3"):
-                        return [Arg.lit("pip", value), *args[i:]]
+                    if value in ("pip", "pip3", "twine"):
+                        return [Arg.lit("pip" if value == "pip3" else value, value), *args[i:]]
                     return None
                 break
     return None
