@@ -255,6 +255,7 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "(( a[1<<2] )); rm -rf x",
             "echo 10\u00a0000; rm -rf x",
             "rm\u00a0-rf x; rm -rf y",
+            "shopt -s extglob\n@(rm) -rf x",
         ],
         [
             "time -p -- make",

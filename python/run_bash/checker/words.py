@@ -246,8 +246,8 @@ def _brace(word: Masked, budget: list[int], out: list[Masked], start: int = 0) -
 
 
 def _glob_in(text: str) -> bool:
-    if "*" in text or "?" in text:
-        return True
+    if "*" in text or "?" in text or "+(" in text or "@(" in text or "!(" in text:
+        return True  # wildcards and extglob groups (`@(rm)` may match a file named rm)
     k = text.find("[")
     return k >= 0 and "]" in text[k + 1 :]
 
