@@ -254,6 +254,7 @@ def embedded(draw: st.DrawFn, cmd: str) -> str:
         alone = re.fullmatch(r"EOF\d*", last) is not None or "#" in last
         alone = alone or out.rstrip().endswith("&") or out.endswith("\n}") or out.endswith("fi")
         alone = alone or (part.startswith("#") and sep.strip() in ("&&", "||", "|"))
+        alone = alone or (part.startswith("!") and sep.strip() == "|")  # `!` starts a pipeline
         out += ("\n" if alone else sep) + part
     return out
 
@@ -536,6 +537,53 @@ def test_env_options_and_assignments_are_skipped(
 def test_xargs_options_are_not_the_command(options: list[str], replace: str) -> None:
     target = "rm -rf {}" if replace else "rm -rf"
     _paused_by_a_rule(" ".join(["xargs", *options, replace, target]))
+
+
+PARALLEL_FORMS = [
+    "parallel @@ ::: a b",
+    "parallel -j4 @@ ::: a",
+    "parallel --jobs 2 -k @@ ::: a",
+    "parallel ::: @Q",
+    "parallel {} ::: @Q",
+    "ls | parallel @@",
+    "sem @@",
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(PARALLEL_FORMS), spelled(DANGEROUS))
+def test_parallel_runs_its_command_and_inputs(form: str, spelled_cmd: tuple[list[str], str]):
+    _, cmd = spelled_cmd
+    _paused_by_a_rule(form.replace("@Q", shlex.quote(cmd)).replace("@@", cmd))
+
+
+PARSER_GAPS = [
+    "time -- @@",
+    "time -p -- @@",
+    "time -p @@",
+    "! @@",
+    "! ! @@",
+    "!(@@)",
+    "!( @@ )",
+    "coproc N { @@; }",
+    "coproc N ( @@ )",
+    "coproc { @@; }",
+    "echo $[ $(@@) ]",
+    "echo $[ 1 + a[$(@@)] ]",
+    "a[1<<2]=3; @@",
+    "x=(a [1<<2]=b) @@",
+    "(( a[1<<2] )); @@",
+    "echo 10\u00a0000; @@",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(PARSER_GAPS), spelled(DANGEROUS), st.data())
+def test_parser_gap_forms_are_seen_through(
+    form: str, spelled_cmd: tuple[list[str], str], data: st.DataObject
+) -> None:
+    _, cmd = spelled_cmd
+    _paused_by_a_rule(data.draw(embedded(form.replace("@@", cmd))))
 
 
 @settings(max_examples=200, deadline=None)
