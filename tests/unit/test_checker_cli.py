@@ -128,3 +128,16 @@ def test_help_example_runs_as_written_from_the_repository_root() -> None:
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert [v["pause"] for v in lines] == [True, True, False], lines
     assert lines[0]["rule"] == "rm" and lines[1]["rule"] == "git"
+
+
+def test_checker_error_pauses_and_is_reported_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(args: object) -> None:
+        raise ValueError("bad rule")
+
+    out = io.StringIO()
+    run_batch({"make": broken}, io.StringIO('"make all"\n"ls"\n'), out)
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first["pause"] and "error in the pause-list checker" in first["reason"]
+    assert "ValueError" not in first["reason"]
+    assert not second["pause"]
+    assert "checker error: ValueError: bad rule" in capsys.readouterr().err
