@@ -19,7 +19,7 @@ redirections of compound commands (:class:`Compound`).
 from __future__ import annotations
 
 import re
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import itemgetter
 
 from run_bash.checker.words import DYN, LIT, PROC, RAW, SPLIT, Part, decode_ansi_c
@@ -759,7 +759,7 @@ class _Parser:
         m = _NAME_RUN.match(src, i)
         if m:
             # `$a$b$c…`: one part per expansion, read in one go.
-            parts.extend((ref, dyn) for ref in _NAME_REF.findall(m.group()))
+            parts.extend(zip(_NAME_REF.findall(m.group()), repeat(dyn)))
             return m.end()
         parts.append(("$", LIT if quoted else RAW))
         return j

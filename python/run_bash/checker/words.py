@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import groupby
 
 # Part kinds of a parsed word.
@@ -103,11 +104,27 @@ def _ansi_sub(m: re.Match[str]) -> str:
     return chr(code) if code <= 0x10FFFF else "\ufffd"
 
 
+_ESCAPE = re.compile(
+    r"(\\(?:[abeEfnrtv\\'\"?]|[0-7]{1,3}|x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}"
+    r"|U[0-9a-fA-F]{1,8}|c.))",
+    re.S,
+)
+
+
+@lru_cache(maxsize=4096)
+def _escape(text: str) -> str:
+    m = _ANSI_C.fullmatch(text)
+    assert m is not None
+    return _ansi_sub(m)
+
+
 def decode_ansi_c(body: str) -> str:
     """Decode the body of a ``$'…'`` word the way bash does."""
     if "\\" not in body:
         return body
-    return _ANSI_C.sub(_ansi_sub, body)
+    pieces = _ESCAPE.split(body)  # text, escape, text, escape, …
+    pieces[1::2] = [_escape(e) for e in pieces[1::2]]
+    return "".join(pieces)
 
 
 def decode_echo(body: str) -> str:
@@ -252,26 +269,34 @@ def _glob_in(text: str) -> bool:
     return k >= 0 and "]" in text[k + 1 :]
 
 
-def _raw_glob(parts: list[Part]) -> bool:
+def _raw_glob(parts: list[Part], kinds: set[int]) -> bool:
     """True when an unquoted run of the word holds a glob character."""
-    for raw, group in groupby(parts, key=lambda p: p[1] in (RAW, FIELD)):
+    if RAW not in kinds and FIELD not in kinds:
+        return False
+    for raw, group in groupby(parts, key=lambda p: p[1] == RAW or p[1] == FIELD):
         if raw and _glob_in("".join(text for text, _ in group)):
             return True
     return False
 
 
-def _arg_from_parts(source: str, parts: list[Part]) -> Arg:
+def _kinds(parts: list[Part]) -> set[int]:
+    return {kind for _, kind in set(parts)}  # the set drops repeats at C speed
+
+
+def _arg_from_parts(source: str, parts: list[Part], kinds: set[int] | None = None) -> Arg:
+    kinds = _kinds(parts) if kinds is None else kinds
     value: list[str] = []
     for k, (text, kind) in enumerate(parts):
         if kind in (RAW, FIELD, LIT):
             value.append(text)
             continue
         prefix = "".join(value)
-        kinds = {kind for _, kind in parts[k:]}
+        rest = _kinds(parts[k:]) if k else kinds
         opaque = kind == OPQ and not prefix
-        return Arg(source, None, prefix, SPLIT in kinds, _raw_glob(parts), PROC in kinds, opaque)
+        glob = _raw_glob(parts, kinds)
+        return Arg(source, None, prefix, SPLIT in rest, glob, PROC in rest, opaque)
     joined = "".join(value)
-    return Arg(source, joined, joined, False, _raw_glob(parts), False)
+    return Arg(source, joined, joined, False, _raw_glob(parts, kinds), False)
 
 
 _IFS = re.compile(r"[ \t\n]+")
@@ -311,7 +336,7 @@ Resolver = Callable[[str], "str | object | None"]
 
 def resolve_parts(parts: list[Part], resolve: Resolver) -> list[Part]:
     """Replace expansions the script makes known (``f=-rf; rm "$f"``) by their values."""
-    texts = {text for text, kind in parts if kind in (DYN, SPLIT) and text[:1] in "$`"}
+    texts = {text for text, kind in set(parts) if kind in (DYN, SPLIT) and text[:1] in "$`"}
     if not texts:
         return parts
     values = {text: resolve(text) for text in texts}
@@ -354,7 +379,8 @@ def expand(source: str, parts: list[Part], resolve: Resolver | None = None) -> l
             return [Arg(source, text, text, False, _glob_in(text), False)]
     if resolve is not None:
         parts = resolve_parts(parts, resolve)
-    if not _may_brace(parts):
+    kinds = _kinds(parts)
+    if RAW not in kinds or not _may_brace(parts):
         variants = [parts]
     else:
         word, dynamic = _encode(parts)
@@ -366,10 +392,10 @@ def expand(source: str, parts: list[Part], resolve: Resolver | None = None) -> l
         variants = [parts] if len(expanded) == 1 else [_decode(v, dynamic) for v in expanded]
     out: list[Arg] = []
     for variant in variants:
-        if any(kind == FIELD for _, kind in variant):
+        if FIELD in kinds:
             out.extend(_arg_from_parts(source, f) for f in _fields(variant))
         else:
-            out.append(_arg_from_parts(source, variant))
+            out.append(_arg_from_parts(source, variant, kinds if variant is parts else None))
     return out
 
 
