@@ -1068,8 +1068,11 @@ class _Parser:
         """
         count = 0
         while True:
-            self._skip_newlines()
             tok = self.peek(ASSIGN)
+            while tok[0] == "nl":
+                self.peeked = None
+                self.i = self._after
+                tok = self.peek(ASSIGN)
             kind, value = tok[0], tok[1]
             if kind == "eof":
                 if self.pending:
@@ -1078,8 +1081,7 @@ class _Parser:
             if kind == "op" and (value == ")" or (case and value in _CASE_ENDS)):
                 return count
             if kind == "w":
-                assert isinstance(value, Word)
-                word = value.reserved()
+                word = value.plain  # type: ignore[union-attr]
                 if word in ends:
                     return count
                 if word in _CLOSERS:
@@ -1088,7 +1090,8 @@ class _Parser:
             count += 1
             tok = self.peek(ASSIGN)
             if tok[0] == "op" and tok[1] in (";", "&"):
-                self.next(ASSIGN)
+                self.peeked = None
+                self.i = self._after
                 continue
             if tok[0] in ("nl", "eof"):
                 continue
@@ -1127,17 +1130,20 @@ class _Parser:
         while True:
             # `!(…)` at command position is `!` then a subshell (extglob is off in bash -c).
             cached = self.peeked
-            if cached is not None and cached[0][0] == "w":
-                word = cached[0][1]
-                if isinstance(word, Word) and word.text.startswith("!("):
-                    self._unpeek()
-            self._skip_blanks()
-            if self.peeked is None and self.src.startswith("!(", self.i):
-                self.i += 1
-                prefixed = True
-                continue
+            if (
+                cached is not None and cached[0][0] == "w" and cached[0][1].text.startswith("!(")  # type: ignore[union-attr]
+            ):
+                self._unpeek()
+            if self.peeked is None:
+                self._skip_blanks()
+                if self.src.startswith("!(", self.i):
+                    self.i += 1
+                    prefixed = True
+                    continue
             tok = self.peek(ASSIGN)
-            word = tok[1].reserved() if tok[0] == "w" and isinstance(tok[1], Word) else None
+            word = tok[1].plain if tok[0] == "w" else None  # type: ignore[union-attr]
+            if word not in ("!", "time"):
+                break
             if word == "!":
                 self.next(ASSIGN)
                 prefixed = True
@@ -1150,10 +1156,10 @@ class _Parser:
                     if nxt[0] == "w" and isinstance(nxt[1], Word) and nxt[1].reserved() == flag:
                         self.next(ASSIGN)
                 continue
-            break
-        tok = self.peek(ASSIGN)
-        if prefixed and (tok[0] in ("nl", "eof") or (tok[0] == "op" and tok[1] == ";")):
-            return  # `time` or `!` alone
+        if prefixed:
+            tok = self.peek(ASSIGN)
+            if tok[0] in ("nl", "eof") or (tok[0] == "op" and tok[1] == ";"):
+                return  # `time` or `!` alone
         previous = self.command(None)
         while True:
             tok = self.peek(ASSIGN)
@@ -1442,20 +1448,20 @@ class _Parser:
             tok = self.peek(assign)
             kind, value, start, end = tok
             if kind == "w":
-                assert isinstance(value, Word)
-                self.next(assign)
-                if assign == ASSIGN and value.is_assignment():
-                    cmd.assigns.append(value)
+                self.peeked = None  # consume the token just peeked
+                self.i = self._after
+                if assign == ASSIGN and value.assign is not None:  # type: ignore[union-attr]
+                    cmd.assigns.append(value)  # type: ignore[arg-type]
                 else:
                     if assign == ASSIGN:
-                        assign = ARRAY_ARGS if value.reserved() in _DECLARE_LIKE else NORMAL
-                    cmd.words.append(value)
+                        assign = ARRAY_ARGS if value.plain in _DECLARE_LIKE else NORMAL  # type: ignore[union-attr]
+                    cmd.words.append(value)  # type: ignore[arg-type]
                 cmd.end = end
                 continue
             if kind == "redir":
-                self.next(assign)
-                assert isinstance(value, tuple)
-                op, fd = value
+                self.peeked = None
+                self.i = self._after
+                op, fd = value  # type: ignore[misc]
                 redir = self._redirect(op, fd, start)
                 cmd.redirs.append(redir)
                 if redir.reads_stdin:
