@@ -104,6 +104,7 @@ MAX_NESTING = 40
 NORMAL = 0  # an argument
 ASSIGN = 1  # where bash reads assignments: `a=1`, `a[i + 1]=2`, `a=(…)`
 ARRAY_ARGS = 2  # arguments of declare-like builtins: `a=(…)` is an array
+SCALAR_ASSIGN = 3  # after `a=1 > f`, bash still reads `b=2` as an assignment but not `b=(…)`
 
 Token = tuple[str, object, int, int]  # kind ("w", "op", "redir", "nl", "eof"), value, start, end
 
@@ -446,10 +447,10 @@ class _Parser:
 
     def _plain_word(self, text: str, start: int, end: int, assign: int) -> Word | None:
         """A word of plain characters only (the common case), or None to read it in full."""
-        if assign == ASSIGN and "[" in text:
+        if assign in (ASSIGN, SCALAR_ASSIGN) and "[" in text:
             return None  # maybe a subscript: `a[i + 1]=2`
         word = Word(text, [(text, RAW)], start, end)
-        if assign != ASSIGN or "=" not in text:
+        if assign not in (ASSIGN, SCALAR_ASSIGN) or "=" not in text:
             return word
         m = _SIMPLE_ASSIGN.match(text)
         if m is None:
@@ -496,13 +497,13 @@ class _Parser:
         vstart = 0
         elements: list[Word] | None = None
         plain: list[str] = []
-        if assign == ASSIGN:
+        if assign in (ASSIGN, SCALAR_ASSIGN):
             found = self._assignment_head(i)
             if found is not None:
                 i, assigned = found
                 parts.append((src[start:i], RAW))
                 vstart = 1
-                if i < n and src[i] == "(":
+                if i < n and src[i] == "(" and assign == ASSIGN:
                     elements, plain = self._array(i + 1)
                     i = self.i
                     parts.append((src[start:i], DYN))
@@ -1417,26 +1418,26 @@ class _Parser:
             raise self.fail(tok)
 
     def _cond(self, at: int) -> None:
-        """Parse a ``[[ … ]]`` expression (its substitutions are parsed too)."""
-        arith = False
-        words: list[Word] = []
+        """Parse a ``[[ … ]]`` expression with bash's grammar (its substitutions too)."""
+        tokens: list[Token] = []
         while True:
             tok = self.next()
             kind, value = tok[0], tok[1]
             if kind == "eof":
                 raise Unparsable("has an unterminated `[[`", at)
-            if kind == "w":
-                assert isinstance(value, Word)
-                word = value.reserved()
-                if word == "]]":
-                    if arith:
-                        self.out.append(Sink(self.src[at : tok[3]]))
-                    self.out.append(Words(words))
-                    return
-                arith = arith or word in _COND_ARITH
-                words.append(value)
-            elif kind == "op" and value in (";", ";;", "&", ";&", ";;&"):
+            if kind == "w" and value.plain == "]]":  # type: ignore[union-attr]
+                break
+            if kind == "op" and value in (";", ";;", "&", ";&", ";;&"):
                 raise self.fail(tok)
+            tokens.append(tok)
+        words = [t[1] for t in tokens if t[0] == "w"]
+        if tokens:
+            end = _CondParser(tokens, self).parse()
+            if end < len(tokens):
+                raise self.fail(tokens[end])
+        if any(w.plain in _COND_ARITH for w in words):  # type: ignore[union-attr]
+            self.out.append(Sink(self.src[at : tok[3]]))
+        self.out.append(Words(words))  # type: ignore[arg-type]
 
     def simple(self, pipe_from: Cmd | Span | None) -> Cmd:
         """Parse a simple command: assignments, words and redirections."""
@@ -1444,16 +1445,18 @@ class _Parser:
         cmd = Cmd(self.src, tok[2], self.in_func, self.sub)
         cmd.pipe_from = pipe_from
         assign = ASSIGN
+        assigned = False
         while True:
             tok = self.peek(assign)
             kind, value, start, end = tok
             if kind == "w":
                 self.peeked = None  # consume the token just peeked
                 self.i = self._after
-                if assign == ASSIGN and value.assign is not None:  # type: ignore[union-attr]
+                if assign in (ASSIGN, SCALAR_ASSIGN) and value.assign is not None:  # type: ignore[union-attr]
                     cmd.assigns.append(value)  # type: ignore[arg-type]
+                    assigned = True
                 else:
-                    if assign == ASSIGN:
+                    if assign in (ASSIGN, SCALAR_ASSIGN):
                         assign = ARRAY_ARGS if value.plain in _DECLARE_LIKE else NORMAL  # type: ignore[union-attr]
                     cmd.words.append(value)  # type: ignore[arg-type]
                 cmd.end = end
@@ -1462,6 +1465,8 @@ class _Parser:
                 self.peeked = None
                 self.i = self._after
                 op, fd = value  # type: ignore[misc]
+                if assign == ASSIGN and assigned:
+                    assign = SCALAR_ASSIGN
                 redir = self._redirect(op, fd, start)
                 cmd.redirs.append(redir)
                 if redir.reads_stdin:
@@ -1489,3 +1494,165 @@ class _Parser:
             redir.quoted = any(ch in target.text for ch in "'\"\\")
             self.pending.append(redir)
         return redir
+
+
+_COND_UNARY = frozenset(
+    [
+        "-a",
+        "-b",
+        "-c",
+        "-d",
+        "-e",
+        "-f",
+        "-g",
+        "-h",
+        "-k",
+        "-p",
+        "-r",
+        "-s",
+        "-t",
+        "-u",
+        "-w",
+        "-x",
+        "-O",
+        "-G",
+        "-L",
+        "-S",
+        "-N",
+        "-z",
+        "-n",
+        "-o",
+        "-v",
+        "-R",
+    ]
+)
+_COND_BINARY = frozenset(
+    ["==", "=", "!=", "=~", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-ef", "-nt", "-ot"]
+)
+
+
+class _CondParser:
+    """The expression inside ``[[ … ]]``: ``!``, ``( )``, ``&&``, ``||``, unary and binary tests.
+
+    Newlines may follow ``&&``/``||``; the word after ``=~`` is a regular expression and runs
+    to the first unquoted blank outside parentheses.
+    """
+
+    def __init__(self, tokens: list[Token], parser: _Parser) -> None:
+        self.tokens = tokens
+        self.k = 0
+        self.parser = parser
+
+    def _text(self, k: int) -> str | None:
+        """The operator text of token ``k`` (a word's plain text, an op, a redirection)."""
+        if k >= len(self.tokens):
+            return None
+        kind, value = self.tokens[k][0], self.tokens[k][1]
+        if kind == "w":
+            return value.plain  # type: ignore[union-attr,no-any-return]
+        if kind == "redir":
+            return value[0]  # type: ignore[index,no-any-return]
+        return value  # type: ignore[return-value]
+
+    def _fail(self) -> Unparsable:
+        if self.k < len(self.tokens):
+            return self.parser.fail(self.tokens[self.k])
+        return Unparsable("has an incomplete `[[ … ]]` test", self.tokens[-1][3])
+
+    def parse(self) -> int:
+        self._skip_newlines()
+        self._or()
+        return self.k
+
+    def _take(self) -> None:
+        """Consume a token; newlines may follow `(`, `)`, `!`, `&&` and `||` (not a word)."""
+        text = self._text(self.k)
+        self.k += 1
+        if text in ("(", ")", "!", "&&", "||"):
+            self._skip_newlines()
+
+    def _skip_newlines(self) -> None:
+        while self.k < len(self.tokens) and self.tokens[self.k][0] == "nl":
+            self.k += 1
+
+    def _or(self) -> None:
+        self._and()
+        while self._text(self.k) == "||":
+            self._take()
+            if self.k >= len(self.tokens):
+                return  # bash accepts a trailing `||` before `]]`
+            self._and()
+
+    def _and(self) -> None:
+        self._not()
+        while self._text(self.k) == "&&":
+            self._take()
+            if self.k >= len(self.tokens):
+                return
+            self._not()
+
+    def _not(self) -> None:
+        text = self._text(self.k)
+        if text == "!" and self.k + 1 < len(self.tokens):
+            self._take()
+            self._not()
+            return
+        self._primary()
+
+    def _is_word(self, k: int) -> bool:
+        return k < len(self.tokens) and self.tokens[k][0] == "w"
+
+    def _primary(self) -> None:
+        tokens, k = self.tokens, self.k
+        if k >= len(tokens):
+            raise self._fail()
+        kind, value = tokens[k][0], tokens[k][1]
+        if kind == "op" and value == "(":
+            self._take()
+            self._or()
+            if self._text(self.k) != ")" or tokens[self.k][0] != "op":
+                raise self._fail()
+            self._take()
+            return
+        if kind != "w":
+            raise self._fail()
+        if value.plain in _COND_UNARY and self._is_word(k + 1):  # type: ignore[union-attr]
+            self.k = k + 2
+            return
+        if value.plain in _COND_UNARY:  # type: ignore[union-attr]
+            raise Unparsable(f"has `{value.text}` without an operand", tokens[k][2])  # type: ignore[union-attr]
+        self.k = k + 1
+        op = self._text(self.k)
+        if op not in _COND_BINARY or (op in ("<", ">") and tokens[self.k][0] != "redir"):
+            return
+        self.k += 1
+        if op == "=~":
+            self._regex()
+        elif self._is_word(self.k):
+            self.k += 1
+        else:
+            raise self._fail()
+
+    def _regex(self) -> None:
+        """The regular expression after ``=~``: one blank-free run, parentheses may hold blanks."""
+        tokens = self.tokens
+        if self.k >= len(tokens) or tokens[self.k][0] == "nl":
+            raise self._fail()
+        depth = 0
+        end = tokens[self.k][2]
+        while self.k < len(tokens):
+            kind, value, start, stop = tokens[self.k]
+            if kind == "nl" or (depth == 0 and start != end and self.k and value in ("&&", "||")):
+                break
+            if depth == 0 and start != end:
+                break
+            if kind == "op" and value == "(":
+                depth += 1
+            elif kind == "op" and value == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+            end = stop
+            self.k += 1
+        if depth:
+            raise self._fail()
