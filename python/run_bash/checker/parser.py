@@ -1618,11 +1618,14 @@ class _CondParser:
             raise self._fail()
         if value.plain in _COND_UNARY and self._is_word(k + 1):  # type: ignore[union-attr]
             self.k = k + 2
+            self._skip_newlines()
             return
         if value.plain in _COND_UNARY:  # type: ignore[union-attr]
             raise Unparsable(f"has `{value.text}` without an operand", tokens[k][2])  # type: ignore[union-attr]
         self.k = k + 1
         op = self._text(self.k)
+        if op == "\n":
+            raise self._fail()  # after a lone word bash wants an operator, not a newline
         if op not in _COND_BINARY or (op in ("<", ">") and tokens[self.k][0] != "redir"):
             return
         self.k += 1
@@ -1632,6 +1635,7 @@ class _CondParser:
             self.k += 1
         else:
             raise self._fail()
+        self._skip_newlines()
 
     def _regex(self) -> None:
         """The regular expression after ``=~``: one blank-free run, parentheses may hold blanks."""
