@@ -109,6 +109,7 @@ STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
 _FD_PATH = re.compile(r"/(?:dev/fd|proc/(?:self|\d+)/fd)/\d+")
 _SHEBANG = re.compile(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?")
 _PATH_PRODUCERS = re.compile(r"\s*(?:mktemp|pwd|realpath|readlink\s+-[a-z]*f)\b[^;&|`$()]*\s*$")
+_LOCATE = re.compile(r"\s*(?:which|command\s+-v|type\s+-P)\s+([A-Za-z0-9_.+-]+)\s*")
 _PRINTERS = re.compile(r"\s*(?:echo|printf|cat|base64|xxd|rev|tr|true|:)\b")
 
 # Possible values of a variable set by the script.
@@ -353,7 +354,14 @@ class Analysis:
         return resolve
 
     def _substitution_value(self, body: str) -> object:
-        """The output of ``$(body)`` when it is a static printer, else None."""
+        """The output of ``$(body)`` when it is a static printer, else None.
+
+        ``$(which NAME)`` and ``$(command -v NAME)`` print where NAME is: a path whose basename
+        is NAME, which is all a command word needs.
+        """
+        m = _LOCATE.fullmatch(body)
+        if m:
+            return "/usr/bin/" + m.group(1)
         if not _PRINTERS.match(body):
             return None
         out = self.printed_source(body)
