@@ -94,7 +94,7 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "shopt -s extglob\nls !(*.pyc)",
             "[[ $x =~ ^(a|b)$ && -n $y ]]",
             "[[ -n $x && ( $x != /usr\n  || -d $x ) ]]",
-            "[[ ! -f x || ( -d y && -n \"$(ls)\" ) ]]",
+            '[[ ! -f x || ( -d y && -n "$(ls)" ) ]]',
             "a=1 > f b=2",
         ],
     ),
@@ -434,6 +434,8 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             'a=$(cat f); find "$a" -name x',
             'm=$(cat mode); git reset "$m"',
             'f=${g:--rf}; rm "$f" x',
+            '"$(which rm)" -rf x',
+            "$(command -v git) push -f",
         ],
         [
             'f=build; rm "$f"',
@@ -446,6 +448,8 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             'find . -name "$PATTERN"',
             'for f in *.o; do rm -f "$f"; done',
             'm=--soft; git reset "$m" HEAD~1',
+            '"$(which python3)" -m pytest -q',
+            "PY=$(command -v python3); \"$PY\" -c 'print(1)'",
         ],
     ),
     "wrappers": (
