@@ -186,9 +186,9 @@ def run(rounds: int = 5) -> list[Row]:
     median = statistics.median(samples)
     p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
     script = big_script()
-    big = statistics.median(_time_ms(script) for _ in range(max(rounds, 5)))
+    big = statistics.median(_time_ms(script) for _ in range(max(2 * rounds + 1, 11)))
     words = {
-        name: statistics.median(_time_ms(cmd) for _ in range(3))
+        name: statistics.median(_time_ms(cmd) for _ in range(5))
         for name, cmd in big_words().items()
     }
     worst = max(words, key=lambda k: words[k])

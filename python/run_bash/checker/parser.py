@@ -402,10 +402,11 @@ class _Parser:
     def _token(self, assign: int) -> Token:
         src, n = self.src, self.n
         while True:
-            m = _BLANK.match(src, self.i)
-            if m:
-                self.i = m.end()
             i = self.i
+            if i < n and src[i] in " \t\\":
+                m = _BLANK.match(src, i)
+                if m:
+                    self.i = i = m.end()
             if i >= n:
                 self._pos = i
                 return ("eof", None, i, i)

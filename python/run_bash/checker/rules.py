@@ -1321,12 +1321,17 @@ DEFAULT_RULES: dict[str, Rule] = {
 }
 
 
+_PIP = re.compile(r"(pip)(\d?)(?:\.\d+)?")
+
+
 def lookup_names(name: str) -> list[str]:
     """Rule names to try for a command name, most specific first (``mkfs.ext4`` → ``mkfs``)."""
     names = [name]
     if name.startswith("mkfs."):
         names.append("mkfs")
-    m = re.fullmatch(r"(pip)(\d?)(?:\.\d+)?", name)
+    if not name.startswith("pip"):
+        return names
+    m = _PIP.fullmatch(name)
     if m and name not in ("pip", "pip3"):
         if m.group(2):
             names.append("pip" + m.group(2))

@@ -118,7 +118,7 @@ SAFE = "\0safe"  # set to something unknown that does not start with `-` (a path
 NO_INPUT = "\0no-input"  # a command's stdin is not redirected
 
 
-@dataclass
+@dataclass(slots=True)
 class Found:
     """A command that runs: ``argv[0]`` is its name (basename), ``text`` the source running it."""
 
@@ -127,7 +127,7 @@ class Found:
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Unknown:
     """A place where the command (or code) that runs cannot be determined statically."""
 
@@ -145,7 +145,7 @@ class Scope:
         self.positional = positional
 
 
-@dataclass
+@dataclass(slots=True)
 class Ctx:
     """One simple command being analysed, and what wrappers added to its environment."""
 
@@ -811,11 +811,17 @@ _WRITERS = frozenset(
 )
 
 
-def _handlers() -> Any:
-    # wrappers imports this module's types; import it on first use.
-    from run_bash.checker.wrappers import handler_for
+_HANDLER_FOR: Any = None
 
-    return handler_for
+
+def _handlers() -> Any:
+    # wrappers imports this module's types, so it is imported on first use.
+    global _HANDLER_FOR
+    if _HANDLER_FOR is None:
+        from run_bash.checker.wrappers import handler_for
+
+        _HANDLER_FOR = handler_for
+    return _HANDLER_FOR
 
 
 def _static_key(sub: str | None) -> str | None:
