@@ -24,8 +24,72 @@ _ANSI_RE = re.compile(
 )
 
 
+# Where a line was rewritten with \r and both versions are kept (the overwritten one is not
+# progress output): the terminal would have hidden the text before it.
+CR_MARK = "\u240d"  # ␍
+
+# Progress tokens: what changes from one update of a progress line to the next. A rewrite is
+# collapsed only when the two versions are equal once these are masked, so no word, and no number
+# outside such a token, can disappear with it.
+_NUM = r"\d+(?:[.,]\d+)?"
+_UNIT = r"(?:[kKMGTP]i?[Bb]?|B|bytes?)"
+_PROGRESS_TOKEN = re.compile(
+    rf"{_NUM}\s?%"  # 45%
+    rf"|{_NUM}\s?{_UNIT}?\s?/\s?{_NUM}\s?{_UNIT}?"  # 45/100, 1.2/5.0 MB
+    rf"|{_NUM}\s?(?:{_UNIT}|it|files?|objects?)?/s\b"  # 3.1 MB/s, 44.36it/s
+    rf"|{_NUM}\s?{_UNIT}\b"  # 1024k, 460 KiB
+    r"|(?:\d+:)?\d{1,2}:\d{2}(?:\.\d+)?|--:--(?::--)?"  # 00:01, 0:00:02, --:--:--
+    r"|\|[\u2580-\u259f\s]*\|"  # |████▌     | (tqdm; empty at 0 %)
+    r"|[\u2580-\u259f\u25a0-\u25a1\u2500-\u2501\u2550\u2800-\u28ff]+"  # blocks, braille
+    r"|\[[#=>\-.·*\s]*\]|[#=]{2,}>?|={0,}>(?=\s|\]|$)"  # [=====>   ], ####, ==>
+)
+_BARE_NUMBER = re.compile(_NUM)
+_SPINNER = frozenset("|/-\\")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _progress_shape(segment: str) -> str | None:
+    """The segment with its progress tokens masked (whitespace runs as one space), or None when
+    it has no progress token (then it is not progress output)."""
+    masked, found = _PROGRESS_TOKEN.subn("\0", segment)
+    if not found:
+        return None
+    if not _LETTER.search(masked):
+        # A pure meter (curl's columns): its bare numbers are part of the meter too.
+        masked = _BARE_NUMBER.sub("\0", masked)
+    return " ".join(masked.split())
+
+
+def _hides_nothing(old: str, new: str) -> bool:
+    """Whether rewriting ``old`` with ``new`` (a ``\r`` update) loses no information worth
+    showing: ``old`` is blank, a spinner frame, or an earlier state of the same progress line."""
+    if not old.strip() or old.strip() in _SPINNER:
+        return True
+    if len(old.strip()) == 1 and "\u2800" <= old.strip() <= "\u28ff":
+        return True
+    shape = _progress_shape(old)
+    return shape is not None and shape == _progress_shape(new)
+
+
+def resolve_rewrites(line: str) -> str:
+    """A line containing ``\r`` rewrites: progress updates collapse to their last state (what a
+    terminal shows); any other overwritten text is kept, each rewrite marked with ``␍``, so text
+    a terminal would hide (``rm -rf ~ done\rAll 42 tests passed``) never disappears silently."""
+    parts = line.split("\r")
+    kept: list[str] = []
+    for i, part in enumerate(parts):
+        later = next((p for p in parts[i + 1 :] if p.strip()), None)
+        if later is not None and _hides_nothing(part, later):
+            continue
+        if later is None and not part.strip() and kept:
+            continue  # a trailing \r (or blanking) after the last text
+        kept.append(part)
+    return CR_MARK.join(kept)
+
+
 def clean_text(data: bytes | str, max_line_chars: int = 2000) -> str:
-    """Decode, strip terminal control sequences, collapse ``\\r`` rewrites and cut very long lines."""
+    """Decode, strip terminal control sequences, resolve ``\r`` rewrites (``resolve_rewrites``)
+    and cut very long lines."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     text = _ANSI_RE.sub("", text)
     text = text.replace("\r\n", "\n")
@@ -33,9 +97,7 @@ def clean_text(data: bytes | str, max_line_chars: int = 2000) -> str:
     out = []
     for line in lines:
         if "\r" in line:
-            # A progress bar rewrites its line with \r: keep what the terminal would show last.
-            parts = [p for p in line.split("\r") if p]
-            line = parts[-1] if parts else ""
+            line = resolve_rewrites(line)
         if len(line) > max_line_chars:
             keep = max_line_chars // 2
             cut = len(line) - 2 * keep

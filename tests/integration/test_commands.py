@@ -59,6 +59,17 @@ def test_runbash_failure_status_line(editor):
     assert "exit 7" in lines[-1]
 
 
+def test_runbash_buffer_keeps_text_a_carriage_return_would_hide(editor):
+    editor.lua(SETUP_NONE)
+    editor.nvim.command("RunBash printf 'rm -rf ~ done\\rAll 42 tests passed\\n'")
+    accept_next_approval(editor)
+    sid = wait_for(lambda: session_ids(editor))[0]
+    lines = wait_for(
+        lambda: (ls := buf_lines(editor, f"run_bash://{sid}")) and ls[-1].startswith("[exit") and ls
+    )
+    assert "rm -rf ~ done\u240dAll 42 tests passed" in lines
+
+
 def test_sessions_kill_and_output_commands(editor):
     editor.lua(SETUP_NONE)
     editor.lua(

@@ -364,3 +364,14 @@ async def test_results_are_dataclasses_with_one_plain_wire_form(mgr):
     assert msgpack.unpackb(msgpack.packb(wire)) == wire
     info = mgr.list()[0].to_wire()
     assert info["id"] == r.id and "output" not in info and set(info) < set(wire)
+
+
+async def test_a_carriage_return_cannot_hide_text_from_agent_live_view_or_output(mgr):
+    s = start(
+        mgr, "printf 'rm -rf ~ done\\rAll 42 tests passed\\n'; printf '10%%\\r100%%\\n'", live=True
+    )
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    shown = "rm -rf ~ done\u240dAll 42 tests passed\n100%\n"
+    assert r.output == shown
+    assert "".join(p.data for n, p in mgr.events if n == "output" and p.id == s.id) == shown
+    assert mgr.output(s.id, tail=5).output == shown
