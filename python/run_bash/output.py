@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
@@ -106,19 +107,104 @@ def clean_text(data: bytes | str, max_line_chars: int = 2000) -> str:
     return "\n".join(out)
 
 
-class Capture:
-    """Write a run's output to its file (up to ``cap`` bytes) and keep bounded head/tail copies."""
+class OutputBudget:
+    """The bytes all output files of one host may hold together (``output.dir_cap``).
 
-    def __init__(self, path: str, cap: int) -> None:
+    ``take(n)`` grants up to ``n`` bytes; when the budget is short it first asks ``reclaim`` (the
+    session history drops the output files of old finished sessions) for room. ``release(n)`` gives
+    back the bytes of a removed file.
+    """
+
+    def __init__(self, cap: int, reclaim: Callable[[int], None] | None = None) -> None:
+        self.cap = cap
+        self.used = 0
+        self.reclaim = reclaim
+
+    def take(self, n: int) -> int:
+        if self.used + n > self.cap and self.reclaim is not None:
+            self.reclaim(self.used + n - self.cap)
+        granted = max(0, min(n, self.cap - self.used))
+        self.used += granted
+        return granted
+
+    def release(self, n: int) -> None:
+        self.used = max(0, self.used - n)
+
+
+def _describe(err: OSError) -> str:
+    text = err.strerror or str(err)
+    return text[:1].lower() + text[1:]
+
+
+class Capture:
+    """Write a run's output to its file (up to ``cap`` bytes) and keep bounded head/tail copies.
+
+    Writing the file can fail (a full disk, a quota, the host's ``output.dir_cap``): the file then
+    stops where it is, ``stopped`` says why ("output file stopped at N bytes: no space left on
+    device"), and the output goes on in memory: the agent's text, ``read`` and ``last_lines`` serve
+    what the file lacks from the tail copy.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        cap: int,
+        *,
+        budget: OutputBudget | None = None,
+        write: Callable[[int, bytes | memoryview], int] = os.write,
+    ) -> None:
         self.path = path
         self.cap = cap
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.budget = budget
+        self._write_fn = write
         self.total = 0  # bytes produced by the command
         self.written = 0  # bytes in the file (excluding the marker)
+        self.on_disk = 0  # bytes in the file (including the marker), as charged to the budget
         self.head = bytearray()
         self.tail = bytearray()
         self.capped = False
+        self.stopped: str | None = None  # why the file stopped short, once it has
         self.final: tuple[tuple[int, int], str] | None = None  # set by freeze()
+        self.fd = -1
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            self._stop(_describe(e))
+
+    def _stop(self, why: str) -> None:
+        if self.stopped is None:
+            self.stopped = f"output file stopped at {self.written} bytes: {why}"
+        self.close()
+
+    def _write(self, data: bytes, *, output: bool = True) -> None:
+        """Write all of ``data`` (retrying short writes); ``output`` bytes count in ``written``
+        (the cap marker does not). Any error stops the file where it is."""
+        view = memoryview(data)
+        if self.budget is not None:
+            view = view[: self.budget.take(len(view))]
+        done = 0
+        why = ""
+        while done < len(view):
+            try:
+                n = self._write_fn(self.fd, view[done:])
+            except InterruptedError:
+                continue
+            except OSError as e:
+                why = _describe(e)
+                break
+            if n <= 0:
+                why = "the file accepted no more data"
+                break
+            done += n
+        self.on_disk += done
+        if output:
+            self.written += done
+        if self.budget is not None:
+            self.budget.release(len(view) - done)
+            if not why and done < len(data):
+                why = f"the output directory reached its cap of {self.budget.cap} bytes"
+        if why:
+            self._stop(why)
 
     def feed(self, data: bytes) -> None:
         """Record a chunk of output."""
@@ -132,20 +218,22 @@ class Capture:
             return
         room = self.cap - self.written
         if room > 0:
-            chunk = data[:room]
-            os.write(self.fd, chunk)
-            self.written += len(chunk)
-        if len(data) > room and not self.capped:
+            self._write(data[:room])
+        if len(data) > room and not self.capped and self.fd >= 0:
             self.capped = True
             marker = (
                 f"\n[run_bash: output file reached its cap of {self.cap} bytes; "
                 "later output is not saved]\n"
             )
-            os.write(self.fd, marker.encode())
+            self._write(marker.encode(), output=False)
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            try:
+                os.close(self.fd)
+            except OSError as e:  # a delayed write error (NFS, FUSE): the file is short
+                if self.stopped is None:
+                    self.stopped = f"output file stopped at {self.written} bytes: {_describe(e)}"
             self.fd = -1
 
     @property
@@ -160,10 +248,49 @@ class Capture:
 
     def freeze(self, max_chars: int, max_line_chars: int = 2000) -> None:
         """The run has ended: keep only its agent text and free the head and tail copies (up to
-        ~600 KiB per session otherwise stays in the host for as long as the session is listed)."""
+        ~600 KiB per session otherwise stays in the host for as long as the session is listed).
+        A file that stopped short keeps the last ``TAIL_BYTES`` in memory: they exist nowhere else."""
         self.final = ((max_chars, max_line_chars), self.agent_text(max_chars, max_line_chars))
         self.head = bytearray()
-        self.tail = bytearray()
+        self.tail = self.tail[-TAIL_BYTES:] if self.stopped else bytearray()
+
+    # -- reading back what the file may lack ------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """Output from ``offset`` (at most ``max_bytes``): (data, new_offset, bytes_left_unread).
+        Past the end of a file that stopped short it comes from the memory tail (with a line
+        saying how much is lost when the tail no longer reaches back to ``offset``)."""
+        if self.stopped is None or offset < self.written:
+            data, new, left = read_since(self.path, offset, max_bytes)
+            if self.stopped is not None:
+                data = data[: max(0, self.written - offset)]
+                new = offset + len(data)
+                left = self.total - new
+            return data, new, left
+        start = self.total - len(self.tail)
+        pos = max(offset, start)
+        chunk = bytes(self.tail[pos - start : pos - start + max_bytes])
+        lost = pos - offset
+        note = f"[… {lost} bytes were not saved and are gone …]\n".encode() if lost else b""
+        new = pos + len(chunk)
+        return note + chunk, new, self.total - new
+
+    def last_lines(self, n: int, max_bytes: int, end: int | None = None) -> tuple[bytes, int]:
+        """The last ``n`` lines (at most ``max_bytes``) of the output, or of its first ``end``
+        bytes, and the offset they end at: from the file, or from the memory tail when the file
+        stopped short."""
+        if self.stopped is None:
+            return tail_lines(self.path, n, max_bytes, end)
+        stop = self.total if end is None else max(0, min(end, self.total))
+        start = self.total - len(self.tail)
+        if stop <= self.written or stop < start:
+            data, _ = tail_lines(self.path, n, max_bytes, min(stop, self.written))
+            return data, stop
+        data = bytes(self.tail[max(0, stop - start - max_bytes) : stop - start])
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        return b"\n".join(lines[-n:]) + (b"\n" if lines else b""), stop
 
     def agent_text(self, max_chars: int, max_line_chars: int = 2000) -> str:
         """The output as an agent sees it: cleaned, at most ``max_chars`` characters."""

@@ -36,7 +36,7 @@ from typing import Any
 
 from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
-from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, tail_lines
+from run_bash.output import READ_PAGE_BYTES, Capture, clean_text
 from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
@@ -357,6 +357,7 @@ class SessionManager:
         r = w = -1
         try:
             s.capture = Capture(out_path, self.config.output.file_cap)
+            self._report_stop(s)
             r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             with contextlib.suppress(OSError):
                 fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer wake-ups for chatty commands
@@ -445,6 +446,23 @@ class SessionManager:
             s.capture.feed(data)
             if s.live:
                 self._queue_live(s, data)
+            self._report_stop(s)
+
+    def _report_stop(self, s: Session) -> None:
+        """Tell the result and the live view, once, that the output file stopped short (a full
+        disk, a quota, the output directory's cap); the output goes on in memory."""
+        why = s.capture.stopped if s.capture is not None else None
+        if why is None or why in s.notices:
+            return
+        log.warning("session %s: %s", s.id, why)
+        s.notices.append(why)
+        if s.live:
+            # Sent now, past the live throttle (which may drop queued output, never this).
+            if s.live_timer is not None:
+                s.live_timer.cancel()
+                s.live_timer = None
+            self._flush_live(s)
+            self.on_event("output", OutputChunk(s.id, f"\n[run_bash: {why}]\n"))
 
     def _close_pipe(self, s: Session) -> None:
         if s.pipe_r >= 0:
@@ -488,8 +506,10 @@ class SessionManager:
         if s.capture is None:
             return LiveStart(**s.fields())
         # Output still queued for a live event is left out: the event will bring it.
-        end = min(s.capture.written, s.capture.total - len(s.live_pending))
-        data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES, end)
+        end = s.capture.total - len(s.live_pending)
+        if s.capture.stopped is None:
+            end = min(s.capture.written, end)
+        data, _end = s.capture.last_lines(10_000, 4 * READ_PAGE_BYTES, end)
         return LiveStart(**s.fields(), data=clean_text(data, self.config.output.max_line_chars))
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
@@ -690,14 +710,12 @@ class SessionManager:
         if tail is not None:
             if isinstance(tail, bool) or not isinstance(tail, int) or tail <= 0:
                 raise UsageError(f"tail should be a positive number of lines, not {tail!r}")
-            data, size = tail_lines(s.capture.path, tail, min(max_bytes, max_chars))
-            s.read_offset = max(s.read_offset, size)
+            data, end = s.capture.last_lines(tail, min(max_bytes, max_chars))
+            s.read_offset = max(s.read_offset, end)
             return OutputPage(**s.fields(), output=clean_text(data, max_line))
         # A page is at most max_chars bytes, so cleaning never has to drop any of it: what is
         # not returned now stays unread for the next call.
-        data, s.read_offset, left = read_since(
-            s.capture.path, s.read_offset, min(max_bytes, max_chars)
-        )
+        data, s.read_offset, left = s.capture.read(s.read_offset, min(max_bytes, max_chars))
         return OutputPage(**s.fields(), output=clean_text(data, max_line), unread_bytes=left)
 
     def list(self) -> list[SessionInfo]:
