@@ -272,6 +272,8 @@ class LimitsConfig:
     max_memory: int = option(4096 * MIB, size, 'size such as "4G"')
     # Largest file a command may write in bytes, given as e.g. "1G".
     max_file_size: int = option(2048 * MIB, size, 'size such as "2G"')
+    # Most a run's private temp dir may hold, e.g. "4G" (never more than half the free space).
+    max_temp_size: int = option(4096 * MIB, size, 'size such as "4G"')
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def report(config: Config, mgr: Any) -> list[Item]:
         )
     )
     items.extend(module_versions())
-    items.append(_item("info", f"output and temp files: {mgr.state_dir} (0700)"))
+    items.append(_item("info", f"output files: {mgr.state_dir} (0700)"))
+    items.append(_item("info", f"run temp dirs: {mgr.temp_root} (0700, disk-backed)"))
     log_path = os.environ.get("RUN_BASH_LOG", "")
     if log_path:
         items.append(_item("info", f"log file: {log_path}"))

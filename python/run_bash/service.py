@@ -42,6 +42,7 @@ class Service:
         self.config = parse_config({})
         self.notices: list[str] = []
         self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
+        self._temp_root = self.environ.get("RUN_BASH_TEMP_DIR") if state_dir is None else None
         self._mgr: SessionManager | None = None
         self.audit = AuditLog(None, 0)
         self._configure_audit()
@@ -67,6 +68,7 @@ class Service:
                 loop=self.loop,
                 on_event=self.emit,
                 state_dir=self._state_dir,
+                temp_root=self._temp_root,
                 environ=self.environ,
             )
         return self._mgr

@@ -41,9 +41,15 @@ from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, Sess
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
 from run_bash.sandbox.policy import build_env
+from run_bash.statedir import dir_usage, free_bytes, human_size, make_state_dir, make_temp_root
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
+# How often the run temp dirs are checked against their cap (a statvfs); a walk of the temp dirs
+# happens when the disk's free space fell by more than the smallest headroom left, or after
+# TEMP_WALK_S anyway. A writer at page-cache speed (~3 GB/s) gets ~150 MB past the cap per tick.
+TEMP_CHECK_S = 0.05
+TEMP_WALK_S = 5.0
 MAX_CMD_CHARS = 100_000
 PIPE_SIZE = 1024 * 1024
 READ_CHUNK = 256 * 1024
@@ -61,16 +67,6 @@ def new_id(taken: Mapping[str, object]) -> str:
         sid = "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
         if sid not in taken:
             return sid
-
-
-def make_state_dir(base: str | None = None) -> str:
-    """Create the 0700 directory private to this host that holds output files and temp dirs."""
-    root = base or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    if not os.path.isdir(root) or not os.access(root, os.W_OK):
-        root = tempfile.gettempdir()
-    path = tempfile.mkdtemp(prefix=f"run_bash-{os.getpid()}-", dir=root)
-    os.chmod(path, 0o700)
-    return path
 
 
 def _number(name: str, value: object) -> float:
@@ -139,6 +135,8 @@ class Session:
         self.launched: Launched | None = None
         self.tracker: proc.Tracker | None = None
         self.tmpdir = ""
+        self.temp_cap = 0  # bytes its temp dir may hold
+        self.temp_used = 0  # bytes its temp dir held when last measured
         self.pipe_r = -1
         self.pidfd = -1
         self.result_sent = False
@@ -206,16 +204,30 @@ class SessionManager:
         on_event: EventSink | None = None,
         state_dir: str | None = None,
         environ: Mapping[str, str] | None = None,
+        temp_root: str | None = None,
     ) -> None:
         self.config = config
         self.loop = loop or asyncio.get_event_loop()
         self.on_event = on_event or (lambda _name, _payload: None)
-        self.state_dir = state_dir or make_state_dir()
         self.environ = dict(os.environ if environ is None else environ)
+        self.state_dir = state_dir or make_state_dir(environ=self.environ)
+        # Run temp dirs: on a disk-backed filesystem (statedir.py); created on the first run.
+        self._temp_root = temp_root
+        self._temp_timer: asyncio.TimerHandle | None = None
+        self._temp_walk: asyncio.Future[None] | None = None
+        self._temp_free = -1  # free bytes at the last walk
+        self._temp_walked = 0.0
         self.sessions: dict[str, Session] = {}
         self._backends: dict[str, Backend] = {}
         self._warned: set[str] = set()
         self.subreaper = proc.set_child_subreaper()
+
+    @property
+    def temp_root(self) -> str:
+        """The directory holding the run temp dirs (created on first use)."""
+        if self._temp_root is None:
+            self._temp_root = make_temp_root(self.environ)
+        return self._temp_root
 
     # -- backends ----------------------------------------------------------------------------------
 
@@ -352,7 +364,8 @@ class SessionManager:
     def _launch(self, s: Session) -> None:
         """Build the run's files, environment and policy, and spawn it. Raises on failure."""
         sid, backend = s.id, s.backend
-        s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.state_dir)
+        s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.temp_root)
+        s.temp_cap = min(self.config.sandbox.limits.max_temp_size, free_bytes(self.temp_root) // 2)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         r = w = -1
         try:
@@ -408,6 +421,7 @@ class SessionManager:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
+        self._schedule_temp_check()
         log.debug(
             "started %s pid=%s backend=%s cwd=%s cmd=%r",
             sid,
@@ -426,6 +440,57 @@ class SessionManager:
         # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
         # finds them in the same listener scan it uses to block other local services.
         return build_policy(self.config, cwd, env=self.environ)
+
+    # -- the temp dir cap ------------------------------------------------------------------------------
+
+    def _schedule_temp_check(self) -> None:
+        if self._temp_timer is None and any(x.running and x.tmpdir for x in self.sessions.values()):
+            self._temp_timer = self.loop.call_later(TEMP_CHECK_S, self._check_temp)
+
+    def _check_temp(self) -> None:
+        """Stop any run whose temp dir grew past its cap. The walk (in a thread) runs only when the
+        temp filesystem lost more free space than the smallest headroom left, or every
+        ``TEMP_WALK_S``: a run cannot pass its cap without the free space dropping by as much."""
+        self._temp_timer = None
+        runs = [x for x in self.sessions.values() if x.running and x.tmpdir and x.launched]
+        if not runs or self._temp_walk is not None:
+            self._schedule_temp_check()
+            return
+        free = free_bytes(self.temp_root)
+        # Space freed since the walk (a run ended, files were removed) raises the baseline, so it
+        # can never hide what is written after it.
+        self._temp_free = max(self._temp_free, free) if self._temp_free >= 0 else -1
+        headroom = min(x.temp_cap - x.temp_used for x in runs)
+        due = time.monotonic() - self._temp_walked >= TEMP_WALK_S
+        if self._temp_free >= 0 and self._temp_free - free < headroom and not due:
+            self._schedule_temp_check()
+            return
+        self._temp_free = free
+        self._temp_walked = time.monotonic()
+        self._temp_walk = asyncio.ensure_future(self._walk_temp(runs), loop=self.loop)
+
+    async def _walk_temp(self, runs: list[Session]) -> None:
+        try:
+            for x in runs:
+                used, partial = await self.loop.run_in_executor(None, dir_usage, x.tmpdir)
+                x.temp_used = used
+                if x.running and (used > x.temp_cap or partial):
+                    self._stop_for_temp(x, used, partial)
+        finally:
+            self._temp_walk = None
+            self._schedule_temp_check()
+
+    def _stop_for_temp(self, s: Session, used: int, partial: bool) -> None:
+        held = "more files than run_bash counts" if partial else f"{human_size(used)}"
+        s.notices.append(
+            f"stopped: its temp dir (TMPDIR) held {held}, over its cap of "
+            f"{human_size(s.temp_cap)} (sandbox.limits.max_temp_size, at most half the free "
+            "disk space); the files are removed"
+        )
+        log.warning("session %s: temp dir over its cap (%d > %d bytes)", s.id, used, s.temp_cap)
+        s.killed = True
+        self._terminate(s)
+        self._kill_now(s)
 
     # -- I/O -----------------------------------------------------------------------------------------
 
@@ -753,4 +818,9 @@ class SessionManager:
             s.pipe_r = s.pidfd = -1
             if s.capture:
                 s.capture.close()
+        if self._temp_timer is not None:
+            self._temp_timer.cancel()
+            self._temp_timer = None
         shutil.rmtree(self.state_dir, ignore_errors=True)
+        if self._temp_root is not None:
+            shutil.rmtree(self._temp_root, ignore_errors=True)

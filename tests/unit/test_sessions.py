@@ -208,8 +208,45 @@ async def test_output_file_and_dir_permissions(mgr):
 async def test_private_tmpdir_is_removed_after_the_run(mgr):
     r = await run(mgr, 'echo "$TMPDIR"; touch "$TMPDIR/x"')
     tmp = r.output.strip()
-    assert tmp.startswith(mgr.state_dir)
+    assert tmp.startswith(mgr.temp_root + "/")
     assert not os.path.exists(tmp)
+
+
+async def test_run_temp_dirs_are_on_disk_apart_from_the_output_files(mgr):
+    from run_bash.statedir import RAM_FILESYSTEMS, fs_type
+
+    r = await run(mgr, 'echo "$TMPDIR"')
+    root = mgr.temp_root
+    assert fs_type(root) not in RAM_FILESYSTEMS and fs_type(root) != ""
+    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+    assert not r.output.strip().startswith(mgr.state_dir)
+    await mgr.shutdown()
+    assert not os.path.exists(root) and not os.path.exists(mgr.state_dir)
+
+
+async def test_a_run_filling_its_temp_dir_past_the_cap_is_stopped(tmp_path):
+    cfg = parse_config({"sandbox": {"backend": "none", "limits": {"max_temp_size": "20M"}}})
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "s"))
+    os.makedirs(m.state_dir)
+    try:
+        # Control: under the cap, the run ends normally.
+        ok = await asyncio.wait_for(
+            m.wait_result(
+                m.start("head -c 5000000 /dev/zero > $TMPDIR/f; echo WROTE", unsandboxed_ok=True).id
+            ),
+            30,
+        )
+        assert ok.status == "exited" and ok.output == "WROTE\n" and ok.notices == ()
+        filler = (
+            "for i in $(seq 1 400); do head -c 1000000 /dev/zero > $TMPDIR/f$i; done; echo FILLED"
+        )
+        s = m.start(filler, unsandboxed_ok=True, timeout=60)
+        r = await asyncio.wait_for(m.wait_result(s.id), 90)
+        assert r.status == "killed" and "FILLED" not in r.output
+        assert any("over its cap of 20 MiB" in n for n in r.notices), r.notices
+        assert not os.path.exists(s.tmpdir)
+    finally:
+        await m.shutdown()
 
 
 async def test_file_cap_drops_output_with_marker_and_command_continues(tmp_path):

@@ -49,7 +49,7 @@ def _setup_logging() -> None:
     logger.propagate = False
 
 
-def keeper(host_pid: int, state_dir: str) -> None:
+def keeper(host_pid: int, dirs: list[str]) -> None:
     """Wait for the host; then kill whatever it left behind and exit with its status."""
 
     def forward(signum: int, _frame: object) -> None:
@@ -73,7 +73,8 @@ def keeper(host_pid: int, state_dir: str) -> None:
             status = os.waitstatus_to_exitcode(st)
             break
     proc.sweep_all_descendants(grace_s=0.5)
-    shutil.rmtree(state_dir, ignore_errors=True)
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
     # Reap what the sweep killed so nothing lingers as a zombie of ours.
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
@@ -86,7 +87,7 @@ def keeper(host_pid: int, state_dir: str) -> None:
     os._exit(status if status >= 0 else 128 - status)
 
 
-def host(state_dir: str) -> None:
+def host(dirs: list[str]) -> None:
     """Run the pynvim host on the RPC channel; clean up however it ends."""
     # The keeper dying (e.g. SIGKILL) must not leave an orphaned host behind.
     proc.set_parent_death_signal(signal.SIGTERM)
@@ -123,7 +124,8 @@ def host(state_dir: str) -> None:
             code = 1
     finally:
         proc.sweep_all_descendants(grace_s=0.3)
-        shutil.rmtree(state_dir, ignore_errors=True)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
     os._exit(code)
 
 
@@ -137,20 +139,21 @@ def main() -> None:
             f"{err}. Run `make deps` in the plugin directory.\n"
         )
         sys.exit(3)
-    from run_bash.sessions import make_state_dir
+    from run_bash.statedir import make_state_dir, make_temp_root
 
-    state_dir = make_state_dir()
-    os.environ["RUN_BASH_STATE_DIR"] = state_dir
+    # Output files and run temp dirs (statedir.py); both go when the host ends, however it ends.
+    dirs = [make_state_dir(), make_temp_root()]
+    os.environ["RUN_BASH_STATE_DIR"], os.environ["RUN_BASH_TEMP_DIR"] = dirs
     pid = os.fork()
     if pid == 0:
-        host(state_dir)
+        host(dirs)
     else:
         # The keeper keeps no end of the RPC channel: only the host talks to Neovim.
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.close(devnull)
-        keeper(pid, state_dir)
+        keeper(pid, dirs)
 
 
 if __name__ == "__main__":
