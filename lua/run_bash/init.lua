@@ -19,7 +19,8 @@ H.listeners = { result = {}, output = {}, reply = {}, started = {} }
 H.next_token = 0
 H.setup_done = false
 
---- Sessions the host reported, for completion without RPC: id -> info.
+--- Sessions the host reported, for completion without RPC: id -> info. The host keeps a bounded
+--- history (`sessions.keep_finished`) and says which sessions it forgot (`forgotten`); so does this.
 M.sessions = {}
 
 ---@param msg string
@@ -314,6 +315,10 @@ function H.dispatch(name, payload)
     for _, cb in pairs(H.listeners.output[payload.id] or {}) do
       pcall(cb, payload.data)
     end
+  elseif name == "forgotten" then
+    for _, id in ipairs(payload.ids or {}) do
+      H.forget(id)
+    end
   elseif name == "reply" then
     local cb = H.listeners.reply[payload.token]
     H.listeners.reply[payload.token] = nil
@@ -328,6 +333,14 @@ function H.dispatch(name, payload)
       modeline = false,
     })
   end
+end
+
+--- Drop a session the host no longer knows from the mirror and every listener of it.
+function H.forget(id)
+  M.sessions[id] = nil
+  H.listeners.output[id] = nil
+  H.listeners.started[id] = nil
+  H.listeners.result[id] = nil
 end
 
 --- A run the host holds for the user's decision (`run` without `approved`): Lua-function rules
@@ -451,6 +464,24 @@ function M.watch(id, on_output)
   return info
 end
 
+--- Keep session `id` in the host's history while `buf` exists (its output is open there).
+function M.pin_while(id, buf)
+  local reason = "buffer " .. buf
+  if not M.request("pin", id, reason) then
+    return
+  end
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    once = true,
+    desc = "run_bash: let the host forget the session this buffer showed",
+    callback = function()
+      if H.chan then
+        pcall(vim.rpcnotify, H.chan, "run_bash.unpin", id, reason)
+      end
+    end,
+  })
+end
+
 --- Stop following: remove `on_output` (as given to `watch`), or every follower of `id` when nil.
 function M.unwatch(id, on_output)
   local list = H.listeners.output[id]
@@ -494,8 +525,15 @@ end
 function M.sessions_list()
   local list, err = M.request("sessions")
   if list then
+    local listed = {}
     for _, info in ipairs(list) do
+      listed[info.id] = true
       M.sessions[info.id] = info
+    end
+    for id in pairs(M.sessions) do
+      if not listed[id] then
+        H.forget(id)
+      end
     end
   end
   return list, err

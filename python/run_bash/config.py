@@ -297,12 +297,16 @@ class OutputConfig:
     max_line_chars: int = option(2000, int_range(80), "integer >= 80")
     # Milliseconds between live-output updates sent to Neovim buffers.
     live_interval_ms: int = option(100, int_range(1), "positive integer")
+    # Bytes all output files of one Neovim may hold together (at most a quarter of their disk).
+    dir_cap: int = option(256 * MIB, int_range(4096), "integer >= 4096")
 
 
 @dataclass(frozen=True)
 class SessionsConfig:
     # Most background sessions alive at once.
     max_background: int = option(16, int_range(1), "positive integer")
+    # Finished sessions remembered (summary, agent text, output file); older ones are forgotten.
+    keep_finished: int = option(100, int_range(1), "positive integer")
 
 
 @dataclass(frozen=True)

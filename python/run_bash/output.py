@@ -164,6 +164,7 @@ class Capture:
         self.tail = bytearray()
         self.capped = False
         self.stopped: str | None = None  # why the file stopped short, once it has
+        self.removed = False  # the history deleted the file (the session is old)
         self.final: tuple[tuple[int, int], str] | None = None  # set by freeze()
         self.fd = -1
         try:

@@ -225,6 +225,13 @@ class Service:
     def watch(self, sid: object) -> dict[str, Any]:
         return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
 
+    def pin(self, sid: object, reason: object) -> dict[str, Any]:
+        """Keep a session in the history for ``reason`` (an open output buffer) until ``unpin``."""
+        return self.mgr.pin(sid, reason).to_wire()
+
+    def unpin(self, sid: object, reason: object) -> bool:
+        return self.mgr.unpin(sid, reason)
+
     # -- health and policy ------------------------------------------------------------------------------
 
     def health(self) -> list[dict[str, str]]:

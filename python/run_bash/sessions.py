@@ -36,12 +36,27 @@ from typing import Any
 
 from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
-from run_bash.output import READ_PAGE_BYTES, Capture, clean_text
-from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
+from run_bash.output import READ_PAGE_BYTES, Capture, OutputBudget, clean_text
+from run_bash.results import (
+    Forgotten,
+    LiveStart,
+    OutputChunk,
+    OutputPage,
+    RunResult,
+    SessionInfo,
+    Wire,
+)
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
 from run_bash.sandbox.policy import build_env
-from run_bash.statedir import dir_usage, free_bytes, human_size, make_state_dir, make_temp_root
+from run_bash.statedir import (
+    dir_usage,
+    free_bytes,
+    fs_size,
+    human_size,
+    make_state_dir,
+    make_temp_root,
+)
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
@@ -120,6 +135,9 @@ class Session:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.ended_mono: float | None = None
+        # Why the session must be kept although it is old (an open :RunBashOutput buffer, a run's
+        # change set): pinned sessions are never forgotten (``SessionManager.pin``).
+        self.pins: set[str] = set()
         # running | exited | timed_out | killed | failed (could not start)
         # | awaiting_approval (held) | rejected | cancelled (never started)
         self.status = "running"
@@ -183,7 +201,7 @@ class Session:
             "signal": self.signal,
             "timed_out": self.timed_out,
             "killed": self.killed,
-            "output_file": self.capture.path if self.capture else None,
+            "output_file": self.capture.path if self.capture and not self.capture.removed else None,
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
         }
@@ -218,9 +236,23 @@ class SessionManager:
         self._temp_free = -1  # free bytes at the last walk
         self._temp_walked = 0.0
         self.sessions: dict[str, Session] = {}
+        self._budget: OutputBudget | None = None
         self._backends: dict[str, Backend] = {}
         self._warned: set[str] = set()
         self.subreaper = proc.set_child_subreaper()
+
+    @property
+    def budget(self) -> OutputBudget:
+        """What all output files may hold together: ``output.dir_cap``, at most a quarter of the
+        output directory's filesystem (``$XDG_RUNTIME_DIR`` is often a small RAM disk)."""
+        cap = self.config.output.dir_cap
+        size = fs_size(self.state_dir)
+        if size > 0:
+            cap = min(cap, size // 4)
+        if self._budget is None:
+            self._budget = OutputBudget(cap, self._reclaim_output)
+        self._budget.cap = cap
+        return self._budget
 
     @property
     def temp_root(self) -> str:
@@ -360,6 +392,7 @@ class SessionManager:
             s.ended_mono = time.monotonic()
             self._send_result(s)
             s.done.set()
+            self.prune()
 
     def _launch(self, s: Session) -> None:
         """Build the run's files, environment and policy, and spawn it. Raises on failure."""
@@ -369,7 +402,7 @@ class SessionManager:
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         r = w = -1
         try:
-            s.capture = Capture(out_path, self.config.output.file_cap)
+            s.capture = Capture(out_path, self.config.output.file_cap, budget=self.budget)
             self._report_stop(s)
             r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             with contextlib.suppress(OSError):
@@ -570,6 +603,10 @@ class SessionManager:
         s.live = True
         if s.capture is None:
             return LiveStart(**s.fields())
+        if s.capture.removed:  # an old session whose file made room for newer output
+            out_cfg = self.config.output
+            text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
+            return LiveStart(**s.fields(), data=text)
         # Output still queued for a live event is left out: the event will bring it.
         end = s.capture.total - len(s.live_pending)
         if s.capture.stopped is None:
@@ -649,6 +686,7 @@ class SessionManager:
         if was_sent:
             self.on_event("exited", s.info())
         s.done.set()
+        self.prune()
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
@@ -768,6 +806,10 @@ class SessionManager:
         s = self._get(sid)
         if s.capture is None:
             return OutputPage(**s.fields())
+        if s.capture.removed:  # an old session whose file made room for newer output
+            max_chars = self.config.output.max_chars
+            text = s.capture.agent_text(max_chars, self.config.output.max_line_chars)
+            return OutputPage(**s.fields(), output=text)
         if s.pipe_r >= 0:
             self._on_readable(s)  # include what is already in the pipe
         max_line = self.config.output.max_line_chars
@@ -782,6 +824,75 @@ class SessionManager:
         # not returned now stays unread for the next call.
         data, s.read_offset, left = s.capture.read(s.read_offset, min(max_bytes, max_chars))
         return OutputPage(**s.fields(), output=clean_text(data, max_line), unread_bytes=left)
+
+    # -- history ----------------------------------------------------------------------------------
+
+    def pin(self, sid: object, reason: object) -> SessionInfo:
+        """Keep session ``sid`` however old it gets, for ``reason`` (e.g. "output buffer": the
+        user has its output open; later: a run's change set), until ``unpin``."""
+        s = self._get(sid)
+        if not isinstance(reason, str) or not reason:
+            raise UsageError(f"a pin needs a reason (a non-empty string), not {reason!r}")
+        s.pins.add(reason)
+        return s.info()
+
+    def unpin(self, sid: object, reason: object) -> bool:
+        """Drop one reason to keep ``sid``; False when the session is already forgotten."""
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None:
+            return False
+        s.pins.discard(reason)  # type: ignore[arg-type]
+        self.prune()
+        return True
+
+    def _finished_oldest_first(self) -> list[Session]:
+        done = [s for s in self.sessions.values() if s.done.is_set() and s.ended_mono is not None]
+        return sorted(done, key=lambda s: s.ended_mono or 0.0)
+
+    def prune(self) -> list[str]:
+        """Forget finished sessions beyond the newest ``sessions.keep_finished`` (their summary,
+        text and output file), except pinned ones; tell Lua (``forgotten``). Returns the ids."""
+        done = self._finished_oldest_first()
+        excess = len(done) - self.config.sessions.keep_finished
+        gone: list[str] = []
+        for s in done[: max(0, excess)]:
+            if s.pins:
+                continue
+            self._remove_output(s)
+            del self.sessions[s.id]
+            gone.append(s.id)
+        if gone:
+            log.debug("forgot %d finished session(s)", len(gone))
+            self.on_event("forgotten", Forgotten(tuple(gone)))
+        return gone
+
+    def _remove_output(self, s: Session) -> int:
+        """Delete a finished session's output file; return the bytes freed."""
+        c = s.capture
+        if c is None or c.removed:
+            return 0
+        with contextlib.suppress(OSError):
+            os.unlink(c.path)
+        c.removed = True
+        freed = c.on_disk
+        if self._budget is not None:
+            self._budget.release(freed)
+        return freed
+
+    def _reclaim_output(self, need: int) -> None:
+        """The output budget is short by ``need`` bytes: remove the output files of the oldest
+        finished, unpinned sessions until that much is free (their summary and text stay)."""
+        freed = 0
+        for s in self._finished_oldest_first():
+            if freed >= need:
+                break
+            if s.pins or s.capture is None or s.capture.removed or not s.capture.on_disk:
+                continue
+            freed += self._remove_output(s)
+            s.notices.append(
+                "output file removed to keep the output directory under its cap "
+                f"({human_size(self.budget.cap)}, output.dir_cap)"
+            )
 
     def list(self) -> list[SessionInfo]:
         """Every session, oldest first."""
