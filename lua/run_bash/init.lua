@@ -139,6 +139,13 @@ function H.send_setup(chan)
     return chan
   end
   H.backend = reply.ok
+  if type(reply.ok.backend_error) == "string" then
+    -- A backend named explicitly that does not work here: commands fail until it is fixed.
+    local msg = "run_bash: " .. reply.ok.backend_error
+    vim.schedule(function()
+      vim.notify_once(msg, vim.log.levels.ERROR)
+    end)
+  end
   for _, notice in ipairs(reply.ok.notices or {}) do
     vim.schedule(function()
       vim.notify_once("run_bash: " .. notice, vim.log.levels.WARN)

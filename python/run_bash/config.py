@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from run_bash.errors import ConfigError
-from run_bash.sandbox.base import BACKEND_NAMES
+from run_bash.sandbox.base import AUTO, BACKEND_NAMES
 
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60
 # Values `sandbox.backend` accepts (`false` is migrated to "none" first).
-BACKEND_CHOICES: tuple[str, ...] = BACKEND_NAMES
+BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BACKEND_NAMES)
 
 
 class Invalid(ValueError):
@@ -278,8 +278,13 @@ class LimitsConfig:
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    # Backend that confines commands: "sandlock", "bubblewrap" or "none" (false means "none").
-    backend: str = option("sandlock", backend_name, '"sandlock", "bubblewrap" or "none"')
+    # Backend that confines commands: "auto" (the first that works here), "sandlock",
+    # "bubblewrap" or "none" (false means "none").
+    backend: str = option(
+        AUTO,
+        backend_name,
+        " or ".join(", ".join(f'"{n}"' for n in BACKEND_CHOICES).rsplit(", ", 1)),
+    )
     rules: RulesConfig = table(RulesConfig)
     backends: BackendsConfig = table(BackendsConfig)
     network: NetworkConfig = table(NetworkConfig)

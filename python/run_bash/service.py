@@ -17,7 +17,7 @@ from run_bash.audit import AuditLog
 from run_bash.config import parse_config
 from run_bash.errors import ConfigError, RunBashError, UsageError
 from run_bash.results import Wire, plain
-from run_bash.sandbox.base import get_backend
+from run_bash.sandbox.base import choose_backend, get_backend
 from run_bash.sessions import SessionManager, check_cmd
 
 log = logging.getLogger("run_bash")
@@ -83,8 +83,8 @@ class Service:
         previous configuration then stays in force.
         """
         config = parse_config(opts)
-        configured = get_backend(config.sandbox.backend, config)
-        problems = configured.validate()
+        chosen = choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
+        problems = chosen.backend.validate()
         if problems:
             raise ConfigError(problems)
         self.config = config
@@ -92,9 +92,17 @@ class Service:
         if self._mgr is not None:
             self._mgr.configure(config)
         notices = list(config.notices)
-        backend, why = self.mgr.resolve_backend()
-        notices.extend(backend.warnings())
-        return {"notices": notices, "backend": backend.name, "unavailable": why}
+        chosen = self.mgr.choice()
+        notices.extend(chosen.backend.warnings())
+        out = {
+            "notices": notices,
+            "backend": chosen.backend.name,
+            "unavailable": chosen.unavailable,
+            "chosen_because": chosen.reason,
+        }
+        if chosen.error:
+            out["backend_error"] = chosen.error
+        return out
 
     # -- approval decision ---------------------------------------------------------------------------
 
@@ -111,6 +119,9 @@ class Service:
             backend=backend.name,
             sandboxed=bool(backend.isolates),
             unavailable=why,
+            # How the backend was chosen ("auto: sandlock works here (…)"), for the agent's tool
+            # description and the approval prompt.
+            chosen_because=self.mgr.choice("none" if skip else None).reason,
         )
         return verdict
 

@@ -47,7 +47,7 @@ from run_bash.results import (
     Wire,
 )
 from run_bash.sandbox import proc
-from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
+from run_bash.sandbox.base import Backend, Choice, Launched, RunSpec, choose_backend, get_backend
 from run_bash.sandbox.policy import build_env
 from run_bash.statedir import (
     dir_usage,
@@ -274,16 +274,17 @@ class SessionManager:
             self._backends[name] = get_backend(name, self.config)
         return self._backends[name]
 
+    def choice(self, requested: str | None = None) -> Choice:
+        """The backend a run would use (``sandbox.backend``, "auto" resolved) and why."""
+        return choose_backend(requested or self.config.sandbox.backend, self.backend)
+
     def resolve_backend(self, requested: str | None = None) -> tuple[Backend, str]:
-        """The backend a run would use and, when it is not the configured one, why."""
-        name = requested or self.config.sandbox.backend
-        backend = self.backend(name)
-        if name == "none":
-            return backend, ""
-        avail = backend.availability()
-        if avail.ok:
-            return backend, ""
-        return self.backend("none"), f"{name} unavailable: {avail.reason}"
+        """The backend a run would use and, when it runs without the sandbox it wanted, why.
+        Raises SpawnError when ``sandbox.backend`` names a backend that is unavailable."""
+        chosen = self.choice(requested)
+        if chosen.error:
+            raise SpawnError(chosen.error)
+        return chosen.backend, chosen.unavailable
 
     # -- start -------------------------------------------------------------------------------------
 

@@ -245,7 +245,7 @@ def test_cli_policy_is_json(tmp_path, backend_name):
     assert data["backend"]["name"] == backend_name
     assert str(tmp_path) in data["paths"]["writable"]
     assert "PATH" in data["env"]["names"]
-    assert set(data["limits"]) == {"max_processes", "max_memory", "max_file_size"}
+    assert set(data["limits"]) == {"max_processes", "max_memory", "max_file_size", "max_temp_size"}
 
 
 async def test_protected_file_change_is_reported_in_the_result(mgr):

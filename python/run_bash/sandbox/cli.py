@@ -92,6 +92,12 @@ def _backend_view(backend: Any, policy: Any, cwd: str) -> dict[str, Any]:
     return {}
 
 
+def _choose(config: Config) -> Any:
+    from run_bash.sandbox.base import choose_backend, get_backend
+
+    return choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
+
+
 def policy_main(argv: list[str]) -> int:
     from run_bash.sandbox.base import get_backend
     from run_bash.sandbox.policy import build_env, build_policy
@@ -101,7 +107,8 @@ def policy_main(argv: list[str]) -> int:
         raise RunBashError(f"unexpected arguments: {' '.join(rest)}\n{USAGE_POLICY}")
     config = _config(opts)
     cwd = os.path.abspath(opts.get("cwd") or os.getcwd())
-    name = config.sandbox.backend
+    chosen = _choose(config)
+    name = chosen.backend.name if config.sandbox.backend == "auto" else config.sandbox.backend
     backend = get_backend(name, config)
     avail = backend.availability()
     policy = build_policy(config, cwd)
@@ -113,6 +120,7 @@ def policy_main(argv: list[str]) -> int:
             "reason": avail.reason,
             "advice": avail.advice,
             "version": avail.version,
+            "chosen_because": chosen.reason,
             "problems": backend.validate(),
             "warnings": backend.warnings(),
         },
@@ -127,7 +135,7 @@ def policy_main(argv: list[str]) -> int:
 
 def sandbox_main(argv: list[str]) -> int:
     from run_bash.sandbox import proc
-    from run_bash.sandbox.base import RunSpec, get_backend
+    from run_bash.sandbox.base import RunSpec
     from run_bash.sandbox.policy import build_env, build_policy
 
     opts, rest = _parse(argv, USAGE_SANDBOX)
@@ -137,12 +145,13 @@ def sandbox_main(argv: list[str]) -> int:
     cwd = os.path.abspath(opts.get("cwd") or os.getcwd())
     if not os.path.isdir(cwd):
         raise RunBashError(f"working directory {cwd} does not exist")
-    backend = get_backend(config.sandbox.backend, config)
-    avail = backend.availability()
-    if not avail.ok:
-        print(f"run_bash: {backend.name} unavailable: {avail.reason}", file=sys.stderr)
-        if avail.advice:
-            print(f"run_bash: advice: {avail.advice}", file=sys.stderr)
+    chosen = _choose(config)
+    backend = chosen.backend
+    if chosen.error or chosen.unavailable:
+        # Nobody here to ask: without the sandbox it wanted, the command does not run.
+        why = chosen.error or chosen.reason
+        print(f"run_bash: {why}", file=sys.stderr)
+        print("run_bash: `--backend none` runs it without a sandbox", file=sys.stderr)
         return EXIT_SANDBOX_ERROR
     problems = backend.validate()
     if problems:
