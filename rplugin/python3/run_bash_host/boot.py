@@ -2,9 +2,10 @@
 
 Two processes come out of this script:
 
-* the **keeper** (the job Neovim started): a child subreaper that does nothing but wait. When the host
-  exits — normally, by a crash, or by SIGKILL — every process the host left behind has been reparented
-  to the keeper, which kills them all and exits. SIGTERM (``jobstop``) is forwarded to the host.
+* the **keeper** (the job Neovim started; ``run_bash.keeper``): a child subreaper that does nothing
+  but wait. When the host exits — normally, by a crash, or by SIGKILL — every process the host left
+  behind has been reparented to the keeper, which kills them all, removes the output and temp
+  directories and exits. SIGTERM (``jobstop``) is forwarded to the host.
 * the **host**: the pynvim remote-plugin host on the RPC channel (stdin/stdout). It is a subreaper too,
   so orphans of commands stay findable while it runs, and it sweeps its descendants on the way out
   (channel closed, VimLeavePre, SIGTERM, or Neovim's death).
@@ -19,14 +20,14 @@ import os
 import shutil
 import signal
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RPLUGIN = os.path.dirname(HERE)
 ROOT = os.path.dirname(os.path.dirname(RPLUGIN))
 sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
 
-from run_bash.sandbox import proc  # noqa: E402  (needs the sys.path above)
+from run_bash.keeper import become_worker, keep  # noqa: E402  (needs the sys.path above)
+from run_bash.sandbox import proc  # noqa: E402
 
 
 def _setup_logging() -> None:
@@ -51,47 +52,11 @@ def _setup_logging() -> None:
 
 def keeper(host_pid: int, dirs: list[str]) -> None:
     """Wait for the host; then kill whatever it left behind and exit with its status."""
-
-    def forward(signum: int, _frame: object) -> None:
-        try:
-            os.kill(host_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, forward)
-    status = 0
-    while True:
-        try:
-            pid, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if pid == host_pid:
-            status = os.waitstatus_to_exitcode(st)
-            break
-    proc.sweep_all_descendants(grace_s=0.5)
-    for d in dirs:
-        shutil.rmtree(d, ignore_errors=True)
-    # Reap what the sweep killed so nothing lingers as a zombie of ours.
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            time.sleep(0.01)
-    os._exit(status if status >= 0 else 128 - status)
+    os._exit(keep(host_pid, dirs))
 
 
 def host(dirs: list[str]) -> None:
     """Run the pynvim host on the RPC channel; clean up however it ends."""
-    # The keeper dying (e.g. SIGKILL) must not leave an orphaned host behind.
-    proc.set_parent_death_signal(signal.SIGTERM)
-    proc.set_child_subreaper()
     rpc_in = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
@@ -144,8 +109,12 @@ def main() -> None:
     # Output files and run temp dirs (statedir.py); both go when the host ends, however it ends.
     dirs = [make_state_dir(), make_temp_root()]
     os.environ["RUN_BASH_STATE_DIR"], os.environ["RUN_BASH_TEMP_DIR"] = dirs
+    keeper_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
+        # The keeper dying (e.g. SIGKILL) must not leave an orphaned host behind.
+        if not become_worker(keeper_pid):
+            os._exit(1)
         host(dirs)
     else:
         # The keeper keeps no end of the RPC channel: only the host talks to Neovim.
