@@ -92,3 +92,46 @@ async def test_a_full_disk_stops_the_file_says_so_and_the_tail_still_reaches_the
     assert any(n.startswith("output file stopped at 0 bytes") for n in r2.notices), r2.notices
     # Reading output back through `output` gives the memory tail past the file's end.
     assert "LAST-LINE" in full.output(s.id, tail=3).output
+
+
+async def test_a_run_filling_its_temp_space_cannot_starve_output_capture(tmp_path):
+    """Output files and run temp dirs on one small filesystem (no $XDG_RUNTIME_DIR): a run writing
+    into its temp dir as fast as it can is stopped at half the free space, and another run's
+    output, captured meanwhile, is whole."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", str(disk)], check=True
+    )
+    try:
+        (disk / "out").mkdir(mode=0o700)
+        (disk / "tmp").mkdir(mode=0o700)
+        m = SessionManager(
+            parse_config({"sandbox": {"backend": "none"}}),
+            loop=asyncio.get_running_loop(),
+            state_dir=str(disk / "out"),
+            temp_root=str(disk / "tmp"),
+        )
+        try:
+            filler = m.start(
+                'for i in $(seq 1 200); do head -c 1000000 /dev/zero > "$TMPDIR/f$i"; done; echo FULL',
+                unsandboxed_ok=True,
+            )
+            writer = m.start(
+                "for i in $(seq 1 20000); do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done",
+                unsandboxed_ok=True,
+            )
+            f = await asyncio.wait_for(m.wait_result(filler.id), 60)
+            w = await asyncio.wait_for(m.wait_result(writer.id), 60)
+            assert f.status == "killed" and "FULL" not in f.output
+            assert any("over its cap of" in n for n in f.notices), f.notices
+            data = Path(w.output_file).read_text()
+            assert (
+                w.notices == ()
+                and data.count("\n") == 20000
+                and data.endswith("line-20000-" + "x" * 39 + "\n")
+            )
+        finally:
+            await m.shutdown()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
