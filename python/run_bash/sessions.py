@@ -50,6 +50,7 @@ from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Choice, Launched, RunSpec, choose_backend, get_backend
 from run_bash.sandbox.policy import build_env
 from run_bash.statedir import (
+    MAX_TEMP_ENTRIES,
     dir_usage,
     free_bytes,
     fs_size,
@@ -515,12 +516,19 @@ class SessionManager:
             self._schedule_temp_check()
 
     def _stop_for_temp(self, s: Session, used: int, partial: bool) -> None:
-        held = "more files than run_bash counts" if partial else f"{human_size(used)}"
-        s.notices.append(
-            f"stopped: its temp dir (TMPDIR) held {held}, over its cap of "
-            f"{human_size(s.temp_cap)} (sandbox.limits.max_temp_size, at most half the free "
-            "disk space); the files are removed"
-        )
+        if partial:
+            why = (
+                "stopped: its temp dir (TMPDIR) could not be measured in full (over "
+                f"{MAX_TEMP_ENTRIES} entries, too deep, or unreadable) against its cap of "
+                f"{human_size(s.temp_cap)}; the files are removed"
+            )
+        else:
+            why = (
+                f"stopped: its temp dir (TMPDIR) held {human_size(used)}, over its cap of "
+                f"{human_size(s.temp_cap)} (sandbox.limits.max_temp_size, at most half the free "
+                "disk space); the files are removed"
+            )
+        s.notices.append(why)
         log.warning("session %s: temp dir over its cap (%d > %d bytes)", s.id, used, s.temp_cap)
         s.killed = True
         self._terminate(s)

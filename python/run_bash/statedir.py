@@ -21,9 +21,9 @@ are never granted by default); a run is given its own temp dir and nothing else 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Mapping
@@ -137,8 +137,10 @@ def sweep_stale(parent: str) -> int:
 
 def dir_usage(path: str, max_entries: int = MAX_TEMP_ENTRIES) -> tuple[int, bool]:
     """Bytes the tree at ``path`` occupies on disk (allocated blocks, links not followed) and
-    whether the walk stopped early at ``max_entries`` entries. Opens no file, so nothing a sandbox
-    puts there (FIFOs, leases) can block it."""
+    whether it could not be measured in full: more than ``max_entries`` entries, or a directory that
+    cannot be listed (unreadable, a path too long) — for a tree a sandbox controls, both count as
+    over any cap, as they could hide data. Opens no file, so nothing a sandbox puts there (FIFOs,
+    leases) can block it."""
     total = 0
     entries = 0
     stack = [path]
@@ -146,18 +148,24 @@ def dir_usage(path: str, max_entries: int = MAX_TEMP_ENTRIES) -> tuple[int, bool
         current = stack.pop()
         try:
             it = os.scandir(current)
+        except FileNotFoundError:
+            continue  # removed while walking
         except OSError:
-            continue
+            return total, True
         with it:
             for entry in it:
                 entries += 1
                 if entries > max_entries:
                     return total, True
-                with contextlib.suppress(OSError):
+                try:
                     st = entry.stat(follow_symlinks=False)
-                    total += st.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    return total, True
+                total += st.st_blocks * 512
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
     return total, False
 
 
