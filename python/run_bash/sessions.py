@@ -151,7 +151,8 @@ class Session:
         self.live = False
         self.read_offset = 0
         self.capture: Capture | None = None
-        self.launched: Launched | None = None
+        self.launched: Launched | None = None  # dropped when the run has ended
+        self.root_pid: int | None = None
         self.tracker: proc.Tracker | None = None
         self.tmpdir = ""
         self.temp_cap = 0  # bytes its temp dir may hold
@@ -177,7 +178,7 @@ class Session:
 
     @property
     def pid(self) -> int | None:
-        return self.launched.pid if self.launched else None
+        return self.launched.pid if self.launched else self.root_pid
 
     @property
     def duration_s(self) -> float:
@@ -673,6 +674,9 @@ class SessionManager:
         for notice in s.launched.notices:
             if notice not in s.notices:
                 s.notices.append(notice)
+        # A finished session is kept (sessions.keep_finished) as its summary and text only: the
+        # backend's objects (a sandbox, its guard's snapshots) go now.
+        s.root_pid, s.launched = s.launched.pid, None
         shutil.rmtree(s.tmpdir, ignore_errors=True)
         if s.timed_out:
             s.status = "timed_out"

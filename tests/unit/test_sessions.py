@@ -105,7 +105,7 @@ async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
     assert time.monotonic() - t0 < 3
     assert r.output == "started\n"
     assert r.leftovers == 1
-    seen = [pid for pid in s.tracker.known if pid != s.launched.pid]
+    seen = [pid for pid in s.tracker.known if pid != s.pid]
     assert seen
     assert not alive(seen)
 
