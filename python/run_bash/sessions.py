@@ -203,7 +203,8 @@ class Session:
             "signal": self.signal,
             "timed_out": self.timed_out,
             "killed": self.killed,
-            "output_file": self.capture.path if self.capture and not self.capture.removed else None,
+            # Kept when the history removed the file: its notice says so.
+            "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
         }
