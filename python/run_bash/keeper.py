@@ -83,6 +83,10 @@ def fork_kept(work: Callable[[], int], dirs: Sequence[str] = ()) -> int:
         try:
             if become_worker(keeper_pid):
                 code = work()
+        except BaseException:
+            import traceback
+
+            traceback.print_exc(limit=5)
         finally:
             os._exit(code)
     return keep(pid, dirs)
