@@ -345,7 +345,7 @@ def main() -> int:
         ("host", lambda: host_rows(base_ms)),
         ("runtime", lambda: runtime_rows(base_ms)),
     ]
-    for name in ("bench_checker", "bench_sandbox", "bench_changes"):
+    for name in ("bench_checker", "bench_sandbox", "bench_changes", "bench_history"):
         if (ROOT / "bench" / f"{name}.py").exists():
             mod = importlib.import_module(name)
             sections.append((name.removeprefix("bench_"), mod.run))

@@ -313,7 +313,11 @@ function M.output_buffer(id)
     return H.err(err)
   end
   H.followers[id] = follow
+  local existed = vim.fn.bufnr("run_bash://" .. id .. "/output") ~= -1
   buf = H.open_scratch("run_bash://" .. id .. "/output")
+  if not existed then
+    rb().pin_while(id, buf) -- the history keeps the session while its output is open
+  end
   vim.bo[buf].modifiable = true
   local lines =
     vim.split("$ " .. info.cmd:gsub("\n", " ⏎ ") .. "\n" .. info.data, "\n", { plain = true })

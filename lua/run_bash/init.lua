@@ -24,7 +24,8 @@ H.setup_done = false
 H.ready = false -- the host answered (a ping or its `ready` event)
 H.starting = false -- a caller waits for the host to answer its first ping
 
---- Sessions the host reported, for completion without RPC: id -> info.
+--- Sessions the host reported, for completion without RPC: id -> info. The host keeps a bounded
+--- history (`sessions.keep_finished`) and says which sessions it forgot (`forgotten`); so does this.
 M.sessions = {}
 
 ---@param msg string
@@ -186,6 +187,13 @@ function H.send_setup(chan)
   H.good, H.good_chan = cand, chan
   H.lua_rules = cand.lua_rules
   H.facts = reply.ok
+  if type(reply.ok.backend_error) == "string" then
+    -- A backend named explicitly that does not work here: commands fail until it is fixed.
+    local msg = "run_bash: " .. reply.ok.backend_error
+    vim.schedule(function()
+      vim.notify_once(msg, vim.log.levels.ERROR)
+    end)
+  end
   for _, notice in ipairs(reply.ok.notices or {}) do
     vim.schedule(function()
       vim.notify_once("run_bash: " .. notice, vim.log.levels.WARN)
@@ -423,6 +431,10 @@ function H.dispatch(name, payload)
     for _, cb in pairs(H.listeners.output[payload.id] or {}) do
       pcall(cb, payload.data)
     end
+  elseif name == "forgotten" then
+    for _, id in ipairs(payload.ids or {}) do
+      H.forget(id)
+    end
   elseif name == "reply" then
     local cb = H.listeners.reply[payload.token]
     H.listeners.reply[payload.token] = nil
@@ -437,6 +449,14 @@ function H.dispatch(name, payload)
       modeline = false,
     })
   end
+end
+
+--- Drop a session the host no longer knows from the mirror and every listener of it.
+function H.forget(id)
+  M.sessions[id] = nil
+  H.listeners.output[id] = nil
+  H.listeners.started[id] = nil
+  H.listeners.result[id] = nil
 end
 
 --- A run the host holds for the user's decision (`approve` event): the approval window asks and
@@ -573,6 +593,24 @@ function M.watch(id, on_output)
   return info
 end
 
+--- Keep session `id` in the host's history while `buf` exists (its output is open there).
+function M.pin_while(id, buf)
+  local reason = "buffer " .. buf
+  if not M.request("pin", id, reason) then
+    return
+  end
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    once = true,
+    desc = "run_bash: let the host forget the session this buffer showed",
+    callback = function()
+      if H.chan then
+        pcall(vim.rpcnotify, H.chan, "run_bash.unpin", id, reason)
+      end
+    end,
+  })
+end
+
 --- Stop following: remove `on_output` (as given to `watch`), or every follower of `id` when nil.
 ---@param id string
 ---@param on_output? fun(text: string)
@@ -625,8 +663,15 @@ end
 function M.sessions_list()
   local list, err = M.request("sessions")
   if list then
+    local listed = {}
     for _, info in ipairs(list) do
+      listed[info.id] = true
       M.sessions[info.id] = info
+    end
+    for id in pairs(M.sessions) do
+      if not listed[id] then
+        H.forget(id)
+      end
     end
   end
   return list, err

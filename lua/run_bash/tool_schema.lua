@@ -14,6 +14,8 @@ M.ACTIONS = { "run", "kill", "output", "list" }
 ---@field backend string
 ---@field sandboxed boolean
 ---@field unavailable string
+---@field chosen_because? string how the backend was chosen (`auto: sandlock works here (…)`)
+---@field backend_error? string a backend named explicitly does not work here
 ---@field default_timeout integer
 ---@field max_timeout integer
 ---@field max_bg_after integer
@@ -28,6 +30,12 @@ function H.where(facts, err)
     return fmt(
       "The run_bash tool is not working right now: %s. Do not retry and do not work around it: tell the user, who can fix it (`:checkhealth run_bash` shows what is wrong).",
       err or "the Python host did not answer"
+    )
+  end
+  if type(facts.backend_error) == "string" then
+    return fmt(
+      "The sandbox the user configured does not work here: %s. Commands that want the sandbox fail; do not work around it: tell the user, who can fix it (`:checkhealth run_bash`). `\"skip_sandbox\": true` runs a command without the sandbox and always asks the user first.",
+      facts.backend_error
     )
   end
   if facts.sandboxed then

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from run_bash.errors import ConfigError
-from run_bash.sandbox.base import BACKEND_NAMES
+from run_bash.sandbox.base import AUTO, BACKEND_NAMES
 
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60
 # Values `sandbox.backend` accepts (`false` is migrated to "none" first).
-BACKEND_CHOICES: tuple[str, ...] = BACKEND_NAMES
+BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BACKEND_NAMES)
 
 
 class Invalid(ValueError):
@@ -272,12 +272,19 @@ class LimitsConfig:
     max_memory: int = option(4096 * MIB, size, 'size such as "4G"')
     # Largest file a command may write in bytes, given as e.g. "1G".
     max_file_size: int = option(2048 * MIB, size, 'size such as "2G"')
+    # Most a run's private temp dir may hold, e.g. "4G" (never more than half the free space).
+    max_temp_size: int = option(4096 * MIB, size, 'size such as "4G"')
 
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    # Backend that confines commands: "sandlock", "bubblewrap" or "none" (false means "none").
-    backend: str = option("sandlock", backend_name, '"sandlock", "bubblewrap" or "none"')
+    # Backend that confines commands: "auto" (the first that works here), "sandlock",
+    # "bubblewrap" or "none" (false means "none").
+    backend: str = option(
+        AUTO,
+        backend_name,
+        " or ".join(", ".join(f'"{n}"' for n in BACKEND_CHOICES).rsplit(", ", 1)),
+    )
     rules: RulesConfig = table(RulesConfig)
     backends: BackendsConfig = table(BackendsConfig)
     network: NetworkConfig = table(NetworkConfig)
@@ -295,12 +302,16 @@ class OutputConfig:
     max_line_chars: int = option(2000, int_range(80), "integer >= 80")
     # Milliseconds between live-output updates sent to Neovim buffers.
     live_interval_ms: int = option(100, int_range(1), "positive integer")
+    # Bytes all output files of one Neovim may hold together (at most a quarter of their disk).
+    dir_cap: int = option(256 * MIB, int_range(4096), "integer >= 4096")
 
 
 @dataclass(frozen=True)
 class SessionsConfig:
     # Most background sessions alive at once.
     max_background: int = option(16, int_range(1), "positive integer")
+    # Finished sessions remembered (summary, agent text, output file); older ones are forgotten.
+    keep_finished: int = option(100, int_range(1), "positive integer")
 
 
 @dataclass(frozen=True)

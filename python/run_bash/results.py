@@ -104,3 +104,10 @@ class OutputChunk(Wire):
 
     id: str
     data: str
+
+
+@dataclass(frozen=True)
+class Forgotten(Wire):
+    """Sessions the history dropped (the ``forgotten`` event): Lua forgets them too."""
+
+    ids: tuple[str, ...]

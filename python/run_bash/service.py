@@ -25,7 +25,7 @@ from run_bash.errors import ConfigError, RunBashError, UsageError
 from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
 from run_bash.journal import Journal
 from run_bash.results import Wire, plain
-from run_bash.sandbox.base import get_backend
+from run_bash.sandbox.base import choose_backend, get_backend
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions import Session, SessionManager, check_cmd, new_id
 
@@ -90,6 +90,7 @@ class Service:
         self.gate = Gate()
         self._held: dict[str, Answer] = {}  # session id -> the answer the user is asked about
         self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
+        self._temp_root = self.environ.get("RUN_BASH_TEMP_DIR") if state_dir is None else None
         self._mgr: SessionManager | None = None
         self._journal: Journal | None = None
         self._lined: set[str] = set()  # runs whose run line is written
@@ -148,6 +149,7 @@ class Service:
                 loop=self.loop,
                 on_event=self.emit,
                 state_dir=self._state_dir,
+                temp_root=self._temp_root,
                 environ=self.environ,
             )
         return self._mgr
@@ -168,8 +170,8 @@ class Service:
         """
         rules, project_config = parse_codecompanion(codecompanion)
         config = parse_config(opts)  # type: ignore[arg-type]
-        configured = get_backend(config.sandbox.backend, config)
-        problems = configured.validate()
+        chosen = choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
+        problems = chosen.backend.validate()
         if problems:
             raise ConfigError(problems)
         self.config = config
@@ -178,27 +180,34 @@ class Service:
             self._mgr.configure(config)
         self.mgr.agent_rules = rules
         self.mgr.project_config = project_config
-        backend, _why = self.mgr.resolve_backend()
-        return {**self.facts(), "notices": [*config.notices, *backend.warnings()]}
+        chosen = self.mgr.choice()
+        return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}
 
     def facts(self) -> dict[str, Any]:
         """Where commands run and the limits that apply: what the tool's schema says."""
-        where = self._where(False)
-        return {
-            "backend": where.backend,
-            "sandboxed": where.sandboxed,
-            "unavailable": where.unavailable,
+        chosen = self.mgr.choice()
+        facts: dict[str, Any] = {
+            "backend": chosen.backend.name,
+            "sandboxed": bool(chosen.backend.isolates),
+            "unavailable": chosen.unavailable,
+            # How the backend was chosen ("auto: sandlock works here (…)").
+            "chosen_because": chosen.reason,
             "default_timeout": self.config.default_timeout,
             "max_timeout": MAX_TIMEOUT_S,
             "max_bg_after": MAX_BG_AFTER_S,
             "max_chars": self.config.output.max_chars,
         }
+        if chosen.error:
+            # A backend named explicitly that does not work here: runs refuse until it is fixed.
+            facts["backend_error"] = chosen.error
+        return facts
 
     # -- the gate ------------------------------------------------------------------------------------
 
     def _where(self, skip_sandbox: bool) -> Where:
-        backend, why = self.mgr.resolve_backend("none" if skip_sandbox else None)
-        return Where(backend.name, bool(backend.isolates), why)
+        requested = "none" if skip_sandbox else None
+        backend, why = self.mgr.resolve_backend(requested)
+        return Where(backend.name, bool(backend.isolates), why, self.mgr.choice(requested).reason)
 
     def _new_id(self) -> str:
         return new_id({**self.mgr.sessions, **dict.fromkeys(self.gate.ids())})
@@ -438,6 +447,13 @@ class Service:
 
     def watch(self, sid: object) -> dict[str, Any]:
         return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
+
+    def pin(self, sid: object, reason: object) -> dict[str, Any]:
+        """Keep a session in the history for ``reason`` (an open output buffer) until ``unpin``."""
+        return self.mgr.pin(sid, reason).to_wire()
+
+    def unpin(self, sid: object, reason: object) -> bool:
+        return self.mgr.unpin(sid, reason)
 
     # -- health and policy ------------------------------------------------------------------------------
 

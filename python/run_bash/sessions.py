@@ -37,16 +37,38 @@ from typing import Any
 from run_bash.boundary import number, working_dir
 from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, describe
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
-from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, tail_lines
-from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
+from run_bash.output import READ_PAGE_BYTES, Capture, OutputBudget, clean_text
+from run_bash.results import (
+    Forgotten,
+    LiveStart,
+    OutputChunk,
+    OutputPage,
+    RunResult,
+    SessionInfo,
+    Wire,
+)
 from run_bash.sandbox import proc
-from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
+from run_bash.sandbox.base import Backend, Choice, Launched, RunSpec, choose_backend, get_backend
 from run_bash.sandbox.guard import Keeper, Scope, quarantine_dir
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sandbox.policy import Policy, build_env, build_policy
+from run_bash.statedir import (
+    MAX_TEMP_ENTRIES,
+    dir_usage,
+    free_bytes,
+    fs_size,
+    human_size,
+    make_state_dir,
+    make_temp_root,
+)
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
+# How often the run temp dirs are checked against their cap (a statvfs); a walk of the temp dirs
+# happens when the disk's free space fell by more than the smallest headroom left, or after
+# TEMP_WALK_S anyway. A writer at page-cache speed (~3 GB/s) gets ~150 MB past the cap per tick.
+TEMP_CHECK_S = 0.05
+TEMP_WALK_S = 5.0
 MAX_CMD_CHARS = 100_000
 PIPE_SIZE = 1024 * 1024
 READ_CHUNK = 256 * 1024
@@ -64,23 +86,6 @@ def new_id(taken: Mapping[str, object]) -> str:
         sid = "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
         if sid not in taken:
             return sid
-
-
-def state_root(base: str | None = None) -> str:
-    """Where hosts make their state dirs: ``$XDG_RUNTIME_DIR``, else the temp dir."""
-    root = base or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    if not os.path.isdir(root) or not os.access(root, os.W_OK):
-        root = tempfile.gettempdir()
-    return root
-
-
-def make_state_dir(base: str | None = None) -> str:
-    """Create the 0700 directory private to this host that holds output files and temp dirs
-    (``run_bash-<pid>-…``: ``journal.reconcile_stale`` finds the ones whose process is gone)."""
-    root = state_root(base)
-    path = tempfile.mkdtemp(prefix=f"run_bash-{os.getpid()}-", dir=root)
-    os.chmod(path, 0o700)
-    return path
 
 
 def check_cmd(cmd: object) -> str:
@@ -127,6 +132,9 @@ class Session:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.ended_mono: float | None = None
+        # Why the session must be kept although it is old (an open :RunBashOutput buffer, a run's
+        # change set): pinned sessions are never forgotten (``SessionManager.pin``).
+        self.pins: set[str] = set()
         # running | exited | timed_out | killed | failed (could not start)
         # | awaiting_approval (held) | rejected | cancelled (never started)
         self.status = "running"
@@ -139,9 +147,12 @@ class Session:
         self.live = False
         self.read_offset = 0
         self.capture: Capture | None = None
-        self.launched: Launched | None = None
+        self.launched: Launched | None = None  # dropped when the run has ended
+        self.root_pid: int | None = None
         self.tracker: proc.Tracker | None = None
         self.tmpdir = ""
+        self.temp_cap = 0  # bytes its temp dir may hold
+        self.temp_used = 0  # bytes its temp dir held when last measured
         self.pipe_r = -1
         self.pidfd = -1
         self.result_sent = False
@@ -163,7 +174,7 @@ class Session:
 
     @property
     def pid(self) -> int | None:
-        return self.launched.pid if self.launched else None
+        return self.launched.pid if self.launched else self.root_pid
 
     @property
     def duration_s(self) -> float:
@@ -188,6 +199,7 @@ class Session:
             "signal": self.signal,
             "timed_out": self.timed_out,
             "killed": self.killed,
+            # Kept when the history removed the file: its notice says so.
             "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
@@ -209,20 +221,48 @@ class SessionManager:
         on_event: EventSink | None = None,
         state_dir: str | None = None,
         environ: Mapping[str, str] | None = None,
+        temp_root: str | None = None,
     ) -> None:
         self.config = config
         self.loop = loop or asyncio.get_event_loop()
         self.on_event = on_event or (lambda _name, _payload: None)
-        self.state_dir = state_dir or make_state_dir()
         self.environ = dict(os.environ if environ is None else environ)
+        self.state_dir = state_dir or make_state_dir(environ=self.environ)
+        # Run temp dirs: on a disk-backed filesystem (statedir.py); created on the first run.
+        self._temp_root = temp_root
+        self._temp_timer: asyncio.TimerHandle | None = None
+        self._temp_walk: asyncio.Future[None] | None = None
+        self._temp_free = -1  # free bytes at the last walk
+        self._temp_walked = 0.0
         self.sessions: dict[str, Session] = {}
         # Keeps what the host reads from the projects (guard.py); CodeCompanion's rules files.
         self.keeper = Keeper(quarantine_dir(self.environ))
         self.agent_rules: tuple[RulesName, ...] = ()
         self.project_config: tuple[str, ...] = ()
+        self._budget: OutputBudget | None = None
         self._backends: dict[str, Backend] = {}
         self._warned: set[str] = set()
         self.subreaper = proc.set_child_subreaper()
+
+    @property
+    def budget(self) -> OutputBudget:
+        """What all output files may hold together: ``output.dir_cap``, at most a quarter of the
+        output directory's filesystem (``$XDG_RUNTIME_DIR`` is often a small RAM disk)."""
+        cap = self.config.output.dir_cap
+        size = fs_size(self.state_dir)
+        if size > 0:
+            cap = min(cap, size // 4)
+        if self._budget is None:
+            self._budget = OutputBudget(cap, self._reclaim_output)
+        self._budget.cap = cap
+        return self._budget
+
+    @property
+    def temp_root(self) -> str:
+        """The directory holding the run temp dirs (created on first use)."""
+        if self._temp_root is None:
+            self._temp_root = make_temp_root(self.environ)
+        return self._temp_root
 
     # -- backends ----------------------------------------------------------------------------------
 
@@ -237,16 +277,17 @@ class SessionManager:
             self._backends[name] = get_backend(name, self.config)
         return self._backends[name]
 
+    def choice(self, requested: str | None = None) -> Choice:
+        """The backend a run would use (``sandbox.backend``, "auto" resolved) and why."""
+        return choose_backend(requested or self.config.sandbox.backend, self.backend)
+
     def resolve_backend(self, requested: str | None = None) -> tuple[Backend, str]:
-        """The backend a run would use and, when it is not the configured one, why."""
-        name = requested or self.config.sandbox.backend
-        backend = self.backend(name)
-        if name == "none":
-            return backend, ""
-        avail = backend.availability()
-        if avail.ok:
-            return backend, ""
-        return self.backend("none"), f"{name} unavailable: {avail.reason}"
+        """The backend a run would use and, when it runs without the sandbox it wanted, why.
+        Raises SpawnError when ``sandbox.backend`` names a backend that is unavailable."""
+        chosen = self.choice(requested)
+        if chosen.error:
+            raise SpawnError(chosen.error)
+        return chosen.backend, chosen.unavailable
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -366,6 +407,7 @@ class SessionManager:
             s.ended_mono = time.monotonic()
             self._send_result(s)
             s.done.set()
+            self.prune()
 
     def _prepare(self, s: Session) -> tuple[Policy | None, Scope | None]:
         """The run's policy and the guard of what the host reads from its project. Host I/O
@@ -389,11 +431,13 @@ class SessionManager:
     def _launch(self, s: Session, prepared: tuple[Policy | None, Scope | None]) -> None:
         """Build the run's files and environment, and spawn it. Raises on failure."""
         sid, backend = s.id, s.backend
-        s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.state_dir)
+        s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.temp_root)
+        s.temp_cap = min(self.config.sandbox.limits.max_temp_size, free_bytes(self.temp_root) // 2)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         r = w = -1
         try:
-            s.capture = Capture(out_path, self.config.output.file_cap)
+            s.capture = Capture(out_path, self.config.output.file_cap, budget=self.budget)
+            self._report_stop(s)
             r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             with contextlib.suppress(OSError):
                 fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer wake-ups for chatty commands
@@ -448,6 +492,7 @@ class SessionManager:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
+        self._schedule_temp_check()
         log.debug(
             "started %s pid=%s backend=%s cwd=%s cmd=%r",
             sid,
@@ -457,6 +502,64 @@ class SessionManager:
             s.cmd,
         )
         self.on_event("started", s.info())
+
+    # -- the temp dir cap ------------------------------------------------------------------------------
+
+    def _schedule_temp_check(self) -> None:
+        if self._temp_timer is None and any(x.running and x.tmpdir for x in self.sessions.values()):
+            self._temp_timer = self.loop.call_later(TEMP_CHECK_S, self._check_temp)
+
+    def _check_temp(self) -> None:
+        """Stop any run whose temp dir grew past its cap. The walk (in a thread) runs only when the
+        temp filesystem lost more free space than the smallest headroom left, or every
+        ``TEMP_WALK_S``: a run cannot pass its cap without the free space dropping by as much."""
+        self._temp_timer = None
+        runs = [x for x in self.sessions.values() if x.running and x.tmpdir and x.launched]
+        if not runs or self._temp_walk is not None:
+            self._schedule_temp_check()
+            return
+        free = free_bytes(self.temp_root)
+        # Space freed since the walk (a run ended, files were removed) raises the baseline, so it
+        # can never hide what is written after it.
+        self._temp_free = max(self._temp_free, free) if self._temp_free >= 0 else -1
+        headroom = min(x.temp_cap - x.temp_used for x in runs)
+        due = time.monotonic() - self._temp_walked >= TEMP_WALK_S
+        if self._temp_free >= 0 and self._temp_free - free < headroom and not due:
+            self._schedule_temp_check()
+            return
+        self._temp_free = free
+        self._temp_walked = time.monotonic()
+        self._temp_walk = asyncio.ensure_future(self._walk_temp(runs), loop=self.loop)
+
+    async def _walk_temp(self, runs: list[Session]) -> None:
+        try:
+            for x in runs:
+                used, partial = await self.loop.run_in_executor(None, dir_usage, x.tmpdir)
+                x.temp_used = used
+                if x.running and (used > x.temp_cap or partial):
+                    self._stop_for_temp(x, used, partial)
+        finally:
+            self._temp_walk = None
+            self._schedule_temp_check()
+
+    def _stop_for_temp(self, s: Session, used: int, partial: bool) -> None:
+        if partial:
+            why = (
+                "stopped: its temp dir (TMPDIR) could not be measured in full (over "
+                f"{MAX_TEMP_ENTRIES} entries, too deep, or unreadable) against its cap of "
+                f"{human_size(s.temp_cap)}; the files are removed"
+            )
+        else:
+            why = (
+                f"stopped: its temp dir (TMPDIR) held {human_size(used)}, over its cap of "
+                f"{human_size(s.temp_cap)} (sandbox.limits.max_temp_size, at most half the free "
+                "disk space); the files are removed"
+            )
+        s.notices.append(why)
+        log.warning("session %s: temp dir over its cap (%d > %d bytes)", s.id, used, s.temp_cap)
+        s.killed = True
+        self._terminate(s)
+        self._kill_now(s)
 
     # -- I/O -----------------------------------------------------------------------------------------
 
@@ -477,6 +580,23 @@ class SessionManager:
             s.capture.feed(data)
             if s.live:
                 self._queue_live(s, data)
+            self._report_stop(s)
+
+    def _report_stop(self, s: Session) -> None:
+        """Tell the result and the live view, once, that the output file stopped short (a full
+        disk, a quota, the output directory's cap); the output goes on in memory."""
+        why = s.capture.stopped if s.capture is not None else None
+        if why is None or why in s.notices:
+            return
+        log.warning("session %s: %s", s.id, why)
+        s.notices.append(why)
+        if s.live:
+            # Sent now, past the live throttle (which may drop queued output, never this).
+            if s.live_timer is not None:
+                s.live_timer.cancel()
+                s.live_timer = None
+            self._flush_live(s)
+            self.on_event("output", OutputChunk(s.id, f"\n[run_bash: {why}]\n"))
 
     def _close_pipe(self, s: Session) -> None:
         if s.pipe_r >= 0:
@@ -519,9 +639,15 @@ class SessionManager:
         s.live = True
         if s.capture is None:
             return LiveStart(**s.fields())
+        if s.capture.removed:  # an old session whose file made room for newer output
+            out_cfg = self.config.output
+            text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
+            return LiveStart(**s.fields(), data=text)
         # Output still queued for a live event is left out: the event will bring it.
-        end = min(s.capture.written, s.capture.total - len(s.live_pending))
-        data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES, end)
+        end = s.capture.total - len(s.live_pending)
+        if s.capture.stopped is None:
+            end = min(s.capture.written, end)
+        data, _end = s.capture.last_lines(10_000, 4 * READ_PAGE_BYTES, end)
         return LiveStart(**s.fields(), data=clean_text(data, self.config.output.max_line_chars))
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
@@ -575,6 +701,9 @@ class SessionManager:
         for notice in [*s.launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)
+        # A finished session is kept (sessions.keep_finished) as its summary and text only: the
+        # backend's objects (a sandbox, its guard's snapshots) go now.
+        s.root_pid, s.launched = s.launched.pid, None
         # The run filled it: removing may take long, and is never the loop's to wait for.
         await self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
         if s.timed_out:
@@ -598,6 +727,7 @@ class SessionManager:
         if was_sent:
             self.on_event("exited", s.info())
         s.done.set()
+        self.prune()
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
@@ -724,6 +854,10 @@ class SessionManager:
         s = self._get(sid)
         if s.capture is None:
             return OutputPage(**s.fields())
+        if s.capture.removed:  # an old session whose file made room for newer output
+            max_chars = self.config.output.max_chars
+            text = s.capture.agent_text(max_chars, self.config.output.max_line_chars)
+            return OutputPage(**s.fields(), output=text)
         if s.pipe_r >= 0:
             self._on_readable(s)  # include what is already in the pipe
         max_line = self.config.output.max_line_chars
@@ -731,15 +865,82 @@ class SessionManager:
         if tail is not None:
             if isinstance(tail, bool) or not isinstance(tail, int) or tail <= 0:
                 raise UsageError(f"tail should be a positive number of lines, not {tail!r}")
-            data, size = tail_lines(s.capture.path, tail, min(max_bytes, max_chars))
-            s.read_offset = max(s.read_offset, size)
+            data, end = s.capture.last_lines(tail, min(max_bytes, max_chars))
+            s.read_offset = max(s.read_offset, end)
             return OutputPage(**s.fields(), output=clean_text(data, max_line))
         # A page is at most max_chars bytes, so cleaning never has to drop any of it: what is
         # not returned now stays unread for the next call.
-        data, s.read_offset, left = read_since(
-            s.capture.path, s.read_offset, min(max_bytes, max_chars)
-        )
+        data, s.read_offset, left = s.capture.read(s.read_offset, min(max_bytes, max_chars))
         return OutputPage(**s.fields(), output=clean_text(data, max_line), unread_bytes=left)
+
+    # -- history ----------------------------------------------------------------------------------
+
+    def pin(self, sid: object, reason: object) -> SessionInfo:
+        """Keep session ``sid`` however old it gets, for ``reason`` (e.g. "output buffer": the
+        user has its output open; later: a run's change set), until ``unpin``."""
+        s = self._get(sid)
+        if not isinstance(reason, str) or not reason:
+            raise UsageError(f"a pin needs a reason (a non-empty string), not {reason!r}")
+        s.pins.add(reason)
+        return s.info()
+
+    def unpin(self, sid: object, reason: object) -> bool:
+        """Drop one reason to keep ``sid``; False when the session is already forgotten."""
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None:
+            return False
+        s.pins.discard(reason)  # type: ignore[arg-type]
+        self.prune()
+        return True
+
+    def _finished_oldest_first(self) -> list[Session]:
+        done = [s for s in self.sessions.values() if s.done.is_set() and s.ended_mono is not None]
+        return sorted(done, key=lambda s: s.ended_mono or 0.0)
+
+    def prune(self) -> list[str]:
+        """Forget finished sessions beyond the newest ``sessions.keep_finished`` (their summary,
+        text and output file), except pinned ones; tell Lua (``forgotten``). Returns the ids."""
+        done = self._finished_oldest_first()
+        excess = len(done) - self.config.sessions.keep_finished
+        gone: list[str] = []
+        for s in done[: max(0, excess)]:
+            if s.pins:
+                continue
+            self._remove_output(s)
+            del self.sessions[s.id]
+            gone.append(s.id)
+        if gone:
+            log.debug("forgot %d finished session(s)", len(gone))
+            self.on_event("forgotten", Forgotten(tuple(gone)))
+        return gone
+
+    def _remove_output(self, s: Session) -> int:
+        """Delete a finished session's output file; return the bytes freed."""
+        c = s.capture
+        if c is None or c.removed:
+            return 0
+        with contextlib.suppress(OSError):
+            os.unlink(c.path)
+        c.removed = True
+        freed = c.on_disk
+        if self._budget is not None:
+            self._budget.release(freed)
+        return freed
+
+    def _reclaim_output(self, need: int) -> None:
+        """The output budget is short by ``need`` bytes: remove the output files of the oldest
+        finished, unpinned sessions until that much is free (their summary and text stay)."""
+        freed = 0
+        for s in self._finished_oldest_first():
+            if freed >= need:
+                break
+            if s.pins or s.capture is None or s.capture.removed or not s.capture.on_disk:
+                continue
+            freed += self._remove_output(s)
+            s.notices.append(
+                "output file removed to keep the output directory under its cap "
+                f"({human_size(self.budget.cap)}, output.dir_cap)"
+            )
 
     def list(self) -> list[SessionInfo]:
         """Every session, oldest first."""
@@ -777,4 +978,9 @@ class SessionManager:
             s.pipe_r = s.pidfd = -1
             if s.capture:
                 s.capture.close()
+        if self._temp_timer is not None:
+            self._temp_timer.cancel()
+            self._temp_timer = None
         shutil.rmtree(self.state_dir, ignore_errors=True)
+        if self._temp_root is not None:
+            shutil.rmtree(self._temp_root, ignore_errors=True)

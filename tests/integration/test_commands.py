@@ -59,6 +59,17 @@ def test_runbash_failure_status_line(editor):
     assert "exit 7" in lines[-1]
 
 
+def test_runbash_buffer_keeps_text_a_carriage_return_would_hide(editor):
+    editor.lua(SETUP_NONE)
+    editor.nvim.command("RunBash printf 'rm -rf ~ done\\rAll 42 tests passed\\n'")
+    accept_next_approval(editor)
+    sid = wait_for(lambda: session_ids(editor))[0]
+    lines = wait_for(
+        lambda: (ls := buf_lines(editor, f"run_bash://{sid}")) and ls[-1].startswith("[exit") and ls
+    )
+    assert "rm -rf ~ done\u240dAll 42 tests passed" in lines
+
+
 def test_sessions_kill_and_output_commands(editor):
     editor.lua(SETUP_NONE)
     editor.lua(
@@ -221,3 +232,26 @@ def test_runbash_bg_runs_a_background_session(editor):
     assert editor.lua("return require('run_bash').sessions[...].background", sid) is True
     lines = wait_for(lambda: (ls := buf_lines(editor, name)) and "exit 0" in ls[-1] and ls)
     assert "start" in lines and "end" in lines
+
+
+def run_and_wait(editor, cmd):
+    return editor.run_sync({"cmd": cmd, "unsandboxed_ok": True})
+
+
+def test_the_lua_mirror_forgets_what_the_host_forgets_but_not_an_open_output(editor):
+    editor.lua(
+        "require('run_bash').setup({ sandbox = { backend = 'none' }, "
+        "sessions = { keep_finished = 2 } })"
+    )
+    first = run_and_wait(editor, "echo first")["id"]
+    editor.nvim.command(f"RunBashOutput {first}")  # pins it while the buffer exists
+    wait_for(lambda: "first" in (buf_lines(editor, f"run_bash://{first}/output") or []))
+    later = [run_and_wait(editor, f"echo n{i}")["id"] for i in range(4)]
+    # The host kept the two newest and the pinned one; the mirror follows its `forgotten` events.
+    wait_for(lambda: sorted(session_ids(editor)) == sorted([first, *later[-2:]]))
+    assert sorted(s["id"] for s in editor.lua("return require('run_bash').sessions_list()")) == (
+        sorted([first, *later[-2:]])
+    )
+    editor.nvim.command(f"bwipeout run_bash://{first}/output")
+    wait_for(lambda: first not in session_ids(editor))
+    assert editor.nvim.funcs.getcompletion(f"RunBashOutput {first}", "cmdline") == []

@@ -140,6 +140,23 @@ def test_qa_leaves_no_process_behind(tmp_path):
     wait_for(lambda: not alive(pids), timeout=8)
 
 
+def host_dirs(nvim_pid: int) -> list[str]:
+    """The output and temp directories of the run_bash host of ``nvim_pid`` (named after the
+    keeper's pid: the job Neovim started)."""
+    import glob
+
+    import psutil
+
+    from run_bash.statedir import temp_root_candidates
+
+    found: list[str] = []
+    for child in psutil.Process(nvim_pid).children():
+        roots = {os.environ.get("XDG_RUNTIME_DIR") or "/tmp", "/tmp", *temp_root_candidates()}
+        for root in roots:
+            found += glob.glob(os.path.join(root, f"run_bash-{child.pid}-*"))
+    return sorted(set(found))
+
+
 def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
     if NVIM is None:
         pytest.skip("no Neovim")
@@ -160,9 +177,13 @@ def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
     try:
         wait_for(lambda: len(descendants(proc.pid, "sleep")) >= 2)
         pids = descendants(proc.pid)
+        dirs = host_dirs(proc.pid)
+        assert len(dirs) == 2 and all(os.path.isdir(d) for d in dirs)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         wait_for(lambda: not alive(pids), timeout=8)
+        # The keeper also removed the output directory and the run temp dirs.
+        wait_for(lambda: not any(os.path.exists(d) for d in dirs), timeout=8)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -34,7 +34,7 @@ import contextlib
 import importlib
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -46,16 +46,19 @@ if TYPE_CHECKING:
     from run_bash.sandbox.policy import Policy
 
 __all__ = [
+    "AUTO",
     "BACKENDS",
     "BACKEND_NAMES",
     "CONFINING_BACKENDS",
     "REGISTRY",
     "Availability",
     "Backend",
+    "Choice",
     "Launched",
     "LaunchedBase",
     "RunSpec",
     "SpawnError",
+    "choose_backend",
     "get_backend",
     "once",
 ]
@@ -190,6 +193,58 @@ REGISTRY: tuple[BackendEntry, ...] = (
 BACKENDS: dict[str, BackendEntry] = {e.name: e for e in REGISTRY}
 BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
 CONFINING_BACKENDS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.isolates)
+# `sandbox.backend = "auto"`: the first confining backend above that is available here, else none.
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend a run uses, and why.
+
+    ``unavailable``: why commands run without a sandbox although one was wanted ("" otherwise).
+    ``reason``: how the backend was chosen (health, setup, the tool description).
+    ``error``: a backend named explicitly is unavailable: runs that want the sandbox refuse
+    (never a silent fallback); "" otherwise.
+    """
+
+    backend: Backend
+    reason: str
+    unavailable: str = ""
+    error: str = ""
+
+
+def choose_backend(requested: str, get: Callable[[str], Backend]) -> Choice:
+    """Resolve ``requested`` (a backend name or ``AUTO``) with ``get(name)`` giving instances.
+
+    ``auto`` takes the first confining backend of ``REGISTRY`` whose ``availability()`` is ok (each
+    backend's own probe decides what it needs), else ``none``, where every command asks. A name
+    given explicitly is used as it is; when it is unavailable, the choice carries an ``error``.
+    """
+    if requested != AUTO:
+        backend = get(requested)
+        if not backend.isolates:
+            return Choice(backend, f'sandbox.backend = "{requested}"')
+        avail = backend.availability()
+        if avail.ok:
+            return Choice(backend, f'sandbox.backend = "{requested}" ({avail.version})')
+        why = f"{requested} unavailable: {avail.reason}"
+        advice = f" ({avail.advice})" if avail.advice else ""
+        error = (
+            f'sandbox.backend = "{requested}" is unavailable: {avail.reason}{advice}; set '
+            'sandbox.backend = "auto" to use what works here, or run the command without the '
+            "sandbox (skip_sandbox, :RunBash!), which asks"
+        )
+        return Choice(get("none"), why, unavailable=why, error=error)
+    missing: list[str] = []
+    for name in CONFINING_BACKENDS:
+        backend = get(name)
+        avail = backend.availability()
+        if avail.ok:
+            passed = f"; {'; '.join(missing)}" if missing else ""
+            return Choice(backend, f"auto: {name} works here ({avail.version}){passed}")
+        missing.append(f"{name} unavailable: {avail.reason}")
+    why = "no sandbox works here (" + "; ".join(missing) + ")"
+    return Choice(get("none"), f"auto: {why}", unavailable=why)
 
 
 def backend_class(name: str) -> type[Backend]:

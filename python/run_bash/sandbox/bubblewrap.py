@@ -15,8 +15,9 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
 * Denied directories are covered with an empty tmpfs, denied files with /dev/null.
 * The launcher's environment *is* the scrubbed one (``bwrap`` is pid 1's parent and its own
   environment would be readable through /proc otherwise), and bwrap inherits only fds 0/1/2.
-* Limits: ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` and ``RLIMIT_DATA`` (memory, per process: there is
-  no cgroup without systemd's help) through ``prlimit``: documented.
+* Each run starts in its own pid namespace, capped by its ``pid_max`` (see ``RESERVED_PIDS``);
+  inside the sandbox ``prlimit`` sets ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` (per run there) and
+  ``RLIMIT_DATA`` (memory, per process: there is no cgroup without systemd's help): documented.
 * Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty every run joins one
   network namespace shared by all run_bash runs of this host process (``NetHolder``): it has only
   a loopback, so there is no outside network and no host service is reachable, while a server
@@ -64,6 +65,49 @@ def prlimit_path() -> str | None:
         if os.access(p, os.X_OK):
             return p
     return shutil.which("prlimit")
+
+
+@lru_cache(maxsize=1)
+def unshare_path() -> str | None:
+    for p in ("/usr/bin/unshare", "/bin/unshare"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("unshare")
+
+
+# Each run starts in a pid namespace of its own (``unshare --pid --fork``) whose first process
+# becomes bwrap. Two things follow. The run ends, for the host, only when its whole namespace is
+# gone (the kernel kills every process of a namespace whose pid 1 exits and only then lets pid 1
+# be reaped), so nothing of the run can be mistaken for a leftover. And the namespace has its own
+# ``pid_max`` (Linux >= 6.14): the run's processes (threads count) are capped per run, for root
+# too, where RLIMIT_NPROC never applies. ``ns_last_pid`` is set to RESERVED_PIDS first: the kernel
+# hands out pids below that only once, so every pid the run gets comes from RESERVED_PIDS..pid_max
+# and the cap is exact (pid_max = RESERVED_PIDS + max_processes + 1 for bwrap's own init).
+RESERVED_PIDS = 300
+PID_MAX_LIMIT = 4194304
+PID_CAP_KERNEL = (6, 14)
+# pid 1 of the run's namespace: caps it, then becomes bwrap.
+_PID_CAP_SCRIPT = (
+    'echo "$1" > /proc/sys/kernel/pid_max && echo "$2" > /proc/sys/kernel/ns_last_pid || '
+    '{ echo "run_bash: cannot cap the processes of this run" >&2; exit 125; }; shift 2; exec "$@"'
+)
+
+
+def kernel_has_pid_cap(release: str | None = None) -> bool:
+    """Whether ``pid_max`` is per pid namespace here (Linux >= 6.14). Before that, writing it
+    from a new namespace as root would change the whole machine's value: never attempted."""
+    text = release if release is not None else os.uname().release
+    parts = text.split(".")
+    try:
+        version = (int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0))
+    except (IndexError, ValueError):
+        return False
+    return version >= PID_CAP_KERNEL
+
+
+def pid_max_for(max_processes: int) -> int:
+    """The run namespace's ``pid_max`` that lets its command have ``max_processes`` processes."""
+    return min(PID_MAX_LIMIT, RESERVED_PIDS + max_processes + 1)
 
 
 @lru_cache(maxsize=1)
@@ -319,6 +363,8 @@ class Bubblewrap:
         self.config = config or Config()
         self.opts = self.config.sandbox.backends.bubblewrap
         self._availability: Availability | None = None
+        self._pid_mode = ""  # set by the probe: "capped", "plain" or ""
+        self._pid_note = ""  # why runs are not capped per run, when they are not
         self._warned_net = False
         self._said: set[str] = set()
 
@@ -380,7 +426,49 @@ class Bubblewrap:
                 "on Ubuntu an AppArmor profile for bwrap) or use the sandlock backend",
                 version,
             )
+        self._pid_mode, self._pid_note = self._probe_pid_namespace(probe[:-1])
         return Availability(True, version=version)
+
+    def _probe_pid_namespace(self, sandbox: list[str]) -> tuple[str, str]:
+        """Try the run's pid namespace (with its process cap where the kernel has one) around a
+        bwrap sandbox running ``true``; return the mode runs use and, when it is not "capped",
+        why."""
+        unshare = unshare_path()
+        if unshare is None:
+            return "", "unshare not found (util-linux): no per-run process cap"
+        base = [unshare]
+        ids: list[str] = []
+        if os.getuid() != 0:
+            base += ["--user", "--map-root-user"]
+            ids = ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
+        base += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+        tries: list[tuple[str, list[str]]] = []
+        if kernel_has_pid_cap():
+            cap = ["/bin/sh", "-c", _PID_CAP_SCRIPT, "run_bash-init", str(pid_max_for(16))]
+            tries.append(("capped", [*base, *cap, str(RESERVED_PIDS)]))
+        tries.append(("plain", base))
+        why = "" if kernel_has_pid_cap() else "Linux < 6.14 has no per-namespace pid_max"
+        for mode, wrap in tries:
+            argv = [*wrap, *sandbox[:1], *ids, *sandbox[1:], "true"]
+            try:
+                res = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    stdin=subprocess.DEVNULL,
+                    close_fds=True,
+                    env={"PATH": "/usr/bin:/bin"},
+                )
+            except (OSError, subprocess.SubprocessError) as e:
+                why = str(e)
+                continue
+            if res.returncode == 0:
+                note = "" if mode == "capped" else f"no per-run process cap ({why})"
+                return mode, note
+            lines = (res.stderr or "").strip().splitlines()
+            why = lines[-1] if lines else f"exit {res.returncode}"
+        return "", f"no pid namespace of its own per run ({why})"
 
     def validate(self) -> list[str]:
         """Problems that would make every run fail: extra arguments bwrap rejects."""
@@ -427,31 +515,26 @@ class Bubblewrap:
         return lines[-1] if lines else f"exit {res.returncode}"
 
     def warnings(self) -> list[str]:
-        return []
+        """What the process limit becomes here when runs cannot be capped per run."""
+        if not self.availability().ok or not self._pid_note:
+            return []
+        root = " (RLIMIT_NPROC does not apply to root)" if os.getuid() == 0 else ""
+        return [f"bubblewrap: {self._pid_note}; max_processes is RLIMIT_NPROC only{root}"]
 
     def argv(
         self, policy: Policy, spec: RunSpec, netns: tuple[str, str] | None = None
     ) -> list[str]:
         """The full command line; ``netns``: the (user, net) namespace files of run_bash's shared
-        loopback to join first."""
+        loopback to join first.
+
+        ``[nsenter --user --net] unshare --pid … sh -c CAP bwrap … -- prlimit … -- bash -c CMD``:
+        the run's own pid namespace (see ``RESERVED_PIDS``), then the sandbox, and inside it the
+        per-process limits. RLIMIT_NPROC is set inside bwrap's user namespace, where it counts the
+        processes of this run only (set outside, a normal user's would count all of theirs).
+        """
         bwrap = bwrap_path() or "bwrap"
         bash = bash_path() or "/bin/bash"
         extra = list(self.opts.extra_args)
-        prefix: list[str] = []
-        pl = prlimit_path()
-        if pl:
-            size = policy.limits.max_file_size
-            nproc = policy.limits.max_processes
-            mem = policy.limits.max_memory
-            prefix = [
-                pl,
-                f"--fsize={size}:{size}",
-                f"--nproc={nproc}:{nproc}",
-                # Per process (no cgroup without systemd's help): heap and private writable
-                # mappings; address space merely reserved (JVM, V8, Go) does not count.
-                f"--data={mem}:{mem}",
-                "--",
-            ]
         join: list[str] = []
         if netns is not None and not policy.network_allow:
             join = [
@@ -461,10 +544,44 @@ class Bubblewrap:
                 "--preserve-credentials",
                 "--",
             ]
-            # Keep the real ids inside (the joined user namespace maps them to 0).
+        mode = self.pid_namespace()
+        wrap: list[str] = []
+        if mode:
+            wrap = [unshare_path() or "unshare"]
+            if os.getuid() != 0 and not join:
+                # A user namespace in which we are root, to create the others and write pid_max.
+                wrap += ["--user", "--map-root-user"]
+            wrap += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+            if mode == "capped":
+                cap = pid_max_for(policy.limits.max_processes)
+                wrap += ["/bin/sh", "-c", _PID_CAP_SCRIPT, "run_bash-init", str(cap)]
+                wrap.append(str(RESERVED_PIDS))
+        if join or (wrap and os.getuid() != 0):
+            # Keep the real ids inside (the user namespace around bwrap maps them to 0).
             extra = ["--uid", str(os.getuid()), "--gid", str(os.getgid()), *extra]
+        limits: list[str] = []
+        pl = prlimit_path()
+        if pl:
+            size = policy.limits.max_file_size
+            nproc = policy.limits.max_processes
+            mem = policy.limits.max_memory
+            limits = [
+                pl,
+                f"--fsize={size}:{size}",
+                f"--nproc={nproc}:{nproc}",
+                # Per process (no cgroup without systemd's help): heap and private writable
+                # mappings; address space merely reserved (JVM, V8, Go) does not count.
+                f"--data={mem}:{mem}",
+                "--",
+            ]
         inner = bwrap_args(policy, spec, extra, shared_netns=bool(join))
-        return [*prefix, *join, bwrap, *inner, "--", bash, "-c", spec.cmd]
+        return [*join, *wrap, bwrap, *inner, "--", *limits, bash, "-c", spec.cmd]
+
+    def pid_namespace(self) -> str:
+        """How runs get their own pid namespace: "capped" (with ``pid_max``), "plain" (without:
+        a kernel before 6.14), or "" (``unshare`` cannot make one here)."""
+        self.availability()
+        return self._pid_mode
 
     def spawn(self, spec: RunSpec) -> BwrapLaunched:
         avail = self.availability()
@@ -502,5 +619,5 @@ class Bubblewrap:
         except OSError as e:
             raise SpawnError(f"bubblewrap could not start: {e}") from e
         launched = BwrapLaunched(proc)
-        launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
+        launched.notices.extend(once(self._said, [*notes, *self.warnings(), *policy.warnings]))
         return launched

@@ -688,6 +688,7 @@ def build_policy(
         max_processes=cfg.limits.max_processes,
         max_memory=cfg.limits.max_memory,
         max_file_size=cfg.limits.max_file_size,
+        max_temp_size=cfg.limits.max_temp_size,
     )
     return Policy(
         cwd=cwd,

@@ -136,6 +136,19 @@ class RunBashHost:
     def watch(self, *args: Any) -> Any:
         return self._call("watch", args)
 
+    @pynvim.rpc_export("run_bash.pin", sync=True)
+    @boundary
+    def pin(self, sid: Any = None, reason: Any = None) -> Any:
+        return self.service.pin(sid, reason)
+
+    @pynvim.rpc_export("run_bash.unpin", sync=False)
+    def unpin(self, sid: Any = None, reason: Any = None) -> None:
+        """A buffer that kept a session is gone (a notification: sent from BufWipeout)."""
+        try:
+            self.service.unpin(sid, reason)
+        except Exception:
+            log.exception("internal error in unpin")
+
     @pynvim.rpc_export("run_bash.health", sync=True)
     @boundary
     def health(self, *args: Any) -> Any:
