@@ -28,6 +28,9 @@ from run_bash.sandbox.base import BACKEND_NAMES
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60
+# `wait`: the longest an agent may wait in one call, and the wait when it does not say.
+MAX_WAIT_S = 60
+DEFAULT_WAIT_S = 30
 # Values `sandbox.backend` accepts (`false` is migrated to "none" first).
 BACKEND_CHOICES: tuple[str, ...] = BACKEND_NAMES
 

@@ -12,6 +12,9 @@ HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 READ_PAGE_BYTES = 64 * 1024
 HEAD_SHARE = 0.2  # share of the agent's character budget given to the head; the tail gets the rest
+# The end of a session's output that goes with the notice of its end.
+NOTICE_LINES = 20
+NOTICE_CHARS = 2000
 
 # Escape sequences: CSI (ESC [ … final), OSC (ESC ] … BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ … ST)
 # and other 2-byte escapes. An unterminated string sequence ends at the line's end, never later.
@@ -158,6 +161,15 @@ def cap_text(text: str, max_chars: int, path: str | None, *, force_note: bool = 
         tail = tail[nl + 1 :]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n[… {cut} characters cut{where} …]\n{tail}"
+
+
+def last_lines(text: str, n: int = NOTICE_LINES, max_chars: int = NOTICE_CHARS) -> str:
+    """The last ``n`` lines of ``text``, at most ``max_chars`` characters (cut at the front)."""
+    lines = text.rstrip("\n").split("\n")[-n:] if text.strip() else []
+    out = "\n".join(lines)
+    if len(out) > max_chars:
+        out = "…" + out[-(max_chars - 1) :]
+    return out
 
 
 def read_since(path: str, offset: int, max_bytes: int = READ_PAGE_BYTES) -> tuple[bytes, int, int]:
