@@ -163,6 +163,15 @@ def size(value: object) -> int:
     return parsed
 
 
+NOTIFY_AGENT_CHOICES = ("next_turn", "submit")
+
+
+def notify_mode(value: object) -> str | bool:
+    if value is False or value in NOTIFY_AGENT_CHOICES:
+        return value  # type: ignore[return-value]
+    raise Invalid
+
+
 def backend_name(value: object) -> str:
     if value not in BACKEND_CHOICES:
         raise Invalid
@@ -307,6 +316,14 @@ class SessionsConfig:
 
 
 @dataclass(frozen=True)
+class BackgroundConfig:
+    # How the agent hears that a background session it started has ended: "next_turn" (a hidden
+    # message sent with the user's next message), "submit" (also starts a turn when the chat is
+    # idle) or false (only the visible line in the chat).
+    notify_agent: str | bool = option("next_turn", notify_mode, '"next_turn", "submit" or false')
+
+
+@dataclass(frozen=True)
 class AuditConfig:
     # Write one JSON line per decision and per run.
     enabled: bool = option(True, boolean, "boolean")
@@ -328,6 +345,7 @@ class Config:
     default_timeout: int = option(300, int_range(1, MAX_TIMEOUT_S), f"integer 1..{MAX_TIMEOUT_S}")
     output: OutputConfig = table(OutputConfig)
     sessions: SessionsConfig = table(SessionsConfig)
+    background: BackgroundConfig = table(BackgroundConfig)
     audit: AuditConfig = table(AuditConfig)
     # Not an option: what the migration of legacy shapes rewrote, for one-time notices.
     notices: tuple[str, ...] = field(default=(), metadata={"internal": True})

@@ -220,7 +220,7 @@ def test_schema_is_compatible_with_the_original(tool: Tool) -> None:
     assert params["required"] == []
     props = params["properties"]
     assert props["cmd"]["type"] == "string"
-    assert props["action"]["enum"] == ["run", "kill", "output", "list"]
+    assert props["action"]["enum"] == ["run", "kill", "output", "list", "wait"]
     assert props["session_id"]["type"] == "string"
     assert props["bg_after"]["type"] == "integer" and "60" in props["bg_after"]["description"]
     assert props["timeout"]["type"] == "integer"
