@@ -13,10 +13,11 @@ read's complete lines are searched in one call with ``re.MULTILINE`` and only a 
 lands on is checked on its own; otherwise each line is searched.
 
 Untrusted output meets the agent's pattern here, and ``re`` can take exponential time on a pattern
-such as ``(a+)+$``. Two bounds keep the host responsive: the line cap above, and a time limit on
-each read's matching (``time_limit``): ``re`` polls for signals while it matches, so a ``SIGALRM``
-from an interval timer interrupts even a runaway match. A pattern that runs over the limit is
-dropped (``PatternTooSlow``); the session keeps running.
+such as ``(a+)+$``. Two bounds keep the host responsive: the line cap above, and a limit on the CPU
+time each read's matching may use (``time_limit``): ``re`` polls for signals while it matches, so a
+``SIGPROF`` from the process's CPU-time interval timer interrupts even a runaway match. CPU time,
+not wall time: a host that a busy machine leaves waiting for a core is not matching. A pattern that
+runs over the limit is dropped (``PatternTooSlow``); the session keeps running.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from run_bash.output import strip_controls
 
 MATCH_LINE_BYTES = 4096  # a longer line is matched on its first this many bytes
 MAX_PATTERN_CHARS = 1000
-# Time one read's matching may take: a base, plus a share for the read's size (a read is at most
-# 1 MiB; a literal finds its way through that in about 1 ms, a flood of 2-byte lines in ~60 ms).
+# CPU time one read's matching may use: a base, plus a share for the read's size (a read is at most
+# 256 KiB; a literal gets through that in well under 1 ms, 2-byte lines one at a time in ~12 ms).
 MATCH_BUDGET_S = 0.05
 MATCH_BUDGET_S_PER_MIB = 0.25
 
@@ -73,7 +74,7 @@ def budget_s(nbytes: int) -> float:
 
 
 class _Alarm:
-    """The SIGALRM handler: raises only while a ``time_limit`` block is armed."""
+    """The SIGPROF handler: raises only while a ``time_limit`` block is armed."""
 
     armed = False
     installed = False
@@ -87,25 +88,26 @@ class _Alarm:
 
 @contextlib.contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
-    """Raise ``PatternTooSlow`` inside the block once it has run ``seconds`` (wall clock).
+    """Raise ``PatternTooSlow`` inside the block once the process has used ``seconds`` of CPU time
+    in it (``ITIMER_PROF``, user + system).
 
     Python runs signal handlers in the main thread only, which is where the host's event loop
     runs; elsewhere (never in the host) the block runs without a limit. The timer is armed only
-    around the block, so the signal is delivered while the main thread is busy in it.
+    around the block, so it expires while the main thread is busy in it.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    if not _Alarm.installed or signal.getsignal(signal.SIGALRM) is not _Alarm.handler:
-        signal.signal(signal.SIGALRM, _Alarm.handler)
+    if not _Alarm.installed or signal.getsignal(signal.SIGPROF) is not _Alarm.handler:
+        signal.signal(signal.SIGPROF, _Alarm.handler)
         _Alarm.installed = True
     _Alarm.armed = True
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    signal.setitimer(signal.ITIMER_PROF, max(seconds, 0.001))
     try:
         yield
     finally:
         _Alarm.armed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 class LineMatcher:
