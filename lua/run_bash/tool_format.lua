@@ -241,12 +241,11 @@ function M.exit_notice(r)
   for _, n in ipairs(H.notes({ notices = r.notices })) do
     table.insert(lines, n)
   end
-  local tail = (not absent(r.tail) and r.tail ~= "") and r.tail or nil
-  if tail then
-    table.insert(lines, "Last lines of output:\n\n" .. tail)
-  else
+  if type(r.tail) == "string" and r.tail ~= "" then
+    table.insert(lines, "Last lines of output:\n\n" .. r.tail)
+  elseif r.tail == "" then
     table.insert(lines, "It printed nothing.")
-  end
+  end -- no tail at all: the host died with it, and its output with the host
   return table.concat(lines, "\n")
 end
 

@@ -280,3 +280,26 @@ def test_user_background_session_ends_with_a_notification_and_a_status_line(edit
         )
     )
     assert "bye" in lines
+
+
+def test_a_session_lost_with_the_host_is_reported_as_ended(nosandbox: Tool) -> None:
+    import psutil
+
+    ed = nosandbox.ed
+    ed.lua(
+        """_G.__ended = {}
+        vim.api.nvim_create_autocmd('User', { pattern = 'RunBashExited',
+          callback = function(ev) table.insert(_G.__ended, ev.data) end })"""
+    )
+    r = ed.run_sync(
+        {"cmd": "echo up; exec sleep 300", "bg_after": 5, "wait_for": "up", "unsandboxed_ok": True}
+    )
+    assert r["status"] == "running" and r["ready"] == "matched"
+    keeper = psutil.Process(ed.nvim.funcs.jobpid(ed.lua("return require('run_bash')._job()")))
+    keeper.children()[0].kill()  # the host crashes; the keeper takes the session with it
+    [ended] = wait_for(lambda: ed.lua("return _G.__ended"))
+    assert ended["id"] == r["id"] and ended["status"] == "lost"
+    line = ed.lua("return require('run_bash.tool_format').exit_line(...)", ended)
+    assert line.startswith(f"run_bash: session {r['id']} (echo up; exec sleep 300) was lost")
+    notice = ed.lua("return require('run_bash.tool_format').exit_notice(...)", ended)
+    assert "was lost (the run_bash host exited)" in notice and "printed nothing" not in notice
