@@ -249,11 +249,18 @@ function M.exit_notice(r)
   return table.concat(lines, "\n")
 end
 
---- Seconds with one decimal: `2.3`.
+--- Seconds as the agent reads them: `2.3`, `30`, `0.0`.
 ---@param s any
 ---@return string
 function H.secs(s)
-  return type(s) == "number" and fmt("%.1f", s) or "?"
+  if type(s) ~= "number" then
+    return "?"
+  end
+  local tenths = math.floor(s * 10 + 0.5)
+  if tenths >= 10 and tenths % 10 == 0 then
+    return fmt("%d", tenths / 10)
+  end
+  return fmt("%.1f", tenths / 10)
 end
 
 --- What became of `wait_for` on a run (nil when there was none).

@@ -303,3 +303,11 @@ def test_a_session_lost_with_the_host_is_reported_as_ended(nosandbox: Tool) -> N
     assert line.startswith(f"run_bash: session {r['id']} (echo up; exec sleep 300) was lost")
     notice = ed.lua("return require('run_bash.tool_format').exit_notice(...)", ended)
     assert "was lost (the run_bash host exited)" in notice and "printed nothing" not in notice
+
+
+def test_seconds_read_as_in_the_issue(nosandbox: Tool) -> None:
+    got = nosandbox.ed.lua(
+        "local H = require('run_bash.tool_format')._H;"
+        " return { H.secs(30.0), H.secs(2.34), H.secs(0.04), H.secs(9.96), H.secs(nil) }"
+    )
+    assert got == ["30", "2.3", "0.0", "10", "?"]
