@@ -2,7 +2,8 @@
 
 Numbers are printed, never asserted: these machines are noisy. Sections: host (cold start, RPC round
 trip), runtime (end-to-end `true`, a 200 MB output flood, 50 background sessions), and the checker,
-sandbox and change-store benchmarks in bench_checker.py / bench_sandbox.py / bench_changes.py.
+sandbox, change-store and waiting benchmarks in bench_checker.py / bench_sandbox.py /
+bench_changes.py / bench_wait.py.
 """
 
 from __future__ import annotations
@@ -345,7 +346,7 @@ def main() -> int:
         ("host", lambda: host_rows(base_ms)),
         ("runtime", lambda: runtime_rows(base_ms)),
     ]
-    for name in ("bench_checker", "bench_sandbox", "bench_changes", "bench_history"):
+    for name in ("bench_checker", "bench_sandbox", "bench_changes", "bench_history", "bench_wait"):
         if (ROOT / "bench" / f"{name}.py").exists():
             mod = importlib.import_module(name)
             sections.append((name.removeprefix("bench_"), mod.run))

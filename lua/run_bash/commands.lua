@@ -4,6 +4,7 @@ local H = {}
 
 local MAX_BUF_LINES = 20000
 H.followers = {} -- session id -> the :RunBashOutput buffer's output callback
+H.announced = {} -- background sessions of :RunBash whose end is announced with vim.notify
 
 local function rb()
   return require("run_bash")
@@ -111,6 +112,8 @@ function M.status_line(r)
   end
   if r.status == "running" then
     table.insert(parts, "still running in the background (session " .. r.id .. ")")
+  elseif r.status == "lost" then
+    table.insert(parts, "lost: the run_bash host exited")
   elseif r.timed_out then
     table.insert(parts, "timed out")
   elseif r.killed then
@@ -163,10 +166,16 @@ function M.start_in_buffer(cmd, spec)
       rb().notify(
         ("session %s runs in the background; :RunBashKill %s stops it"):format(result.id, result.id)
       )
+      H.announced[result.id] = true
       H.on_exit(result.id, function(r)
         if buf then
           H.append(buf, "\n" .. M.end_lines(r))
         end
+        local ok = r.status == "exited" and r.exit_code == 0
+        vim.notify(
+          require("run_bash.tool_format").exit_line(r),
+          ok and vim.log.levels.INFO or vim.log.levels.WARN
+        )
       end)
       return
     end
@@ -283,6 +292,8 @@ function M.kill(id, bang)
     local r = reply.result
     if r.already_ended then
       rb().notify(("session %s had already ended: %s"):format(id, M.status_line(r)))
+    elseif H.announced[id] then
+      H.announced[id] = nil -- its end was announced when it exited
     else
       rb().notify(("session %s: %s"):format(id, M.status_line(r)))
     end

@@ -261,13 +261,21 @@ function H.on_exit(job, code)
     pcall(cb, { error = err })
   end
   H.listeners.started = {}
+  local lost = {}
   for id, info in pairs(M.sessions) do
     if info.status == "running" then
       info.status = "lost"
+      table.insert(lost, info)
     elseif info.status == "awaiting_approval" then
       info = nil -- its approval, if still open, can no longer start anything
     end
     M.sessions[id] = info
+  end
+  -- Their processes died with the host: whoever follows them hears that they ended.
+  for _, info in ipairs(lost) do
+    vim.schedule(function()
+      H.fire("RunBashExited", info)
+    end)
   end
   if had_chan and not H.expected_exit and not H.starting then
     if was_ready then
@@ -443,11 +451,7 @@ function H.dispatch(name, payload)
     end
   end
   if name == "exited" or name == "result" then
-    vim.api.nvim_exec_autocmds("User", {
-      pattern = name == "result" and "RunBashResult" or "RunBashExited",
-      data = payload,
-      modeline = false,
-    })
+    H.fire(name == "result" and "RunBashResult" or "RunBashExited", payload)
   end
 end
 
@@ -457,6 +461,12 @@ function H.forget(id)
   H.listeners.output[id] = nil
   H.listeners.started[id] = nil
   H.listeners.result[id] = nil
+end
+
+---@param pattern string
+---@param data table
+function H.fire(pattern, data)
+  vim.api.nvim_exec_autocmds("User", { pattern = pattern, data = data, modeline = false })
 end
 
 --- A run the host holds for the user's decision (`approve` event): the approval window asks and
@@ -658,6 +668,26 @@ function M.kill(id, cb)
   return info
 end
 
+--- Wait on a session: for a line of output new since the last read to match `wait_for`, or (without
+--- it) for the session to end, at most `timeout` seconds (1-60, default 30). `cb(reply)` gets
+--- `{ result }` (`outcome`: "matched", "exited", "ended", "timeout" or "slow", with the new output)
+--- or `{ error }`. Bad arguments and an unknown id are an error at once.
+---@param id string
+---@param opts? { wait_for?: string, timeout?: number }
+---@param cb fun(reply: { result?: table, error?: string })
+---@return table|nil info, string|nil err
+function M.wait(id, opts, cb)
+  H.next_token = H.next_token + 1
+  local token = H.next_token
+  H.listeners.reply[token] = cb
+  local info, err = M.request("wait", id, opts or vim.empty_dict(), token)
+  if not info then
+    H.listeners.reply[token] = nil
+    return nil, err
+  end
+  return info
+end
+
 --- Every session of this Neovim (and the completion mirror updated).
 ---@return table[]|nil list, string|nil err
 function M.sessions_list()
@@ -694,6 +724,12 @@ function M.facts()
   if not chan then
     return nil, err
   end
+  return H.facts
+end
+
+--- The last `facts()` the host gave, without starting it (nil before the first answer).
+---@return table|nil
+function M.facts_cached()
   return H.facts
 end
 

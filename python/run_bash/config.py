@@ -28,6 +28,9 @@ from run_bash.sandbox.base import AUTO, BACKEND_NAMES
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60
+# `wait`: the longest an agent may wait in one call, and the wait when it does not say.
+MAX_WAIT_S = 60
+DEFAULT_WAIT_S = 30
 # Values `sandbox.backend` accepts (`false` is migrated to "none" first).
 BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BACKEND_NAMES)
 
@@ -158,6 +161,15 @@ def size(value: object) -> int:
     if parsed is None:
         raise Invalid
     return parsed
+
+
+NOTIFY_AGENT_CHOICES = ("next_turn", "submit")
+
+
+def notify_mode(value: object) -> str | bool:
+    if value is False or value in NOTIFY_AGENT_CHOICES:
+        return value  # type: ignore[return-value]
+    raise Invalid
 
 
 def backend_name(value: object) -> str:
@@ -315,6 +327,14 @@ class SessionsConfig:
 
 
 @dataclass(frozen=True)
+class BackgroundConfig:
+    # How the agent hears that a background session it started has ended: "next_turn" (a hidden
+    # message sent with the user's next message), "submit" (also starts a turn when the chat is
+    # idle) or false (only the visible line in the chat).
+    notify_agent: str | bool = option("next_turn", notify_mode, '"next_turn", "submit" or false')
+
+
+@dataclass(frozen=True)
 class AuditConfig:
     # Write one JSON line per decision and per run.
     enabled: bool = option(True, boolean, "boolean")
@@ -336,6 +356,7 @@ class Config:
     default_timeout: int = option(300, int_range(1, MAX_TIMEOUT_S), f"integer 1..{MAX_TIMEOUT_S}")
     output: OutputConfig = table(OutputConfig)
     sessions: SessionsConfig = table(SessionsConfig)
+    background: BackgroundConfig = table(BackgroundConfig)
     audit: AuditConfig = table(AuditConfig)
     # Not an option: what the migration of legacy shapes rewrote, for one-time notices.
     notices: tuple[str, ...] = field(default=(), metadata={"internal": True})

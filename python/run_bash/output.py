@@ -13,16 +13,23 @@ HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 READ_PAGE_BYTES = 64 * 1024
 HEAD_SHARE = 0.2  # share of the agent's character budget given to the head; the tail gets the rest
+# The end of a session's output that goes with the notice of its end.
+NOTICE_LINES = 20
+NOTICE_CHARS = 2000
 
-# CSI (ESC [ … final), OSC (ESC ] … BEL or ST), other 2-byte escapes, and C0/C1 controls but \t \n \r.
-_ANSI_RE = re.compile(
+# Escape sequences: CSI (ESC [ … final), OSC (ESC ] … BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ … ST)
+# and other 2-byte escapes. An unterminated string sequence ends at the line's end, never later.
+_ESCAPES = (
     r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b\n]*(?:\x1b\\)?"
     r"|\x1b[@-Z\\-_]"
-    r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
 )
+# The escapes, 8-bit CSI, and C0/C1 controls but \t \n \r.
+_ANSI_RE = re.compile(_ESCAPES + r"|\x9b[0-?]*[ -/]*[@-~]" + r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# The same escapes over raw bytes, and the control bytes left after them (all but \t and \n).
+_ESCAPES_BYTES_RE = re.compile(_ESCAPES.encode())
+_CONTROL_BYTES = bytes([*range(0, 9), *range(11, 32), 127])
 
 
 # Where a line was rewritten with \r and both versions are kept (the overwritten one is not
@@ -105,6 +112,17 @@ def clean_text(data: bytes | str, max_line_chars: int = 2000) -> str:
             line = f"{line[:keep]} [… {cut} chars cut …] {line[-keep:]}"
         out.append(line)
     return "\n".join(out)
+
+
+def strip_controls(data: bytes) -> bytes:
+    """``data`` without escape sequences and control bytes (but ``\\t`` and ``\\n``), as bytes.
+
+    The fast form of the cleaning ``clean_text`` does, for text that is searched rather than shown:
+    a chunk without ESC costs one scan of C code, never a regular expression over every byte.
+    """
+    if b"\x1b" in data:
+        data = _ESCAPES_BYTES_RE.sub(b"", data)
+    return data.translate(None, _CONTROL_BYTES)
 
 
 class OutputBudget:
@@ -333,6 +351,15 @@ def cap_text(text: str, max_chars: int, path: str | None, *, force_note: bool = 
         tail = tail[nl + 1 :]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n[… {cut} characters cut{where} …]\n{tail}"
+
+
+def last_lines(text: str, n: int = NOTICE_LINES, max_chars: int = NOTICE_CHARS) -> str:
+    """The last ``n`` lines of ``text``, at most ``max_chars`` characters (cut at the front)."""
+    lines = text.rstrip("\n").split("\n")[-n:] if text.strip() else []
+    out = "\n".join(lines)
+    if len(out) > max_chars:
+        out = "…" + out[-(max_chars - 1) :]
+    return out
 
 
 def read_since(path: str, offset: int, max_bytes: int = READ_PAGE_BYTES) -> tuple[bytes, int, int]:

@@ -20,10 +20,18 @@ from typing import Any
 
 from run_bash.audit import RUN_FIELDS, AuditLog
 from run_bash.boundary import arity, choice, flag, options, text
-from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, parse_config
+from run_bash.config import (
+    DEFAULT_WAIT_S,
+    MAX_BG_AFTER_S,
+    MAX_TIMEOUT_S,
+    MAX_WAIT_S,
+    Config,
+    parse_config,
+)
 from run_bash.errors import ConfigError, RunBashError, UsageError
 from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
 from run_bash.journal import Journal
+from run_bash.matching import compile_pattern
 from run_bash.results import Wire, plain
 from run_bash.sandbox.base import choose_backend, get_backend
 from run_bash.sandbox.hostread import RulesName
@@ -44,6 +52,7 @@ RPC: dict[str, tuple[str, ...]] = {
     "kill_all": ("token",),
     "sessions": (),
     "output": ("id", "opts"),
+    "wait": ("id", "opts", "token"),
     "watch": ("id",),
     "health": (),
     "rule_defaults": (),
@@ -67,8 +76,10 @@ RUN_OPTIONS = frozenset(
         "decision_id",
         "lua_results",
         "source",
+        "wait_for",
     }
 )
+WAIT_OPTIONS = frozenset({"wait_for", "timeout"})
 SOURCES = ("user", "agent")
 
 
@@ -195,7 +206,10 @@ class Service:
             "default_timeout": self.config.default_timeout,
             "max_timeout": MAX_TIMEOUT_S,
             "max_bg_after": MAX_BG_AFTER_S,
+            "max_wait": MAX_WAIT_S,
+            "default_wait": DEFAULT_WAIT_S,
             "max_chars": self.config.output.max_chars,
+            "notify_agent": self.config.background.notify_agent,
         }
         if chosen.error:
             # A backend named explicitly that does not work here: runs refuse until it is fixed.
@@ -281,6 +295,8 @@ class Service:
         """
         opts = options("run", spec, RUN_OPTIONS)
         cmd = check_cmd(opts.get("cmd"))
+        if opts.get("wait_for") is not None:
+            compile_pattern(opts.get("wait_for"))  # a bad pattern is refused before the gate runs
         approved = flag("approved", opts.get("approved"))
         unsandboxed_ok = flag("unsandboxed_ok", opts.get("unsandboxed_ok"))
         live = flag("live", opts.get("live"))
@@ -295,6 +311,7 @@ class Service:
             "skip_sandbox": answer.skip_sandbox,
             "live": live,
             "sid": answer.decision_id,
+            "wait_for": opts.get("wait_for"),
         }
         consent = approved or unsandboxed_ok
         if answer.needs_approval and not consent:
@@ -444,6 +461,16 @@ class Service:
     def output(self, sid: object, opts: object = None) -> dict[str, Any]:
         tail = options("output", opts, ("tail",)).get("tail")
         return self.mgr.output(sid, tail=tail).to_wire()  # type: ignore[arg-type]
+
+    def wait(self, sid: object, opts: object = None, token: object = None) -> dict[str, Any]:
+        """Start waiting on a session (``{wait_for, timeout}``, see ``SessionManager.wait``); the
+        outcome arrives as a ``reply`` event with ``token``. Bad arguments and an unknown id are
+        an error at once."""
+        o = options("wait", opts, WAIT_OPTIONS)
+        waiting = self.mgr.wait(sid, o.get("wait_for"), o.get("timeout"))
+        info = self.mgr._get(sid).info().to_wire()
+        self.loop.create_task(self._reply(token, waiting))
+        return info
 
     def watch(self, sid: object) -> dict[str, Any]:
         return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]

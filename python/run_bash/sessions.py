@@ -7,11 +7,16 @@ that is not a coroutine returns at once. API::
     s = mgr.start("make test", cwd="/proj", timeout=300, bg_after=0)     # raises RunBashError
     result = await mgr.wait_result(s.id)   # fg: after exit; bg: after bg_after s or exit
     await mgr.kill(s.id); mgr.output(s.id, tail=50); mgr.list(); await mgr.shutdown()
+    page = await mgr.wait(s.id, wait_for="ready", timeout=30)   # a match, the exit, or the timeout
 
 Results are the dataclasses of ``results.py`` (``to_wire()`` gives the plain data Lua receives).
 Events (``on_event(name, payload)``): ``started`` (SessionInfo), ``output`` (OutputChunk, throttled,
-only for live sessions), ``result`` (RunResult, exactly once per run), ``exited`` (SessionInfo, when
-a session that already reported ends).
+only for live sessions), ``result`` (RunResult, exactly once per run), ``exited`` (SessionEnd, when
+a session that already reported ends, with its last lines of output).
+
+``wait_for`` (a background run's readiness, and ``wait``) is matched in the capture path: each read
+is fed to the session's waiters (``matching.LineMatcher``) as it arrives, and the exit path settles
+the waiters that are left. A wait is a future; nothing polls.
 
 Completion is the exit of the command's root process, never pipe EOF. When the root exits, processes it
 left behind (``cmd &``, ``setsid``, double forks) are stopped: TERM, KILL after ``KILL_GRACE_S``; the
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -30,21 +36,45 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from run_bash.boundary import number, working_dir
-from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, describe
+from run_bash.config import (
+    DEFAULT_WAIT_S,
+    MAX_BG_AFTER_S,
+    MAX_TIMEOUT_S,
+    MAX_WAIT_S,
+    Config,
+    describe,
+)
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
-from run_bash.output import READ_PAGE_BYTES, Capture, OutputBudget, clean_text
+from run_bash.matching import (
+    MATCH_LINE_BYTES,
+    LineMatcher,
+    PatternTooSlow,
+    budget_s,
+    compile_pattern,
+    time_limit,
+)
+from run_bash.output import (
+    READ_PAGE_BYTES,
+    Capture,
+    OutputBudget,
+    clean_text,
+    last_lines,
+    read_since,
+)
 from run_bash.results import (
     Forgotten,
     LiveStart,
     OutputChunk,
     OutputPage,
     RunResult,
+    SessionEnd,
     SessionInfo,
+    WaitResult,
     Wire,
 )
 from run_bash.sandbox import proc
@@ -73,6 +103,8 @@ MAX_CMD_CHARS = 100_000
 PIPE_SIZE = 1024 * 1024
 READ_CHUNK = 256 * 1024
 LIVE_CHUNK_CHARS = 64 * 1024
+# `wait` with a pattern also searches the output not read yet, up to its last this many bytes.
+WAIT_SCAN_BYTES = 1024 * 1024
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 log = logging.getLogger("run_bash")
@@ -105,6 +137,19 @@ def check_cmd(cmd: object) -> str:
     return cmd
 
 
+def ready_pattern(wait_for: object, bg_after_s: float) -> Any:
+    """The compiled ``wait_for`` of a run (None when not given); it needs a background run."""
+    if wait_for is None:
+        return None
+    pattern = compile_pattern(wait_for)
+    if bg_after_s <= 0:
+        raise UsageError(
+            "`wait_for` needs `bg_after`: the most seconds to wait for a matching line "
+            f"(1..{MAX_BG_AFTER_S}); the command then keeps running in the background"
+        )
+    return pattern
+
+
 def validate_request(
     cmd: object, timeout: object, bg_after: object, default_timeout: float
 ) -> tuple[str, float, float, bool]:
@@ -117,6 +162,15 @@ def validate_request(
     if not 0 <= b <= MAX_BG_AFTER_S:
         raise UsageError(f"`bg_after` must be 0..{MAX_BG_AFTER_S} seconds, not {bg_after!r}")
     return cmd, default_timeout if t is None else t, b, t is not None
+
+
+@dataclass
+class Waiter:
+    """Someone waiting for a line of a session's output to match: ``settle(outcome, line)`` is
+    called once, with "matched" and the line, "slow" (the pattern was dropped) or "exited"."""
+
+    matcher: LineMatcher
+    settle: Callable[[str, str | None], None]
 
 
 class Session:
@@ -167,6 +221,13 @@ class Session:
         self.timeout_s = 0.0
         self.timeout_given = False
         self.error: str | None = None
+        # Readiness (`wait_for` on run) and `wait` calls, fed by the capture path.
+        self.waiters: list[Waiter] = []
+        self.ready_waiter: Waiter | None = None
+        self.wait_for: str | None = None
+        self.ready: str | None = None
+        self.matched_line: str | None = None
+        self.ready_after_s: float | None = None
 
     @property
     def running(self) -> bool:
@@ -304,6 +365,7 @@ class SessionManager:
         defer: bool = False,
         hold: bool = False,
         sid: str | None = None,
+        wait_for: object = None,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
@@ -312,10 +374,12 @@ class SessionManager:
         it; a failure then becomes the session's result (``error``) instead of an exception. With
         ``hold`` nothing starts: the session waits for the user's decision (``release`` or
         ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one.
+        ``wait_for``: a background run's result comes as soon as a line of output matches it.
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.default_timeout)
         )
+        ready = ready_pattern(wait_for, bg_s)
         backend, why = self.resolve_backend("none" if skip_sandbox else None)
         cwd = working_dir(cwd, confined=backend.isolates)
         if bg_s > 0:
@@ -336,6 +400,10 @@ class SessionManager:
         s.live = live
         s.timeout_s, s.timeout_given = timeout_s, timeout_given
         s.result_future = self.loop.create_future()
+        if ready is not None:
+            s.wait_for = ready.pattern
+            s.ready_waiter = Waiter(LineMatcher(ready), lambda o, line: self._ready(s, o, line))
+            s.waiters.append(s.ready_waiter)
         if why:
             s.notices.append(why)
         self.sessions[sid] = s
@@ -581,6 +649,8 @@ class SessionManager:
             if s.live:
                 self._queue_live(s, data)
             self._report_stop(s)
+            if s.waiters:
+                self._match(s, data)
 
     def _report_stop(self, s: Session) -> None:
         """Tell the result and the live view, once, that the output file stopped short (a full
@@ -713,6 +783,7 @@ class SessionManager:
         else:
             s.status = "exited"
         self._reap_strays()
+        self._settle_waiters(s)
         log.debug(
             "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
             s.id,
@@ -725,7 +796,7 @@ class SessionManager:
         was_sent = s.result_sent
         self._send_result(s)
         if was_sent:
-            self.on_event("exited", s.info())
+            self.on_event("exited", self._ended(s))
         s.done.set()
         self.prune()
 
@@ -828,12 +899,17 @@ class SessionManager:
             truncated=s.capture.total > out_cfg.max_chars or s.capture.capped,
             file_capped=s.capture.capped,
             leftovers=s.leftovers,
+            wait_for=s.wait_for,
+            ready=s.ready,
+            matched_line=s.matched_line,
+            ready_after_s=s.ready_after_s,
         )
 
     def _send_result(self, s: Session) -> None:
         if s.result_sent:
             return
         s.result_sent = True
+        self._stop_readiness(s)
         if s.background and s.running and s.capture is not None:
             # What the caller saw counts as read: `output` then returns only newer output.
             s.read_offset = s.capture.written
@@ -941,6 +1017,144 @@ class SessionManager:
                 "output file removed to keep the output directory under its cap "
                 f"({human_size(self.budget.cap)}, output.dir_cap)"
             )
+
+    # -- waiting for output --------------------------------------------------------------------------
+
+    def _match(self, s: Session, data: bytes) -> None:
+        """Capture path: feed a read to the session's waiters; settle those it matches."""
+        for w in list(s.waiters):
+            try:
+                with time_limit(budget_s(len(data))):
+                    line = w.matcher.feed(data)
+            except PatternTooSlow:
+                self._settle(s, w, "slow", None)
+                continue
+            if line is not None:
+                self._settle(s, w, "matched", line)
+
+    def _settle(self, s: Session, w: Waiter, outcome: str, line: str | None) -> None:
+        if w in s.waiters:
+            s.waiters.remove(w)
+            w.settle(outcome, line)
+
+    def _settle_waiters(self, s: Session) -> None:
+        """Exit path: the output is complete; its last line (if no newline ended it) can still
+        match, then every waiter left hears of the exit."""
+        for w in list(s.waiters):
+            try:
+                with time_limit(budget_s(MATCH_LINE_BYTES)):
+                    line = w.matcher.finish()
+            except PatternTooSlow:
+                line = None
+            self._settle(s, w, "exited" if line is None else "matched", line)
+
+    def _ready(self, s: Session, outcome: str, line: str | None) -> None:
+        """The readiness wait ended; a running session's result goes at once."""
+        s.ready, s.matched_line = outcome, line
+        s.ready_after_s = round(time.monotonic() - s.started_mono, 1)
+        if s.ended_mono is None:  # the exit path sends the result itself, with the exit status
+            self._send_result(s)
+
+    def _stop_readiness(self, s: Session) -> None:
+        """The result goes now: stop matching for it and say why it was not a match."""
+        w, s.ready_waiter = s.ready_waiter, None
+        if w is None:
+            return
+        if w in s.waiters:
+            s.waiters.remove(w)
+        if s.ready is None and s.capture is not None:
+            s.ready = "exited" if s.ended_mono is not None else "timeout"
+            s.ready_after_s = round(time.monotonic() - s.started_mono, 1)
+
+    def wait(
+        self, sid: object, wait_for: object = None, timeout: object = None
+    ) -> Awaitable[WaitResult]:
+        """Wait (at most ``timeout`` seconds, 1..MAX_WAIT_S) for a line of output new since the
+        last read to match ``wait_for``, or, without it, for the session to end. The arguments are
+        checked at once (errors raise); the awaitable gives the outcome and the new output."""
+        s = self._get(sid)
+        pattern = None if wait_for is None else compile_pattern(wait_for)
+        t = number("timeout", timeout)
+        if t is not None and not 1 <= t <= MAX_WAIT_S:
+            raise UsageError(
+                f"`timeout` of a wait must be 1..{MAX_WAIT_S} seconds, not {timeout!r}"
+            )
+        return self._wait(s, pattern, DEFAULT_WAIT_S if t is None else t)
+
+    async def _wait(self, s: Session, pattern: Any, timeout_s: float) -> WaitResult:
+        t0 = time.monotonic()
+        if not s.running and s.status != "awaiting_approval":
+            return self._waited(s, "ended", pattern, None, t0)
+        settled: asyncio.Future[tuple[str, str | None]] = self.loop.create_future()
+
+        def settle(outcome: str, line: str | None) -> None:
+            if not settled.done():
+                settled.set_result((outcome, line))
+
+        waiter = None
+        if pattern is not None:
+            matcher = LineMatcher(pattern)
+            if s.pipe_r >= 0:
+                self._on_readable(s)  # what is in the pipe already is output too
+            early = self._scan_unread(s, matcher)
+            if early is not None:
+                return self._waited(s, early[0], pattern, early[1], t0)
+            waiter = Waiter(matcher, settle)
+            s.waiters.append(waiter)
+        ended = self.loop.create_task(s.done.wait())  # also ends a run that never started
+        try:
+            await asyncio.wait({settled, ended}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        finally:
+            ended.cancel()
+            if waiter is not None and waiter in s.waiters:
+                s.waiters.remove(waiter)
+        if settled.done():
+            outcome, line = settled.result()
+        else:
+            outcome, line = ("exited" if s.done.is_set() else "timeout"), None
+        return self._waited(s, outcome, pattern, line, t0)
+
+    def _scan_unread(self, s: Session, matcher: LineMatcher) -> tuple[str, str | None] | None:
+        """Search the output not read yet (its last WAIT_SCAN_BYTES) before waiting for more."""
+        cap = s.capture
+        if cap is None or cap.capped or cap.written <= s.read_offset:
+            return None
+        start = max(s.read_offset, cap.written - WAIT_SCAN_BYTES)
+        pos, skip_partial = start, start > s.read_offset
+        while pos < cap.written:
+            data, pos, _left = read_since(cap.path, pos, min(READ_CHUNK, cap.written - pos))
+            if not data:
+                break
+            if skip_partial:  # the scan starts mid-output: begin at a line's start
+                nl = data.find(b"\n")
+                data = data[nl + 1 :] if nl >= 0 else b""
+                skip_partial = nl < 0
+            try:
+                with time_limit(budget_s(len(data))):
+                    line = matcher.feed(data)
+            except PatternTooSlow:
+                return ("slow", None)
+            if line is not None:
+                return ("matched", line)
+        return None
+
+    def _waited(
+        self, s: Session, outcome: str, pattern: Any, line: str | None, t0: float
+    ) -> WaitResult:
+        page = self.output(s.id)
+        return WaitResult(
+            **{f.name: getattr(page, f.name) for f in dataclasses.fields(page)},
+            outcome=outcome,
+            wait_for=None if pattern is None else pattern.pattern,
+            matched_line=line,
+            waited_s=round(time.monotonic() - t0, 2),
+        )
+
+    def _ended(self, s: Session) -> SessionEnd:
+        """The ``exited`` event: the session and the last lines of its output."""
+        out_cfg = self.config.output
+        text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars) if s.capture else ""
+        return SessionEnd(**s.fields(), tail=last_lines(text))
 
     def list(self) -> list[SessionInfo]:
         """Every session, oldest first."""

@@ -33,7 +33,10 @@ function M.adapter()
           for _, t in ipairs(data.tools or {}) do
             table.insert(tools, t)
           end
-          return { status = "success", output = { role = "assistant", content = data.content or "" } }
+          return {
+            status = "success",
+            output = { role = "assistant", content = data.content or "" },
+          }
         end,
       },
       tools = {
@@ -167,6 +170,59 @@ end
 function M.last_request_text()
   local req = _G.__mock_client:get_last_request()
   return req and vim.json.encode(req.payload) or ""
+end
+
+--- How many requests the LLM has received.
+function M.request_count()
+  return #_G.__mock_client:get_requests()
+end
+
+--- The messages of request `n` (default: the last) as the LLM received them:
+--- { { role =, content =, visible = } }.
+function M.request_messages(n)
+  local reqs = _G.__mock_client:get_requests()
+  local req = reqs[type(n) == "number" and n or #reqs]
+  local out = {}
+  for _, m in ipairs(req and req.payload and req.payload.messages or {}) do
+    table.insert(out, {
+      role = m.role,
+      content = type(m.content) == "string" and m.content or vim.inspect(m.content),
+      visible = not (m.opts and m.opts.visible == false),
+    })
+  end
+  return out
+end
+
+--- The LLM answers the next request with `text` and no tool call.
+function M.queue_text(text)
+  _G.__mock_client:queue_response({ content = text })
+end
+
+--- The user types `text` at the end of the chat buffer (their message, not sent yet).
+function M.type_text(text)
+  local buf = _G.__chat.bufnr
+  local last = vim.api.nvim_buf_line_count(buf)
+  vim.api.nvim_buf_set_lines(buf, last, last, false, { text })
+end
+
+--- The user sends `text`; the LLM answers `reply`.
+function M.send(text, reply)
+  M.queue_text(reply)
+  _G.__chat:add_buf_message({ role = "user", content = text })
+  _G.__chat:submit()
+end
+
+--- Whether the chat is idle (run_bash's definition: waiting for the user, nothing typed).
+function M.idle()
+  return require("run_bash.notices").is_idle(_G.__chat)
+end
+
+--- Run `fn` after everything scheduled so far has run.
+function M.after_tick()
+  _G.__tick = false
+  vim.schedule(function()
+    _G.__tick = true
+  end)
 end
 
 --- The schema the LLM received in the last request.

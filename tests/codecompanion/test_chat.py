@@ -184,7 +184,7 @@ def test_schema_reaches_the_llm(open_chat: Chat) -> None:
     flat = [v for t in tools for v in (t.values() if "function" not in t else [t])]
     (schema,) = [t for t in flat if t["function"]["name"] == "run_bash"]
     props = schema["function"]["parameters"]["properties"]
-    assert props["action"]["enum"] == ["run", "kill", "output", "list"]
+    assert props["action"]["enum"] == ["run", "kill", "output", "list", "wait"]
     assert "skip_sandbox" not in props  # no sandbox configured
 
 

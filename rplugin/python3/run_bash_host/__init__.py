@@ -131,6 +131,11 @@ class RunBashHost:
     def output(self, *args: Any) -> Any:
         return self._call("output", args)
 
+    @pynvim.rpc_export("run_bash.wait", sync=True)
+    @boundary
+    def wait(self, *args: Any) -> Any:
+        return self._call("wait", args)
+
     @pynvim.rpc_export("run_bash.watch", sync=True)
     @boundary
     def watch(self, *args: Any) -> Any:
