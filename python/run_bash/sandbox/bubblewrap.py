@@ -18,7 +18,7 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
 * Limits: ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` and ``RLIMIT_DATA`` (memory, per process: there is
   no cgroup without systemd's help) through ``prlimit``: documented.
 * Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty every run joins one
-  network namespace shared by all run_bash runs of this host process (``NetHolder``): it has only
+  network namespace shared by all run_bash runs of this host process (``netholder.py``): it has only
   a loopback, so there is no outside network and no host service is reachable, while a server
   started by one run (a background session) is reachable from the next. With entries, the run
   shares the host's network: everything is reachable, including other local services and abstract
@@ -35,7 +35,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
 from functools import lru_cache
 from typing import ClassVar
 
@@ -44,19 +43,13 @@ from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
 from run_bash.sandbox.guard import ProtectedFileGuard
+from run_bash.sandbox.netholder import NET_HOLDER, bwrap_path, nsenter_path
 from run_bash.sandbox.policy import Policy, build_policy
-from run_bash.sandbox.proc import bash_path, children
+from run_bash.sandbox.proc import bash_path
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
 VIRTUAL_ROOTS = ("/proc", "/dev")
-
-
-@lru_cache(maxsize=1)
-def bwrap_path() -> str | None:
-    return shutil.which("bwrap") or (
-        "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
-    )
 
 
 @lru_cache(maxsize=1)
@@ -65,105 +58,6 @@ def prlimit_path() -> str | None:
         if os.access(p, os.X_OK):
             return p
     return shutil.which("prlimit")
-
-
-@lru_cache(maxsize=1)
-def nsenter_path() -> str | None:
-    for p in ("/usr/bin/nsenter", "/bin/nsenter"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("nsenter")
-
-
-class NetHolder:
-    """One network namespace shared by every bubblewrap run of this process.
-
-    A run's loopback is then the loopback of all run_bash runs: a server started by one (a
-    background session) is reachable from the next, while the host's own services and the outside
-    network are not (the namespace has nothing but ``lo``). It is created once by a short-lived
-    ``bwrap --unshare-net``; this process keeps it alive by holding a descriptor of the network
-    namespace and of the user namespace that owns it (bwrap creates the network namespace in an
-    outer user namespace), and runs join both with ``nsenter``. When this process exits, the
-    namespace goes away with the last run inside it.
-    """
-
-    NS_GET_USERNS = 0xB701
-
-    def __init__(self) -> None:
-        self.fds: tuple[int, int] | None = None  # (user ns fd, net ns fd)
-        self.error = ""
-        self.pid = -1
-
-    def paths(self) -> tuple[str, str] | None:
-        """``(--user=…, --net=…)`` files to join, creating the namespace when needed."""
-        if self.fds is None or self.pid != os.getpid():
-            self.fds = self._create()
-            self.pid = os.getpid()
-        if self.fds is None:
-            return None
-        me = os.getpid()
-        return f"/proc/{me}/fd/{self.fds[0]}", f"/proc/{me}/fd/{self.fds[1]}"
-
-    def _create(self) -> tuple[int, int] | None:
-        import fcntl
-
-        bwrap, sleep = bwrap_path(), shutil.which("sleep") or "/bin/sleep"
-        if bwrap is None or nsenter_path() is None:
-            self.error = "nsenter not found (util-linux)"
-            return None
-        argv = [
-            bwrap, "--unshare-net", "--unshare-user", "--die-with-parent", "--new-session",
-            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", sleep, "30",
-        ]  # fmt: skip
-        try:
-            holder = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                close_fds=True,
-                start_new_session=True,
-                env={"PATH": "/usr/bin:/bin"},
-            )
-        except OSError as e:
-            self.error = str(e)
-            return None
-        mine = os.readlink("/proc/self/ns/net")
-        try:
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                if holder.poll() is not None:
-                    err = holder.stderr.read().decode(errors="replace") if holder.stderr else ""
-                    self.error = (err.strip().splitlines() or ["bwrap exited"])[-1]
-                    return None
-                for pid in children(holder.pid):
-                    try:
-                        if os.readlink(f"/proc/{pid}/ns/net") == mine:
-                            continue
-                        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-                    except OSError:
-                        continue
-                    try:
-                        user = fcntl.ioctl(net, self.NS_GET_USERNS)
-                    except OSError as e:
-                        os.close(net)
-                        self.error = f"cannot find the namespace's owner ({e})"
-                        return None
-                    os.set_inheritable(user, False)
-                    return user, net
-                time.sleep(0.005)
-            self.error = "bwrap did not start"
-            return None
-        finally:
-            with contextlib.suppress(OSError):
-                holder.kill()
-            with contextlib.suppress(Exception):
-                holder.wait(timeout=2)
-            if holder.stderr is not None:
-                holder.stderr.close()
-
-
-_NET_HOLDER = NetHolder()
 
 
 def _depth(p: str) -> int:
@@ -423,12 +317,12 @@ class Bubblewrap:
         holder = None
         notes: list[str] = []
         if not policy.network_allow:
-            holder = _NET_HOLDER.paths()
+            holder = NET_HOLDER.paths()
             if holder is None and not self._warned_net:
                 self._warned_net = True
                 notes.append(
                     "bubblewrap: no shared network namespace "
-                    f"({_NET_HOLDER.error}); each run has its own loopback"
+                    f"({NET_HOLDER.error}); each run has its own loopback"
                 )
         argv = self.argv(policy, spec, holder)
         missing = [p for p in policy.protected if not os.path.lexists(p)]
