@@ -396,7 +396,7 @@ class SessionManager:
         s.notices.extend(s.launched.notices)
         self.loop.add_reader(r, self._on_readable, s)
         try:
-            s.pidfd = os.pidfd_open(s.launched.pid)
+            s.pidfd = s.launched.pidfd()
         except ProcessLookupError:
             s.pidfd = -1
         if s.pidfd >= 0:

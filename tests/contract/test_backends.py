@@ -248,38 +248,47 @@ def test_cli_policy_is_json(tmp_path, backend_name):
     assert set(data["limits"]) == {"max_processes", "max_memory", "max_file_size"}
 
 
-async def test_protected_file_change_is_reported_in_the_result(mgr):
-    """A write to .git/config never sticks; where it is caught after the fact, the result says so."""
+async def test_existing_protected_file_is_read_only(mgr):
+    """A write to an existing .git/config fails at once in both confining backends (a read-only
+    bind); the same write to .git/description (the control) works."""
     if mgr.backend_name == "none":
         pytest.skip("the none backend protects nothing")
     subprocess.run(["git", "init", "-q", mgr.project], check=True)
     config = Path(mgr.project, ".git", "config")
     before = config.read_bytes()
-    s = start(mgr, "echo '[core]' >> .git/config; echo 'fsmonitor = evil' >> .git/config; sleep 3")
-    r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    r = await run(
+        mgr,
+        "echo ok >> .git/description && echo CONTROL-OK; echo 'fsmonitor = evil' >> .git/config",
+    )
     assert config.read_bytes() == before
-    if mgr.backend_name == "sandlock":  # detect-and-restore: reported to user and agent
-        assert any(".git/config" in n for n in r.notices), r.notices
+    assert "CONTROL-OK" in r.output and "Read-only file system" in r.output, r.output
 
 
-async def test_protected_file_restore_of_a_background_session_is_reported(mgr):
-    """After `bg_after` the result is gone: the exit event, `output` and `list` carry the notice."""
-    if mgr.backend_name != "sandlock":
-        pytest.skip("only sandlock restores after the fact")
+async def test_protected_name_created_in_a_background_session_is_removed_and_reported(mgr):
+    """A protected name that did not exist (.envrc) cannot be bound read-only, so it is watched: a
+    background session that creates one is stopped, the name removed, and after ``bg_after`` the
+    exit event, ``output`` and ``list`` carry the notice."""
+    if mgr.backend_name == "none":
+        pytest.skip("the none backend protects nothing")
     events: list[tuple[str, dict]] = []
     mgr.on_event = lambda name, payload: events.append((name, payload))
     subprocess.run(["git", "init", "-q", mgr.project], check=True)
-    config = Path(mgr.project, ".git", "config")
-    before = config.read_bytes()
-    s = start(mgr, "sleep 1; echo 'fsmonitor = evil' >> .git/config; sleep 3", bg_after=0.3)
+    envrc = Path(mgr.project, ".envrc")
+    s = start(
+        mgr,
+        "echo ok > notes && sleep 1; ln -s /bin/true .envrc; sleep 3; echo survived",
+        bg_after=0.3,
+    )
     first = await asyncio.wait_for(mgr.wait_result(s.id), 30)
     assert first.status == "running" and first.notices == ()
     await asyncio.wait_for(s.done.wait(), 30)
-    assert config.read_bytes() == before
+    assert not os.path.lexists(envrc)
+    assert Path(mgr.project, "notes").read_text() == "ok\n"  # the control: it ran until then
+    assert "survived" not in mgr.output(s.id, tail=5).output
     exited = [p for n, p in events if n == "exited" and p.id == s.id]
-    assert exited and any(".git/config" in n for n in exited[0].notices)
-    assert any(".git/config" in n for n in mgr.output(s.id).notices)
-    assert any(".git/config" in n for n in mgr.list()[0].notices)
+    assert exited and any(".envrc" in n for n in exited[0].notices)
+    assert any(".envrc" in n for n in mgr.output(s.id).notices)
+    assert any(".envrc" in n for n in mgr.list()[0].notices)
 
 
 @pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.name)

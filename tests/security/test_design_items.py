@@ -177,14 +177,25 @@ def test_2_protected_in_background_session(sbx, world):
     assert (world.project / "notes.txt").read_text() == "ok\n"
 
 
-def test_2_restore_is_reported_by_sandlock(sbx, world):
-    if sbx.name != "sandlock":
-        pytest.skip("bubblewrap mounts .git/config read-only: nothing to restore")
-    control = sbx.run("echo ok >> .git/description")
-    assert control.notices == (), control.notices  # an unprotected write reports nothing
-    r = sbx.run("echo evil >> .git/config; sleep 5")
-    assert any(".git/config" in n for n in r.notices), r.notices
-    assert b"evil" not in (world.project / ".git/config").read_bytes()
+# Routes that create a protected name that did not exist (no bind can cover it) without `open`:
+# sandlock's deny check does not see mkdir, symlink or mknod. The guard stops the run and removes it.
+NEW_NAME_ROUTES = {
+    "symlink": "ln -s /bin/true .envrc",
+    "mkdir": "mkdir .nvim.lua",
+    "fifo": "mkfifo .exrc",
+    "hook_dir": "mkdir -p .lazy.lua/x",
+}
+
+
+@pytest.mark.parametrize("route", sorted(NEW_NAME_ROUTES))
+def test_2_new_protected_name_is_removed_and_reported(sbx, world, route):
+    control = sbx.run(f"echo ok >> .git/description && echo {CONTROL}")
+    assert CONTROL in control.output and control.notices == (), control  # reports nothing
+    before = snapshot(world.project)
+    r = sbx.run(f"{NEW_NAME_ROUTES[route]}; sleep 5; echo survived")
+    assert snapshot(world.project) == before
+    assert "survived" not in r.output, r.output  # stopped at once
+    assert any("was changed inside the sandbox; restored" in n for n in r.notices), r.notices
 
 
 def test_2_protected_in_subdirectory_project(sbx, world):
@@ -465,8 +476,7 @@ def test_10_background_server_reachable_from_later_command(sbx, world):
         r = sbx.run(f"curl -s -m 5 -o /dev/null -w 'code=%{{http_code}}\\n' localhost:{port}/")
     finally:
         sbx.kill(s)
-    # sandlock: loopback is shared with the host, other services' ports are denied; bubblewrap:
-    # every run joins run_bash's own network namespace.
+    # Every run of either backend joins run_bash's own network namespace.
     assert "code=200" in r.output, r.output
 
 
