@@ -188,7 +188,16 @@ class Session:
             "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
+            "ports": self.ports(),
         }
+
+    def ports(self) -> tuple[int, ...]:
+        """The TCP ports the session's processes listen on now (none once it ended)."""
+        if not self.running or self.tracker is None:
+            return ()
+        from run_bash.sandbox.loopback import listening_ports
+
+        return tuple(listening_ports(self.tracker.members()))
 
     def info(self) -> SessionInfo:
         """The summary for lists, completion and events."""

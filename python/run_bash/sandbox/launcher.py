@@ -134,17 +134,19 @@ def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
         _check(_libc.unshare(CLONE_NEWNS), "unshare(mount namespace)")
         if netns:
             _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
-    elif netns:
-        # The namespace's owner is a user namespace of this user: joining it first gives the
-        # capabilities needed to join the network namespace and to mount.
-        _check(_libc.setns(netns[0], CLONE_NEWUSER), "setns(user namespace)")
-        _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
-        _check(_libc.unshare(CLONE_NEWNS), "unshare(mount namespace)")
     else:
+        if netns:
+            # The network namespace's owner is a user namespace of this user: joining it first
+            # gives the capabilities needed to join the network namespace.
+            _check(_libc.setns(netns[0], CLONE_NEWUSER), "setns(user namespace)")
+            _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
+        # A user namespace of our own maps the user's ids back to themselves (the joined one
+        # maps them to 0, which would make tools inside act as root).
+        outer_uid, outer_gid = os.getuid(), os.getgid()
         _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user+mount namespace)")
         _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        _write("/proc/self/uid_map", f"{uid} {outer_uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {outer_gid} 1")
     _mount(None, "/", MS_REC | MS_PRIVATE)
     build_mounts(req)
     if _holds_capabilities():
@@ -474,9 +476,11 @@ class Launcher:
         with contextlib.suppress(OSError):
             ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_REQUEST_BYTES)
             theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, MAX_REQUEST_BYTES)
+        # The host's own import path: the fork server imports the same run_bash and sandlock.
         package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = [package, *(p for p in sys.path if p and p != package)]
         code = (
-            f"import sys; sys.path.insert(0, {package!r}); "
+            f"import sys; sys.path[:0] = {path!r}; "
             "from run_bash.sandbox.launcher import serve; "
             f"serve({theirs.fileno()}, {os.getpid()})"
         )

@@ -170,17 +170,20 @@ def socket_inodes(pids: Iterable[int]) -> set[int]:
 
 def listening_ports(pids: list[int]) -> list[int]:
     """TCP ports the processes ``pids`` (one session) listen on, in their network namespace."""
-    if not pids:
-        return []
     mine = socket_inodes(pids)
     if not mine:
         return []
-    try:
-        same = os.readlink(f"/proc/{pids[0]}/ns/net") == os.readlink("/proc/self/ns/net")
-    except OSError:
-        return []
-    table = listeners() if same else _proc_net_listeners(f"/proc/{pids[0]}/net")
-    return sorted(port for port, inodes in table.items() if inodes & mine)
+    for pid in pids:
+        try:
+            netns = os.readlink(f"/proc/{pid}/ns/net")
+        except OSError:
+            continue  # gone meanwhile
+        if netns == os.readlink("/proc/self/ns/net"):
+            table = listeners()
+        else:
+            table = _proc_net_listeners(f"/proc/{pid}/net")
+        return sorted(port for port, inodes in table.items() if inodes & mine)
+    return []
 
 
 def is_local(host: str) -> bool:
