@@ -40,6 +40,7 @@ from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, ta
 from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
+from run_bash.sandbox.forward import FORWARD_POLL_S, PortForwarder
 from run_bash.sandbox.policy import build_env
 
 KILL_GRACE_S = proc.KILL_GRACE_S
@@ -225,6 +226,8 @@ class SessionManager:
         self._backends: dict[str, Backend] = {}
         self._warned: set[str] = set()
         self.subreaper = proc.set_child_subreaper()
+        self._forwarder: PortForwarder | None = None
+        self._forward_timer: asyncio.TimerHandle | None = None
 
     # -- backends ----------------------------------------------------------------------------------
 
@@ -425,6 +428,7 @@ class SessionManager:
             s.cmd,
         )
         self.on_event("started", s.info())
+        self._forward_ports(later=True)
 
     def _policy(self, backend: Backend, cwd: str) -> Any:
         if not backend.isolates:
@@ -668,9 +672,38 @@ class SessionManager:
             leftovers=s.leftovers,
         )
 
+    def _forward_ports(self, later: bool = False) -> None:
+        """Forward the ports that running sessions in run_bash's own network namespace listen on
+        to the host's loopback (``forward.py``): now, then every ``FORWARD_POLL_S`` while a
+        session runs; ``later``: only make sure it is scheduled."""
+        if later and self._forward_timer is not None:
+            return
+        if self._forward_timer is not None:
+            self._forward_timer.cancel()
+        self._forward_timer = None
+        if not self.config.sandbox.network.forward_ports:
+            return
+        if not later:
+            from run_bash.sandbox.netholder import NET_HOLDER
+
+            wanted = {
+                s.id: list(s.ports())
+                for s in self.sessions.values()
+                if s.running and s.launched is not None and NET_HOLDER.holds(s.launched.pid)
+            }
+            if wanted or self._forwarder is not None:
+                if self._forwarder is None:
+                    self._forwarder = PortForwarder(self.loop, _connect_in_netns)
+                for sid, text in self._forwarder.update(wanted):
+                    self.sessions[sid].notices.append(text)
+        if any(s.running for s in self.sessions.values()):
+            self._forward_timer = self.loop.call_later(FORWARD_POLL_S, self._forward_ports)
+
     def _send_result(self, s: Session) -> None:
         if s.result_sent:
             return
+        if s.background and s.running:
+            self._forward_ports()  # the first result says which ports the host can reach
         s.result_sent = True
         if s.background and s.running and s.capture is not None:
             # What the caller saw counts as read: `output` then returns only newer output.
@@ -728,6 +761,11 @@ class SessionManager:
 
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
+        if self._forward_timer is not None:
+            self._forward_timer.cancel()
+            self._forward_timer = None
+        if self._forwarder is not None:
+            self._forwarder.close()
         for s in self.sessions.values():
             if s.running and s.launched is not None and s.tracker is not None:
                 with contextlib.suppress(Exception):
@@ -745,3 +783,14 @@ class SessionManager:
             if s.capture:
                 s.capture.close()
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def _connect_in_netns(port: int) -> Any:
+    """A socket connected to ``port`` inside run_bash's own network namespace."""
+    from run_bash.sandbox.launcher import launcher
+    from run_bash.sandbox.netholder import NET_HOLDER
+
+    netns = NET_HOLDER.fds()
+    if netns is None:
+        raise ConnectionRefusedError(NET_HOLDER.error)
+    return launcher().connect(port, netns)

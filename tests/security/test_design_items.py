@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import CONTROL, SECRET, listening_tcp, listening_unix
+from tests.security.conftest import CONTROL, SECRET, Runner, listening_tcp, listening_unix
 
 # -- 1. Unix sockets under shared dirs (Neovim's RPC socket, tmux, ssh-agent) ---------------------
 
@@ -78,24 +79,39 @@ def test_1_tmp_is_private(sbx):
 # first in the same command and must print CONTROL.
 PROTECTED_ATTACKS = {
     "append_git_config": (
-        "printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> .git/config",
+        "printf '[core]\\n\\tfsmonitor = \"{pwn}\"\\n' >> .git/config",
         "printf '[core]\\n' >> .git/description",
     ),
     "hook_overwrite": (
-        "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+        "printf '#!/bin/sh\\n{pwn}\\n' > .git/hooks/pre-commit",
         "echo 'x' > .git/info/pre-commit",
     ),
     "hook_new": (
-        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout",
+        "printf '#!/bin/sh\\n{pwn}\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/*",
         "printf '#!/bin/sh\\n' > .git/info/post-checkout",
     ),
+    "hook_added_to_existing_dir": (
+        "printf '#!/bin/sh\\n{pwn}\\n' > .git/hooks/commit-msg; chmod +x .git/hooks/commit-msg",
+        "printf '#!/bin/sh\\n' > .git/info/commit-msg; chmod +x .git/info/commit-msg",
+    ),
+    "rename_over_config": (
+        "cp .git/config c2 && printf '[core]\\n\\tfsmonitor = \"{pwn}\"\\n' >> c2 && "
+        "mv -f c2 .git/config",
+        "cp .git/description d2 && echo ok >> d2 && mv -f d2 .git/description",
+    ),
+    "unlink_config": ("rm -f .git/config", "cp README r2 && rm -f r2"),
+    "mv_git_and_new_config": (
+        "mv .git .git2 && mkdir .git && cp -r .git2/. .git/ && "
+        "git config -f .git/config core.fsmonitor '{pwn}'",
+        "mkdir g && mv g g2 && mkdir g && cp -r g2/. g/ && git config -f g/config core.x y",
+    ),
     "git_config_cmd": (
-        "git config core.fsmonitor 'touch /tmp/pwned'",
+        "git config core.fsmonitor '{pwn}'",
         "git config -f notes.cfg core.fsmonitor x",
     ),
-    "envrc_new": ("echo 'touch /tmp/pwned' > .envrc", "echo x > envrc.txt"),
-    "nvim_lua_new": ("echo 'os.execute(\"touch /tmp/pwned\")' > .nvim.lua", "echo x > nvim.lua"),
-    "exrc_new": ("echo '!touch /tmp/pwned' > .exrc", "echo x > exrc.txt"),
+    "envrc_new": ("echo '{pwn}' > .envrc", "echo x > envrc.txt"),
+    "nvim_lua_new": ("echo 'os.execute(\"{pwn}\")' > .nvim.lua", "echo x > nvim.lua"),
+    "exrc_new": ("echo '!{pwn}' > .exrc", "echo x > exrc.txt"),
     "lazy_lua_new": ("echo 'return {}' > .lazy.lua", "echo 'return {}' > lazy.lua"),
     "gitmodules_new": ("printf '[submodule \"x\"]\\n' > .gitmodules", "printf 'x\\n' > modules"),
     "rename_into": ("echo evil > x && mv x .envrc", "echo ok > y && mv y envrc.txt"),
@@ -141,22 +157,71 @@ def snapshot(project: Path) -> dict[str, bytes | None]:
     return out
 
 
+def outside_git(world) -> str:
+    """What the user's git does next in the project, outside the sandbox (fsmonitor, hooks)."""
+    env = {**world.env, "GIT_CONFIG_NOSYSTEM": "1"}
+    out = ""
+    for args in (
+        ["status", "--short"],
+        ["commit", "--allow-empty", "-qm", "outside"],
+        ["checkout", "-q", "-b", f"outside-{uuid.uuid4().hex[:6]}"],
+    ):
+        r = subprocess.run(["git", *args], cwd=world.project, env=env, capture_output=True)
+        out += r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    return out
+
+
 @pytest.mark.parametrize("attack", sorted(PROTECTED_ATTACKS))
 def test_2_protected_files_cannot_be_changed(sbx, world, attack):
+    pwned = world.home.parent / f"pwned-{uuid.uuid4().hex[:8]}"
     before = snapshot(world.project)
     description = (world.project / ".git/description").read_bytes()
     ino = os.stat(world.project / ".git").st_ino
-    evil, control = PROTECTED_ATTACKS[attack]
+    evil, control = (x.replace("{pwn}", f"touch {pwned}") for x in PROTECTED_ATTACKS[attack])
     r = sbx.run(f"{control} && echo {CONTROL}; {evil}; echo done")
     assert CONTROL in r.output, r.output  # the same operation on an unprotected path works
     after = snapshot(world.project)
     assert after == before, r
     assert os.stat(world.project / ".git").st_ino == ino
-    assert not Path("/tmp/pwned").exists()
-    # The original repository still works outside.
+    # The user's git outside runs nothing the command planted, and still works.
+    git = outside_git(world)
+    assert not pwned.exists(), git
     assert (world.project / ".git/HEAD").is_file()
+    assert (
+        "outside"
+        in subprocess.run(
+            ["git", "log", "-1", "--format=%s"], cwd=world.project, capture_output=True, text=True
+        ).stdout
+    )
     if "description" in control:
         assert (world.project / ".git/description").read_bytes() != description
+
+
+# The attacks whose payload the user's git itself would run (fsmonitor, hooks).
+GIT_PAYLOAD_ATTACKS = [
+    "append_git_config",
+    "git_config_cmd",
+    "hook_added_to_existing_dir",
+    "hook_new",
+    "hook_overwrite",
+    "mv_git_and_new_config",
+    "rename_over_config",
+]
+
+
+@pytest.mark.parametrize("attack", GIT_PAYLOAD_ATTACKS)
+def test_2_attacks_plant_a_payload_the_outside_git_runs_without_a_sandbox(world, attack):
+    """The control of the test above: without a sandbox each git attack does plant code that the
+    user's next git command runs (so "nothing ran" above means the sandbox stopped it)."""
+    pwned = world.home.parent / "pwned"
+    runner = Runner("none", world)
+    try:
+        evil = PROTECTED_ATTACKS[attack][0].replace("{pwn}", f"touch {pwned}")
+        runner.run(evil)
+    finally:
+        runner.close()
+    outside_git(world)
+    assert pwned.exists()
 
 
 def test_2_protected_in_background_session(sbx, world):

@@ -125,21 +125,46 @@ def _holds_capabilities() -> bool:
     return any(_cap_bits(f) for f in ("CapPrm:", "CapEff:", "CapInh:", "CapAmb:"))
 
 
+def _privileged() -> bool:
+    return bool(_cap_bits("CapEff:") & (1 << CAP_SYS_ADMIN))
+
+
+def join_netns(netns: Sequence[int]) -> None:
+    """Join the shared network namespace ``(user ns fd, net ns fd)``. Its owner is a user
+    namespace of this user: without privileges, joining that first gives the capabilities
+    needed to join the network namespace."""
+    if not _privileged():
+        _check(_libc.setns(netns[0], CLONE_NEWUSER), "setns(user namespace)")
+    _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
+
+
+def _connect_loopback(port: int) -> socket.socket:
+    """A TCP connection to ``port`` on this namespace's loopback (IPv4, else IPv6)."""
+    errors: list[OSError] = []
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.settimeout(5)
+        try:
+            sock.connect((host, port))
+            return sock
+        except OSError as e:
+            sock.close()
+            errors.append(e)
+    raise errors[0]
+
+
 def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
     """Unshare the run's mount namespace (and join the shared network namespace when ``netns`` is
     ``(user ns fd, net ns fd)``), build its mounts and drop every capability."""
     uid, gid = os.getuid(), os.getgid()
-    privileged = bool(_cap_bits("CapEff:") & (1 << CAP_SYS_ADMIN))
+    privileged = _privileged()
     if privileged:
         _check(_libc.unshare(CLONE_NEWNS), "unshare(mount namespace)")
         if netns:
-            _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
+            join_netns(netns)
     else:
         if netns:
-            # The network namespace's owner is a user namespace of this user: joining it first
-            # gives the capabilities needed to join the network namespace.
-            _check(_libc.setns(netns[0], CLONE_NEWUSER), "setns(user namespace)")
-            _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
+            join_netns(netns)
         # A user namespace of our own maps the user's ids back to themselves (the joined one
         # maps them to 0, which would make tools inside act as root).
         outer_uid, outer_gid = os.getuid(), os.getgid()
@@ -256,6 +281,12 @@ def run_child(req: dict[str, Any], fds: list[int], server: int) -> None:
         _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
         if os.getppid() != server:
             os._exit(1)
+        if "connect" in req:  # a connection into the shared network namespace (forward.py)
+            stage = "connecting"
+            join_netns(fds[3:5])
+            sock = _connect_loopback(int(req["connect"]))
+            _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
+            os._exit(0)
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         out, err = fds[1], fds[2]
@@ -610,6 +641,25 @@ class Launcher:
             raise SpawnError(f"the sandbox launcher answered {msg!r}")
         chan.settimeout(None)
         return Run(chan, pid, fds[0])
+
+    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
+        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
+        (``(user ns fd, net ns fd)``). Raises OSError."""
+        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            chan, _msg, fds = self.request({"connect": port}, devnull, devnull, netns)
+        except SpawnError as e:
+            raise ConnectionRefusedError(str(e)) from e
+        finally:
+            os.close(devnull)
+        chan.close()
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionRefusedError(f"no connection to port {port}")
+        sock = socket.socket(fileno=fds[0])
+        sock.setblocking(True)  # the file was non-blocking in the connecting process
+        return sock
 
     def probe(self, req: dict[str, Any], netns: Sequence[int] = ()) -> str:
         """Build a run's namespace without running anything; "" when it works, else why not."""

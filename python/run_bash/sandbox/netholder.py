@@ -73,6 +73,15 @@ class NetHolder:
             return None
         return self.held
 
+    def holds(self, pid: int) -> bool:
+        """True when process ``pid`` lives in this namespace (False before it exists)."""
+        if self.held is None or self.pid != os.getpid():
+            return False
+        try:
+            return os.stat(f"/proc/{pid}/ns/net").st_ino == os.fstat(self.held[1]).st_ino
+        except OSError:
+            return False
+
     def _create(self) -> tuple[int, int] | None:
         import fcntl
 
