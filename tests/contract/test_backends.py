@@ -291,6 +291,30 @@ async def test_protected_name_created_in_a_background_session_is_removed_and_rep
     assert any(".envrc" in n for n in mgr.list()[0].notices)
 
 
+async def test_sandlock_launcher_killed_takes_its_runs_along_and_is_restarted(mgr):
+    """A SIGKILL of the fork server: every run it started ends (escaped processes included), the
+    sessions report it, and the next command starts a new fork server and runs."""
+    if mgr.backend_name != "sandlock":
+        pytest.skip("the namespace launcher is sandlock's")
+    import signal
+
+    from run_bash.sandbox.launcher import launcher
+
+    s = start(mgr, "(sleep 601 &) ; nohup sleep 602 >/dev/null 2>&1 & sleep 603", bg_after=0.3)
+    await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    wait_for(lambda: len(s.tracker.members()) >= 3, 10)
+    pids = list(s.tracker.members())
+    server = launcher().pid
+    assert server is not None and alive([server])
+    os.kill(server, signal.SIGKILL)
+    await asyncio.wait_for(s.done.wait(), 15)
+    assert s.status == "exited" and s.signal == signal.SIGKILL
+    wait_for(lambda: not alive(pids), 8)
+    r = await run(mgr, "echo again")
+    assert r.output == "again\n"
+    assert launcher().pid not in (None, server)
+
+
 @pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.name)
 def test_the_registry_entry_matches_its_class(entry):
     """The one list of backends: the name is the config value, the module and the class's name;
