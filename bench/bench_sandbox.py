@@ -51,10 +51,21 @@ def plain_bash() -> None:
     )
 
 
+# Time per open() inside a run, printed in microseconds (the sandbox's cost on every file access).
+OPEN_LOOP = (
+    'python3 -c "import os,time\nt=time.perf_counter()\nfor _ in range(3000):\n'
+    "    os.close(os.open('/etc/hostname', os.O_RDONLY))\n"
+    'print((time.perf_counter()-t)/3000*1e6)"'
+)
+
+
 class Bench:
-    def __init__(self, name: str, root: str) -> None:
+    def __init__(self, name: str, root: str, network: dict[str, Any] | None = None) -> None:
         self.name = name
-        self.config = parse_config({"sandbox": {"backend": name}})
+        raw: dict[str, Any] = {"backend": name}
+        if network:
+            raw["network"] = network
+        self.config = parse_config({"sandbox": raw})
         self.backend = get_backend(name, self.config)
         self.root = root
         self.project = os.path.join(root, "proj")
@@ -97,6 +108,27 @@ class Bench:
         elif self.name == "bubblewrap":
             self.backend.argv(spec.policy, spec)
         shutil.rmtree(spec.tmpdir, ignore_errors=True)
+
+    def output_of(self, cmd: str) -> str:
+        """Run ``cmd`` through the backend's spawn; its output."""
+        r, w = os.pipe2(os.O_CLOEXEC)
+        spec = self.spec(cmd, w)
+        try:
+            launched = self.backend.spawn(spec)
+        finally:
+            os.close(w)
+        out = b""
+        while data := os.read(r, 65536):
+            out += data
+        os.close(r)
+        launched.reap()
+        launched.close()
+        shutil.rmtree(spec.tmpdir, ignore_errors=True)
+        return out.decode(errors="replace")
+
+    def open_us(self, n: int = 5) -> float:
+        """Median µs per open() inside a run (``OPEN_LOOP``)."""
+        return statistics.median(float(self.output_of(OPEN_LOOP).split()[-1]) for _ in range(n))
 
     def true_end_to_end(self) -> None:
         r, w = os.pipe2(os.O_CLOEXEC)
@@ -153,6 +185,61 @@ class Bench:
         return host, total / 2**20
 
 
+def plain_open_us(n: int = 5) -> float:
+    def once() -> float:
+        out = subprocess.run(["bash", "-c", OPEN_LOOP], capture_output=True, text=True, check=True)
+        return float(out.stdout.split()[-1])
+
+    return statistics.median(once() for _ in range(n))
+
+
+def launcher_start_ms(n: int = 5) -> float:
+    """Starting a fork server (once per host, and again only if it died)."""
+    from run_bash.sandbox.launcher import Launcher
+
+    times = []
+    for _ in range(n):
+        fresh = Launcher()
+        t = time.perf_counter()
+        fresh.ensure()
+        times.append((time.perf_counter() - t) * 1000)
+        fresh._stop()
+    return statistics.median(times)
+
+
+def sandlock_modes(root: str, base: float, e2e: float, n: int) -> list[Row]:
+    """What each sandlock network mode costs: `true` end to end and one open() inside."""
+    host = Bench("sandlock", root, network={"allow_local_ports": [1]})
+    own = Bench("sandlock", root)
+    host_e2e = _median_ms(host.true_end_to_end, n)
+    plain = plain_open_us()
+    own_open, host_open = own.open_us(), host.open_us()
+    return [
+        {
+            "name": "sandlock: `true` end to end, host network (connect checks)",
+            "value": host_e2e,
+            "unit": "ms",
+            "goal": "",
+            "note": f"{host_e2e / base:.1f}x plain bash; +{host_e2e - e2e:.1f} ms over the "
+            "default (run_bash's own network namespace)",
+        },
+        {
+            "name": "open() inside: plain bash | sandlock own netns | host network",
+            "value": own_open,
+            "unit": "us",
+            "goal": "",
+            "note": f"plain {plain:.1f} us | own netns {own_open:.1f} us | host network "
+            f"{host_open:.1f} us (+{host_open - own_open:.1f} us per open for the connect check)",
+        },
+        {
+            "name": "sandlock: starting the namespace launcher (once per host)",
+            "value": launcher_start_ms(),
+            "unit": "ms",
+            "goal": "",
+        },
+    ]
+
+
 def run(n: int = 30) -> list[Row]:
     rows: list[Row] = []
     proc.set_child_subreaper()
@@ -183,6 +270,7 @@ def run(n: int = 30) -> list[Row]:
                 }
             )
             if name == "sandlock":
+                rows.extend(sandlock_modes(root, base, e2e, n))
                 floor = _median_ms(b.sdk_floor, n)
                 rows.append(
                     {

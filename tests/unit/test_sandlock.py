@@ -13,7 +13,7 @@ from run_bash.sandbox.base import RunSpec
 from run_bash.sandbox.loopback import (
     WELL_KNOWN_SERVICE_PORTS,
     LoopbackGate,
-    bind_ranges,
+    denied_binds,
     is_local,
     local_ports_allowed,
 )
@@ -67,7 +67,7 @@ def test_kwargs_in_the_mount_namespace(tmp_path):
     assert kw["fs_denied"] == [str(tmp_path / ".cache/nvim")]
     # the shared loopback-only namespace: every loopback port, any bind
     assert "pypi.org:443" in kw["net_allow"] and "tcp://127.0.0.1:*" in kw["net_allow"]
-    assert kw["net_allow_bind"] == ["*"] and "net_deny" not in kw
+    assert kw["net_allow_bind"] == ["*"] and "net_deny" not in kw and "net_deny_bind" not in kw
     assert notes == []
 
 
@@ -82,7 +82,7 @@ def test_kwargs_without_a_mount_namespace(tmp_path):
     assert str(tmp_path / ".cache/nvim") in kw["fs_denied"]
     assert str(Path(spec.cwd) / ".git/hooks") not in kw["fs_denied"]
     # the host's network: binds only above 1024, off the well-known service ports
-    assert kw["net_allow_bind"] == bind_ranges()
+    assert kw["net_allow_bind"] == ["*"] and kw["net_deny_bind"] == denied_binds()
 
 
 def test_request_binds_protected_paths_and_hides_denied_ones(tmp_path):
@@ -103,10 +103,10 @@ def test_request_binds_protected_paths_and_hides_denied_ones(tmp_path):
     assert req["argv"][1:] == ["-c", "echo hi"] and req["max_file_size"] == 1 << 20
 
 
-def test_bind_ranges_skip_privileged_and_well_known_ports():
-    ranges = bind_ranges([5432, 6379, 6380, 80])
-    assert ranges == ["0", "1024-5431", "5433-6378", "6381-65535"]
-    assert bind_ranges([1024, 65535]) == ["0", "1025-65534"]
+def test_denied_binds_cover_privileged_and_well_known_ports():
+    denied = denied_binds()
+    assert denied[0] == "1-1023"
+    assert sorted(int(p) for p in denied[1:]) == sorted(WELL_KNOWN_SERVICE_PORTS)
     assert all(p >= 1024 for p in WELL_KNOWN_SERVICE_PORTS)
 
 

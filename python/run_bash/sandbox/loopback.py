@@ -6,8 +6,9 @@ happens, not when the run starts, by ``LoopbackGate`` (sandlock's ``policy_fn``,
 launcher process). It lets through ports whose listening socket is held by a process of a run_bash
 session (a descendant of the host: the host is a subreaper, so even daemonized servers stay its
 descendants) and the ports the user allowed; a service the user starts after the run began is
-refused. ``bind_ranges`` keeps sandboxed servers off privileged ports and off the well-known ports of
-local services whose clients would otherwise hand a sandboxed listener their credentials.
+refused. ``denied_binds`` keeps sandboxed servers off privileged ports and off the well-known ports of
+local services whose clients would otherwise hand a sandboxed listener their credentials
+(``denied_binds``).
 
 Listeners are found with ``NETLINK_SOCK_DIAG`` (the kernel filters by state: tens of microseconds,
 where reading ``/proc/net/tcp`` walks every socket of the host), in the caller's network namespace.
@@ -70,18 +71,11 @@ NLM_F_REQUEST_DUMP = 0x1 | 0x300
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 
 
-def bind_ranges(blocked: Iterable[int] = WELL_KNOWN_SERVICE_PORTS) -> list[str]:
-    """sandlock ``net_allow_bind`` entries: port 0 (an ephemeral port the kernel picks) and every
-    port from 1024 up except ``blocked``."""
-    out = ["0"]
-    start = FIRST_UNPRIVILEGED_PORT
-    for port in sorted(p for p in set(blocked) if p >= FIRST_UNPRIVILEGED_PORT):
-        if port > start:
-            out.append(f"{start}-{port - 1}" if port - 1 > start else str(start))
-        start = port + 1
-    if start <= 65535:
-        out.append(f"{start}-65535")
-    return out
+def denied_binds() -> list[str]:
+    """sandlock ``net_deny_bind`` entries: every port below 1024 and the well-known service ports
+    (listed as ranges a sandbox may not bind, not as the ports it may: sandlock turns an allow
+    range into one Landlock rule per port, which costs over 100 ms per run)."""
+    return [f"1-{FIRST_UNPRIVILEGED_PORT - 1}", *(str(p) for p in sorted(WELL_KNOWN_SERVICE_PORTS))]
 
 
 def diag_listeners(family: int) -> dict[int, set[tuple[int, int]]] | None:

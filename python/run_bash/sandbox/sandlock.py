@@ -423,9 +423,6 @@ class Sandlock:
             tmpdir = "/tmp"
         else:
             temp, tmpdir = [private], private
-        bind: list[str] = ["*"]
-        if not layout.shared_netns:
-            bind = loopback.bind_ranges()
         kwargs: dict[str, Any] = {
             "fs_readable": list(dict.fromkeys(readable)),
             "fs_writable": list(dict.fromkeys([*writable, *temp])),
@@ -436,9 +433,11 @@ class Sandlock:
             "max_processes": int(limits["max_processes"]),
             "max_memory": int(limits["max_memory"]),
             "net_allow": list(dict.fromkeys(net_allow + list(LOOPBACK))),
-            "net_allow_bind": bind,
+            "net_allow_bind": ["*"],
             "name": f"run_bash-{spec.session_id}"[:64],
         }
+        if not layout.shared_netns:
+            kwargs["net_deny_bind"] = loopback.denied_binds()
         kwargs.update(extra)
         return kwargs, notes, every_denied
 
