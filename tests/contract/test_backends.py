@@ -315,6 +315,49 @@ async def test_sandlock_launcher_killed_takes_its_runs_along_and_is_restarted(mg
     assert launcher().pid not in (None, server)
 
 
+def test_sandlock_without_user_namespaces_is_unavailable_or_explicitly_degraded(tmp_path):
+    """Where a normal user may not create user namespaces (here: inside a bwrap that forbids
+    them, without capabilities), sandlock refuses to run, saying why and what to do; with
+    allow_degraded it runs without the namespace: /tmp is refused and a protected file is put
+    back. The control: the same command works with namespaces."""
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs bwrap to take user namespaces away")
+    if not get_backend("sandlock", parse_config({})).availability().ok:
+        pytest.skip("sandlock unavailable")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    config = tmp_path / ".git/config"
+    before = config.read_bytes()
+    no_userns = ["bwrap", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    no_userns += ["--dev-bind", "/", "/", "--proc", "/proc", "--"]
+    cmd = "echo x > /tmp/f && echo TMP-OK; echo evil >> .git/config; sleep 2; echo after"
+
+    def sandbox(prefix, *cfg):
+        root = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": str(root / "python")}
+        argv = [*prefix, sys.executable, "-m", "run_bash", "sandbox", "--backend", "sandlock"]
+        argv += [*cfg, "--cwd", str(tmp_path), "--", cmd]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+
+    refused = sandbox(no_userns)
+    assert refused.returncode == 125, refused.stderr
+    assert "cannot build a run's mount namespace" in refused.stderr
+    assert "user namespaces are not available" in refused.stderr
+    assert 'sandbox.backend = "bubblewrap"' in refused.stderr and "Traceback" not in refused.stderr
+    assert "TMP-OK" not in refused.stdout and config.read_bytes() == before
+    degraded_cfg = tmp_path / "degraded.json"
+    degraded_cfg.write_text('{"sandbox": {"backends": {"sandlock": {"allow_degraded": true}}}}')
+    degraded = sandbox(no_userns, "--config", str(degraded_cfg))
+    assert "TMP-OK" not in degraded.stdout and "/tmp/f: Permission denied" in degraded.stderr
+    assert "after" not in degraded.stdout, degraded  # stopped at the change
+    assert "protected file .git/config was changed inside the sandbox; restored" in degraded.stderr
+    assert config.read_bytes() == before
+    control = sandbox([])
+    assert "TMP-OK" in control.stdout and "after" in control.stdout, control
+    assert "Read-only file system" in control.stderr and config.read_bytes() == before
+
+
 @pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.name)
 def test_the_registry_entry_matches_its_class(entry):
     """The one list of backends: the name is the config value, the module and the class's name;

@@ -169,7 +169,11 @@ def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
         # A user namespace of our own maps the user's ids back to themselves (the joined one
         # maps them to 0, which would make tools inside act as root).
         outer_uid, outer_gid = os.getuid(), os.getgid()
-        _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user+mount namespace)")
+        if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+            err = ctypes.get_errno()
+            raise OSError(
+                err, f"user namespaces are not available to this user ({os.strerror(err)})"
+            )
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {outer_uid} 1")
         _write("/proc/self/gid_map", f"{gid} {outer_gid} 1")
