@@ -13,8 +13,11 @@ costs a few.
 Processes::
 
     host (subreaper) ── fork server ── run (one per command: sandlock's supervisor) ── bash -c CMD
+                                   └── spare (waits for the next request)
 
-Per run the fork server forks a child that: takes fds 0/1/2 = /dev/null and the run's output pipe;
+The fork server keeps one spare child blocked on the request socket, so a request wakes one process
+and the fork is already done; once the spare has taken a request, the server forks the next one.
+The spare becomes the run: it takes fds 0/1/2 = /dev/null and the run's output pipe;
 unshares a mount namespace (as a normal user inside a new user namespace that maps the user's own
 uid and gid; with the shared network namespace, inside the user namespace that owns it); makes every
 mount private; binds the run's temp dir on the three temp dirs and puts back the granted paths that
@@ -23,9 +26,9 @@ protected paths read-only; drops every capability; sets ``RLIMIT_FSIZE``; then c
 ``Sandbox.popen`` (sandlock's supervisor runs in this child). It reports over its own channel (a
 socket pair the host created) the confined process's pid with a pidfd of it, then its exit status.
 
-Lifetime: the fork server gets SIGHUP when the host dies and exits (and at EOF of its control
-socket); each run child is SIGKILLed when the fork server dies (``PR_SET_PDEATHSIG``), and sandlock's
-confined process is SIGKILLed when its supervisor dies. Escaped processes are reparented to the host
+Lifetime: the fork server gets SIGHUP when the host dies and exits (and when its spare sees the
+control socket's EOF); each spare and run is SIGKILLed when the fork server dies
+(``PR_SET_PDEATHSIG``), and sandlock's confined process is SIGKILLed when its supervisor dies. Escaped processes are reparented to the host
 (the nearest subreaper), which sweeps them as before; when the host itself is gone, its keeper does.
 
 Failures before the command runs come back as one ``{"error": …}`` message (the host raises
@@ -46,6 +49,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -271,8 +275,9 @@ def _describe(err: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(err).__name__
 
 
-def run_child(req: dict[str, Any], fds: list[int], server: int) -> None:
-    """The body of one run, in a child of the fork server; never returns.
+def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
+    """The body of one run, in a child of the fork server (a spare that took the request);
+    never returns.
 
     ``fds``: the run's channel, its stdout and stderr, then (optionally) the shared network
     namespace's user and network namespace descriptors.
@@ -281,19 +286,12 @@ def run_child(req: dict[str, Any], fds: list[int], server: int) -> None:
     stage = "setting up the run"
     kwargs: dict[str, Any] = {}
     try:
-        for sig in (signal.SIGCHLD, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
-            signal.signal(sig, signal.SIG_DFL)
-        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
-        if os.getppid() != server:
-            os._exit(1)
         if "connect" in req:  # a connection into the shared network namespace (forward.py)
             stage = "connecting"
             join_netns(fds[3:5])
             sock = _connect_loopback(int(req["connect"]))
             _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
             os._exit(0)
-        os.setsid()
-        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         out, err = fds[1], fds[2]
         os.dup2(devnull, 0)
         os.dup2(out, 1)
@@ -333,7 +331,7 @@ def run_child(req: dict[str, Any], fds: list[int], server: int) -> None:
         why = _describe(e)
         if stage == "starting the command":
             with contextlib.suppress(BaseException):
-                why = _diagnose(kwargs, os.open(os.devnull, os.O_RDWR)) or why
+                why = _diagnose(kwargs, devnull) or why
         with contextlib.suppress(BaseException):
             _send(chan, {"error": f"{stage}: {why}", "stage": stage})
         os._exit(1)
@@ -372,7 +370,8 @@ def _fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
 
 
 def serve(ctl_fd: int, host: int) -> None:
-    """The fork server's loop: one request per message on ``ctl_fd``, one forked run per request.
+    """The fork server: one request per message on ``ctl_fd``, taken by a spare child that
+    becomes its run.
 
     Single-threaded by design (the runs unshare a user namespace). Exits when the host dies
     (SIGHUP as its parent-death signal, checked against the host's pid) or closes the socket.
@@ -404,6 +403,44 @@ def serve(ctl_fd: int, host: int) -> None:
     gc.freeze()
     ctl.send(json.dumps({"ready": os.getpid()}).encode())
     me = os.getpid()
+    # A spare child waits for the next request itself, so a request wakes one process, not
+    # two, and the fork happens while nothing waits for it. Only one process reads the socket
+    # at a time: the next spare is forked once the current one has taken its request.
+    while True:
+        r, w = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = os.fork()
+        except OSError:
+            os._exit(1)
+        if pid == 0:
+            gc.disable()  # short-lived, and every collection would copy pages
+            try:
+                os.close(r)
+                spare(ctl, w, me)
+            finally:
+                os._exit(1)
+        os.close(w)
+        try:
+            said = os.read(r, 1)
+        except OSError:
+            said = b""
+        os.close(r)
+        if said == b"e":
+            os._exit(0)  # the host closed its end
+        if said != b"t":
+            time.sleep(0.05)  # the spare died before taking anything: do not spin
+
+
+def spare(ctl: socket.socket, taken: int, server: int) -> None:
+    """A child of the fork server that takes the next request and becomes its run (or answers
+    it); never returns. Writes ``t`` to ``taken`` once it has a request, ``e`` at EOF."""
+    for sig in (signal.SIGCHLD, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    if os.getppid() != server:
+        os._exit(1)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     while True:
         try:
             msg, anc, flags, _addr = ctl.recvmsg(
@@ -412,31 +449,25 @@ def serve(ctl_fd: int, host: int) -> None:
                 socket.MSG_CMSG_CLOEXEC,
             )
         except OSError:
-            os._exit(1)
+            msg, anc, flags = b"", [], 0
         if not msg:
-            os._exit(0)  # the host closed its end
+            os.write(taken, b"e")
+            os._exit(0)
         fds = _fds_of(anc)
-        if not fds:
-            continue
-        try:
-            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-                raise ValueError("request too large")
-            req = pickle.loads(msg)
-            pid = os.fork()
-        except Exception as e:
-            with contextlib.suppress(OSError):
-                _send(socket.socket(fileno=os.dup(fds[0])), {"error": f"fork server: {e}"})
-            pid = -1
-        if pid == 0:
-            gc.disable()  # short-lived, and every collection would copy pages
-            try:
-                ctl.close()
-                run_child(req, fds, me)
-            finally:
-                os._exit(1)
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        if fds:
+            break
+    os.write(taken, b"t")
+    os.close(taken)
+    ctl.close()
+    try:
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ValueError("request too large")
+        req = pickle.loads(msg)
+    except Exception as e:
+        with contextlib.suppress(OSError):
+            _send(socket.socket(fileno=fds[0]), {"error": f"fork server: {e}"})
+        os._exit(1)
+    run_child(req, fds, devnull)
 
 
 # -- the host's side ----------------------------------------------------------------------------------
