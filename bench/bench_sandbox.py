@@ -207,6 +207,83 @@ def launcher_start_ms(n: int = 5) -> float:
     return statistics.median(times)
 
 
+def _http_get_ms(port: int) -> float:
+    import socket
+
+    t = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    if b"200 OK" not in data:
+        raise RuntimeError(f"bad answer: {data[:80]!r}")
+    return (time.perf_counter() - t) * 1000
+
+
+def forward_row(root: str, n: int = 40) -> Row:
+    """An HTTP GET from the host to a sandboxed server through the port forward, against the same
+    server run on the host."""
+    import asyncio
+    import socket
+
+    from run_bash.sessions import SessionManager
+
+    def free() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    async def measure() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        mgr = SessionManager(parse_config({}), loop=loop, state_dir=tempfile.mkdtemp(dir=root))
+        port = free()
+        s = mgr.start(f"python3 -m http.server {port} --bind 127.0.0.1", cwd=root, bg_after=0.1)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    await loop.run_in_executor(None, _http_get_ms, port)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.1)
+            fwd = [await loop.run_in_executor(None, _http_get_ms, port) for _ in range(n)]
+        finally:
+            await mgr.kill(s.id)
+            await mgr.shutdown()
+        port = free()
+        direct = subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            while True:
+                try:
+                    _http_get_ms(port)
+                    break
+                except OSError:
+                    await asyncio.sleep(0.05)
+            plain = [_http_get_ms(port) for _ in range(n)]
+        finally:
+            direct.kill()
+            direct.wait()
+        return statistics.median(fwd), statistics.median(plain)
+
+    fwd, plain = asyncio.run(measure())
+    return {
+        "name": "sandlock: HTTP GET from the host through a forwarded port",
+        "value": fwd,
+        "unit": "ms",
+        "goal": "",
+        "note": f"the same server on the host: {plain:.1f} ms (+{fwd - plain:.1f} ms per "
+        "connection: one made in the namespace by the launcher, then relayed)",
+    }
+
+
 def sandlock_modes(root: str, base: float, e2e: float, n: int) -> list[Row]:
     """What each sandlock network mode costs: `true` end to end and one open() inside."""
     host = Bench("sandlock", root, network={"allow_local_ports": [1]})
@@ -237,6 +314,7 @@ def sandlock_modes(root: str, base: float, e2e: float, n: int) -> list[Row]:
             "unit": "ms",
             "goal": "",
         },
+        forward_row(root),
     ]
 
 
