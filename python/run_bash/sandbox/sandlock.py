@@ -10,13 +10,16 @@ How the design's requirements map onto sandlock 0.9 (see doc/run_bash.txt, *run_
 * **Temp dirs.** ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's private temp dir (a bind of
   it), and ``TMPDIR=/tmp``: a hard-coded ``/tmp/x`` works and never reaches the host's ``/tmp`` and
   the sockets in it. Granted paths under them (a project in ``/tmp``) are bound back in place.
-* **Filesystem.** ``fs_readable`` / ``fs_writable`` / ``fs_denied`` from the policy: Landlock for
-  the grants, sandlock's seccomp deny check for denied paths inside granted trees.
+* **Filesystem.** ``fs_readable`` / ``fs_writable`` from the policy (Landlock). Denied paths inside
+  granted trees are covered by mounts (an empty tmpfs, /dev/null), Neovim's directories under a
+  writable grant are read-only binds; ``fs_denied`` is left empty but for those directories that
+  do not exist yet (sandlock 0.9.0 opens every file on the command's behalf once it is not empty,
+  and that breaks opening a symlink itself: ``O_PATH|O_NOFOLLOW``, as tar does).
 * **Protected project files.** Existing ones (``.git/config``, hooks, ``.envrc`` …) are read-only
   binds and each ``.git`` directory is bound onto itself (it cannot be renamed, removed or
   replaced), as under bubblewrap. Names that do not exist yet cannot be bound without creating
-  them: they are denied (no creation by ``open``, ``link`` or ``rename``) and watched by the
-  protected-file guard (``guard.py``), which stops the run and removes what appeared.
+  them: the protected-file guard (``guard.py``) watches them, stops the run and removes what
+  appeared.
 * **Environment.** ``clean_env=True`` plus ``env=spec.env`` (sandlock's clean env is empty).
 * **Limits.** ``max_processes`` and ``max_memory`` (sandlock's supervisor), ``RLIMIT_FSIZE`` set in
   the run process before ``popen`` (inherited by the command).
