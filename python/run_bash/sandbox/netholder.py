@@ -52,33 +52,32 @@ class NetHolder:
     NS_GET_USERNS = 0xB701
 
     def __init__(self) -> None:
-        self.held: tuple[int, int] | None = None  # (user ns fd, net ns fd)
+        self._fds: tuple[int, int] | None = None  # (user ns fd, net ns fd)
         self.error = ""
         self.pid = -1
 
+    def fds(self) -> tuple[int, int] | None:
+        """``(user ns fd, net ns fd)`` of the shared namespace, creating it when needed; None when
+        it cannot be created (``error`` says why)."""
+        if self._fds is None or self.pid != os.getpid():
+            self._fds = self._create()
+            self.pid = os.getpid()
+        return self._fds
+
     def paths(self) -> tuple[str, str] | None:
         """``(--user=…, --net=…)`` files to join, creating the namespace when needed."""
-        if self.held is None or self.pid != os.getpid():
-            self.held = self._create()
-            self.pid = os.getpid()
-        if self.held is None:
+        fds = self.fds()
+        if fds is None:
             return None
         me = os.getpid()
-        return f"/proc/{me}/fd/{self.held[0]}", f"/proc/{me}/fd/{self.held[1]}"
-
-    def fds(self) -> tuple[int, int] | None:
-        """``(user namespace fd, network namespace fd)`` of this process, creating the namespace
-        when needed; None when it cannot be created (``error`` says why)."""
-        if self.paths() is None:
-            return None
-        return self.held
+        return f"/proc/{me}/fd/{fds[0]}", f"/proc/{me}/fd/{fds[1]}"
 
     def holds(self, pid: int) -> bool:
         """True when process ``pid`` lives in this namespace (False before it exists)."""
-        if self.held is None or self.pid != os.getpid():
+        if self._fds is None or self.pid != os.getpid():
             return False
         try:
-            return os.stat(f"/proc/{pid}/ns/net").st_ino == os.fstat(self.held[1]).st_ino
+            return os.stat(f"/proc/{pid}/ns/net").st_ino == os.fstat(self._fds[1]).st_ino
         except OSError:
             return False
 

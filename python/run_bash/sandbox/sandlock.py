@@ -479,11 +479,19 @@ class Sandlock:
             "tmp": os.path.realpath(spec.tmpdir),
             "mount_ns": layout.mount_ns,
             "reexpose": sorted(under_temp, key=lambda p: (p.count("/"), p)),
-            "self": [g for g in policy.git_dirs if os.path.isdir(g) and not os.path.islink(g)],
-            "ro": [
-                *(p for p in policy.protected if os.path.lexists(p) and not os.path.islink(p)),
-                *(p for p in policy.read_only if os.path.exists(p)),
-            ],
+            # .git directories onto themselves first, then read-only binds, shallowest first
+            # (a protected path inside a git dir lands on the git dir's own mount).
+            "self": sorted(
+                (g for g in policy.git_dirs if os.path.isdir(g) and not os.path.islink(g)),
+                key=_depth,
+            ),
+            "ro": sorted(
+                {
+                    *(p for p in policy.protected if os.path.lexists(p) and not os.path.islink(p)),
+                    *(p for p in policy.read_only if os.path.exists(p)),
+                },
+                key=_depth,
+            ),
             "hide": [
                 p for p in denied if os.path.exists(p) and any(is_under(p, g) for g in visible)
             ]
@@ -540,6 +548,10 @@ class Sandlock:
             launched.notices.extend(self.warnings())
         launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
         return launched
+
+
+def _depth(path: str) -> tuple[int, str]:
+    return path.rstrip("/").count("/"), path
 
 
 def host_network(policy: Policy) -> bool:
