@@ -99,7 +99,7 @@ def test_a_host_service_started_after_the_run_began_is_unreachable(sbx, world):
         go = world.project / "go"
         go.unlink(missing_ok=True)
         s = rb.start(LATE_CLIENT, timeout=30, bg_after=0.1)
-        rb.wait_output(s, "READY")
+        wait_text(rb, s, ("READY",))
         with listening_tcp() as (port, seen):
             go.write_text(str(port))
             r = rb.wait(s)
@@ -117,7 +117,7 @@ def test_an_allowed_port_is_reachable_in_the_host_network_mode(sbx, world):
         rb = sbx.with_config(sandbox={"network": {"allow_local_ports": [port]}})
         go = world.project / "go"
         s = rb.start(LATE_CLIENT, timeout=30, bg_after=0.1)
-        rb.wait_output(s, "READY")
+        wait_text(rb, s, ("READY",))
         go.write_text(str(port))
         r = rb.wait(s)
     assert "CONNECTED" in r.output, r.output
@@ -125,16 +125,15 @@ def test_an_allowed_port_is_reachable_in_the_host_network_mode(sbx, world):
 
 
 def wait_text(rb: Runner, s: Any, texts: tuple[str, ...], timeout: float = 30.0) -> str:
-    """New output of session ``s`` until one of ``texts`` shows up or it ends."""
+    """The output of session ``s`` (its last lines, so what its first result already carried
+    counts too) once one of ``texts`` shows up or it ends."""
 
     async def seen() -> str:
-        out = ""
-        while not any(t in out for t in texts):
-            out += rb.mgr.output(s.id).output
-            if not s.running:
-                break
+        while True:
+            out = rb.mgr.output(s.id, tail=200).output
+            if any(t in out for t in texts) or not s.running:
+                return out
             await asyncio.sleep(0.02)
-        return out
 
     return rb.loop.run_until_complete(asyncio.wait_for(seen(), timeout))
 
@@ -150,7 +149,7 @@ def serve_and_probe(rb: Runner, port: int) -> tuple[str, str]:
         if "LISTENING" in out:
             rb.run(CLIENT.format(port=port, text="CONTROL"))
             with contextlib.suppress(asyncio.TimeoutError):
-                out += wait_text(rb, s, ("GOT b'CONTROL'",), timeout=5)
+                out = wait_text(rb, s, ("GOT b'CONTROL'",), timeout=5)
     finally:
         rb.kill(s)
     return out, got
@@ -205,7 +204,7 @@ def test_a_background_server_is_reachable_from_later_runs_of_both_backends(world
                 f"python3 -u -m http.server {port} --bind 127.0.0.1", timeout=60, bg_after=0.1
             )
             try:
-                server_rb.wait_output(s, "Serving HTTP")
+                wait_text(server_rb, s, ("Serving HTTP",))
                 for client_rb in runners:
                     r = client_rb.run(
                         f"curl -s -m 5 -o /dev/null -w 'code=%{{http_code}}\\n' 127.0.0.1:{port}/"
@@ -237,8 +236,8 @@ def test_session_servers_are_forwarded_to_the_host_when_the_port_is_free(sbx):
     s = sbx.start(f"python3 -u -m http.server {port} --bind 127.0.0.1", timeout=60, bg_after=0.1)
     t = sbx.start(SERVER.format(port=well_known), timeout=60, bg_after=0.1)
     try:
-        sbx.wait_output(s, "Serving HTTP", timeout=30)
-        sbx.wait_output(t, "LISTENING", timeout=30)
+        wait_text(sbx, s, ("Serving HTTP",))
+        wait_text(sbx, t, ("LISTENING",))
         got = until(
             sbx, lambda: "200 OK" in (g := host_client(port, b"GET / HTTP/1.0\r\n\r\n")) and g
         )
@@ -261,7 +260,7 @@ def test_forwarding_can_be_turned_off(sbx):
     port = free_port()
     s = rb.start(f"python3 -u -m http.server {port} --bind 127.0.0.1", timeout=60, bg_after=0.1)
     try:
-        rb.wait_output(s, "Serving HTTP", timeout=30)
+        wait_text(rb, s, ("Serving HTTP",))
         info = until(rb, lambda: next(i for i in rb.mgr.list() if i.id == s.id and i.ports))
         assert info.ports == (port,), info  # the control: it listens
         rb.loop.run_until_complete(asyncio.sleep(1.5))  # longer than a forwarding poll
