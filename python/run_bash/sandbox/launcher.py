@@ -44,6 +44,7 @@ import gc
 import json
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
@@ -336,7 +337,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
         if gate is not None:
             from run_bash.sandbox.loopback import LoopbackGate
 
-            sandbox = Sandbox(**kwargs, policy_fn=LoopbackGate(**gate))
+            sandbox = Sandbox(**kwargs, policy_fn=LoopbackGate(**gate, ask=_ask_owned))
         else:
             sandbox = Sandbox(**kwargs)
         stage = "starting the command"
@@ -371,6 +372,56 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
 
 
 # -- the fork server ---------------------------------------------------------------------------------
+
+# The runs' end of the fork server's query socket (``_ask_owned``); set in ``serve``.
+_QUERIES: socket.socket | None = None
+QUERY_TIMEOUT_S = 2.0
+
+
+def _ask_owned(port: int) -> set[int]:
+    """Ask the fork server which listening sockets on ``port`` run_bash's sessions hold (it can
+    read every run's fds; a run in a user namespace of its own cannot read another's)."""
+    if _QUERIES is None:
+        return set()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    try:
+        with ours:
+            _send(_QUERIES, {"owned": port}, [theirs.fileno()])
+            theirs.close()
+            ours.settimeout(QUERY_TIMEOUT_S)
+            msg = json.loads(ours.recv(65536) or b"{}")
+        held = msg.get("held") if isinstance(msg, dict) else None
+        return {int(i) for i in held} if isinstance(held, list) else set()
+    except (OSError, ValueError, TypeError):
+        return set()
+    finally:
+        theirs.close()
+
+
+def _answer(queries: socket.socket, host: int) -> None:
+    """Answer one query of a run (``_ask_owned``) on the socket it sent along."""
+    from run_bash.sandbox.loopback import owned_inodes
+
+    try:
+        msg, anc, _flags, _addr = queries.recvmsg(
+            4096, socket.CMSG_SPACE(array.array("i").itemsize), socket.MSG_CMSG_CLOEXEC
+        )
+    except OSError:
+        return
+    fds = _fds_of(anc)
+    try:
+        req = json.loads(msg)
+        port = int(req["owned"])
+        held = sorted(owned_inodes(port, host)) if 0 < port < 65536 else []
+        if fds:
+            with socket.socket(fileno=fds.pop(0)) as reply:
+                reply.setblocking(False)
+                reply.send(json.dumps({"held": held}).encode())
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
@@ -415,6 +466,10 @@ def serve(ctl_fd: int, host: int) -> None:
     # Objects that exist now are never collected: a run's child then copies fewer pages of
     # the fork server's memory (a collection would touch every object it tracks).
     gc.freeze()
+    global _QUERIES
+    queries, _QUERIES = socket.socketpair(
+        socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
+    )
     ctl.send(json.dumps({"ready": os.getpid()}).encode())
     me = os.getpid()
     # A spare child waits for the next request itself, so a request wakes one process, not
@@ -430,14 +485,23 @@ def serve(ctl_fd: int, host: int) -> None:
             gc.disable()  # short-lived, and every collection would copy pages
             try:
                 os.close(r)
+                queries.close()
                 spare(ctl, w, me)
             finally:
                 os._exit(1)
         os.close(w)
-        try:
-            said = os.read(r, 1)
-        except OSError:
-            said = b""
+        said = b""
+        while True:
+            try:
+                ready, _, _ = select.select([r, queries], [], [])
+            except OSError:
+                ready = [r]
+            if queries in ready:
+                _answer(queries, host)
+            if r in ready:
+                with contextlib.suppress(OSError):
+                    said = os.read(r, 1)
+                break
         os.close(r)
         if said == b"e":
             os._exit(0)  # the host closed its end

@@ -23,7 +23,7 @@ import ipaddress
 import os
 import socket
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from run_bash.sandbox.proc import descendants
 
@@ -209,20 +209,50 @@ def local_ports_allowed(allow: Iterable[str]) -> tuple[set[int], bool]:
     return ports, every
 
 
+def listener_inodes(port: int) -> set[int] | None:
+    """Inodes of the TCP sockets listening on ``port`` in this network namespace; None when
+    netlink is unavailable."""
+    inodes: set[int] = set()
+    for family in (socket.AF_INET, socket.AF_INET6):
+        got = diag_listeners(family)
+        if got is None:
+            return None
+        inodes.update(inode for inode, _uid in got.get(port, ()))
+    return inodes
+
+
+def owned_inodes(port: int, owner: int) -> set[int]:
+    """The listening sockets on ``port`` that a descendant of ``owner`` holds. Needs the right to
+    read those processes' fds: the run_bash host's own user, outside their user namespaces."""
+    inodes = listener_inodes(port)
+    if not inodes:
+        return set()
+    return socket_inodes(descendants(owner)) & inodes
+
+
 class LoopbackGate:
     """sandlock ``policy_fn``: refuse a loopback ``connect`` unless run_bash's sessions own the
     listener or the user allowed the port.
 
     ``owner`` is the host's pid: a listener held by one of its descendants belongs to a run_bash
-    session. A listener whose owner cannot be read (another user's, a privileged process) is
-    refused. Listening sockets verified once are remembered by inode (inodes are not reused while
-    the socket exists).
+    session. ``ask(port)`` finds those (``owned_inodes``) where other runs' fds are readable (the
+    namespace launcher's fork server: a run's own process may not read the fds of a run in another
+    user namespace). A listener whose owner cannot be read (another user's, a privileged process)
+    is refused. Listening sockets verified once are remembered by inode (inodes are not reused
+    while the socket exists).
     """
 
-    def __init__(self, owner: int, allowed: Iterable[int] = (), every: bool = False) -> None:
+    def __init__(
+        self,
+        owner: int,
+        allowed: Iterable[int] = (),
+        every: bool = False,
+        ask: Callable[[int], set[int]] | None = None,
+    ) -> None:
         self.owner = owner
         self.allowed = frozenset(allowed)
         self.every = every
+        self.ask = ask or (lambda port: owned_inodes(port, owner))
         self._verified: set[int] = set()
 
     def __call__(self, event: object, _ctx: object = None) -> int:
@@ -237,16 +267,11 @@ class LoopbackGate:
 
     def owned(self, port: int) -> bool:
         """True when a process of a run_bash session listens on ``port``."""
-        inodes: set[int] = set()
-        for family in (socket.AF_INET, socket.AF_INET6):
-            got = diag_listeners(family)
-            if got is None:
-                return False
-            inodes.update(inode for inode, _uid in got.get(port, ()))
+        inodes = listener_inodes(port)
         if not inodes:
             return False
         if inodes & self._verified:
             return True
-        held = socket_inodes(descendants(self.owner)) & inodes
+        held = self.ask(port) & inodes
         self._verified.update(held)
         return bool(held)
