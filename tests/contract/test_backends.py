@@ -315,6 +315,31 @@ async def test_sandlock_launcher_killed_takes_its_runs_along_and_is_restarted(mg
     assert launcher().pid not in (None, server)
 
 
+def test_a_fork_server_started_from_a_thread_outlives_the_thread(tmp_path):
+    """The fork server's parent-death signal comes when the thread that started it ends; it must
+    tell that from the host's death and keep serving (the control: it dies with its host,
+    checked by the lifetime tests)."""
+    import threading
+
+    from run_bash.sandbox.launcher import Launcher
+
+    if not get_backend("sandlock", parse_config({})).availability().ok:
+        pytest.skip("sandlock unavailable")
+    fresh = Launcher()
+    started: list[int] = []
+    t = threading.Thread(target=lambda: started.append(fresh.ensure()))
+    t.start()
+    t.join()
+    try:
+        # The signal is sent when the kernel thread is gone, a moment after join().
+        wait_for(lambda: not os.path.exists(f"/proc/self/task/{t.native_id}"), 5)
+        assert alive(started), "the fork server died with the thread that started it"
+        assert fresh.probe({"tmp": str(tmp_path), "mount_ns": True}) == ""
+        assert fresh.ensure() == started[0]  # the same server, not a restarted one
+    finally:
+        fresh._stop()
+
+
 def test_sandlock_without_user_namespaces_is_unavailable_or_explicitly_degraded(tmp_path):
     """Where a normal user may not create user namespaces (here: inside a bwrap that forbids
     them, without capabilities), sandlock refuses to run, saying why and what to do; with
