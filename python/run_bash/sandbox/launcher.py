@@ -190,8 +190,12 @@ def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
         outer_uid, outer_gid = os.getuid(), os.getgid()
         if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
             err = ctypes.get_errno()
+            where = (
+                " inside run_bash's network namespace (it has no mapping for you)" if netns else ""
+            )
             raise OSError(
-                err, f"user namespaces are not available to this user ({os.strerror(err)})"
+                err,
+                f"user namespaces are not available to this user{where} ({os.strerror(err)})",
             )
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {outer_uid} 1")
