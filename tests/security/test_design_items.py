@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from run_bash.sandbox.base import CONFINING_BACKENDS
 from tests.security.conftest import CONTROL, SECRET, Runner, listening_tcp, listening_unix
 
 # -- 1. Unix sockets under shared dirs (Neovim's RPC socket, tmux, ssh-agent) ---------------------
@@ -527,7 +528,9 @@ def test_10_loopback_server_and_client_in_one_command(sbx):
 
 
 def test_10_background_server_reachable_from_later_command(sbx, world):
-    port = 20000 + os.getpid() % 20000
+    # One port per backend: the backends share run_bash's network namespace, where the previous
+    # server's connections may still hold theirs (TIME_WAIT).
+    port = 20000 + os.getpid() % 10000 + 10000 * CONFINING_BACKENDS.index(sbx.name)
     # A background session, as the agent starts a server; it says when it listens.
     s = sbx.start(
         'python3 -u -c "import http.server as h, socketserver as s\n'
