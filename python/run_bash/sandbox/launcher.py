@@ -143,20 +143,6 @@ def join_netns(netns: Sequence[int]) -> None:
     if not _privileged():
         _check(_libc.setns(netns[0], CLONE_NEWUSER), "setns(user namespace)")
     _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
-    _loopback_up()
-
-
-def _loopback_up() -> None:
-    """Bring ``lo`` up when it is down (a namespace whose creator was stopped before it did)."""
-    import fcntl
-    import struct
-
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifreq = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s, siocgifflags, ifreq))[1]
-        if not flags & iff_up:
-            fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
 def _connect_loopback(port: int) -> socket.socket:

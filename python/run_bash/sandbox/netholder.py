@@ -50,9 +50,10 @@ class NetHolder:
     exits, the namespace goes away with the last run inside it.
 
     Readiness: bwrap (not setuid) lets its child write its own uid/gid maps, after the clone and
-    after its ``--info-fd`` output; a namespace taken before that has no maps and every run in it
-    fails ("No permissions to create new namespace"), and a bwrap killed before it let its child go
-    strands that child for good. So the holder's own command, which runs only once the namespace is
+    after its ``--info-fd`` output, and brings ``lo`` up before it runs the command; a namespace
+    taken before that has no maps (every run in it fails: "No permissions to create new
+    namespace") or a loopback that is down, and a bwrap killed before it let its child go strands
+    that child for good. So the holder's own command, which runs only once the namespace is
     complete, says so on a pipe; nothing is taken or killed before that. The command then waits
     on a second pipe that this process closes once it holds the namespace (or by dying), so the
     holder ends by itself at once and never outlives this process. No signal within
