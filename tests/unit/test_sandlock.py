@@ -94,6 +94,9 @@ def test_request_binds_protected_paths_and_hides_denied_ones(tmp_path):
     secret = proj / "secret.env"
     secret.write_text("x")
     policy.denied.append(str(secret))
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    policy.readable.append(str(tools))
     req, _ = Sandlock(parse_config({})).request(policy, spec, Layout(True, False))
     # exactly the policy's binds, in its order: .git onto itself, then the members read-only
     assert req["binds"] == policy.protect_binds()
@@ -104,7 +107,9 @@ def test_request_binds_protected_paths_and_hides_denied_ones(tmp_path):
     ]
     assert req["hide"] == [str(secret)]  # /etc/shadow is not granted here: Landlock denies it
     # the project lies under /tmp: bound back over the private /tmp, parents first
-    assert str(proj) in req["reexpose"] and "/tmp" not in req["reexpose"]
+    assert ("rw", str(proj)) in req["reexpose"] and all(p != "/tmp" for _, p in req["reexpose"])
+    # a readable grant there is a read-only bind: the write grant of /tmp would cover it
+    assert ("ro", str(tools)) in req["reexpose"]
     assert req["gate"] == {"owner": os.getpid(), "allowed": [8080], "every": False}
     assert req["argv"][1:] == ["-c", "echo hi"] and req["max_file_size"] == 1 << 20
 

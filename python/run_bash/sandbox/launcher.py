@@ -196,27 +196,34 @@ def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
 
 
 def build_mounts(req: dict[str, Any]) -> None:
-    """The run's private temp dirs, the granted paths under them (``reexpose``), the binds
-    (``binds``: ``("self", path)`` bound onto itself, ``("ro", path)`` read-only) and denied paths
-    covered (``hide``)."""
+    """The run's private temp dirs, the granted paths under them (``reexpose``: ``("rw", path)``
+    or ``("ro", path)``), the binds (``binds``: ``("self", path)`` bound onto itself,
+    ``("ro", path)`` read-only) and denied paths covered (``hide``)."""
     # Held open: once the first temp dir is covered, paths under it no longer resolve.
     private = os.open(req["tmp"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    kept: list[tuple[str, int]] = []
-    for path in req.get("reexpose", ()):
+    kept: list[tuple[str, str, int]] = []
+    for kind, path in req.get("reexpose", ()):
         with contextlib.suppress(FileNotFoundError):
-            kept.append((path, os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)))
+            kept.append((kind, path, os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)))
     for t in TEMP_DIRS:
         if os.path.isdir(t) and not os.path.islink(t):
             _mount(f"/proc/self/fd/{private}", t, MS_BIND)
     os.close(private)
-    for path, fd in kept:
+    for kind, path, fd in kept:
         src = f"/proc/self/fd/{fd}"
         if os.path.isdir(src):
             os.makedirs(path, exist_ok=True)
         else:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        _mount(src, path, MS_BIND | MS_REC)
+        if kind == "ro":
+            # Landlock's write grant of /tmp covers what is mounted below it: only the mount
+            # flag keeps a read-only grant read-only here (not recursive: a mount below it
+            # would stay writable, so none is brought along).
+            _mount(src, path, MS_BIND)
+            _mount(None, path, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(path))
+        else:
+            _mount(src, path, MS_BIND | MS_REC)
         os.close(fd)
     # In the given order: a path inside a ``.git`` directory lands on that directory's own mount.
     for kind, p in req.get("binds", ()):

@@ -460,6 +460,7 @@ class Sandlock:
             for p in granted
             if p not in TEMP_DIRS and any(is_under(p, t) for t in TEMP_DIRS) and os.path.lexists(p)
         }
+        writable_set = set(kwargs["fs_writable"])
         # What the command can reach inside: the temp dirs themselves are the private dir.
         visible = [g for g in granted if g not in TEMP_DIRS]
         gate = None
@@ -475,7 +476,13 @@ class Sandlock:
             "sandbox": kwargs,
             "tmp": os.path.realpath(spec.tmpdir),
             "mount_ns": layout.mount_ns,
-            "reexpose": sorted(under_temp, key=lambda p: (p.count("/"), p)),
+            # Granted paths under the temp dirs, put back over the private dir, parents first.
+            # Landlock's write grant of /tmp covers whatever is mounted below it, so only the
+            # writable ones are writable binds; the rest are read-only binds.
+            "reexpose": [
+                ("rw" if p in writable_set else "ro", p)
+                for p in sorted(under_temp, key=lambda p: (p.count("/"), p))
+            ],
             # Neovim's directories under a writable grant read-only, then the host-read set's
             # binds in their own order (``.git`` directories onto themselves, then the existing
             # members read-only): as bubblewrap mounts them.
