@@ -247,9 +247,11 @@ class Policy:
 
     ``readable``/``writable``/``denied`` are absolute, normalized paths. ``read_only`` are
     paths under a writable grant that must stay read-only (Neovim's directories).
-    ``network_allow`` are the user's ``host:port`` endpoints; loopback is allowed except
-    ``blocked_local_ports`` (ports other local services listen on that are neither run_bash's
-    own nor allowed).
+    ``network_allow`` are the user's ``host:port`` endpoints. Without them and without
+    ``allow_local_ports`` runs live in run_bash's own network namespace (``netholder.py``);
+    with them they share the host's, where sandlock checks each loopback connect
+    (``loopback.py``). ``blocked_local_ports`` (ports other local services listen on that are
+    neither run_bash's own nor allowed) is informational: ``python -m run_bash policy`` lists it.
 
     The host-read set (``hostread.py``): what a command could write that the host later loads,
     runs or reads. What every confining backend does with it:
@@ -322,7 +324,12 @@ class Policy:
             },
             "network": {
                 "allow": data["network_allow"],
-                "loopback": "allowed except blocked_local_ports",
+                "loopback": (
+                    "the host's: only run_bash's own servers and allowed ports (sandlock checks "
+                    "each connect; bubblewrap shares everything once network.allow is set)"
+                    if self.network_allow or self.allow_local_ports
+                    else "run_bash's own network namespace: only run_bash's own servers"
+                ),
                 "allow_local_ports": data["allow_local_ports"],
                 "own_ports": data["own_ports"],
                 "blocked_local_ports": data["blocked_local_ports"],
