@@ -237,21 +237,23 @@ function M.sessions_buffer()
   if not list then
     return H.err(err)
   end
-  local lines =
-    { ("%-8s %-10s %-8s %-7s %-10s %s"):format("ID", "STATUS", "PID", "AGE", "BACKEND", "COMMAND") }
+  local row = "%-8s %-10s %-8s %-7s %-10s %-12s %s"
+  local lines = { row:format("ID", "STATUS", "PID", "AGE", "BACKEND", "PORTS", "COMMAND") }
   for _, s in ipairs(list) do
     local status = s.status
     if s.status ~= "running" and s.exit_code ~= nil and s.exit_code ~= vim.NIL then
       status = status .. ":" .. s.exit_code
     end
+    local ports = type(s.ports) == "table" and #s.ports > 0 and table.concat(s.ports, ",") or "-"
     table.insert(
       lines,
-      ("%-8s %-10s %-8s %-7s %-10s %s"):format(
+      row:format(
         s.id,
         status,
         s.status == "running" and tostring(s.pid) or "-",
         ("%ds"):format(math.floor(s.age_s)),
         s.backend,
+        ports,
         (s.cmd:gsub("\n", " ⏎ "))
       )
     )

@@ -445,6 +445,9 @@ function H.format_list(list)
     local state
     if s.status == "running" then
       state = fmt("running%s, %ss", s.background and " in the background" or "", s.age_s or "?")
+      if type(s.ports) == "table" and #s.ports > 0 then
+        state = state .. ", listening on port " .. table.concat(s.ports, ", ")
+      end
     else
       state = fmt("%s (exit: %s)", s.status, H.exit_text(s))
     end

@@ -263,6 +263,9 @@ class NetworkConfig:
     allow: tuple[str, ...] = option((), endpoints, 'list of "host:port" strings')
     # Loopback ports of other local services commands may reach (run_bash's own are allowed).
     allow_local_ports: tuple[int, ...] = option((), ports, "list of port numbers")
+    # Make servers of sessions in run_bash's own network namespace reachable on the host's
+    # 127.0.0.1 (ports from 1024 that are not well-known service ports and are free there).
+    forward_ports: bool = option(True, boolean, "boolean")
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ class SessionInfo(Wire):
     output_file: str | None
     output_bytes: int
     notices: tuple[str, ...]
+    # TCP ports the session's processes listen on (while it runs).
+    ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

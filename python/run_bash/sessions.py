@@ -79,6 +79,7 @@ from run_bash.results import (
 )
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Choice, Launched, RunSpec, choose_backend, get_backend
+from run_bash.sandbox.forward import FORWARD_POLL_S, PortForwarder
 from run_bash.sandbox.guard import Keeper, Scope, quarantine_dir
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sandbox.policy import Policy, build_env, build_policy
@@ -264,7 +265,16 @@ class Session:
             "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
+            "ports": self.ports(),
         }
+
+    def ports(self) -> tuple[int, ...]:
+        """The TCP ports the session's processes listen on now (none once it ended)."""
+        if not self.running or self.tracker is None:
+            return ()
+        from run_bash.sandbox.loopback import listening_ports
+
+        return tuple(listening_ports(self.tracker.members()))
 
     def info(self) -> SessionInfo:
         """The summary for lists, completion and events."""
@@ -304,6 +314,8 @@ class SessionManager:
         self._backends: dict[str, Backend] = {}
         self._warned: set[str] = set()
         self.subreaper = proc.set_child_subreaper()
+        self._forwarder: PortForwarder | None = None
+        self._forward_timer: asyncio.TimerHandle | None = None
 
     @property
     def budget(self) -> OutputBudget:
@@ -549,7 +561,7 @@ class SessionManager:
         s.notices.extend(s.launched.notices)
         self.loop.add_reader(r, self._on_readable, s)
         try:
-            s.pidfd = os.pidfd_open(s.launched.pid)
+            s.pidfd = s.launched.pidfd()
         except ProcessLookupError:
             s.pidfd = -1
         if s.pidfd >= 0:
@@ -570,6 +582,7 @@ class SessionManager:
             s.cmd,
         )
         self.on_event("started", s.info())
+        self._forward_ports(later=True)
 
     # -- the temp dir cap ------------------------------------------------------------------------------
 
@@ -905,9 +918,38 @@ class SessionManager:
             ready_after_s=s.ready_after_s,
         )
 
+    def _forward_ports(self, later: bool = False) -> None:
+        """Forward the ports that running sessions in run_bash's own network namespace listen on
+        to the host's loopback (``forward.py``): now, then every ``FORWARD_POLL_S`` while a
+        session runs; ``later``: only make sure it is scheduled."""
+        if later and self._forward_timer is not None:
+            return
+        if self._forward_timer is not None:
+            self._forward_timer.cancel()
+        self._forward_timer = None
+        if not self.config.sandbox.network.forward_ports:
+            return
+        if not later:
+            from run_bash.sandbox.netholder import NET_HOLDER
+
+            wanted = {
+                s.id: list(s.ports())
+                for s in self.sessions.values()
+                if s.running and s.launched is not None and NET_HOLDER.holds(s.launched.pid)
+            }
+            if wanted or self._forwarder is not None:
+                if self._forwarder is None:
+                    self._forwarder = PortForwarder(self.loop, _connect_in_netns)
+                for sid, text in self._forwarder.update(wanted):
+                    self.sessions[sid].notices.append(text)
+        if any(s.running for s in self.sessions.values()):
+            self._forward_timer = self.loop.call_later(FORWARD_POLL_S, self._forward_ports)
+
     def _send_result(self, s: Session) -> None:
         if s.result_sent:
             return
+        if s.background and s.running:
+            self._forward_ports()  # the first result says which ports the host can reach
         s.result_sent = True
         self._stop_readiness(s)
         if s.background and s.running and s.capture is not None:
@@ -1176,6 +1218,11 @@ class SessionManager:
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
         self.keeper.shutdown()
+        if self._forward_timer is not None:
+            self._forward_timer.cancel()
+            self._forward_timer = None
+        if self._forwarder is not None:
+            self._forwarder.close()
         for s in self.sessions.values():
             if s.running and s.launched is not None and s.tracker is not None:
                 with contextlib.suppress(Exception):
@@ -1198,3 +1245,14 @@ class SessionManager:
         shutil.rmtree(self.state_dir, ignore_errors=True)
         if self._temp_root is not None:
             shutil.rmtree(self._temp_root, ignore_errors=True)
+
+
+def _connect_in_netns(port: int) -> Any:
+    """A socket connected to ``port`` inside run_bash's own network namespace."""
+    from run_bash.sandbox.launcher import launcher
+    from run_bash.sandbox.netholder import NET_HOLDER
+
+    netns = NET_HOLDER.fds()
+    if netns is None:
+        raise ConnectionRefusedError(NET_HOLDER.error)
+    return launcher().connect(port, netns)

@@ -21,6 +21,12 @@ from run_bash.config import parse_config
 from run_bash.sandbox import proc
 from run_bash.sessions import SessionManager
 
+# The shared namespace's loopback is up: a connection to a port nothing listens on is refused
+# ("Network is unreachable" when lo is down).
+FIRST_RUN = (
+    "(exec 3<>/dev/tcp/127.0.0.1/9) 2>&1 | grep -q 'Connection refused' && echo first-run-ok"
+)
+
 
 def host(index: int, out_fd: int, project: str) -> None:
     async def first_run() -> dict[str, object]:
@@ -30,7 +36,7 @@ def host(index: int, out_fd: int, project: str) -> None:
             parse_config({"sandbox": {"backend": "bubblewrap"}}), loop=loop, state_dir=state
         )
         try:
-            s = mgr.start("echo first-run-ok", cwd=project)
+            s = mgr.start(FIRST_RUN, cwd=project)
             r = await asyncio.wait_for(mgr.wait_result(s.id), 60)
             report = {"i": index, "output": r.output, "exit": r.exit_code, "notices": r.notices}
             os.write(out_fd, (json.dumps(report) + "\n").encode())

@@ -91,6 +91,42 @@ def test_sessions_kill_and_output_commands(editor):
     wait_for(lambda: "killed" in buf_lines(editor, out)[-1])
 
 
+@pytest.mark.parametrize("backend", ["none", "sandlock"])
+def test_sessions_show_the_ports_a_session_listens_on(editor, backend):
+    """A background server's port is in :RunBashSessions and the session info, whether it lives in
+    the host's network (none) or in run_bash's own namespace (sandlock); a session that listens
+    on nothing (the control) shows none."""
+    from run_bash.config import parse_config
+    from run_bash.sandbox.base import get_backend
+
+    if not get_backend(backend, parse_config({})).availability().ok:
+        pytest.skip(f"{backend} is not available here")
+    editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+    server = (
+        "python3 -c \"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen();"
+        " print('PORT', s.getsockname()[1], flush=True); time.sleep(300)\""
+    )
+    for cmd in (server, "sleep 300"):
+        editor.lua(
+            "require('run_bash').run({ cmd = ..., bg_after = 0.5, unsandboxed_ok = true })", cmd
+        )
+    wait_for(lambda: len(session_ids(editor)) == 2)
+    listed = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}
+    sid = listed[server]["id"]
+    out = f"run_bash://{sid}/output"
+    editor.nvim.command(f"RunBashOutput {sid}")
+    line = wait_for(lambda: [x for x in buf_lines(editor, out) or [] if x.startswith("PORT")])
+    port = int(line[0].split()[1])
+    listed = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}
+    assert listed[server]["ports"] == [port] and listed["sleep 300"]["ports"] == []
+    editor.nvim.command("RunBashSessions")
+    lines = buf_lines(editor, "run_bash://sessions")
+    assert lines[0].split()[:6] == ["ID", "STATUS", "PID", "AGE", "BACKEND", "PORTS"]
+    row = next(x for x in lines if x.startswith(sid))
+    assert row.split()[5] == str(port), lines
+    editor.nvim.command("RunBashKill!")
+
+
 def test_kill_bang_kills_all(editor):
     editor.lua(SETUP_NONE)
     for _ in range(3):

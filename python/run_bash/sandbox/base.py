@@ -16,7 +16,8 @@ Contract (``Backend`` below)::
     warnings() -> list[str]      # config notes worth saying once (options applied differently)
     spawn(spec) -> Launched      # raises SpawnError; never runs unconfined
 
-``Launched.pid`` must exit when the command's root process exits. ``Launched.reap()`` is called once
+``Launched.pid`` must exit when the command's root process exits; ``Launched.pidfd()`` gives a new
+pidfd of it (the runtime waits on it). ``Launched.reap()`` is called once
 after that and returns the exit status (>= 0) or ``-signal``. ``Launched.terminate(sig)`` signals every
 process of the run that the backend knows about (the runtime also signals the process tree and the
 processes tagged with the session id). ``Launched.close()`` releases backend resources; it is
@@ -96,6 +97,8 @@ class Launched(Protocol):
     pid: int
     notices: list[str]
 
+    def pidfd(self) -> int: ...
+
     def reap(self) -> int: ...
 
     def terminate(self, sig: int) -> None: ...
@@ -137,6 +140,11 @@ class LaunchedBase:
     def _wait(self) -> int:
         """Block until the root process exits; its status (>= 0) or ``-signal``."""
         raise NotImplementedError
+
+    def pidfd(self) -> int:
+        """A new pidfd of the root process (the caller closes it). Raises ProcessLookupError
+        when it is already gone."""
+        return os.pidfd_open(self.pid)
 
     def note(self, notices: list[str]) -> None:
         """Add ``notices`` not already there."""

@@ -86,9 +86,24 @@ def _backend_view(backend: Any, policy: Any, cwd: str) -> dict[str, Any]:
     )
     try:
         if backend.name == "sandlock":
-            kwargs, notes = backend.sandbox_kwargs(policy, spec)
+            from run_bash.sandbox.sandlock import Layout, host_network
+
+            layout = Layout(backend.mount_ns, not host_network(policy))
+            req, notes = backend.request(policy, spec, layout)
+            kwargs = req["sandbox"]
             kwargs.pop("env", None)
-            return {"sandbox": kwargs, "argv": backend.argv("CMD"), "notes": notes}
+            namespace = {k: req[k] for k in ("mount_ns", "reexpose", "binds", "hide", "gate")}
+            namespace["network"] = (
+                "run_bash's own network namespace"
+                if layout.shared_netns
+                else "the host's, each loopback connect checked"
+            )
+            return {
+                "sandbox": kwargs,
+                "namespace": namespace,
+                "argv": backend.argv("CMD"),
+                "notes": notes,
+            }
         if backend.name == "bubblewrap":
             return {"argv": backend.argv(policy, spec)}
     except Exception as e:  # a broken profile, a missing tool: report, do not crash

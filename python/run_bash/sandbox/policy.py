@@ -21,6 +21,7 @@ from typing import Any
 
 from run_bash.config import Config, LimitsConfig
 from run_bash.paths import expand, expand_rules, is_under
+from run_bash.sandbox import loopback
 from run_bash.sandbox.hostread import Discovery, HostRead, RulesName
 from run_bash.sandbox.proc import SESSION_TAG
 
@@ -246,9 +247,11 @@ class Policy:
 
     ``readable``/``writable``/``denied`` are absolute, normalized paths. ``read_only`` are
     paths under a writable grant that must stay read-only (Neovim's directories).
-    ``network_allow`` are the user's ``host:port`` endpoints; loopback is allowed except
-    ``blocked_local_ports`` (ports other local services listen on that are neither run_bash's
-    own nor allowed).
+    ``network_allow`` are the user's ``host:port`` endpoints. Without them and without
+    ``allow_local_ports`` runs live in run_bash's own network namespace (``netholder.py``);
+    with them they share the host's, where sandlock checks each loopback connect
+    (``loopback.py``). ``blocked_local_ports`` (ports other local services listen on that are
+    neither run_bash's own nor allowed) is informational: ``python -m run_bash policy`` lists it.
 
     The host-read set (``hostread.py``): what a command could write that the host later loads,
     runs or reads. What every confining backend does with it:
@@ -321,7 +324,12 @@ class Policy:
             },
             "network": {
                 "allow": data["network_allow"],
-                "loopback": "allowed except blocked_local_ports",
+                "loopback": (
+                    "the host's: only run_bash's own servers and allowed ports (sandlock checks "
+                    "each connect; bubblewrap shares everything once network.allow is set)"
+                    if self.network_allow or self.allow_local_ports
+                    else "run_bash's own network namespace: only run_bash's own servers"
+                ),
                 "allow_local_ports": data["allow_local_ports"],
                 "own_ports": data["own_ports"],
                 "blocked_local_ports": data["blocked_local_ports"],
@@ -443,105 +451,16 @@ def _path_entries_tree(path_var: str, home: str, untrusted: tuple[str, ...] = ()
     return out
 
 
-def _diag_listeners(family: int) -> dict[int, set[int]] | None:
-    """Listening TCP sockets of one address family through NETLINK_SOCK_DIAG (the kernel filters
-    by state, so this costs microseconds where reading /proc/net/tcp walks every socket hash
-    bucket); None when netlink is unavailable."""
-    import socket
-    import struct
-
-    sock_diag_by_family, tcp_listen = 20, 10
-    nlm_f_request_dump = 0x1 | 0x300
-    req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << tcp_listen) + bytes(48)
-    msg = struct.pack("=IHHII", 16 + len(req), sock_diag_by_family, nlm_f_request_dump, 1, 0) + req
-    out: dict[int, set[int]] = {}
-    try:
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4) as nl:  # NETLINK_SOCK_DIAG
-            nl.settimeout(1.0)
-            nl.sendto(msg, (0, 0))
-            while True:
-                data = nl.recv(65536)
-                off = 0
-                while off + 16 <= len(data):
-                    length, kind = struct.unpack_from("=IH", data, off)
-                    if length < 16 or kind == 3:  # NLMSG_DONE
-                        return out
-                    if kind == 2:  # NLMSG_ERROR
-                        return None
-                    body = off + 16
-                    port = struct.unpack_from("!H", data, body + 4)[0]
-                    inode = struct.unpack_from("=I", data, body + 68)[0]
-                    out.setdefault(port, set()).add(inode)
-                    off += (length + 3) & ~3
-    except OSError:
-        return None
-
-
-def _proc_net_listeners() -> dict[int, set[int]]:
-    """Listening TCP sockets in this network namespace: port -> socket inodes."""
-    import socket
-
-    ports: dict[int, set[int]] = {}
-    for family in (socket.AF_INET, socket.AF_INET6):
-        got = _diag_listeners(family)
-        if got is None:
-            return _proc_net_listeners_slow()
-        for port, inodes in got.items():
-            ports.setdefault(port, set()).update(inodes)
-    return ports
-
-
-def _proc_net_listeners_slow() -> dict[int, set[int]]:
-    ports: dict[int, set[int]] = {}
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name) as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            if len(parts) < 10 or parts[3] != "0A":  # 0A = LISTEN
-                continue
-            try:
-                port = int(parts[1].rsplit(":", 1)[1], 16)
-                inode = int(parts[9])
-            except (IndexError, ValueError):
-                continue
-            ports.setdefault(port, set()).add(inode)
-    return ports
-
-
-def _socket_inodes(pids: Iterable[int]) -> set[int]:
-    found: set[int] = set()
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                try:
-                    found.add(int(target[8:-1]))
-                except ValueError:
-                    pass
-    return found
-
-
 def own_listen_ports(listeners: dict[int, set[int]] | None = None) -> list[int]:
     """Ports listened on by descendants of this process (run_bash's own sessions: the host is their
     subreaper, so even daemonized servers stay descendants)."""
     from run_bash.sandbox.proc import descendants
 
     if listeners is None:
-        listeners = _proc_net_listeners()
+        listeners = loopback.listeners()
     if not listeners:
         return []
-    mine = _socket_inodes(descendants(os.getpid()))
+    mine = loopback.socket_inodes(descendants(os.getpid()))
     return sorted(p for p, inodes in listeners.items() if inodes & mine)
 
 
@@ -551,7 +470,7 @@ def blocked_local_ports(
     """Ports that other local services listen on now (not run_bash's, not allowed by config)."""
     keep = set(own) | set(allowed)
     if listeners is None:
-        listeners = _proc_net_listeners()
+        listeners = loopback.listeners()
     return sorted(p for p in listeners if p not in keep)
 
 
@@ -677,7 +596,7 @@ def build_policy(
     # -- network ----------------------------------------------------------------------------------
     allow = list(cfg.network.allow)
     local_ok = sorted(set(cfg.network.allow_local_ports))
-    listeners = _proc_net_listeners() if scan_ports else {}
+    listeners = loopback.listeners() if scan_ports else {}
     if own_ports is None:
         own = own_listen_ports(listeners) if scan_ports else []
     else:
