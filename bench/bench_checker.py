@@ -1,5 +1,5 @@
-"""Pause-list checker latency: median and p99 verdict time over realistic agent commands, and one
-20,000-character script.
+"""Pause-list checker latency: median and p99 verdict time over realistic agent commands, one
+20,000-character script, and single 50 KB words of several shapes (the worst is reported).
 
 ``run()`` returns rows for ``bench/run.py``; run this file directly to print them as a table.
 """
@@ -146,6 +146,26 @@ def big_script(min_chars: int = 20_000) -> str:
     return "\n".join(parts)
 
 
+WORD_BYTES = 50_000
+
+
+def big_words(size: int = WORD_BYTES) -> dict[str, str]:
+    """Command lines whose one word is ``size`` characters long, in shapes that once cost time
+    quadratic in the word's length (brace expansion, extglob groups, array literals, …)."""
+    return {
+        "plain": "echo " + "x" * size,
+        "single-quoted": "echo '" + "x" * size + "'",
+        "escaped": "echo " + "\\x" * (size // 2),
+        "expansions": "echo " + "$a" * (size // 2),
+        "braces": "echo " + "{a,b}" * (size // 5),
+        "open braces": "echo " + "{" * size,
+        "extglob groups": "shopt -s extglob\nls " + "@(x)" * (size // 4),
+        "array literal": "a=(" + "x " * (size // 2) + ")",
+        "subscript": "a[" + "1+" * (size // 2) + "1]=2",
+        "ansi-c": "echo $'" + "\\x41" * (size // 4) + "'",
+    }
+
+
 def corpus() -> list[str]:
     """A few hundred realistic agent commands."""
     return [v.format(c) if "{}" in v else c for c in BASE_COMMANDS for v in VARIANTS]
@@ -166,7 +186,12 @@ def run(rounds: int = 5) -> list[Row]:
     median = statistics.median(samples)
     p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
     script = big_script()
-    big = statistics.median(_time_ms(script) for _ in range(max(rounds, 5)))
+    big = statistics.median(_time_ms(script) for _ in range(max(2 * rounds + 1, 11)))
+    words = {
+        name: statistics.median(_time_ms(cmd) for _ in range(5))
+        for name, cmd in big_words().items()
+    }
+    worst = max(words, key=lambda k: words[k])
     return [
         {
             "name": f"checker verdict, median ({len(cmds)} agent commands)",
@@ -186,6 +211,13 @@ def run(rounds: int = 5) -> list[Row]:
             "unit": "ms",
             "goal": "< 50 ms",
         },
+        {
+            "name": f"checker verdict, {WORD_BYTES // 1000} KB single word",
+            "value": words[worst],
+            "unit": "ms",
+            "goal": "< 50 ms",
+            "note": f"worst of {len(words)} shapes: {worst}",
+        },
     ]
 
 
@@ -194,7 +226,8 @@ def main() -> int:
     rows = run()
     width = max(len(r["name"]) for r in rows)
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['value']:8.3f} {r['unit']}  (goal {r['goal']})")
+        note = f"  — {r['note']}" if r.get("note") else ""
+        print(f"{r['name']:<{width}}  {r['value']:8.3f} {r['unit']}  (goal {r['goal']}){note}")
     return 0
 
 

@@ -2,8 +2,8 @@
 
 Numbers are printed, never asserted: these machines are noisy. Sections: host (cold start, RPC round
 trip), runtime (end-to-end `true`, a 200 MB output flood, 50 background sessions), and the checker,
-sandbox and change-store benchmarks in bench_checker.py / bench_sandbox.py / bench_changes.py, and
-change sets through the host with undo on and off in bench_undo.py.
+sandbox, change-store and waiting benchmarks in bench_checker.py / bench_sandbox.py /
+bench_changes.py / bench_wait.py, and change sets through the host with undo on and off in bench_undo.py.
 """
 
 from __future__ import annotations
@@ -346,7 +346,14 @@ def main() -> int:
         ("host", lambda: host_rows(base_ms)),
         ("runtime", lambda: runtime_rows(base_ms)),
     ]
-    for name in ("bench_checker", "bench_sandbox", "bench_changes", "bench_undo"):
+    for name in (
+        "bench_checker",
+        "bench_sandbox",
+        "bench_changes",
+        "bench_undo",
+        "bench_history",
+        "bench_wait",
+    ):
         if (ROOT / "bench" / f"{name}.py").exists():
             mod = importlib.import_module(name)
             sections.append((name.removeprefix("bench_"), mod.run))

@@ -15,8 +15,15 @@ from typing import Any
 
 import psutil
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests explore the same examples on every run, so `make test` (and CI) is repeatable;
+# HYPOTHESIS_PROFILE=explore draws new ones (use it when working on a checker or a parser).
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 def nvim_path() -> str | None:

@@ -5,6 +5,7 @@ local H = {}
 
 local MAX_BUF_LINES = 20000
 H.followers = {} -- session id -> the :RunBashOutput buffer's output callback
+H.announced = {} -- background sessions of :RunBash whose end is announced with vim.notify
 
 local function rb()
   return require("run_bash")
@@ -120,6 +121,8 @@ function M.status_line(r)
   end
   if r.status == "running" then
     table.insert(parts, "still running in the background (session " .. r.id .. ")")
+  elseif r.status == "lost" then
+    table.insert(parts, "lost: the run_bash host exited")
   elseif r.timed_out then
     table.insert(parts, "timed out")
   elseif r.killed then
@@ -172,10 +175,16 @@ function M.start_in_buffer(cmd, spec)
       rb().notify(
         ("session %s runs in the background; :RunBashKill %s stops it"):format(result.id, result.id)
       )
+      H.announced[result.id] = true
       H.on_exit(result.id, function(r)
         if buf then
           H.append(buf, "\n" .. M.end_lines(r))
         end
+        local ok = r.status == "exited" and r.exit_code == 0
+        vim.notify(
+          require("run_bash.tool_format").exit_line(r),
+          ok and vim.log.levels.INFO or vim.log.levels.WARN
+        )
       end)
       return
     end
@@ -262,13 +271,15 @@ function M.sessions_buffer()
   if not list then
     return H.err(err)
   end
-  local row = "%-8s %-10s %-8s %-7s %-10s %-12s %s"
-  local lines = { row:format("ID", "STATUS", "PID", "AGE", "BACKEND", "CHANGES", "COMMAND") }
+  local row = "%-8s %-10s %-8s %-7s %-10s %-12s %-12s %s"
+  local lines =
+    { row:format("ID", "STATUS", "PID", "AGE", "BACKEND", "PORTS", "CHANGES", "COMMAND") }
   for _, s in ipairs(list) do
     local status = s.status
     if s.status ~= "running" and s.exit_code ~= nil and s.exit_code ~= vim.NIL then
       status = status .. ":" .. s.exit_code
     end
+    local ports = type(s.ports) == "table" and #s.ports > 0 and table.concat(s.ports, ",") or "-"
     table.insert(
       lines,
       row:format(
@@ -277,6 +288,7 @@ function M.sessions_buffer()
         s.status == "running" and tostring(s.pid) or "-",
         ("%ds"):format(math.floor(s.age_s)),
         s.backend,
+        ports,
         M.changes_cell(s),
         (s.cmd:gsub("\n", " ⏎ "))
       )
@@ -318,6 +330,8 @@ function M.kill(id, bang)
     local r = reply.result
     if r.already_ended then
       rb().notify(("session %s had already ended: %s"):format(id, M.status_line(r)))
+    elseif H.announced[id] then
+      H.announced[id] = nil -- its end was announced when it exited
     else
       rb().notify(("session %s: %s"):format(id, M.status_line(r)))
     end
@@ -348,7 +362,11 @@ function M.output_buffer(id)
     return H.err(err)
   end
   H.followers[id] = follow
+  local existed = vim.fn.bufnr("run_bash://" .. id .. "/output") ~= -1
   buf = H.open_scratch("run_bash://" .. id .. "/output")
+  if not existed then
+    rb().pin_while(id, buf) -- the history keeps the session while its output is open
+  end
   vim.bo[buf].modifiable = true
   local lines =
     vim.split("$ " .. info.cmd:gsub("\n", " ⏎ ") .. "\n" .. info.data, "\n", { plain = true })

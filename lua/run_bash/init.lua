@@ -24,7 +24,8 @@ H.setup_done = false
 H.ready = false -- the host answered (a ping or its `ready` event)
 H.starting = false -- a caller waits for the host to answer its first ping
 
---- Sessions the host reported, for completion without RPC: id -> info.
+--- Sessions the host reported, for completion without RPC: id -> info. The host keeps a bounded
+--- history (`sessions.keep_finished`) and says which sessions it forgot (`forgotten`); so does this.
 M.sessions = {}
 
 --- Runs whose change sets the store keeps, newest first, for completion without RPC (as far as
@@ -164,7 +165,9 @@ function H.send_setup(chan)
   if #problems > 0 then
     reply = { error = "invalid config: " .. table.concat(problems, "; ") }
   else
-    local ok, r = pcall(vim.rpcrequest, chan, "run_bash.setup", data)
+    -- What CodeCompanion reads from a project by itself (rules files): checked after every run.
+    local cc_files = require("run_bash.agent_files").collect() or vim.NIL
+    local ok, r = pcall(vim.rpcrequest, chan, "run_bash.setup", data, cc_files)
     if not ok then
       H.setup_done = false
       return nil, tostring(r)
@@ -188,6 +191,13 @@ function H.send_setup(chan)
   H.good, H.good_chan = cand, chan
   H.lua_rules = cand.lua_rules
   H.facts = reply.ok
+  if type(reply.ok.backend_error) == "string" then
+    -- A backend named explicitly that does not work here: commands fail until it is fixed.
+    local msg = "run_bash: " .. reply.ok.backend_error
+    vim.schedule(function()
+      vim.notify_once(msg, vim.log.levels.ERROR)
+    end)
+  end
   for _, notice in ipairs(reply.ok.notices or {}) do
     vim.schedule(function()
       vim.notify_once("run_bash: " .. notice, vim.log.levels.WARN)
@@ -240,8 +250,7 @@ function H.on_exit(job, code)
   local had_chan, was_ready = H.chan ~= nil, H.ready
   H.chan, H.job, H.setup_done, H.ready = nil, nil, false, false
   -- Every caller still waiting must hear about it: a chat never hangs on a dead host.
-  local err = code and ("the Python host exited (code %d)"):format(code)
-    or "the Python host exited"
+  local err = code and ("the Python host exited (code %d)"):format(code) or "the Python host exited"
   local tail = H.stderr_tail()
   if tail ~= "" then
     err = err .. ": " .. tail
@@ -257,13 +266,21 @@ function H.on_exit(job, code)
     pcall(cb, { error = err })
   end
   H.listeners.started = {}
+  local lost = {}
   for id, info in pairs(M.sessions) do
     if info.status == "running" then
       info.status = "lost"
+      table.insert(lost, info)
     elseif info.status == "awaiting_approval" then
       info = nil -- its approval, if still open, can no longer start anything
     end
     M.sessions[id] = info
+  end
+  -- Their processes died with the host: whoever follows them hears that they ended.
+  for _, info in ipairs(lost) do
+    vim.schedule(function()
+      H.fire("RunBashExited", info)
+    end)
   end
   if had_chan and not H.expected_exit and not H.starting then
     if was_ready then
@@ -454,6 +471,10 @@ function H.dispatch(name, payload)
     for _, cb in pairs(H.listeners.output[payload.id] or {}) do
       pcall(cb, payload.data)
     end
+  elseif name == "forgotten" then
+    for _, id in ipairs(payload.ids or {}) do
+      H.forget(id)
+    end
   elseif name == "reply" then
     local cb = H.listeners.reply[payload.token]
     H.listeners.reply[payload.token] = nil
@@ -462,12 +483,22 @@ function H.dispatch(name, payload)
     end
   end
   if name == "exited" or name == "result" then
-    vim.api.nvim_exec_autocmds("User", {
-      pattern = name == "result" and "RunBashResult" or "RunBashExited",
-      data = payload,
-      modeline = false,
-    })
+    H.fire(name == "result" and "RunBashResult" or "RunBashExited", payload)
   end
+end
+
+--- Drop a session the host no longer knows from the mirror and every listener of it.
+function H.forget(id)
+  M.sessions[id] = nil
+  H.listeners.output[id] = nil
+  H.listeners.started[id] = nil
+  H.listeners.result[id] = nil
+end
+
+---@param pattern string
+---@param data table
+function H.fire(pattern, data)
+  vim.api.nvim_exec_autocmds("User", { pattern = pattern, data = data, modeline = false })
 end
 
 --- A run the host holds for the user's decision (`approve` event): the approval window asks and
@@ -602,6 +633,24 @@ function M.watch(id, on_output)
   H.listeners.output[id] = H.listeners.output[id] or {}
   table.insert(H.listeners.output[id], on_output)
   return info
+end
+
+--- Keep session `id` in the host's history while `buf` exists (its output is open there).
+function M.pin_while(id, buf)
+  local reason = "buffer " .. buf
+  if not M.request("pin", id, reason) then
+    return
+  end
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    once = true,
+    desc = "run_bash: let the host forget the session this buffer showed",
+    callback = function()
+      if H.chan then
+        pcall(vim.rpcnotify, H.chan, "run_bash.unpin", id, reason)
+      end
+    end,
+  })
 end
 
 --- Stop following: remove `on_output` (as given to `watch`), or every follower of `id` when nil.
@@ -820,13 +869,40 @@ function M.undo_usage(cb)
   return H.deferred("undo_usage", { n = 0 }, cb)
 end
 
+--- Wait on a session: for a line of output new since the last read to match `wait_for`, or (without
+--- it) for the session to end, at most `timeout` seconds (1-60, default 30). `cb(reply)` gets
+--- `{ result }` (`outcome`: "matched", "exited", "ended", "timeout" or "slow", with the new output)
+--- or `{ error }`. Bad arguments and an unknown id are an error at once.
+---@param id string
+---@param opts? { wait_for?: string, timeout?: number }
+---@param cb fun(reply: { result?: table, error?: string })
+---@return table|nil info, string|nil err
+function M.wait(id, opts, cb)
+  H.next_token = H.next_token + 1
+  local token = H.next_token
+  H.listeners.reply[token] = cb
+  local info, err = M.request("wait", id, opts or vim.empty_dict(), token)
+  if not info then
+    H.listeners.reply[token] = nil
+    return nil, err
+  end
+  return info
+end
+
 --- Every session of this Neovim (and the completion mirror updated).
 ---@return table[]|nil list, string|nil err
 function M.sessions_list()
   local list, err = M.request("sessions")
   if list then
+    local listed = {}
     for _, info in ipairs(list) do
+      listed[info.id] = true
       M.sessions[info.id] = info
+    end
+    for id in pairs(M.sessions) do
+      if not listed[id] then
+        H.forget(id)
+      end
     end
   end
   return list, err
@@ -849,6 +925,12 @@ function M.facts()
   if not chan then
     return nil, err
   end
+  return H.facts
+end
+
+--- The last `facts()` the host gave, without starting it (nil before the first answer).
+---@return table|nil
+function M.facts_cached()
   return H.facts
 end
 

@@ -30,6 +30,10 @@ local function rb()
   return require("run_bash")
 end
 
+local function notices()
+  return require("run_bash.notices")
+end
+
 --- Per-call state kept on the (deep-copied) tool table.
 ---@param tool table
 ---@return run_bash.ToolState
@@ -136,6 +140,7 @@ function H.spec(tools, tool, a)
     timeout = a.timeout,
     bg_after = a.bg_after,
     skip_sandbox = a.skip_sandbox,
+    wait_for = a.wait_for,
     source = "agent",
   }
   local answer = st.answer
@@ -202,6 +207,9 @@ function M.execute(tools, _args, opts)
     if not list then
       finish("error", { action = "list", error = lerr })
     else
+      for _, s in ipairs(list) do
+        notices().told(s)
+      end
       finish("success", { action = "list", sessions = list })
     end
     return nil
@@ -212,12 +220,30 @@ function M.execute(tools, _args, opts)
     if not o then
       finish("error", { action = "output", error = oerr })
     else
+      notices().told(o)
       finish("success", { action = "output", info = o, tail = a.tail })
     end
     return nil
   end
 
+  if a.action == "wait" then
+    local wopts = { wait_for = a.wait_for, timeout = a.timeout }
+    local info, werr = rb().wait(a.session_id, wopts, function(reply)
+      if reply.error then
+        finish("error", { action = "wait", error = reply.error })
+      else
+        notices().told(reply.result or {})
+        finish("success", { action = "wait", result = reply.result or {} })
+      end
+    end)
+    if not info then
+      finish("error", { action = "wait", error = werr })
+    end
+    return nil
+  end
+
   if a.action == "kill" then
+    notices().ending(a.session_id) -- the kill's own result tells the agent
     local info, kerr = rb().kill(a.session_id, function(reply)
       if reply.error then
         finish("error", { action = "kill", error = reply.error })
@@ -241,6 +267,10 @@ function M.execute(tools, _args, opts)
     if result.error then
       finish("error", { action = "run", error = result.error })
     else
+      if result.status == "running" then
+        -- It went on in the background: the chat that started it hears when it ends.
+        notices().track(result, type(tools) == "table" and tools.chat or nil)
+      end
       finish(format.run_status(result), { action = "run", result = result })
     end
   end)

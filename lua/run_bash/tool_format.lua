@@ -63,7 +63,12 @@ function M.prompt_text(a, answer)
       table.insert(lines, 'No sandbox: `sandbox.backend` is "none".')
     end
   end
-  if a.bg_after then
+  if a.bg_after and a.wait_for then
+    table.insert(
+      lines,
+      fmt("In the background once a line matches `%s` (at most %ss).", a.wait_for, a.bg_after)
+    )
+  elseif a.bg_after then
     table.insert(lines, fmt("In the background after %ss.", a.bg_after))
   end
   table.insert(lines, "Directory: " .. tostring(absent(verdict.cwd) and "?" or verdict.cwd))
@@ -194,23 +199,147 @@ function H.status_line(r)
   return fmt("[%s]", tostring(r.status))
 end
 
+--- Seconds as people read them: `2.3s`, `42s`, `4m12s`, `1h05m`.
+---@param s number|nil
+---@return string
+function M.duration(s)
+  s = tonumber(s) or 0
+  if s < 10 then
+    return fmt("%.1fs", s)
+  elseif s < 60 then
+    return fmt("%ds", math.floor(s))
+  elseif s < 3600 then
+    return fmt("%dm%02ds", math.floor(s / 60), math.floor(s % 60))
+  end
+  return fmt("%dh%02dm", math.floor(s / 3600), math.floor(s % 3600 / 60))
+end
+
+--- How a session ended, in a few words: `exited 1`, `was killed`, `timed out`, `crashed (signal 11)`.
+---@param r table session info
+---@return string
+function M.how_it_ended(r)
+  if r.status == "lost" then
+    return "was lost (the run_bash host exited)"
+  elseif r.timed_out == true then
+    return "timed out"
+  elseif r.killed == true then
+    return "was killed"
+  elseif not absent(r.signal) then
+    return fmt("crashed (signal %s)", tostring(r.signal))
+  end
+  return "exited " .. H.exit_text(r)
+end
+
+--- The one line that says a background session ended (the chat, `vim.notify`):
+--- `run_bash: session abc123 (npm run dev) exited 1 after 4m12s`.
+---@param r table session info (the `exited` event)
+---@return string
+function M.exit_line(r)
+  return fmt(
+    "run_bash: session %s (%s) %s after %s",
+    tostring(r.id),
+    H.short_cmd(r.cmd),
+    M.how_it_ended(r),
+    M.duration(r.duration_s)
+  )
+end
+
+--- The message the agent reads about a background session that ended: the status and the last
+--- lines of its output (the host caps them).
+---@param r table session info with `tail`
+---@return string
+function M.exit_notice(r)
+  local lines = {
+    fmt(
+      "[run_bash] Background session %s (`%s`) %s after %s; it is no longer running.",
+      tostring(r.id),
+      H.short_cmd(r.cmd),
+      M.how_it_ended(r),
+      M.duration(r.duration_s)
+    ),
+    fmt("Session ID: %s", tostring(r.id)),
+  }
+  if not absent(r.output_file) then
+    table.insert(lines, "Output file: " .. r.output_file)
+  end
+  for _, n in ipairs(H.notes({ notices = r.notices })) do
+    table.insert(lines, n)
+  end
+  if type(r.tail) == "string" and r.tail ~= "" then
+    table.insert(lines, "Last lines of output:\n\n" .. r.tail)
+  elseif r.tail == "" then
+    table.insert(lines, "It printed nothing.")
+  end -- no tail at all: the host died with it, and its output with the host
+  return table.concat(lines, "\n")
+end
+
+--- Seconds as the agent reads them: `2.3`, `30`, `0.0`.
+---@param s any
+---@return string
+function H.secs(s)
+  if type(s) ~= "number" then
+    return "?"
+  end
+  local tenths = math.floor(s * 10 + 0.5)
+  if tenths >= 10 and tenths % 10 == 0 then
+    return fmt("%d", tenths / 10)
+  end
+  return fmt("%.1f", tenths / 10)
+end
+
+--- What became of `wait_for` on a run (nil when there was none).
+---@param r table a run result
+---@return string|nil
+function H.readiness(r)
+  if absent(r.wait_for) then
+    return nil
+  end
+  local pattern = fmt('"%s"', r.wait_for)
+  if r.ready == "matched" then
+    return fmt(
+      "Ready: matched %s after %s s: %s",
+      pattern,
+      H.secs(r.ready_after_s),
+      tostring(r.matched_line)
+    )
+  elseif r.ready == "slow" then
+    return fmt(
+      "Not ready: stopped matching %s after %s s: the pattern took too long on the output (nested repeats such as `(a+)+` can take exponential time); use a simpler pattern.",
+      pattern,
+      H.secs(r.ready_after_s)
+    )
+  elseif r.ready == "exited" then
+    return fmt("Not ready: the command ended before a line matched %s.", pattern)
+  end
+  return fmt("Not ready after %s s (no match for %s).", H.secs(r.ready_after_s), pattern)
+end
+
 function H.format_run(r, cmd)
   local sandbox = r.sandboxed == true and (M.SANDBOX_NOTE .. "\n") or ""
+  local ready = H.readiness(r)
   local notes = H.notes(r)
+  if ready and r.status ~= "running" then
+    table.insert(notes, 1, "Note: " .. ready)
+  end
   local notes_text = #notes > 0 and (table.concat(notes, "\n") .. "\n") or ""
   local out = H.output_or_placeholder(r.output, "(no output)")
   local title = fmt("**run_bash** `%s` %s", H.short_cmd(cmd or r.cmd), H.status_line(r))
   if r.status == "running" then
     local llm = fmt(
-      'Background command started.\n%s%sSession ID: %s\nOutput file: %s\nRead new output with: {"action": "output", "session_id": "%s"}\nKill with: {"action": "kill", "session_id": "%s"}\n\nPartial output:\n\n%s',
+      'Background command started.\n%s%s%sSession ID: %s\nOutput file: %s\nWait for a line or the exit with: {"action": "wait", "session_id": "%s", "wait_for": "<regex>"}\nRead new output with: {"action": "output", "session_id": "%s"}\nKill with: {"action": "kill", "session_id": "%s"}\n\nPartial output:\n\n%s',
+      ready and (ready .. "\n") or "",
       sandbox,
       notes_text,
       r.id,
       tostring(r.output_file),
       r.id,
       r.id,
+      r.id,
       out
     )
+    if ready then
+      title = title .. "\n" .. ready
+    end
     return llm, H.user_block(title, r.output)
   end
   local bg = r.background == true
@@ -263,18 +392,49 @@ function H.format_kill(r)
   return H.with_changes(llm, r), H.with_changes(user, r)
 end
 
+function H.state(o)
+  if o.status == "running" then
+    return "still running"
+  elseif o.timed_out then
+    return fmt("ended: timed out (exit: %s)", H.exit_text(o))
+  elseif o.killed then
+    return fmt("ended: killed (exit: %s)", H.exit_text(o))
+  end
+  return fmt("ended (exit: %s)", H.exit_text(o))
+end
+
+--- What a `wait` came to, in one line.
+function H.wait_outcome(w)
+  local id = tostring(w.id or "?")
+  local pattern = not absent(w.wait_for) and fmt('"%s"', w.wait_for) or nil
+  local waited = H.secs(w.waited_s)
+  if w.outcome == "matched" then
+    return fmt("Matched %s after %s s: %s", pattern, waited, tostring(w.matched_line))
+  elseif w.outcome == "ended" then
+    return fmt("Session %s had already ended (exit: %s).", id, H.exit_text(w))
+  elseif w.outcome == "exited" then
+    return fmt("Session %s %s after %s s of waiting.", id, M.how_it_ended(w), waited)
+  elseif w.outcome == "slow" then
+    return fmt(
+      "Stopped matching %s: the pattern took too long on the output (nested repeats such as `(a+)+` can take exponential time); use a simpler pattern.",
+      pattern
+    )
+  elseif pattern then
+    return fmt("No match for %s after %s s.", pattern, waited)
+  end
+  return fmt("Session %s did not end within %s s.", id, waited)
+end
+
+function H.format_wait(w)
+  local outcome = H.wait_outcome(w)
+  local llm = H.format_output(w)
+  local title = fmt("**run_bash** wait on session `%s`: %s", tostring(w.id or "?"), outcome)
+  return outcome .. "\n" .. llm, H.user_block(title, w.output)
+end
+
 function H.format_output(o, tail)
   local id = tostring(o.id or "?")
-  local state
-  if o.status == "running" then
-    state = "still running"
-  elseif o.timed_out then
-    state = fmt("ended: timed out (exit: %s)", H.exit_text(o))
-  elseif o.killed then
-    state = fmt("ended: killed (exit: %s)", H.exit_text(o))
-  else
-    state = fmt("ended (exit: %s)", H.exit_text(o))
-  end
+  local state = H.state(o)
   local what = tail and fmt("Last %d line(s)", tail) or "New output since the last read"
   local more = ""
   if o.status ~= "running" then
@@ -313,6 +473,9 @@ function H.format_list(list)
     local state
     if s.status == "running" then
       state = fmt("running%s, %ss", s.background and " in the background" or "", s.age_s or "?")
+      if type(s.ports) == "table" and #s.ports > 0 then
+        state = state .. ", listening on port " .. table.concat(s.ports, ", ")
+      end
     else
       state = fmt("%s (exit: %s)", s.status, H.exit_text(s))
     end
@@ -352,6 +515,8 @@ function M.format(data, args)
     return H.format_kill(data.result)
   elseif data.action == "output" and type(data.info) == "table" then
     return H.format_output(data.info, data.tail)
+  elseif data.action == "wait" and type(data.result) == "table" then
+    return H.format_wait(data.result)
   elseif data.action == "list" and type(data.sessions) == "table" then
     return H.format_list(data.sessions)
   end

@@ -8,15 +8,20 @@ local H = {}
 
 local fmt = string.format
 
-M.ACTIONS = { "run", "kill", "output", "list" }
+M.ACTIONS = { "run", "kill", "output", "list", "wait" }
 
 ---@class run_bash.Facts
 ---@field backend string
 ---@field sandboxed boolean
 ---@field unavailable string
+---@field chosen_because? string how the backend was chosen (`auto: sandlock works here (…)`)
+---@field backend_error? string a backend named explicitly does not work here
 ---@field default_timeout integer
 ---@field max_timeout integer
 ---@field max_bg_after integer
+---@field max_wait integer
+---@field default_wait integer
+---@field notify_agent "next_turn"|"submit"|false
 ---@field config_error? string why the user's latest options were rejected
 
 --- The first paragraph: what runs where, or why nothing can run.
@@ -28,6 +33,12 @@ function H.where(facts, err)
     return fmt(
       "The run_bash tool is not working right now: %s. Do not retry and do not work around it: tell the user, who can fix it (`:checkhealth run_bash` shows what is wrong).",
       err or "the Python host did not answer"
+    )
+  end
+  if type(facts.backend_error) == "string" then
+    return fmt(
+      'The sandbox the user configured does not work here: %s. Commands that want the sandbox fail; do not work around it: tell the user, who can fix it (`:checkhealth run_bash`). `"skip_sandbox": true` runs a command without the sandbox and always asks the user first.',
+      facts.backend_error
     )
   end
   if facts.sandboxed then
@@ -45,6 +56,16 @@ Sandbox denials look like ordinary errors: "Permission denied", "Operation not p
     "No sandbox is available%s: every command asks the user for approval first. Reuse the identical `cmd` when retrying (unless the user rejected it).",
     why
   )
+end
+
+--- What the agent is told about background sessions that end.
+---@param mode any `background.notify_agent`
+---@return string
+function H.told(mode)
+  if mode == false then
+    return "You are not told when a background session ends: check with `wait` or `list`."
+  end
+  return "When a background session you started ends, you are told (its exit status and last lines) with the next message."
 end
 
 --- The description the agent reads.
@@ -73,7 +94,10 @@ function M.description(facts, err)
 Output: ANSI codes removed; long output is cut in the middle and the full output kept in a file whose path is given. stdin is empty: commands must not wait for input.
 Foreground (default): waits for the command; `timeout` (seconds, default %s, max %s) kills it and reports "(timed out)".
 Background: `"bg_after": N` (1-%s) starts the command detached, waits N seconds (less if it exits), then returns the output so far, a `session_id` and the output file. Use it for servers, watchers and anything long-running.
+Start a server or watcher with `bg_after` plus `wait_for` (a Python regular expression for its ready line, e.g. "Listening on|ready in"): the result comes as soon as a line matches, and says whether it did. Later, use {"action": "wait", "session_id": "...", "wait_for": "..."} to wait for the next matching line or the exit instead of polling "output".
+%s
 Other actions:
+- {"action": "wait", "session_id": "...", "wait_for": "...", "timeout": N}: wait up to N seconds (1-%s, default %s) for a line of new output to match `wait_for` (one line at a time), or without `wait_for` for the session to end; returns the new output.
 - {"action": "output", "session_id": "..."}: new output of a session since the last read (add "tail": N for its last N lines instead).
 - {"action": "kill", "session_id": "..."}: stop a session and every process it started.
 - {"action": "list"}: the sessions and their state.
@@ -91,7 +115,10 @@ Safety:
 - Prefer read-only commands; write only inside the project.]],
       limits.default_timeout or "?",
       limits.max_timeout or "?",
-      limits.max_bg_after or "?"
+      limits.max_bg_after or "?",
+      H.told(limits.notify_agent),
+      limits.max_wait or "?",
+      limits.default_wait or "?"
     )
   )
   return table.concat(parts, "\n")
@@ -111,25 +138,31 @@ function M.schema(facts, err)
     action = {
       type = "string",
       enum = vim.deepcopy(M.ACTIONS),
-      description = "'run' (default): run `cmd`. 'kill': stop a background session. 'output': new output of a session since the last read. 'list': the sessions.",
+      description = "'run' (default): run `cmd`. 'kill': stop a background session. 'output': new output of a session since the last read. 'list': the sessions. 'wait': wait for a session's next matching line (`wait_for`) or its end.",
     },
     session_id = {
       type = "string",
-      description = "Session ID for action 'kill' or 'output'.",
+      description = "Session ID for action 'kill', 'output' or 'wait'.",
+    },
+    wait_for = {
+      type = "string",
+      description = "Python regular expression searched in each line of output as it arrives. With 'run' (needs bg_after): return as soon as a line matches. With 'wait': return when a line of new output matches.",
     },
     bg_after = {
       type = "integer",
       description = fmt(
-        "Background mode: seconds to wait before returning. <= 0: foreground (default). > 0: run detached; the tool returns after this many seconds with the output so far, a session_id and the output file. Max %s.",
+        "Background mode: seconds to wait before returning. <= 0: foreground (default). > 0: run detached; the tool returns after this many seconds (sooner when a line matches `wait_for` or the command exits) with the output so far, a session_id and the output file. Max %s.",
         limits.max_bg_after or "?"
       ),
     },
     timeout = {
       type = "integer",
       description = fmt(
-        "Timeout in seconds for a foreground command. Default %s, max %s.",
+        "Seconds. For 'run': the time limit of a foreground command (default %s, max %s). For 'wait': how long to wait (1-%s, default %s).",
         limits.default_timeout or "?",
-        limits.max_timeout or "?"
+        limits.max_timeout or "?",
+        limits.max_wait or "?",
+        limits.default_wait or "?"
       ),
     },
     tail = {

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from run_bash.boundary import number
-from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, as_table, describe
+from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, MAX_WAIT_S, as_table, describe
 from run_bash.errors import UsageError
-from run_bash.sessions import check_cmd
+from run_bash.matching import compile_pattern
+from run_bash.sessions import check_cmd, ready_pattern
 
-ACTIONS = ("run", "kill", "output", "list")
+ACTIONS = ("run", "kill", "output", "list", "wait")
 
 
 def _number(args: dict[str, Any], name: str, unit: str = "seconds") -> float | None:
@@ -38,7 +39,8 @@ def _string(raw: dict[str, Any], name: str) -> str | None:
 
 def tool_args(raw: object) -> dict[str, Any]:
     """Check and normalize the agent's arguments: ``{action, cmd?, session_id?, bg_after?,
-    timeout?, tail?, skip_sandbox}`` (``bg_after`` 0 means foreground and is left out)."""
+    timeout?, tail?, wait_for?, skip_sandbox}`` (``bg_after`` 0 means foreground and is left
+    out). A ``wait_for`` pattern is compiled here, so a bad one is refused before anything runs."""
     table = {} if raw is None else as_table(raw)
     if table is None:
         raise UsageError("the arguments should be a JSON object")
@@ -48,7 +50,7 @@ def tool_args(raw: object) -> dict[str, Any]:
     if action not in ACTIONS:
         raise UsageError(f'unknown action "{action}": use one of {", ".join(ACTIONS)}')
     out: dict[str, Any] = {"action": action}
-    if action in ("kill", "output"):
+    if action in ("kill", "output", "wait"):
         sid = (_string(args, "session_id") or "").strip()
         if not sid:
             raise UsageError(f'`session_id` is required for action "{action}" (see action "list")')
@@ -60,6 +62,16 @@ def tool_args(raw: object) -> dict[str, Any]:
                     f"`tail` should be a positive whole number of lines, not {args['tail']!r}"
                 )
             out["tail"] = int(tail)
+        if action == "wait":
+            if "wait_for" in args:
+                out["wait_for"] = compile_pattern(args["wait_for"]).pattern
+            timeout = _number(args, "timeout")
+            if timeout is not None:
+                if not 1 <= timeout <= MAX_WAIT_S:
+                    raise UsageError(
+                        f"`timeout` of a wait must be 1..{MAX_WAIT_S} seconds, not {args['timeout']}"
+                    )
+                out["timeout"] = timeout
         return out
     if action == "list":
         return out
@@ -79,6 +91,8 @@ def tool_args(raw: object) -> dict[str, Any]:
         )
     if bg:
         out["bg_after"] = bg  # 0 means foreground, as in the original plugin
+    if "wait_for" in args:
+        out["wait_for"] = ready_pattern(args["wait_for"], bg or 0).pattern
     timeout = _number(args, "timeout")
     if timeout is not None:
         if not 1 <= timeout <= MAX_TIMEOUT_S:

@@ -5,7 +5,7 @@ Usage:
     python -m run_bash check [--config FILE.json] --batch
 
 ``check CMD`` prints one JSON object ``{"pause", "reason", "rule", "command"}`` and exits 0 whatever
-the verdict. ``--batch`` reads one JSON-encoded command string per stdin line and writes one verdict
+the verdict (an error inside the checker pauses, with its details on stderr). ``--batch`` reads one JSON-encoded command string per stdin line and writes one verdict
 per line, in order; a line that is not a JSON string yields a paused verdict saying so.
 ``--config`` reads a JSON file of plugin options and uses its ``pauselist`` key.
 Exit status 2 means a usage or configuration error.
@@ -32,6 +32,9 @@ class _UsageError(Exception):
 
 
 def _verdict_json(verdict: Verdict) -> str:
+    if verdict.internal_error:
+        # The verdict pauses and says so; the details are for whoever maintains the checker.
+        print(f"run_bash: check: checker error: {verdict.internal_error}", file=sys.stderr)
     out = {
         "pause": verdict.pause,
         "reason": verdict.reason,

@@ -23,13 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from run_bash.errors import ConfigError
-from run_bash.sandbox.base import BACKEND_NAMES
+from run_bash.sandbox.base import AUTO, BACKEND_NAMES
 
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60
+# `wait`: the longest an agent may wait in one call, and the wait when it does not say.
+MAX_WAIT_S = 60
+DEFAULT_WAIT_S = 30
 # Values `sandbox.backend` accepts (`false` is migrated to "none" first).
-BACKEND_CHOICES: tuple[str, ...] = BACKEND_NAMES
+BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BACKEND_NAMES)
 
 
 class Invalid(ValueError):
@@ -160,6 +163,15 @@ def size(value: object) -> int:
     return parsed
 
 
+NOTIFY_AGENT_CHOICES = ("next_turn", "submit")
+
+
+def notify_mode(value: object) -> str | bool:
+    if value is False or value in NOTIFY_AGENT_CHOICES:
+        return value  # type: ignore[return-value]
+    raise Invalid
+
+
 def backend_name(value: object) -> str:
     if value not in BACKEND_CHOICES:
         raise Invalid
@@ -251,6 +263,9 @@ class NetworkConfig:
     allow: tuple[str, ...] = option((), endpoints, 'list of "host:port" strings')
     # Loopback ports of other local services commands may reach (run_bash's own are allowed).
     allow_local_ports: tuple[int, ...] = option((), ports, "list of port numbers")
+    # Make servers of sessions in run_bash's own network namespace reachable on the host's
+    # 127.0.0.1 (ports from 1024 that are not well-known service ports and are free there).
+    forward_ports: bool = option(True, boolean, "boolean")
 
 
 @dataclass(frozen=True)
@@ -272,12 +287,19 @@ class LimitsConfig:
     max_memory: int = option(4096 * MIB, size, 'size such as "4G"')
     # Largest file a command may write in bytes, given as e.g. "1G".
     max_file_size: int = option(2048 * MIB, size, 'size such as "2G"')
+    # Most a run's private temp dir may hold, e.g. "4G" (never more than half the free space).
+    max_temp_size: int = option(4096 * MIB, size, 'size such as "4G"')
 
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    # Backend that confines commands: "sandlock", "bubblewrap" or "none" (false means "none").
-    backend: str = option("sandlock", backend_name, '"sandlock", "bubblewrap" or "none"')
+    # Backend that confines commands: "auto" (the first that works here), "sandlock",
+    # "bubblewrap" or "none" (false means "none").
+    backend: str = option(
+        AUTO,
+        backend_name,
+        " or ".join(", ".join(f'"{n}"' for n in BACKEND_CHOICES).rsplit(", ", 1)),
+    )
     rules: RulesConfig = table(RulesConfig)
     backends: BackendsConfig = table(BackendsConfig)
     network: NetworkConfig = table(NetworkConfig)
@@ -295,12 +317,24 @@ class OutputConfig:
     max_line_chars: int = option(2000, int_range(80), "integer >= 80")
     # Milliseconds between live-output updates sent to Neovim buffers.
     live_interval_ms: int = option(100, int_range(1), "positive integer")
+    # Bytes all output files of one Neovim may hold together (at most a quarter of their disk).
+    dir_cap: int = option(256 * MIB, int_range(4096), "integer >= 4096")
 
 
 @dataclass(frozen=True)
 class SessionsConfig:
     # Most background sessions alive at once.
     max_background: int = option(16, int_range(1), "positive integer")
+    # Finished sessions remembered (summary, agent text, output file); older ones are forgotten.
+    keep_finished: int = option(100, int_range(1), "positive integer")
+
+
+@dataclass(frozen=True)
+class BackgroundConfig:
+    # How the agent hears that a background session it started has ended: "next_turn" (a hidden
+    # message sent with the user's next message), "submit" (also starts a turn when the chat is
+    # idle) or false (only the visible line in the chat).
+    notify_agent: str | bool = option("next_turn", notify_mode, '"next_turn", "submit" or false')
 
 
 @dataclass(frozen=True)
@@ -339,6 +373,7 @@ class Config:
     default_timeout: int = option(300, int_range(1, MAX_TIMEOUT_S), f"integer 1..{MAX_TIMEOUT_S}")
     output: OutputConfig = table(OutputConfig)
     sessions: SessionsConfig = table(SessionsConfig)
+    background: BackgroundConfig = table(BackgroundConfig)
     audit: AuditConfig = table(AuditConfig)
     undo: UndoConfig = table(UndoConfig)
     # Not an option: what the migration of legacy shapes rewrote, for one-time notices.

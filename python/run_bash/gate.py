@@ -56,6 +56,8 @@ class Where:
     backend: str
     sandboxed: bool
     unavailable: str = ""
+    # How the backend was chosen ("auto: sandlock works here (…)").
+    chosen_because: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class Answer(Wire):
     source: str = "user"
     # Where it would run (the caller's working directory).
     cwd: str = ""
+    # How the backend was chosen ("auto: sandlock works here (…)").
+    chosen_because: str = ""
 
 
 def lua_results(value: object, calls: Sequence[Sequence[Any]]) -> list[LuaResult] | None:
@@ -176,6 +180,7 @@ def decide(
         backend=where.backend,
         sandboxed=where.sandboxed,
         unavailable=where.unavailable,
+        chosen_because=where.chosen_because,
         skip_sandbox=skip_sandbox,
         ask=ask,
         pause=pause,
@@ -241,7 +246,7 @@ class Gate:
             "command": answer.command,
             "lua_calls": answer.lua_calls,
         }
-        where = Where(answer.backend, answer.sandboxed, answer.unavailable)
+        where = Where(answer.backend, answer.sandboxed, answer.unavailable, answer.chosen_because)
         new = decide(
             answer.decision_id,
             answer.cmd,

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from run_bash.config import Config
-from run_bash.sandbox.base import BACKENDS
+from run_bash.sandbox.base import AUTO, BACKENDS
 
 Item = dict[str, str]
 
@@ -57,13 +57,15 @@ def report(config: Config, mgr: Any) -> list[Item]:
         )
     )
     items.extend(module_versions())
-    items.append(_item("info", f"output and temp files: {mgr.state_dir} (0700)"))
+    items.append(_item("info", f"output files: {mgr.state_dir} (0700)"))
+    items.append(_item("info", f"run temp dirs: {mgr.temp_root} (0700, disk-backed)"))
     log_path = os.environ.get("RUN_BASH_LOG", "")
     if log_path:
         items.append(_item("info", f"log file: {log_path}"))
 
     items.append(_item("start", "Sandbox backends"))
     configured = config.sandbox.backend
+    chosen = mgr.choice()
     for name in BACKENDS:
         try:
             avail = mgr.backend(name).availability()
@@ -71,6 +73,8 @@ def report(config: Config, mgr: Any) -> list[Item]:
             items.append(_item("error", f"{name}: {err}", "run `make deps`"))
             continue
         mark = " (configured)" if name == configured else ""
+        if configured == AUTO and name == chosen.backend.name:
+            mark = " (chosen by auto)"
         if name == "none":
             items.append(
                 _item(
@@ -83,21 +87,29 @@ def report(config: Config, mgr: Any) -> list[Item]:
         else:
             level = "error" if name == configured else "warn"
             items.append(_item(level, f"{name}{mark}: {avail.reason}", avail.advice))
-    backend, why = mgr.resolve_backend()
-    if not backend.isolates and not why:
-        items.append(
-            _item("warn", 'commands run WITHOUT a sandbox (sandbox.backend = "none"); each asks')
-        )
-    elif why:
+    backend = chosen.backend
+    if chosen.error:
         items.append(
             _item(
                 "error",
-                f"commands run WITHOUT a sandbox ({why}); each one asks for approval",
-                "fix the backend above or choose another with `sandbox.backend`",
+                "commands that want the sandbox fail: " + chosen.error,
+                'fix the backend above, or set sandbox.backend = "auto"',
+            )
+        )
+    elif not backend.isolates and not chosen.unavailable:
+        items.append(
+            _item("warn", 'commands run WITHOUT a sandbox (sandbox.backend = "none"); each asks')
+        )
+    elif chosen.unavailable:
+        items.append(
+            _item(
+                "error",
+                f"commands run WITHOUT a sandbox ({chosen.reason}); each one asks for approval",
+                "make one of the backends above work (see its advice)",
             )
         )
     else:
-        items.append(_item("ok", f"commands run in the {backend.name} sandbox"))
+        items.append(_item("ok", f"commands run in the {backend.name} sandbox ({chosen.reason})"))
     for notice in config.notices:
         items.append(_item("warn", f"config: {notice}"))
     return items

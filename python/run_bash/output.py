@@ -7,25 +7,97 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 READ_PAGE_BYTES = 64 * 1024
 HEAD_SHARE = 0.2  # share of the agent's character budget given to the head; the tail gets the rest
+# The end of a session's output that goes with the notice of its end.
+NOTICE_LINES = 20
+NOTICE_CHARS = 2000
 
-# CSI (ESC [ … final), OSC (ESC ] … BEL or ST), other 2-byte escapes, and C0/C1 controls but \t \n \r.
-_ANSI_RE = re.compile(
+# Escape sequences: CSI (ESC [ … final), OSC (ESC ] … BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ … ST)
+# and other 2-byte escapes. An unterminated string sequence ends at the line's end, never later.
+_ESCAPES = (
     r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b\n]*(?:\x1b\\)?"
     r"|\x1b[@-Z\\-_]"
-    r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
 )
+# The escapes, 8-bit CSI, and C0/C1 controls but \t \n \r.
+_ANSI_RE = re.compile(_ESCAPES + r"|\x9b[0-?]*[ -/]*[@-~]" + r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# The same escapes over raw bytes, and the control bytes left after them (all but \t and \n).
+_ESCAPES_BYTES_RE = re.compile(_ESCAPES.encode())
+_CONTROL_BYTES = bytes([*range(0, 9), *range(11, 32), 127])
+
+
+# Where a line was rewritten with \r and both versions are kept (the overwritten one is not
+# progress output): the terminal would have hidden the text before it.
+CR_MARK = "\u240d"  # ␍
+
+# Progress tokens: what changes from one update of a progress line to the next. A rewrite is
+# collapsed only when the two versions are equal once these are masked, so no word, and no number
+# outside such a token, can disappear with it.
+_NUM = r"\d+(?:[.,]\d+)?"
+_UNIT = r"(?:[kKMGTP]i?[Bb]?|B|bytes?)"
+_PROGRESS_TOKEN = re.compile(
+    rf"{_NUM}\s?%"  # 45%
+    rf"|{_NUM}\s?{_UNIT}?\s?/\s?{_NUM}\s?{_UNIT}?"  # 45/100, 1.2/5.0 MB
+    rf"|{_NUM}\s?(?:{_UNIT}|it|files?|objects?)?/s\b"  # 3.1 MB/s, 44.36it/s
+    rf"|{_NUM}\s?{_UNIT}\b"  # 1024k, 460 KiB
+    r"|(?:\d+:)?\d{1,2}:\d{2}(?:\.\d+)?|--:--(?::--)?"  # 00:01, 0:00:02, --:--:--
+    r"|\|[\u2580-\u259f\s]*\|"  # |████▌     | (tqdm; empty at 0 %)
+    r"|[\u2580-\u259f\u25a0-\u25a1\u2500-\u2501\u2550\u2800-\u28ff]+"  # blocks, braille
+    r"|\[[#=>\-.·*\s]*\]|[#=]{2,}>?|={0,}>(?=\s|\]|$)"  # [=====>   ], ####, ==>
+)
+_BARE_NUMBER = re.compile(_NUM)
+_SPINNER = frozenset("|/-\\")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _progress_shape(segment: str) -> str | None:
+    """The segment with its progress tokens masked (whitespace runs as one space), or None when
+    it has no progress token (then it is not progress output)."""
+    masked, found = _PROGRESS_TOKEN.subn("\0", segment)
+    if not found:
+        return None
+    if not _LETTER.search(masked):
+        # A pure meter (curl's columns): its bare numbers are part of the meter too.
+        masked = _BARE_NUMBER.sub("\0", masked)
+    return " ".join(masked.split())
+
+
+def _hides_nothing(old: str, new: str) -> bool:
+    """Whether rewriting ``old`` with ``new`` (a ``\r`` update) loses no information worth
+    showing: ``old`` is blank, a spinner frame, or an earlier state of the same progress line."""
+    if not old.strip() or old.strip() in _SPINNER:
+        return True
+    if len(old.strip()) == 1 and "\u2800" <= old.strip() <= "\u28ff":
+        return True
+    shape = _progress_shape(old)
+    return shape is not None and shape == _progress_shape(new)
+
+
+def resolve_rewrites(line: str) -> str:
+    """A line containing ``\r`` rewrites: progress updates collapse to their last state (what a
+    terminal shows); any other overwritten text is kept, each rewrite marked with ``␍``, so text
+    a terminal would hide (``rm -rf ~ done\rAll 42 tests passed``) never disappears silently."""
+    parts = line.split("\r")
+    kept: list[str] = []
+    for i, part in enumerate(parts):
+        later = next((p for p in parts[i + 1 :] if p.strip()), None)
+        if later is not None and _hides_nothing(part, later):
+            continue
+        if later is None and not part.strip() and kept:
+            continue  # a trailing \r (or blanking) after the last text
+        kept.append(part)
+    return CR_MARK.join(kept)
 
 
 def clean_text(data: bytes | str, max_line_chars: int = 2000) -> str:
-    """Decode, strip terminal control sequences, collapse ``\\r`` rewrites and cut very long lines."""
+    """Decode, strip terminal control sequences, resolve ``\r`` rewrites (``resolve_rewrites``)
+    and cut very long lines."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     text = _ANSI_RE.sub("", text)
     text = text.replace("\r\n", "\n")
@@ -33,9 +105,7 @@ def clean_text(data: bytes | str, max_line_chars: int = 2000) -> str:
     out = []
     for line in lines:
         if "\r" in line:
-            # A progress bar rewrites its line with \r: keep what the terminal would show last.
-            parts = [p for p in line.split("\r") if p]
-            line = parts[-1] if parts else ""
+            line = resolve_rewrites(line)
         if len(line) > max_line_chars:
             keep = max_line_chars // 2
             cut = len(line) - 2 * keep
@@ -44,19 +114,116 @@ def clean_text(data: bytes | str, max_line_chars: int = 2000) -> str:
     return "\n".join(out)
 
 
-class Capture:
-    """Write a run's output to its file (up to ``cap`` bytes) and keep bounded head/tail copies."""
+def strip_controls(data: bytes) -> bytes:
+    """``data`` without escape sequences and control bytes (but ``\\t`` and ``\\n``), as bytes.
 
-    def __init__(self, path: str, cap: int) -> None:
+    The fast form of the cleaning ``clean_text`` does, for text that is searched rather than shown:
+    a chunk without ESC costs one scan of C code, never a regular expression over every byte.
+    """
+    if b"\x1b" in data:
+        data = _ESCAPES_BYTES_RE.sub(b"", data)
+    return data.translate(None, _CONTROL_BYTES)
+
+
+class OutputBudget:
+    """The bytes all output files of one host may hold together (``output.dir_cap``).
+
+    ``take(n)`` grants up to ``n`` bytes; when the budget is short it first asks ``reclaim`` (the
+    session history drops the output files of old finished sessions) for room. ``release(n)`` gives
+    back the bytes of a removed file.
+    """
+
+    def __init__(self, cap: int, reclaim: Callable[[int], None] | None = None) -> None:
+        self.cap = cap
+        self.used = 0
+        self.reclaim = reclaim
+
+    def take(self, n: int) -> int:
+        if self.used + n > self.cap and self.reclaim is not None:
+            self.reclaim(self.used + n - self.cap)
+        granted = max(0, min(n, self.cap - self.used))
+        self.used += granted
+        return granted
+
+    def release(self, n: int) -> None:
+        self.used = max(0, self.used - n)
+
+
+def _describe(err: OSError) -> str:
+    text = err.strerror or str(err)
+    return text[:1].lower() + text[1:]
+
+
+class Capture:
+    """Write a run's output to its file (up to ``cap`` bytes) and keep bounded head/tail copies.
+
+    Writing the file can fail (a full disk, a quota, the host's ``output.dir_cap``): the file then
+    stops where it is, ``stopped`` says why ("output file stopped at N bytes: no space left on
+    device"), and the output goes on in memory: the agent's text, ``read`` and ``last_lines`` serve
+    what the file lacks from the tail copy.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        cap: int,
+        *,
+        budget: OutputBudget | None = None,
+        write: Callable[[int, bytes | memoryview], int] = os.write,
+    ) -> None:
         self.path = path
         self.cap = cap
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.budget = budget
+        self._write_fn = write
         self.total = 0  # bytes produced by the command
         self.written = 0  # bytes in the file (excluding the marker)
+        self.on_disk = 0  # bytes in the file (including the marker), as charged to the budget
         self.head = bytearray()
         self.tail = bytearray()
         self.capped = False
+        self.stopped: str | None = None  # why the file stopped short, once it has
+        self.removed = False  # the history deleted the file (the session is old)
         self.final: tuple[tuple[int, int], str] | None = None  # set by freeze()
+        self.fd = -1
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            self._stop(_describe(e))
+
+    def _stop(self, why: str) -> None:
+        if self.stopped is None:
+            self.stopped = f"output file stopped at {self.written} bytes: {why}"
+        self.close()
+
+    def _write(self, data: bytes, *, output: bool = True) -> None:
+        """Write all of ``data`` (retrying short writes); ``output`` bytes count in ``written``
+        (the cap marker does not). Any error stops the file where it is."""
+        view = memoryview(data)
+        if self.budget is not None:
+            view = view[: self.budget.take(len(view))]
+        done = 0
+        why = ""
+        while done < len(view):
+            try:
+                n = self._write_fn(self.fd, view[done:])
+            except InterruptedError:
+                continue
+            except OSError as e:
+                why = _describe(e)
+                break
+            if n <= 0:
+                why = "the file accepted no more data"
+                break
+            done += n
+        self.on_disk += done
+        if output:
+            self.written += done
+        if self.budget is not None:
+            self.budget.release(len(view) - done)
+            if not why and done < len(data):
+                why = f"the output directory reached its cap of {self.budget.cap} bytes"
+        if why:
+            self._stop(why)
 
     def feed(self, data: bytes) -> None:
         """Record a chunk of output."""
@@ -70,20 +237,22 @@ class Capture:
             return
         room = self.cap - self.written
         if room > 0:
-            chunk = data[:room]
-            os.write(self.fd, chunk)
-            self.written += len(chunk)
-        if len(data) > room and not self.capped:
+            self._write(data[:room])
+        if len(data) > room and not self.capped and self.fd >= 0:
             self.capped = True
             marker = (
                 f"\n[run_bash: output file reached its cap of {self.cap} bytes; "
                 "later output is not saved]\n"
             )
-            os.write(self.fd, marker.encode())
+            self._write(marker.encode(), output=False)
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            try:
+                os.close(self.fd)
+            except OSError as e:  # a delayed write error (NFS, FUSE): the file is short
+                if self.stopped is None:
+                    self.stopped = f"output file stopped at {self.written} bytes: {_describe(e)}"
             self.fd = -1
 
     @property
@@ -98,10 +267,49 @@ class Capture:
 
     def freeze(self, max_chars: int, max_line_chars: int = 2000) -> None:
         """The run has ended: keep only its agent text and free the head and tail copies (up to
-        ~600 KiB per session otherwise stays in the host for as long as the session is listed)."""
+        ~600 KiB per session otherwise stays in the host for as long as the session is listed).
+        A file that stopped short keeps the last ``TAIL_BYTES`` in memory: they exist nowhere else."""
         self.final = ((max_chars, max_line_chars), self.agent_text(max_chars, max_line_chars))
         self.head = bytearray()
-        self.tail = bytearray()
+        self.tail = self.tail[-TAIL_BYTES:] if self.stopped else bytearray()
+
+    # -- reading back what the file may lack ------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """Output from ``offset`` (at most ``max_bytes``): (data, new_offset, bytes_left_unread).
+        Past the end of a file that stopped short it comes from the memory tail (with a line
+        saying how much is lost when the tail no longer reaches back to ``offset``)."""
+        if self.stopped is None or offset < self.written:
+            data, new, left = read_since(self.path, offset, max_bytes)
+            if self.stopped is not None:
+                data = data[: max(0, self.written - offset)]
+                new = offset + len(data)
+                left = self.total - new
+            return data, new, left
+        start = self.total - len(self.tail)
+        pos = max(offset, start)
+        chunk = bytes(self.tail[pos - start : pos - start + max_bytes])
+        lost = pos - offset
+        note = f"[… {lost} bytes were not saved and are gone …]\n".encode() if lost else b""
+        new = pos + len(chunk)
+        return note + chunk, new, self.total - new
+
+    def last_lines(self, n: int, max_bytes: int, end: int | None = None) -> tuple[bytes, int]:
+        """The last ``n`` lines (at most ``max_bytes``) of the output, or of its first ``end``
+        bytes, and the offset they end at: from the file, or from the memory tail when the file
+        stopped short."""
+        if self.stopped is None:
+            return tail_lines(self.path, n, max_bytes, end)
+        stop = self.total if end is None else max(0, min(end, self.total))
+        start = self.total - len(self.tail)
+        if stop <= self.written or stop < start:
+            data, _ = tail_lines(self.path, n, max_bytes, min(stop, self.written))
+            return data, stop
+        data = bytes(self.tail[max(0, stop - start - max_bytes) : stop - start])
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        return b"\n".join(lines[-n:]) + (b"\n" if lines else b""), stop
 
     def agent_text(self, max_chars: int, max_line_chars: int = 2000) -> str:
         """The output as an agent sees it: cleaned, at most ``max_chars`` characters."""
@@ -143,6 +351,15 @@ def cap_text(text: str, max_chars: int, path: str | None, *, force_note: bool = 
         tail = tail[nl + 1 :]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n[… {cut} characters cut{where} …]\n{tail}"
+
+
+def last_lines(text: str, n: int = NOTICE_LINES, max_chars: int = NOTICE_CHARS) -> str:
+    """The last ``n`` lines of ``text``, at most ``max_chars`` characters (cut at the front)."""
+    lines = text.rstrip("\n").split("\n")[-n:] if text.strip() else []
+    out = "\n".join(lines)
+    if len(out) > max_chars:
+        out = "…" + out[-(max_chars - 1) :]
+    return out
 
 
 def read_since(path: str, offset: int, max_bytes: int = READ_PAGE_BYTES) -> tuple[bytes, int, int]:

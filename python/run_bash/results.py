@@ -68,6 +68,8 @@ class SessionInfo(Wire):
     # What the run changed in its project (``run_changes``): {summary, counts, paths}, or
     # {not_recorded}; absent while unknown (undo off, still running).
     changes: dict[str, Any] | None = None
+    # TCP ports the session's processes listen on (while it runs).
+    ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,13 @@ class RunResult(SessionInfo):
     error: str | None = None
     # The answer to a kill of a session that had already ended.
     already_ended: bool = False
+    # `wait_for` of a background run: the pattern, and how waiting for it ended: "matched" (a line
+    # matched: `matched_line`), "timeout" (bg_after passed first), "exited" (the command ended
+    # first) or "slow" (the pattern took too long and was dropped); after `ready_after_s` seconds.
+    wait_for: str | None = None
+    ready: str | None = None
+    matched_line: str | None = None
+    ready_after_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,28 @@ class OutputPage(SessionInfo):
 
     output: str = ""
     unread_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class WaitResult(OutputPage):
+    """The answer to ``wait``: how the wait ended, with the output new since the last read.
+
+    ``outcome``: "matched" (a new line matched ``wait_for``: ``matched_line``), "exited" (the
+    session ended while waited for), "ended" (it had ended before), "timeout", or "slow" (the
+    pattern took too long and was dropped).
+    """
+
+    outcome: str = "timeout"
+    wait_for: str | None = None
+    matched_line: str | None = None
+    waited_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SessionEnd(SessionInfo):
+    """A background session ended (the ``exited`` event), with its last lines of output."""
+
+    tail: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,3 +138,10 @@ class OutputChunk(Wire):
 
     id: str
     data: str
+
+
+@dataclass(frozen=True)
+class Forgotten(Wire):
+    """Sessions the history dropped (the ``forgotten`` event): Lua forgets them too."""
+
+    ids: tuple[str, ...]

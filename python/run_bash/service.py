@@ -24,12 +24,21 @@ from typing import TYPE_CHECKING, Any
 
 from run_bash.audit import RUN_FIELDS, AuditLog
 from run_bash.boundary import arity, choice, flag, options, text
-from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, parse_config
+from run_bash.config import (
+    DEFAULT_WAIT_S,
+    MAX_BG_AFTER_S,
+    MAX_TIMEOUT_S,
+    MAX_WAIT_S,
+    Config,
+    parse_config,
+)
 from run_bash.errors import ConfigError, RunBashError, UsageError
 from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
 from run_bash.journal import Journal
+from run_bash.matching import compile_pattern
 from run_bash.results import Wire, plain
-from run_bash.sandbox.base import get_backend
+from run_bash.sandbox.base import choose_backend, get_backend
+from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions import Session, SessionManager, check_cmd, new_id
 
 if TYPE_CHECKING:
@@ -42,7 +51,7 @@ Emit = Callable[[str, dict[str, Any]], None]
 # The RPC methods and their arguments, in order (more arguments than these are refused).
 RPC: dict[str, tuple[str, ...]] = {
     "hello": (),
-    "setup": ("opts",),
+    "setup": ("opts", "codecompanion"),
     "check": ("cmd", "opts"),
     "run": ("spec",),
     "decide": ("id", "decision", "reason"),
@@ -50,6 +59,7 @@ RPC: dict[str, tuple[str, ...]] = {
     "kill_all": ("token",),
     "sessions": (),
     "output": ("id", "opts"),
+    "wait": ("id", "opts", "token"),
     "watch": ("id",),
     "health": (),
     "rule_defaults": (),
@@ -79,8 +89,10 @@ RUN_OPTIONS = frozenset(
         "decision_id",
         "lua_results",
         "source",
+        "wait_for",
     }
 )
+WAIT_OPTIONS = frozenset({"wait_for", "timeout"})
 SOURCES = ("user", "agent")
 CHANGES_OPTIONS = frozenset({"cwd"})
 UNDO_OPTIONS = frozenset({"cwd", "force"})
@@ -104,6 +116,7 @@ class Service:
         self.gate = Gate()
         self._held: dict[str, Answer] = {}  # session id -> the answer the user is asked about
         self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
+        self._temp_root = self.environ.get("RUN_BASH_TEMP_DIR") if state_dir is None else None
         self._mgr: SessionManager | None = None
         self._journal: Journal | None = None
         self._lined: set[str] = set()  # runs whose run line is written
@@ -178,6 +191,7 @@ class Service:
                 loop=self.loop,
                 on_event=self.emit,
                 state_dir=self._state_dir,
+                temp_root=self._temp_root,
                 environ=self.environ,
                 changes=self.recorder,
             )
@@ -189,16 +203,18 @@ class Service:
         """Say ``ready``: Lua started the host without waiting and sends its options on this."""
         self.emit("ready", {})
 
-    def setup(self, opts: object = None) -> dict[str, Any]:
+    def setup(self, opts: object = None, codecompanion: object = None) -> dict[str, Any]:
         """Validate and apply the user's options; return notices and what the tool needs to know.
 
         Problems that would make every run fail (a bad option, a sandlock profile that does not
         exist, extra bwrap arguments bwrap rejects) raise one ConfigError naming each; the
-        previous configuration then stays in force.
+        previous configuration then stays in force. ``codecompanion`` is what CodeCompanion reads
+        from a project by itself (``lua/run_bash/agent_files.lua``), checked after every run.
         """
+        rules, project_config = parse_codecompanion(codecompanion)
         config = parse_config(opts)  # type: ignore[arg-type]
-        configured = get_backend(config.sandbox.backend, config)
-        problems = configured.validate()
+        chosen = choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
+        problems = chosen.backend.validate()
         if problems:
             raise ConfigError(problems)
         self.config = config
@@ -206,27 +222,39 @@ class Service:
         if self._mgr is not None:
             self._mgr.configure(config)
         self.recorder.configure(config.undo)
-        backend, _why = self.mgr.resolve_backend()
-        return {**self.facts(), "notices": [*config.notices, *backend.warnings()]}
+        self.mgr.agent_rules = rules
+        self.mgr.project_config = project_config
+        chosen = self.mgr.choice()
+        return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}
 
     def facts(self) -> dict[str, Any]:
         """Where commands run and the limits that apply: what the tool's schema says."""
-        where = self._where(False)
-        return {
-            "backend": where.backend,
-            "sandboxed": where.sandboxed,
-            "unavailable": where.unavailable,
+        chosen = self.mgr.choice()
+        facts: dict[str, Any] = {
+            "backend": chosen.backend.name,
+            "sandboxed": bool(chosen.backend.isolates),
+            "unavailable": chosen.unavailable,
+            # How the backend was chosen ("auto: sandlock works here (…)").
+            "chosen_because": chosen.reason,
             "default_timeout": self.config.default_timeout,
             "max_timeout": MAX_TIMEOUT_S,
             "max_bg_after": MAX_BG_AFTER_S,
+            "max_wait": MAX_WAIT_S,
+            "default_wait": DEFAULT_WAIT_S,
             "max_chars": self.config.output.max_chars,
+            "notify_agent": self.config.background.notify_agent,
         }
+        if chosen.error:
+            # A backend named explicitly that does not work here: runs refuse until it is fixed.
+            facts["backend_error"] = chosen.error
+        return facts
 
     # -- the gate ------------------------------------------------------------------------------------
 
     def _where(self, skip_sandbox: bool) -> Where:
-        backend, why = self.mgr.resolve_backend("none" if skip_sandbox else None)
-        return Where(backend.name, bool(backend.isolates), why)
+        requested = "none" if skip_sandbox else None
+        backend, why = self.mgr.resolve_backend(requested)
+        return Where(backend.name, bool(backend.isolates), why, self.mgr.choice(requested).reason)
 
     def _new_id(self) -> str:
         taken = {**self.mgr.sessions, **dict.fromkeys(self.gate.ids())}
@@ -301,6 +329,8 @@ class Service:
         """
         opts = options("run", spec, RUN_OPTIONS)
         cmd = check_cmd(opts.get("cmd"))
+        if opts.get("wait_for") is not None:
+            compile_pattern(opts.get("wait_for"))  # a bad pattern is refused before the gate runs
         approved = flag("approved", opts.get("approved"))
         unsandboxed_ok = flag("unsandboxed_ok", opts.get("unsandboxed_ok"))
         live = flag("live", opts.get("live"))
@@ -315,6 +345,7 @@ class Service:
             "skip_sandbox": answer.skip_sandbox,
             "live": live,
             "sid": answer.decision_id,
+            "wait_for": opts.get("wait_for"),
         }
         consent = approved or unsandboxed_ok
         if answer.needs_approval and not consent:
@@ -465,8 +496,25 @@ class Service:
         tail = options("output", opts, ("tail",)).get("tail")
         return self.mgr.output(sid, tail=tail).to_wire()  # type: ignore[arg-type]
 
+    def wait(self, sid: object, opts: object = None, token: object = None) -> dict[str, Any]:
+        """Start waiting on a session (``{wait_for, timeout}``, see ``SessionManager.wait``); the
+        outcome arrives as a ``reply`` event with ``token``. Bad arguments and an unknown id are
+        an error at once."""
+        o = options("wait", opts, WAIT_OPTIONS)
+        waiting = self.mgr.wait(sid, o.get("wait_for"), o.get("timeout"))
+        info = self.mgr._get(sid).info().to_wire()
+        self.loop.create_task(self._reply(token, waiting))
+        return info
+
     def watch(self, sid: object) -> dict[str, Any]:
         return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
+
+    def pin(self, sid: object, reason: object) -> dict[str, Any]:
+        """Keep a session in the history for ``reason`` (an open output buffer) until ``unpin``."""
+        return self.mgr.pin(sid, reason).to_wire()
+
+    def unpin(self, sid: object, reason: object) -> bool:
+        return self.mgr.unpin(sid, reason)
 
     # -- change sets and undo --------------------------------------------------------------------------
 
@@ -566,3 +614,35 @@ class Service:
             run = {**s.info().to_wire(), "status": "killed", "killed": True}
             self._run_line(run)
         return True
+
+
+def parse_codecompanion(raw: object) -> tuple[tuple[RulesName, ...], tuple[str, ...]]:
+    """What CodeCompanion reads from a project, as Lua sends it: ``{rules = {{path = string,
+    parser = string|nil}, ...}, project_config = {string, ...}}`` (nil: CodeCompanion is not
+    loaded). Anything else is a UsageError."""
+    if raw is None:
+        return (), ()
+    if not isinstance(raw, Mapping) or set(raw) - {"rules", "project_config"}:
+        raise UsageError(f"codecompanion files should be {{rules, project_config}}, not {raw!r}")
+    rules_raw = raw.get("rules") or []
+    names_raw = raw.get("project_config") or []
+    if not isinstance(rules_raw, list) or not isinstance(names_raw, list):
+        raise UsageError("codecompanion files: rules and project_config should be lists")
+    rules = []
+    for i, item in enumerate(rules_raw, 1):
+        if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
+            raise UsageError(f"codecompanion rules entry {i} should be {{path = string}}: {item!r}")
+        parser = item.get("parser")
+        if parser is not None and not isinstance(parser, str):
+            raise UsageError(
+                f"codecompanion rules entry {i}: parser should be a string: {parser!r}"
+            )
+        if item["path"].strip():
+            rules.append(RulesName(item["path"], parser))
+    names = []
+    for i, name in enumerate(names_raw, 1):
+        if not isinstance(name, str):
+            raise UsageError(f"codecompanion project_config entry {i} should be a string: {name!r}")
+        if name.strip():
+            names.append(name)
+    return tuple(rules), tuple(names)

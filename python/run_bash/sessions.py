@@ -7,11 +7,16 @@ that is not a coroutine returns at once. API::
     s = mgr.start("make test", cwd="/proj", timeout=300, bg_after=0)     # raises RunBashError
     result = await mgr.wait_result(s.id)   # fg: after exit; bg: after bg_after s or exit
     await mgr.kill(s.id); mgr.output(s.id, tail=50); mgr.list(); await mgr.shutdown()
+    page = await mgr.wait(s.id, wait_for="ready", timeout=30)   # a match, the exit, or the timeout
 
 Results are the dataclasses of ``results.py`` (``to_wire()`` gives the plain data Lua receives).
 Events (``on_event(name, payload)``): ``started`` (SessionInfo), ``output`` (OutputChunk, throttled,
-only for live sessions), ``result`` (RunResult, exactly once per run), ``exited`` (SessionInfo, when
-a session that already reported ends).
+only for live sessions), ``result`` (RunResult, exactly once per run), ``exited`` (SessionEnd, when
+a session that already reported ends, with its last lines of output).
+
+``wait_for`` (a background run's readiness, and ``wait``) is matched in the capture path: each read
+is fed to the session's waiters (``matching.LineMatcher``) as it arrives, and the exit path settles
+the waiters that are left. A wait is a future; nothing polls.
 
 With a ``changes`` hook (``run_changes.RunChanges``), each run's project is snapshotted before
 its command is spawned and its change set recorded when it ends, before its final result is sent.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -33,28 +39,79 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from run_bash.boundary import number, working_dir
-from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, Config, describe
+from run_bash.config import (
+    DEFAULT_WAIT_S,
+    MAX_BG_AFTER_S,
+    MAX_TIMEOUT_S,
+    MAX_WAIT_S,
+    Config,
+    describe,
+)
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
-from run_bash.output import READ_PAGE_BYTES, Capture, clean_text, read_since, tail_lines
-from run_bash.results import LiveStart, OutputChunk, OutputPage, RunResult, SessionInfo, Wire
+from run_bash.matching import (
+    MATCH_LINE_BYTES,
+    LineMatcher,
+    PatternTooSlow,
+    budget_s,
+    compile_pattern,
+    time_limit,
+)
+from run_bash.output import (
+    READ_PAGE_BYTES,
+    Capture,
+    OutputBudget,
+    clean_text,
+    last_lines,
+    read_since,
+)
+from run_bash.results import (
+    Forgotten,
+    LiveStart,
+    OutputChunk,
+    OutputPage,
+    RunResult,
+    SessionEnd,
+    SessionInfo,
+    WaitResult,
+    Wire,
+)
 from run_bash.sandbox import proc
-from run_bash.sandbox.base import Backend, Launched, RunSpec, get_backend
-from run_bash.sandbox.policy import build_env
+from run_bash.sandbox.base import Backend, Choice, Launched, RunSpec, choose_backend, get_backend
+from run_bash.sandbox.forward import FORWARD_POLL_S, PortForwarder
+from run_bash.sandbox.guard import Keeper, Scope, quarantine_dir
+from run_bash.sandbox.hostread import RulesName
+from run_bash.sandbox.policy import Policy, build_env, build_policy
+from run_bash.statedir import (
+    MAX_TEMP_ENTRIES,
+    dir_usage,
+    free_bytes,
+    fs_size,
+    human_size,
+    make_state_dir,
+    make_temp_root,
+)
 
 if TYPE_CHECKING:
     from run_bash.run_changes import RunChanges
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
+# How often the run temp dirs are checked against their cap (a statvfs); a walk of the temp dirs
+# happens when the disk's free space fell by more than the smallest headroom left, or after
+# TEMP_WALK_S anyway. A writer at page-cache speed (~3 GB/s) gets ~150 MB past the cap per tick.
+TEMP_CHECK_S = 0.05
+TEMP_WALK_S = 5.0
 MAX_CMD_CHARS = 100_000
 PIPE_SIZE = 1024 * 1024
 READ_CHUNK = 256 * 1024
 LIVE_CHUNK_CHARS = 64 * 1024
+# `wait` with a pattern also searches the output not read yet, up to its last this many bytes.
+WAIT_SCAN_BYTES = 1024 * 1024
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 log = logging.getLogger("run_bash")
@@ -68,23 +125,6 @@ def new_id(taken: Mapping[str, object]) -> str:
         sid = "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
         if sid not in taken:
             return sid
-
-
-def state_root(base: str | None = None) -> str:
-    """Where hosts make their state dirs: ``$XDG_RUNTIME_DIR``, else the temp dir."""
-    root = base or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    if not os.path.isdir(root) or not os.access(root, os.W_OK):
-        root = tempfile.gettempdir()
-    return root
-
-
-def make_state_dir(base: str | None = None) -> str:
-    """Create the 0700 directory private to this host that holds output files and temp dirs
-    (``run_bash-<pid>-…``: ``journal.reconcile_stale`` finds the ones whose process is gone)."""
-    root = state_root(base)
-    path = tempfile.mkdtemp(prefix=f"run_bash-{os.getpid()}-", dir=root)
-    os.chmod(path, 0o700)
-    return path
 
 
 def check_cmd(cmd: object) -> str:
@@ -104,6 +144,19 @@ def check_cmd(cmd: object) -> str:
     return cmd
 
 
+def ready_pattern(wait_for: object, bg_after_s: float) -> Any:
+    """The compiled ``wait_for`` of a run (None when not given); it needs a background run."""
+    if wait_for is None:
+        return None
+    pattern = compile_pattern(wait_for)
+    if bg_after_s <= 0:
+        raise UsageError(
+            "`wait_for` needs `bg_after`: the most seconds to wait for a matching line "
+            f"(1..{MAX_BG_AFTER_S}); the command then keeps running in the background"
+        )
+    return pattern
+
+
 def validate_request(
     cmd: object, timeout: object, bg_after: object, default_timeout: float
 ) -> tuple[str, float, float, bool]:
@@ -116,6 +169,15 @@ def validate_request(
     if not 0 <= b <= MAX_BG_AFTER_S:
         raise UsageError(f"`bg_after` must be 0..{MAX_BG_AFTER_S} seconds, not {bg_after!r}")
     return cmd, default_timeout if t is None else t, b, t is not None
+
+
+@dataclass
+class Waiter:
+    """Someone waiting for a line of a session's output to match: ``settle(outcome, line)`` is
+    called once, with "matched" and the line, "slow" (the pattern was dropped) or "exited"."""
+
+    matcher: LineMatcher
+    settle: Callable[[str, str | None], None]
 
 
 class Session:
@@ -131,6 +193,10 @@ class Session:
         self.started_at = time.time()
         self.started_mono = time.monotonic()
         self.ended_mono: float | None = None
+        # Why the session must be kept although it is old (an open :RunBashOutput buffer): pinned
+        # sessions are never forgotten (``SessionManager.pin``); nor are runs whose change set the
+        # undo store keeps (``change_set_kept``).
+        self.pins: set[str] = set()
         # running | exited | timed_out | killed (also before it started) | failed (could not start)
         # | awaiting_approval (held) | rejected | cancelled (never started)
         self.status = "running"
@@ -143,9 +209,12 @@ class Session:
         self.live = False
         self.read_offset = 0
         self.capture: Capture | None = None
-        self.launched: Launched | None = None
+        self.launched: Launched | None = None  # dropped when the run has ended
+        self.root_pid: int | None = None
         self.tracker: proc.Tracker | None = None
         self.tmpdir = ""
+        self.temp_cap = 0  # bytes its temp dir may hold
+        self.temp_used = 0  # bytes its temp dir held when last measured
         self.pipe_r = -1
         self.pidfd = -1
         self.result_sent = False
@@ -163,6 +232,13 @@ class Session:
         # What the run changed in its project (``run_changes``), and its store token meanwhile.
         self.changes: dict[str, Any] | None = None
         self.change_token: Any = None
+        # Readiness (`wait_for` on run) and `wait` calls, fed by the capture path.
+        self.waiters: list[Waiter] = []
+        self.ready_waiter: Waiter | None = None
+        self.wait_for: str | None = None
+        self.ready: str | None = None
+        self.matched_line: str | None = None
+        self.ready_after_s: float | None = None
 
     @property
     def running(self) -> bool:
@@ -170,7 +246,7 @@ class Session:
 
     @property
     def pid(self) -> int | None:
-        return self.launched.pid if self.launched else None
+        return self.launched.pid if self.launched else self.root_pid
 
     @property
     def duration_s(self) -> float:
@@ -195,11 +271,21 @@ class Session:
             "signal": self.signal,
             "timed_out": self.timed_out,
             "killed": self.killed,
+            # Kept when the history removed the file: its notice says so.
             "output_file": self.capture.path if self.capture else None,
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
             "changes": self.changes,
+            "ports": self.ports(),
         }
+
+    def ports(self) -> tuple[int, ...]:
+        """The TCP ports the session's processes listen on now (none once it ended)."""
+        if not self.running or self.tracker is None:
+            return ()
+        from run_bash.sandbox.loopback import listening_ports
+
+        return tuple(listening_ports(self.tracker.members()))
 
     def info(self) -> SessionInfo:
         """The summary for lists, completion and events."""
@@ -218,18 +304,52 @@ class SessionManager:
         state_dir: str | None = None,
         environ: Mapping[str, str] | None = None,
         changes: RunChanges | None = None,
+        temp_root: str | None = None,
     ) -> None:
         self.config = config
         self.changes = changes
         self.closing = False
         self.loop = loop or asyncio.get_event_loop()
         self.on_event = on_event or (lambda _name, _payload: None)
-        self.state_dir = state_dir or make_state_dir()
         self.environ = dict(os.environ if environ is None else environ)
+        self.state_dir = state_dir or make_state_dir(environ=self.environ)
+        # Run temp dirs: on a disk-backed filesystem (statedir.py); created on the first run.
+        self._temp_root = temp_root
+        self._temp_timer: asyncio.TimerHandle | None = None
+        self._temp_walk: asyncio.Future[None] | None = None
+        self._temp_free = -1  # free bytes at the last walk
+        self._temp_walked = 0.0
         self.sessions: dict[str, Session] = {}
+        # Keeps what the host reads from the projects (guard.py); CodeCompanion's rules files.
+        self.keeper = Keeper(quarantine_dir(self.environ))
+        self.agent_rules: tuple[RulesName, ...] = ()
+        self.project_config: tuple[str, ...] = ()
+        self._budget: OutputBudget | None = None
         self._backends: dict[str, Backend] = {}
         self._warned: set[str] = set()
         self.subreaper = proc.set_child_subreaper()
+        self._forwarder: PortForwarder | None = None
+        self._forward_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def budget(self) -> OutputBudget:
+        """What all output files may hold together: ``output.dir_cap``, at most a quarter of the
+        output directory's filesystem (``$XDG_RUNTIME_DIR`` is often a small RAM disk)."""
+        cap = self.config.output.dir_cap
+        size = fs_size(self.state_dir)
+        if size > 0:
+            cap = min(cap, size // 4)
+        if self._budget is None:
+            self._budget = OutputBudget(cap, self._reclaim_output)
+        self._budget.cap = cap
+        return self._budget
+
+    @property
+    def temp_root(self) -> str:
+        """The directory holding the run temp dirs (created on first use)."""
+        if self._temp_root is None:
+            self._temp_root = make_temp_root(self.environ)
+        return self._temp_root
 
     # -- backends ----------------------------------------------------------------------------------
 
@@ -244,16 +364,17 @@ class SessionManager:
             self._backends[name] = get_backend(name, self.config)
         return self._backends[name]
 
+    def choice(self, requested: str | None = None) -> Choice:
+        """The backend a run would use (``sandbox.backend``, "auto" resolved) and why."""
+        return choose_backend(requested or self.config.sandbox.backend, self.backend)
+
     def resolve_backend(self, requested: str | None = None) -> tuple[Backend, str]:
-        """The backend a run would use and, when it is not the configured one, why."""
-        name = requested or self.config.sandbox.backend
-        backend = self.backend(name)
-        if name == "none":
-            return backend, ""
-        avail = backend.availability()
-        if avail.ok:
-            return backend, ""
-        return self.backend("none"), f"{name} unavailable: {avail.reason}"
+        """The backend a run would use and, when it runs without the sandbox it wanted, why.
+        Raises SpawnError when ``sandbox.backend`` names a backend that is unavailable."""
+        chosen = self.choice(requested)
+        if chosen.error:
+            raise SpawnError(chosen.error)
+        return chosen.backend, chosen.unavailable
 
     # -- start -------------------------------------------------------------------------------------
 
@@ -270,6 +391,7 @@ class SessionManager:
         defer: bool = False,
         hold: bool = False,
         sid: str | None = None,
+        wait_for: object = None,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
@@ -279,10 +401,12 @@ class SessionManager:
         ``hold`` nothing starts: the session waits for the user's decision (``release`` or
         ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one. A run whose
         changes are recorded is always deferred: its project is snapshotted first, off the loop.
+        ``wait_for``: a background run's result comes as soon as a line of output matches it.
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.default_timeout)
         )
+        ready = ready_pattern(wait_for, bg_s)
         backend, why = self.resolve_backend("none" if skip_sandbox else None)
         cwd = working_dir(cwd, confined=backend.isolates)
         if bg_s > 0:
@@ -303,6 +427,10 @@ class SessionManager:
         s.live = live
         s.timeout_s, s.timeout_given = timeout_s, timeout_given
         s.result_future = self.loop.create_future()
+        if ready is not None:
+            s.wait_for = ready.pattern
+            s.ready_waiter = Waiter(LineMatcher(ready), lambda o, line: self._ready(s, o, line))
+            s.waiters.append(s.ready_waiter)
         if why:
             s.notices.append(why)
         self.sessions[sid] = s
@@ -313,7 +441,7 @@ class SessionManager:
             self._launch_soon(s)
             return s
         try:
-            self._launch(s)
+            self._launch(s, self._prepare(s))
         except BaseException:
             del self.sessions[sid]
             raise
@@ -352,22 +480,33 @@ class SessionManager:
     def _launch_soon(self, s: Session) -> None:
         self.loop.create_task(self._launch_deferred(s))
 
+    def _launch_or_fail(self, s: Session) -> None:
+        self._launch_soon(s)
+
     async def _launch_deferred(self, s: Session) -> None:
-        """Deferred launch: the project's snapshot first (on a worker thread; the spawn waits for
-        it), then the spawn. A failure becomes the session's result instead of an exception."""
+        """Deferred launch: the project's snapshot first, then the policy and the guard (they read
+        files a sandbox can touch), both off the loop; then the spawn. A failure becomes the
+        session's result instead of an exception."""
         if self.changes is not None and not s.killed:
             await self.changes.begin(s)
         if self.closing:
             s.killed = True
-        self._launch_or_fail(s)
+        await self._prepare_and_launch(s)
         if s.launched is None and self.changes is not None:
             await self.changes.abandon(s)
 
-    def _launch_or_fail(self, s: Session) -> None:
+    async def _prepare_and_launch(self, s: Session) -> None:
         try:
             if s.killed:
                 raise SessionError("killed before it started; nothing ran")
-            self._launch(s)
+            if s.backend.isolates:
+                prepared = await self.loop.run_in_executor(None, self._prepare, s)
+            else:
+                prepared = None, None  # nothing to prepare: start on this tick, as before
+            if s.killed:
+                self.keeper.release(s.id)
+                raise SessionError("killed before it started; nothing ran")
+            self._launch(s, prepared)
         except Exception as err:
             if not isinstance(err, RunBashError):
                 log.exception("could not start session %s", s.id)
@@ -376,15 +515,39 @@ class SessionManager:
             s.ended_mono = time.monotonic()
             self._send_result(s)
             s.done.set()
+            self.prune()
 
-    def _launch(self, s: Session) -> None:
-        """Build the run's files, environment and policy, and spawn it. Raises on failure."""
+    def _prepare(self, s: Session) -> tuple[Policy | None, Scope | None]:
+        """The run's policy and the guard of what the host reads from its project. Host I/O
+        (git, the project's files): never on the loop for a deferred run. Raises on failure."""
+        if not s.backend.isolates:
+            return None, None
+        # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
+        # finds them in the same listener scan it uses to block other local services.
+        policy = build_policy(
+            self.config,
+            s.cwd,
+            env=self.environ,
+            discovery=self.keeper.discovery,
+            agent_rules=self.agent_rules,
+            project_files=self.project_config,
+            untrusted=self.keeper.untrusted(),
+            # The change store is never reachable from inside, whatever the rules grant.
+            hidden=self.changes.private_paths() if self.changes is not None else (),
+        )
+        assert policy.host_read is not None
+        return policy, self.keeper.prepare(s.id, policy.host_read)
+
+    def _launch(self, s: Session, prepared: tuple[Policy | None, Scope | None]) -> None:
+        """Build the run's files and environment, and spawn it. Raises on failure."""
         sid, backend = s.id, s.backend
-        s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.state_dir)
+        s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{sid}-", dir=self.temp_root)
+        s.temp_cap = min(self.config.sandbox.limits.max_temp_size, free_bytes(self.temp_root) // 2)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         r = w = -1
         try:
-            s.capture = Capture(out_path, self.config.output.file_cap)
+            s.capture = Capture(out_path, self.config.output.file_cap, budget=self.budget)
+            self._report_stop(s)
             r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             with contextlib.suppress(OSError):
                 fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer wake-ups for chatty commands
@@ -404,10 +567,11 @@ class SessionManager:
                 stdout_fd=w,
                 tmpdir=s.tmpdir,
                 session_id=sid,
-                policy=self._policy(backend, s.cwd),
+                policy=prepared[0],
             )
             s.launched = backend.spawn(spec)
         except BaseException:
+            self.keeper.release(sid)
             for fd in (r, w):
                 if fd >= 0:
                     os.close(fd)
@@ -421,10 +585,13 @@ class SessionManager:
         os.close(w)
         s.pipe_r = r
         s.tracker = proc.Tracker(sid, s.launched.pid)
+        if prepared[1] is not None:
+            s.notices.extend(prepared[1].notices)
+            prepared[1].attach(lambda: self._kill_now(s, force=True))
         s.notices.extend(s.launched.notices)
         self.loop.add_reader(r, self._on_readable, s)
         try:
-            s.pidfd = os.pidfd_open(s.launched.pid)
+            s.pidfd = s.launched.pidfd()
         except ProcessLookupError:
             s.pidfd = -1
         if s.pidfd >= 0:
@@ -435,6 +602,7 @@ class SessionManager:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
+        self._schedule_temp_check()
         log.debug(
             "started %s pid=%s backend=%s cwd=%s cmd=%r",
             sid,
@@ -444,17 +612,65 @@ class SessionManager:
             s.cmd,
         )
         self.on_event("started", s.info())
+        self._forward_ports(later=True)
 
-    def _policy(self, backend: Backend, cwd: str) -> Any:
-        if not backend.isolates:
-            return None
-        from run_bash.sandbox.policy import build_policy
+    # -- the temp dir cap ------------------------------------------------------------------------------
 
-        # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
-        # finds them in the same listener scan it uses to block other local services.
-        # The change store is never reachable from inside, whatever the rules grant.
-        hidden = self.changes.private_paths() if self.changes is not None else []
-        return build_policy(self.config, cwd, env=self.environ, hidden=hidden)
+    def _schedule_temp_check(self) -> None:
+        if self._temp_timer is None and any(x.running and x.tmpdir for x in self.sessions.values()):
+            self._temp_timer = self.loop.call_later(TEMP_CHECK_S, self._check_temp)
+
+    def _check_temp(self) -> None:
+        """Stop any run whose temp dir grew past its cap. The walk (in a thread) runs only when the
+        temp filesystem lost more free space than the smallest headroom left, or every
+        ``TEMP_WALK_S``: a run cannot pass its cap without the free space dropping by as much."""
+        self._temp_timer = None
+        runs = [x for x in self.sessions.values() if x.running and x.tmpdir and x.launched]
+        if not runs or self._temp_walk is not None:
+            self._schedule_temp_check()
+            return
+        free = free_bytes(self.temp_root)
+        # Space freed since the walk (a run ended, files were removed) raises the baseline, so it
+        # can never hide what is written after it.
+        self._temp_free = max(self._temp_free, free) if self._temp_free >= 0 else -1
+        headroom = min(x.temp_cap - x.temp_used for x in runs)
+        due = time.monotonic() - self._temp_walked >= TEMP_WALK_S
+        if self._temp_free >= 0 and self._temp_free - free < headroom and not due:
+            self._schedule_temp_check()
+            return
+        self._temp_free = free
+        self._temp_walked = time.monotonic()
+        self._temp_walk = asyncio.ensure_future(self._walk_temp(runs), loop=self.loop)
+
+    async def _walk_temp(self, runs: list[Session]) -> None:
+        try:
+            for x in runs:
+                used, partial = await self.loop.run_in_executor(None, dir_usage, x.tmpdir)
+                x.temp_used = used
+                if x.running and (used > x.temp_cap or partial):
+                    self._stop_for_temp(x, used, partial)
+        finally:
+            self._temp_walk = None
+            self._schedule_temp_check()
+
+    def _stop_for_temp(self, s: Session, used: int, partial: bool) -> None:
+        if partial:
+            why = (
+                "stopped: its temp dir (TMPDIR) could not be measured in full (over "
+                f"{MAX_TEMP_ENTRIES} entries, too deep, or unreadable) against its cap of "
+                f"{human_size(s.temp_cap)}; the files are removed"
+            )
+        else:
+            why = (
+                f"stopped: its temp dir (TMPDIR) held {human_size(used)}, over its cap of "
+                f"{human_size(s.temp_cap)} (sandbox.limits.max_temp_size, at most half the free "
+                "disk space); the files are removed"
+            )
+        s.notices.append(why)
+        log.warning("session %s: temp dir over its cap (%d > %d bytes)", s.id, used, s.temp_cap)
+        s.killed = True
+        self._terminate(s)
+        self._kill_now(s)
 
     # -- I/O -----------------------------------------------------------------------------------------
 
@@ -475,6 +691,25 @@ class SessionManager:
             s.capture.feed(data)
             if s.live:
                 self._queue_live(s, data)
+            self._report_stop(s)
+            if s.waiters:
+                self._match(s, data)
+
+    def _report_stop(self, s: Session) -> None:
+        """Tell the result and the live view, once, that the output file stopped short (a full
+        disk, a quota, the output directory's cap); the output goes on in memory."""
+        why = s.capture.stopped if s.capture is not None else None
+        if why is None or why in s.notices:
+            return
+        log.warning("session %s: %s", s.id, why)
+        s.notices.append(why)
+        if s.live:
+            # Sent now, past the live throttle (which may drop queued output, never this).
+            if s.live_timer is not None:
+                s.live_timer.cancel()
+                s.live_timer = None
+            self._flush_live(s)
+            self.on_event("output", OutputChunk(s.id, f"\n[run_bash: {why}]\n"))
 
     def _close_pipe(self, s: Session) -> None:
         if s.pipe_r >= 0:
@@ -517,9 +752,15 @@ class SessionManager:
         s.live = True
         if s.capture is None:
             return LiveStart(**s.fields())
+        if s.capture.removed:  # an old session whose file made room for newer output
+            out_cfg = self.config.output
+            text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
+            return LiveStart(**s.fields(), data=text)
         # Output still queued for a live event is left out: the event will bring it.
-        end = min(s.capture.written, s.capture.total - len(s.live_pending))
-        data, _size = tail_lines(s.capture.path, 10_000, 4 * READ_PAGE_BYTES, end)
+        end = s.capture.total - len(s.live_pending)
+        if s.capture.stopped is None:
+            end = min(s.capture.written, end)
+        data, _end = s.capture.last_lines(10_000, 4 * READ_PAGE_BYTES, end)
         return LiveStart(**s.fields(), data=clean_text(data, self.config.output.max_line_chars))
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
@@ -568,11 +809,16 @@ class SessionManager:
         s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
         with contextlib.suppress(Exception):
             s.launched.close()
-        # Backends report what they found at the end (e.g. a protected file restored).
-        for notice in s.launched.notices:
+        # What the host reads from the project is checked now that nothing of the run is left.
+        kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id)
+        for notice in [*s.launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)
-        shutil.rmtree(s.tmpdir, ignore_errors=True)
+        # A finished session is kept (sessions.keep_finished) as its summary and text only: the
+        # backend's objects (a sandbox, its guard's snapshots) go now.
+        s.root_pid, s.launched = s.launched.pid, None
+        # The run filled it: removing may take long, and is never the loop's to wait for.
+        await self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
         if s.timed_out:
             s.status = "timed_out"
         elif s.killed:
@@ -584,6 +830,7 @@ class SessionManager:
         # belong above this line: the change set must show the project as the run left it.
         if self.changes is not None:
             await self.changes.finish(s)
+        self._settle_waiters(s)
         log.debug(
             "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
             s.id,
@@ -596,8 +843,9 @@ class SessionManager:
         was_sent = s.result_sent
         self._send_result(s)
         if was_sent:
-            self.on_event("exited", s.info())
+            self.on_event("exited", self._ended(s))
         s.done.set()
+        self.prune()
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
@@ -643,8 +891,13 @@ class SessionManager:
         s.tracker.signal(signal.SIGTERM)
         s.timers.append(self.loop.call_later(KILL_GRACE_S, self._kill_now, s))
 
-    def _kill_now(self, s: Session) -> None:
-        if s.running and s.launched is not None and s.tracker is not None:
+    def _kill_now(self, s: Session, force: bool = False) -> None:
+        """SIGKILL the whole run (``force``: from the guard's thread, on tampering)."""
+        if force and s.ended_mono is not None and s.tracker is not None:
+            # The root is reaped (its pid may be reused): only what is checked by start time.
+            s.tracker.signal(signal.SIGKILL)
+            return
+        if (s.running or force) and s.launched is not None and s.tracker is not None:
             with contextlib.suppress(Exception):
                 s.launched.terminate(signal.SIGKILL)
             s.tracker.signal(signal.SIGKILL)
@@ -693,12 +946,46 @@ class SessionManager:
             truncated=s.capture.total > out_cfg.max_chars or s.capture.capped,
             file_capped=s.capture.capped,
             leftovers=s.leftovers,
+            wait_for=s.wait_for,
+            ready=s.ready,
+            matched_line=s.matched_line,
+            ready_after_s=s.ready_after_s,
         )
+
+    def _forward_ports(self, later: bool = False) -> None:
+        """Forward the ports that running sessions in run_bash's own network namespace listen on
+        to the host's loopback (``forward.py``): now, then every ``FORWARD_POLL_S`` while a
+        session runs; ``later``: only make sure it is scheduled."""
+        if later and self._forward_timer is not None:
+            return
+        if self._forward_timer is not None:
+            self._forward_timer.cancel()
+        self._forward_timer = None
+        if not self.config.sandbox.network.forward_ports:
+            return
+        if not later:
+            from run_bash.sandbox.netholder import NET_HOLDER
+
+            wanted = {
+                s.id: list(s.ports())
+                for s in self.sessions.values()
+                if s.running and s.launched is not None and NET_HOLDER.holds(s.launched.pid)
+            }
+            if wanted or self._forwarder is not None:
+                if self._forwarder is None:
+                    self._forwarder = PortForwarder(self.loop, _connect_in_netns)
+                for sid, text in self._forwarder.update(wanted):
+                    self.sessions[sid].notices.append(text)
+        if any(s.running for s in self.sessions.values()):
+            self._forward_timer = self.loop.call_later(FORWARD_POLL_S, self._forward_ports)
 
     def _send_result(self, s: Session) -> None:
         if s.result_sent:
             return
+        if s.background and s.running:
+            self._forward_ports()  # the first result says which ports the host can reach
         s.result_sent = True
+        self._stop_readiness(s)
         if s.background and s.running and s.capture is not None:
             # What the caller saw counts as read: `output` then returns only newer output.
             s.read_offset = s.capture.written
@@ -719,6 +1006,10 @@ class SessionManager:
         s = self._get(sid)
         if s.capture is None:
             return OutputPage(**s.fields())
+        if s.capture.removed:  # an old session whose file made room for newer output
+            max_chars = self.config.output.max_chars
+            text = s.capture.agent_text(max_chars, self.config.output.max_line_chars)
+            return OutputPage(**s.fields(), output=text)
         if s.pipe_r >= 0:
             self._on_readable(s)  # include what is already in the pipe
         max_line = self.config.output.max_line_chars
@@ -726,20 +1017,225 @@ class SessionManager:
         if tail is not None:
             if isinstance(tail, bool) or not isinstance(tail, int) or tail <= 0:
                 raise UsageError(f"tail should be a positive number of lines, not {tail!r}")
-            data, size = tail_lines(s.capture.path, tail, min(max_bytes, max_chars))
-            s.read_offset = max(s.read_offset, size)
+            data, end = s.capture.last_lines(tail, min(max_bytes, max_chars))
+            s.read_offset = max(s.read_offset, end)
             return OutputPage(**s.fields(), output=clean_text(data, max_line))
         # A page is at most max_chars bytes, so cleaning never has to drop any of it: what is
         # not returned now stays unread for the next call.
-        data, s.read_offset, left = read_since(
-            s.capture.path, s.read_offset, min(max_bytes, max_chars)
-        )
+        data, s.read_offset, left = s.capture.read(s.read_offset, min(max_bytes, max_chars))
         return OutputPage(**s.fields(), output=clean_text(data, max_line), unread_bytes=left)
 
     def change_set_kept(self, sid: str) -> bool:
         """Whether session ``sid``'s change set is still kept (pruning of session history must not
         forget such a session: it can still be shown and undone by its id). Never blocks."""
         return self.changes is not None and self.changes.is_kept(sid)
+
+    # -- history ----------------------------------------------------------------------------------
+
+    def pin(self, sid: object, reason: object) -> SessionInfo:
+        """Keep session ``sid`` however old it gets, for ``reason`` (e.g. "output buffer": the
+        user has its output open), until ``unpin``."""
+        s = self._get(sid)
+        if not isinstance(reason, str) or not reason:
+            raise UsageError(f"a pin needs a reason (a non-empty string), not {reason!r}")
+        s.pins.add(reason)
+        return s.info()
+
+    def unpin(self, sid: object, reason: object) -> bool:
+        """Drop one reason to keep ``sid``; False when the session is already forgotten."""
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None:
+            return False
+        s.pins.discard(reason)  # type: ignore[arg-type]
+        self.prune()
+        return True
+
+    def _finished_oldest_first(self) -> list[Session]:
+        done = [s for s in self.sessions.values() if s.done.is_set() and s.ended_mono is not None]
+        return sorted(done, key=lambda s: s.ended_mono or 0.0)
+
+    def prune(self) -> list[str]:
+        """Forget finished sessions beyond the newest ``sessions.keep_finished`` (their summary,
+        text and output file), except pinned ones; tell Lua (``forgotten``). Returns the ids."""
+        done = self._finished_oldest_first()
+        excess = len(done) - self.config.sessions.keep_finished
+        gone: list[str] = []
+        for s in done[: max(0, excess)]:
+            if s.pins or self.change_set_kept(s.id):
+                continue
+            self._remove_output(s)
+            del self.sessions[s.id]
+            gone.append(s.id)
+        if gone:
+            log.debug("forgot %d finished session(s)", len(gone))
+            self.on_event("forgotten", Forgotten(tuple(gone)))
+        return gone
+
+    def _remove_output(self, s: Session) -> int:
+        """Delete a finished session's output file; return the bytes freed."""
+        c = s.capture
+        if c is None or c.removed:
+            return 0
+        with contextlib.suppress(OSError):
+            os.unlink(c.path)
+        c.removed = True
+        freed = c.on_disk
+        if self._budget is not None:
+            self._budget.release(freed)
+        return freed
+
+    def _reclaim_output(self, need: int) -> None:
+        """The output budget is short by ``need`` bytes: remove the output files of the oldest
+        finished, unpinned sessions until that much is free (their summary and text stay)."""
+        freed = 0
+        for s in self._finished_oldest_first():
+            if freed >= need:
+                break
+            if s.pins or s.capture is None or s.capture.removed or not s.capture.on_disk:
+                continue
+            freed += self._remove_output(s)
+            s.notices.append(
+                "output file removed to keep the output directory under its cap "
+                f"({human_size(self.budget.cap)}, output.dir_cap)"
+            )
+
+    # -- waiting for output --------------------------------------------------------------------------
+
+    def _match(self, s: Session, data: bytes) -> None:
+        """Capture path: feed a read to the session's waiters; settle those it matches."""
+        for w in list(s.waiters):
+            try:
+                with time_limit(budget_s(len(data))):
+                    line = w.matcher.feed(data)
+            except PatternTooSlow:
+                self._settle(s, w, "slow", None)
+                continue
+            if line is not None:
+                self._settle(s, w, "matched", line)
+
+    def _settle(self, s: Session, w: Waiter, outcome: str, line: str | None) -> None:
+        if w in s.waiters:
+            s.waiters.remove(w)
+            w.settle(outcome, line)
+
+    def _settle_waiters(self, s: Session) -> None:
+        """Exit path: the output is complete; its last line (if no newline ended it) can still
+        match, then every waiter left hears of the exit."""
+        for w in list(s.waiters):
+            try:
+                with time_limit(budget_s(MATCH_LINE_BYTES)):
+                    line = w.matcher.finish()
+            except PatternTooSlow:
+                line = None
+            self._settle(s, w, "exited" if line is None else "matched", line)
+
+    def _ready(self, s: Session, outcome: str, line: str | None) -> None:
+        """The readiness wait ended; a running session's result goes at once."""
+        s.ready, s.matched_line = outcome, line
+        s.ready_after_s = round(time.monotonic() - s.started_mono, 1)
+        if s.ended_mono is None:  # the exit path sends the result itself, with the exit status
+            self._send_result(s)
+
+    def _stop_readiness(self, s: Session) -> None:
+        """The result goes now: stop matching for it and say why it was not a match."""
+        w, s.ready_waiter = s.ready_waiter, None
+        if w is None:
+            return
+        if w in s.waiters:
+            s.waiters.remove(w)
+        if s.ready is None and s.capture is not None:
+            s.ready = "exited" if s.ended_mono is not None else "timeout"
+            s.ready_after_s = round(time.monotonic() - s.started_mono, 1)
+
+    def wait(
+        self, sid: object, wait_for: object = None, timeout: object = None
+    ) -> Awaitable[WaitResult]:
+        """Wait (at most ``timeout`` seconds, 1..MAX_WAIT_S) for a line of output new since the
+        last read to match ``wait_for``, or, without it, for the session to end. The arguments are
+        checked at once (errors raise); the awaitable gives the outcome and the new output."""
+        s = self._get(sid)
+        pattern = None if wait_for is None else compile_pattern(wait_for)
+        t = number("timeout", timeout)
+        if t is not None and not 1 <= t <= MAX_WAIT_S:
+            raise UsageError(
+                f"`timeout` of a wait must be 1..{MAX_WAIT_S} seconds, not {timeout!r}"
+            )
+        return self._wait(s, pattern, DEFAULT_WAIT_S if t is None else t)
+
+    async def _wait(self, s: Session, pattern: Any, timeout_s: float) -> WaitResult:
+        t0 = time.monotonic()
+        if not s.running and s.status != "awaiting_approval":
+            return self._waited(s, "ended", pattern, None, t0)
+        settled: asyncio.Future[tuple[str, str | None]] = self.loop.create_future()
+
+        def settle(outcome: str, line: str | None) -> None:
+            if not settled.done():
+                settled.set_result((outcome, line))
+
+        waiter = None
+        if pattern is not None:
+            matcher = LineMatcher(pattern)
+            if s.pipe_r >= 0:
+                self._on_readable(s)  # what is in the pipe already is output too
+            early = self._scan_unread(s, matcher)
+            if early is not None:
+                return self._waited(s, early[0], pattern, early[1], t0)
+            waiter = Waiter(matcher, settle)
+            s.waiters.append(waiter)
+        ended = self.loop.create_task(s.done.wait())  # also ends a run that never started
+        try:
+            await asyncio.wait({settled, ended}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        finally:
+            ended.cancel()
+            if waiter is not None and waiter in s.waiters:
+                s.waiters.remove(waiter)
+        if settled.done():
+            outcome, line = settled.result()
+        else:
+            outcome, line = ("exited" if s.done.is_set() else "timeout"), None
+        return self._waited(s, outcome, pattern, line, t0)
+
+    def _scan_unread(self, s: Session, matcher: LineMatcher) -> tuple[str, str | None] | None:
+        """Search the output not read yet (its last WAIT_SCAN_BYTES) before waiting for more."""
+        cap = s.capture
+        if cap is None or cap.capped or cap.written <= s.read_offset:
+            return None
+        start = max(s.read_offset, cap.written - WAIT_SCAN_BYTES)
+        pos, skip_partial = start, start > s.read_offset
+        while pos < cap.written:
+            data, pos, _left = read_since(cap.path, pos, min(READ_CHUNK, cap.written - pos))
+            if not data:
+                break
+            if skip_partial:  # the scan starts mid-output: begin at a line's start
+                nl = data.find(b"\n")
+                data = data[nl + 1 :] if nl >= 0 else b""
+                skip_partial = nl < 0
+            try:
+                with time_limit(budget_s(len(data))):
+                    line = matcher.feed(data)
+            except PatternTooSlow:
+                return ("slow", None)
+            if line is not None:
+                return ("matched", line)
+        return None
+
+    def _waited(
+        self, s: Session, outcome: str, pattern: Any, line: str | None, t0: float
+    ) -> WaitResult:
+        page = self.output(s.id)
+        return WaitResult(
+            **{f.name: getattr(page, f.name) for f in dataclasses.fields(page)},
+            outcome=outcome,
+            wait_for=None if pattern is None else pattern.pattern,
+            matched_line=line,
+            waited_s=round(time.monotonic() - t0, 2),
+        )
+
+    def _ended(self, s: Session) -> SessionEnd:
+        """The ``exited`` event: the session and the last lines of its output."""
+        out_cfg = self.config.output
+        text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars) if s.capture else ""
+        return SessionEnd(**s.fields(), tail=last_lines(text))
 
     def list(self) -> list[SessionInfo]:
         """Every session, oldest first."""
@@ -761,6 +1257,12 @@ class SessionManager:
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
         self.closing = True
+        self.keeper.shutdown()
+        if self._forward_timer is not None:
+            self._forward_timer.cancel()
+            self._forward_timer = None
+        if self._forwarder is not None:
+            self._forwarder.close()
         for s in self.sessions.values():
             if s.running and s.launched is not None and s.tracker is not None:
                 with contextlib.suppress(Exception):
@@ -777,4 +1279,20 @@ class SessionManager:
             s.pipe_r = s.pidfd = -1
             if s.capture:
                 s.capture.close()
+        if self._temp_timer is not None:
+            self._temp_timer.cancel()
+            self._temp_timer = None
         shutil.rmtree(self.state_dir, ignore_errors=True)
+        if self._temp_root is not None:
+            shutil.rmtree(self._temp_root, ignore_errors=True)
+
+
+def _connect_in_netns(port: int) -> Any:
+    """A socket connected to ``port`` inside run_bash's own network namespace."""
+    from run_bash.sandbox.launcher import launcher
+    from run_bash.sandbox.netholder import NET_HOLDER
+
+    netns = NET_HOLDER.fds()
+    if netns is None:
+        raise ConnectionRefusedError(NET_HOLDER.error)
+    return launcher().connect(port, netns)

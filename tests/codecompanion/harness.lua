@@ -33,7 +33,10 @@ function M.adapter()
           for _, t in ipairs(data.tools or {}) do
             table.insert(tools, t)
           end
-          return { status = "success", output = { role = "assistant", content = data.content or "" } }
+          return {
+            status = "success",
+            output = { role = "assistant", content = data.content or "" },
+          }
         end,
       },
       tools = {
@@ -57,9 +60,10 @@ end
 ---@param ext_opts table|nil
 ---@param ext_extra table|nil extra keys of the extension entry (e.g. { enabled = false })
 ---@param tools_opts table|nil extra `interactions.chat.tools.opts` (e.g. { default_tools = {...} })
-function M.setup(ext_opts, ext_extra, tools_opts)
+---@param cc_extra table|nil more CodeCompanion config (e.g. { rules = {...} })
+function M.setup(ext_opts, ext_extra, tools_opts, cc_extra)
   local ext = vim.tbl_extend("force", { opts = ext_opts }, ext_extra or {})
-  require("codecompanion").setup({
+  require("codecompanion").setup(vim.tbl_deep_extend("force", {
     adapters = { http = { [ADAPTER] = M.adapter(), opts = { show_presets = false } } },
     interactions = {
       chat = {
@@ -75,7 +79,7 @@ function M.setup(ext_opts, ext_extra, tools_opts)
     },
     extensions = { run_bash = ext },
     opts = { log_level = "ERROR" },
-  })
+  }, cc_extra or {}))
   local mock = require("tests.mocks.http").new({ adapter = ADAPTER })
   _G.__mock_client = mock
   package.loaded["codecompanion.http"] = {
@@ -90,14 +94,19 @@ function M.setup(ext_opts, ext_extra, tools_opts)
   end
 end
 
---- Open a chat with run_bash added (as `@{run_bash}` would), unless `add == false`.
-function M.chat(add)
+--- Open a chat with run_bash added (as `@{run_bash}` would), unless `add == false`. With
+--- `rules`, the chat autoloads CodeCompanion's rules files the way `:CodeCompanionChat` does.
+function M.chat(add, rules)
   local Chat = require("codecompanion.interactions.chat")
   local adapters = require("codecompanion.adapters")
-  local chat = Chat.new({
+  local opts = {
     adapter = adapters.resolve(ADAPTER),
     buffer_context = { bufnr = 1, filetype = "lua" },
-  })
+  }
+  if rules then
+    opts.callbacks = require("codecompanion.interactions.shared.rules.helpers").add_callbacks(opts)
+  end
+  local chat = Chat.new(opts)
   if add ~= false then
     chat.tool_registry:add("run_bash")
   end
@@ -155,6 +164,65 @@ end
 
 function M.buffer_text()
   return table.concat(vim.api.nvim_buf_get_lines(_G.__chat.bufnr, 0, -1, false), "\n")
+end
+
+--- Everything the LLM received in the last request, as JSON text.
+function M.last_request_text()
+  local req = _G.__mock_client:get_last_request()
+  return req and vim.json.encode(req.payload) or ""
+end
+
+--- How many requests the LLM has received.
+function M.request_count()
+  return #_G.__mock_client:get_requests()
+end
+
+--- The messages of request `n` (default: the last) as the LLM received them:
+--- { { role =, content =, visible = } }.
+function M.request_messages(n)
+  local reqs = _G.__mock_client:get_requests()
+  local req = reqs[type(n) == "number" and n or #reqs]
+  local out = {}
+  for _, m in ipairs(req and req.payload and req.payload.messages or {}) do
+    table.insert(out, {
+      role = m.role,
+      content = type(m.content) == "string" and m.content or vim.inspect(m.content),
+      visible = not (m.opts and m.opts.visible == false),
+    })
+  end
+  return out
+end
+
+--- The LLM answers the next request with `text` and no tool call.
+function M.queue_text(text)
+  _G.__mock_client:queue_response({ content = text })
+end
+
+--- The user types `text` at the end of the chat buffer (their message, not sent yet).
+function M.type_text(text)
+  local buf = _G.__chat.bufnr
+  local last = vim.api.nvim_buf_line_count(buf)
+  vim.api.nvim_buf_set_lines(buf, last, last, false, { text })
+end
+
+--- The user sends `text`; the LLM answers `reply`.
+function M.send(text, reply)
+  M.queue_text(reply)
+  _G.__chat:add_buf_message({ role = "user", content = text })
+  _G.__chat:submit()
+end
+
+--- Whether the chat is idle (run_bash's definition: waiting for the user, nothing typed).
+function M.idle()
+  return require("run_bash.notices").is_idle(_G.__chat)
+end
+
+--- Run `fn` after everything scheduled so far has run.
+function M.after_tick()
+  _G.__tick = false
+  vim.schedule(function()
+    _G.__tick = true
+  end)
 end
 
 --- The schema the LLM received in the last request.

@@ -50,7 +50,11 @@ async def mgr(tmp_path, backend_name):
     cfg = parse_config({"sandbox": {"backend": backend_name}})
     project = tmp_path / "proj"
     project.mkdir()
-    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "state"))
+    # What the guard moves out of a project goes under XDG_STATE_HOME: the test's own.
+    environ = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg-state")}
+    m = SessionManager(
+        cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "state"), environ=environ
+    )
     os.makedirs(m.state_dir, mode=0o700, exist_ok=True)
     m.project = str(project)  # type: ignore[attr-defined]
     m.backend_name = backend_name  # type: ignore[attr-defined]
@@ -245,41 +249,142 @@ def test_cli_policy_is_json(tmp_path, backend_name):
     assert data["backend"]["name"] == backend_name
     assert str(tmp_path) in data["paths"]["writable"]
     assert "PATH" in data["env"]["names"]
-    assert set(data["limits"]) == {"max_processes", "max_memory", "max_file_size"}
+    assert set(data["limits"]) == {"max_processes", "max_memory", "max_file_size", "max_temp_size"}
 
 
-async def test_protected_file_change_is_reported_in_the_result(mgr):
-    """A write to .git/config never sticks; where it is caught after the fact, the result says so."""
+async def test_existing_protected_file_is_read_only(mgr):
+    """A write to an existing .git/config fails at once in both confining backends (a read-only
+    bind); the same write to .git/description (the control) works."""
     if mgr.backend_name == "none":
         pytest.skip("the none backend protects nothing")
     subprocess.run(["git", "init", "-q", mgr.project], check=True)
     config = Path(mgr.project, ".git", "config")
     before = config.read_bytes()
-    s = start(mgr, "echo '[core]' >> .git/config; echo 'fsmonitor = evil' >> .git/config; sleep 3")
-    r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    r = await run(
+        mgr,
+        "echo ok >> .git/description && echo CONTROL-OK; echo 'fsmonitor = evil' >> .git/config",
+    )
     assert config.read_bytes() == before
-    if mgr.backend_name == "sandlock":  # detect-and-restore: reported to user and agent
-        assert any(".git/config" in n for n in r.notices), r.notices
+    assert "CONTROL-OK" in r.output and "Read-only file system" in r.output, r.output
 
 
-async def test_protected_file_restore_of_a_background_session_is_reported(mgr):
-    """After `bg_after` the result is gone: the exit event, `output` and `list` carry the notice."""
-    if mgr.backend_name != "sandlock":
-        pytest.skip("only sandlock restores after the fact")
+async def test_protected_name_created_in_a_background_session_is_removed_and_reported(mgr):
+    """A protected name that did not exist (.envrc) cannot be bound read-only, so it is watched: a
+    background session that creates one is stopped, the name removed, and after ``bg_after`` the
+    exit event, ``output`` and ``list`` carry the notice."""
+    if mgr.backend_name == "none":
+        pytest.skip("the none backend protects nothing")
     events: list[tuple[str, dict]] = []
     mgr.on_event = lambda name, payload: events.append((name, payload))
     subprocess.run(["git", "init", "-q", mgr.project], check=True)
-    config = Path(mgr.project, ".git", "config")
-    before = config.read_bytes()
-    s = start(mgr, "sleep 1; echo 'fsmonitor = evil' >> .git/config; sleep 3", bg_after=0.3)
+    envrc = Path(mgr.project, ".envrc")
+    s = start(
+        mgr,
+        "echo ok > notes && sleep 1; ln -s /bin/true .envrc; sleep 3; echo survived",
+        bg_after=0.3,
+    )
     first = await asyncio.wait_for(mgr.wait_result(s.id), 30)
     assert first.status == "running" and first.notices == ()
     await asyncio.wait_for(s.done.wait(), 30)
-    assert config.read_bytes() == before
+    assert not os.path.lexists(envrc)
+    assert Path(mgr.project, "notes").read_text() == "ok\n"  # the control: it ran until then
+    assert "survived" not in mgr.output(s.id, tail=5).output
     exited = [p for n, p in events if n == "exited" and p.id == s.id]
-    assert exited and any(".git/config" in n for n in exited[0].notices)
-    assert any(".git/config" in n for n in mgr.output(s.id).notices)
-    assert any(".git/config" in n for n in mgr.list()[0].notices)
+    assert exited and any(".envrc" in n for n in exited[0].notices)
+    assert any(".envrc" in n for n in mgr.output(s.id).notices)
+    assert any(".envrc" in n for n in mgr.list()[0].notices)
+
+
+async def test_sandlock_launcher_killed_takes_its_runs_along_and_is_restarted(mgr):
+    """A SIGKILL of the fork server: every run it started ends (escaped processes included), the
+    sessions report it, and the next command starts a new fork server and runs."""
+    if mgr.backend_name != "sandlock":
+        pytest.skip("the namespace launcher is sandlock's")
+    import signal
+
+    from run_bash.sandbox.launcher import launcher
+
+    s = start(mgr, "(sleep 601 &) ; nohup sleep 602 >/dev/null 2>&1 & sleep 603", bg_after=0.3)
+    await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    wait_for(lambda: len(s.tracker.members()) >= 3, 10)
+    pids = list(s.tracker.members())
+    server = launcher().pid
+    assert server is not None and alive([server])
+    os.kill(server, signal.SIGKILL)
+    await asyncio.wait_for(s.done.wait(), 15)
+    assert s.status == "exited" and s.signal == signal.SIGKILL
+    wait_for(lambda: not alive(pids), 8)
+    r = await run(mgr, "echo again")
+    assert r.output == "again\n"
+    assert launcher().pid not in (None, server)
+
+
+def test_a_fork_server_started_from_a_thread_outlives_the_thread(tmp_path):
+    """The fork server's parent-death signal comes when the thread that started it ends; it must
+    tell that from the host's death and keep serving (the control: it dies with its host,
+    checked by the lifetime tests)."""
+    import threading
+
+    from run_bash.sandbox.launcher import Launcher
+
+    if not get_backend("sandlock", parse_config({})).availability().ok:
+        pytest.skip("sandlock unavailable")
+    fresh = Launcher()
+    started: list[int] = []
+    t = threading.Thread(target=lambda: started.append(fresh.ensure()))
+    t.start()
+    t.join()
+    try:
+        # The signal is sent when the kernel thread is gone, a moment after join().
+        wait_for(lambda: not os.path.exists(f"/proc/self/task/{t.native_id}"), 5)
+        assert alive(started), "the fork server died with the thread that started it"
+        assert fresh.probe({"tmp": str(tmp_path), "mount_ns": True}) == ""
+        assert fresh.ensure() == started[0]  # the same server, not a restarted one
+    finally:
+        fresh._stop()
+
+
+def test_sandlock_without_user_namespaces_is_unavailable_or_explicitly_degraded(tmp_path):
+    """Where a normal user may not create user namespaces (here: inside a bwrap that forbids
+    them, without capabilities), sandlock refuses to run, saying why and what to do; with
+    allow_degraded it runs without the namespace: /tmp is refused and a protected file is put
+    back. The control: the same command works with namespaces."""
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs bwrap to take user namespaces away")
+    if not get_backend("sandlock", parse_config({})).availability().ok:
+        pytest.skip("sandlock unavailable")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    config = tmp_path / ".git/config"
+    before = config.read_bytes()
+    no_userns = ["bwrap", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    no_userns += ["--dev-bind", "/", "/", "--proc", "/proc", "--"]
+    cmd = "echo x > /tmp/f && echo TMP-OK; echo evil >> .git/config; sleep 2; echo after"
+
+    def sandbox(prefix, *cfg):
+        root = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": str(root / "python")}
+        argv = [*prefix, sys.executable, "-m", "run_bash", "sandbox", "--backend", "sandlock"]
+        argv += [*cfg, "--cwd", str(tmp_path), "--", cmd]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+
+    refused = sandbox(no_userns)
+    assert refused.returncode == 125, refused.stderr
+    assert "cannot build a run's mount namespace" in refused.stderr
+    assert "user namespaces are not available" in refused.stderr
+    assert 'sandbox.backend = "bubblewrap"' in refused.stderr and "Traceback" not in refused.stderr
+    assert "TMP-OK" not in refused.stdout and config.read_bytes() == before
+    degraded_cfg = tmp_path / "degraded.json"
+    degraded_cfg.write_text('{"sandbox": {"backends": {"sandlock": {"allow_degraded": true}}}}')
+    degraded = sandbox(no_userns, "--config", str(degraded_cfg))
+    assert "TMP-OK" not in degraded.stdout and "/tmp/f: Permission denied" in degraded.stderr
+    assert "after" not in degraded.stdout, degraded  # stopped at the change
+    assert "protected file .git/config was changed inside the sandbox; restored" in degraded.stderr
+    assert config.read_bytes() == before
+    control = sandbox([])
+    assert "TMP-OK" in control.stdout and "after" in control.stdout, control
+    assert "Read-only file system" in control.stderr and config.read_bytes() == before
 
 
 @pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.name)
@@ -307,3 +412,19 @@ async def test_a_command_holding_invalid_utf8_runs_with_its_bytes(mgr):
     cmd = b"printf '%s' 'caf\xe9' | od -An -tx1; echo done".decode("utf-8", "surrogateescape")
     r = await run(mgr, cmd)
     assert r.output.split() == ["63", "61", "66", "e9", "done"], r.output
+
+
+async def test_plain_runs_never_report_false_leftovers(mgr):
+    """A run's own init (bubblewrap's pid 1) outliving the command for a moment is not a process
+    the command left behind: 100 plain runs, none reports leftovers."""
+    for i in range(100):
+        r = await run(mgr, f"echo {i}")
+        assert (r.output, r.leftovers) == (f"{i}\n", 0), r
+    # Control: what a command really leaves behind is stopped, and counted where the runtime
+    # stops it (the sandboxes end it themselves: bubblewrap's kernel with the run's pid namespace).
+    s = start(mgr, "sleep 300 & echo started")
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    assert r.output == "started\n"
+    if mgr.backend_name == "none":
+        assert r.leftovers == 1
+    assert s.tracker.members() == []

@@ -59,6 +59,17 @@ def test_runbash_failure_status_line(editor):
     assert "exit 7" in lines[-1]
 
 
+def test_runbash_buffer_keeps_text_a_carriage_return_would_hide(editor):
+    editor.lua(SETUP_NONE)
+    editor.nvim.command("RunBash printf 'rm -rf ~ done\\rAll 42 tests passed\\n'")
+    accept_next_approval(editor)
+    sid = wait_for(lambda: session_ids(editor))[0]
+    lines = wait_for(
+        lambda: (ls := buf_lines(editor, f"run_bash://{sid}")) and ls[-1].startswith("[exit") and ls
+    )
+    assert "rm -rf ~ done\u240dAll 42 tests passed" in lines
+
+
 def test_sessions_kill_and_output_commands(editor):
     editor.lua(SETUP_NONE)
     editor.lua(
@@ -78,6 +89,42 @@ def test_sessions_kill_and_output_commands(editor):
     editor.nvim.command(f"RunBashKill {sid}")
     wait_for(lambda: editor.lua("return require('run_bash').sessions[...].status", sid) == "killed")
     wait_for(lambda: "killed" in buf_lines(editor, out)[-1])
+
+
+@pytest.mark.parametrize("backend", ["none", "sandlock"])
+def test_sessions_show_the_ports_a_session_listens_on(editor, backend):
+    """A background server's port is in :RunBashSessions and the session info, whether it lives in
+    the host's network (none) or in run_bash's own namespace (sandlock); a session that listens
+    on nothing (the control) shows none."""
+    from run_bash.config import parse_config
+    from run_bash.sandbox.base import get_backend
+
+    if not get_backend(backend, parse_config({})).availability().ok:
+        pytest.skip(f"{backend} is not available here")
+    editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+    server = (
+        "python3 -c \"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen();"
+        " print('PORT', s.getsockname()[1], flush=True); time.sleep(300)\""
+    )
+    for cmd in (server, "sleep 300"):
+        editor.lua(
+            "require('run_bash').run({ cmd = ..., bg_after = 0.5, unsandboxed_ok = true })", cmd
+        )
+    wait_for(lambda: len(session_ids(editor)) == 2)
+    listed = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}
+    sid = listed[server]["id"]
+    out = f"run_bash://{sid}/output"
+    editor.nvim.command(f"RunBashOutput {sid}")
+    line = wait_for(lambda: [x for x in buf_lines(editor, out) or [] if x.startswith("PORT")])
+    port = int(line[0].split()[1])
+    listed = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}
+    assert listed[server]["ports"] == [port] and listed["sleep 300"]["ports"] == []
+    editor.nvim.command("RunBashSessions")
+    lines = buf_lines(editor, "run_bash://sessions")
+    assert lines[0].split()[:6] == ["ID", "STATUS", "PID", "AGE", "BACKEND", "PORTS"]
+    row = next(x for x in lines if x.startswith(sid))
+    assert row.split()[5] == str(port), lines
+    editor.nvim.command("RunBashKill!")
 
 
 def test_kill_bang_kills_all(editor):
@@ -183,7 +230,7 @@ def test_rule_function_gets_the_builtin_defaults(editor):
         return _G.__seen
         """
     )
-    assert "." in got and len(got) > 3
+    assert "." in got and "~/.npm/_cacache" in got
     policy = editor.lua("return require('run_bash').request('rule_defaults')")
     assert policy["fs_writable"] == got
 
@@ -221,3 +268,26 @@ def test_runbash_bg_runs_a_background_session(editor):
     assert editor.lua("return require('run_bash').sessions[...].background", sid) is True
     lines = wait_for(lambda: (ls := buf_lines(editor, name)) and "exit 0" in ls[-1] and ls)
     assert "start" in lines and "end" in lines
+
+
+def run_and_wait(editor, cmd):
+    return editor.run_sync({"cmd": cmd, "unsandboxed_ok": True})
+
+
+def test_the_lua_mirror_forgets_what_the_host_forgets_but_not_an_open_output(editor):
+    editor.lua(
+        "require('run_bash').setup({ sandbox = { backend = 'none' }, "
+        "sessions = { keep_finished = 2 } })"
+    )
+    first = run_and_wait(editor, "echo first")["id"]
+    editor.nvim.command(f"RunBashOutput {first}")  # pins it while the buffer exists
+    wait_for(lambda: "first" in (buf_lines(editor, f"run_bash://{first}/output") or []))
+    later = [run_and_wait(editor, f"echo n{i}")["id"] for i in range(4)]
+    # The host kept the two newest and the pinned one; the mirror follows its `forgotten` events.
+    wait_for(lambda: sorted(session_ids(editor)) == sorted([first, *later[-2:]]))
+    assert sorted(s["id"] for s in editor.lua("return require('run_bash').sessions_list()")) == (
+        sorted([first, *later[-2:]])
+    )
+    editor.nvim.command(f"bwipeout run_bash://{first}/output")
+    wait_for(lambda: first not in session_ids(editor))
+    assert editor.nvim.funcs.getcompletion(f"RunBashOutput {first}", "cmdline") == []

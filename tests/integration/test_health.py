@@ -34,3 +34,18 @@ def test_health_stops_at_a_broken_python(editor):
     assert "ERROR Python not found: /nonexistent/python3" in text
     assert "make deps" in text
     assert "host started" not in text
+
+
+def test_health_says_which_backend_auto_chose_and_why(editor):
+    editor.lua("require('run_bash').setup({})")
+    chosen = editor.lua("return require('run_bash').check('true')")
+    text = health_text(editor)
+    if chosen["sandboxed"]:
+        assert f"OK {chosen['backend']} (chosen by auto): available" in text
+        assert (
+            f"commands run in the {chosen['backend']} sandbox (auto: {chosen['backend']} works here"
+            in text
+        )
+    else:
+        assert "commands run WITHOUT a sandbox (auto: no sandbox works here" in text
+    assert chosen["chosen_because"].startswith("auto: ")

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from run_bash.agent import ACTIONS
 from run_bash.config import option_keys
 from tests.conftest import NVIM, ROOT, wait_for
 
@@ -35,6 +36,18 @@ def test_every_config_key_has_a_tag(key):
 def test_every_command_has_a_tag(command):
     assert f":{command}" in TAGS
     assert f'new("{command}"' in (ROOT / "lua" / "run_bash" / "commands.lua").read_text()
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_every_tool_action_has_a_tag(action):
+    assert f"run_bash-action-{action}" in TAGS
+
+
+def test_the_tool_schema_offers_exactly_the_actions_the_host_accepts():
+    lua = (ROOT / "lua" / "run_bash" / "tool_schema.lua").read_text()
+    listed = re.search(r"M\.ACTIONS = \{([^}]*)\}", lua)
+    assert listed is not None
+    assert tuple(re.findall(r'"(\w+)"', listed[1])) == ACTIONS
 
 
 def test_helptags_builds_without_errors(tmp_path):

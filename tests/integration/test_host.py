@@ -127,9 +127,12 @@ def test_python_without_pynvim_reports_import_error(editor, tmp_path):
     assert "make deps" in err
 
 
-def test_qa_leaves_no_process_behind(tmp_path):
+@pytest.mark.parametrize("backend", ["none", "sandlock"])
+def test_qa_leaves_no_process_behind(tmp_path, backend):
     if NVIM is None:
         pytest.skip("no Neovim")
+    if backend != "none" and not backend_available(backend):
+        pytest.skip(f"{backend} is not available here")
     import pynvim
 
     nvim = pynvim.attach(
@@ -146,13 +149,14 @@ def test_qa_leaves_no_process_behind(tmp_path):
             "runtime plugin/run_bash.lua",
         ],
     )
-    nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
     for cmd in ("sleep 300", "setsid sleep 301 & sleep 302", "(sleep 303 &); sleep 304"):
         nvim.exec_lua(
             "require('run_bash').run({ cmd = ..., bg_after = 1, unsandboxed_ok = true })", cmd
         )
     pid = nvim.funcs.getpid()
-    wait_for(lambda: len(descendants(pid, "sleep")) >= 5)
+    # (sandlock refuses `setsid`: one sleep fewer.)
+    wait_for(lambda: len(descendants(pid, "sleep")) >= (5 if backend == "none" else 4))
     pids = [pid, *descendants(pid)]
     with contextlib.suppress(Exception):
         nvim.command("qa!")
@@ -161,15 +165,35 @@ def test_qa_leaves_no_process_behind(tmp_path):
     wait_for(lambda: not alive(pids), timeout=8)
 
 
-def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
+def host_dirs(nvim_pid: int) -> list[str]:
+    """The output and temp directories of the run_bash host of ``nvim_pid`` (named after the
+    keeper's pid: the job Neovim started)."""
+    import glob
+
+    import psutil
+
+    from run_bash.statedir import temp_root_candidates
+
+    found: list[str] = []
+    for child in psutil.Process(nvim_pid).children():
+        roots = {os.environ.get("XDG_RUNTIME_DIR") or "/tmp", "/tmp", *temp_root_candidates()}
+        for root in roots:
+            found += glob.glob(os.path.join(root, f"run_bash-{child.pid}-*"))
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("backend", ["none", "sandlock"])
+def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path, backend):
     if NVIM is None:
         pytest.skip("no Neovim")
+    if backend != "none" and not backend_available(backend):
+        pytest.skip(f"{backend} is not available here")
     script = tmp_path / "init.lua"
     script.write_text(
         f"vim.opt.rtp:prepend('{ROOT}')\n"
         "vim.cmd('runtime plugin/run_bash.lua')\n"
-        "require('run_bash').setup({ sandbox = { backend = 'none' } })\n"
-        "require('run_bash').run({ cmd = 'setsid sleep 305 & sleep 306', bg_after = 1,"
+        f"require('run_bash').setup({{ sandbox = {{ backend = '{backend}' }} }})\n"
+        "require('run_bash').run({ cmd = '(sleep 305 &); sleep 306', bg_after = 1,"
         " unsandboxed_ok = true })\n"
     )
     proc = subprocess.Popen(
@@ -181,9 +205,13 @@ def test_kill_9_of_neovim_leaves_no_process_behind(tmp_path):
     try:
         wait_for(lambda: len(descendants(proc.pid, "sleep")) >= 2)
         pids = descendants(proc.pid)
+        dirs = host_dirs(proc.pid)
+        assert len(dirs) == 2 and all(os.path.isdir(d) for d in dirs)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         wait_for(lambda: not alive(pids), timeout=8)
+        # The keeper also removed the output directory and the run temp dirs.
+        wait_for(lambda: not any(os.path.exists(d) for d in dirs), timeout=8)
     finally:
         if proc.poll() is None:
             proc.kill()

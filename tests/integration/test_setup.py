@@ -78,7 +78,8 @@ def test_the_schema_says_the_configured_timeout_and_the_limits(editor):
     )
     schema = editor.lua("return require('run_bash.tool').create().schema")
     props = schema["function"]["parameters"]["properties"]
-    assert "Default 900, max 3600." in props["timeout"]["description"]
+    assert "(default 900, max 3600)" in props["timeout"]["description"]
+    assert "(1-60, default 30)" in props["timeout"]["description"]
     assert "Max 60." in props["bg_after"]["description"]
     assert "default 900, max 3600" in schema["function"]["description"]
     assert "skip_sandbox" not in props  # no sandbox to skip with backend "none"

@@ -220,7 +220,7 @@ def test_schema_is_compatible_with_the_original(tool: Tool) -> None:
     assert params["required"] == []
     props = params["properties"]
     assert props["cmd"]["type"] == "string"
-    assert props["action"]["enum"] == ["run", "kill", "output", "list"]
+    assert props["action"]["enum"] == ["run", "kill", "output", "list", "wait"]
     assert props["session_id"]["type"] == "string"
     assert props["bg_after"]["type"] == "integer" and "60" in props["bg_after"]["description"]
     assert props["timeout"]["type"] == "integer"
@@ -450,7 +450,7 @@ def test_rejection_reaches_the_agent_and_the_audit_log(nosandbox: Tool) -> None:
     assert rec["llm"] == "User rejected: not now"
     rec = nosandbox.call({"cmd": "echo nope"}, decision="reject")
     assert rec["llm"] == "User rejected: no reason given"
-    # The rejection reaches the host as a notification: its lines come a moment later.
+    # The rejection reaches the host as a notification: its lines are written soon after.
     wait_for(lambda: len([r for r in nosandbox.audit() if r["event"] == "run"]) == 2)
     decisions = [r for r in nosandbox.audit() if r["event"] == "decision"]
     assert [d["decided_by"] for d in decisions] == ["user_reject", "user_reject"]

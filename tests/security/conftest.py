@@ -97,6 +97,7 @@ def make_world(root: Path) -> World:
         ".cache/nvim/luac/x": "cache\n",
         ".gitconfig": "[user]\n\tname = T\n\temail = t@example.invalid\n",
         ".cache/pip/keep": "",
+        ".npm/_cacache/keep": "",
     }
     for rel, text in secrets.items():
         p = home / rel
@@ -215,15 +216,16 @@ class Runner:
         return self.loop.run_until_complete(coro)
 
     def wait_output(self, s: Session, text: str, timeout: float = 15.0) -> str:
-        """Run the loop until the session has printed ``text``; return what it printed."""
+        """Run the loop until the session has printed ``text``; return its last lines. (They
+        are read as a tail: output a background session's first result carried counts as read
+        for ``output``, and may hold ``text`` already.)"""
 
         async def seen() -> str:
-            out = ""
-            while text not in out:
-                out += self.mgr.output(s.id).output
-                if text not in out:
-                    await asyncio.sleep(0.02)
-            return out
+            while True:
+                out = self.mgr.output(s.id, tail=500).output
+                if text in out:
+                    return out
+                await asyncio.sleep(0.02)
 
         return self.loop.run_until_complete(asyncio.wait_for(seen(), timeout))
 

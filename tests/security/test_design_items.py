@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import CONTROL, SECRET, listening_tcp, listening_unix
+from run_bash.sandbox.base import CONFINING_BACKENDS
+from tests.security.conftest import CONTROL, SECRET, Runner, listening_tcp, listening_unix
 
 # -- 1. Unix sockets under shared dirs (Neovim's RPC socket, tmux, ssh-agent) ---------------------
 
@@ -78,24 +80,39 @@ def test_1_tmp_is_private(sbx):
 # first in the same command and must print CONTROL.
 PROTECTED_ATTACKS = {
     "append_git_config": (
-        "printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' >> .git/config",
+        "printf '[core]\\n\\tfsmonitor = \"{pwn}\"\\n' >> .git/config",
         "printf '[core]\\n' >> .git/description",
     ),
     "hook_overwrite": (
-        "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+        "printf '#!/bin/sh\\n{pwn}\\n' > .git/hooks/pre-commit",
         "echo 'x' > .git/info/pre-commit",
     ),
     "hook_new": (
-        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout",
+        "printf '#!/bin/sh\\n{pwn}\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/*",
         "printf '#!/bin/sh\\n' > .git/info/post-checkout",
     ),
+    "hook_added_to_existing_dir": (
+        "printf '#!/bin/sh\\n{pwn}\\n' > .git/hooks/commit-msg; chmod +x .git/hooks/commit-msg",
+        "printf '#!/bin/sh\\n' > .git/info/commit-msg; chmod +x .git/info/commit-msg",
+    ),
+    "rename_over_config": (
+        "cp .git/config c2 && printf '[core]\\n\\tfsmonitor = \"{pwn}\"\\n' >> c2 && "
+        "mv -f c2 .git/config",
+        "cp .git/description d2 && echo ok >> d2 && mv -f d2 .git/description",
+    ),
+    "unlink_config": ("rm -f .git/config", "cp README r2 && rm -f r2"),
+    "mv_git_and_new_config": (
+        "mv .git .git2 && mkdir .git && cp -r .git2/. .git/ && "
+        "git config -f .git/config core.fsmonitor '{pwn}'",
+        "mkdir g && mv g g2 && mkdir g && cp -r g2/. g/ && git config -f g/config core.x y",
+    ),
     "git_config_cmd": (
-        "git config core.fsmonitor 'touch /tmp/pwned'",
+        "git config core.fsmonitor '{pwn}'",
         "git config -f notes.cfg core.fsmonitor x",
     ),
-    "envrc_new": ("echo 'touch /tmp/pwned' > .envrc", "echo x > envrc.txt"),
-    "nvim_lua_new": ("echo 'os.execute(\"touch /tmp/pwned\")' > .nvim.lua", "echo x > nvim.lua"),
-    "exrc_new": ("echo '!touch /tmp/pwned' > .exrc", "echo x > exrc.txt"),
+    "envrc_new": ("echo '{pwn}' > .envrc", "echo x > envrc.txt"),
+    "nvim_lua_new": ("echo 'os.execute(\"{pwn}\")' > .nvim.lua", "echo x > nvim.lua"),
+    "exrc_new": ("echo '!{pwn}' > .exrc", "echo x > exrc.txt"),
     "lazy_lua_new": ("echo 'return {}' > .lazy.lua", "echo 'return {}' > lazy.lua"),
     "gitmodules_new": ("printf '[submodule \"x\"]\\n' > .gitmodules", "printf 'x\\n' > modules"),
     "rename_into": ("echo evil > x && mv x .envrc", "echo ok > y && mv y envrc.txt"),
@@ -141,22 +158,71 @@ def snapshot(project: Path) -> dict[str, bytes | None]:
     return out
 
 
+def outside_git(world) -> str:
+    """What the user's git does next in the project, outside the sandbox (fsmonitor, hooks)."""
+    env = {**world.env, "GIT_CONFIG_NOSYSTEM": "1"}
+    out = ""
+    for args in (
+        ["status", "--short"],
+        ["commit", "--allow-empty", "-qm", "outside"],
+        ["checkout", "-q", "-b", f"outside-{uuid.uuid4().hex[:6]}"],
+    ):
+        r = subprocess.run(["git", *args], cwd=world.project, env=env, capture_output=True)
+        out += r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    return out
+
+
 @pytest.mark.parametrize("attack", sorted(PROTECTED_ATTACKS))
 def test_2_protected_files_cannot_be_changed(sbx, world, attack):
+    pwned = world.home.parent / f"pwned-{uuid.uuid4().hex[:8]}"
     before = snapshot(world.project)
     description = (world.project / ".git/description").read_bytes()
     ino = os.stat(world.project / ".git").st_ino
-    evil, control = PROTECTED_ATTACKS[attack]
+    evil, control = (x.replace("{pwn}", f"touch {pwned}") for x in PROTECTED_ATTACKS[attack])
     r = sbx.run(f"{control} && echo {CONTROL}; {evil}; echo done")
     assert CONTROL in r.output, r.output  # the same operation on an unprotected path works
     after = snapshot(world.project)
     assert after == before, r
     assert os.stat(world.project / ".git").st_ino == ino
-    assert not Path("/tmp/pwned").exists()
-    # The original repository still works outside.
+    # The user's git outside runs nothing the command planted, and still works.
+    git = outside_git(world)
+    assert not pwned.exists(), git
     assert (world.project / ".git/HEAD").is_file()
+    assert (
+        "outside"
+        in subprocess.run(
+            ["git", "log", "-1", "--format=%s"], cwd=world.project, capture_output=True, text=True
+        ).stdout
+    )
     if "description" in control:
         assert (world.project / ".git/description").read_bytes() != description
+
+
+# The attacks whose payload the user's git itself would run (fsmonitor, hooks).
+GIT_PAYLOAD_ATTACKS = [
+    "append_git_config",
+    "git_config_cmd",
+    "hook_added_to_existing_dir",
+    "hook_new",
+    "hook_overwrite",
+    "mv_git_and_new_config",
+    "rename_over_config",
+]
+
+
+@pytest.mark.parametrize("attack", GIT_PAYLOAD_ATTACKS)
+def test_2_attacks_plant_a_payload_the_outside_git_runs_without_a_sandbox(world, attack):
+    """The control of the test above: without a sandbox each git attack does plant code that the
+    user's next git command runs (so "nothing ran" above means the sandbox stopped it)."""
+    pwned = world.home.parent / "pwned"
+    runner = Runner("none", world)
+    try:
+        evil = PROTECTED_ATTACKS[attack][0].replace("{pwn}", f"touch {pwned}")
+        runner.run(evil)
+    finally:
+        runner.close()
+    outside_git(world)
+    assert pwned.exists()
 
 
 def test_2_protected_in_background_session(sbx, world):
@@ -177,14 +243,27 @@ def test_2_protected_in_background_session(sbx, world):
     assert (world.project / "notes.txt").read_text() == "ok\n"
 
 
-def test_2_restore_is_reported_by_sandlock(sbx, world):
-    if sbx.name != "sandlock":
-        pytest.skip("bubblewrap mounts .git/config read-only: nothing to restore")
-    control = sbx.run("echo ok >> .git/description")
-    assert control.notices == (), control.notices  # an unprotected write reports nothing
-    r = sbx.run("echo evil >> .git/config; sleep 5")
-    assert any(".git/config" in n for n in r.notices), r.notices
-    assert b"evil" not in (world.project / ".git/config").read_bytes()
+# Routes that create a protected name that did not exist (no bind can cover it) without `open`:
+# sandlock's deny check does not see mkdir, symlink or mknod. The guard stops the run and removes it.
+NEW_NAME_ROUTES = {
+    "symlink": ("ln -s /bin/true .envrc", ".envrc"),
+    "mkdir": ("mkdir .nvim.lua", ".nvim.lua"),
+    "fifo": ("mkfifo .exrc", ".exrc"),
+    "hook_dir": ("mkdir -p .lazy.lua/x", ".lazy.lua"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(NEW_NAME_ROUTES))
+def test_2_new_protected_name_is_removed_and_reported(sbx, world, route):
+    control = sbx.run(f"echo ok >> .git/description && echo {CONTROL}")
+    assert CONTROL in control.output and control.notices == (), control  # reports nothing
+    before = snapshot(world.project)
+    cmd, name = NEW_NAME_ROUTES[route]
+    r = sbx.run(f"{cmd}; sleep 5; echo survived")
+    assert snapshot(world.project) == before
+    assert "survived" not in r.output, r.output  # stopped at once
+    said = f"protected file {name} was created inside the sandbox; removed"
+    assert any(said in n for n in r.notices), r.notices
 
 
 def test_2_protected_in_subdirectory_project(sbx, world):
@@ -204,14 +283,14 @@ def test_3_nvim_dirs_not_writable(sbx, world):
     cmd = (
         "mkdir -p ~/.cache/nvim/luac; echo evil > ~/.cache/nvim/luac/x; "
         "echo evil >> ~/.config/nvim/init.lua; echo evil > ~/.local/share/nvim/site/x.lua; "
-        f"echo ok > ~/.cache/pip/keep && echo {CONTROL}"
+        f"echo ok > ~/.npm/_cacache/keep && echo {CONTROL}"
     )
     r = sbx.run(cmd)
     assert (world.home / ".cache/nvim/luac/x").read_text() == "cache\n"
     assert (world.home / ".config/nvim/init.lua").read_text() == "-- user config\n"
     assert (world.home / ".local/share/nvim/site/x.lua").read_text() == "-- data\n"
-    # Control: a named cache next to them is writable.
-    assert CONTROL in r.output and (world.home / ".cache/pip/keep").read_text() == "ok\n"
+    # Control: a writable cache next to them is writable.
+    assert CONTROL in r.output and (world.home / ".npm/_cacache/keep").read_text() == "ok\n"
 
 
 def test_3_nvim_dirs_stay_read_only_under_a_broad_writable_rule(sbx, world):
@@ -223,10 +302,10 @@ def test_3_nvim_dirs_stay_read_only_under_a_broad_writable_rule(sbx, world):
     assert "end" in r.output
 
 
-def test_3_named_caches_are_writable(sbx, world):
-    r = sbx.run("echo cached > ~/.cache/pip/keep && echo ok")
+def test_3_verified_caches_are_writable(sbx, world):
+    r = sbx.run("echo cached > ~/.npm/_cacache/keep && echo ok")
     assert "ok" in r.output
-    assert (world.home / ".cache/pip/keep").read_text() == "cached\n"
+    assert (world.home / ".npm/_cacache/keep").read_text() == "cached\n"
 
 
 # -- 4. Environment -------------------------------------------------------------------------------
@@ -366,8 +445,9 @@ def test_9_file_size_limit(sbx, world):
 
 
 def test_9_process_limit(sbx):
-    if sbx.name == "bubblewrap" and os.geteuid() == 0:
-        pytest.skip("RLIMIT_NPROC is never enforced for uid 0 (documented)")
+    backend = sbx.mgr.backend(sbx.name)
+    if sbx.name == "bubblewrap" and os.geteuid() == 0 and backend.pid_namespace() != "capped":
+        pytest.skip("without a per-run pid_max (Linux < 6.14) root has no process cap (documented)")
     rb = sbx.with_config(sandbox={"limits": {"max_processes": 16}})
     # Python's fork does not retry on EAGAIN the way bash does (with a growing back-off).
     r = rb.run(
@@ -451,7 +531,9 @@ def test_10_loopback_server_and_client_in_one_command(sbx):
 
 
 def test_10_background_server_reachable_from_later_command(sbx, world):
-    port = 20000 + os.getpid() % 20000
+    # One port per backend: the backends share run_bash's network namespace, where the previous
+    # server's connections may still hold theirs (TIME_WAIT).
+    port = 20000 + os.getpid() % 10000 + 10000 * CONFINING_BACKENDS.index(sbx.name)
     # A background session, as the agent starts a server; it says when it listens.
     s = sbx.start(
         'python3 -u -c "import http.server as h, socketserver as s\n'
@@ -465,8 +547,7 @@ def test_10_background_server_reachable_from_later_command(sbx, world):
         r = sbx.run(f"curl -s -m 5 -o /dev/null -w 'code=%{{http_code}}\\n' localhost:{port}/")
     finally:
         sbx.kill(s)
-    # sandlock: loopback is shared with the host, other services' ports are denied; bubblewrap:
-    # every run joins run_bash's own network namespace.
+    # Every run of either backend joins run_bash's own network namespace.
     assert "code=200" in r.output, r.output
 
 

@@ -34,19 +34,29 @@ def test_tmp_mktemp_tempfile(sbx):
 
 
 def test_tmp_paths(sbx):
+    """A hard-coded /tmp path works and lands in the run's private temp dir, never the host's."""
     name = f"rb-file-{os.getpid()}-{sbx.name}"
     r = sbx.run(
         f"echo hi > /tmp/{name} && cat /tmp/{name}; echo rc=$?; "
-        f"echo hi > $TMPDIR/{name} && echo {CONTROL}"
+        f'[ "$(cat $TMPDIR/{name})" = hi ] && echo {CONTROL}; '
+        "echo x > /var/tmp/v && echo x > /dev/shm/s && ls /tmp"
     )
     assert not os.path.exists(f"/tmp/{name}")  # never the host's shared /tmp
-    assert CONTROL in r.output, r.output  # the same write to the private temp dir works
-    if sbx.name == "bubblewrap":
-        assert "hi\nrc=0" in r.output  # /tmp is the run's private tmpfs
-    else:
-        # sandlock: the shared /tmp is not granted, so a hard-coded /tmp path fails closed;
-        # TMPDIR is the private dir. See *run_bash-sandlock*.
-        assert "Permission denied" in r.output and "rc=1" in r.output, r.output
+    assert not os.path.exists("/var/tmp/v") and not os.path.exists("/dev/shm/s")
+    assert "hi\nrc=0" in r.output, r.output
+    assert CONTROL in r.output, r.output  # $TMPDIR is the same private dir
+
+
+def test_tar_with_modes_and_a_symlink_into_tmp(sbx):
+    need("tar")
+    r = sbx.run(
+        "mkdir -p tsrc/d && echo a > tsrc/exe && chmod 755 tsrc/exe && echo b > tsrc/priv && "
+        "chmod 600 tsrc/priv && chmod 700 tsrc/d && ln -s exe tsrc/link && tar cf a.tar tsrc && "
+        "rm -rf tsrc && tar xf a.tar -C /tmp && stat -c '%a %n' /tmp/tsrc/exe /tmp/tsrc/priv "
+        "/tmp/tsrc/d && readlink /tmp/tsrc/link && /tmp/tsrc/link; echo rc=$?"
+    )
+    assert "755 /tmp/tsrc/exe\n600 /tmp/tsrc/priv\n700 /tmp/tsrc/d\nexe\n" in r.output, r.output
+    assert not os.path.exists("/tmp/tsrc")
 
 
 def test_git_workflow(sbx, world):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from run_bash.config import parse_config
 from run_bash.sandbox.base import RunSpec
-from run_bash.sandbox.bubblewrap import Bubblewrap, bwrap_args
+from run_bash.sandbox.bubblewrap import Bubblewrap, bwrap_args, kernel_has_pid_cap, pid_max_for
 from run_bash.sandbox.policy import Limits, Policy
 
 
@@ -97,7 +98,7 @@ def test_denied_dirs_masked_files_covered(tmp_path):
     assert args.index("--tmpfs") > args.index(str(tmp_path))
 
 
-def test_argv_has_limits_extra_args_and_bash(tmp_path):
+def test_argv_runs_bwrap_in_its_own_pid_namespace_with_the_limits_inside(tmp_path):
     policy, spec = make(tmp_path)
     b = Bubblewrap(
         parse_config(
@@ -105,13 +106,54 @@ def test_argv_has_limits_extra_args_and_bash(tmp_path):
         )
     )
     argv = b.argv(policy, spec)
-    if "prlimit" in argv[0]:
-        assert f"--fsize={1 << 20}:{1 << 20}" in argv and "--nproc=10:10" in argv
-        mem = policy.limits.max_memory
-        assert f"--data={mem}:{mem}" in argv
-    assert "--hostname" in argv
-    assert argv[-3:-1] == [argv[-3], "-c"] and argv[-1] == "echo hi"
-    assert argv[argv.index("--") + 1].endswith("bwrap") or "bwrap" in " ".join(argv)
+    bw = next(i for i, a in enumerate(argv) if a.endswith("bwrap"))
+    assert "--hostname" in argv[bw:]
+    inside = argv[argv.index("--", bw) + 1 :]
+    # Limits are set inside bwrap's user namespace (RLIMIT_NPROC then counts this run only).
+    mem = policy.limits.max_memory
+    assert inside[0].endswith("prlimit")
+    assert inside[1:5] == [
+        f"--fsize={1 << 20}:{1 << 20}",
+        "--nproc=10:10",
+        f"--data={mem}:{mem}",
+        "--",
+    ]
+    assert inside[5:] == [inside[5], "-c", "echo hi"] and inside[5].endswith("bash")
+    mode = b.pid_namespace()
+    assert mode in ("capped", "plain", "")
+    if mode:
+        assert argv[0].endswith("unshare")
+        assert argv[1 : argv.index("--")][-4:] == [
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+        ]
+    if mode == "capped":
+        # pid 1 of the run's namespace writes pid_max (10 processes + bwrap's init) and then
+        # ns_last_pid, so every pid comes from 300..pid_max.
+        assert argv[bw - 2 : bw] == [str(pid_max_for(10)), "300"] and pid_max_for(10) == 311
+    assert ("--uid" in argv[bw:]) == (bool(mode) and os.getuid() != 0)
+
+
+@pytest.mark.parametrize(
+    ("release", "capped"),
+    [
+        ("6.18.44-fc-v657", True),
+        ("6.14.0", True),
+        ("7.1.2-arch1", True),
+        ("6.13.12-200.fc41.x86_64", False),
+        ("5.15.0-91-generic", False),
+        ("garbage", False),
+    ],
+)
+def test_the_pid_cap_is_only_used_where_pid_max_is_per_namespace(release, capped):
+    assert kernel_has_pid_cap(release) is capped
+
+
+def test_pid_max_gives_the_command_exactly_its_processes():
+    assert pid_max_for(512) == 300 + 512 + 1
+    assert pid_max_for(10**9) == 4194304
 
 
 def bwrap_with(extra):

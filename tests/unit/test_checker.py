@@ -30,6 +30,7 @@ PAUSED = [
     P("git clean -d -f", "git", id="git-clean-d-f"),
     P("git clean -xdf", "git", id="git-clean-xdf"),
     P("git clean --force -d", "git", id="git-clean-long"),
+    P("git clean -f", "git", id="git-clean-f-only"),
     P("git push --force", "git", id="git-push-force"),
     P("git push -f origin main", "git", id="git-push-f"),
     P("git push -fu origin main", "git", id="git-push-cluster"),
@@ -343,7 +344,6 @@ SAFE = [
     P("git reset --soft HEAD~1", id="git-reset-soft"),
     P("git clean -n -d", id="git-clean-n"),
     P("git clean -fdn", id="git-clean-dry-run"),
-    P("git clean -f", id="git-clean-f-only"),
     P("git checkout main", id="git-checkout-branch"),
     P("git checkout -b topic", id="git-checkout-b"),
     P("git stash", id="git-stash"),
@@ -557,6 +557,7 @@ def test_to_dict_is_plain_data() -> None:
         "command": "git push -f",
         "commands": [["git", "push", "-f"]],
         "lua_rules": [],
+        "internal_error": None,
     }
 
 

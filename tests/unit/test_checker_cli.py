@@ -111,3 +111,33 @@ def test_module_entry_point_runs_check() -> None:
     first, second = (json.loads(line) for line in proc.stdout.splitlines())
     assert first["pause"] and first["command"] == "sudo rm -rf /"
     assert not second["pause"]
+
+
+def test_help_example_runs_as_written_from_the_repository_root() -> None:
+    help_text = (ROOT / "doc" / "run_bash.txt").read_text()
+    start = help_text.index("*run_bash-cli-check*")
+    block = help_text[help_text.index(">sh\n", start) + 4 :]
+    script = block[: block.index("\n<")]
+    if not (ROOT / ".venv" / "bin" / "python").exists():
+        pytest.skip("the example uses .venv (make deps)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [v["pause"] for v in lines] == [True, True, False], lines
+    assert lines[0]["rule"] == "rm" and lines[1]["rule"] == "git"
+
+
+def test_checker_error_pauses_and_is_reported_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(args: object) -> None:
+        raise ValueError("bad rule")
+
+    out = io.StringIO()
+    run_batch({"make": broken}, io.StringIO('"make all"\n"ls"\n'), out)
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first["pause"] and "error in the pause-list checker" in first["reason"]
+    assert "ValueError" not in first["reason"]
+    assert not second["pause"]
+    assert "checker error: ValueError: bad rule" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from run_bash.config import parse_config
 from run_bash.errors import ConfigError
 
 P = pytest.param
+ROOT = Path(__file__).resolve().parents[2]
 
 NPM_PUBLISH = {"npm": {"subcommands": ["publish"]}}
 DOCKER = {
@@ -195,3 +197,223 @@ def test_every_default_rule_is_named_after_a_command() -> None:
         "fdisk", "parted", "iptables", "ip6tables", "kill", "killall", "pkill", "chmod", "chown",
         "systemctl", "npm", "pip", "pip3", "cargo", "find",
     }  # fmt: skip
+
+
+# New default rules: (command, rule) that must pause, and near misses that must not.
+DEFAULTS_PAUSED = [
+    P("git branch -D topic", "git", id="git-branch-D"),
+    P("git branch --delete --force topic", "git", id="git-branch-delete-force"),
+    P("git branch -d -f topic", "git", id="git-branch-d-f"),
+    P("git checkout -f main", "git", id="git-checkout-f"),
+    P("git checkout --force main", "git", id="git-checkout-force"),
+    P("git checkout HEAD~1 src/app.py", "git", id="git-checkout-tree-path"),
+    P("git checkout main -- src/app.py", "git", id="git-checkout-tree-dashdash-path"),
+    P("git switch --discard-changes main", "git", id="git-switch-discard"),
+    P("git switch -f main", "git", id="git-switch-f"),
+    P("git restore .", "git", id="git-restore-dot"),
+    P("git restore src/app.py", "git", id="git-restore-path"),
+    P("git restore --worktree --staged x", "git", id="git-restore-worktree-staged"),
+    P("git restore --source=HEAD~1 x", "git", id="git-restore-source"),
+    P("git clean -f", "git", id="git-clean-f"),
+    P("git clean --force", "git", id="git-clean-force"),
+    P("git -c clean.requireForce=false clean", "git", id="git-clean-no-require-force"),
+    P("git reflog expire --expire=now --all", "git", id="git-reflog-expire"),
+    P("git reflog delete HEAD@{1}", "git", id="git-reflog-delete"),
+    P("git gc --prune=now", "git", id="git-gc-prune-now"),
+    P("git gc --prune=all", "git", id="git-gc-prune-all"),
+    P("git prune", "git", id="git-prune"),
+    P("git update-ref -d refs/heads/x", "git", id="git-update-ref-d"),
+    P("git update-ref --stdin < cmds", "git", id="git-update-ref-stdin"),
+    P("git filter-branch --tree-filter x HEAD", "git", id="git-filter-branch"),
+    P("git filter-repo --path x", "git", id="git-filter-repo"),
+    P("git stash drop stash@{0}", "git", id="git-stash-drop"),
+    P("git stash clear", "git", id="git-stash-clear"),
+    P("truncate -s 0 app.log", "truncate", id="truncate"),
+    P("shred -u secret", "shred", id="shred"),
+    P("rsync -a --delete src/ dst/", "rsync", id="rsync-delete"),
+    P("rsync -a --delete-after src/ dst/", "rsync", id="rsync-delete-after"),
+    P("rsync -a --del src/ dst/", "rsync", id="rsync-del"),
+    P("rsync -a --remove-source-files src/ dst/", "rsync", id="rsync-remove-source"),
+    P("rimraf node_modules", "rimraf", id="rimraf"),
+    P("pnpm publish", "pnpm", id="pnpm-publish"),
+    P("yarn publish", "yarn", id="yarn-publish"),
+    P("yarn npm publish", "yarn", id="yarn-npm-publish"),
+    P("twine upload dist/*", "twine", id="twine-upload"),
+    P("gem push x.gem", "gem", id="gem-push"),
+    P("gem yank x -v 1.0", "gem", id="gem-yank"),
+    P("cargo yank --version 1.0.0", "cargo", id="cargo-yank"),
+    P("gh release delete v1", "gh", id="gh-release-delete"),
+    P("gh repo delete owner/repo --yes", "gh", id="gh-repo-delete"),
+    P("gh -R o/r release delete v1", "gh", id="gh-repo-option-release-delete"),
+    P("docker system prune -af", "docker", id="docker-system-prune"),
+    P("docker volume rm data", "docker", id="docker-volume-rm"),
+    P("docker volume prune", "docker", id="docker-volume-prune"),
+    P("docker -H tcp://h volume rm data", "docker", id="docker-option-volume-rm"),
+    P("podman system reset", "podman", id="podman-system-reset"),
+    P("kubectl delete pod web", "kubectl", id="kubectl-delete"),
+    P("kubectl -n prod delete deploy x", "kubectl", id="kubectl-namespace-delete"),
+    P("kubectl delete pod x --dry-run=none", "kubectl", id="kubectl-delete-dry-run-none"),
+    P("terraform destroy -auto-approve", "terraform", id="terraform-destroy"),
+    P("terraform apply -destroy", "terraform", id="terraform-apply-destroy"),
+    P("terraform -chdir=infra destroy", "terraform", id="terraform-chdir-destroy"),
+    P("tofu destroy", "tofu", id="tofu-destroy"),
+    P("helm uninstall web", "helm", id="helm-uninstall"),
+    P("helm -n prod delete web", "helm", id="helm-delete"),
+    P("killall5 -9", "killall5", id="killall5"),
+    P("fuser -k 8080/tcp", "fuser", id="fuser-k"),
+    P("fuser -km /mnt", "fuser", id="fuser-km"),
+    P("chgrp -R staff /etc", "chgrp", id="chgrp-system"),
+    P("mke2fs /dev/sdb1", "mke2fs", id="mke2fs"),
+    P("mkswap /dev/sdb2", "mkswap", id="mkswap"),
+    P("wipefs -a /dev/sdb", "wipefs", id="wipefs"),
+    P("sgdisk -Z /dev/sdb", "sgdisk", id="sgdisk"),
+    P("blkdiscard /dev/sdb", "blkdiscard", id="blkdiscard"),
+    P("nft flush ruleset", "nft", id="nft"),
+    P("firewall-cmd --remove-service=ssh", "firewall-cmd", id="firewall-cmd"),
+    P("sfdisk /dev/sdb < layout", "sfdisk", id="sfdisk"),
+    P("gdisk /dev/sdb", "gdisk", id="gdisk"),
+    P("ufw disable", "ufw", id="ufw"),
+    P("init 0", "init", id="init-0"),
+    P("init 6", "init", id="init-6"),
+    P("telinit 1", "telinit", id="telinit"),
+    P("loginctl poweroff", "loginctl", id="loginctl-poweroff"),
+    P("loginctl reboot", "loginctl", id="loginctl-reboot"),
+    P("uv pip uninstall requests", "uv", id="uv-pip-uninstall"),
+    P("uv publish", "uv", id="uv-publish"),
+    P("git rm -rf src/", "git", id="git-rm-force"),
+    P("git worktree remove --force ../wt", "git", id="git-worktree-remove-force"),
+    P("python -m twine upload dist/*", "twine", id="python-m-twine-upload"),
+    P("poetry publish --build", "poetry", id="poetry-publish"),
+    P("hatch publish", "hatch", id="hatch-publish"),
+    P("flit publish", "flit", id="flit-publish"),
+    P("pdm publish", "pdm", id="pdm-publish"),
+    P("lerna publish from-git", "lerna", id="lerna-publish"),
+    P("docker compose down -v", "docker", id="docker-compose-down-v"),
+    P("docker-compose down --volumes", "docker-compose", id="docker-compose-v1-down"),
+    P("podman compose down -v", "podman", id="podman-compose-down-v"),
+    P("aws s3 rm s3://b/x --recursive", "aws", id="aws-s3-rm"),
+    P("aws s3 rb s3://b --force", "aws", id="aws-s3-rb"),
+    P("gsutil rm -r gs://b/x", "gsutil", id="gsutil-rm"),
+    P("gcloud compute instances delete vm1", "gcloud", id="gcloud-delete"),
+    P("az group delete -n rg", "az", id="az-delete"),
+    P("crontab -r", "crontab", id="crontab-r"),
+    P("crontab mycron.txt", "crontab", id="crontab-replace"),
+    P("service nginx stop", "service", id="service-stop"),
+    P("apt-get remove -y nginx", "apt-get", id="apt-get-remove"),
+    P("apt purge nginx", "apt", id="apt-purge"),
+    P("dnf remove nginx", "dnf", id="dnf-remove"),
+    P("yum erase nginx", "yum", id="yum-erase"),
+    P("pacman -Rns pkg", "pacman", id="pacman-remove"),
+    P("brew uninstall node", "brew", id="brew-uninstall"),
+    P("snap remove firefox", "snap", id="snap-remove"),
+    P("conda remove numpy", "conda", id="conda-remove"),
+    P("pipx uninstall black", "pipx", id="pipx-uninstall"),
+    P("cargo uninstall ripgrep", "cargo", id="cargo-uninstall"),
+    P("uv --directory x pip uninstall requests", "uv", id="uv-option-pip-uninstall"),
+]
+DEFAULTS_UNPAUSED = [
+    P("git branch -d merged", id="git-branch-d"),
+    P("git branch -M main", id="git-branch-M"),
+    P("git checkout -b topic origin/main", id="git-checkout-b-start"),
+    P("git checkout main", id="git-checkout-branch"),
+    P("git checkout --", id="git-checkout-dashdash-alone"),
+    P("git switch -c topic", id="git-switch-c"),
+    P("git restore --staged x", id="git-restore-staged"),
+    P("git clean -n", id="git-clean-n"),
+    P("git clean -fn", id="git-clean-fn"),
+    P("git clean", id="git-clean-requires-force"),
+    P("git reflog", id="git-reflog"),
+    P("git gc", id="git-gc"),
+    P("git gc --prune=2.weeks.ago", id="git-gc-prune-date"),
+    P("git prune -n", id="git-prune-dry-run"),
+    P("git update-ref refs/heads/x HEAD", id="git-update-ref"),
+    P("rsync -av src/ dst/", id="rsync"),
+    P("rsync -avn --delete src/ dst/", id="rsync-dry-run"),
+    P("rsync --dry-run --delete src/ dst/", id="rsync-dry-run-long"),
+    P("pnpm publish --dry-run", id="pnpm-publish-dry-run"),
+    P("pnpm install", id="pnpm-install"),
+    P("yarn add react", id="yarn-add"),
+    P("twine check dist/*", id="twine-check"),
+    P("gem install rails", id="gem-install"),
+    P("cargo publish --dry-run", id="cargo-publish-dry-run"),
+    P("gh release create v1", id="gh-release-create"),
+    P("gh repo clone o/r", id="gh-repo-clone"),
+    P("docker volume ls", id="docker-volume-ls"),
+    P("docker system df", id="docker-system-df"),
+    P("docker rm -f web", id="docker-rm-container"),
+    P("kubectl get pods", id="kubectl-get"),
+    P("kubectl delete pod x --dry-run=client", id="kubectl-delete-dry-run"),
+    P("terraform plan -destroy", id="terraform-plan-destroy"),
+    P("terraform apply -auto-approve", id="terraform-apply"),
+    P("helm list -A", id="helm-list"),
+    P("helm uninstall web --dry-run", id="helm-uninstall-dry-run"),
+    P("fuser -v 8080/tcp", id="fuser-v"),
+    P("chgrp staff ./build", id="chgrp-local"),
+    P("init", id="init-alone"),
+    P("loginctl list-sessions", id="loginctl-list"),
+    P("uv pip install requests", id="uv-pip-install"),
+    P("uv remove requests", id="uv-remove"),
+    P("git rm old.txt", id="git-rm"),
+    P("git rm -r --cached build/", id="git-rm-cached"),
+    P("git worktree add ../wt main", id="git-worktree-add"),
+    P("poetry publish --dry-run", id="poetry-publish-dry-run"),
+    P("docker compose down", id="docker-compose-down"),
+    P("docker compose up -d", id="docker-compose-up"),
+    P("aws s3 ls", id="aws-s3-ls"),
+    P("aws s3 rm s3://b/x --dryrun", id="aws-s3-rm-dry-run"),
+    P("gcloud compute instances list", id="gcloud-list"),
+    P("crontab -l", id="crontab-list"),
+    P("service nginx status", id="service-status"),
+    P("apt-get install -y nginx", id="apt-get-install"),
+    P("pacman -Syu", id="pacman-upgrade"),
+    P("brew install node", id="brew-install"),
+    P("conda install numpy", id="conda-install"),
+]
+
+
+@pytest.mark.parametrize("cmd, rule", DEFAULTS_PAUSED)
+def test_new_default_rule_pauses(cmd: str, rule: str) -> None:
+    verdict = check(cmd, strict=True)
+    assert verdict.pause and verdict.rule == rule, verdict
+    assert verdict.reason.startswith(f"`{cmd}` "), verdict
+
+
+@pytest.mark.parametrize("cmd", DEFAULTS_UNPAUSED)
+def test_new_default_rule_near_miss_does_not_pause(cmd: str) -> None:
+    verdict = check(cmd, strict=True)
+    assert not verdict.pause, verdict
+
+
+@pytest.mark.parametrize("cmd, rule", DEFAULTS_PAUSED)
+def test_default_rule_turns_off_with_false(cmd: str, rule: str) -> None:
+    verdict = check(cmd, {rule: False}, strict=True)
+    assert not verdict.pause, verdict
+
+
+def _examples() -> list[tuple[str, str]]:
+    from tests.unit.test_checker import PAUSED
+
+    return [(p.values[0], p.values[1]) for p in (*PAUSED, *DEFAULTS_PAUSED)]
+
+
+def test_every_default_rule_has_an_example_that_pauses() -> None:
+    covered = {rule for _, rule in _examples()}
+    assert set(DEFAULT_RULES) <= covered, sorted(set(DEFAULT_RULES) - covered)
+
+
+def test_default_rule_reasons_read_as_sentences() -> None:
+    # The reason completes "`<command>` …": a lower-case verb phrase without a final stop.
+    for cmd, _ in _examples():
+        reason = check(cmd, strict=True).reason
+        assert reason.startswith("`") and "` " in reason, reason
+        tail = reason.split("` ", 1)[1]
+        assert tail[:1].islower() and not tail.endswith("."), reason
+
+
+def test_every_default_rule_is_documented_in_the_help() -> None:
+    help_text = (ROOT / "doc" / "run_bash.txt").read_text()
+    start = help_text.index("*run_bash-pauselist*")
+    section = help_text[start : help_text.index("*run_bash-config-pauselist*")]
+    words = set(section.replace(",", " ").replace("`", " ").split())
+    missing = [name for name in DEFAULT_RULES if name not in words]
+    assert not missing, missing

@@ -15,7 +15,7 @@ from run_bash.sandbox.base import BACKEND_NAMES
 def test_empty_config_is_the_defaults():
     cfg = parse_config({})
     assert cfg == Config()
-    assert cfg.sandbox.backend == "sandlock"
+    assert cfg.sandbox.backend == "auto"
     assert cfg.default_timeout == 300
     assert cfg.output.max_chars == 30000
     assert cfg.sandbox.limits.max_memory == 4 << 30  # "4G", in bytes
@@ -81,7 +81,7 @@ def test_every_option_has_one_dotted_key():
     [
         (
             {"sandbox": {"backend": "docker"}},
-            '`sandbox.backend` should be "sandlock", "bubblewrap"',
+            '`sandbox.backend` should be "auto", "sandlock", "bubblewrap"',
         ),
         (
             {"sandbox": {"backends": {"sandlock": {"profile": 3}}}},

@@ -71,3 +71,94 @@ def test_read_since_stops_a_cut_page_after_its_last_line(tmp_path):
     p.write_bytes(b"line one\nline two\nline three\n")
     data, off, left = read_since(str(p), 0, 24)
     assert data == b"line one\nline two\n" and off == 18 and left == 11
+
+
+def short_writer(limit_each: int, fail_after: int | None = None, errno_: int = 28):
+    """An os.write that writes at most ``limit_each`` bytes per call, is interrupted every other
+    call, and fails with ``errno_`` once ``fail_after`` bytes are in."""
+    import errno as E
+    import os as _os
+
+    state = {"calls": 0, "done": 0}
+
+    def write(fd, data):
+        state["calls"] += 1
+        if state["calls"] % 2 == 0:
+            raise InterruptedError(E.EINTR, "interrupted")
+        if fail_after is not None and state["done"] >= fail_after:
+            raise OSError(errno_, _os.strerror(errno_))
+        n = _os.write(fd, bytes(data[:limit_each]))
+        state["done"] += n
+        return n
+
+    return write
+
+
+def test_capture_retries_short_and_interrupted_writes(tmp_path):
+    from run_bash.output import Capture
+
+    c = Capture(str(tmp_path / "o"), 10**6, write=short_writer(7))
+    for i in range(50):
+        c.feed(f"line {i}\n".encode())
+    c.close()
+    assert (tmp_path / "o").read_bytes() == b"".join(f"line {i}\n".encode() for i in range(50))
+    assert c.stopped is None
+
+
+@pytest.mark.parametrize(
+    ("errno_", "reason"),
+    [(28, "no space left on device"), (122, "disk quota exceeded"), (27, "file too large")],
+)
+def test_a_write_error_stops_the_file_and_output_goes_on_in_memory(tmp_path, errno_, reason):
+    from run_bash.output import Capture
+
+    c = Capture(str(tmp_path / "o"), 10**6, write=short_writer(1000, 5000, errno_))
+    for i in range(2000):
+        c.feed(f"{i:05d}\n".encode())
+    size = (tmp_path / "o").stat().st_size
+    assert c.stopped == f"output file stopped at {size} bytes: {reason}"
+    assert c.written == size and 5000 <= size < 5010
+    # The agent's text and reads past the file come from memory.
+    stream = b"".join(f"{i:05d}\n".encode() for i in range(2000))
+    assert c.agent_text(100000).endswith("01999\n")
+    assert c.read(size, 100) == (stream[size : size + 100], size + 100, len(stream) - size - 100)
+    head = c.read(0, 100)[0]  # what the file has comes from the file (a page ends at a line)
+    assert stream.startswith(head) and len(head) > 90
+    assert c.last_lines(2, 4096) == (b"01998\n01999\n", c.total)
+    c.freeze(100000)
+    assert c.read(c.total - 6, 100)[0] == b"01999\n"  # still readable after the run ended
+
+
+def test_reads_past_a_stopped_file_say_what_is_gone(tmp_path):
+    from run_bash.output import TAIL_BYTES, Capture
+
+    c = Capture(str(tmp_path / "o"), 10**9, write=short_writer(4096, 4096))
+    for _ in range(4 * TAIL_BYTES // 1024):
+        c.feed(b"y" * 1023 + b"\n")
+    data, _new, _left = c.read(c.written, 64)
+    assert data.startswith(b"[\xe2\x80\xa6 ") and b"bytes were not saved and are gone" in data
+
+
+def test_an_output_file_that_cannot_be_created_still_captures_in_memory(tmp_path):
+    from run_bash.output import Capture
+
+    c = Capture(str(tmp_path / "missing-dir" / "o"), 10**6)
+    c.feed(b"hello\n")
+    assert c.stopped == "output file stopped at 0 bytes: no such file or directory"
+    assert c.agent_text(1000) == "hello\n"
+
+
+def test_the_output_budget_stops_a_file_at_the_directory_cap(tmp_path):
+    from run_bash.output import Capture, OutputBudget
+
+    budget = OutputBudget(10_000)
+    a = Capture(str(tmp_path / "a"), 10**6, budget=budget)
+    a.feed(b"a" * 6000)
+    b = Capture(str(tmp_path / "b"), 10**6, budget=budget)
+    b.feed(b"b" * 6000)
+    assert a.stopped is None and budget.used == 10_000
+    assert (
+        b.stopped
+        == "output file stopped at 4000 bytes: the output directory reached its cap of 10000 bytes"
+    )
+    assert (tmp_path / "b").stat().st_size == 4000

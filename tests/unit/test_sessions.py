@@ -105,7 +105,7 @@ async def test_background_ampersand_returns_at_once_and_is_stopped(mgr):
     assert time.monotonic() - t0 < 3
     assert r.output == "started\n"
     assert r.leftovers == 1
-    seen = [pid for pid in s.tracker.known if pid != s.launched.pid]
+    seen = [pid for pid in s.tracker.known if pid != s.pid]
     assert seen
     assert not alive(seen)
 
@@ -209,8 +209,45 @@ async def test_output_file_and_dir_permissions(mgr):
 async def test_private_tmpdir_is_removed_after_the_run(mgr):
     r = await run(mgr, 'echo "$TMPDIR"; touch "$TMPDIR/x"')
     tmp = r.output.strip()
-    assert tmp.startswith(mgr.state_dir)
+    assert tmp.startswith(mgr.temp_root + "/")
     assert not os.path.exists(tmp)
+
+
+async def test_run_temp_dirs_are_on_disk_apart_from_the_output_files(mgr):
+    from run_bash.statedir import RAM_FILESYSTEMS, fs_type
+
+    r = await run(mgr, 'echo "$TMPDIR"')
+    root = mgr.temp_root
+    assert fs_type(root) not in RAM_FILESYSTEMS and fs_type(root) != ""
+    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+    assert not r.output.strip().startswith(mgr.state_dir)
+    await mgr.shutdown()
+    assert not os.path.exists(root) and not os.path.exists(mgr.state_dir)
+
+
+async def test_a_run_filling_its_temp_dir_past_the_cap_is_stopped(tmp_path):
+    cfg = parse_config({"sandbox": {"backend": "none", "limits": {"max_temp_size": "20M"}}})
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "s"))
+    os.makedirs(m.state_dir)
+    try:
+        # Control: under the cap, the run ends normally.
+        ok = await asyncio.wait_for(
+            m.wait_result(
+                m.start("head -c 5000000 /dev/zero > $TMPDIR/f; echo WROTE", unsandboxed_ok=True).id
+            ),
+            30,
+        )
+        assert ok.status == "exited" and ok.output == "WROTE\n" and ok.notices == ()
+        filler = (
+            "for i in $(seq 1 400); do head -c 1000000 /dev/zero > $TMPDIR/f$i; done; echo FILLED"
+        )
+        s = m.start(filler, unsandboxed_ok=True, timeout=60)
+        r = await asyncio.wait_for(m.wait_result(s.id), 90)
+        assert r.status == "killed" and "FILLED" not in r.output
+        assert any("over its cap of 20 MiB" in n for n in r.notices), r.notices
+        assert not os.path.exists(s.tmpdir)
+    finally:
+        await m.shutdown()
 
 
 async def test_file_cap_drops_output_with_marker_and_command_continues(tmp_path):
@@ -394,3 +431,14 @@ async def test_live_output_that_floods_is_cut_with_a_marker(tmp_path):
         assert r.output_bytes == 1_000_000 + len("\ntail-end\n")  # the file has every byte
     finally:
         await m.shutdown()
+
+
+async def test_a_carriage_return_cannot_hide_text_from_agent_live_view_or_output(mgr):
+    s = start(
+        mgr, "printf 'rm -rf ~ done\\rAll 42 tests passed\\n'; printf '10%%\\r100%%\\n'", live=True
+    )
+    r = await asyncio.wait_for(mgr.wait_result(s.id), 30)
+    shown = "rm -rf ~ done\u240dAll 42 tests passed\n100%\n"
+    assert r.output == shown
+    assert "".join(p.data for n, p in mgr.events if n == "output" and p.id == s.id) == shown
+    assert mgr.output(s.id, tail=5).output == shown

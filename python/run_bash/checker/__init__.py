@@ -1,8 +1,9 @@
 """Pause-list checker: decides which commands need a human's approval. Pure: no pynvim, no I/O.
 
 Public API (used by the host, the CLI and the Lua shim through the host):
-    check(cmd: str, rules: Mapping | None = None) -> Verdict
-    Verdict(pause, reason, rule, command, commands, lua_rules, lua_calls), Verdict.to_dict()
+    check(cmd: str, rules: Mapping | None = None, *, strict: bool = False) -> Verdict
+    Verdict(pause, reason, rule, command, commands, lua_rules, lua_calls, internal_error),
+    Verdict.to_dict()
     parse_commands(cmd: str) -> list[list[str]]
 ``commands`` lists every simple command the checker saw (argv after unwrapping; wrappers come
 before the command they wrap, ``argv[0]`` is the command's basename), so Lua-function rules can be
@@ -11,7 +12,10 @@ are the exact ``(rule name, argv)`` pairs they must be called on (the rule gets 
 same matching as every other rule, so Lua never matches names itself.
 
 The checker fails closed: when the command that runs (or, for a command with a rule, the words
-its rule depends on) cannot be determined statically, the verdict pauses and says why.
+its rule depends on) cannot be determined statically, the verdict pauses and says why. Input bash
+would reject pauses as "could not be parsed". A bug in the checker itself also pauses, saying so
+plainly; ``Verdict.internal_error`` then holds the exception for logs and tests, and
+``strict=True`` lets it propagate instead.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class Verdict:
         commands: every simple command seen, as argv after unwrapping wrappers.
         lua_rules: names of Lua-function rules whose command name appeared.
         lua_calls: (rule name, argv) for every command a Lua-function rule must judge.
+        internal_error: when the checker itself failed (and so paused), the exception as
+            "Type: message"; None otherwise.
     """
 
     pause: bool
@@ -66,6 +72,7 @@ class Verdict:
     commands: list[list[str]] = field(default_factory=list)
     lua_rules: list[str] = field(default_factory=list)
     lua_calls: list[tuple[str, list[str]]] = field(default_factory=list)
+    internal_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, safe for JSON and msgpack."""
@@ -76,6 +83,7 @@ class Verdict:
             "command": self.command,
             "commands": [list(argv) for argv in self.commands],
             "lua_rules": list(self.lua_rules),
+            "internal_error": self.internal_error,
         }
 
 
@@ -86,43 +94,59 @@ def _quote(text: str) -> str:
     return f"`{text}`"
 
 
-def _analyse(cmd: str) -> tuple[Analysis, str | None]:
+INTERNAL_ERROR = (
+    "could not be analysed because of an error in the pause-list checker itself; "
+    "approve it only if you trust it"
+)
+
+
+def _analyse(cmd: str) -> Analysis:
     ana = Analysis()
-    try:
-        ana.source(cmd)
-    except RecursionError:
-        return ana, "nests too deeply to analyse"
-    except Exception as err:  # fail closed on any checker bug
-        return ana, f"could not be analysed ({type(err).__name__}: {err})"
-    return ana, None
+    ana.run(cmd)
+    return ana
 
 
-def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
+def check(cmd: str, rules: Mapping[str, Any] | None = None, *, strict: bool = False) -> Verdict:
     """Decide whether ``cmd`` should pause for approval.
 
     Args:
         cmd: the bash command line (any script).
         rules: the user's ``pauselist`` table; it is merged over the default rules (``false``
             turns a default off, ``"<lua-function>"`` defers that name to Lua).
+        strict: let an exception inside the checker propagate instead of pausing (tests).
     """
     if not isinstance(cmd, str):
         return Verdict(True, "the command is not a string")
     if not cmd.strip():
         return Verdict(False, NO_MATCH)
-    table = effective_rules(rules)
-    ana, failure = _analyse(cmd)
-    if failure is not None:
-        return Verdict(True, f"{_quote(cmd)} {failure}", None, cmd)
+    try:
+        return _verdict(cmd, effective_rules(rules))
+    except Exception as err:  # fail closed on any checker bug (RecursionError included)
+        if strict:
+            raise
+        return Verdict(
+            True,
+            f"{_quote(cmd)} {INTERNAL_ERROR}",
+            None,
+            cmd,
+            internal_error=f"{type(err).__name__}: {err}",
+        )
 
+
+def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
+    ana = _analyse(cmd)
     commands: list[list[str]] = []
     lua_rules: list[str] = []
     lua_calls: list[tuple[str, list[str]]] = []
     hit: tuple[Hit, str | None, str] | None = None
     unknown: tuple[str, str | None, str] | None = None
+    syntax = False
     for ev in ana.events:
         if isinstance(ev, Unknown):
-            if unknown is None:
+            # A parse failure is the reason to give, whatever else is unknown.
+            if unknown is None or (ev.syntax and not syntax):
                 unknown = (f"{_quote(ev.text)} {ev.reason}", None, ev.text)
+                syntax = ev.syntax
             continue
         assert isinstance(ev, Found)
         argv = [ev.name, *(a.show() for a in ev.argv[1:])]
@@ -148,6 +172,7 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
         if found.unknown:
             if unknown is None:
                 unknown = (f"{_quote(ev.text)} {found.reason}", key, ev.text)
+                syntax = False
         else:
             hit = (found, key, ev.text)
     if hit is not None:
@@ -165,7 +190,10 @@ def check(cmd: str, rules: Mapping[str, Any] | None = None) -> Verdict:
 
 def parse_commands(cmd: str) -> list[list[str]]:
     """Every simple command ``cmd`` runs, as argv after unwrapping wrappers (see :func:`check`)."""
-    ana, _ = _analyse(cmd)
+    try:
+        ana = _analyse(cmd)
+    except Exception:  # a partial list is all a failed analysis can give
+        return []
     return [
         [ev.name, *(a.show() for a in ev.argv[1:])] for ev in ana.events if isinstance(ev, Found)
     ]

@@ -78,8 +78,13 @@ def scan(
         i += 1
         v = a.value
         if v is None:
-            if a.may_be_option and not (
-                a.prefix.startswith("--") and "=" in a.prefix and not a.split
+            # A quoted expansion set by the script counts as a possible option only before the
+            # first operand, where options are normally written.
+            leading = not (a.opaque and not a.split and out.operands)
+            if (
+                a.may_be_option
+                and leading
+                and not (a.prefix.startswith("--") and "=" in a.prefix and not a.split)
             ):
                 if out.unknown is None:
                     out.unknown = a
@@ -183,3 +188,109 @@ def skip_options(
             continue
         return i, opts
     return n, opts
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A wrapper's own options, as its getopt reads them.
+
+    ``short_value`` letters take a value (attached or the next word), ``short_optional`` ones
+    only an attached value (``-j4``); ``short_flags`` take none. With ``complete``, an option
+    not listed may take a value, so the word after it may be that value or the command.
+    """
+
+    short_value: str = ""
+    short_optional: str = ""
+    short_flags: str = ""
+    longs: Mapping[str, int] = field(default_factory=dict)
+    complete: bool = True
+
+
+@dataclass
+class Options:
+    """Where a wrapper's operands start, the options seen and the other possible starts."""
+
+    index: int
+    opts: dict[str, str | None]
+    alternatives: list[int]
+
+
+def wrapper_options(args: Sequence[Arg], spec: Spec) -> Options | None:
+    """Read a wrapper's options (they end at the first operand); None when one is dynamic.
+
+    An option the spec does not list could take the next word as its value: the index after
+    that word is kept in ``alternatives`` so the caller can check that reading too.
+    """
+    longs = spec.longs
+    opts: dict[str, str | None] = {}
+    alternatives: list[int] = []
+    i, n = 0, len(args)
+    while i < n:
+        a = args[i]
+        v = a.value
+        if v is None:
+            if not a.may_be_option:
+                break
+            if not _known_dynamic_option(a.prefix, spec):
+                return None
+            i += 1
+            continue
+        if v == "--":
+            i += 1
+            break
+        if v.startswith("--"):
+            name, eq, val = v[2:].partition("=")
+            full = resolve_long(name, longs)
+            i += 1
+            if full in longs:
+                value: str | None = val if eq else None
+                if not eq and longs[full] == REQUIRED and i < n:
+                    if args[i].value is None and args[i].split:
+                        return None
+                    value = args[i].show()
+                    i += 1
+                opts[full] = value
+            else:
+                opts[name] = val if eq else None
+                if not eq and spec.complete:
+                    alternatives.append(i + 1)
+            continue
+        if v.startswith("-") and len(v) > 1:
+            i += 1
+            j = 1
+            while j < len(v):
+                ch = v[j]
+                if ch in spec.short_value:
+                    if j + 1 < len(v):
+                        opts[ch] = v[j + 1 :]
+                    elif i < n:
+                        if args[i].value is None and args[i].split:
+                            return None
+                        opts[ch] = args[i].show()
+                        i += 1
+                    else:
+                        opts[ch] = None
+                    break
+                if ch in spec.short_optional:
+                    opts[ch] = v[j + 1 :] or None
+                    break
+                opts[ch] = ""
+                if spec.complete and ch not in spec.short_flags and j == len(v) - 1:
+                    alternatives.append(i + 1)
+                j += 1
+            continue
+        break
+    return Options(i, opts, alternatives)
+
+
+def _known_dynamic_option(prefix: str, spec: Spec) -> bool:
+    """``-j$(nproc)``, ``--jobs=$N``: a known option whose value alone is dynamic."""
+    if prefix.startswith("--"):
+        name, eq, _ = prefix[2:].partition("=")
+        return bool(eq) and resolve_long(name, spec.longs) in spec.longs
+    for ch in prefix[1:]:
+        if ch in spec.short_value or ch in spec.short_optional:
+            return True
+        if ch not in spec.short_flags:
+            return False
+    return False

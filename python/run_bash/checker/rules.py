@@ -67,6 +67,17 @@ def rule_rm(args: Sequence[Arg]) -> Hit | None:
     return None
 
 
+# -- always-pause commands ------------------------------------------------------------------------
+
+
+def _always(reason: str) -> Rule:
+    def rule(args: Sequence[Arg]) -> Hit | None:
+        return Hit(reason)
+
+    rule.__doc__ = f"Always pause: {reason}."
+    return rule
+
+
 # -- git ------------------------------------------------------------------------------------------
 
 _GIT_GLOBAL_VALUE = {
@@ -213,7 +224,8 @@ def _git_push(args: Sequence[Arg]) -> Hit | None:
         return Hit("overwrites and deletes remote refs to mirror the local repository")
     if s.has("d", "delete"):
         return Hit("deletes a remote branch")
-    if force and not lease:
+    if force:
+        # `-f` wins over `--force-with-lease` given with it (git forces).
         return Hit("rewrites the remote branch's history")
     refspecs = s.operands[1:]
     for ref in refspecs:
@@ -241,24 +253,96 @@ def _git_reset(args: Sequence[Arg]) -> Hit | None:
     return None
 
 
-def _git_clean(args: Sequence[Arg]) -> Hit | None:
+def _git_clean(args: Sequence[Arg], config: Mapping[str, str]) -> Hit | None:
     s = scan(args, "e", _CLEAN_LONGS)
     if s.has("n", "dry-run"):
         return None
-    if s.has("f", "force") and s.has("d"):
-        return Hit("deletes untracked files and directories")
+    force = s.has("f", "force") or config.get("clean.requireforce", "").lower() in _FALSE
+    if force:
+        if s.has("d"):
+            return Hit("deletes untracked files and directories")
+        return Hit("deletes untracked files")
     if s.unknown is not None:
         return _unknown("delete untracked files", s.unknown)
     return None
 
 
 def _git_checkout(args: Sequence[Arg]) -> Hit | None:
-    s = scan(args, "bBt", _CHECKOUT_LONGS)
-    if s.dashdash:
+    s = scan(args, "bB", _CHECKOUT_LONGS)
+    if s.has("f", "force"):
+        return Hit("discards uncommitted changes (`-f`)")
+    values = [a.value for a in args]
+    if "--" in values and values.index("--") < len(values) - 1:
         return Hit("overwrites uncommitted changes to the named files")
+    if s.has("pathspec-from-file"):
+        return Hit("overwrites uncommitted changes to the listed files")
     for op in s.operands:
         if op.value is not None and normalize_path(op.value) == ".":
             return Hit("discards every uncommitted change under the current directory")
+    if len(s.operands) >= 2 and not s.has("b", "B", "orphan"):
+        return Hit("overwrites the named files with their content from another commit")
+    if s.unknown is not None:
+        return _unknown("discard uncommitted changes", s.unknown)
+    return None
+
+
+_SWITCH_LONGS = _negatable(
+    {
+        "create": REQUIRED,
+        "force-create": REQUIRED,
+        "detach": NONE,
+        "guess": NONE,
+        "discard-changes": NONE,
+        "force": NONE,
+        "merge": NONE,
+        "conflict": REQUIRED,
+        "quiet": NONE,
+        "progress": NONE,
+        "track": OPTIONAL,
+        "orphan": REQUIRED,
+        "ignore-other-worktrees": NONE,
+        "recurse-submodules": OPTIONAL,
+    }
+)
+
+
+def _git_switch(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "cC", _SWITCH_LONGS)
+    if s.has("f", "force", "discard-changes"):
+        return Hit("discards uncommitted changes")
+    if s.unknown is not None:
+        return _unknown("discard uncommitted changes", s.unknown)
+    return None
+
+
+_RESTORE_LONGS = _negatable(
+    {
+        "source": REQUIRED,
+        "staged": NONE,
+        "worktree": NONE,
+        "patch": NONE,
+        "ours": NONE,
+        "theirs": NONE,
+        "merge": NONE,
+        "conflict": REQUIRED,
+        "ignore-unmerged": NONE,
+        "ignore-skip-worktree-bits": NONE,
+        "recurse-submodules": OPTIONAL,
+        "overlay": NONE,
+        "quiet": NONE,
+        "progress": NONE,
+        "pathspec-from-file": REQUIRED,
+        "pathspec-file-nul": NONE,
+    }
+)
+
+
+def _git_restore(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "s", _RESTORE_LONGS)
+    if s.has("S", "staged") and not s.has("W", "worktree"):
+        return None  # only the index changes; the files stay as they are
+    if s.operands or s.has("pathspec-from-file"):
+        return Hit("discards uncommitted changes to the named files")
     if s.unknown is not None:
         return _unknown("discard uncommitted changes", s.unknown)
     return None
@@ -272,22 +356,169 @@ def _git_stash(args: Sequence[Arg]) -> Hit | None:
     sub = s.operands[0]
     if sub.value in ("drop", "clear"):
         return Hit("deletes stashed changes")
-    if sub.value is None and (sub.split or not sub.prefix):
+    if sub.value is None and (sub.split or sub.opaque or not sub.prefix):
         return _unknown("delete stashed changes", sub)
     return None
 
 
+_BRANCH_LONGS = _negatable(
+    {
+        "delete": NONE,
+        "force": NONE,
+        "move": NONE,
+        "copy": NONE,
+        "list": NONE,
+        "remotes": NONE,
+        "all": NONE,
+        "verbose": NONE,
+        "quiet": NONE,
+        "track": OPTIONAL,
+        "set-upstream-to": REQUIRED,
+        "unset-upstream": NONE,
+        "contains": OPTIONAL,
+        "merged": OPTIONAL,
+        "points-at": REQUIRED,
+        "format": REQUIRED,
+        "sort": REQUIRED,
+        "color": OPTIONAL,
+        "column": OPTIONAL,
+        "abbrev": OPTIONAL,
+        "edit-description": NONE,
+        "show-current": NONE,
+        "create-reflog": NONE,
+        "recurse-submodules": NONE,
+        "ignore-case": NONE,
+        "omit-empty": NONE,
+    }
+)
+
+
+def _git_branch(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "u", _BRANCH_LONGS)
+    delete = s.has("d", "D", "delete")
+    if s.has("D") or (delete and s.has("f", "force")):
+        return Hit("force-deletes a branch, even one with unmerged commits")
+    if delete and s.unknown is not None:
+        return _unknown("force-delete a branch", s.unknown)
+    return None
+
+
+def _git_reflog(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "", {}, stop_after=1)
+    sub = s.operands[0] if s.operands else None
+    if sub is not None and sub.value in ("expire", "delete", "drop"):
+        return Hit("deletes reflog entries, the way back to lost commits")
+    if sub is not None and sub.value is None:
+        return _unknown("delete reflog entries", sub)
+    return None
+
+
+def _git_gc(args: Sequence[Arg]) -> Hit | None:
+    s = scan(
+        args,
+        "",
+        {
+            "prune": OPTIONAL,
+            "aggressive": NONE,
+            "auto": NONE,
+            "quiet": NONE,
+            "force": NONE,
+            "keep-largest-pack": NONE,
+            "no-prune": NONE,
+            "cruft": NONE,
+            "no-cruft": NONE,
+            "max-cruft-size": REQUIRED,
+        },
+    )
+    for opt, value in s.opts:
+        if opt == "prune" and value is not None and value.lower() in ("now", "all"):
+            return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+    return None
+
+
+def _git_prune(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "", {"dry-run": NONE, "verbose": NONE, "progress": NONE, "expire": REQUIRED})
+    if s.has("n", "dry-run"):
+        return None
+    return Hit("deletes unreachable commits")
+
+
+def _git_update_ref(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "m", {"stdin": NONE, "no-deref": NONE, "create-reflog": NONE, "z": NONE})
+    if s.has("d"):
+        return Hit("deletes a ref, which can lose the commits only it points to")
+    if s.has("stdin"):
+        return Hit("changes refs read from its input, possibly deleting them")
+    if s.unknown is not None:
+        return _unknown("delete a ref", s.unknown)
+    return None
+
+
+def _git_rm(args: Sequence[Arg]) -> Hit | None:
+    s = scan(
+        args,
+        "",
+        {
+            "force": NONE,
+            "cached": NONE,
+            "dry-run": NONE,
+            "quiet": NONE,
+            "ignore-unmatch": NONE,
+            "sparse": NONE,
+            "pathspec-from-file": REQUIRED,
+            "pathspec-file-nul": NONE,
+        },
+    )
+    if s.has("cached", "n", "dry-run"):
+        return None
+    if s.has("f", "force"):
+        return Hit("deletes files even with uncommitted changes")
+    return None
+
+
+def _git_worktree(args: Sequence[Arg]) -> Hit | None:
+    s = scan(args, "", {"force": NONE}, stop_after=1)
+    sub = s.operands[0] if s.operands else None
+    if (
+        sub is not None
+        and sub.value == "remove"
+        and (s.has("f", "force") or any(a.value in ("-f", "--force") for a in args))
+    ):
+        return Hit("deletes a worktree even with uncommitted changes")
+    return None
+
+
+_FALSE = frozenset({"false", "no", "off", "0"})
 _GIT_SUBRULES: dict[str, Rule] = {
+    "rm": _git_rm,
+    "worktree": _git_worktree,
     "push": _git_push,
     "reset": _git_reset,
-    "clean": _git_clean,
     "checkout": _git_checkout,
+    "switch": _git_switch,
+    "restore": _git_restore,
     "stash": _git_stash,
+    "branch": _git_branch,
+    "reflog": _git_reflog,
+    "gc": _git_gc,
+    "prune": _git_prune,
+    "update-ref": _git_update_ref,
+    "filter-branch": _always("rewrites the repository's history"),
+    "filter-repo": _always("rewrites the repository's history"),
 }
 
 
+def _git_config_pairs(opts: Sequence[tuple[str, Arg | None]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, word in opts:
+        if name == "-c" and word is not None and word.value is not None:
+            key, eq, value = word.value.partition("=")
+            out[key.lower()] = value if eq else "true"
+    return out
+
+
 def rule_git(args: Sequence[Arg]) -> Hit | None:
-    """git reset --hard, clean -fd, push --force/--delete/+ref, checkout ./--, stash drop."""
+    """git subcommands that lose work or rewrite history (listed in :help run_bash-pauselist)."""
     split = git_split(args)
     if isinstance(split, Arg):
         return _unknown("run a destructive git subcommand", split)
@@ -297,19 +528,10 @@ def rule_git(args: Sequence[Arg]) -> Hit | None:
     sub = args[k]
     if sub.value is None:
         return _unknown("run a destructive git subcommand", sub)
+    if sub.value == "clean":
+        return _git_clean(args[k + 1 :], _git_config_pairs(split[0]))
     rule = _GIT_SUBRULES.get(sub.value)
     return rule(args[k + 1 :]) if rule else None
-
-
-# -- always-pause commands ------------------------------------------------------------------------
-
-
-def _always(reason: str) -> Rule:
-    def rule(args: Sequence[Arg]) -> Hit | None:
-        return Hit(reason)
-
-    rule.__doc__ = f"Always pause: {reason}."
-    return rule
 
 
 # -- chmod / chown --------------------------------------------------------------------------------
@@ -346,17 +568,95 @@ def system_path(path: str) -> str | None:
     return None
 
 
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_ONE_ARG = frozenset(
+    [
+        "-amin",
+        "-anewer",
+        "-atime",
+        "-cmin",
+        "-cnewer",
+        "-ctime",
+        "-fstype",
+        "-gid",
+        "-group",
+        "-ilname",
+        "-iname",
+        "-inum",
+        "-ipath",
+        "-iregex",
+        "-iwholename",
+        "-links",
+        "-lname",
+        "-mmin",
+        "-mtime",
+        "-name",
+        "-newer",
+        "-path",
+        "-perm",
+        "-regex",
+        "-samefile",
+        "-size",
+        "-type",
+        "-uid",
+        "-used",
+        "-user",
+        "-wholename",
+        "-xtype",
+        "-context",
+        "-maxdepth",
+        "-mindepth",
+        "-regextype",
+        "-files0-from",
+        "-fprint",
+        "-fprint0",
+        "-fls",
+        "-printf",
+        "-fstype",
+    ]
+)
+_FIND_LEADING = frozenset({"-H", "-L", "-P"})
+
+
 def rule_find(args: Sequence[Arg]) -> Hit | None:
-    """`find … -delete`: deletes whatever matches, like `rm -r` (its -exec commands are checked
-    as commands of their own)."""
-    inner = False  # inside `-exec … ;`: the inner command's words, not find's expression
-    for a in args:
-        if inner:
-            inner = a.value not in (";", "+")
-        elif a.value in ("-exec", "-execdir", "-ok", "-okdir"):
-            inner = True
-        elif a.value == "-delete":
+    """`find … -delete`: deletes whatever matches, like `rm -r`. A word only known at run time
+    where find reads its expression may be `-delete` or `-exec`. (Commands run by `-exec`/`-ok`
+    are checked as commands of their own.)"""
+    i, n = 0, len(args)
+    while i < n and (args[i].value in _FIND_LEADING or (args[i].value or "")[:2] in ("-D", "-O")):
+        v = args[i].value or ""
+        i += 2 if v in ("-D", "-O") else 1
+    # Starting points: up to the first word that starts the expression. A variable there may
+    # be the expression itself (`find . "$A"` with A=-delete); only the first one is trusted.
+    first = i
+    while i < n:
+        a = args[i]
+        if a.value is None:
+            if a.may_be_option or i > first:
+                return _unknown("delete files or run commands", a)
+            i += 1
+            continue
+        if a.value.startswith("-") or a.value in ("(", "!", ")", ","):
+            break
+        i += 1
+    while i < n:
+        a = args[i]
+        v = a.value
+        i += 1
+        if v is None:
+            return _unknown("delete files or run commands", a)
+        if v in _FIND_EXEC:
+            while i < n and args[i].value not in (";", "+"):
+                i += 1
+            i += 1
+        elif v == "-delete":
             return Hit("deletes every file and directory it matches")
+        elif v in _FIND_ONE_ARG or v.startswith("-newer"):
+            if i < n and args[i].value is None and args[i].split:
+                return _unknown("delete files or run commands", args[i])
+            i += 1
+        elif v == "-fprintf":
+            i += 2
     return None
 
 
@@ -511,6 +811,47 @@ SUBCOMMAND_VALUE_OPTIONS: dict[str, tuple[str, dict[str, int]]] = {
     "yarn": ("", {"cwd": REQUIRED}),
     "pnpm": ("Cw", {"dir": REQUIRED, "filter": REQUIRED, "workspace": REQUIRED}),
 }
+SUBCOMMAND_VALUE_OPTIONS.update(
+    {
+        "helm": (
+            "n",
+            {
+                k: REQUIRED
+                for k in (
+                    "namespace",
+                    "kube-context",
+                    "kubeconfig",
+                    "registry-config",
+                    "repository-cache",
+                    "repository-config",
+                    "burst-limit",
+                    "kube-apiserver",
+                    "kube-as-group",
+                    "kube-as-user",
+                    "kube-ca-file",
+                    "kube-token",
+                    "kube-tls-server-name",
+                )
+            },
+        ),
+        "uv": (
+            "",
+            {
+                k: REQUIRED
+                for k in ("directory", "project", "cache-dir", "config-file", "color", "python")
+            },
+        ),
+        "loginctl": (
+            "HMpsno",
+            {
+                k: REQUIRED
+                for k in ("host", "machine", "property", "signal", "kill-whom", "lines", "output")
+            },
+        ),
+        "gem": ("", {}),
+        "twine": ("", {}),
+    }
+)
 SUBCOMMAND_VALUE_OPTIONS["pip3"] = SUBCOMMAND_VALUE_OPTIONS["pip"]
 SUBCOMMAND_VALUE_OPTIONS["podman"][1].update(SUBCOMMAND_VALUE_OPTIONS["docker"][1])
 
@@ -535,9 +876,27 @@ _NPM_COMMAND_TEXT = (
 _NPM_COMMANDS = tuple(_NPM_COMMAND_TEXT.split())
 
 
+def is_dry_run(args: Sequence[Arg]) -> bool:
+    """``--dry-run`` is in effect: the last of ``--dry-run``, ``--dry-run=false``,
+    ``--dry-run false``, ``--no-dry-run`` wins."""
+    state = False
+    for k, a in enumerate(args):
+        v = a.value
+        if v is None:
+            continue
+        if v in ("--dry-run", "--dryrun"):
+            nxt = args[k + 1].value if k + 1 < len(args) else None
+            state = nxt is None or nxt.lower() not in _FALSE | {"none"}
+        elif v.startswith("--dry-run="):
+            state = v.split("=", 1)[1].lower() not in _FALSE | {"none"}
+        elif v == "--no-dry-run":
+            state = False
+    return state
+
+
 def _subcommand_rule(
     name: str,
-    reasons: Mapping[str, str],
+    reasons: Mapping[str, Any],
     aliases: Mapping[str, str] | None = None,
     *,
     dry_run: bool = False,
@@ -546,17 +905,35 @@ def _subcommand_rule(
     what = f"run a paused `{name}` subcommand"
 
     def rule(args: Sequence[Arg]) -> Hit | None:
-        s = subcommand_scan(name, args)
+        scanned = args
+        if dry_run:
+            # `--dry-run false` takes the boolean as its value, not as the subcommand.
+            scanned = [
+                a
+                for k, a in enumerate(args)
+                if not (k and args[k - 1].value == "--dry-run" and a.value in ("true", "false"))
+            ]
+        s = subcommand_scan(name, scanned)
         if not s.operands:
             return _unknown(what, s.unknown) if s.unknown is not None else None
         sub = s.operands[0]
         if sub.value is None:
             return _unknown(what, sub)
         key = aliases.get(sub.value, sub.value)
-        if key in reasons:
-            if dry_run and any(a.value in ("--dry-run", "--dry-run=true") for a in args):
+        reason = reasons.get(key)
+        if isinstance(reason, Mapping):
+            rest = scanned[list(scanned).index(sub) + 1 :]
+            inner = scan(rest, "", {}, stop_after=1, abbrev=False)
+            second = inner.operands[0] if inner.operands else None
+            if second is None:
+                return _unknown(what, inner.unknown) if inner.unknown is not None else None
+            if second.value is None:
+                return _unknown(what, second)
+            reason = reason.get(second.value)
+        if isinstance(reason, str):
+            if dry_run and is_dry_run(args):
                 return None
-            return Hit(reasons[key])
+            return Hit(reason)
         if s.unknown is not None:
             return _unknown(what, s.unknown)
         return None
@@ -599,56 +976,352 @@ _SYSTEMCTL = {
 }
 _UNINSTALL = "removes installed packages"
 
+_PUBLISH = "publishes a package to the registry"
+_DISK = "erases or rewrites a disk's partitions or filesystem signatures"
+_FIREWALL = "changes firewall rules"
+_SIGNAL = "sends a signal to processes"
+
+
+def rule_rsync(args: Sequence[Arg]) -> Hit | None:
+    """`rsync --delete…` (and `--del`, `--remove-source-files`), not with `-n`/`--dry-run`."""
+    dry = False
+    hit: Hit | None = None
+    for a in args:
+        v = a.value
+        if v is None:
+            if a.may_be_option and hit is None:
+                hit = _unknown("delete files at the destination", a)
+            continue
+        if v == "--":
+            break
+        if v == "--dry-run" or (v.startswith("-") and not v.startswith("--") and "n" in v[1:]):
+            dry = True
+        elif v in ("--del", "--delete") or v.startswith("--delete-"):
+            hit = Hit("deletes files at the destination that the source does not have")
+        elif v == "--remove-source-files":
+            hit = Hit("deletes the source files after copying them")
+    return None if dry else hit
+
+
+_DESTROY = frozenset({"-destroy", "--destroy", "-destroy=true", "--destroy=true"})
+
+
+def rule_terraform(args: Sequence[Arg]) -> Hit | None:
+    """`terraform destroy` and `terraform apply -destroy`."""
+    sub: Arg | None = None
+    for a in args:
+        if a.value is None:
+            if sub is None:
+                return _unknown("destroy infrastructure", a)
+            continue
+        if sub is None and not a.value.startswith("-"):
+            sub = a
+        elif sub is not None and sub.value == "apply" and a.value in _DESTROY:
+            return Hit("destroys the infrastructure Terraform manages")
+    if sub is not None and sub.value == "destroy":
+        return Hit("destroys the infrastructure Terraform manages")
+    return None
+
+
+def rule_fuser(args: Sequence[Arg]) -> Hit | None:
+    """`fuser -k`: kills the processes using a file or port."""
+    for a in args:
+        v = a.value
+        if v is None:
+            if a.may_be_option:
+                return _unknown("kill processes", a)
+            continue
+        if v == "--kill" or (v.startswith("-") and not v.startswith("--") and "k" in v[1:]):
+            return Hit("kills the processes using the named files or ports")
+    return None
+
+
+_RUNLEVELS = {
+    "0": "powers the machine off",
+    "6": "reboots the machine",
+    **dict.fromkeys("12345sS", "switches the machine's runlevel, stopping services"),
+}
+
+
+def rule_init(args: Sequence[Arg]) -> Hit | None:
+    """`init N` / `telinit N`: runlevel changes (0 powers off, 6 reboots)."""
+    for a in args:
+        if a.value is None:
+            return _unknown("change the runlevel", a)
+        if a.value in _RUNLEVELS:
+            return Hit(_RUNLEVELS[a.value])
+    return None
+
+
+_COMPOSE_DOWN = "deletes the project's volumes and their data"
+
+
+def rule_compose(args: Sequence[Arg]) -> Hit | None:
+    """`docker-compose down -v|--volumes`."""
+    ops = [a for a in args if a.value is not None and not a.value.startswith("-")]
+    if ops and ops[0].value == "down" and _has_volumes(args):
+        return Hit(_COMPOSE_DOWN)
+    return None
+
+
+def _has_volumes(args: Sequence[Arg]) -> bool:
+    for a in args:
+        v = a.value or ""
+        if v == "--volumes" or (v.startswith("-") and not v.startswith("--") and "v" in v[1:]):
+            return True
+    return False
+
+
+def _with_compose(name: str, reasons: Mapping[str, Any]) -> Rule:
+    """A container CLI's rule plus `NAME compose down -v` (deletes the project's volumes)."""
+    base = _subcommand_rule(name, reasons)
+
+    def rule(args: Sequence[Arg]) -> Hit | None:
+        s = subcommand_scan(name, args)
+        if s.operands and s.operands[0].value == "compose":
+            rest = args[list(args).index(s.operands[0]) + 1 :]
+            return rule_compose(rest)
+        return base(args)
+
+    rule.__doc__ = base.__doc__
+    return rule
+
+
+def rule_pacman(args: Sequence[Arg]) -> Hit | None:
+    """`pacman -R…` (remove)."""
+    for a in args:
+        v = a.value or ""
+        if v == "--remove" or (v.startswith("-") and not v.startswith("--") and "R" in v[1:]):
+            return Hit(_UNINSTALL)
+    return None
+
+
+def rule_cloud_delete(name: str) -> Rule:
+    """A cloud CLI command whose verb is `delete` (`gcloud compute instances delete x`)."""
+
+    def rule(args: Sequence[Arg]) -> Hit | None:
+        for a in args:
+            v = a.value
+            if v is None:
+                if a.may_be_option or not a.prefix:
+                    return _unknown(f"delete {name} resources", a)
+                continue
+            if v.startswith("-"):
+                continue
+            if v == "delete" or v.endswith("-delete"):
+                return Hit("deletes cloud resources")
+        return None
+
+    rule.__doc__ = f"`{name} … delete`."
+    return rule
+
+
+def rule_crontab(args: Sequence[Arg]) -> Hit | None:
+    """`crontab` that replaces or removes the user's scheduled jobs (not `-l`)."""
+    values = [a.value for a in args]
+    if "-l" in values:
+        return None
+    if "-r" in values or any(v and v.startswith("-") and "r" in v[1:] for v in values):
+        return Hit("removes the user's scheduled jobs")
+    return Hit("replaces the user's scheduled jobs, which run outside the sandbox")
+
+
+_SERVICE_VERBS = frozenset({"stop", "restart", "force-reload", "condrestart", "try-restart"})
+
+
+def rule_service(args: Sequence[Arg]) -> Hit | None:
+    """`service NAME stop|restart…` (SysV init scripts)."""
+    ops = [a for a in args if a.value is None or not a.value.startswith("-")]
+    if len(ops) >= 2:
+        if ops[1].value is None:
+            return _unknown("stop a system service", ops[1])
+        if ops[1].value in _SERVICE_VERBS:
+            return Hit("stops or restarts a system service")
+    return None
+
+
 DEFAULT_RULES: dict[str, Rule] = {
     "rm": rule_rm,
     "git": rule_git,
     "dd": _always("writes raw data to files or devices"),
     "mkfs": _always("creates a filesystem, erasing the device"),
+    "mke2fs": _always("creates a filesystem, erasing the device"),
+    "mkswap": _always("formats a device as swap, erasing it"),
+    "wipefs": _always(_DISK),
+    "sgdisk": _always(_DISK),
+    "sfdisk": _always("edits disk partitions"),
+    "gdisk": _always("edits disk partitions"),
+    "blkdiscard": _always("discards every block of a device, erasing it"),
     "shutdown": _always("shuts the machine down"),
     "reboot": _always("reboots the machine"),
     "poweroff": _always("powers the machine off"),
     "halt": _always("halts the machine"),
+    "init": rule_init,
+    "telinit": rule_init,
     "mount": _always("changes mounted filesystems"),
     "umount": _always("changes mounted filesystems"),
     "fdisk": _always("edits disk partitions"),
     "parted": _always("edits disk partitions"),
-    "iptables": _always("changes firewall rules"),
-    "ip6tables": _always("changes firewall rules"),
-    "kill": _always("sends a signal to processes"),
+    "iptables": _always(_FIREWALL),
+    "ip6tables": _always(_FIREWALL),
+    "nft": _always(_FIREWALL),
+    "ufw": _always(_FIREWALL),
+    "firewall-cmd": _always(_FIREWALL),
+    "kill": _always(_SIGNAL),
     "killall": _always("sends a signal to processes by name"),
     "pkill": _always("sends a signal to processes by name"),
+    "killall5": _always("sends a signal to every process"),
+    "fuser": rule_fuser,
+    "truncate": _always("cuts files to a new size, discarding their data"),
+    "shred": _always("overwrites files to destroy their data"),
+    "rimraf": _always("deletes files and directories recursively"),
+    "rsync": rule_rsync,
     "find": rule_find,
     "chmod": _owner_rule("permissions"),
     "chown": _owner_rule("ownership"),
+    "chgrp": _owner_rule("the group"),
     "systemctl": _subcommand_rule("systemctl", _SYSTEMCTL),
+    "loginctl": _subcommand_rule(
+        "loginctl",
+        {
+            "poweroff": "powers the machine off",
+            "reboot": "reboots the machine",
+            "halt": "halts the machine",
+            "kexec": "reboots the machine",
+            "suspend": "suspends the machine",
+            "hibernate": "hibernates the machine",
+            "terminate-session": "ends a login session, killing its processes",
+            "terminate-user": "ends a user's sessions, killing their processes",
+            "kill-session": "sends a signal to a login session's processes",
+            "kill-user": "sends a signal to a user's processes",
+        },
+    ),
     "npm": _subcommand_rule(
         "npm",
         {
-            "publish": "publishes a package to the registry",
+            "publish": _PUBLISH,
             "unpublish": "removes a published package from the registry",
             "uninstall": _UNINSTALL,
         },
         _npm_aliases(),
         dry_run=True,
     ),
+    "pnpm": _subcommand_rule("pnpm", {"publish": _PUBLISH}, dry_run=True),
+    "yarn": _subcommand_rule(
+        "yarn", {"publish": _PUBLISH, "npm": {"publish": _PUBLISH}}, dry_run=True
+    ),
     "pip": _subcommand_rule("pip", {"uninstall": _UNINSTALL}),
     "pip3": _subcommand_rule("pip3", {"uninstall": _UNINSTALL}),
-    "cargo": _subcommand_rule("cargo", {"publish": "publishes a crate to crates.io"}, dry_run=True),
+    "uv": _subcommand_rule(
+        "uv",
+        {
+            "pip": {"uninstall": _UNINSTALL},
+            "tool": {"uninstall": _UNINSTALL},
+            "publish": "publishes packages to PyPI",
+        },
+        dry_run=True,
+    ),
+    "poetry": _subcommand_rule("poetry", {"publish": "publishes a package to PyPI"}, dry_run=True),
+    "hatch": _subcommand_rule("hatch", {"publish": "publishes packages to PyPI"}),
+    "flit": _subcommand_rule("flit", {"publish": "publishes a package to PyPI"}),
+    "pdm": _subcommand_rule("pdm", {"publish": "publishes a package to PyPI"}),
+    "lerna": _subcommand_rule("lerna", {"publish": "publishes packages to the registry"}),
+    "pipx": _subcommand_rule("pipx", {"uninstall": _UNINSTALL, "uninstall-all": _UNINSTALL}),
+    "apt": _subcommand_rule("apt", dict.fromkeys(("remove", "purge", "autoremove"), _UNINSTALL)),
+    "apt-get": _subcommand_rule(
+        "apt-get", dict.fromkeys(("remove", "purge", "autoremove"), _UNINSTALL)
+    ),
+    "dnf": _subcommand_rule("dnf", dict.fromkeys(("remove", "erase", "autoremove"), _UNINSTALL)),
+    "yum": _subcommand_rule("yum", dict.fromkeys(("remove", "erase", "autoremove"), _UNINSTALL)),
+    "brew": _subcommand_rule("brew", dict.fromkeys(("uninstall", "remove", "rm"), _UNINSTALL)),
+    "snap": _subcommand_rule("snap", {"remove": _UNINSTALL}),
+    "conda": _subcommand_rule("conda", dict.fromkeys(("remove", "uninstall"), _UNINSTALL)),
+    "pacman": rule_pacman,
+    "docker-compose": rule_compose,
+    "aws": _subcommand_rule(
+        "aws",
+        {
+            "s3": {
+                "rm": "deletes objects from S3",
+                "rb": "deletes an S3 bucket",
+            }
+        },
+        dry_run=True,
+    ),
+    "gsutil": _subcommand_rule(
+        "gsutil",
+        {
+            "rm": "deletes objects from Cloud Storage",
+            "rb": "deletes a Cloud Storage bucket",
+        },
+    ),
+    "gcloud": rule_cloud_delete("gcloud"),
+    "az": rule_cloud_delete("az"),
+    "crontab": rule_crontab,
+    "service": rule_service,
+    "twine": _subcommand_rule("twine", {"upload": "uploads packages to PyPI"}),
+    "gem": _subcommand_rule(
+        "gem",
+        {
+            "push": "publishes a gem to RubyGems",
+            "yank": "removes a published gem version from RubyGems",
+        },
+    ),
+    "cargo": _subcommand_rule(
+        "cargo",
+        {
+            "publish": "publishes a crate to crates.io",
+            "yank": "withdraws a published crate version from crates.io",
+            "uninstall": _UNINSTALL,
+        },
+        dry_run=True,
+    ),
+    "gh": _subcommand_rule(
+        "gh",
+        {
+            "release": {"delete": "deletes a GitHub release"},
+            "repo": {"delete": "deletes a GitHub repository"},
+        },
+    ),
+    "docker": _with_compose(
+        "docker",
+        {
+            "system": {"prune": "deletes unused containers, images, networks and build cache"},
+            "volume": {
+                "rm": "deletes volumes and their data",
+                "remove": "deletes volumes and their data",
+                "prune": "deletes unused volumes and their data",
+            },
+        },
+    ),
+    "podman": _with_compose(
+        "podman",
+        {
+            "system": {
+                "prune": "deletes unused containers, images, networks and build cache",
+                "reset": "deletes every container, image and volume",
+            },
+            "volume": {
+                "rm": "deletes volumes and their data",
+                "remove": "deletes volumes and their data",
+                "prune": "deletes unused volumes and their data",
+            },
+        },
+    ),
+    "kubectl": _subcommand_rule(
+        "kubectl", {"delete": "deletes Kubernetes resources"}, dry_run=True
+    ),
+    "terraform": rule_terraform,
+    "tofu": rule_terraform,
+    "helm": _subcommand_rule(
+        "helm",
+        dict.fromkeys(("uninstall", "delete", "del", "un"), "uninstalls a Helm release"),
+        dry_run=True,
+    ),
 }
 
-# Reference text for each default rule (help file and tests).
-DEFAULT_SUMMARY: dict[str, str] = {
-    "rm": "with -r, -R or --recursive",
-    "git": "reset --hard; clean -f -d; push -f/--force, --delete/-d, --mirror, --prune, "
-    "+refspec or :ref (not with --force-with-lease); checkout . or --; stash drop/clear",
-    "systemctl": "stop, restart, disable, mask, kill, isolate, reboot, poweroff, halt and variants",
-    "npm": "publish, unpublish, uninstall (un, r, rm, remove, unlink)",
-    "pip": "uninstall (also python -m pip)",
-    "pip3": "uninstall",
-    "cargo": "publish",
-    "chmod": "on /, a system directory or a path inside one",
-    "chown": "on /, a system directory or a path inside one",
-}
+
+_PIP = re.compile(r"(pip)(\d?)(?:\.\d+)?")
 
 
 def lookup_names(name: str) -> list[str]:
@@ -656,7 +1329,9 @@ def lookup_names(name: str) -> list[str]:
     names = [name]
     if name.startswith("mkfs."):
         names.append("mkfs")
-    m = re.fullmatch(r"(pip)(\d?)(?:\.\d+)?", name)
+    if not name.startswith("pip"):
+        return names
+    m = _PIP.fullmatch(name)
     if m and name not in ("pip", "pip3"):
         if m.group(2):
             names.append("pip" + m.group(2))

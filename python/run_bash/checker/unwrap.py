@@ -1,35 +1,124 @@
-"""Seeing through wrappers and nested shells: which commands a command line really runs. Pure.
+"""Seeing through wrappers, nested shells and the script's own data: which commands run. Pure.
 
 :class:`Analysis` walks a parsed script. For each simple command it records the command, then, when
-the command is a wrapper (``sudo``, ``env``, ``timeout``, ``xargs``, ``find -exec``, ``sh -c``, …),
-works out the wrapped command with the wrapper's real option syntax and records that too. Code
-handed over as text (``bash -c STR``, ``eval``, ``su -c``, ``watch``, heredocs and here-strings fed
-to a shell, ``trap``) is parsed again as a script. Whatever cannot be determined statically is
-recorded as unknown, so the checker can fail closed.
+the command is a wrapper (``sudo``, ``env``, ``xargs``, ``find -exec``, ``sh -c``, …; see
+:mod:`run_bash.checker.wrappers`), works out the wrapped command with the wrapper's real option
+syntax and records that too. Code handed over as text (``bash -c STR``, ``eval``, heredocs, pipes
+and process substitutions fed to a shell, ``trap``, a script the same command writes and then
+runs) is parsed again as a script.
+
+It also follows what the script does to its own data, because bash does:
+
+* literal assignments (``f=-rf; rm "$f" x``) are propagated into later words; a quoted expansion
+  the script sets to something unknown counts as a possible option where options are written;
+* strings that hold ``$(``, a backtick or ``<(`` are evaluated as code when the script also has a
+  place where bash evaluates a variable's value (arithmetic, ``${!v}``, ``printf -v``, …);
+* commands rebound by ``alias``, ``hash -p`` or ``BASH_CMDS`` are judged as their targets.
+
+Whatever cannot be determined statically is recorded as unknown, so the checker can fail closed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from run_bash.checker.options import OPTIONAL, REQUIRED, skip_options
-from run_bash.checker.parser import Cmd, Problem, parse, words_of
-from run_bash.checker.rules import git_split
-from run_bash.checker.words import Arg, command_name, decode_echo, expand
+from run_bash.checker.parser import (
+    Cmd,
+    Compound,
+    ForVar,
+    Item,
+    Problem,
+    Redir,
+    Sink,
+    Span,
+    Unparsable,
+    Word,
+    Words,
+    expansions,
+    parse,
+)
+from run_bash.checker.words import (
+    DYN,
+    LIT,
+    OPAQUE,
+    RAW,
+    SPLIT,
+    Arg,
+    command_name,
+    decode_echo,
+    expand,
+    normalize_path,
+    var_name,
+)
 
 MAX_DEPTH = 8
 MAX_CHAIN = 32
+MAX_CODE = 400_000  # characters of nested code analysed in one check (beyond: fail closed)
+MAX_CARRIERS = 64
 SHELLS = frozenset(
-    {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"}
+    {
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "ash",
+        "rbash",
+        "yash",
+        "posh",
+        "fish",
+        "csh",
+        "tcsh",
+        "oksh",
+        "loksh",
+    }
 )
-_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)*)?")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
+CODE_MARKERS = ("$(", "`", "<(", ">(")
+# Variables whose value a program runs as a shell command.
+CODE_VARIABLES = frozenset(
+    {
+        "PROMPT_COMMAND",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH",
+        "GIT_PAGER",
+        "PAGER",
+        "MANPAGER",
+        "GIT_EDITOR",
+        "EDITOR",
+        "VISUAL",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "GIT_PROXY_COMMAND",
+        "SYSTEMD_PAGER",
+        "BROWSER",
+    }
+)
+# Prompt strings: bash expands `$(…)` in them when it shows them (PS4 with `set -x`).
+PROMPT_VARIABLES = frozenset({"PS0", "PS1", "PS2", "PS3", "PS4"})
+# Files a shell sources on start-up.
+STARTUP_VARIABLES = frozenset({"BASH_ENV", "ENV"})
+_SPECIAL = (
+    CODE_VARIABLES | PROMPT_VARIABLES | STARTUP_VARIABLES | {"BASH_CMDS", "BASH_ALIASES", "PATH"}
+)
+STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
+_FD_PATH = re.compile(r"/(?:dev/fd|proc/(?:self|\d+)/fd)/\d+")
+_SHEBANG = re.compile(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?")
+_PATH_PRODUCERS = re.compile(r"\s*(?:mktemp|pwd|realpath|readlink\s+-[a-z]*f)\b[^;&|`$()]*\s*$")
+_LOCATE = re.compile(r"\s*(?:which|command\s+-v|type\s+-P)\s+([A-Za-z0-9_.+-]+)\s*")
+_PRINTERS = re.compile(r"\s*(?:echo|printf|cat|base64|xxd|rev|tr|true|:)\b")
+
+# Possible values of a variable set by the script.
+UNKNOWN = "\0unknown"  # set to something only known at run time
+SAFE = "\0safe"  # set to something unknown that does not start with `-` (a path, a file name)
+NO_INPUT = "\0no-input"  # a command's stdin is not redirected
 
 
-@dataclass
+@dataclass(slots=True)
 class Found:
     """A command that runs: ``argv[0]`` is its name (basename), ``text`` the source running it."""
 
@@ -38,12 +127,34 @@ class Found:
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Unknown:
     """A place where the command (or code) that runs cannot be determined statically."""
 
     reason: str
     text: str
+    syntax: bool = False  # the source could not be parsed
+
+
+class Scope:
+    """What a script knows about its positional parameters (``bash -c CODE NAME ARGS``)."""
+
+    __slots__ = ("positional",)
+
+    def __init__(self, positional: list[Arg] | None = None) -> None:
+        self.positional = positional
+
+
+@dataclass(slots=True)
+class Ctx:
+    """One simple command being analysed, and what wrappers added to its environment."""
+
+    cmd: Cmd
+    depth: int
+    text: str
+    scope: Scope
+    env: dict[str, Arg] = field(default_factory=dict)
+    first: bool = True  # the current word is where the shell itself looks the command up
 
 
 @dataclass
@@ -51,584 +162,708 @@ class Analysis:
     """Every command found in a script, in source order, plus unknowns (for failing closed)."""
 
     events: list[Found | Unknown] = field(default_factory=list)
+    variables: dict[str, list[Any]] = field(default_factory=dict)
+    aliases: dict[str, str | None] = field(default_factory=dict)
+    hashed: dict[str, str | None] = field(default_factory=dict)
+    written: dict[str, list[Any]] = field(default_factory=dict)
+    sinks: list[str] = field(default_factory=list)
+    carriers: list[str] = field(default_factory=list)
+    ifs_changed: bool = False
+    path_changed: bool = False  # a command name may then run a script this line wrote
+    budget: int = MAX_CODE
+    _carrier_set: set[str] = field(default_factory=set)
+    _reading: set[str] = field(default_factory=set)
+    _values: dict[str, frozenset[str]] = field(default_factory=dict)
+    _resolving: set[str] = field(default_factory=set)
+    _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
 
-    # -- scripts ----------------------------------------------------------------------------------
+    # -- entry points -----------------------------------------------------------------------------
 
-    def source(self, src: str, depth: int = 0) -> None:
+    def run(self, src: str) -> None:
+        """Analyse a whole command line."""
+        self.source(src, 0, Scope())
+        self._evaluate_carriers()
+
+    def unknown(self, reason: str, text: str) -> None:
+        """Record a place where what runs cannot be determined."""
+        self.events.append(Unknown(reason, text))
+
+    def source(self, src: str, depth: int, scope: Scope | None = None) -> None:
         """Analyse a script."""
+        scope = scope or Scope()
         if depth > MAX_DEPTH:
-            self.events.append(Unknown("nests shells too deeply to analyse", src.strip()))
+            self.unknown("nests shells too deeply to analyse", src.strip())
             return
-        for item in parse(src):
-            if isinstance(item, Problem):
-                self.events.append(Unknown(item.reason, item.text))
-            else:
-                self.command(item, depth)
+        self.budget -= len(src)
+        if self.budget < 0:
+            self.unknown("holds too much code to analyse", src.strip()[:200])
+            return
+        items = parse(src)
+        self._prepass(items, scope)
+        for item in items:
+            if isinstance(item, Cmd):
+                self.command(item, depth, scope)
+            elif isinstance(item, Problem):
+                self.events.append(Unknown(_problem_reason(item.reason), item.text, True))
+            elif isinstance(item, Sink):
+                self.sinks.append(item.text)
+            elif isinstance(item, Words):
+                for word in item.words:
+                    self._carriers_of(word)
+            elif isinstance(item, ForVar):
+                for word in item.words or ():
+                    self._carriers_of(word)
 
-    def command(self, cmd: Cmd, depth: int) -> None:
+    def code(self, word: Arg, ctx: Ctx, what: str, scope: Scope | None = None) -> None:
+        """Analyse code passed as one word (``sh -c WORD``); unknown when it is not static."""
+        if word.value is None:
+            self.unknown(f"runs {what} only known at run time (`{word.text}`)", ctx.text)
+        else:
+            self.source(word.value, ctx.depth + 1, scope or ctx.scope)
+
+    # -- the script's data ------------------------------------------------------------------------
+
+    def _prepass(self, items: list[Item], scope: Scope) -> None:
+        """Collect variables, rebound names and written files before judging commands."""
+        for item in items:
+            if isinstance(item, Cmd):
+                for word in item.assigns:
+                    self._assignment_value(word, scope, item)
+                    if word.assign and word.assign[0] in ("BASH_CMDS", "BASH_ALIASES"):
+                        self.rebind_word(word.assign[0], word, Ctx(item, 0, item.text, scope))
+                if item.words:
+                    self._builtin_data(item, scope)
+                for redir in item.redirs:
+                    if redir.writes_file:
+                        self._write(redir, lambda c=item: self.printed(c, scope))
+            elif isinstance(item, ForVar):
+                if item.words is None:
+                    self._add_value(item.name, UNKNOWN)
+                for w in item.words or []:
+                    for a in self.expand_word(w, scope, item.in_func):
+                        if a.value is not None and not a.glob:
+                            self._add_value(item.name, a.value)
+                        elif a.glob or (a.prefix and not a.prefix.startswith("-")):
+                            self._add_value(item.name, SAFE)
+                        else:
+                            self._add_value(item.name, UNKNOWN)
+            elif isinstance(item, Compound):
+                for redir in item.redirs:
+                    if redir.writes_file:
+                        self._write(redir, lambda s=item.span: self.printed_span(s, scope))
+
+    def _add_value(self, name: str, value: Any) -> None:
+        self.variables.setdefault(name, []).append(value)
+        self._values.clear()
+        if name == "IFS":
+            self.ifs_changed = True
+
+    def _assignment_value(self, word: Word, scope: Scope, cmd: Cmd) -> None:
+        assert word.assign is not None
+        name, sub, append = word.assign
+        if not name:
+            return
+        if word.elements is not None or sub is not None:
+            self._add_value(name, UNKNOWN)
+            return
+        parts = word.parts[word.vstart :]
+        self._add_value(name, (parts, scope, cmd.in_func, append))
+
+    def values(self, name: str) -> frozenset[str] | None:
+        """The values the script may give ``name`` (None when it never sets it)."""
+        sources = self.variables.get(name)
+        if sources is None:
+            return None
+        cached = self._values.get(name)
+        if cached is not None:
+            return cached
+        if name in self._resolving:
+            return frozenset({UNKNOWN})
+        self._resolving.add(name)
+        out: set[str] = set()
+        last: set[str] = set()  # the values before an append (`v+=x`)
+        try:
+            for src in sources:
+                if isinstance(src, str):
+                    out.add(src)
+                    last = {src}
+                    continue
+                parts, scope, in_func, append = src
+                value = self._assigned(parts, scope, in_func)
+                if append:
+                    known = not value.startswith("\0") and last
+                    if known and len(last) <= 16 and not any(v.startswith("\0") for v in last):
+                        last = {v + value for v in last}
+                    else:
+                        last = {UNKNOWN}
+                    out |= last
+                else:
+                    out.add(value)
+                    last = {value}
+        finally:
+            self._resolving.discard(name)
+        result = frozenset(out)
+        self._values[name] = result
+        return result
+
+    def _assigned(self, parts: list[Any], scope: Scope, in_func: bool) -> str:
+        """The value one assignment gives (UNKNOWN / SAFE when it is not static)."""
+        if _path_producer(parts):
+            return SAFE
+        args = expand("", parts, self.resolver(scope, in_func))
+        if len(args) == 1 and args[0].value is not None:
+            return args[0].value
+        if not args:
+            return ""
+        if args[0].prefix and not args[0].prefix.startswith("-"):
+            return SAFE
+        return UNKNOWN
+
+    def resolver(self, scope: Scope, in_func: bool) -> Any:
+        """The function that gives expansions the values the script sets (see words.expand)."""
+
+        def resolve(text: str) -> object:
+            name = var_name(text)
+            if name is None:
+                if text.startswith("$(") and not text.startswith("$(("):
+                    return self._substitution_value(text[2:-1])
+                return None
+            if name.isdigit():
+                if name == "0":
+                    return None
+                if in_func:
+                    return OPAQUE
+                if scope.positional is None:
+                    return None
+                k = int(name)
+                if k > len(scope.positional):
+                    return ""
+                arg = scope.positional[k - 1]
+                return arg.value if arg.value is not None else OPAQUE
+            vals = self.values(name)
+            if vals is None:
+                return None
+            if len(vals) == 1:
+                (only,) = vals
+                if not only.startswith("\0"):
+                    return OPAQUE if self.ifs_changed else only
+            if UNKNOWN in vals or any(v.startswith("-") for v in vals):
+                return OPAQUE
+            return None
+
+        return resolve
+
+    def _substitution_value(self, body: str) -> object:
+        """The output of ``$(body)`` when it is a static printer, else None.
+
+        ``$(which NAME)`` and ``$(command -v NAME)`` print where NAME is: a path whose basename
+        is NAME, which is all a command word needs.
+        """
+        m = _LOCATE.fullmatch(body)
+        if m:
+            return "/usr/bin/" + m.group(1)
+        if not _PRINTERS.match(body):
+            return None
+        out = self.printed_source(body)
+        if out is None or out is NO_INPUT:
+            return None
+        return out.rstrip("\n")
+
+    def expand_word(self, word: Word, scope: Scope, in_func: bool) -> list[Arg]:
+        """The argument words ``word`` becomes, with the script's known values filled in."""
+        return expand(word.text, word.parts, self.resolver(scope, in_func))
+
+    def expand_words(self, cmd: Cmd, scope: Scope) -> list[Arg]:
+        """The argument words of a simple command."""
+        resolve = self.resolver(scope, cmd.in_func)
+        return [a for w in cmd.words for a in expand(w.text, w.parts, resolve)]
+
+    # -- builtins that set data -------------------------------------------------------------------
+
+    def _builtin_data(self, cmd: Cmd, scope: Scope) -> None:
+        head = cmd.words[0].reserved() or cmd.words[0].text
+        if head not in _DATA_BUILTINS and head not in _WRITERS:
+            return
+        args = self.expand_words(cmd, scope)
+        if not args or args[0].value is None:
+            return
+        name = args[0].value
+        rest = args[1:]
+        if name in _WRITERS:
+            self._writer(name, rest, cmd, scope)
+            return
+        if name in ("declare", "typeset", "local", "export", "readonly"):
+            for a in rest:
+                v = a.value if a.value is not None else a.prefix
+                var, eq, val = v.partition("=")
+                if eq and _IDENT.fullmatch(var):
+                    self._add_value(var, val if a.value is not None else UNKNOWN)
+        elif name in ("read", "mapfile", "readarray", "getopts"):
+            for a in rest:
+                if a.value and _IDENT.fullmatch(a.value):
+                    self._add_value(a.value, UNKNOWN)
+        elif name == "printf":
+            if len(rest) >= 2 and rest[0].value == "-v" and rest[1].value:
+                self._add_value(rest[1].value, UNKNOWN)
+        elif name == "set":
+            if rest and rest[0].value == "--":
+                scope.positional = rest[1:]
+        elif name in ("alias", "hash"):
+            # Rebound names apply to every later use, also inside functions defined earlier.
+            handler = _handlers()(name)
+            handler(self, rest, Ctx(cmd, 0, cmd.text, scope))
+
+    def _writer(self, name: str, args: list[Arg], cmd: Cmd, scope: Scope) -> None:
+        """Record files that ``tee``, ``cp``, ``curl -o`` … write (content unknown but tee's)."""
+        if name == "tee":
+
+            def content() -> str | None:
+                return self.stdin_text(cmd, scope)
+
+            for a in args:
+                if a.value is not None and not a.value.startswith("-"):
+                    self._store(a.value, content, any(x.value in ("-a", "--append") for x in args))
+            return
+        targets: list[Arg] = []
+        if name in ("cp", "mv", "install", "ln", "rsync", "scp"):
+            operands = [a for a in args if a.value is None or not a.value.startswith("-")]
+            if len(operands) == 2 and operands[0].value and operands[1].value:
+                content = self.written_file(operands[0].value)
+                if isinstance(content, str):
+                    self._store(operands[1].value, content, False)
+                    return
+            targets = operands[-1:]
+        elif name in ("curl", "wget"):
+            for k, a in enumerate(args):
+                if a.value in ("-o", "--output", "-O", "--output-document") and k + 1 < len(args):
+                    targets.append(args[k + 1])
+                elif a.value and a.value.startswith(("--output=", "--output-document=")):
+                    targets.append(Arg.lit(a.value.split("=", 1)[1]))
+        elif name == "dd":
+            targets = [Arg.lit(a.value[3:]) for a in args if a.value and a.value.startswith("of=")]
+        elif name == "sed" and any(
+            a.value and a.value.startswith(("-i", "--in-place")) for a in args
+        ):
+            targets = [a for a in args[1:] if a.value and not a.value.startswith("-")]
+        for t in targets:
+            if t.value is not None:
+                self._store(t.value, None, False)
+
+    def _write(self, redir: Redir, content: Any) -> None:
+        target = redir.target
+        if target is None:
+            return
+        args = expand(target.text, target.parts)
+        if len(args) != 1 or args[0].value is None or args[0].value.startswith("/dev/"):
+            return
+        self._store(args[0].value, content, redir.op in (">>", "&>>"))
+
+    def _store(self, path: str, content: Any, append: bool) -> None:
+        """Record a written file; ``content`` is its text, None, or a function giving it (only
+        called if something runs the file)."""
+        key = normalize_path(path)
+        pieces = self.written.setdefault(key, []) if append else []
+        pieces.append(content)
+        self.written[key] = pieces
+
+    def written_file(self, path: str) -> str | bool | None:
+        """A file this command line writes: its content (None: unknown), or False."""
+        if not self.written:
+            return False
+        key = normalize_path(path)
+        if key not in self.written:
+            base = key.rsplit("/", 1)[-1]
+            key = next(
+                (k for k in self.written if k.rsplit("/", 1)[-1] == base and base not in "..."),
+                "",
+            )
+            if not key:
+                return False
+        if key in self._reading:
+            return None  # `cat f > f`: the content depends on itself
+        self._reading.add(key)
+        try:
+            out: list[str] = []
+            for piece in self.written[key]:
+                text = piece() if callable(piece) else piece
+                if text is None or text is NO_INPUT:
+                    return None
+                out.append(text)
+            return "".join(out)
+        finally:
+            self._reading.discard(key)
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    def command(self, cmd: Cmd, depth: int, scope: Scope) -> None:
         """Analyse one simple command."""
-        args = [a for w in cmd.words for a in expand(w.text, w.parts)]
+        ctx = Ctx(cmd, depth, cmd.text, scope)
+        for word in cmd.assigns:
+            self._carriers_of(word)
+            self.assignment(word, ctx, prefix=bool(cmd.words))
+        for word in cmd.words:
+            self._carriers_of(word)
+        for redir in cmd.redirs:
+            if redir.body is not None:
+                self.carrier(redir.body)
+            elif redir.target is not None:
+                self._carriers_of(redir.target)
+        if not cmd.words:
+            return
+        args = self.expand_words(cmd, scope)
         if args:
-            self.chain(args, cmd, depth, cmd.text)
+            self.chain(args, ctx)
 
-    def chain(self, args: list[Arg], cmd: Cmd, depth: int, text: str) -> None:
+    def assignment(self, word: Word, ctx: Ctx, prefix: bool) -> None:
+        """Judge an assignment to a variable that bash or a program treats specially."""
+        assert word.assign is not None
+        name, sub, _ = word.assign
+        parts = word.parts[word.vstart :]
+        if not prefix and name not in _SPECIAL:
+            return
+        if word.elements is not None and name not in _SPECIAL:
+            ctx.env[name] = Arg(word.text, None)
+            return
+        if word.elements is not None:
+            values = [self.expand_word(e, ctx.scope, ctx.cmd.in_func) for e in word.elements]
+            elements = [a for v in values for a in v] + [Arg.lit(t) for t in word.plain_elements]
+        else:
+            elements = expand(word.text, parts, self.resolver(ctx.scope, ctx.cmd.in_func))
+        if prefix:
+            ctx.env[name] = elements[0] if len(elements) == 1 else Arg(word.text, None)
+        if name in ("BASH_CMDS", "BASH_ALIASES"):
+            self.rebind_word(name, word, ctx)
+            return
+        if sub is not None and word.elements is None:
+            return
+        for value in elements or [Arg.lit("")]:
+            self.special_variable(name, value, ctx)
+
+    def special_variable(self, name: str, value: Arg, ctx: Ctx) -> None:
+        """Judge a value given to a variable that is code (PROMPT_COMMAND, PAGER, PS4, …)."""
+        if name in CODE_VARIABLES:
+            self.code(value, ctx, f"`{name}` code")
+        elif name in PROMPT_VARIABLES:
+            self.sinks.append(f"{name}=…")
+            if value.value is not None:
+                self.carrier(value.value)
+        elif name in STARTUP_VARIABLES:
+            self.sourced_file(value, ctx, f"`{name}`")
+        elif name == "PATH":
+            self.path_changed = True
+
+    def rebind_word(self, name: str, word: Word, ctx: Ctx) -> None:
+        """``BASH_CMDS[ls]=/bin/rm``, ``BASH_ALIASES=([ls]='rm -rf')``: later uses of the name
+        are judged as the target."""
+        table = self.hashed if name == "BASH_CMDS" else self.aliases
+        pairs: list[tuple[str | None, Arg]] = []
+        if word.elements is not None:
+            if word.plain_elements:
+                self.unknown(f"sets `{name}` in a way that cannot be read", ctx.text)
+                return
+            for element in word.elements:
+                if element.assign is None:
+                    self.unknown(f"sets `{name}` in a way that cannot be read", ctx.text)
+                    return
+                pairs.append((_static_key(element.assign[1]), self._value_after_eq(element, ctx)))
+        else:
+            m = _SUBSCRIPTED.match(word.text)
+            pairs.append((_static_key(m.group(1)) if m else None, self._value_after_eq(word, ctx)))
+        for key, value in pairs:
+            if key is None:
+                self.unknown(
+                    f"rebinds a command name only known at run time via `{name}`", ctx.text
+                )
+            elif name == "BASH_CMDS":
+                table[key] = command_name(value.value) if value.value is not None else None
+            else:
+                table[key] = value.value
+
+    def _value_after_eq(self, word: Word, ctx: Ctx) -> Arg:
+        vals = self.expand_word(word, ctx.scope, ctx.cmd.in_func)
+        if len(vals) == 1 and vals[0].value is not None and "=" in vals[0].value:
+            return Arg.lit(vals[0].value.split("=", 1)[1])
+        return Arg(word.text, None)
+
+    # -- carriers and sinks -----------------------------------------------------------------------
+
+    def _carriers_of(self, word: Word) -> None:
+        text = word.text
+        if not ("$(" in text or "`" in text or "(" in text or "\\" in text):
+            return
+        literal = "".join(t for t, k in word.parts if k in (RAW, LIT))
+        self.carrier(literal)
+        for element in word.elements or ():
+            if element.plain is None:
+                self._carriers_of(element)
+
+    def carrier(self, text: str) -> None:
+        """Remember a string holding code bash would run if it evaluated the string."""
+        found = any(m in text for m in CODE_MARKERS)
+        if not found and "\\" in text:
+            text = decode_echo(text)
+            found = any(m in text for m in CODE_MARKERS)
+        if found and text not in self._carrier_set:
+            self._carrier_set.add(text)
+            self.carriers.append(text)
+
+    def _evaluate_carriers(self) -> None:
+        """When bash evaluates variable values somewhere, analyse the strings that hold code."""
+        if not self.sinks:
+            return
+        for name in list(self.variables):
+            for value in self.values(name) or ():
+                if not value.startswith("\0"):
+                    self.carrier(value)
+        done = 0
+        while self.sinks and done < len(self.carriers):
+            if done >= MAX_CARRIERS:
+                self.unknown(
+                    "holds too many strings of code to analyse where bash evaluates values",
+                    self.sinks[0],
+                )
+                return
+            text = self.carriers[done]
+            done += 1
+            items: list[Item] = []
+            try:
+                expansions(text, items)
+            except (Unparsable, RecursionError) as err:
+                why = err.reason if isinstance(err, Unparsable) else "nests too deeply"
+                self.unknown(
+                    f"holds code that could not be parsed ({why}), and `{self.sinks[0]}` "
+                    "evaluates values as code",
+                    text,
+                )
+                continue
+            for item in items:
+                if isinstance(item, Cmd):
+                    self.command(item, 1, Scope())
+                elif isinstance(item, Problem):
+                    self.unknown(_problem_reason(item.reason), item.text)
+
+    # -- chains of wrappers -----------------------------------------------------------------------
+
+    def chain(self, args: list[Arg], ctx: Ctx) -> None:
         """Record ``args`` as a command and follow it through wrappers."""
+        handler_for = _handlers()
         for _ in range(MAX_CHAIN):
             if not args:
                 return
             head = args[0]
             if head.value is None or head.glob:
                 what = "a command only known at run time" if head.value is None else "a glob"
-                self.events.append(Unknown(f"runs {what} (`{head.text}`)", text))
+                self.unknown(f"runs {what} (`{head.text}`)", ctx.text)
                 return
             name = command_name(head.value)
             if not name:
                 return
-            self.events.append(Found(name, [Arg.lit(name, head.text), *args[1:]], text))
-            handler = WRAPPERS.get(name)
-            if handler is None and _PYTHON.fullmatch(name):
-                handler = _python
+            if (
+                ctx.first
+                and name in self.aliases
+                and (name, self.aliases[name]) not in self._expanding_alias
+            ):
+                self._run_alias(name, args, ctx)
+                return
+            ctx.first = False
+            if name in self.hashed:
+                target = self.hashed[name]
+                if target is None:
+                    self.unknown(
+                        f"runs `{name}`, which is rebound to a command only known at run time",
+                        ctx.text,
+                    )
+                    return
+                name = target
+            self.events.append(Found(name, [Arg.lit(name, head.text), *args[1:]], ctx.text))
+            if "/" in head.value:
+                self.script_run(head, args[1:], ctx)
+            elif self.path_changed and self.written:
+                self.script_run(Arg.lit("./" + head.value), args[1:], ctx)
+            handler = handler_for(name)
             if handler is None:
                 return
-            inner = handler(self, args[1:], cmd, depth, text)
+            inner = handler(self, args[1:], ctx)
             if inner is None:
                 return
             args = inner
-        self.events.append(Unknown("wraps commands too deeply to analyse", text))
+        self.unknown("wraps commands too deeply to analyse", ctx.text)
 
-    def code(self, word: Arg, depth: int, text: str, what: str) -> None:
-        """Analyse code passed as one word (``sh -c WORD``); unknown when it is not static."""
-        if word.value is None:
-            self.events.append(Unknown(f"runs {what} only known at run time (`{word.text}`)", text))
-        else:
-            self.source(word.value, depth + 1)
-
-    def stdin_code(self, cmd: Cmd, depth: int, text: str, what: str) -> None:
-        """Analyse code a shell reads from its standard input."""
-        if cmd.heredoc is not None:
-            self.source(cmd.heredoc, depth + 1)
-        elif cmd.herestring is not None:
-            args = expand(cmd.herestring.text, cmd.herestring.parts)
-            self.code(
-                args[0] if len(args) == 1 else Arg(cmd.herestring.text, None), depth, text, what
-            )
-        elif cmd.stdin_file:
+    def _run_alias(self, name: str, args: list[Arg], ctx: Ctx) -> None:
+        value = self.aliases[name]
+        if value is None:
+            self.unknown(f"runs `{name}`, which an alias defines at run time", ctx.text)
             return
-        elif isinstance(cmd.pipe_from, Cmd):
-            piped = _printed_text(cmd.pipe_from)
-            if piped is None:
-                self.events.append(Unknown(f"runs {what} read from a pipe", text))
-            else:
-                self.source(piped, depth + 1)
-        elif cmd.pipe_from is True:
-            self.events.append(Unknown(f"runs {what} read from a pipe", text))
-
-
-def _printed_text(cmd: Cmd) -> str | None:
-    """What ``echo``/``printf``/``cat`` with static input writes, or None when not static."""
-    args = [a for w in cmd.words for a in expand(w.text, w.parts)]
-    if not args or any(a.value is None for a in args):
-        return None
-    name = command_name(args[0].value or "")
-    values = [a.value or "" for a in args[1:]]
-    if name == "echo":
-        escapes = False
-        while values and re.fullmatch(r"-[neE]+", values[0]):
-            escapes = escapes or "e" in values[0]
-            values.pop(0)
-        body = " ".join(values)
-        return decode_echo(body) if escapes else body
-    if name == "printf" and values and "%" not in values[0]:
-        return decode_echo(values[0])
-    if name == "cat" and not values:
-        if cmd.heredoc is not None:
-            return cmd.heredoc
-        if cmd.herestring is not None:
-            hs = expand(cmd.herestring.text, cmd.herestring.parts)
-            return hs[0].value if len(hs) == 1 else None
-    return None
-
-
-Handler = Callable[[Analysis, list[Arg], Cmd, int, str], "list[Arg] | None"]
-
-
-def _unknown_options(ana: Analysis, name: str, text: str) -> None:
-    ana.events.append(Unknown(f"passes `{name}` options only known at run time", text))
-
-
-def _simple(
-    short_arg: str = "",
-    longs: dict[str, int] | None = None,
-    *,
-    skip: int = 0,
-    no_command: str = "",
-    assignments: bool = False,
-) -> Handler:
-    """A wrapper whose command follows its options (and ``skip`` operands)."""
-
-    def handler(
-        ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str
-    ) -> list[Arg] | None:
-        res = skip_options(args, short_arg, longs)
-        if res is None:
-            _unknown_options(ana, text.split(None, 1)[0], text)
-            return None
-        k, opts = res
-        if any(opt in opts for opt in no_command.split()):
-            return None
-        k += skip
-        if assignments:
-            while (
-                k < len(args) and args[k].value is not None and _ENV_NAME.match(args[k].value or "")
-            ):
-                k += 1
-        return args[k:] if k < len(args) else None
-
-    return handler
-
-
-def _sudo(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    longs = {
-        k: REQUIRED
-        for k in (
-            "auth-type",
-            "chdir",
-            "chroot",
-            "close-from",
-            "group",
-            "host",
-            "login-class",
-            "other-user",
-            "prompt",
-            "role",
-            "type",
-            "command-timeout",
-            "user",
+        words = ctx.cmd.words
+        rest = (
+            " ".join(w.text for w in words[1:])
+            if words and args[0].text == words[0].text
+            else (" ".join(a.text for a in args[1:]))
         )
+        # bash does not expand an alias inside its own text; a redefined one is another alias.
+        self._expanding_alias.add((name, value))
+        try:
+            self.source(f"{value} {rest}" if rest else value, ctx.depth + 1, ctx.scope)
+        finally:
+            self._expanding_alias.discard((name, value))
+
+    # -- code read from files, pipes and process substitutions ------------------------------------
+
+    def script_run(self, path: Arg, args: list[Arg], ctx: Ctx, *, shell: bool = False) -> None:
+        """A file run as a program (``./s.sh``) or script (``bash s.sh``): analyse it when this
+        command line wrote it; a file it wrote with unknown content pauses."""
+        if path.proc:
+            self.proc_code(path, ctx, "shell code")
+            return
+        if path.value is None:
+            if shell and (path.split or path.opaque or not path.prefix):
+                self.unknown(f"runs a script only known at run time (`{path.text}`)", ctx.text)
+            return
+        if _FD_PATH.fullmatch(path.value):
+            self.unknown(f"runs code read from a file descriptor (`{path.value}`)", ctx.text)
+            return
+        content = self.written_file(path.value)
+        if content is False:
+            return
+        if content is None:
+            self.unknown(f"runs `{path.value}`, which this command writes at run time", ctx.text)
+            return
+        assert isinstance(content, str)
+        if not shell and not _is_shell_script(content):
+            return
+        self.source(content, ctx.depth + 1, Scope(list(args)))
+
+    def sourced_file(self, path: Arg, ctx: Ctx, what: str, args: list[Arg] | None = None) -> None:
+        """A file bash sources (``source F``, ``BASH_ENV=F``)."""
+        if path.proc:
+            self.proc_code(path, ctx, f"code sourced by {what}")
+        elif path.value in STDIN_FILES:
+            self.stdin_code(ctx, "sourced code")
+        elif path.value is None:
+            if path.split or path.opaque or not path.prefix:
+                self.unknown(f"sources a file only known at run time (`{path.text}`)", ctx.text)
+        else:
+            self.script_run(path, args or [], ctx, shell=True)
+
+    def proc_code(self, word: Arg, ctx: Ctx, what: str) -> None:
+        """Code read from a process substitution ``<(…)``: what its commands print."""
+        body = word.text
+        text = self.printed_source(body[2:-1]) if body.startswith(("<(", ">(")) else None
+        if text is None or text is NO_INPUT:
+            self.unknown(f"runs {what} from a process substitution", ctx.text)
+            return
+        self.source(text, ctx.depth + 1)
+
+    def stdin_code(self, ctx: Ctx, what: str) -> None:
+        """Analyse code a shell reads from its standard input."""
+        text = self.stdin_text(ctx.cmd, ctx.scope)
+        if text is NO_INPUT:
+            return
+        if text is None:
+            self.unknown(f"runs {what} read from its input, only known at run time", ctx.text)
+            return
+        self.source(text, ctx.depth + 1)
+
+    def stdin_text(self, cmd: Cmd, scope: Scope) -> str | None:
+        """What a command reads on stdin, when static (NO_INPUT when stdin is not redirected)."""
+        from run_bash.checker.printed import stdin_text
+
+        return stdin_text(self, cmd, scope)
+
+    def printed(self, cmd: Cmd, scope: Scope) -> str | None:
+        """What a command writes on stdout, when static."""
+        from run_bash.checker.printed import printed
+
+        return printed(self, cmd, scope)
+
+    def printed_span(self, span: Span, scope: Scope) -> str | None:
+        """What a compound command writes on stdout, when static."""
+        return self.printed_source(span.text, scope)
+
+    def printed_source(self, src: str, scope: Scope | None = None) -> str | None:
+        """What a script writes on stdout, when static."""
+        from run_bash.checker.printed import printed_source
+
+        return printed_source(self, src, scope)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SUBSCRIPTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]\+?=")
+_DATA_BUILTINS = frozenset(
+    {
+        "alias",
+        "hash",
+        "declare",
+        "typeset",
+        "local",
+        "export",
+        "readonly",
+        "read",
+        "mapfile",
+        "readarray",
+        "getopts",
+        "printf",
+        "set",
     }
-    longs.update(
-        {
-            "preserve-env": OPTIONAL,
-            "edit": 0,
-            "list": 0,
-            "validate": 0,
-            "version": 0,
-            "help": 0,
-            "remove-timestamp": 0,
-        }
-    )
-    res = skip_options(args, "aCcDgpRrTtUu", longs)
-    if res is None:
-        _unknown_options(ana, "sudo", text)
-        return None
-    k, opts = res
-    if any(
-        o in opts for o in ("e", "l", "v", "V", "K", "h", "edit", "list", "validate", "version")
-    ):
-        return None
-    while k < len(args) and args[k].value is not None and _ENV_NAME.match(args[k].value or ""):
-        k += 1
-    return args[k:] if k < len(args) else None
+)
+_WRITERS = frozenset(
+    {"tee", "cp", "mv", "install", "ln", "rsync", "scp", "curl", "wget", "dd", "sed"}
+)
 
 
-def _env(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    longs = {
-        "unset": REQUIRED,
-        "chdir": REQUIRED,
-        "split-string": REQUIRED,
-        "argv0": REQUIRED,
-        "ignore-environment": 0,
-        "null": 0,
-        "debug": 0,
-        "ignore-signal": OPTIONAL,
-        "default-signal": OPTIONAL,
-        "block-signal": OPTIONAL,
-        "list-signal-handling": 0,
-        "help": 0,
-        "version": 0,
-    }
-    res = skip_options(args, "uCSPa", longs)
-    if res is None:
-        _unknown_options(ana, "env", text)
-        return None
-    k, opts = res
-    while k < len(args) and args[k].value is not None and _ENV_NAME.match(args[k].value or ""):
-        k += 1
-    split = opts.get("S", opts.get("split-string"))
-    if "S" in opts or "split-string" in opts:
-        words = words_of(split) if split is not None else None
-        if words is None:
-            ana.events.append(Unknown("passes `env -S` a string it cannot split", text))
-            return None
-        pre = [a for w in words for a in expand(w.text, w.parts)]
-        return pre + args[k:]
-    return args[k:] if k < len(args) else None
+_HANDLER_FOR: Any = None
 
 
-def _shell(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    command_mode = stdin_mode = False
-    i, n = 0, len(args)
-    value_longs = {"--rcfile", "--init-file"}
-    while i < n:
-        a = args[i]
-        v = a.value
-        if v is None:
-            if a.may_be_option:
-                _unknown_options(ana, "sh", text)
-                return None
-            break
-        if v in ("--", "-"):
-            i += 1
-            break
-        if v.startswith("--"):
-            i += 2 if v in value_longs else 1
-            continue
-        if v[:1] in "-+" and len(v) > 1:
-            i += 1
-            for ch in v[1:]:
-                if ch == "c":
-                    command_mode = True
-                elif ch == "s":
-                    stdin_mode = True
-                elif ch in "oO":
-                    i += 1  # -o option / -O shopt take the next word
-            continue
-        break
-    rest = args[i:]
-    if command_mode:
-        if not rest:
-            return None
-        ana.code(rest[0], depth, text, "shell code")
+def _handlers() -> Any:
+    # wrappers imports this module's types, so it is imported on first use.
+    global _HANDLER_FOR
+    if _HANDLER_FOR is None:
+        from run_bash.checker.wrappers import handler_for
+
+        _HANDLER_FOR = handler_for
+    return _HANDLER_FOR
+
+
+def _static_key(sub: str | None) -> str | None:
+    if sub is None:
         return None
-    if stdin_mode or not rest:
-        ana.stdin_code(cmd, depth, text, "shell code")
-        return None
-    script = rest[0]
-    if script.proc:
-        ana.events.append(Unknown("runs shell code from a process substitution", text))
-    elif script.value in _STDIN_FILES:
-        ana.stdin_code(cmd, depth, text, "shell code")
-    elif script.value is None and script.split:
-        ana.events.append(Unknown(f"runs a script only known at run time (`{script.text}`)", text))
+    args = expand(sub, [(sub, RAW)]) if "$" not in sub and "`" not in sub else []
+    if len(args) == 1 and args[0].value is not None:
+        v = args[0].value.strip("'\"")
+        return v or None
     return None
 
 
-def _eval(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    if args and args[0].value == "--":
-        args = args[1:]
-    if not args:
-        return None
-    if any(a.value is None for a in args):
-        dyn = next(a for a in args if a.value is None)
-        ana.events.append(Unknown(f"evaluates code only known at run time (`{dyn.text}`)", text))
-        return None
-    ana.source(" ".join(a.value or "" for a in args), depth + 1)
-    return None
+def _path_producer(parts: list[Any]) -> bool:
+    """``$(mktemp)``, ``$(pwd)``, … : output that is a path, never an option."""
+    if len(parts) != 1 or parts[0][1] not in (DYN, SPLIT):
+        return False
+    text = parts[0][0]
+    return text.startswith("$(") and _PATH_PRODUCERS.match(text[2:-1]) is not None
 
 
-def _source(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    if args and args[0].value == "--":
-        args = args[1:]
-    if not args:
-        return None
-    target = args[0]
-    if target.proc:
-        ana.events.append(Unknown("sources code from a process substitution", text))
-    elif target.value in _STDIN_FILES:
-        ana.stdin_code(cmd, depth, text, "sourced code")
-    elif target.value is None and target.split:
-        ana.events.append(Unknown(f"sources a file only known at run time (`{target.text}`)", text))
-    return None
+def _is_shell_script(content: str) -> bool:
+    """True when a file runs as shell code: a shell shebang or none (bash runs it itself)."""
+    m = _SHEBANG.match(content)
+    if not m:
+        return True
+    prog = command_name(m.group(1))
+    if prog == "env" and m.group(2):
+        prog = command_name(m.group(2))
+    return prog in SHELLS
 
 
-def _trap(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    res = skip_options(args, "", {})
-    if res is None:
-        return None
-    k, opts = res
-    if "l" in opts or "p" in opts or k >= len(args) or len(args) - k < 2:
-        return None
-    action = args[k]
-    if action.value in ("-", ""):
-        return None
-    ana.code(action, depth, text, "trap code")
-    return None
+def _problem_reason(reason: str) -> str:
+    if reason.startswith("nests"):
+        return reason
+    return f"could not be parsed: it {reason}"
 
 
-def _find(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    i, n = 0, len(args)
-    while i < n:
-        v = args[i].value
-        i += 1
-        if v not in ("-exec", "-execdir", "-ok", "-okdir"):
-            continue
-        start = i
-        while i < n and args[i].value not in (";", "+"):
-            i += 1
-        inner = [
-            Arg("{}", None) if a.value is not None and "{}" in a.value else a for a in args[start:i]
-        ]
-        if inner:
-            # The verdict names the inner command (`rm -rf {}`), not the whole find.
-            ana.chain(inner, cmd, depth, " ".join(a.text for a in args[start:i]))
-        i += 1
-    return None
-
-
-def _xargs(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    longs = {
-        "arg-file": REQUIRED,
-        "delimiter": REQUIRED,
-        "eof": OPTIONAL,
-        "replace": OPTIONAL,
-        "max-lines": OPTIONAL,
-        "max-args": REQUIRED,
-        "max-procs": REQUIRED,
-        "max-chars": REQUIRED,
-        "process-slot-var": REQUIRED,
-        "null": 0,
-        "no-run-if-empty": 0,
-        "interactive": 0,
-        "verbose": 0,
-        "exit": 0,
-        "open-tty": 0,
-        "show-limits": 0,
-    }
-    # -e, -i and -l take an optional value attached to the letter.
-    norm: list[Arg] = []
-    for a in args:
-        v = a.value
-        if v and re.fullmatch(r"-[eil].+", v):
-            norm.append(Arg.lit(v[:2]))
-            norm.append(Arg.lit(v[2:]))
-            continue
-        norm.append(a)
-    res = skip_options(norm, "aEdILnPs", longs)
-    if res is None:
-        _unknown_options(ana, "xargs", text)
-        return None
-    k, opts = res
-    repl = opts.get("I") or (opts.get("replace") if "replace" in opts else None)
-    if repl is None and ("i" in opts or "replace" in opts):
-        repl = "{}"
-    inner = norm[k:]
-    if not inner:
-        return None
-    if repl:
-        return [Arg(a.text, None) if a.value is not None and repl in a.value else a for a in inner]
-    # Input items are appended as extra operands.
-    return [*inner, Arg("<xargs input>", None)]
-
-
-def _flock(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    longs = {
-        "timeout": REQUIRED,
-        "wait": REQUIRED,
-        "conflict-exit-code": REQUIRED,
-        "command": REQUIRED,
-        "shared": 0,
-        "exclusive": 0,
-        "unlock": 0,
-        "nonblock": 0,
-        "nb": 0,
-        "close": 0,
-        "no-fork": 0,
-        "verbose": 0,
-    }
-    res = skip_options(args, "wEc", longs)
-    if res is None:
-        _unknown_options(ana, "flock", text)
-        return None
-    k, opts = res
-    shell_code = opts.get("c", opts.get("command"))
-    rest = args[k + 1 :]
-    if shell_code is None and rest and rest[0].value in ("-c", "--command") and len(rest) > 1:
-        ana.code(rest[1], depth, text, "shell code")
-        return None
-    if shell_code is not None:
-        ana.code(Arg.lit(shell_code), depth, text, "shell code")
-        return None
-    return rest or None
-
-
-def _watch(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    longs = {
-        "interval": REQUIRED,
-        "differences": OPTIONAL,
-        "equexit": REQUIRED,
-        "exec": 0,
-        "beep": 0,
-        "color": 0,
-        "no-color": 0,
-        "errexit": 0,
-        "chgexit": 0,
-        "no-title": 0,
-        "no-wrap": 0,
-        "precise": 0,
-        "no-rerun": 0,
-        "shotsdir": REQUIRED,
-    }
-    res = skip_options(args, "nqs", longs)
-    if res is None:
-        _unknown_options(ana, "watch", text)
-        return None
-    k, opts = res
-    rest = args[k:]
-    if not rest:
-        return None
-    if "x" in opts or "exec" in opts:
-        return rest
-    if any(a.value is None for a in rest):
-        dyn = next(a for a in rest if a.value is None)
-        ana.events.append(Unknown(f"runs shell code only known at run time (`{dyn.text}`)", text))
-        return None
-    ana.source(" ".join(a.value or "" for a in rest), depth + 1)
-    return None
-
-
-def _su(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    # su permutes options, so -c may come after the user name.
-    value_short = "cgGsw"
-    value_long = {
-        "command",
-        "session-command",
-        "group",
-        "supp-group",
-        "shell",
-        "whitelist-environment",
-    }
-    i, n = 0, len(args)
-    while i < n:
-        a = args[i]
-        v = a.value
-        i += 1
-        if v is None:
-            if a.may_be_option:
-                _unknown_options(ana, "su", text)
-                return None
-            continue
-        if v == "--":
-            break
-        if v.startswith("--"):
-            name, eq, val = v[2:].partition("=")
-            full = (
-                next((x for x in sorted(value_long) if x.startswith(name)), name) if name else name
-            )
-            if full in value_long:
-                word = Arg.lit(val) if eq else (args[i] if i < n else None)
-                if not eq:
-                    i += 1
-                if full in ("command", "session-command") and word is not None:
-                    ana.code(word, depth, text, "shell code")
-                    return None
-            continue
-        if v.startswith("-") and len(v) > 1:
-            for j, ch in enumerate(v[1:], start=1):
-                if ch in value_short:
-                    if j + 1 < len(v):
-                        word: Arg | None = Arg.lit(v[j + 1 :])
-                    else:
-                        word = args[i] if i < n else None
-                        i += 1
-                    if ch == "c" and word is not None:
-                        ana.code(word, depth, text, "shell code")
-                        return None
-                    break
-    return None
-
-
-def _python(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    i, n = 0, len(args)
-    while i < n:
-        v = args[i].value
-        if v is None or not v.startswith("-") or v == "-":
-            return None
-        i += 1
-        if v.startswith("--"):
-            continue
-        for j, ch in enumerate(v[1:], start=1):
-            if ch == "c":
-                return None
-            if ch in "mWX":
-                value = v[j + 1 :] if j + 1 < len(v) else (args[i].value if i < n else None)
-                if j + 1 >= len(v):
-                    i += 1
-                if ch == "m":
-                    if value in ("pip", "pip3"):
-                        return [Arg.lit("pip", value), *args[i:]]
-                    return None
-                break
-    return None
-
-
-def _git(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    """Follow ``git -c alias.NAME=…`` when NAME is the subcommand."""
-    split = git_split(args)
-    if isinstance(split, Arg):
-        return None
-    opts, k = split
-    if k >= len(args) or args[k].value is None:
-        return None
-    sub = args[k].value
-    for name, word in opts:
-        if name != "-c" or word is None:
-            continue
-        if word.value is None:
-            if word.prefix.startswith("alias.") or not word.prefix:
-                ana.events.append(
-                    Unknown(f"defines a git alias only known at run time (`{word.text}`)", text)
-                )
-            continue
-        key, eq, val = word.value.partition("=")
-        if eq and key.lower() == f"alias.{sub}".lower():
-            if val.startswith("!"):
-                ana.source(val[1:], depth + 1)
-                return None
-            alias_words = words_of(val)
-            if alias_words is None:
-                return None
-            expanded = [a for w in alias_words for a in expand(w.text, w.parts)]
-            return [Arg.lit("git"), *expanded, *args[k + 1 :]]
-    return None
-
-
-def _busybox(ana: Analysis, args: list[Arg], cmd: Cmd, depth: int, text: str) -> list[Arg] | None:
-    if args and args[0].value is not None and args[0].value.startswith("-"):
-        return None
-    return args or None
-
-
-WRAPPERS: dict[str, Handler] = {
-    "sudo": _sudo,
-    "doas": _simple("uC", no_command="C L"),
-    "env": _env,
-    "exec": _simple("a"),
-    "nohup": _simple(),
-    "nice": _simple("n", {"adjustment": REQUIRED}),
-    "timeout": _simple(
-        "sk",
-        {"signal": REQUIRED, "kill-after": REQUIRED, "preserve-status": 0, "foreground": 0},
-        skip=1,
-    ),
-    "time": _simple("fo", {"format": REQUIRED, "output": REQUIRED}),
-    "command": _simple(no_command="v V"),
-    "builtin": _simple(),
-    "stdbuf": _simple("ioe", {"input": REQUIRED, "output": REQUIRED, "error": REQUIRED}),
-    "ionice": _simple("cnpPu", {"class": REQUIRED, "classdata": REQUIRED}, no_command="p P u"),
-    "setsid": _simple(),
-    "flock": _flock,
-    "chroot": _simple("", {"userspec": REQUIRED, "groups": REQUIRED}, skip=1),
-    "xargs": _xargs,
-    "find": _find,
-    "eval": _eval,
-    "source": _source,
-    ".": _source,
-    "watch": _watch,
-    "su": _su,
-    "trap": _trap,
-    "git": _git,
-    "busybox": _busybox,
-    "toybox": _busybox,
-    "unbuffer": _simple(),
-    **dict.fromkeys(SHELLS, _shell),
-}
+__all__ = [
+    "SHELLS",
+    "Analysis",
+    "Ctx",
+    "Found",
+    "Scope",
+    "Unknown",
+]

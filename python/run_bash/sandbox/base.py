@@ -16,12 +16,17 @@ Contract (``Backend`` below)::
     warnings() -> list[str]      # config notes worth saying once (options applied differently)
     spawn(spec) -> Launched      # raises SpawnError; never runs unconfined
 
-``Launched.pid`` must exit when the command's root process exits. ``Launched.reap()`` is called once
+``Launched.pid`` must exit when the command's root process exits; ``Launched.pidfd()`` gives a new
+pidfd of it (the runtime waits on it). ``Launched.reap()`` is called once
 after that and returns the exit status (>= 0) or ``-signal``. ``Launched.terminate(sig)`` signals every
 process of the run that the backend knows about (the runtime also signals the process tree and the
 processes tagged with the session id). ``Launched.close()`` releases backend resources; it is
 idempotent. ``Launched.notices`` collects what the user and the agent should read about the run.
 ``LaunchedBase`` implements all of that except the backend's own wait.
+
+What the host reads later from the project (the policy's ``git_dirs`` and ``protected``) is kept by
+binds where the backend can make them (``Policy.protect_binds()``); the runtime's guard
+(``guard.py``) watches the rest and checks everything after the run. Backends start no guard.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import contextlib
 import importlib
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -39,20 +44,22 @@ from run_bash.sandbox.proc import signal_group
 
 if TYPE_CHECKING:
     from run_bash.config import Config
-    from run_bash.sandbox.guard import ProtectedFileGuard
     from run_bash.sandbox.policy import Policy
 
 __all__ = [
+    "AUTO",
     "BACKENDS",
     "BACKEND_NAMES",
     "CONFINING_BACKENDS",
     "REGISTRY",
     "Availability",
     "Backend",
+    "Choice",
     "Launched",
     "LaunchedBase",
     "RunSpec",
     "SpawnError",
+    "choose_backend",
     "get_backend",
     "once",
 ]
@@ -90,6 +97,8 @@ class Launched(Protocol):
     pid: int
     notices: list[str]
 
+    def pidfd(self) -> int: ...
+
     def reap(self) -> int: ...
 
     def terminate(self, sig: int) -> None: ...
@@ -117,24 +126,25 @@ class Backend(Protocol):
 class LaunchedBase:
     """The life cycle every backend's run shares.
 
-    ``reap`` waits once (the backend's ``_wait``), then lets the protected-file guard compare and
-    repair; ``terminate`` signals the run's process group and its root; ``kill_all`` SIGKILLs all of
-    the run the backend knows about (the guard calls it when a protected file changes); ``close``
-    kills what still runs, stops the guard and collects its notices, once.
+    ``reap`` waits once (the backend's ``_wait``); ``terminate`` signals the run's process group
+    and its root; ``kill_all`` SIGKILLs all of the run the backend knows about (the guard calls it
+    when a file the host reads changes); ``close`` kills what still runs, once.
     """
 
-    def __init__(self, pid: int, guard: ProtectedFileGuard | None = None) -> None:
+    def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.guard = guard
         self.notices: list[str] = []
         self._status: int | None = None
         self._closed = False
-        if guard is not None:
-            guard.kill = self.kill_all
 
     def _wait(self) -> int:
         """Block until the root process exits; its status (>= 0) or ``-signal``."""
         raise NotImplementedError
+
+    def pidfd(self) -> int:
+        """A new pidfd of the root process (the caller closes it). Raises ProcessLookupError
+        when it is already gone."""
+        return os.pidfd_open(self.pid)
 
     def note(self, notices: list[str]) -> None:
         """Add ``notices`` not already there."""
@@ -143,9 +153,6 @@ class LaunchedBase:
     def reap(self) -> int:
         if self._status is None:
             self._status = self._wait()
-            if self.guard is not None:
-                self.guard.check()
-                self.note(self.guard.notices)
         return self._status
 
     def terminate(self, sig: int) -> None:
@@ -165,8 +172,6 @@ class LaunchedBase:
                 self.kill_all()
             with contextlib.suppress(Exception):
                 self.reap()
-        if self.guard is not None:
-            self.guard.finish(self.notices)
 
 
 def once(said: set[str], notes: list[str]) -> list[str]:
@@ -196,6 +201,58 @@ REGISTRY: tuple[BackendEntry, ...] = (
 BACKENDS: dict[str, BackendEntry] = {e.name: e for e in REGISTRY}
 BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
 CONFINING_BACKENDS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.isolates)
+# `sandbox.backend = "auto"`: the first confining backend above that is available here, else none.
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The backend a run uses, and why.
+
+    ``unavailable``: why commands run without a sandbox although one was wanted ("" otherwise).
+    ``reason``: how the backend was chosen (health, setup, the tool description).
+    ``error``: a backend named explicitly is unavailable: runs that want the sandbox refuse
+    (never a silent fallback); "" otherwise.
+    """
+
+    backend: Backend
+    reason: str
+    unavailable: str = ""
+    error: str = ""
+
+
+def choose_backend(requested: str, get: Callable[[str], Backend]) -> Choice:
+    """Resolve ``requested`` (a backend name or ``AUTO``) with ``get(name)`` giving instances.
+
+    ``auto`` takes the first confining backend of ``REGISTRY`` whose ``availability()`` is ok (each
+    backend's own probe decides what it needs), else ``none``, where every command asks. A name
+    given explicitly is used as it is; when it is unavailable, the choice carries an ``error``.
+    """
+    if requested != AUTO:
+        backend = get(requested)
+        if not backend.isolates:
+            return Choice(backend, f'sandbox.backend = "{requested}"')
+        avail = backend.availability()
+        if avail.ok:
+            return Choice(backend, f'sandbox.backend = "{requested}" ({avail.version})')
+        why = f"{requested} unavailable: {avail.reason}"
+        advice = f" ({avail.advice})" if avail.advice else ""
+        error = (
+            f'sandbox.backend = "{requested}" is unavailable: {avail.reason}{advice}; set '
+            'sandbox.backend = "auto" to use what works here, or run the command without the '
+            "sandbox (skip_sandbox, :RunBash!), which asks"
+        )
+        return Choice(get("none"), why, unavailable=why, error=error)
+    missing: list[str] = []
+    for name in CONFINING_BACKENDS:
+        backend = get(name)
+        avail = backend.availability()
+        if avail.ok:
+            passed = f"; {'; '.join(missing)}" if missing else ""
+            return Choice(backend, f"auto: {name} works here ({avail.version}){passed}")
+        missing.append(f"{name} unavailable: {avail.reason}")
+    why = "no sandbox works here (" + "; ".join(missing) + ")"
+    return Choice(get("none"), f"auto: {why}", unavailable=why)
 
 
 def backend_class(name: str) -> type[Backend]:

@@ -15,18 +15,19 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
 * Denied directories are covered with an empty tmpfs, denied files with /dev/null.
 * The launcher's environment *is* the scrubbed one (``bwrap`` is pid 1's parent and its own
   environment would be readable through /proc otherwise), and bwrap inherits only fds 0/1/2.
-* Limits: ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` and ``RLIMIT_DATA`` (memory, per process: there is
-  no cgroup without systemd's help) through ``prlimit``: documented.
+* Each run starts in its own pid namespace, capped by its ``pid_max`` (see ``RESERVED_PIDS``);
+  inside the sandbox ``prlimit`` sets ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` (per run there) and
+  ``RLIMIT_DATA`` (memory, per process: there is no cgroup without systemd's help): documented.
 * Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty every run joins one
-  network namespace shared by all run_bash runs of this host process (``NetHolder``): it has only
+  network namespace shared by all run_bash runs of this host process (``netholder.py``): it has only
   a loopback, so there is no outside network and no host service is reachable, while a server
   started by one run (a background session) is reachable from the next. With entries, the run
   shares the host's network: everything is reachable, including other local services and abstract
   Unix sockets (all or nothing). ``allow_local_ports`` cannot be honoured without that.
 
-Protected project paths that do not exist yet cannot be bind-mounted without creating them in the
-project: they are watched instead (the same guard the sandlock backend uses): creating one stops the
-run at once and removes it.
+Members of the host-read set that do not exist yet cannot be bind-mounted without creating them in
+the project: the runtime's guard (``guard.py``) watches them, as it does for every backend: creating
+one stops the run at once and removes it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
 from functools import lru_cache
 from typing import ClassVar
 
@@ -43,20 +43,13 @@ from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
-from run_bash.sandbox.guard import ProtectedFileGuard
+from run_bash.sandbox.netholder import NET_HOLDER, bwrap_path, nsenter_path
 from run_bash.sandbox.policy import Policy, build_policy
-from run_bash.sandbox.proc import bash_path, children
+from run_bash.sandbox.proc import bash_path
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
 VIRTUAL_ROOTS = ("/proc", "/dev")
-
-
-@lru_cache(maxsize=1)
-def bwrap_path() -> str | None:
-    return shutil.which("bwrap") or (
-        "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
-    )
 
 
 @lru_cache(maxsize=1)
@@ -68,102 +61,46 @@ def prlimit_path() -> str | None:
 
 
 @lru_cache(maxsize=1)
-def nsenter_path() -> str | None:
-    for p in ("/usr/bin/nsenter", "/bin/nsenter"):
+def unshare_path() -> str | None:
+    for p in ("/usr/bin/unshare", "/bin/unshare"):
         if os.access(p, os.X_OK):
             return p
-    return shutil.which("nsenter")
+    return shutil.which("unshare")
 
 
-class NetHolder:
-    """One network namespace shared by every bubblewrap run of this process.
-
-    A run's loopback is then the loopback of all run_bash runs: a server started by one (a
-    background session) is reachable from the next, while the host's own services and the outside
-    network are not (the namespace has nothing but ``lo``). It is created once by a short-lived
-    ``bwrap --unshare-net``; this process keeps it alive by holding a descriptor of the network
-    namespace and of the user namespace that owns it (bwrap creates the network namespace in an
-    outer user namespace), and runs join both with ``nsenter``. When this process exits, the
-    namespace goes away with the last run inside it.
-    """
-
-    NS_GET_USERNS = 0xB701
-
-    def __init__(self) -> None:
-        self.fds: tuple[int, int] | None = None  # (user ns fd, net ns fd)
-        self.error = ""
-        self.pid = -1
-
-    def paths(self) -> tuple[str, str] | None:
-        """``(--user=…, --net=…)`` files to join, creating the namespace when needed."""
-        if self.fds is None or self.pid != os.getpid():
-            self.fds = self._create()
-            self.pid = os.getpid()
-        if self.fds is None:
-            return None
-        me = os.getpid()
-        return f"/proc/{me}/fd/{self.fds[0]}", f"/proc/{me}/fd/{self.fds[1]}"
-
-    def _create(self) -> tuple[int, int] | None:
-        import fcntl
-
-        bwrap, sleep = bwrap_path(), shutil.which("sleep") or "/bin/sleep"
-        if bwrap is None or nsenter_path() is None:
-            self.error = "nsenter not found (util-linux)"
-            return None
-        argv = [
-            bwrap, "--unshare-net", "--unshare-user", "--die-with-parent", "--new-session",
-            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", sleep, "30",
-        ]  # fmt: skip
-        try:
-            holder = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                close_fds=True,
-                start_new_session=True,
-                env={"PATH": "/usr/bin:/bin"},
-            )
-        except OSError as e:
-            self.error = str(e)
-            return None
-        mine = os.readlink("/proc/self/ns/net")
-        try:
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                if holder.poll() is not None:
-                    err = holder.stderr.read().decode(errors="replace") if holder.stderr else ""
-                    self.error = (err.strip().splitlines() or ["bwrap exited"])[-1]
-                    return None
-                for pid in children(holder.pid):
-                    try:
-                        if os.readlink(f"/proc/{pid}/ns/net") == mine:
-                            continue
-                        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-                    except OSError:
-                        continue
-                    try:
-                        user = fcntl.ioctl(net, self.NS_GET_USERNS)
-                    except OSError as e:
-                        os.close(net)
-                        self.error = f"cannot find the namespace's owner ({e})"
-                        return None
-                    os.set_inheritable(user, False)
-                    return user, net
-                time.sleep(0.005)
-            self.error = "bwrap did not start"
-            return None
-        finally:
-            with contextlib.suppress(OSError):
-                holder.kill()
-            with contextlib.suppress(Exception):
-                holder.wait(timeout=2)
-            if holder.stderr is not None:
-                holder.stderr.close()
+# Each run starts in a pid namespace of its own (``unshare --pid --fork``) whose first process
+# becomes bwrap. Two things follow. The run ends, for the host, only when its whole namespace is
+# gone (the kernel kills every process of a namespace whose pid 1 exits and only then lets pid 1
+# be reaped), so nothing of the run can be mistaken for a leftover. And the namespace has its own
+# ``pid_max`` (Linux >= 6.14): the run's processes (threads count) are capped per run, for root
+# too, where RLIMIT_NPROC never applies. ``ns_last_pid`` is set to RESERVED_PIDS first: the kernel
+# hands out pids below that only once, so every pid the run gets comes from RESERVED_PIDS..pid_max
+# and the cap is exact (pid_max = RESERVED_PIDS + max_processes + 1 for bwrap's own init).
+RESERVED_PIDS = 300
+PID_MAX_LIMIT = 4194304
+PID_CAP_KERNEL = (6, 14)
+# pid 1 of the run's namespace: caps it, then becomes bwrap.
+_PID_CAP_SCRIPT = (
+    'echo "$1" > /proc/sys/kernel/pid_max && echo "$2" > /proc/sys/kernel/ns_last_pid || '
+    '{ echo "run_bash: cannot cap the processes of this run" >&2; exit 125; }; shift 2; exec "$@"'
+)
 
 
-_NET_HOLDER = NetHolder()
+def kernel_has_pid_cap(release: str | None = None) -> bool:
+    """Whether ``pid_max`` is per pid namespace here (Linux >= 6.14). Before that, writing it
+    from a new namespace as root would change the whole machine's value: never attempted."""
+    text = release if release is not None else os.uname().release
+    parts = text.split(".")
+    try:
+        version = (int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0))
+    except (IndexError, ValueError):
+        return False
+    return version >= PID_CAP_KERNEL
+
+
+def pid_max_for(max_processes: int) -> int:
+    """The run namespace's ``pid_max`` that lets its command have ``max_processes`` processes."""
+    return min(PID_MAX_LIMIT, RESERVED_PIDS + max_processes + 1)
 
 
 def _depth(p: str) -> int:
@@ -217,13 +154,10 @@ def bwrap_args(
     for p in policy.read_only:
         if os.path.exists(p):
             args += ["--ro-bind", p, p]
-    # .git directories: a bind onto itself makes the entry a mount point (no rename, no rmdir).
-    for g in policy.git_dirs:
-        if os.path.isdir(g):
-            args += ["--bind", g, g]
-    for p in policy.protected:
-        if os.path.lexists(p) and not os.path.islink(p):
-            args += ["--ro-bind", p, p]
+    # Git directories bound onto themselves (a mount point cannot be renamed or removed), then
+    # the existing members of the host-read set read-only.
+    for kind, p in policy.protect_binds():
+        args += ["--bind", p, p] if kind == "self" else ["--ro-bind", p, p]
     for p in policy.denied:
         if not os.path.lexists(p) or not any(is_under(p, g) for g in _granted(policy)):
             continue
@@ -245,8 +179,8 @@ class BwrapLaunched(LaunchedBase):
     group kills the run: its children die with it (--die-with-parent sets their parent-death
     signal; pid 1 of the namespace takes every other process down with it)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], guard: ProtectedFileGuard | None) -> None:
-        super().__init__(proc.pid, guard)
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(proc.pid)
         self.proc = proc
 
     def _wait(self) -> int:
@@ -263,6 +197,8 @@ class Bubblewrap:
         self.config = config or Config()
         self.opts = self.config.sandbox.backends.bubblewrap
         self._availability: Availability | None = None
+        self._pid_mode = ""  # set by the probe: "capped", "plain" or ""
+        self._pid_note = ""  # why runs are not capped per run, when they are not
         self._warned_net = False
         self._said: set[str] = set()
 
@@ -324,7 +260,49 @@ class Bubblewrap:
                 "on Ubuntu an AppArmor profile for bwrap) or use the sandlock backend",
                 version,
             )
+        self._pid_mode, self._pid_note = self._probe_pid_namespace(probe[:-1])
         return Availability(True, version=version)
+
+    def _probe_pid_namespace(self, sandbox: list[str]) -> tuple[str, str]:
+        """Try the run's pid namespace (with its process cap where the kernel has one) around a
+        bwrap sandbox running ``true``; return the mode runs use and, when it is not "capped",
+        why."""
+        unshare = unshare_path()
+        if unshare is None:
+            return "", "unshare not found (util-linux): no per-run process cap"
+        base = [unshare]
+        ids: list[str] = []
+        if os.getuid() != 0:
+            base += ["--user", "--map-root-user"]
+            ids = ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
+        base += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+        tries: list[tuple[str, list[str]]] = []
+        if kernel_has_pid_cap():
+            cap = ["/bin/sh", "-c", _PID_CAP_SCRIPT, "run_bash-init", str(pid_max_for(16))]
+            tries.append(("capped", [*base, *cap, str(RESERVED_PIDS)]))
+        tries.append(("plain", base))
+        why = "" if kernel_has_pid_cap() else "Linux < 6.14 has no per-namespace pid_max"
+        for mode, wrap in tries:
+            argv = [*wrap, *sandbox[:1], *ids, *sandbox[1:], "true"]
+            try:
+                res = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    stdin=subprocess.DEVNULL,
+                    close_fds=True,
+                    env={"PATH": "/usr/bin:/bin"},
+                )
+            except (OSError, subprocess.SubprocessError) as e:
+                why = str(e)
+                continue
+            if res.returncode == 0:
+                note = "" if mode == "capped" else f"no per-run process cap ({why})"
+                return mode, note
+            lines = (res.stderr or "").strip().splitlines()
+            why = lines[-1] if lines else f"exit {res.returncode}"
+        return "", f"no pid namespace of its own per run ({why})"
 
     def validate(self) -> list[str]:
         """Problems that would make every run fail: extra arguments bwrap rejects."""
@@ -371,31 +349,26 @@ class Bubblewrap:
         return lines[-1] if lines else f"exit {res.returncode}"
 
     def warnings(self) -> list[str]:
-        return []
+        """What the process limit becomes here when runs cannot be capped per run."""
+        if not self.availability().ok or not self._pid_note:
+            return []
+        root = " (RLIMIT_NPROC does not apply to root)" if os.getuid() == 0 else ""
+        return [f"bubblewrap: {self._pid_note}; max_processes is RLIMIT_NPROC only{root}"]
 
     def argv(
         self, policy: Policy, spec: RunSpec, netns: tuple[str, str] | None = None
     ) -> list[str]:
         """The full command line; ``netns``: the (user, net) namespace files of run_bash's shared
-        loopback to join first."""
+        loopback to join first.
+
+        ``[nsenter --user --net] unshare --pid … sh -c CAP bwrap … -- prlimit … -- bash -c CMD``:
+        the run's own pid namespace (see ``RESERVED_PIDS``), then the sandbox, and inside it the
+        per-process limits. RLIMIT_NPROC is set inside bwrap's user namespace, where it counts the
+        processes of this run only (set outside, a normal user's would count all of theirs).
+        """
         bwrap = bwrap_path() or "bwrap"
         bash = bash_path() or "/bin/bash"
         extra = list(self.opts.extra_args)
-        prefix: list[str] = []
-        pl = prlimit_path()
-        if pl:
-            size = policy.limits.max_file_size
-            nproc = policy.limits.max_processes
-            mem = policy.limits.max_memory
-            prefix = [
-                pl,
-                f"--fsize={size}:{size}",
-                f"--nproc={nproc}:{nproc}",
-                # Per process (no cgroup without systemd's help): heap and private writable
-                # mappings; address space merely reserved (JVM, V8, Go) does not count.
-                f"--data={mem}:{mem}",
-                "--",
-            ]
         join: list[str] = []
         if netns is not None and not policy.network_allow:
             join = [
@@ -405,10 +378,44 @@ class Bubblewrap:
                 "--preserve-credentials",
                 "--",
             ]
-            # Keep the real ids inside (the joined user namespace maps them to 0).
+        mode = self.pid_namespace()
+        wrap: list[str] = []
+        if mode:
+            wrap = [unshare_path() or "unshare"]
+            if os.getuid() != 0 and not join:
+                # A user namespace in which we are root, to create the others and write pid_max.
+                wrap += ["--user", "--map-root-user"]
+            wrap += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+            if mode == "capped":
+                cap = pid_max_for(policy.limits.max_processes)
+                wrap += ["/bin/sh", "-c", _PID_CAP_SCRIPT, "run_bash-init", str(cap)]
+                wrap.append(str(RESERVED_PIDS))
+        if join or (wrap and os.getuid() != 0):
+            # Keep the real ids inside (the user namespace around bwrap maps them to 0).
             extra = ["--uid", str(os.getuid()), "--gid", str(os.getgid()), *extra]
+        limits: list[str] = []
+        pl = prlimit_path()
+        if pl:
+            size = policy.limits.max_file_size
+            nproc = policy.limits.max_processes
+            mem = policy.limits.max_memory
+            limits = [
+                pl,
+                f"--fsize={size}:{size}",
+                f"--nproc={nproc}:{nproc}",
+                # Per process (no cgroup without systemd's help): heap and private writable
+                # mappings; address space merely reserved (JVM, V8, Go) does not count.
+                f"--data={mem}:{mem}",
+                "--",
+            ]
         inner = bwrap_args(policy, spec, extra, shared_netns=bool(join))
-        return [*prefix, *join, bwrap, *inner, "--", bash, "-c", spec.cmd]
+        return [*join, *wrap, bwrap, *inner, "--", *limits, bash, "-c", spec.cmd]
+
+    def pid_namespace(self) -> str:
+        """How runs get their own pid namespace: "capped" (with ``pid_max``), "plain" (without:
+        a kernel before 6.14), or "" (``unshare`` cannot make one here)."""
+        self.availability()
+        return self._pid_mode
 
     def spawn(self, spec: RunSpec) -> BwrapLaunched:
         avail = self.availability()
@@ -423,16 +430,14 @@ class Bubblewrap:
         holder = None
         notes: list[str] = []
         if not policy.network_allow:
-            holder = _NET_HOLDER.paths()
+            holder = NET_HOLDER.paths()
             if holder is None and not self._warned_net:
                 self._warned_net = True
                 notes.append(
                     "bubblewrap: no shared network namespace "
-                    f"({_NET_HOLDER.error}); each run has its own loopback"
+                    f"({NET_HOLDER.error}); each run has its own loopback"
                 )
         argv = self.argv(policy, spec, holder)
-        missing = [p for p in policy.protected if not os.path.lexists(p)]
-        guard = ProtectedFileGuard(policy) if missing else None
         try:
             proc = subprocess.Popen(
                 argv,
@@ -447,9 +452,6 @@ class Bubblewrap:
             )
         except OSError as e:
             raise SpawnError(f"bubblewrap could not start: {e}") from e
-        launched = BwrapLaunched(proc, guard)
-        if guard is not None:
-            guard.start()
-            launched.notices.extend(guard.notices)
-        launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
+        launched = BwrapLaunched(proc)
+        launched.notices.extend(once(self._said, [*notes, *self.warnings(), *policy.warnings]))
         return launched

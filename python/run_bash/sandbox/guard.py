@@ -1,95 +1,341 @@
-"""The protected-file guard: keeps project files that run later outside the sandbox unchanged.
+"""The guard and the post-run check: nothing a run writes into the host-read set stays there.
 
-Backend-neutral: any backend that cannot make a protected path read-only by itself (sandlock, for
-every protected path; bubblewrap, for the ones that do not exist yet) starts one per run.
+Backend-neutral. One ``Keeper`` per host (``SessionManager``) holds, for every member of the
+host-read set (``hostread.py``), a **trusted state**: taken when the run about to start is the only
+one that could write that member (no other active run's writable grants cover it), and kept
+unchanged while any run that could write it is active. A run started while another one holds a
+member never takes the member's current state as trusted; a member first seen that way is
+*untrusted*: a change to it is quarantined, never restored from.
 
-Before the run: a snapshot of every protected path and the identity (device, inode) of every guarded
-``.git`` directory. While it runs: an inotify watcher on those paths and their parents; any event
-makes it compare with the snapshot, and on a difference it kills the run first (so nothing can race
-the repair) and then restores. After the run: one last comparison. Restores are reported as notices.
-The limit: a change exists on disk for the few milliseconds between the write and the restore.
+While runs are active, one inotify instance (created once per host, so exhausting the user's
+inotify instances later cannot blind it) watches the members, their parent directories, the
+git directories, the ``PATH`` directories inside writable grants and the agent rules files.
+
+* **Kill first.** An event on a member (or on a git directory, or an ancestor of a member inside
+  a git directory being created or moved) kills every run that could write it before anything is
+  read: matching the event is a dictionary lookup and a name comparison.
+* **Then check and repair, bounded by what is protected.** Each member is compared with its
+  trusted state using only the trusted state's size: a directory is listed up to one entry more
+  than it had (40,000 entries moved into ``.git/hooks`` cost one rename: the directory is moved
+  aside whole and rebuilt), a file is read up to its trusted length. Files are opened with
+  ``O_NONBLOCK | O_NOFOLLOW``: a FIFO, a device, a symlink, a file too large or one held by a
+  lease is a difference, never a wait.
+* **Restore as the owner.** A directory on the way that a run made unwritable (``chmod 0500``) is
+  given its owner's write and search bits for the repair and put back after it. What was there is
+  moved to the quarantine directory (``$XDG_STATE_HOME/run_bash/quarantine``, never deleted), the
+  trusted state is written, and the notice says "restored" only after comparing again.
+* **After every run** (exit, kill, timeout) and again before the next run of a project starts if
+  a repair failed: the same comparison for every member, plus the checks that have no trusted
+  state to compare with: a new repository in the project must be inert (``inert_config``, no
+  active hooks, no link to a repository that is not trusted) or it is quarantined; a new
+  executable in a writable ``PATH`` directory that shadows a later one is quarantined; an agent
+  rules file whose ``@`` includes leave the project or enter a denied path is restored to its
+  trusted content, and a rules name that is not a regular file is quarantined.
+
+All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
+loop, and never blocks on a file a sandbox can touch.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import select
-import shutil
 import stat
+import struct
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-if TYPE_CHECKING:
-    from run_bash.sandbox.policy import Policy
+from run_bash.errors import SpawnError
+from run_bash.paths import is_under
+from run_bash.sandbox.hostread import (
+    MAX_SCAN_DIRS,
+    Discovery,
+    HostRead,
+    PathDir,
+    Places,
+    RulesName,
+    active_hooks,
+    include_refs,
+    include_targets,
+    inert_config,
+    read_gitfile,
+    read_nonblocking,
+    resolve_entry,
+    shadowed,
+)
 
-MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
+# A member file larger than this cannot be kept (a copy is held in memory): the run is refused.
+MAX_MEMBER_BYTES = 16 * 1024 * 1024
+# A member directory (a hooks directory) with more entries or deeper than this is refused.
+MAX_DIR_ENTRIES = 1024
+MAX_DIR_DEPTH = 4
+# A rules file larger than this is not something an agent should load into a chat.
+MAX_RULES_BYTES = 1024 * 1024
+
+State = tuple[Any, ...]
+ABSENT: State = ("absent",)
 
 
-def _read_small(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SNAPSHOT_BYTES + 1)
-    except OSError:
-        return None
-    return data if len(data) <= MAX_SNAPSHOT_BYTES else None
+def quarantine_dir(env: Mapping[str, str]) -> str:
+    """Where what the guard moves out of a project goes: ``$XDG_STATE_HOME/run_bash/quarantine``
+    (no run is granted it; it outlives the host, so nothing moved there is lost)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return os.path.join(state, "run_bash", "quarantine")
 
 
-def _state(path: str) -> Any:
-    """A comparable description of ``path``: None (absent), ("file", mode, bytes), ("link",
-    target), ("dir", mode, {name: state}) or ("other", mode)."""
+# -------------------------------------------------------------------------------------------------
+# States: what a member is, compared without blocking and bounded by the trusted state
+
+
+class TooLarge(SpawnError):
+    """A member is too large to keep a copy of: the run does not start."""
+
+
+def capture(path: str, depth: int = 0) -> State:
+    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data, None),
+    ("link", target), ("dir", mode, uid, gid, ((name, state), ...)), ("other", type, mode) or
+    ("unreadable", why)."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return ("unreadable",)
+    except (FileNotFoundError, NotADirectoryError):
+        return ABSENT
+    except OSError as e:
+        return ("unreadable", e.errno)
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode):
-        return ("link", os.readlink(path))
+        try:
+            return ("link", os.readlink(path))
+        except OSError as e:
+            return ("unreadable", e.errno)
     if stat.S_ISREG(st.st_mode):
-        data = _read_small(path)
-        if data is None:  # too large or unreadable: compare by size and mtime, cannot restore
-            return ("file", mode, (st.st_size, st.st_mtime_ns))
-        return ("file", mode, data)
+        if st.st_size > MAX_MEMBER_BYTES:
+            raise TooLarge(
+                f"{path} is larger than {MAX_MEMBER_BYTES >> 20} MiB: too large to keep a copy "
+                "of; nothing was started"
+            )
+        data = read_nonblocking(path, MAX_MEMBER_BYTES)
+        if data is None:
+            return ("unreadable", "not readable without blocking")
+        return ("file", mode, st.st_uid, st.st_gid, data, None)
     if stat.S_ISDIR(st.st_mode):
+        if depth >= MAX_DIR_DEPTH:
+            raise TooLarge(f"{path} is nested too deep to keep a copy of (limit {MAX_DIR_DEPTH})")
+        names: list[str] = []
         try:
-            names = sorted(os.listdir(path))[:200]
-        except OSError:
-            names = []
-        return ("dir", mode, {n: _state(os.path.join(path, n)) for n in names})
-    return ("other", mode)
+            with os.scandir(path) as it:
+                for entry in it:
+                    names.append(entry.name)
+                    if len(names) > MAX_DIR_ENTRIES:
+                        raise TooLarge(
+                            f"{path} has more than {MAX_DIR_ENTRIES} entries: too many to keep a "
+                            "copy of; nothing was started"
+                        )
+        except OSError as e:
+            return ("unreadable", e.errno)
+        kids = tuple((n, capture(os.path.join(path, n), depth + 1)) for n in sorted(names))
+        return ("dir", mode, st.st_uid, st.st_gid, kids)
+    return ("other", stat.S_IFMT(st.st_mode), mode)
 
 
-def _write_state(path: str, state: Any) -> None:
-    """Recreate ``state`` at ``path`` (removing whatever is there)."""
-    if os.path.lexists(path):
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-    if state is None:
-        return
+def matches(path: str, state: State) -> bool:
+    """Whether ``path`` is still ``state``. The work is bounded by ``state``: a directory is
+    listed up to one entry more than it had, a file read up to its length, never blocking."""
     kind = state[0]
-    if kind == "file" and isinstance(state[2], bytes):
-        tmp = f"{path}.run_bash-restore"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, state[1])
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return kind == "absent"
+    except OSError as e:
+        return state == ("unreadable", e.errno)
+    if kind in ("absent", "unreadable"):
+        return kind == "unreadable" and _capture_or_mark(path) == state
+    mode = stat.S_IMODE(st.st_mode)
+    if kind == "link":
+        if not stat.S_ISLNK(st.st_mode):
+            return False
         try:
-            os.write(fd, state[2])
+            return os.readlink(path) == state[1]
+        except OSError:
+            return False
+    if kind == "other":
+        return (stat.S_IFMT(st.st_mode), mode) == state[1:]
+    if (mode, st.st_uid, st.st_gid) != state[1:4]:
+        return False
+    if kind == "file":
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        data = state[4]
+        if st.st_size != len(data):
+            return False
+        return read_nonblocking(path, len(data)) == data
+    if kind == "dir":
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        kids = dict(state[4])
+        count = 0
+        try:
+            with os.scandir(path) as it:
+                for entry in it:
+                    count += 1
+                    if count > len(kids) or entry.name not in kids:
+                        return False
+        except OSError:
+            return False
+        if count != len(kids):
+            return False
+        return all(matches(os.path.join(path, n), s) for n, s in kids.items())
+    return False
+
+
+# -------------------------------------------------------------------------------------------------
+# Repair: quarantine what is there, write the trusted state, as the owner
+
+
+class Repairer:
+    """Moves things into the quarantine directory and writes trusted states back."""
+
+    def __init__(self, quarantine_root: str) -> None:
+        self.root = quarantine_root
+
+    def quarantine(self, path: str, tag: str) -> str:
+        """Move ``path`` (whatever it is) out of the way; where it went. Into the quarantine
+        directory when it is on the same file system (one rename, whatever its size), else
+        renamed in place with a suffix and its exec bits removed (inert under any name)."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        # One flat name per original path: no `.git` or `hooks` directory is recreated in there.
+        flat = path.strip("/").replace("%", "%25").replace("/", "%")
+        dest = os.path.join(self.root, f"{stamp}-{tag}", flat)
+        with _writable_parents(path):
+            try:
+                # What a run wrote may be meant for someone else's eyes: only the owner's.
+                os.makedirs(self.root, mode=0o700, exist_ok=True)
+                if stat.S_IMODE(os.lstat(self.root).st_mode) != 0o700:
+                    os.chmod(self.root, 0o700)
+                os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
+                n = 1
+                while os.path.lexists(dest):
+                    n += 1
+                    dest = os.path.join(self.root, f"{stamp}-{tag}", f"{flat}.{n}")
+                os.rename(path, dest)
+                return dest
+            except OSError:
+                pass
+            dest = f"{path}.run_bash-quarantined-{stamp}"
+            os.rename(path, dest)
+            with contextlib.suppress(OSError):
+                st = os.lstat(dest)
+                if stat.S_ISREG(st.st_mode):
+                    os.chmod(dest, 0o600)
+            return dest
+
+    def restore(self, path: str, state: State, tag: str) -> tuple[bool, str]:
+        """Make ``path`` be ``state`` again; (checked ok, what was done)."""
+        moved = ""
+        try:
+            with _writable_parents(path):
+                if os.path.lexists(path):
+                    moved = self.quarantine(path, tag)
+                _create(path, state)
+        except (OSError, TooLarge, ValueError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            return False, f"could not be restored ({why})"
+        if not matches(path, state):
+            return False, "could not be restored (it differs after writing it back)"
+        done = "removed" if state[0] == "absent" else "restored"
+        return True, done + (f"; what was there is in {moved}" if moved else "")
+
+
+def _create(path: str, state: State) -> None:
+    kind = state[0]
+    if kind == "absent":
+        return
+    if kind == "link":
+        os.symlink(state[1], path)
+        return
+    if kind == "file":
+        if state[4] is None:
+            raise ValueError(f"larger than {MAX_MEMBER_BYTES} bytes: no copy was kept")
+        tmp = os.path.join(
+            os.path.dirname(path), f".run_bash-restore-{os.getpid()}-{time.time_ns()}"
+        )
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            os.write(fd, state[4])
+            _own(fd, state)
             os.fchmod(fd, state[1])
         finally:
             os.close(fd)
-        os.replace(tmp, path)
-    elif kind == "link":
-        os.symlink(state[1], path)
-    elif kind == "dir":
-        os.mkdir(path, state[1])
-        for name, sub in state[2].items():
-            _write_state(os.path.join(path, name), sub)
+        os.rename(tmp, path)
+        return
+    if kind == "dir":
+        os.mkdir(path, 0o700)
+        for name, sub in state[4]:
+            _create(os.path.join(path, name), sub)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            _own(fd, state)
+            os.fchmod(fd, state[1])
+        finally:
+            os.close(fd)
+        return
+    raise ValueError(f"a {kind} entry cannot be recreated")
+
+
+def _own(fd: int, state: State) -> None:
+    if os.geteuid() == 0:
+        st = os.fstat(fd)
+        if (st.st_uid, st.st_gid) != (state[2], state[3]):
+            os.fchown(fd, state[2], state[3])
+
+
+@contextlib.contextmanager
+def _writable_parents(path: str) -> Any:
+    """Give the owner search permission on every directory above ``path`` and write permission
+    on its parent for the block (a run may have ``chmod``-ed them), and put the modes back."""
+    changed: list[tuple[str, int]] = []
+    parent = os.path.dirname(path)
+    chain = []
+    d = parent
+    while True:
+        chain.append(d)
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    for d in reversed(chain):
+        need = 0o300 if d == parent else 0o100
+        try:
+            st = os.lstat(d)
+        except OSError:
+            break
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & need != need:
+            try:
+                os.chmod(d, mode | need)
+                changed.append((d, mode))
+            except OSError:
+                break
+    try:
+        yield
+    finally:
+        for d, mode in reversed(changed):
+            with contextlib.suppress(OSError):
+                os.chmod(d, mode)
+
+
+# -------------------------------------------------------------------------------------------------
+# inotify
 
 
 class Inotify:
@@ -97,202 +343,771 @@ class Inotify:
 
     IN_MODIFY = 0x2
     IN_ATTRIB = 0x4
-    IN_CLOSE_WRITE = 0x8
     IN_MOVED_FROM = 0x40
     IN_MOVED_TO = 0x80
     IN_CREATE = 0x100
     IN_DELETE = 0x200
     IN_DELETE_SELF = 0x400
     IN_MOVE_SELF = 0x800
-    ALL = 0xFFE
+    IN_Q_OVERFLOW = 0x4000
+    IN_IGNORED = 0x8000
+    IN_ONLYDIR = 0x1000000
+    IN_DONT_FOLLOW = 0x2000000
+    IN_MASK_ADD = 0x20000000
+    ENTRIES = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
+    CONTENT = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
+    _EVENT = struct.Struct("iIII")
     _libc = ctypes.CDLL(None, use_errno=True)
 
     def __init__(self) -> None:
         fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
         self.fd = fd
 
-    def watch(self, path: str, mask: int = ALL) -> bool:
-        return self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask) >= 0
+    def add(self, path: str, mask: int) -> int:
+        wd = self._libc.inotify_add_watch(
+            self.fd, os.fsencode(path), mask | self.IN_DONT_FOLLOW | self.IN_MASK_ADD
+        )
+        if wd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), path)
+        return int(wd)
 
-    def drain(self) -> bool:
-        got = False
+    def remove(self, wd: int) -> None:
+        self._libc.inotify_rm_watch(self.fd, wd)
+
+    def read(self) -> list[tuple[int, int, str]]:
+        """Every queued event as (wd, mask, name)."""
+        out: list[tuple[int, int, str]] = []
         while True:
             try:
                 data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return got
+            except (BlockingIOError, InterruptedError):
+                return out
             except OSError:
-                return got
+                return out
             if not data:
-                return got
-            got = True
+                return out
+            off = 0
+            while off + 16 <= len(data):
+                wd, mask, _cookie, size = self._EVENT.unpack_from(data, off)
+                raw = data[off + 16 : off + 16 + size].split(b"\0", 1)[0]
+                out.append((wd, mask, os.fsdecode(raw)))
+                off += 16 + size
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
 
-class ProtectedFileGuard:
-    """Keeps the protected project files of one run unchanged.
+# What a subscription on a watch descriptor means when an event arrives.
+KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
+KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
+GROW = "grow"  # one of ``names`` appeared here: watch deeper (a PATH dir or rules name later)
+PATH_DIR = "path"  # an entry in a writable PATH directory: does it shadow a later command?
+RULES = "rules"  # a rules name (or an entry inside a rules directory) changed
 
-    Before the run: a snapshot of every protected path and the identity (device, inode) of every
-    guarded ``.git`` directory. While it runs: an inotify watcher on those paths and their parents;
-    any event makes it compare with the snapshot, and on a difference it kills the run first (so
-    nothing can race the repair) and then restores. After the run: one last comparison.
-    """
 
-    def __init__(self, policy: Policy, kill: Callable[[], None] | None = None) -> None:
-        self.paths = [p for p in policy.protected]
-        self.git_dirs = list(policy.git_dirs)
-        # Stops the whole run; the run this guard belongs to sets it (``LaunchedBase``).
+@dataclass(eq=False)
+class Sub:
+    scope: Scope
+    kind: str
+    mask: int
+    names: frozenset[str] = frozenset()
+    ref: Any = None
+
+
+@dataclass(eq=False)
+class Scope:
+    """One active run as the guard knows it."""
+
+    sid: str
+    host_read: HostRead
+    places: Places
+    kill: Callable[[], None] | None = None
+    tripped: str = ""
+    notices: list[str] = field(default_factory=list)
+    wds: set[int] = field(default_factory=set)
+    ended: bool = False
+
+    def trip(self, why: str) -> None:
+        """Stop the run now (no I/O but the kill itself)."""
+        first = not self.tripped
+        if first:
+            self.tripped = why
+        kill = self.kill
+        if kill is not None and not self.ended:
+            with contextlib.suppress(Exception):
+                kill()
+
+    def attach(self, kill: Callable[[], None]) -> None:
+        """The run has started: how to stop it. A trip before this kills it at once."""
         self.kill = kill
-        self.snapshot = {p: _state(p) for p in self.paths}
-        self.identity: dict[str, tuple[int, int]] = {}
-        for g in self.git_dirs:
-            with contextlib.suppress(OSError):
-                st = os.lstat(g)
-                self.identity[g] = (st.st_dev, st.st_ino)
-        self.notices: list[str] = []
-        self.tripped = False
-        self._lock = threading.Lock()
-        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        self._thread: threading.Thread | None = None
+        if self.tripped:
+            with contextlib.suppress(Exception):
+                kill()
+
+
+# -------------------------------------------------------------------------------------------------
+# The keeper
+
+
+class Keeper:
+    """The host's guard: trusted states, the watcher and the checks. See the module docstring."""
+
+    def __init__(self, quarantine_root: str, discovery: Discovery | None = None) -> None:
+        self.repairer = Repairer(quarantine_root)
+        self.quarantine_root = quarantine_root
+        self.discovery = discovery or Discovery()
+        self._lock = threading.RLock()
+        self._trusted: dict[str, State] = {}
+        # Members whose state was first taken while another run could write them: a change is
+        # quarantined, never restored from it. Cleared when taken again with no run covering.
+        self._suspect: set[str] = set()
+        self._path_names: dict[str, frozenset[str]] = {}
+        self._git_ident: dict[str, tuple[int, int, int]] = {}  # git dir -> (dev, ino, mode)
+        self._rules: dict[str, State] = {}  # rules files and their include targets
+        self._pending: dict[str, str] = {}  # member -> why its repair failed
+        self._pending_moves: dict[str, str] = {}  # what must leave the project -> why it did not
+        # Trees a run filled past what can be walked: no run starts there until they shrink.
+        self._unwalkable: dict[str, str] = {}
+        self._scopes: dict[str, Scope] = {}
+        self._written: set[str] = set()  # every writable grant given to a run of this host
         self._ino: Inotify | None = None
-        self._stopped = False
+        self._table: dict[int, list[Sub]] = {}
+        self._table_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop_r = self._stop_w = -1
 
-    def start(self) -> None:
-        try:
-            ino = Inotify()
-        except OSError as e:
-            self.notices.append(
-                f"protected files are only checked after the run (inotify: {e.strerror or e}; "
-                "see fs.inotify.max_user_instances)"
-            )
-            return
-        parents: set[str] = set()
-        for p in self.paths:
-            parents.add(os.path.dirname(p))
-            if os.path.lexists(p):
-                ino.watch(p)
-                if os.path.isdir(p) and not os.path.islink(p):
-                    with contextlib.suppress(OSError):
-                        for name in os.listdir(p)[:200]:
-                            ino.watch(os.path.join(p, name))
-        for g in self.git_dirs:
-            parents.add(os.path.dirname(g))
-            ino.watch(g, Inotify.IN_MOVE_SELF | Inotify.IN_DELETE_SELF | Inotify.IN_CREATE)
-        for d in parents:
-            if os.path.isdir(d):
-                ino.watch(d, Inotify.ALL)
-        self._ino = ino
-        self._thread = threading.Thread(target=self._run, name="run_bash-guard", daemon=True)
-        self._thread.start()
+    # -- what other parts of the host ask --------------------------------------------------------
 
-    def _run(self) -> None:
-        assert self._ino is not None
-        try:
-            while True:
-                try:
-                    ready, _, _ = select.select([self._ino.fd, self._stop_r], [], [])
-                except (OSError, ValueError):
-                    return
-                if self._stop_r in ready:
-                    return
-                if self._ino.drain():
-                    self.check(live=True)
-        finally:
-            # Closing an inotify fd waits for an RCU grace period (milliseconds): done here, off
-            # the caller's path.
-            self._ino.close()
-            with contextlib.suppress(OSError):
-                os.close(self._stop_r)
-
-    def changed(self) -> list[str]:
-        out = [p for p in self.paths if _state(p) != self.snapshot[p]]
-        for g, ident in self.identity.items():
-            try:
-                st = os.lstat(g)
-                now: tuple[int, int] | None = (st.st_dev, st.st_ino)
-            except OSError:
-                now = None
-            if now != ident:
-                out.append(g)
-        return out
-
-    def check(self, live: bool = False) -> None:
+    def untrusted(self) -> list[str]:
+        """Every place a run of this host could write: symlinks there are never followed when
+        granting PATH trees (``policy.trusted_realpath``)."""
         with self._lock:
-            bad = self.changed()
-            if not bad:
-                return
-            if live:
-                self.tripped = True
-                if self.kill is not None:
-                    self.kill()
-            self._restore(bad)
+            return sorted(self._written)
 
-    def _restore(self, bad: list[str]) -> None:
-        for g in [b for b in bad if b in self.identity]:
-            self._restore_git_dir(g)
-        for p in [b for b in self.paths if _state(b) != self.snapshot[b]]:
+    # -- before a run ----------------------------------------------------------------------------
+
+    def prepare(self, sid: str, host_read: HostRead) -> Scope:
+        """Trusted states, the pre-run repair of what an earlier check could not fix, and the
+        watches of a run about to start. Raises SpawnError (the run must not start) when a member
+        cannot be kept or watched, or an earlier tampering is still unrepaired."""
+        scope = Scope(sid, host_read, Places(host_read.writable))
+        with self._lock:
+            others = [s for s in self._scopes.values() if not s.ended]
+
+            def covered(path: str) -> bool:
+                return any(path in s.places for s in others)
+
+            for m in host_read.members:
+                if covered(m):
+                    if m not in self._trusted:
+                        self._suspect.add(m)
+                        self._trusted[m] = _capture_or_mark(m)
+                    continue
+                why = self._pending.get(m)
+                if why is not None and m in self._trusted and matches(m, self._trusted[m]):
+                    del self._pending[m]  # put right by hand
+                elif why is not None and m in self._trusted:
+                    ok, done = self.repairer.restore(m, self._trusted[m], sid)
+                    if not ok:
+                        raise SpawnError(
+                            f"{m} was changed by an earlier run and {done}; fix it by hand, "
+                            "then run again"
+                        )
+                    del self._pending[m]
+                    scope.notices.append(
+                        f"{self._name(host_read, m)} {done} (changed by an earlier run)"
+                    )
+                self._trusted[m] = capture(m)
+                self._suspect.discard(m)
+            for root in host_read.scan:
+                why = self._unwalkable.get(root)
+                if why is not None:
+                    if not self.discovery.trees.find(root)[1]:
+                        del self._unwalkable[root]
+                    else:
+                        raise SpawnError(why)
+            # What an earlier check could not move out of the project is tried again first.
+            for path in [p for p in self._pending_moves if p in scope.places]:
+                if not os.path.lexists(path):
+                    del self._pending_moves[path]
+                    continue
+                done = self._quarantine(path, sid)
+                if path in self._pending_moves:
+                    raise SpawnError(
+                        f"{path} was left by an earlier run and {done}; remove it by hand, "
+                        "then run again"
+                    )
+                scope.notices.append(
+                    f"{self._name(host_read, path)} (left by an earlier run) {done}"
+                )
+            for g in host_read.git_dirs:
+                if not covered(g) or g not in self._git_ident:
+                    with contextlib.suppress(OSError):
+                        st = os.lstat(g)
+                        self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
+            for pd in host_read.path_dirs:
+                if not covered(pd.path) or pd.path not in self._path_names:
+                    self._path_names[pd.path] = frozenset(_names(pd.path))
+            for r in host_read.rules:
+                for p in (r.path, *rules_include_paths(host_read, r.path)):
+                    if not covered(p) or p not in self._rules:
+                        self._rules[p] = _capture_or_mark(p)
+            self._written.update(host_read.writable)
+            self._scopes[sid] = scope
             try:
-                _write_state(p, self.snapshot[p])
-                what = "restored"
+                self._watch(scope)
             except OSError as e:
-                what = f"could not be restored ({e.strerror})"
-            rel = os.path.basename(os.path.dirname(p)) + "/" + os.path.basename(p)
-            self.notices.append(
-                f"protected file {rel} was changed inside the sandbox; {what}"
-                + ("; the run was stopped" if self.tripped else "")
+                self.release(sid)
+                limit = {
+                    errno.EMFILE: " (fs.inotify.max_user_instances)",
+                    errno.ENOSPC: " (fs.inotify.max_user_watches)",
+                }.get(e.errno or 0, "")
+                where = f": {e.filename}" if e.filename else ""
+                raise SpawnError(
+                    f"cannot watch the files the host reads from the project ({e.strerror}{limit}"
+                    f"{where}); nothing was started"
+                ) from None
+        return scope
+
+    def release(self, sid: str) -> None:
+        """Forget a run that never started."""
+        with self._lock:
+            scope = self._scopes.pop(sid, None)
+            if scope is not None:
+                scope.ended = True
+                self._unwatch(scope)
+
+    # -- after a run -----------------------------------------------------------------------------
+
+    def finish(self, sid: str) -> list[str]:
+        """The post-run check of a run whose processes are all gone; its notices."""
+        with self._lock:
+            scope = self._scopes.pop(sid, None)
+            if scope is None:
+                return []
+            scope.ended = True
+            self._unwatch(scope)
+            self._check(scope)
+            self._refresh_all()
+            return list(dict.fromkeys(scope.notices))
+
+    def shutdown(self) -> None:
+        """Stop the watcher (the host is exiting)."""
+        if self._stop_w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._stop_w, b"x")
+
+    # -- the check -------------------------------------------------------------------------------
+
+    def _name(self, hr: HostRead, path: str) -> str:
+        for root in sorted(hr.roots, key=len, reverse=True):
+            if is_under(path, root) and path != root:
+                return os.path.relpath(path, root)
+        return path
+
+    def _others_covering(self, scope: Scope, path: str) -> list[Scope]:
+        return [s for s in self._scopes.values() if s is not scope and path in s.places]
+
+    def _check(self, scope: Scope) -> None:
+        """Compare, repair and report (the big lock is held)."""
+        hr = scope.host_read
+        stopped = f"; the run was stopped ({scope.tripped})" if scope.tripped else ""
+        note = scope.notices.append
+
+        # The git directories: still the same directory under the same name.
+        for g in hr.git_dirs:
+            ident = self._git_ident.get(g)
+            if ident is None:
+                continue
+            self._check_git_dir(scope, g, ident, stopped)
+
+        # Every member: its trusted state, or quarantined when it never had a trusted one.
+        for m in hr.members:
+            trusted = self._trusted.get(m)
+            if trusted is None or matches(m, trusted):
+                continue
+            others = self._others_covering(scope, m)
+            for o in others:
+                o.trip("a file the host reads changed while it ran")
+            what = "created" if trusted[0] == "absent" else "changed"
+            if m in self._suspect:
+                dest = self._quarantine(m, scope.sid)
+                note(f"{self._name(hr, m)} was {what} inside the sandbox; {dest}{stopped}")
+                continue
+            ok, done = self.repairer.restore(m, trusted, scope.sid)
+            if ok:
+                self._pending.pop(m, None)
+            else:
+                self._pending[m] = done
+            note(
+                f"protected file {self._name(hr, m)} was {what} inside the sandbox; {done}{stopped}"
             )
 
-    def _restore_git_dir(self, g: str) -> None:
-        """Put the original ``.git`` directory (found by inode) back under its name."""
-        dev, ino = self.identity[g]
-        parent = os.path.dirname(g)
-        found = None
-        for root, dirs, _files in os.walk(parent):
-            for d in list(dirs):
-                full = os.path.join(root, d)
+        self._check_new_repos(scope, stopped)
+        for pd in hr.path_dirs:
+            self._check_path_dir(scope, pd, None, stopped)
+        for r in hr.rules:
+            self._check_rules(scope, r, stopped)
+
+    def _quarantine(self, path: str, tag: str) -> str:
+        try:
+            dest = self.repairer.quarantine(path, tag)
+        except OSError as e:
+            self._pending_moves[path] = str(e.strerror)
+            return f"could not be moved away ({e.strerror})"
+        self._pending_moves.pop(path, None)
+        return "moved to " + dest
+
+    def _check_git_dir(
+        self, scope: Scope, g: str, ident: tuple[int, int, int], stopped: str
+    ) -> None:
+        hr = scope.host_read
+        try:
+            st = os.lstat(g)
+            now = (st.st_dev, st.st_ino)
+        except OSError:
+            st = None
+            now = None
+        if now == ident[:2] and st is not None:
+            if stat.S_IMODE(st.st_mode) != ident[2]:
                 with contextlib.suppress(OSError):
-                    st = os.lstat(full)
-                    if (st.st_dev, st.st_ino) == (dev, ino):
-                        found = full
+                    os.chmod(g, ident[2])
+                scope.notices.append(
+                    f"the mode of {self._name(hr, g)} was changed inside the sandbox; restored{stopped}"
+                )
+            return
+        # Moved or replaced: find the original by identity where a run could have put it.
+        found = None
+        for root in (*hr.scan, os.path.dirname(g)):
+            for path, _kind in self.discovery.trees.find(root)[0]:
+                with contextlib.suppress(OSError):
+                    s2 = os.lstat(path)
+                    if (s2.st_dev, s2.st_ino) == ident[:2]:
+                        found = path
                         break
-            if found or root.count(os.sep) - parent.count(os.sep) > 3:
-                dirs[:] = []
             if found:
                 break
-        if found == g:
-            return
+        moved = ""
         if os.path.lexists(g):
-            aside = f"{g}.run_bash-replaced-{int(time.time())}"
-            with contextlib.suppress(OSError):
-                os.rename(g, aside)
+            moved = "; what replaced it " + self._quarantine(g, scope.sid)
         if found:
-            with contextlib.suppress(OSError):
-                os.rename(found, g)
-        self.notices.append(
-            f"{os.path.basename(g)} directory was moved or replaced inside the sandbox; "
-            + ("moved back" if found else "the original was not found")
+            try:
+                with _writable_parents(g):
+                    os.rename(found, g)
+                what = "moved back"
+            except OSError as e:
+                what = f"could not be moved back from {found} ({e.strerror})"
+        else:
+            what = "the original was not found"
+        scope.notices.append(
+            f"git directory {self._name(hr, g)} was moved or replaced inside the sandbox; "
+            f"{what}{moved}{stopped}"
         )
 
-    def finish(self, notices: list[str]) -> None:
-        """Stop watching, check one last time and add what was found to ``notices``."""
-        self.stop()
-        self.check()
-        notices.extend(n for n in self.notices if n not in notices)
+    def _trusted_git_dirs(self) -> set[tuple[int, int]]:
+        return {i[:2] for i in self._git_ident.values()}
 
-    def stop(self) -> None:
-        """Stop watching. The watcher thread closes its own descriptors as it exits."""
-        if self._stopped:
+    def _check_new_repos(self, scope: Scope, stopped: str) -> None:
+        """A repository git can now reach from the project that was not trusted before the run
+        must be inert; otherwise its `.git` entry (or bare directory) is quarantined."""
+        hr = scope.host_read
+        trusted = self._trusted_git_dirs()
+        for root in hr.scan:
+            found, truncated = self.discovery.trees.find(root)
+            if truncated and not any(root in w for w in hr.warnings):
+                # It could be walked before the run: the run made it too large to check.
+                self._unwalkable[root] = (
+                    f"the last run left more than {MAX_SCAN_DIRS} directories in {root}: new "
+                    "repositories in it can no longer be checked after a run; remove what it "
+                    "created, then run again"
+                )
+                scope.notices.append(self._unwalkable[root] + stopped)
+            # `.git` entries before bare directories: a link is judged while its target is there.
+            for path, kind in sorted(found, key=lambda f: f[1] == "bare"):
+                if path in hr.members:
+                    continue  # a trusted `.git` file or link: compared with its trusted state
+                target = path if kind == "bare" else resolve_entry(path)
+                if target is None:
+                    continue
+                with contextlib.suppress(OSError):
+                    st = os.stat(target)
+                    if (st.st_dev, st.st_ino) in trusted:
+                        continue
+                if not hr.is_writable(target):
+                    continue  # a repository the run could not have written: the user's own
+                why = _not_inert(target, trusted)
+                if why is None:
+                    continue
+                # The project itself made into a repository: its HEAD goes, and it is none.
+                what = os.path.join(path, "HEAD") if path in hr.roots else path
+                dest = self._quarantine(what, scope.sid)
+                scope.notices.append(
+                    f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
+                )
+
+    def _check_path_dir(self, scope: Scope, pd: PathDir, only: str | None, stopped: str) -> bool:
+        """Quarantine new executables in a writable PATH directory that shadow a later command;
+        True when one was found."""
+        before = self._path_names.get(pd.path, frozenset())
+        names = [only] if only is not None else _names(pd.path)
+        hit = False
+        for name in names:
+            if name in before:
+                continue
+            later = shadowed(pd, name)
+            if later is None:
+                continue
+            hit = True
+            dest = self._quarantine(os.path.join(pd.path, name), scope.sid)
+            scope.notices.append(
+                f"{os.path.join(pd.path, name)} appeared inside the sandbox and would run instead "
+                f"of {later} for you (that directory is on your PATH); {dest}{stopped}"
+            )
+        return hit
+
+    def _check_rules(self, scope: Scope, r: RulesName, stopped: str) -> bool:
+        """Agent rules: a rules file whose includes leave the project (or enter a denied path)
+        gets its trusted content back; a rules name, or an entry it includes, that is not a
+        regular file in the project is quarantined. What the user had before the run is left
+        alone. True when something was wrong."""
+        hr = scope.host_read
+        path = r.path
+        problems = rules_problems(hr, path)
+        if not problems:
+            return False
+        kind, why = problems[0][:2]
+        where = problems[0][2] if len(problems[0]) > 2 else path
+        name = self._name(hr, path)
+        trusted = self._rules.get(path, ABSENT)
+        file_same = matches(path, trusted)
+        where_same = where == path or (where in self._rules and matches(where, self._rules[where]))
+        if file_same and where_same:
+            return False  # the user's own, unchanged by the run
+        done = []
+        if not where_same or (kind == "type" and where == path):
+            if trusted[0] == "absent" and is_under(where, path):
+                where = path  # a new directory of links: all of it goes
+            done.append(self._quarantine(where, scope.sid))
+        if not file_same and os.path.lexists(path) and trusted[0] in ("file", "absent"):
+            ok, what = self.repairer.restore(path, trusted, scope.sid)
+            if not ok:
+                self._pending[path] = what
+            if ok and trusted[0] == "file":
+                what = "its previous content was put back"
+            done.append(what)
+        scope.notices.append(f"agent rules file {name} {why}; {'; '.join(done)}{stopped}")
+        return True
+
+    # -- watching --------------------------------------------------------------------------------
+
+    def _ensure_watcher(self) -> Inotify:
+        if self._ino is None:
+            self._ino = Inotify()  # OSError: the caller refuses the run
+            self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+            self._thread = threading.Thread(target=self._loop, name="run_bash-guard", daemon=True)
+            self._thread.start()
+        return self._ino
+
+    def _sub(self, ino: Inotify, scope: Scope, path: str, mask: int, sub: Sub) -> None:
+        wd = ino.add(path, mask)
+        with self._table_lock:
+            self._table.setdefault(wd, []).append(sub)
+        scope.wds.add(wd)
+
+    def _watch(self, scope: Scope) -> None:
+        """Watch everything of ``scope`` (re-run after a repair moved inodes around)."""
+        ino = self._ensure_watcher()
+        hr = scope.host_read
+        git_places = Places(hr.git_dirs)
+        todo: list[tuple[str, Sub, int, bool]] = []  # (path, sub, mask, the path must exist)
+        for m in hr.members:
+            if os.path.lexists(m):
+                is_dir = os.path.isdir(m) and not os.path.islink(m)
+                mask = Inotify.CONTENT | (Inotify.ENTRIES if is_dir else 0)
+                todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
+            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=m in git_places)
+        for g in hr.git_dirs:
+            mask = Inotify.IN_DELETE_SELF | Inotify.IN_MOVE_SELF
+            todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
+            self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True)
+        for pd in hr.path_dirs:
+            if os.path.isdir(pd.path):
+                mask = Inotify.ENTRIES | Inotify.IN_ATTRIB
+                todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask, True))
+            else:
+                self._watch_name(todo, scope, pd.path, GROW, kill_growth=False)
+        for r in hr.rules:
+            self._watch_name(todo, scope, r.path, RULES, kill_growth=False, ref=r)
+            if os.path.isdir(r.path) and not os.path.islink(r.path):
+                mask = Inotify.ENTRIES | Inotify.CONTENT
+                todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask, True))
+        for path, sub, mask, _must in todo:
+            try:
+                self._sub(ino, scope, path, mask, sub)
+            except FileNotFoundError:
+                continue  # gone meanwhile: the check after watching sees it
+            except NotADirectoryError:
+                continue
+        # Anything created between looking and watching is caught here.
+        for m in hr.members:
+            trusted = self._trusted.get(m)
+            if trusted is not None and trusted[0] == "absent" and os.path.lexists(m):
+                scope.trip(f"{self._name(hr, m)} appeared")
+
+    def _watch_name(
+        self,
+        todo: list[tuple[str, Sub, int, bool]],
+        scope: Scope,
+        path: str,
+        kind: str,
+        kill_growth: bool,
+        ref: Any = None,
+    ) -> None:
+        """Watch the entry ``path`` in its directory; when that directory does not exist yet,
+        watch the deepest ancestor that does for the next component (created: kill, when the
+        path is inside a git directory; otherwise watch deeper)."""
+        parent, name = os.path.dirname(path), os.path.basename(path)
+        mask = Inotify.ENTRIES
+        if os.path.isdir(parent):
+            todo.append((parent, Sub(scope, kind, mask, frozenset({name}), ref), mask, True))
             return
-        self._stopped = True
-        with contextlib.suppress(OSError):
-            os.write(self._stop_w, b"x")
-        with contextlib.suppress(OSError):
-            os.close(self._stop_w)
-        if self._thread is None:
+        d = parent
+        while not os.path.isdir(d):
+            up = os.path.dirname(d)
+            if up == d:
+                return
+            name, d = os.path.basename(d), up
+        grow = KILL_NAMES if kill_growth or self._inside_git(scope, path) else GROW
+        todo.append((d, Sub(scope, grow, mask, frozenset({name}), ref), mask, True))
+
+    @staticmethod
+    def _inside_git(scope: Scope, path: str) -> bool:
+        return any(is_under(path, g) for g in scope.host_read.git_dirs)
+
+    def _unwatch(self, scope: Scope) -> None:
+        ino = self._ino
+        with self._table_lock:
+            for wd in scope.wds:
+                subs = [s for s in self._table.get(wd, []) if s.scope is not scope]
+                if subs:
+                    self._table[wd] = subs
+                else:
+                    self._table.pop(wd, None)
+                    if ino is not None:
+                        ino.remove(wd)
+            scope.wds.clear()
+
+    def _refresh_all(self) -> None:
+        """Watch again after a repair replaced watched inodes."""
+        for scope in list(self._scopes.values()):
+            self._unwatch(scope)
             with contextlib.suppress(OSError):
-                os.close(self._stop_r)
+                self._watch(scope)
+
+    def _loop(self) -> None:
+        ino = self._ino
+        assert ino is not None
+        while True:
+            try:
+                ready, _, _ = select.select([ino.fd, self._stop_r], [], [])
+            except (OSError, ValueError):
+                return
+            if self._stop_r in ready:
+                ino.close()
+                return
+            events = ino.read()
+            if events:
+                try:
+                    self._dispatch(events)
+                except Exception:  # the guard must keep running
+                    import logging
+
+                    logging.getLogger("run_bash").exception("guard: event handling failed")
+
+    def _dispatch(self, events: list[tuple[int, int, str]]) -> None:
+        """Kill first (lookups only), then the checks that read, then repair."""
+        kill: dict[Scope, str] = {}
+        grow: set[Scope] = set()
+        paths: list[tuple[Scope, PathDir, str]] = []
+        rules: list[tuple[Scope, RulesName]] = []
+        with self._table_lock:
+            for wd, mask, name in events:
+                if mask & Inotify.IN_Q_OVERFLOW:
+                    for subs in self._table.values():
+                        for s in subs:
+                            kill[s.scope] = "too many file events to follow"
+                    continue
+                if mask & Inotify.IN_IGNORED:
+                    # The kernel dropped the watch (its inode is gone); the number may be reused.
+                    for s in self._table.pop(wd, ()):
+                        s.scope.wds.discard(wd)
+                    continue
+                for s in self._table.get(wd, ()):
+                    if not mask & s.mask:
+                        continue
+                    if s.kind == KILL_ANY or (s.kind == KILL_NAMES and name in s.names):
+                        kill.setdefault(s.scope, "a file the host reads was changed")
+                    elif s.kind == GROW and name in s.names:
+                        grow.add(s.scope)
+                    elif s.kind == PATH_DIR and name:
+                        paths.append((s.scope, s.ref, name))
+                    elif s.kind == RULES and (name in s.names or not s.names):
+                        rules.append((s.scope, s.ref))
+        for scope, why in kill.items():
+            scope.trip(why)
+        with self._lock:
+            for scope, pd, name in paths:
+                if scope.ended or name in self._path_names.get(pd.path, frozenset()):
+                    continue
+                if shadowed(pd, name) is not None:
+                    scope.trip(f"{name} in {pd.path} shadows a command on PATH")
+            for scope, r in dict.fromkeys(rules):
+                if not scope.ended and rules_problems(scope.host_read, r.path):
+                    scope.trip(f"agent rules file {self._name(scope.host_read, r.path)} changed")
+            tripped = [s for s in self._scopes.values() if s.tripped and not s.ended]
+            for scope in tripped:
+                self._check(scope)
+            if tripped or grow:
+                self._refresh_all()
+
+
+def _names(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> str | None:
+    """Why a repository the run created is not inert; None when it is."""
+    for name in ("config", "config.worktree"):
+        p = os.path.join(git_dir, name)
+        if os.path.lexists(p):
+            why = inert_config(read_nonblocking(p, MAX_MEMBER_BYTES))
+            if why:
+                return why.replace("its config", f"its {name}")
+    for name in ("HEAD", "commondir", "gitdir"):
+        p = os.path.join(git_dir, name)
+        if os.path.lexists(p) and not (os.path.islink(p) or os.path.isfile(p)):
+            return f"its {name} is not a regular file"
+        if os.path.lexists(p) and read_nonblocking(os.path.realpath(p), 1 << 20) is None:
+            return f"its {name} cannot be read without blocking"
+    if os.path.lexists(os.path.join(git_dir, "info/attributes")):
+        return "it has info/attributes"
+    common = read_gitfile(os.path.join(git_dir, "commondir"))
+    hooks_home = git_dir
+    if common is not None:
+        with contextlib.suppress(OSError):
+            st = os.stat(common)
+            if (st.st_dev, st.st_ino) in trusted:
+                common = None
+        if common is not None:
+            if depth > 2:
+                return "its commondir chain is too long"
+            why = _not_inert(common, trusted, depth + 1)
+            if why:
+                return f"its commondir points to a repository that is not inert: {why}"
+            hooks_home = common
+    hooks = active_hooks(os.path.join(hooks_home, "hooks"))
+    if hooks:
+        return f"it has hooks: {', '.join(hooks[:5])}"
+    return None
+
+
+def _capture_or_mark(path: str) -> State:
+    """``capture``, or a state that matches nothing when the entry is too large to copy."""
+    try:
+        return capture(path)
+    except TooLarge:
+        return ("unreadable", "too large")
+
+
+def rules_include_paths(hr: HostRead, path: str) -> list[str]:
+    """The paths a rules file's ``@`` includes resolve to (for their trusted state)."""
+    data = read_nonblocking(path, MAX_RULES_BYTES)
+    if data is None:
+        return []
+    out: list[str] = []
+    for ref in include_refs(data.decode(errors="replace"))[:256]:
+        out += include_targets(ref, path, hr.cwd, hr.env, hr.home) or []
+    return out
+
+
+def _first_link(path: str, roots: Iterable[str]) -> str | None:
+    """The first symlink on the way to ``path`` inside one of ``roots`` (what to move away)."""
+    for root in roots:
+        if not is_under(path, root):
+            continue
+        cur = root
+        for part in os.path.relpath(path, root).split(os.sep):
+            cur = os.path.join(cur, part)
+            if os.path.islink(cur):
+                return cur
+    return None
+
+
+def rules_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
+    """What is wrong with a rules name: ("type", why, path-to-quarantine) for an entry that is not
+    a regular file in the project, ("content", why) for an include that leaves the project or
+    enters a denied path. Empty when it is fine (or absent)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return []
+    if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        if stat.S_ISLNK(st.st_mode):
+            real = os.path.realpath(path)
+            if not hr.is_project(real):
+                return [("type", f"is a symlink to {real}, outside the project", path)]
+            if os.path.isdir(real):
+                return [("type", "is a symlink to a directory", path)]
+            return rules_problems(hr, real) if real != path else []
+        # CodeCompanion reads a directory recursively, following links.
+        count = 0
+        for root, dirs, files in os.walk(path):
+            for n in [*dirs, *files]:
+                count += 1
+                p = os.path.join(root, n)
+                if count > 256:
+                    return [("type", "is a directory with too many entries", path)]
+                if os.path.islink(p) and not hr.is_project(os.path.realpath(p)):
+                    return [("type", f"holds {n}, a link out of the project", p)]
+            for n in files:
+                p = os.path.join(root, n)
+                if not os.path.islink(p):
+                    sub = rules_problems(hr, p)
+                    if sub:
+                        return sub
+        return []
+    if not stat.S_ISREG(st.st_mode):
+        return [("type", "is not a regular file (reading it would hang the editor)", path)]
+    data = read_nonblocking(path, MAX_RULES_BYTES)
+    if data is None:
+        return [("content", f"is larger than {MAX_RULES_BYTES} bytes or cannot be read")]
+    denied = Places(hr.denied)
+    for ref in include_refs(data.decode(errors="replace")):
+        targets = include_targets(ref, path, hr.cwd, hr.env, hr.home)
+        if targets is None:
+            return [("content", f"includes @{ref}, which cannot be resolved")]
+        for t in targets:
+            real = os.path.realpath(t)
+            if real != os.path.normpath(t):  # a symlink on the way decides where it leads
+                if not hr.is_project(real) or real in denied:
+                    where = _first_link(t, hr.roots) or t
+                    return [("type", f"includes @{ref}, which leads to {real}", where)]
+                t = real
+            if not any(is_under(t, r) for r in hr.roots):
+                return [("content", f"includes @{ref} ({t}, outside the project)")]
+            if any(is_under(t, d) for d in hr.denied):
+                return [("content", f"includes @{ref} ({t}, a denied path)")]
+            try:
+                tst = os.lstat(t)
+            except OSError:
+                continue
+            if not (stat.S_ISREG(tst.st_mode) or stat.S_ISDIR(tst.st_mode)):
+                return [("type", f"includes @{ref}, which is not a regular file", t)]
+    return []

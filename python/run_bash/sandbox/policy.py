@@ -15,12 +15,14 @@ import fnmatch
 import glob
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from run_bash.config import Config, LimitsConfig
 from run_bash.paths import expand, expand_rules, is_under
+from run_bash.sandbox import loopback
+from run_bash.sandbox.hostread import Discovery, HostRead, RulesName
 from run_bash.sandbox.proc import SESSION_TAG
 
 # Names passed from the user's environment by default.
@@ -109,7 +111,45 @@ SYSTEM_READABLE = (
 # Device nodes a command may write: discarding output and the "disk full" test device.
 SYSTEM_WRITABLE = ("/dev/null", "/dev/full")
 
-# Read-only grants in HOME: git's configuration and the usual places tools are installed.
+# Shared tool caches are used by every project. A run may write only the ones whose entries are
+# checked against a hash each time they are used (a poisoned entry is refused, never run):
+#   npm's content store: every entry is stored under, and read back against, its sha512
+#   integrity (ssri); lockfile installs fetch tarballs by that integrity.
+VERIFIED_CACHES = ("~/.npm/_cacache",)
+# The others hand out what is in them without checking it: pip's and uv's built wheels and HTTP
+# responses, cargo's `.crate` files and unpacked sources (a cached `.crate` is not hashed again
+# and an unpacked `registry/src` or `git/checkouts` tree, `build.rs` included, is used as is), Go's
+# module tree and build cache, pre-commit's hook repositories (run at your next commit), ccache/
+# sccache objects, Maven/Gradle artifacts. A run reads them (offline installs and builds work)
+# but cannot change them.
+UNVERIFIED_CACHES = (
+    "$XDG_CACHE_HOME/pip",
+    "$XDG_CACHE_HOME/uv",
+    "$XDG_CACHE_HOME/pypoetry",
+    "$XDG_CACHE_HOME/pdm",
+    "$XDG_CACHE_HOME/go-build",
+    "$XDG_CACHE_HOME/yarn",
+    "$XDG_CACHE_HOME/pnpm",
+    "$XDG_CACHE_HOME/node-gyp",
+    "$XDG_CACHE_HOME/deno",
+    "$XDG_CACHE_HOME/ccache",
+    "$XDG_CACHE_HOME/sccache",
+    "$XDG_CACHE_HOME/pre-commit",
+    "$XDG_CACHE_HOME/bazel",
+    "$XDG_CACHE_HOME/zig",
+    "$XDG_CACHE_HOME/composer",
+    "~/.npm",
+    "~/.ccache",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/go/pkg/mod",
+    "~/.m2/repository",
+    "~/.gradle/caches",
+    "~/.bun/install/cache",
+)
+
+# Read-only grants in HOME: git's configuration, the usual places tools are installed, and the
+# shared caches whose entries are not verified on use.
 HOME_READABLE = (
     "~/.gitconfig",
     "$XDG_CONFIG_HOME/git",
@@ -141,36 +181,12 @@ HOME_READABLE = (
     "~/.opam",
     "~/.juliaup",
     "~/.dotnet",
+    *UNVERIFIED_CACHES,
 )
 
-# Writable: the project and named tool caches (never the whole of ~/.cache: Neovim's own cache lives
-# there and is executed on the next start).
-DEFAULT_WRITABLE = (
-    ".",
-    "$XDG_CACHE_HOME/pip",
-    "$XDG_CACHE_HOME/uv",
-    "$XDG_CACHE_HOME/pypoetry",
-    "$XDG_CACHE_HOME/pdm",
-    "$XDG_CACHE_HOME/go-build",
-    "$XDG_CACHE_HOME/yarn",
-    "$XDG_CACHE_HOME/pnpm",
-    "$XDG_CACHE_HOME/node-gyp",
-    "$XDG_CACHE_HOME/deno",
-    "$XDG_CACHE_HOME/ccache",
-    "$XDG_CACHE_HOME/sccache",
-    "$XDG_CACHE_HOME/pre-commit",
-    "$XDG_CACHE_HOME/bazel",
-    "$XDG_CACHE_HOME/zig",
-    "$XDG_CACHE_HOME/composer",
-    "~/.npm",
-    "~/.ccache",
-    "~/.cargo/registry",
-    "~/.cargo/git",
-    "~/go/pkg/mod",
-    "~/.m2/repository",
-    "~/.gradle/caches",
-    "~/.bun/install/cache",
-)
+# Writable: the project and the verified caches (never the whole of ~/.cache: Neovim's own cache
+# lives there and is executed on the next start).
+DEFAULT_WRITABLE = (".", *VERIFIED_CACHES)
 
 # Denied: secrets and keyrings in HOME, and the system's password and key files.
 DEFAULT_DENIED = (
@@ -221,21 +237,6 @@ NEVER_WRITABLE = (
 # D-Bus): never granted by default; a user rule that grants one gets a warning.
 SHARED_SOCKET_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "$XDG_RUNTIME_DIR", "~")
 
-# Project files that run later outside the sandbox (git, Neovim's exrc, direnv, lazy.nvim): they
-# stay unmodifiable from inside, existing or not, even though the project is writable.
-PROTECTED_NAMES = (
-    ".git/config",
-    ".git/config.worktree",
-    ".git/hooks",
-    ".gitmodules",
-    ".nvim.lua",
-    ".nvimrc",
-    ".exrc",
-    ".envrc",
-    ".lazy.lua",
-)
-
-
 # The policy's limits are the config's (bytes and counts).
 Limits = LimitsConfig
 
@@ -245,12 +246,26 @@ class Policy:
     """The effective, backend-neutral policy for one working directory.
 
     ``readable``/``writable``/``denied`` are absolute, normalized paths. ``read_only`` are
-    paths under a writable grant that must stay read-only (Neovim's directories). ``protected``
-    are project files and directories that must not change from inside, existing or not;
-    ``git_dirs`` are the ``.git`` directories whose entry must not be renamed or replaced.
-    ``network_allow`` are the user's ``host:port`` endpoints; loopback is allowed except
-    ``blocked_local_ports`` (ports other local services listen on that are neither run_bash's
-    own nor allowed).
+    paths under a writable grant that must stay read-only (Neovim's directories).
+    ``network_allow`` are the user's ``host:port`` endpoints. Without them and without
+    ``allow_local_ports`` runs live in run_bash's own network namespace (``netholder.py``);
+    with them they share the host's, where sandlock checks each loopback connect
+    (``loopback.py``). ``blocked_local_ports`` (ports other local services listen on that are
+    neither run_bash's own nor allowed) is informational: ``python -m run_bash policy`` lists it.
+
+    The host-read set (``hostread.py``): what a command could write that the host later loads,
+    runs or reads. What every confining backend does with it:
+
+    * ``git_dirs``: git directories inside a writable grant (the project's, its common dir,
+      submodule and worktree git dirs, embedded repositories). Each is bound onto itself, so it
+      can be written into (objects, refs, index) but not renamed, removed or replaced.
+    * ``protected``: members that must not change from inside, files and directories, existing or
+      not (git config files, hooks directories, ``commondir``/``gitdir`` links, attributes,
+      ``.git`` files, Neovim's exrc files…). Each existing one that is not a symlink is bound
+      read-only, after the ``git_dirs`` binds (``protect_binds()`` gives the order). Names that
+      do not exist yet, and symlinks, cannot be bound: the guard watches them.
+    * ``host_read``: the whole set, for the guard and the post-run check (``guard.py``);
+      backends do not read it.
     """
 
     cwd: str
@@ -267,6 +282,20 @@ class Policy:
     blocked_local_ports: list[int] = field(default_factory=list)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     warnings: list[str] = field(default_factory=list)
+    host_read: HostRead | None = None
+
+    def protect_binds(self) -> list[tuple[str, str]]:
+        """The binds that keep the host-read set, in mount order: ``("self", git_dir)`` for each
+        existing git directory (shallowest first), then ``("ro", path)`` for each existing
+        protected path that is not a symlink (shallowest first). Pure apart from lstat()."""
+        out: list[tuple[str, str]] = []
+        for g in sorted(dict.fromkeys(self.git_dirs), key=_depth):
+            if os.path.isdir(g) and not os.path.islink(g):
+                out.append(("self", g))
+        for p in sorted(dict.fromkeys(self.protected), key=_depth):
+            if os.path.lexists(p) and not os.path.islink(p):
+                out.append(("ro", p))
+        return out
 
     @property
     def outside_network(self) -> bool:
@@ -274,7 +303,8 @@ class Policy:
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``python -m run_bash policy`` and the ``policy`` RPC."""
-        data = asdict(self)
+        data = asdict(replace(self, host_read=None))
+        hr = self.host_read
         return {
             "cwd": self.cwd,
             "paths": {
@@ -283,11 +313,23 @@ class Policy:
                 "denied": data["denied"],
                 "read_only": data["read_only"],
                 "protected": data["protected"],
+                "git_dirs": data["git_dirs"],
                 "private_tmp": True,
+            },
+            "host_read": {
+                "repositories": [r.git_dir for r in hr.repos] if hr else [],
+                "path_dirs": [p.path for p in hr.path_dirs] if hr else [],
+                "rules_files": [r.path for r in hr.rules] if hr else [],
+                "checked_for_new_repositories": list(hr.scan) if hr else [],
             },
             "network": {
                 "allow": data["network_allow"],
-                "loopback": "allowed except blocked_local_ports",
+                "loopback": (
+                    "the host's: only run_bash's own servers and allowed ports (sandlock checks "
+                    "each connect; bubblewrap shares everything once network.allow is set)"
+                    if self.network_allow or self.allow_local_ports
+                    else "run_bash's own network namespace: only run_bash's own servers"
+                ),
                 "allow_local_ports": data["allow_local_ports"],
                 "own_ports": data["own_ports"],
                 "blocked_local_ports": data["blocked_local_ports"],
@@ -297,16 +339,8 @@ class Policy:
         }
 
 
-def git_root(cwd: str) -> str | None:
-    """The nearest directory at or above ``cwd`` that holds a ``.git`` entry, if any."""
-    path = cwd
-    while True:
-        if os.path.lexists(os.path.join(path, ".git")):
-            return path
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
+def _depth(path: str) -> int:
+    return path.rstrip("/").count("/")
 
 
 def _tool_root(path: str) -> str | None:
@@ -322,49 +356,81 @@ def _tool_root(path: str) -> str | None:
     return None
 
 
-_TREE_CACHE: dict[tuple[str, str], tuple[tuple[float, ...], list[str]]] = {}
+_TREE_CACHE: dict[tuple[str, str, tuple[str, ...]], tuple[tuple[float, ...], list[str]]] = {}
 
 
 def _mtimes(path_var: str) -> tuple[float, ...]:
     out = []
     for entry in path_var.split(os.pathsep):
         try:
-            out.append(os.stat(entry).st_mtime)
+            st = os.stat(entry)
+            out.append(st.st_mtime)
+            out.append(st.st_ctime)
         except OSError:
             out.append(-1.0)
     return tuple(out)
 
 
-def path_entries_tree(path_var: str, home: str) -> list[str]:
+def path_entries_tree(path_var: str, home: str, untrusted: Iterable[str] = ()) -> list[str]:
     """``_path_entries_tree``, cached until a PATH directory changes."""
-    key = (path_var, home)
+    key = (path_var, home, tuple(sorted(untrusted)))
     stamp = _mtimes(path_var)
     hit = _TREE_CACHE.get(key)
     if hit is not None and hit[0] == stamp:
         return list(hit[1])
-    tree = _path_entries_tree(path_var, home)
+    tree = _path_entries_tree(path_var, home, key[2])
     if len(_TREE_CACHE) > 16:
         _TREE_CACHE.clear()
     _TREE_CACHE[key] = (stamp, tree)
     return list(tree)
 
 
-def _path_entries_tree(path_var: str, home: str) -> list[str]:
+def trusted_realpath(path: str, untrusted: Iterable[str]) -> str | None:
+    """``path`` with its symlinks resolved, or None when one of them sits in a place a sandboxed
+    command can write (``untrusted``): a link planted there must never decide what is granted."""
+    places = [os.path.realpath(u) for u in untrusted]
+    resolved = "/"
+    parts = [p for p in os.path.normpath(path).split("/") if p]
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        candidate = os.path.join(resolved, part)
+        if not os.path.islink(candidate):
+            resolved = candidate
+            continue
+        if any(is_under(resolved, u) for u in places):
+            return None
+        hops += 1
+        if hops > 40:
+            return None
+        target = os.readlink(candidate)
+        base = "/" if os.path.isabs(target) else resolved
+        parts = [p for p in os.path.normpath(os.path.join(base, target)).split("/") if p] + parts
+        resolved = "/"
+    return os.path.normpath(resolved)
+
+
+def _path_entries_tree(path_var: str, home: str, untrusted: tuple[str, ...] = ()) -> list[str]:
     """Directories to grant read+exec for the user's PATH.
 
     The entries, what they resolve to, the tool tree they belong to (``~/.pyenv/shims`` →
     ``~/.pyenv``), and for entries in HOME the trees their symlinks point into
-    (``~/.local/bin/nvim`` → ``~/.local/share/nvim-linux``)."""
+    (``~/.local/bin/nvim`` → ``~/.local/share/nvim-linux``). A symlink that sits where a
+    sandboxed command can write (``untrusted``: the writable grants) is never followed."""
     out: list[str] = []
+    places = [os.path.realpath(u) for u in untrusted]
     for entry in path_var.split(os.pathsep):
         if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
             continue
-        real = os.path.realpath(entry)
-        for p in (entry, real):
-            out.append(os.path.normpath(p))
-            root = _tool_root(os.path.normpath(p))
+        entry = os.path.normpath(entry)
+        real = trusted_realpath(entry, untrusted)
+        for p in dict.fromkeys(x for x in (entry, real) if x):
+            out.append(p)
+            root = _tool_root(p)
             if root and root not in ("/", home) and os.path.isdir(root):
                 out.append(root)
+        if real is None or any(is_under(real, u) for u in places):
+            continue
         if home and home != "/" and is_under(real, home):
             try:
                 names = os.listdir(real)[:500]
@@ -374,7 +440,9 @@ def _path_entries_tree(path_var: str, home: str) -> list[str]:
                 link = os.path.join(real, name)
                 if not os.path.islink(link):
                     continue
-                target = os.path.realpath(link)
+                target = trusted_realpath(link, untrusted)
+                if target is None:
+                    continue
                 tree = os.path.dirname(target)
                 if os.path.basename(tree) == "bin":
                     tree = os.path.dirname(tree)
@@ -383,105 +451,16 @@ def _path_entries_tree(path_var: str, home: str) -> list[str]:
     return out
 
 
-def _diag_listeners(family: int) -> dict[int, set[int]] | None:
-    """Listening TCP sockets of one address family through NETLINK_SOCK_DIAG (the kernel filters
-    by state, so this costs microseconds where reading /proc/net/tcp walks every socket hash
-    bucket); None when netlink is unavailable."""
-    import socket
-    import struct
-
-    sock_diag_by_family, tcp_listen = 20, 10
-    nlm_f_request_dump = 0x1 | 0x300
-    req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << tcp_listen) + bytes(48)
-    msg = struct.pack("=IHHII", 16 + len(req), sock_diag_by_family, nlm_f_request_dump, 1, 0) + req
-    out: dict[int, set[int]] = {}
-    try:
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4) as nl:  # NETLINK_SOCK_DIAG
-            nl.settimeout(1.0)
-            nl.sendto(msg, (0, 0))
-            while True:
-                data = nl.recv(65536)
-                off = 0
-                while off + 16 <= len(data):
-                    length, kind = struct.unpack_from("=IH", data, off)
-                    if length < 16 or kind == 3:  # NLMSG_DONE
-                        return out
-                    if kind == 2:  # NLMSG_ERROR
-                        return None
-                    body = off + 16
-                    port = struct.unpack_from("!H", data, body + 4)[0]
-                    inode = struct.unpack_from("=I", data, body + 68)[0]
-                    out.setdefault(port, set()).add(inode)
-                    off += (length + 3) & ~3
-    except OSError:
-        return None
-
-
-def _proc_net_listeners() -> dict[int, set[int]]:
-    """Listening TCP sockets in this network namespace: port -> socket inodes."""
-    import socket
-
-    ports: dict[int, set[int]] = {}
-    for family in (socket.AF_INET, socket.AF_INET6):
-        got = _diag_listeners(family)
-        if got is None:
-            return _proc_net_listeners_slow()
-        for port, inodes in got.items():
-            ports.setdefault(port, set()).update(inodes)
-    return ports
-
-
-def _proc_net_listeners_slow() -> dict[int, set[int]]:
-    ports: dict[int, set[int]] = {}
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(name) as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            if len(parts) < 10 or parts[3] != "0A":  # 0A = LISTEN
-                continue
-            try:
-                port = int(parts[1].rsplit(":", 1)[1], 16)
-                inode = int(parts[9])
-            except (IndexError, ValueError):
-                continue
-            ports.setdefault(port, set()).add(inode)
-    return ports
-
-
-def _socket_inodes(pids: Iterable[int]) -> set[int]:
-    found: set[int] = set()
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                try:
-                    found.add(int(target[8:-1]))
-                except ValueError:
-                    pass
-    return found
-
-
 def own_listen_ports(listeners: dict[int, set[int]] | None = None) -> list[int]:
     """Ports listened on by descendants of this process (run_bash's own sessions: the host is their
     subreaper, so even daemonized servers stay descendants)."""
     from run_bash.sandbox.proc import descendants
 
     if listeners is None:
-        listeners = _proc_net_listeners()
+        listeners = loopback.listeners()
     if not listeners:
         return []
-    mine = _socket_inodes(descendants(os.getpid()))
+    mine = loopback.socket_inodes(descendants(os.getpid()))
     return sorted(p for p, inodes in listeners.items() if inodes & mine)
 
 
@@ -491,7 +470,7 @@ def blocked_local_ports(
     """Ports that other local services listen on now (not run_bash's, not allowed by config)."""
     keep = set(own) | set(allowed)
     if listeners is None:
-        listeners = _proc_net_listeners()
+        listeners = loopback.listeners()
     return sorted(p for p in listeners if p not in keep)
 
 
@@ -525,6 +504,10 @@ def build_policy(
     home: str | None = None,
     scan_ports: bool = True,
     hidden: Iterable[str] = (),
+    discovery: Discovery | None = None,
+    agent_rules: Sequence[RulesName] = (),
+    project_files: Sequence[str] = (),
+    untrusted: Iterable[str] = (),
 ) -> Policy:
     """The effective policy for commands run in ``cwd``.
 
@@ -532,7 +515,12 @@ def build_policy(
 
     ``own_ports``: loopback ports run_bash's own sessions listen on (reachable from later runs);
     None computes them from this process's descendants. ``scan_ports=False`` skips reading
-    ``/proc/net`` (pure tests).
+    ``/proc/net`` (pure tests). ``discovery`` computes the host-read set (the host keeps one, so
+    git is asked again only when the repository changed); ``agent_rules`` are the rules files
+    CodeCompanion is configured with, ``project_files`` the files in the project it runs
+    (``per_project_config``); ``untrusted`` are places earlier runs could write (links
+    there are never followed when granting PATH trees). Raises HostReadError when the git layout
+    cannot be read.
     """
     env = os.environ if env is None else env
     cfg = (config or Config()).sandbox
@@ -544,17 +532,6 @@ def build_policy(
 
     def ex(paths: Iterable[str], must_exist: bool) -> list[str]:
         return expand_rules(paths, must_exist=must_exist, env=env, home=home_dir, base=cwd)
-
-    # -- readable ---------------------------------------------------------------------------------
-    user_readable = rules.fs_readable
-    if user_readable is None:
-        readable = ex(SYSTEM_READABLE, True) + ex(HOME_READABLE, True)
-        resolv = os.path.realpath("/etc/resolv.conf")
-        if os.path.exists(resolv):
-            readable.append(resolv)
-    else:
-        readable = ex(SYSTEM_READABLE, True) + ex(user_readable, True)
-    readable += [p for p in path_entries_tree(env.get("PATH", ""), home_dir) if os.path.exists(p)]
 
     # -- writable ---------------------------------------------------------------------------------
     user_writable = rules.fs_writable
@@ -570,18 +547,6 @@ def build_policy(
                         "are reachable from the sandbox"
                     )
                     break
-    # The git directory of a project opened in a subdirectory, so git commit works there too.
-    root = git_root(cwd)
-    git_dirs: list[str] = []
-    roots = [cwd]
-    if root is not None:
-        dotgit = os.path.join(root, ".git")
-        if root != cwd and os.path.isdir(dotgit) and any(is_under(cwd, w) for w in writable):
-            if not any(is_under(dotgit, w) for w in writable):
-                writable.append(dotgit)
-            roots.append(root)
-        elif root != cwd and any(is_under(root, w) for w in writable):
-            roots.append(root)
 
     # -- denied -----------------------------------------------------------------------------------
     user_denied = rules.fs_denied
@@ -591,41 +556,51 @@ def build_policy(
         denied += [p for p in _expand_globs(ex(DEFAULT_DENIED, False)) if p.startswith("/etc/")]
     denied += [os.path.normpath(os.path.abspath(p)) for p in hidden]
     denied = list(dict.fromkeys(denied))
-    readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
     writable = [p for p in dict.fromkeys(writable) if not any(is_under(p, d) for d in denied)]
-    readable = [p for p in readable if p not in writable]
+
+    # -- the host-read set: what the host later loads from the writable places ---------------------
+    host_read = (discovery or Discovery()).discover(
+        cwd,
+        writable=writable,
+        denied=denied,
+        env=env,
+        home=home_dir,
+        rules=agent_rules,
+        project_files=project_files,
+    )
+    # Everyday git from a subdirectory or a linked worktree writes the repository's git dir.
+    writable += [g for g in host_read.grant if g not in writable]
+    warnings += host_read.warnings
+
+    # -- readable ---------------------------------------------------------------------------------
+    user_readable = rules.fs_readable
+    if user_readable is None:
+        readable = ex(SYSTEM_READABLE, True) + ex(HOME_READABLE, True)
+        resolv = os.path.realpath("/etc/resolv.conf")
+        if os.path.exists(resolv):
+            readable.append(resolv)
+    else:
+        readable = ex(SYSTEM_READABLE, True) + ex(user_readable, True)
+    tree = path_entries_tree(env.get("PATH", ""), home_dir, [*writable, *untrusted])
+    readable += [p for p in tree if os.path.exists(p)]
+    readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
+    # Under a writable grant a path is writable already (a read-only bind of it would narrow it).
+    readable = [p for p in readable if not any(is_under(p, w) for w in writable)]
     readable = [p for p in readable if not any(q != p and is_under(p, q) for q in readable)]
 
-    # -- read-only carve-outs and protected project files -----------------------------------------
+    # -- read-only carve-outs ---------------------------------------------------------------------
     read_only = [
         p
         for p in ex(NEVER_WRITABLE, False)
         if any(is_under(p, w) for w in writable) and not any(is_under(p, d) for d in denied)
     ]
-    protected: list[str] = []
-
-    def in_writable(p: str) -> bool:
-        return any(is_under(p, w) for w in writable)
-
-    for r in roots:
-        dotgit = os.path.join(r, ".git")
-        if os.path.isdir(dotgit) and not os.path.islink(dotgit):
-            if in_writable(dotgit):
-                git_dirs.append(dotgit)
-        elif in_writable(dotgit):
-            protected.append(dotgit)  # a .git file or symlink redirects git elsewhere: keep it
-        for name in PROTECTED_NAMES:
-            if name.startswith(".git/") and not os.path.isdir(dotgit):
-                continue
-            target = os.path.join(r, name)
-            if in_writable(target):
-                protected.append(target)
-    protected = list(dict.fromkeys(protected))
+    protected = list(host_read.members)
+    git_dirs = list(host_read.git_dirs)
 
     # -- network ----------------------------------------------------------------------------------
     allow = list(cfg.network.allow)
     local_ok = sorted(set(cfg.network.allow_local_ports))
-    listeners = _proc_net_listeners() if scan_ports else {}
+    listeners = loopback.listeners() if scan_ports else {}
     if own_ports is None:
         own = own_listen_ports(listeners) if scan_ports else []
     else:
@@ -636,6 +611,7 @@ def build_policy(
         max_processes=cfg.limits.max_processes,
         max_memory=cfg.limits.max_memory,
         max_file_size=cfg.limits.max_file_size,
+        max_temp_size=cfg.limits.max_temp_size,
     )
     return Policy(
         cwd=cwd,
@@ -652,6 +628,7 @@ def build_policy(
         blocked_local_ports=blocked,
         limits=limits,
         warnings=warnings,
+        host_read=host_read,
     )
 
 

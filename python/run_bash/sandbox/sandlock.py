@@ -1,64 +1,72 @@
-"""The sandlock backend: Landlock + seccomp user notification through sandlock's Python SDK.
+"""The sandlock backend: Landlock + seccomp user notification through sandlock's Python SDK, started
+in a mount namespace by run_bash's namespace launcher (``launcher.py``).
 
 How the design's requirements map onto sandlock 0.9 (see doc/run_bash.txt, *run_bash-sandlock*):
 
-* **No chroot mode.** sandlock's ``chroot="/"`` + ``fs_mount={"/tmp": private}`` would give a
-  private /tmp, but in sandlock 0.9.0 that mode breaks everyday work (measured here: ``git commit``
-  cannot add objects, ``tar cf`` cannot create its archive, ``cc`` crashes, ``python -m venv``
-  leaves an unusable venv). So the run's private temp dir is its ``TMPDIR`` (writable, and set in
-  the environment); the shared /tmp, /var/tmp and /dev/shm are not granted at all, so a hard-coded
-  ``/tmp/x`` fails with EACCES instead of reaching the host's /tmp and its sockets.
-* **Filesystem.** ``fs_readable`` / ``fs_writable`` / ``fs_denied`` from the policy: Landlock for
-  the grants, sandlock's seccomp deny check for denied paths inside granted trees.
-* **Protected project files.** Landlock cannot make part of a writable tree read-only, and a
-  seccomp deny of ``.git/config`` would also block git from reading it. Protected paths that do not
-  exist yet are denied (they cannot be created by name). Everything else protected (existing
-  ``.git/config``, ``.git/hooks``, ``.envrc``…) and the ``.git`` directory entry itself are kept by
-  the protected-file guard (``guard.py``). The limit: a change exists on disk for the few
-  milliseconds between the write and the restore (bubblewrap has no such window).
+* **Where it runs.** Every run is forked by the host's single-threaded fork server, which unshares a
+  mount namespace for it (inside a user namespace mapping the user's own ids when not root) and
+  calls ``Sandbox.popen`` there: sandlock's supervisor is that run process, the confined command its
+  child. Spawn failures are one ``SpawnError``; nothing runs unconfined.
+* **Temp dirs.** ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's private temp dir (a bind of
+  it), and ``TMPDIR=/tmp``: a hard-coded ``/tmp/x`` works and never reaches the host's ``/tmp`` and
+  the sockets in it. Granted paths under them (a project in ``/tmp``) are bound back in place.
+* **Filesystem.** ``fs_readable`` / ``fs_writable`` from the policy (Landlock). Denied paths inside
+  granted trees are covered by mounts (an empty tmpfs, /dev/null), Neovim's directories under a
+  writable grant are read-only binds; ``fs_denied`` is left empty but for those directories that
+  do not exist yet (sandlock 0.9.0 opens every file on the command's behalf once it is not empty,
+  and that breaks opening a symlink itself: ``O_PATH|O_NOFOLLOW``, as tar does).
+* **The host-read set.** The binds of ``Policy.protect_binds()``, in that order, as under
+  bubblewrap: each ``.git`` directory bound onto itself (it can be written into but not renamed,
+  removed or replaced), then the existing members (``.git/config``, hooks, ``.envrc`` …)
+  read-only. Names that do not exist yet cannot be bound without creating them, and are not
+  denied either (a deny makes git warn on every read of such a name and does not stop
+  ``mkdir``/``symlink``): the runtime's guard (``guard.py``) watches them, as it does for every
+  backend.
 * **Environment.** ``clean_env=True`` plus ``env=spec.env`` (sandlock's clean env is empty).
-* **Limits.** ``max_processes`` and ``max_memory`` (sandlock's supervisor), ``RLIMIT_FSIZE`` set on
-  the child with prlimit(2) right after ``popen`` returns (microseconds, long before bash could
-  have forked or written a large file).
-* **Capabilities.** When the host holds capabilities (running as root), every ``popen`` happens on
-  the capability-less spawner thread of ``capabilities.py``. This replaces an exec through
-  ``setpriv`` (one more exec under supervision: ~3-6 ms per run).
-* **Network.** ``net_allow`` = the user's ``host:port`` endpoints plus TCP to loopback;
-  ``net_deny`` = loopback ports other local services listen on (not run_bash's own sessions and
-  not ``allow_local_ports``); ``net_allow_bind=["*"]`` so servers can listen. Abstract Unix sockets
-  and signals outside the sandbox are scoped by Landlock (ABI 6).
-* **Stdio and fds.** ``Sandbox.popen`` only knows INHERIT/PIPED/NULL. INHERIT is used with the
-  host's fds 0/1/2 temporarily pointed at /dev/null and the run's output pipe (``_stdio_as``); the
-  original fds are restored before ``spawn`` returns. sandlock closes every other descriptor in the
-  child (checked by the security suite).
-* **Where the supervisor runs.** In a thread of the host process (one per live run); the confined
-  process is a direct child of the host. If the host dies the supervisor dies with it: the seccomp
-  listener closes, every syscall sandlock mediates fails from then on, and the host's keeper
-  sweeps what is left by recorded pid and start time.
+* **Limits.** ``max_processes`` and ``max_memory`` (sandlock's supervisor), ``RLIMIT_FSIZE`` set in
+  the run process before ``popen`` (inherited by the command).
+* **Capabilities.** The run process drops every capability after building its mounts, before
+  sandlock forks the command.
+* **Network.** With no outside network configured, runs join run_bash's shared loopback-only
+  network namespace (``netholder.py``, the one bubblewrap runs join): host services are
+  unreachable, whenever they started, and no sandboxed listener can receive a host client's
+  connection. With ``network.allow`` or ``allow_local_ports``, runs share the host's network:
+  ``net_allow`` = the user's endpoints plus TCP to loopback, and each loopback ``connect`` is
+  decided when it happens (``loopback.LoopbackGate``: only ports run_bash's sessions listen on and
+  allowed ones); binds are limited to ports >= 1024 outside ``WELL_KNOWN_SERVICE_PORTS``. Abstract
+  Unix sockets and signals outside the sandbox are scoped by Landlock (ABI 6).
+* **Stdio and fds.** The run process's fds 0/1/2 are /dev/null and the run's output pipe (sent to
+  the fork server with SCM_RIGHTS); ``popen`` inherits them. sandlock closes every other descriptor
+  in the child (checked by the security suite).
+* **Without user namespaces** (e.g. Ubuntu's AppArmor restriction for a normal user) the backend is
+  unavailable with the reason, unless ``allow_degraded`` is set: then runs have no mount namespace
+  (the shared ``/tmp`` is not granted, existing protected files are only guarded) and share the
+  host's network with the connect-time checks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import resource
+import select
 import signal
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from run_bash.config import Config, parse_size
 from run_bash.errors import SpawnError
-from run_bash.paths import expand
+from run_bash.paths import expand, is_under
+from run_bash.sandbox import loopback
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
-from run_bash.sandbox.capabilities import capless_spawner, host_has_capabilities
-from run_bash.sandbox.guard import ProtectedFileGuard
+from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
+from run_bash.sandbox.netholder import NET_HOLDER
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
 
 MIN_ABI = 6
-MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
-# Shared temp dirs a profile may list as writable: dropped (other programs' sockets live there).
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+# TCP to loopback. 127.0.0.1 is also listed alone: with a policy_fn, sandlock 0.9.0 lets a
+# loopback connect through only to addresses named one by one (the CIDR entry is ignored).
+LOOPBACK = ("tcp://127.0.0.1:*", "tcp://127.0.0.0/8:*", "tcp://[::1]:*")
 
 
 # -- extra_args of the sandlock CLI ---------------------------------------------------------------
@@ -109,54 +117,28 @@ def map_extra_args(args: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     return mapped, unmapped
 
 
-# -- stdio ---------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _stdio_as(stdin_fd: int, out_fd: int, err_fd: int | None = None) -> Iterator[None]:
-    """Point this process's fds 0/1/2 at (stdin_fd, out_fd, err_fd or out_fd) for the block.
-
-    Why this is safe in the host: ``Sandbox.popen`` (INHERIT) forks inside this call, on the
-    host's loop thread, and the block returns only after the fork. Nothing else of the host reads
-    or writes fds 0/1/2 while the loop thread is here: the RPC transport runs on this same thread,
-    and the other threads (sandlock supervisors, guards) never touch 0/1/2. The saved copies are
-    close-on-exec and restored with dup2 in ``finally``, so the host's fds are the originals again
-    even when popen raises. A closed fd 0/1/2 in the host is closed again afterwards.
-    """
-    saved: list[int | None] = []
-    for fd in (0, 1, 2):
-        try:
-            saved.append(os.dup(fd))  # O_CLOEXEC: never inherited
-        except OSError:
-            saved.append(None)
-    try:
-        os.dup2(stdin_fd, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(out_fd if err_fd is None else err_fd, 2)
-        yield
-    finally:
-        for fd, copy in zip((0, 1, 2), saved, strict=True):
-            if copy is None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            else:
-                os.dup2(copy, fd, inheritable=fd != 0 or os.get_inheritable(copy))
-                os.close(copy)
-
-
 # -- the backend ---------------------------------------------------------------------------------
 
 
-class SandlockLaunched(LaunchedBase):
-    """A command started with ``Sandbox.popen``."""
+@dataclass(frozen=True)
+class Layout:
+    """Where a run lives: in its own mount namespace (private temp dirs, read-only protected
+    files) or not (degraded), and in run_bash's shared network namespace or the host's."""
 
-    def __init__(
-        self, proc: Any, sandbox: Any, session_id: str, guard: ProtectedFileGuard | None
-    ) -> None:
-        super().__init__(proc.pid, guard)
-        self.proc = proc
-        self.sandbox = sandbox
+    mount_ns: bool = True
+    shared_netns: bool = True
+
+
+class SandlockLaunched(LaunchedBase):
+    """A command started through the namespace launcher; ``pid`` is the confined root's."""
+
+    def __init__(self, run: Run, session_id: str) -> None:
+        super().__init__(run.pid)
+        self.run = run
         self.session_id = session_id
+
+    def pidfd(self) -> int:
+        return os.dup(self.run.pidfd)
 
     def kill_all(self) -> None:
         """SIGKILL the whole run: its group, its tree and processes tagged with its session."""
@@ -173,15 +155,15 @@ class SandlockLaunched(LaunchedBase):
             os.kill(self.pid, signal.SIGKILL)
 
     def _wait(self) -> int:
-        res = self.proc.wait()
-        sig = int(getattr(res, "signal", -1) or -1)
-        code = int(res.exit_code)
-        if sig > 0:
-            return -sig
-        if code >= 0:
-            return code
-        # KILLED / TIMEOUT: sandlock reports no number; the kernel's verdict is SIGKILL.
-        return -int(signal.SIGKILL)
+        # The status comes from the run's supervisor once the root has exited; wait for the exit
+        # itself first, so a supervisor that never reports cannot hold the session forever.
+        with contextlib.suppress(OSError, ValueError):
+            select.select([self.run.pidfd], [], [])
+        return self.run.wait(STATUS_TIMEOUT_S)
+
+    def close(self) -> None:
+        super().close()
+        self.run.close()
 
 
 class Sandlock:
@@ -197,6 +179,8 @@ class Sandlock:
         self._warned = False
         self._said: set[str] = set()
         self._profile_cache: tuple[str, float, dict[str, Any]] | None = None
+        # False when user namespaces are unavailable and allow_degraded is set (see availability).
+        self.mount_ns = True
 
     # -- availability and config ------------------------------------------------------------------
 
@@ -236,14 +220,38 @@ class Sandlock:
                 "sandbox.backends.sandlock.allow_degraded = true (weaker confinement)",
                 version,
             )
-        if host_has_capabilities() and capless_spawner().error is not None:
+        try:
+            launcher().ensure()
+        except SpawnError as e:
+            return Availability(False, str(e), "run `make deps` in the plugin directory", version)
+        why = self._probe_namespace()
+        if why and not self.opts.allow_degraded:
             return Availability(
                 False,
-                f"running with capabilities, which cannot be dropped: {capless_spawner().error}",
-                "run Neovim as a normal user",
+                f"cannot build a run's mount namespace ({why}), which gives each run its "
+                "private /tmp and keeps protected project files read-only",
+                "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+                "on Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), "
+                'use sandbox.backend = "bubblewrap" (Ubuntu ships an AppArmor profile for '
+                "bwrap), or set sandbox.backends.sandlock.allow_degraded = true (no private "
+                "/tmp; protected files only watched)",
                 version,
             )
-        return Availability(True, version=version)
+        if why:
+            self.mount_ns = False
+            return Availability(True, version=f"{version}; degraded: no mount namespace ({why})")
+        return Availability(True, version=f"{version}, mount namespace")
+
+    def _probe_namespace(self) -> str:
+        """Build a run's mount namespace once, running nothing; "" when it works, else why not."""
+        import shutil
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="run_bash-probe-")
+        try:
+            return launcher().probe({"tmp": tmp, "mount_ns": True})
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _profile_path(self) -> str | None:
         raw = self.opts.profile
@@ -317,8 +325,22 @@ class Sandlock:
 
     # -- building the sandbox ---------------------------------------------------------------------
 
-    def sandbox_kwargs(self, policy: Policy, spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
-        """The ``Sandbox(...)`` arguments for one run, and notes about what was adjusted."""
+    def sandbox_kwargs(
+        self, policy: Policy, spec: RunSpec, layout: Layout | None = None
+    ) -> tuple[dict[str, Any], list[str]]:
+        """The ``Sandbox(...)`` arguments for one run, and notes about what was adjusted.
+
+        ``layout`` defaults to this backend's: a mount namespace when it has one, and the shared
+        network namespace unless the policy has outside network or allowed local ports.
+        """
+        kwargs, notes, _denied = self._build(policy, spec, layout)
+        return kwargs, notes
+
+    def _build(
+        self, policy: Policy, spec: RunSpec, layout: Layout | None
+    ) -> tuple[dict[str, Any], list[str], list[str]]:
+        """``sandbox_kwargs`` and every denied path (the policy's and the profile's)."""
+        layout = layout or Layout(self.mount_ns, not host_network(policy))
         notes: list[str] = []
         private = os.path.realpath(spec.tmpdir)
         readable = list(policy.readable)
@@ -352,11 +374,14 @@ class Sandlock:
 
         readable += [p for p in grant(merged.pop("fs_readable", [])) if os.path.exists(p)]
         for p in grant(merged.pop("fs_writable", [])):
-            if p in SHARED_TMP or p == "/":
+            if p == "/" or (p in TEMP_DIRS and not layout.mount_ns):
                 notes.append(
                     f"profile: writable {p} dropped (shared temp dirs hold other programs' "
                     "sockets; each run has a private TMPDIR)"
                 )
+                continue
+            if p in TEMP_DIRS:
+                notes.append(f"profile: writable {p} is the run's private temp dir")
                 continue
             if os.path.exists(p):
                 writable.append(p)
@@ -378,95 +403,137 @@ class Sandlock:
             merged.pop(k, None)
         extra.update(merged)  # net_deny, http_*, extra_deny_syscalls, max_open_files, ...
 
-        # Protected paths that do not exist yet: denied, so they cannot be created by name
-        # (open/creat, link, rename *from*); the guard covers the rest. Read-only carve-outs
-        # (Neovim's directories under a writable grant) are denied too: Landlock cannot make a
-        # subtree of a writable grant read-only, and sandlock's deny check can.
-        for p in policy.protected:
-            if not os.path.lexists(p):
-                denied.append(p)
-        denied += list(policy.read_only)
+        every_denied = list(dict.fromkeys(denied))
+        if layout.mount_ns:
+            # Existing denied and read-only paths are mounts in the run's namespace
+            # (``request``); a non-empty deny list would make sandlock 0.9.0 open every file on
+            # the command's behalf, which breaks opening a symlink itself (O_PATH|O_NOFOLLOW:
+            # tar restoring a symlink's mode). What is left for it: Neovim's directories under
+            # a writable grant that do not exist yet (nothing may be created in them).
+            denied = [p for p in policy.read_only if not os.path.lexists(p)]
+        else:
+            # Read-only carve-outs (Neovim's directories under a writable grant) are denied:
+            # Landlock cannot make a subtree of a writable grant read-only, and sandlock's deny
+            # check can.
+            denied += list(policy.read_only)
 
-        loopback = ["tcp://127.0.0.0/8:*", "tcp://[::1]:*"]
-        net_deny = list(extra.pop("net_deny", []))
-        for port in policy.blocked_local_ports:
-            net_deny += [f"tcp://127.0.0.0/8:{port}", f"tcp://[::1]:{port}"]
+        if layout.mount_ns:
+            # The temp dirs are the private dir's binds; its own path may be hidden under them.
+            temp = [t for t in TEMP_DIRS if os.path.isdir(t) and not os.path.islink(t)]
+            tmpdir = "/tmp"
+        else:
+            temp, tmpdir = [private], private
         kwargs: dict[str, Any] = {
             "fs_readable": list(dict.fromkeys(readable)),
-            "fs_writable": list(dict.fromkeys([*writable, private])),
+            "fs_writable": list(dict.fromkeys([*writable, *temp])),
             "fs_denied": list(dict.fromkeys(denied)),
             "clean_env": True,
-            "env": {**spec.env, "TMPDIR": private},
+            "env": {**spec.env, "TMPDIR": tmpdir},
             "cwd": spec.cwd,
             "max_processes": int(limits["max_processes"]),
             "max_memory": int(limits["max_memory"]),
-            "net_allow": list(dict.fromkeys(net_allow + loopback)),
-            "net_deny": net_deny,
+            "net_allow": list(dict.fromkeys(net_allow + list(LOOPBACK))),
             "net_allow_bind": ["*"],
             "name": f"run_bash-{spec.session_id}"[:64],
         }
+        if not layout.shared_netns:
+            kwargs["net_deny_bind"] = loopback.denied_binds()
         kwargs.update(extra)
-        return kwargs, notes
+        return kwargs, notes, every_denied
 
     def argv(self, cmd: str) -> list[str]:
         bash = bash_path() or "/bin/bash"
         return [bash, "-c", utf8_script(cmd)]
 
+    def request(
+        self, policy: Policy, spec: RunSpec, layout: Layout
+    ) -> tuple[dict[str, Any], list[str]]:
+        """What the launcher needs for one run (``launcher.run_child``), and notes."""
+        kwargs, notes, denied = self._build(policy, spec, layout)
+        if self.opts.allow_degraded:
+            from sandlock import Protection
+
+            kwargs["allow_degraded"] = [p.name for p in Protection]
+        granted = [*kwargs["fs_readable"], *kwargs["fs_writable"], spec.cwd]
+        under_temp = {
+            p
+            for p in granted
+            if p not in TEMP_DIRS and any(is_under(p, t) for t in TEMP_DIRS) and os.path.lexists(p)
+        }
+        writable_set = set(kwargs["fs_writable"])
+        # What the command can reach inside: the temp dirs themselves are the private dir.
+        visible = [g for g in granted if g not in TEMP_DIRS]
+        gate = None
+        if not layout.shared_netns:
+            ports, every = loopback.local_ports_allowed(policy.network_allow)
+            gate = {
+                "owner": os.getpid(),
+                "allowed": sorted(ports | set(policy.allow_local_ports)),
+                "every": every,
+            }
+        req = {
+            "argv": self.argv(spec.cmd),
+            "sandbox": kwargs,
+            "tmp": os.path.realpath(spec.tmpdir),
+            "mount_ns": layout.mount_ns,
+            # Granted paths under the temp dirs, put back over the private dir, parents first.
+            # Landlock's write grant of /tmp covers whatever is mounted below it, so only the
+            # writable ones are writable binds; the rest are read-only binds.
+            "reexpose": [
+                ("rw" if p in writable_set else "ro", p)
+                for p in sorted(under_temp, key=lambda p: (p.count("/"), p))
+            ],
+            # Neovim's directories under a writable grant read-only, then the host-read set's
+            # binds in their own order (``.git`` directories onto themselves, then the existing
+            # members read-only): as bubblewrap mounts them.
+            "binds": [
+                *(("ro", p) for p in policy.read_only if os.path.exists(p)),
+                *policy.protect_binds(),
+            ]
+            if layout.mount_ns
+            else [],
+            "hide": [
+                p for p in denied if os.path.exists(p) and any(is_under(p, g) for g in visible)
+            ]
+            if layout.mount_ns
+            else [],
+            "max_file_size": int(policy.limits.max_file_size),
+            "gate": gate,
+        }
+        return req, notes
+
     def spawn(self, spec: RunSpec) -> SandlockLaunched:
         avail = self.availability()
         if not avail.ok:
             raise SpawnError(f"sandlock unavailable: {avail.reason}; {avail.advice}")
-        try:
-            from sandlock import Sandbox
-        except ImportError as e:  # pragma: no cover - availability checked it
-            raise SpawnError(f"sandlock unavailable: {e}") from e
         policy = (
             spec.policy if isinstance(spec.policy, Policy) else build_policy(self.config, spec.cwd)
         )
+        notes: list[str] = []
+        netns: tuple[int, int] | None = None
+        if not host_network(policy):
+            netns = NET_HOLDER.fds() if self.mount_ns else None
+            if netns is None:
+                why = NET_HOLDER.error if self.mount_ns else "no mount namespace"
+                notes.append(
+                    f"sandlock: run_bash's own network namespace is unavailable ({why}); runs "
+                    "share the host's loopback, each connect checked when it happens"
+                )
+        layout = Layout(self.mount_ns, netns is not None)
         try:
-            kwargs, notes = self.sandbox_kwargs(policy, spec)
+            req, adjusted = self.request(policy, spec, layout)
         except Exception as e:
             raise SpawnError(f"sandlock policy: {e}") from e
-        argv = self.argv(spec.cmd)
-        if self.opts.allow_degraded:
-            from sandlock import Protection
-
-            kwargs["allow_degraded"] = list(Protection)
+        notes += adjusted
+        stderr = spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd
         try:
-            sandbox = Sandbox(**kwargs)
-        except Exception as e:
-            raise SpawnError(f"sandlock rejected the policy: {e}") from e
-
-        guard = ProtectedFileGuard(policy) if (policy.protected or policy.git_dirs) else None
-        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-
-            def popen() -> Any:
-                with _stdio_as(devnull, spec.stdout_fd, spec.stderr_fd):
-                    return sandbox.popen(argv)
-
-            # As root, fork from the thread that holds no capabilities (see the module doc).
-            proc = capless_spawner().call(popen) if host_has_capabilities() else popen()
-        except Exception as e:
-            why = _diagnose(kwargs) or str(e)
+            run = launcher().spawn(req, spec.stdout_fd, stderr, netns or ())
+        except SpawnError as e:
             raise SpawnError(
-                f"sandlock could not build the sandbox: {why}; check `python -m run_bash policy` "
+                f"sandlock could not start the command: {e}; check `python -m run_bash policy` "
                 'or use sandbox.backend = "bubblewrap"'
             ) from e
-        finally:
-            os.close(devnull)
-        size = policy.limits.max_file_size
-        try:
-            resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (size, size))
-        except OSError as e:
-            with contextlib.suppress(Exception):
-                proc.kill()
-                proc.wait()
-            raise SpawnError(f"could not set the file-size limit of the sandbox: {e}") from e
-        launched = SandlockLaunched(proc, sandbox, spec.session_id, guard)
-        if guard is not None:
-            guard.start()
-            launched.notices.extend(guard.notices)
+        launched = SandlockLaunched(run, spec.session_id)
         if not self._warned:
             self._warned = True
             launched.notices.extend(self.warnings())
@@ -498,26 +565,7 @@ def utf8_script(cmd: str) -> str:
     return "eval $'" + "".join(out) + "'"
 
 
-def _diagnose(kwargs: dict[str, Any]) -> str:
-    """Run ``true`` in the same sandbox with stderr captured, to learn why popen failed."""
-    from sandlock import Sandbox
-
-    r, w = os.pipe2(os.O_CLOEXEC)
-    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    try:
-        with _stdio_as(devnull, devnull):
-            os.dup2(w, 2)
-            with contextlib.suppress(Exception):
-                Sandbox(**kwargs).popen(["/bin/true"]).wait()
-    finally:
-        os.close(w)
-        os.close(devnull)
-    try:
-        os.set_blocking(r, False)
-        text = os.read(r, 4096).decode(errors="replace")
-    except OSError:
-        text = ""
-    finally:
-        os.close(r)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
+def host_network(policy: Policy) -> bool:
+    """True when runs share the host's network: the user configured outside endpoints or local
+    ports to reach; otherwise they join run_bash's own loopback-only network namespace."""
+    return bool(policy.network_allow or policy.allow_local_ports)

@@ -131,10 +131,28 @@ class RunBashHost:
     def output(self, *args: Any) -> Any:
         return self._call("output", args)
 
+    @pynvim.rpc_export("run_bash.wait", sync=True)
+    @boundary
+    def wait(self, *args: Any) -> Any:
+        return self._call("wait", args)
+
     @pynvim.rpc_export("run_bash.watch", sync=True)
     @boundary
     def watch(self, *args: Any) -> Any:
         return self._call("watch", args)
+
+    @pynvim.rpc_export("run_bash.pin", sync=True)
+    @boundary
+    def pin(self, sid: Any = None, reason: Any = None) -> Any:
+        return self.service.pin(sid, reason)
+
+    @pynvim.rpc_export("run_bash.unpin", sync=False)
+    def unpin(self, sid: Any = None, reason: Any = None) -> None:
+        """A buffer that kept a session is gone (a notification: sent from BufWipeout)."""
+        try:
+            self.service.unpin(sid, reason)
+        except Exception:
+            log.exception("internal error in unpin")
 
     @pynvim.rpc_export("run_bash.health", sync=True)
     @boundary

@@ -2,9 +2,10 @@
 
 Two processes come out of this script:
 
-* the **keeper** (the job Neovim started): a child subreaper that does nothing but wait. When the host
-  exits — normally, by a crash, or by SIGKILL — every process the host left behind has been reparented
-  to the keeper, which kills them all and exits. SIGTERM (``jobstop``) is forwarded to the host.
+* the **keeper** (the job Neovim started; ``run_bash.keeper``): a child subreaper that does nothing
+  but wait. When the host exits — normally, by a crash, or by SIGKILL — every process the host left
+  behind has been reparented to the keeper, which kills them all, removes the output and temp
+  directories and exits. SIGTERM (``jobstop``) is forwarded to the host.
 * the **host**: the pynvim remote-plugin host on the RPC channel (stdin/stdout). It is a subreaper too,
   so orphans of commands stay findable while it runs, and it sweeps its descendants on the way out
   (channel closed, VimLeavePre, SIGTERM, or Neovim's death).
@@ -19,14 +20,14 @@ import os
 import shutil
 import signal
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RPLUGIN = os.path.dirname(HERE)
 ROOT = os.path.dirname(os.path.dirname(RPLUGIN))
 sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
 
-from run_bash.sandbox import proc  # noqa: E402  (needs the sys.path above)
+from run_bash.keeper import become_worker, keep  # noqa: E402  (needs the sys.path above)
+from run_bash.sandbox import proc  # noqa: E402
 
 
 def _setup_logging() -> None:
@@ -59,49 +60,14 @@ def close_runs(state_dir: str) -> None:
         sys.stderr.write(f"run_bash: could not complete the audit log: {err}\n")
 
 
-def keeper(host_pid: int, state_dir: str) -> None:
-    """Wait for the host; then kill whatever it left behind and exit with its status."""
-
-    def forward(signum: int, _frame: object) -> None:
-        try:
-            os.kill(host_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, forward)
-    status = 0
-    while True:
-        try:
-            pid, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if pid == host_pid:
-            status = os.waitstatus_to_exitcode(st)
-            break
-    proc.sweep_all_descendants(grace_s=0.5)
-    close_runs(state_dir)  # the host crashed or was killed: its open runs get their lines now
-    shutil.rmtree(state_dir, ignore_errors=True)
-    # Reap what the sweep killed so nothing lingers as a zombie of ours.
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            time.sleep(0.01)
-    os._exit(status if status >= 0 else 128 - status)
+def keeper(host_pid: int, dirs: list[str]) -> None:
+    """Wait for the host; then kill whatever it left behind and exit with its status. A host that
+    crashed or was killed leaves open runs: they get their audit lines first."""
+    os._exit(keep(host_pid, dirs, on_end=lambda: close_runs(dirs[0])))
 
 
-def host(state_dir: str) -> None:
+def host(dirs: list[str]) -> None:
     """Run the pynvim host on the RPC channel; clean up however it ends."""
-    # The keeper dying (e.g. SIGKILL) must not leave an orphaned host behind.
-    proc.set_parent_death_signal(signal.SIGTERM)
-    proc.set_child_subreaper()
     rpc_in = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
@@ -134,8 +100,9 @@ def host(state_dir: str) -> None:
             code = 1
     finally:
         proc.sweep_all_descendants(grace_s=0.3)
-        close_runs(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
+        close_runs(dirs[0])
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
     os._exit(code)
 
 
@@ -150,25 +117,30 @@ def main() -> None:
         )
         sys.exit(3)
     from run_bash.journal import reconcile_stale
-    from run_bash.sessions import make_state_dir, state_root
+    from run_bash.statedir import make_state_dir, make_temp_root, state_root
 
     # Hosts that died with their keeper left their state dirs: close their runs in the audit log.
     try:
         reconcile_stale(state_root())
     except Exception as err:
         sys.stderr.write(f"run_bash: could not complete the audit log: {err}\n")
-    state_dir = make_state_dir()
-    os.environ["RUN_BASH_STATE_DIR"] = state_dir
+    # Output files and run temp dirs (statedir.py); both go when the host ends, however it ends.
+    dirs = [make_state_dir(), make_temp_root()]
+    os.environ["RUN_BASH_STATE_DIR"], os.environ["RUN_BASH_TEMP_DIR"] = dirs
+    keeper_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
-        host(state_dir)
+        # The keeper dying (e.g. SIGKILL) must not leave an orphaned host behind.
+        if not become_worker(keeper_pid):
+            os._exit(1)
+        host(dirs)
     else:
         # The keeper keeps no end of the RPC channel: only the host talks to Neovim.
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.close(devnull)
-        keeper(pid, state_dir)
+        keeper(pid, dirs)
 
 
 if __name__ == "__main__":

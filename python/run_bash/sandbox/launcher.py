@@ -1,0 +1,798 @@
+"""The namespace launcher: sandlock runs start in their own mount namespace, from a fork server.
+
+Why: a mount namespace gives a sandlock run what Landlock alone cannot: a private ``/tmp``,
+``/var/tmp`` and ``/dev/shm`` (the run's temp dir bound on them), read-only binds of the existing
+protected project files, and each ``.git`` directory bound onto itself (a mount point cannot be
+renamed, removed or replaced). With no outside network configured, the run also joins run_bash's
+shared loopback-only network namespace (``netholder.py``). ``unshare(CLONE_NEWUSER)`` and
+``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host is not one (pynvim, sandlock
+supervisors, guards), so the host starts one single-threaded **fork server** (``serve``) and asks it
+for each run; exec'ing a launcher per run would cost 80-110 ms of Python start-up and imports, a fork
+costs a few.
+
+Processes::
+
+    host (subreaper) ── fork server ── run (one per command: sandlock's supervisor) ── bash -c CMD
+                                   └── spare (waits for the next request)
+
+The fork server keeps one spare child blocked on the request socket, so a request wakes one process
+and the fork is already done; once the spare has taken a request, the server forks the next one.
+The spare becomes the run: it takes fds 0/1/2 = /dev/null and the run's output pipe;
+unshares a mount namespace (as a normal user inside a new user namespace that maps the user's own
+uid and gid; with the shared network namespace, inside the user namespace that owns it); makes every
+mount private; binds the run's temp dir on the three temp dirs and puts back the granted paths that
+lie under them (a project under ``/tmp``); makes the request's binds in order (Neovim's
+directories read-only, then ``Policy.protect_binds()``: ``.git`` directories onto themselves, the
+existing members of the host-read set read-only); drops every capability; sets ``RLIMIT_FSIZE``;
+then calls ``Sandbox.popen`` (sandlock's supervisor runs in this child). It reports over its own channel (a
+socket pair the host created) the confined process's pid with a pidfd of it, then its exit status.
+
+Lifetime: the fork server gets SIGHUP when the host dies and exits (and when its spare sees the
+control socket's EOF); each spare and run is SIGKILLed when the fork server dies
+(``PR_SET_PDEATHSIG``), and sandlock's confined process is SIGKILLed when its supervisor dies. Escaped processes are reparented to the host
+(the nearest subreaper), which sweeps them as before; when the host itself is gone, its keeper does.
+
+Failures before the command runs come back as one ``{"error": …}`` message (the host raises
+``SpawnError``); nothing runs unconfined.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import gc
+import json
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from run_bash.errors import SpawnError
+
+TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+MAX_FDS = 8
+START_TIMEOUT_S = 30.0
+SPAWN_TIMEOUT_S = 30.0
+# After the confined process exited, how long its status may take to arrive.
+STATUS_TIMEOUT_S = 10.0
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+# statvfs f_flag bit -> mount flag: flags a user namespace may not clear on a remount.
+_LOCKED_FLAGS = {
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: MS_NOATIME,
+    os.ST_NODIRATIME: MS_NODIRATIME,
+    os.ST_RELATIME: MS_RELATIME,
+}
+PR_SET_PDEATHSIG = 1
+CAP_SYS_ADMIN = 21
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+# -- the run child (inside the fork server) ---------------------------------------------------------
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src: str | None, dst: str, flags: int, fstype: str = "", data: str = "") -> None:
+    _check(
+        _libc.mount(
+            os.fsencode(src) if src else None,
+            os.fsencode(dst),
+            fstype.encode() or None,
+            ctypes.c_ulong(flags),
+            data.encode() or None,
+        ),
+        f"mount {src or fstype} {dst}",
+    )
+
+
+def _locked_flags(path: str) -> int:
+    """Flags of the mount holding ``path`` that a remount must keep (a user namespace may not clear
+    them)."""
+    f = os.statvfs(path).f_flag
+    return sum(ms for st, ms in _LOCKED_FLAGS.items() if f & st)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _cap_bits(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def _holds_capabilities() -> bool:
+    return any(_cap_bits(f) for f in ("CapPrm:", "CapEff:", "CapInh:", "CapAmb:"))
+
+
+def _privileged() -> bool:
+    return bool(_cap_bits("CapEff:") & (1 << CAP_SYS_ADMIN))
+
+
+def join_netns(netns: Sequence[int]) -> None:
+    """Join the shared network namespace ``(user ns fd, net ns fd)``. Its owner is a user
+    namespace of this user: without privileges, joining that first gives the capabilities
+    needed to join the network namespace."""
+    if not _privileged():
+        _check(_libc.setns(netns[0], CLONE_NEWUSER), "setns(user namespace)")
+    _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
+
+
+def _connect_loopback(port: int) -> socket.socket:
+    """A TCP connection to ``port`` on this namespace's loopback (IPv4, else IPv6)."""
+    errors: list[OSError] = []
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.settimeout(5)
+        try:
+            sock.connect((host, port))
+            return sock
+        except OSError as e:
+            sock.close()
+            errors.append(e)
+    raise errors[0]
+
+
+def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
+    """Unshare the run's mount namespace (and join the shared network namespace when ``netns`` is
+    ``(user ns fd, net ns fd)``), build its mounts and drop every capability."""
+    uid, gid = os.getuid(), os.getgid()
+    privileged = _privileged()
+    if privileged:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(mount namespace)")
+        if netns:
+            join_netns(netns)
+    else:
+        if netns:
+            join_netns(netns)
+        # A user namespace of our own maps the user's ids back to themselves (the joined one
+        # maps them to 0, which would make tools inside act as root).
+        outer_uid, outer_gid = os.getuid(), os.getgid()
+        if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+            err = ctypes.get_errno()
+            where = (
+                " inside run_bash's network namespace (it has no mapping for you)" if netns else ""
+            )
+            raise OSError(
+                err,
+                f"user namespaces are not available to this user{where} ({os.strerror(err)})",
+            )
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {outer_uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {outer_gid} 1")
+    _mount(None, "/", MS_REC | MS_PRIVATE)
+    build_mounts(req)
+    if _holds_capabilities():
+        from run_bash.sandbox.capabilities import drop_thread_capabilities
+
+        drop_thread_capabilities()
+
+
+def build_mounts(req: dict[str, Any]) -> None:
+    """The run's private temp dirs, the granted paths under them (``reexpose``: ``("rw", path)``
+    or ``("ro", path)``), the binds (``binds``: ``("self", path)`` bound onto itself,
+    ``("ro", path)`` read-only) and denied paths covered (``hide``)."""
+    # Held open: once the first temp dir is covered, paths under it no longer resolve.
+    private = os.open(req["tmp"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    kept: list[tuple[str, str, int]] = []
+    for kind, path in req.get("reexpose", ()):
+        with contextlib.suppress(FileNotFoundError):
+            kept.append((kind, path, os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)))
+    for t in TEMP_DIRS:
+        if os.path.isdir(t) and not os.path.islink(t):
+            _mount(f"/proc/self/fd/{private}", t, MS_BIND)
+    os.close(private)
+    for kind, path, fd in kept:
+        src = f"/proc/self/fd/{fd}"
+        if os.path.isdir(src):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        if kind == "ro":
+            # Landlock's write grant of /tmp covers what is mounted below it: only the mount
+            # flag keeps a read-only grant read-only here (not recursive: a mount below it
+            # would stay writable, so none is brought along).
+            _mount(src, path, MS_BIND)
+            _mount(None, path, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(path))
+        else:
+            _mount(src, path, MS_BIND | MS_REC)
+        os.close(fd)
+    # In the given order: a path inside a ``.git`` directory lands on that directory's own mount.
+    for kind, p in req.get("binds", ()):
+        _mount(p, p, MS_BIND)
+        if kind == "ro":
+            _mount(None, p, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(p))
+    # Denied paths inside granted trees: an empty read-only tmpfs over a directory, /dev/null
+    # over anything else (every route to the path, /proc/self/root included, meets the mount).
+    for p in req.get("hide", ()):
+        if not os.path.lexists(p):
+            continue  # nothing to hide (it lies under the private /tmp, or it is gone)
+        if os.path.isdir(p):
+            flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+            _mount("tmpfs", p, flags, "tmpfs", "mode=000,size=4k")
+        else:
+            _mount("/dev/null", p, MS_BIND)
+            _mount(None, p, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(p))
+
+
+def _send(chan: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    data = json.dumps(msg).encode()
+    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    chan.sendmsg([data], anc, socket.MSG_NOSIGNAL)
+
+
+def _exit_status(res: Any) -> int:
+    sig = int(getattr(res, "signal", -1) or -1)
+    code = int(res.exit_code)
+    if sig > 0:
+        return -sig
+    if code >= 0:
+        return code
+    # KILLED / TIMEOUT: sandlock reports no number; the kernel's verdict is SIGKILL.
+    return -int(signal.SIGKILL)
+
+
+def _diagnose(kwargs: dict[str, Any], devnull: int) -> str:
+    """Run ``true`` in the same sandbox with stderr captured, to learn why popen failed."""
+    from sandlock import Sandbox
+
+    r, w = os.pipe2(os.O_CLOEXEC)
+    os.dup2(w, 2)
+    os.close(w)
+    try:
+        with contextlib.suppress(Exception):
+            Sandbox(**kwargs).popen(["/bin/true"]).wait()
+    finally:
+        os.dup2(devnull, 2)
+    try:
+        os.set_blocking(r, False)
+        text = os.read(r, 4096).decode(errors="replace")
+    except OSError:
+        text = ""
+    finally:
+        os.close(r)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    return text.splitlines()[0][:300] if text else type(err).__name__
+
+
+def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
+    """The body of one run, in a child of the fork server (a spare that took the request);
+    never returns.
+
+    ``fds``: the run's channel, its stdout and stderr, then (optionally) the shared network
+    namespace's user and network namespace descriptors.
+    """
+    chan = socket.socket(fileno=fds[0])
+    stage = "setting up the run"
+    kwargs: dict[str, Any] = {}
+    try:
+        if "connect" in req:  # a connection into the shared network namespace (forward.py)
+            stage = "connecting"
+            join_netns(fds[3:5])
+            sock = _connect_loopback(int(req["connect"]))
+            _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
+            os._exit(0)
+        out, err = fds[1], fds[2]
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        for fd in (out, err):
+            if fd > 2:
+                os.close(fd)
+        netns = fds[3:5]
+        if req.get("mount_ns", True):
+            stage = "building the run's namespace"
+            enter_namespaces(req, netns)
+        for fd in netns:
+            os.close(fd)
+        if req.get("probe"):
+            _send(chan, {"probe": "ok"})
+            os._exit(0)
+        import resource
+
+        from sandlock import Protection, Sandbox
+
+        size = int(req["max_file_size"])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        kwargs = dict(req["sandbox"])
+        if "allow_degraded" in kwargs:
+            kwargs["allow_degraded"] = [Protection[n] for n in kwargs["allow_degraded"]]
+        gate = req.get("gate")
+        stage = "building the sandbox"
+        if gate is not None:
+            from run_bash.sandbox.loopback import LoopbackGate
+
+            sandbox = Sandbox(**kwargs, policy_fn=LoopbackGate(**gate, ask=_ask_owned))
+        else:
+            sandbox = Sandbox(**kwargs)
+        stage = "starting the command"
+        proc = sandbox.popen(req["argv"])
+    except BaseException as e:  # reported to the host; nothing else may run
+        why = _describe(e)
+        if stage == "starting the command":
+            with contextlib.suppress(BaseException):
+                why = _diagnose(kwargs, devnull) or why
+        with contextlib.suppress(BaseException):
+            _send(chan, {"error": f"{stage}: {why}", "stage": stage})
+        os._exit(1)
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+        # The output pipe belongs to the command now: EOF must come when it is done with it.
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        _send(chan, {"pid": proc.pid}, [pidfd])
+        os.close(pidfd)
+    except BaseException:  # the host gave up on this run: it must not go on unobserved
+        with contextlib.suppress(BaseException):
+            proc.kill()
+            proc.wait()
+        os._exit(1)
+    status = -int(signal.SIGKILL)
+    try:
+        status = _exit_status(proc.wait())
+    finally:
+        with contextlib.suppress(BaseException):
+            _send(chan, {"status": status})
+        os._exit(0)
+
+
+# -- the fork server ---------------------------------------------------------------------------------
+
+# The runs' end of the fork server's query socket (``_ask_owned``); set in ``serve``.
+_QUERIES: socket.socket | None = None
+QUERY_TIMEOUT_S = 2.0
+
+
+def _ask_owned(port: int) -> set[int]:
+    """Ask the fork server which listening sockets on ``port`` run_bash's sessions hold (it can
+    read every run's fds; a run in a user namespace of its own cannot read another's)."""
+    if _QUERIES is None:
+        return set()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    try:
+        with ours:
+            _send(_QUERIES, {"owned": port}, [theirs.fileno()])
+            theirs.close()
+            ours.settimeout(QUERY_TIMEOUT_S)
+            msg = json.loads(ours.recv(65536) or b"{}")
+        held = msg.get("held") if isinstance(msg, dict) else None
+        return {int(i) for i in held} if isinstance(held, list) else set()
+    except (OSError, ValueError, TypeError):
+        return set()
+    finally:
+        theirs.close()
+
+
+def _answer(queries: socket.socket, host: int) -> None:
+    """Answer one query of a run (``_ask_owned``) on the socket it sent along."""
+    from run_bash.sandbox.loopback import owned_inodes
+
+    try:
+        msg, anc, _flags, _addr = queries.recvmsg(
+            4096, socket.CMSG_SPACE(array.array("i").itemsize), socket.MSG_CMSG_CLOEXEC
+        )
+    except OSError:
+        return
+    fds = _fds_of(anc)
+    try:
+        req = json.loads(msg)
+        port = int(req["owned"])
+        held = sorted(owned_inodes(port, host)) if 0 < port < 65536 else []
+        if fds:
+            with socket.socket(fileno=fds.pop(0)) as reply:
+                reply.setblocking(False)
+                reply.send(json.dumps({"held": held}).encode())
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    fds: list[int] = []
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            arr = array.array("i")
+            arr.frombytes(data[: len(data) - (len(data) % arr.itemsize)])
+            fds.extend(arr)
+    return fds
+
+
+def serve(ctl_fd: int, host: int) -> None:
+    """The fork server: one request per message on ``ctl_fd``, taken by a spare child that
+    becomes its run.
+
+    Single-threaded by design (the runs unshare a user namespace). Exits when the host dies
+    (SIGHUP as its parent-death signal, checked against the host's pid) or closes the socket.
+    """
+    ctl = socket.socket(fileno=ctl_fd)
+
+    def parent_gone(_signum: int, _frame: object) -> None:
+        # Also sent when the host *thread* that started us exits: only a new parent means the
+        # host is gone.
+        if os.getppid() != host:
+            os._exit(0)
+
+    signal.signal(signal.SIGHUP, parent_gone)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runs are reaped by the kernel
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGHUP, 0, 0, 0), "prctl(PDEATHSIG)")
+    if os.getppid() != host:
+        os._exit(0)
+    try:
+        import sandlock  # noqa: F401  (imported once here, not in every run)
+
+        import run_bash.sandbox.capabilities
+        import run_bash.sandbox.loopback  # noqa: F401
+    except Exception as e:
+        ctl.send(json.dumps({"error": f"cannot import sandlock: {e}"}).encode())
+        os._exit(1)
+    # Objects that exist now are never collected: a run's child then copies fewer pages of
+    # the fork server's memory (a collection would touch every object it tracks).
+    gc.freeze()
+    global _QUERIES
+    queries, _QUERIES = socket.socketpair(
+        socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
+    )
+    ctl.send(json.dumps({"ready": os.getpid()}).encode())
+    me = os.getpid()
+    # A spare child waits for the next request itself, so a request wakes one process, not
+    # two, and the fork happens while nothing waits for it. Only one process reads the socket
+    # at a time: the next spare is forked once the current one has taken its request.
+    while True:
+        r, w = os.pipe2(os.O_CLOEXEC)
+        try:
+            pid = os.fork()
+        except OSError:
+            os._exit(1)
+        if pid == 0:
+            gc.disable()  # short-lived, and every collection would copy pages
+            try:
+                os.close(r)
+                queries.close()
+                spare(ctl, w, me)
+            finally:
+                os._exit(1)
+        os.close(w)
+        said = b""
+        while True:
+            try:
+                ready, _, _ = select.select([r, queries], [], [])
+            except OSError:
+                ready = [r]
+            if queries in ready:
+                _answer(queries, host)
+            if r in ready:
+                with contextlib.suppress(OSError):
+                    said = os.read(r, 1)
+                break
+        os.close(r)
+        if said == b"e":
+            os._exit(0)  # the host closed its end
+        if said != b"t":
+            time.sleep(0.05)  # the spare died before taking anything: do not spin
+
+
+def spare(ctl: socket.socket, taken: int, server: int) -> None:
+    """A child of the fork server that takes the next request and becomes its run (or answers
+    it); never returns. Writes ``t`` to ``taken`` once it has a request, ``e`` at EOF."""
+    for sig in (signal.SIGCHLD, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    if os.getppid() != server:
+        os._exit(1)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    while True:
+        try:
+            msg, anc, flags, _addr = ctl.recvmsg(
+                MAX_REQUEST_BYTES,
+                socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize),
+                socket.MSG_CMSG_CLOEXEC,
+            )
+        except OSError:
+            msg, anc, flags = b"", [], 0
+        if not msg:
+            os.write(taken, b"e")
+            os._exit(0)
+        fds = _fds_of(anc)
+        if fds:
+            break
+    os.write(taken, b"t")
+    os.close(taken)
+    ctl.close()
+    try:
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ValueError("request too large")
+        req = pickle.loads(msg)
+    except Exception as e:
+        with contextlib.suppress(OSError):
+            _send(socket.socket(fileno=fds[0]), {"error": f"fork server: {e}"})
+        os._exit(1)
+    run_child(req, fds, devnull)
+
+
+# -- the host's side ----------------------------------------------------------------------------------
+
+
+def _recv(chan: socket.socket, timeout: float | None) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message from a run's channel: (message, received fds); (None, []) at EOF."""
+    chan.settimeout(timeout)
+    data, anc, _flags, _addr = chan.recvmsg(
+        65536, socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
+    )
+    fds = _fds_of(anc)
+    if not data:
+        return None, fds
+    msg = json.loads(data)
+    if not isinstance(msg, dict):
+        raise ValueError(f"bad message from the launcher: {data[:100]!r}")
+    return msg, fds
+
+
+class Run:
+    """The host's handle on one started run: the confined root's pid, a pidfd of it, and the
+    channel its exit status arrives on."""
+
+    def __init__(self, chan: socket.socket, pid: int, pidfd: int) -> None:
+        self.chan = chan
+        self.pid = pid
+        self.pidfd = pidfd
+        self._status: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The root's exit status (>= 0) or ``-signal``; ``-SIGKILL`` when the run's supervisor
+        ended without saying (it was killed)."""
+        if self._status is not None:
+            return self._status
+        status = -int(signal.SIGKILL)
+        try:
+            msg, fds = _recv(self.chan, timeout)
+            for fd in fds:
+                os.close(fd)
+            value = msg.get("status") if msg else None
+            if isinstance(value, int) and not isinstance(value, bool):
+                status = value
+        except (OSError, ValueError):
+            pass
+        self._status = status
+        return status
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.chan.close()
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = -1
+
+
+class Launcher:
+    """The host's fork server: started on first use, restarted when it died."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._owner = -1
+
+    @property
+    def pid(self) -> int | None:
+        """The fork server's pid while it runs."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(
+            socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
+        )
+        with contextlib.suppress(OSError):
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_REQUEST_BYTES)
+            theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, MAX_REQUEST_BYTES)
+        # The host's own import path: the fork server imports the same run_bash and sandlock.
+        package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = [package, *(p for p in sys.path if p and p != package)]
+        code = (
+            f"import sys; sys.path[:0] = {path!r}; "
+            "from run_bash.sandbox.launcher import serve; "
+            f"serve({theirs.fileno()}, {os.getpid()})"
+        )
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-E", "-c", code],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                close_fds=True,
+                start_new_session=True,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            )
+        except OSError as e:
+            ours.close()
+            raise SpawnError(f"cannot start the sandbox launcher: {e}") from e
+        finally:
+            theirs.close()
+        try:
+            msg, _fds = _recv(ours, START_TIMEOUT_S)
+        except (OSError, ValueError) as e:
+            msg = {"error": f"no answer ({e})"}
+        if not msg or "ready" not in msg:
+            ours.close()
+            with contextlib.suppress(OSError):
+                proc.kill()
+            proc.wait()
+            why = (msg or {}).get("error") or f"it exited ({proc.returncode})"
+            raise SpawnError(f"the sandbox launcher did not start: {why}")
+        self._proc, self._sock, self._owner = proc, ours, os.getpid()
+
+    def _stop(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+            with contextlib.suppress(Exception):
+                self._proc.wait(timeout=2)
+        self._proc = self._sock = None
+
+    def _alive(self) -> bool:
+        return (
+            self._proc is not None
+            and self._owner == os.getpid()
+            and self._proc.poll() is None
+            and self._sock is not None
+        )
+
+    def ensure(self) -> int:
+        """Start the fork server unless it runs; its pid. Raises SpawnError."""
+        with self._lock:
+            if not self._alive():
+                if self._owner == os.getpid():
+                    self._stop()
+                else:  # inherited across a fork: not ours to stop
+                    self._proc = self._sock = None
+                self._start()
+            assert self._proc is not None
+            return self._proc.pid
+
+    def _send(self, payload: bytes, fds: list[int]) -> None:
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        for attempt in range(2):
+            self.ensure()
+            with self._lock:
+                sock = self._sock
+                try:
+                    assert sock is not None
+                    sock.sendmsg([payload], anc, socket.MSG_NOSIGNAL)
+                    return
+                except (BrokenPipeError, ConnectionError, AssertionError) as e:
+                    # Not received: the fork server is gone. Start a new one, once.
+                    self._stop()
+                    if attempt:
+                        raise SpawnError(f"the sandbox launcher is not answering: {e}") from e
+
+    def request(
+        self, req: dict[str, Any], stdout: int, stderr: int, netns: Sequence[int] = ()
+    ) -> tuple[socket.socket, dict[str, Any], list[int]]:
+        """Send one request; return the run's channel and its first message (with its fds)."""
+        payload = pickle.dumps(req, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(payload) > MAX_REQUEST_BYTES:
+            raise SpawnError("the sandbox policy is too large to send to the launcher")
+        ours, theirs = socket.socketpair(
+            socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
+        )
+        try:
+            self._send(payload, [theirs.fileno(), stdout, stderr, *netns])
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        try:
+            msg, fds = _recv(ours, SPAWN_TIMEOUT_S)
+        except TimeoutError as e:
+            ours.close()  # a late report finds the channel closed and kills its command
+            raise SpawnError(
+                f"the sandbox launcher did not answer in {SPAWN_TIMEOUT_S:.0f} s"
+            ) from e
+        except (OSError, ValueError) as e:
+            ours.close()
+            raise SpawnError(f"the sandbox launcher failed: {e}") from e
+        if msg is None:
+            ours.close()
+            raise SpawnError("the sandbox launcher stopped before the command started")
+        if "error" in msg:
+            ours.close()
+            for fd in fds:
+                os.close(fd)
+            raise SpawnError(str(msg["error"]))
+        return ours, msg, fds
+
+    def spawn(
+        self, req: dict[str, Any], stdout: int, stderr: int, netns: Sequence[int] = ()
+    ) -> Run:
+        """Start one run; raises SpawnError (nothing ran) when it could not be started."""
+        chan, msg, fds = self.request(req, stdout, stderr, netns)
+        pid = msg.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or len(fds) != 1:
+            chan.close()
+            for fd in fds:
+                os.close(fd)
+            raise SpawnError(f"the sandbox launcher answered {msg!r}")
+        chan.settimeout(None)
+        return Run(chan, pid, fds[0])
+
+    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
+        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
+        (``(user ns fd, net ns fd)``). Raises OSError."""
+        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            chan, _msg, fds = self.request({"connect": port}, devnull, devnull, netns)
+        except SpawnError as e:
+            raise ConnectionRefusedError(str(e)) from e
+        finally:
+            os.close(devnull)
+        chan.close()
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionRefusedError(f"no connection to port {port}")
+        sock = socket.socket(fileno=fds[0])
+        sock.setblocking(True)  # the file was non-blocking in the connecting process
+        return sock
+
+    def probe(self, req: dict[str, Any], netns: Sequence[int] = ()) -> str:
+        """Build a run's namespace without running anything; "" when it works, else why not."""
+        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            chan, _msg, _fds = self.request({**req, "probe": True}, devnull, devnull, netns)
+            chan.close()
+            return ""
+        except SpawnError as e:
+            return str(e)
+        finally:
+            os.close(devnull)
+
+
+_LAUNCHER = Launcher()
+
+
+def launcher() -> Launcher:
+    """This process's launcher (one fork server per host)."""
+    return _LAUNCHER

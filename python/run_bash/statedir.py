@@ -1,0 +1,205 @@
+"""Where a host keeps its files: the output directory and the run temp directories.
+
+Two directories per host, both mode 0700 and removed when the host ends (the keeper removes them
+after a crash too):
+
+* the **output directory** (``make_state_dir``): one file per session, under ``$XDG_RUNTIME_DIR``
+  (private to the user, cleared at logout) or else the temp dir. Its total size is capped
+  (``output.dir_cap``, never more than a quarter of its filesystem), so output cannot fill the
+  small RAM filesystem ``$XDG_RUNTIME_DIR`` usually is.
+* the **temp root** (``make_temp_root``): one private temp dir per run (its ``TMPDIR``; ``/tmp``,
+  ``/var/tmp`` and ``/dev/shm`` under bubblewrap), on a disk-backed filesystem (``/var/tmp``, else
+  ``$XDG_CACHE_HOME/run_bash``), never on a RAM filesystem such as ``$XDG_RUNTIME_DIR``. Each run's
+  temp dir is capped (``sandbox.limits.max_temp_size``, never more than half the free space), so a
+  run cannot fill the disk for the user's other programs. On a different filesystem from the
+  output directory (the usual case), a run filling its temp space cannot touch output capture at
+  all; on the same one, the cap leaves room for it.
+
+Neither directory is inside any sandbox grant (``/var/tmp``, ``$XDG_RUNTIME_DIR`` and the temp dir
+are never granted by default); a run is given its own temp dir and nothing else of them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Mapping
+
+# Filesystems kept in memory: temp dirs never go there.
+RAM_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+TEMP_ROOT_PREFIX = "run_bash-"
+# A temp root left by a host that died with its keeper is removed by the next host after this long.
+STALE_AFTER_S = 60.0
+# Walking a temp dir stops here: more entries than this count as over the cap.
+MAX_TEMP_ENTRIES = 200_000
+
+
+def state_root(base: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """Where hosts make their output directories: ``$XDG_RUNTIME_DIR``, else the temp dir."""
+    env = os.environ if environ is None else environ
+    root = base or env.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    if not os.path.isdir(root) or not os.access(root, os.W_OK):
+        root = tempfile.gettempdir()
+    return root
+
+
+def make_state_dir(base: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """Create the 0700 output directory of this host (``run_bash-<pid>-…`` under ``state_root``:
+    ``journal.reconcile_stale`` finds the ones whose process is gone)."""
+    root = state_root(base, environ)
+    path = tempfile.mkdtemp(prefix=f"run_bash-{os.getpid()}-", dir=root)
+    os.chmod(path, 0o700)
+    return path
+
+
+def fs_type(path: str) -> str:
+    """The filesystem type of the mount holding ``path`` ("" when unknown)."""
+    real = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right:
+            continue
+        mount = fields[4].replace("\\040", " ")
+        inside = real == mount or real.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best):
+            best, kind = mount, right.split()[0]
+    return kind
+
+
+def temp_root_candidates(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Disk-backed places for run temp dirs, best first."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME") or os.path.expanduser("~")
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return ["/var/tmp", os.path.join(cache, "run_bash"), tempfile.gettempdir()]
+
+
+def make_temp_root(environ: Mapping[str, str] | None = None) -> str:
+    """Create this host's 0700 temp root on the first disk-backed candidate that works, after
+    removing temp roots that hosts which died without their keeper left there."""
+    candidates = temp_root_candidates(environ)
+    for i, parent in enumerate(candidates):
+        last = i == len(candidates) - 1
+        if not last and fs_type(parent) in RAM_FILESYSTEMS:
+            continue
+        try:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            sweep_stale(parent)
+            path = tempfile.mkdtemp(prefix=f"{TEMP_ROOT_PREFIX}{os.getpid()}-", dir=parent)
+        except OSError:
+            if last:
+                raise
+            continue
+        os.chmod(path, 0o700)
+        return path
+    raise OSError("no place for run temp dirs")  # pragma: no cover - the last candidate raises
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(parent: str) -> int:
+    """Remove this user's temp roots in ``parent`` whose host is gone; return how many."""
+    removed = 0
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return 0
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(TEMP_ROOT_PREFIX):
+            continue
+        pid_text = name[len(TEMP_ROOT_PREFIX) :].split("-", 1)[0]
+        try:
+            st = entry.stat(follow_symlinks=False)
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if not entry.is_dir(follow_symlinks=False) or st.st_uid != os.getuid():
+            continue
+        if now - st.st_mtime < STALE_AFTER_S or _pid_alive(pid):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def dir_usage(path: str, max_entries: int = MAX_TEMP_ENTRIES) -> tuple[int, bool]:
+    """Bytes the tree at ``path`` occupies on disk (allocated blocks, links not followed) and
+    whether it could not be measured in full: more than ``max_entries`` entries, or a directory that
+    cannot be listed (unreadable, a path too long) — for a tree a sandbox controls, both count as
+    over any cap, as they could hide data. Opens no file, so nothing a sandbox puts there (FIFOs,
+    leases) can block it."""
+    total = 0
+    entries = 0
+    stack = [path]
+    while stack:
+        current = stack.pop()
+        try:
+            it = os.scandir(current)
+        except FileNotFoundError:
+            continue  # removed while walking
+        except OSError:
+            return total, True
+        with it:
+            for entry in it:
+                entries += 1
+                if entries > max_entries:
+                    return total, True
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    return total, True
+                total += st.st_blocks * 512
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+    return total, False
+
+
+def free_bytes(path: str) -> int:
+    """Bytes an unprivileged user may still write on the filesystem holding ``path``."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
+def fs_size(path: str) -> int:
+    """Total size of the filesystem holding ``path`` (0 when unknown)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_blocks * st.f_frsize
+
+
+def human_size(n: int) -> str:
+    """``n`` bytes as "512 KiB", "3.5 MiB", "4 GiB"."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            text = f"{value:.1f}".removesuffix(".0") if unit != "B" else str(int(value))
+            return f"{text} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover

@@ -1,0 +1,133 @@
+"""Bounded session history (#12 item 2): the last N finished sessions are kept, older ones are
+forgotten with their output files unless pinned; the output directory's total size is capped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from run_bash.config import parse_config
+from run_bash.errors import SessionError, UsageError
+from run_bash.sessions import SessionManager
+
+
+def manager(tmp_path, **opts):
+    events: list[tuple[str, object]] = []
+    cfg = parse_config({"sandbox": {"backend": "none"}, **opts})
+    m = SessionManager(
+        cfg,
+        loop=asyncio.get_running_loop(),
+        on_event=lambda n, p: events.append((n, p)),
+        state_dir=str(tmp_path / "state"),
+    )
+    os.makedirs(m.state_dir, mode=0o700)
+    m.events = events  # type: ignore[attr-defined]
+    return m
+
+
+async def run(m, cmd):
+    s = m.start(cmd, unsandboxed_ok=True)
+    return await asyncio.wait_for(m.wait_result(s.id), 30)
+
+
+def forgotten(m) -> list[str]:
+    return [i for n, p in m.events if n == "forgotten" for i in p.ids]
+
+
+async def test_only_the_last_n_finished_sessions_are_kept_with_their_files(tmp_path):
+    m = manager(tmp_path, sessions={"keep_finished": 3})
+    try:
+        results = [await run(m, f"echo run{i}") for i in range(8)]
+        kept = [r.id for r in results[-3:]]
+        assert [info.id for info in m.list()] == kept
+        assert forgotten(m) == [r.id for r in results[:5]]
+        for r in results[:5]:
+            assert not os.path.exists(r.output_file)
+            with pytest.raises(SessionError):
+                m.output(r.id)
+        for r in results[-3:]:
+            assert os.path.exists(r.output_file)
+            assert m.output(r.id, tail=1).output == r.output
+        assert sorted(os.listdir(m.state_dir)) == sorted(f"{i}.log" for i in kept)
+    finally:
+        await m.shutdown()
+
+
+async def test_running_and_pinned_sessions_are_never_forgotten(tmp_path):
+    m = manager(tmp_path, sessions={"keep_finished": 2})
+    try:
+        bg = m.start("echo bg; sleep 300", unsandboxed_ok=True, bg_after=0.2)
+        pinned = await run(m, "echo keep-me")
+        m.pin(pinned.id, "output buffer")
+        for i in range(5):
+            await run(m, f"echo {i}")
+        ids = [info.id for info in m.list()]
+        assert bg.id in ids and pinned.id in ids
+        assert m.output(pinned.id, tail=1).output == "keep-me\n"
+        # Unpinned, it is the oldest finished session beyond the limit: forgotten at once.
+        assert m.unpin(pinned.id, "output buffer") is True
+        assert pinned.id not in [info.id for info in m.list()]
+        assert pinned.id in forgotten(m)
+        assert m.unpin(pinned.id, "output buffer") is False
+        with pytest.raises(UsageError):
+            m.pin(bg.id, "")
+        await m.kill(bg.id)
+    finally:
+        await m.shutdown()
+
+
+async def test_the_output_directory_stays_under_its_cap(tmp_path):
+    m = manager(tmp_path, output={"dir_cap": 300_000})
+    try:
+        results = [await run(m, f"head -c 100000 /dev/zero | tr '\\0' {i}") for i in range(6)]
+        on_disk = sum(
+            os.path.getsize(os.path.join(m.state_dir, f)) for f in os.listdir(m.state_dir)
+        )
+        assert on_disk <= 300_000
+        assert m.budget.used == on_disk
+        # The newest files are whole; the oldest made room and say so; their text remains.
+        for r in results[-3:]:
+            assert os.path.getsize(r.output_file) == 100_000
+        old = {info.id: info for info in m.list()}[results[0].id]
+        assert not os.path.exists(old.output_file)
+        assert any("output file removed" in n for n in old.notices), old.notices
+        assert m.output(results[0].id).output.startswith("0000")
+    finally:
+        await m.shutdown()
+
+
+async def test_one_run_larger_than_the_cap_stops_at_it_and_still_reaches_the_agent(tmp_path):
+    m = manager(tmp_path, output={"dir_cap": 50_000})
+    try:
+        r = await run(m, "seq 1 30000; echo LAST")
+        assert os.path.getsize(r.output_file) == 50_000
+        assert "output file stopped at 50000 bytes: the output directory reached its cap" in (
+            " ".join(r.notices)
+        )
+        assert r.output.rstrip().endswith("LAST")
+    finally:
+        await m.shutdown()
+
+
+def test_a_temp_dir_that_hides_data_from_the_walk_counts_as_over_the_cap(tmp_path):
+    from run_bash.statedir import dir_usage
+
+    root = tmp_path / "t"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "f").write_bytes(b"x" * 100_000)
+    used, partial = dir_usage(str(root))
+    assert used >= 100_000 and partial is False
+    assert dir_usage(str(root), max_entries=1) == (dir_usage(str(root), max_entries=1)[0], True)
+    # A path too long to list: cannot be measured, so it is not trusted.
+    deep = os.open(str(root), os.O_RDONLY)
+    try:
+        for _ in range(40):
+            os.mkdir("d" * 200, dir_fd=deep)
+            nxt = os.open("d" * 200, os.O_RDONLY, dir_fd=deep)
+            os.close(deep)
+            deep = nxt
+    finally:
+        os.close(deep)
+    assert dir_usage(str(root))[1] is True
