@@ -5,6 +5,8 @@ Pure apart from the output file it writes and reads.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import re
 from collections.abc import Callable
@@ -16,6 +18,24 @@ HEAD_SHARE = 0.2  # share of the agent's character budget given to the head; the
 # The end of a session's output that goes with the notice of its end.
 NOTICE_LINES = 20
 NOTICE_CHARS = 2000
+# Disk space a running command's output file keeps allocated ahead of what it has written, so a run
+# that fills the disk (its temp dir is stopped at its cap, but only when the host next looks) cannot
+# cut another run's output short meanwhile. Renewed when half is used; returned when the file closes.
+RESERVE_BYTES = 4 * 1024 * 1024
+_FALLOC_FL_KEEP_SIZE = 0x01
+
+
+def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]  # a ctypes function: typed by its argtypes above
+
+
+_fallocate = _libc_fallocate()
 
 # Escape sequences: CSI (ESC [ … final), OSC (ESC ] … BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ … ST)
 # and other 2-byte escapes. An unterminated string sequence ends at the line's end, never later.
@@ -185,10 +205,35 @@ class Capture:
         self.removed = False  # the history deleted the file (the session is old)
         self.final: tuple[tuple[int, int], str] | None = None  # set by freeze()
         self.fd = -1
+        self.reserved = 0  # the file's allocated space reaches this offset (RESERVE_BYTES)
         try:
             self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except OSError as e:
             self._stop(_describe(e))
+        else:
+            self._reserve()
+
+    def _reserve(self) -> None:
+        """Keep up to RESERVE_BYTES allocated past the end of the file (never past the cap).
+        Best effort: a disk already full, or a filesystem without fallocate, reserves nothing."""
+        end = min(self.on_disk + RESERVE_BYTES, self.cap + 4096)
+        if _fallocate is None or self.fd < 0 or end <= self.reserved:
+            return
+        start = max(self.on_disk, self.reserved)
+        if _fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, start, end - start) == 0:
+            self.reserved = end
+
+    def _unreserve(self) -> None:
+        """Give back the space allocated past the end of the file: a shrinking truncate frees
+        every block past the new end (growing by one byte first, as truncating to the same size
+        may keep them)."""
+        if self.reserved > self.on_disk:
+            try:
+                os.ftruncate(self.fd, self.on_disk + 1)
+                os.ftruncate(self.fd, self.on_disk)
+            except OSError:
+                pass
+            self.reserved = 0
 
     def _stop(self, why: str) -> None:
         if self.stopped is None:
@@ -218,6 +263,8 @@ class Capture:
         self.on_disk += done
         if output:
             self.written += done
+        if self.reserved - self.on_disk < RESERVE_BYTES // 2:
+            self._reserve()
         if self.budget is not None:
             self.budget.release(len(view) - done)
             if not why and done < len(data):
@@ -248,6 +295,7 @@ class Capture:
 
     def close(self) -> None:
         if self.fd >= 0:
+            self._unreserve()
             try:
                 os.close(self.fd)
             except OSError as e:  # a delayed write error (NFS, FUSE): the file is short
