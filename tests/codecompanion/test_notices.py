@@ -179,7 +179,8 @@ def test_submit_waits_for_the_turn_in_progress_to_end(chat: Chat) -> None:
     tick(chat)
     assert requests(chat) == before  # a tool is running: not idle
     release.touch()
-    assert chat.result(cid).endswith("tests passed\n")
+    # The gate files the test touched are the run's change set: its line follows the output.
+    assert chat.result(cid).split("\nChanged files: ")[0].endswith("\ntests passed\n")
     wait_for(lambda: requests(chat) == before + 1)  # the turn ended: now it goes
     assert "exited 9" in hidden_notices(messages(chat))[0]
     wait_for(lambda: "Noted: the server exited." in chat.buffer())
