@@ -428,9 +428,9 @@ class Analysis:
         if name in ("cp", "mv", "install", "ln", "rsync", "scp"):
             operands = [a for a in args if a.value is None or not a.value.startswith("-")]
             if len(operands) == 2 and operands[0].value and operands[1].value:
-                content = self.written_file(operands[0].value)
-                if isinstance(content, str):
-                    self._store(operands[1].value, content, False)
+                copied = self.written_file(operands[0].value)
+                if isinstance(copied, str):
+                    self._store(operands[1].value, copied, False)
                     return
             targets = operands[-1:]
         elif name in ("curl", "wget"):
