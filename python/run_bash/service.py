@@ -212,7 +212,7 @@ class Service:
         from a project by itself (``lua/run_bash/agent_files.lua``), checked after every run.
         """
         rules, project_config = parse_codecompanion(codecompanion)
-        config = parse_config(opts)  # type: ignore[arg-type]
+        config = parse_config(opts)
         chosen = choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
         problems = chosen.backend.validate()
         if problems:
@@ -494,7 +494,7 @@ class Service:
 
     def output(self, sid: object, opts: object = None) -> dict[str, Any]:
         tail = options("output", opts, ("tail",)).get("tail")
-        return self.mgr.output(sid, tail=tail).to_wire()  # type: ignore[arg-type]
+        return self.mgr.output(sid, tail=tail).to_wire()
 
     def wait(self, sid: object, opts: object = None, token: object = None) -> dict[str, Any]:
         """Start waiting on a session (``{wait_for, timeout}``, see ``SessionManager.wait``); the
@@ -507,7 +507,7 @@ class Service:
         return info
 
     def watch(self, sid: object) -> dict[str, Any]:
-        return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
+        return self.mgr.watch(sid).to_wire()
 
     def pin(self, sid: object, reason: object) -> dict[str, Any]:
         """Keep a session in the history for ``reason`` (an open output buffer) until ``unpin``."""

@@ -746,7 +746,7 @@ class SessionManager:
             interval = self.config.output.live_interval_ms / 1000
             s.live_timer = self.loop.call_later(interval, self._flush_live, s)
 
-    def watch(self, sid: str) -> LiveStart:
+    def watch(self, sid: object) -> LiveStart:
         """Turn on live output events for a session; return what was printed so far (bounded)."""
         s = self._get(sid)
         s.live = True
@@ -1001,7 +1001,9 @@ class SessionManager:
         assert s.result_future is not None
         return await asyncio.shield(s.result_future)
 
-    def output(self, sid: str, tail: object = None, max_bytes: int = READ_PAGE_BYTES) -> OutputPage:
+    def output(
+        self, sid: object, tail: object = None, max_bytes: int = READ_PAGE_BYTES
+    ) -> OutputPage:
         """New output since the last read (bounded), or the last ``tail`` lines."""
         s = self._get(sid)
         if s.capture is None:
@@ -1046,7 +1048,7 @@ class SessionManager:
         s = self.sessions.get(sid) if isinstance(sid, str) else None
         if s is None:
             return False
-        s.pins.discard(reason)  # type: ignore[arg-type]
+        s.pins.discard(reason)
         self.prune()
         return True
 
@@ -1184,7 +1186,8 @@ class SessionManager:
             s.waiters.append(waiter)
         ended = self.loop.create_task(s.done.wait())  # also ends a run that never started
         try:
-            await asyncio.wait({settled, ended}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+            either: set[asyncio.Future[Any]] = {settled, ended}
+            await asyncio.wait(either, timeout=timeout_s, return_when="FIRST_COMPLETED")
         finally:
             ended.cancel()
             if waiter is not None and waiter in s.waiters:

@@ -147,7 +147,7 @@ def capture(path: str, depth: int = 0) -> State:
 def matches(path: str, state: State) -> bool:
     """Whether ``path`` is still ``state``. The work is bounded by ``state``: a directory is
     listed up to one entry more than it had, a file read up to its length, never blocking."""
-    kind = state[0]
+    kind: str = state[0]
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -161,7 +161,8 @@ def matches(path: str, state: State) -> bool:
         if not stat.S_ISLNK(st.st_mode):
             return False
         try:
-            return os.readlink(path) == state[1]
+            target: str = state[1]
+            return os.readlink(path) == target
         except OSError:
             return False
     if kind == "other":
@@ -171,7 +172,7 @@ def matches(path: str, state: State) -> bool:
     if kind == "file":
         if not stat.S_ISREG(st.st_mode):
             return False
-        data = state[4]
+        data: bytes = state[4]
         if st.st_size != len(data):
             return False
         return read_nonblocking(path, len(data)) == data
@@ -425,7 +426,7 @@ class Scope:
     sid: str
     host_read: HostRead
     places: Places
-    kill: Callable[[], None] | None = None
+    kill: Callable[[], object] | None = None
     tripped: str = ""
     notices: list[str] = field(default_factory=list)
     wds: set[int] = field(default_factory=set)
@@ -441,7 +442,7 @@ class Scope:
             with contextlib.suppress(Exception):
                 kill()
 
-    def attach(self, kill: Callable[[], None]) -> None:
+    def attach(self, kill: Callable[[], object]) -> None:
         """The run has started: how to stop it. A trip before this kills it at once."""
         self.kill = kill
         if self.tripped:
