@@ -34,9 +34,11 @@ import dataclasses
 import fcntl
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -97,6 +99,7 @@ from run_bash.statedir import (
 )
 
 if TYPE_CHECKING:
+    from run_bash.changes import Token
     from run_bash.run_changes import RunChanges
 
 KILL_GRACE_S = proc.KILL_GRACE_S
@@ -144,7 +147,7 @@ def check_cmd(cmd: object) -> str:
     return cmd
 
 
-def ready_pattern(wait_for: object, bg_after_s: float) -> Any:
+def ready_pattern(wait_for: object, bg_after_s: float) -> re.Pattern[str] | None:
     """The compiled ``wait_for`` of a run (None when not given); it needs a background run."""
     if wait_for is None:
         return None
@@ -231,7 +234,7 @@ class Session:
         self.error: str | None = None
         # What the run changed in its project (``run_changes``), and its store token meanwhile.
         self.changes: dict[str, Any] | None = None
-        self.change_token: Any = None
+        self.change_token: Token | None = None
         # Readiness (`wait_for` on run) and `wait` calls, fed by the capture path.
         self.waiters: list[Waiter] = []
         self.ready_waiter: Waiter | None = None
@@ -1164,7 +1167,9 @@ class SessionManager:
             )
         return self._wait(s, pattern, DEFAULT_WAIT_S if t is None else t)
 
-    async def _wait(self, s: Session, pattern: Any, timeout_s: float) -> WaitResult:
+    async def _wait(
+        self, s: Session, pattern: re.Pattern[str] | None, timeout_s: float
+    ) -> WaitResult:
         t0 = time.monotonic()
         if not s.running and s.status != "awaiting_approval":
             return self._waited(s, "ended", pattern, None, t0)
@@ -1223,7 +1228,12 @@ class SessionManager:
         return None
 
     def _waited(
-        self, s: Session, outcome: str, pattern: Any, line: str | None, t0: float
+        self,
+        s: Session,
+        outcome: str,
+        pattern: re.Pattern[str] | None,
+        line: str | None,
+        t0: float,
     ) -> WaitResult:
         page = self.output(s.id)
         return WaitResult(
@@ -1290,7 +1300,7 @@ class SessionManager:
             shutil.rmtree(self._temp_root, ignore_errors=True)
 
 
-def _connect_in_netns(port: int) -> Any:
+def _connect_in_netns(port: int) -> socket.socket:
     """A socket connected to ``port`` inside run_bash's own network namespace."""
     from run_bash.sandbox.launcher import launcher
     from run_bash.sandbox.netholder import NET_HOLDER

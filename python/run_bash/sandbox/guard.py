@@ -47,7 +47,7 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -299,7 +299,7 @@ def _own(fd: int, state: State) -> None:
 
 
 @contextlib.contextmanager
-def _writable_parents(path: str) -> Any:
+def _writable_parents(path: str) -> Iterator[None]:
     """Give the owner search permission on every directory above ``path`` and write permission
     on its parent for the block (a run may have ``chmod``-ed them), and put the modes back."""
     changed: list[tuple[str, int]] = []
@@ -426,7 +426,7 @@ class Scope:
     sid: str
     host_read: HostRead
     places: Places
-    kill: Callable[[], object] | None = None
+    kill: Callable[[], None] | None = None
     tripped: str = ""
     notices: list[str] = field(default_factory=list)
     wds: set[int] = field(default_factory=set)
@@ -442,7 +442,7 @@ class Scope:
             with contextlib.suppress(Exception):
                 kill()
 
-    def attach(self, kill: Callable[[], object]) -> None:
+    def attach(self, kill: Callable[[], None]) -> None:
         """The run has started: how to stop it. A trip before this kills it at once."""
         self.kill = kill
         if self.tripped:
