@@ -57,10 +57,11 @@ test-unit: deps
 test-integration: deps
 	@$(PY) -m pytest tests/integration tests/codecompanion $(PYTEST_ARGS)
 
-## lint: ruff check, ruff format --check, stylua --check (make deps installs stylua with npm)
+## lint: ruff check, ruff format --check, mypy --strict (python/, rplugin/), stylua --check (make deps installs stylua with npm)
 lint: deps
 	@$(VENV)/bin/ruff check python rplugin tests bench
 	@$(VENV)/bin/ruff format --check python rplugin tests bench
+	@$(VENV)/bin/mypy
 	@if [ -n "$(STYLUA_RUN)" ]; then $(STYLUA_RUN) --check $(LUA_DIRS); \
 	else echo "run_bash: stylua not found (npm install failed?): Lua formatting not checked"; fi
 

@@ -91,8 +91,9 @@ def tool_args(raw: object) -> dict[str, Any]:
         )
     if bg:
         out["bg_after"] = bg  # 0 means foreground, as in the original plugin
-    if "wait_for" in args:
-        out["wait_for"] = ready_pattern(args["wait_for"], bg or 0).pattern
+    pattern = ready_pattern(args.get("wait_for"), bg or 0)  # None: absent (nulls were dropped)
+    if pattern is not None:
+        out["wait_for"] = pattern.pattern
     timeout = _number(args, "timeout")
     if timeout is not None:
         if not 1 <= timeout <= MAX_TIMEOUT_S:

@@ -20,7 +20,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from run_bash.errors import ConfigError
 from run_bash.sandbox.base import AUTO, BACKEND_NAMES
@@ -33,6 +33,8 @@ MAX_WAIT_S = 60
 DEFAULT_WAIT_S = 30
 # Values `sandbox.backend` accepts (`false` is migrated to "none" first).
 BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BACKEND_NAMES)
+
+T = TypeVar("T")
 
 
 class Invalid(ValueError):
@@ -167,8 +169,10 @@ NOTIFY_AGENT_CHOICES = ("next_turn", "submit")
 
 
 def notify_mode(value: object) -> str | bool:
-    if value is False or value in NOTIFY_AGENT_CHOICES:
-        return value  # type: ignore[return-value]
+    if value is False:
+        return False
+    if isinstance(value, str) and value in NOTIFY_AGENT_CHOICES:
+        return value
     raise Invalid
 
 
@@ -444,7 +448,7 @@ def describe(value: object) -> str:
     return kind
 
 
-def _parse_table(cls: type, raw: Mapping[Any, Any], prefix: str, problems: list[str]) -> Any:
+def _parse_table(cls: type[T], raw: Mapping[Any, Any], prefix: str, problems: list[str]) -> T:
     fields = {_key(f): f for f in _options(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
@@ -474,7 +478,7 @@ def _parse_table(cls: type, raw: Mapping[Any, Any], prefix: str, problems: list[
     return cls(**kwargs)
 
 
-def parse_config(raw: Mapping[str, Any] | list[Any] | None) -> Config:
+def parse_config(raw: object) -> Config:
     """Migrate legacy forms in ``raw`` and check every key; return the effective ``Config``.
 
     Raises ConfigError naming every problem at once.

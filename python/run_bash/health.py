@@ -8,10 +8,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from run_bash.config import Config
 from run_bash.sandbox.base import AUTO, BACKENDS
+
+if TYPE_CHECKING:
+    from run_bash.sessions import SessionManager
 
 Item = dict[str, str]
 
@@ -45,7 +48,7 @@ def module_versions() -> list[Item]:
     return items
 
 
-def report(config: Config, mgr: Any) -> list[Item]:
+def report(config: Config, mgr: SessionManager) -> list[Item]:
     """The Python layers of ``:checkhealth run_bash``, in order."""
     items: list[Item] = [_item("start", "Python host")]
     venv = sys.prefix != sys.base_prefix

@@ -51,7 +51,7 @@ class Run(Protocol):
     cwd: str
     notices: list[str]
     changes: dict[str, Any] | None
-    change_token: Any
+    change_token: Token | None
 
 
 def describe(cs: ChangeSet) -> dict[str, Any]:

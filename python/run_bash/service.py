@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from run_bash.errors import ConfigError, RunBashError, UsageError
 from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
 from run_bash.journal import Journal
 from run_bash.matching import compile_pattern
-from run_bash.results import Wire, plain
+from run_bash.results import RunResult, Wire, plain
 from run_bash.sandbox.base import choose_backend, get_backend
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions import Session, SessionManager, check_cmd, new_id
@@ -212,7 +212,7 @@ class Service:
         from a project by itself (``lua/run_bash/agent_files.lua``), checked after every run.
         """
         rules, project_config = parse_codecompanion(codecompanion)
-        config = parse_config(opts)  # type: ignore[arg-type]
+        config = parse_config(opts)
         chosen = choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
         problems = chosen.backend.validate()
         if problems:
@@ -467,7 +467,7 @@ class Service:
         self.loop.create_task(self._reply(token, self.mgr.kill(session.id)))
         return info
 
-    async def _already(self, s: Session) -> Any:
+    async def _already(self, s: Session) -> RunResult:
         return replace(s.result or self.mgr._result(s), already_ended=True)
 
     def kill_all(self, token: object = None) -> dict[str, Any]:
@@ -478,7 +478,7 @@ class Service:
         self.loop.create_task(self._reply(token, self.mgr.kill_all()))
         return {"count": len(running)}
 
-    async def _reply(self, token: object, coro: Any) -> None:
+    async def _reply(self, token: object, coro: Awaitable[object]) -> None:
         try:
             result = await coro
             payload: dict[str, Any] = {"token": token, "result": plain(result)}
@@ -494,7 +494,7 @@ class Service:
 
     def output(self, sid: object, opts: object = None) -> dict[str, Any]:
         tail = options("output", opts, ("tail",)).get("tail")
-        return self.mgr.output(sid, tail=tail).to_wire()  # type: ignore[arg-type]
+        return self.mgr.output(sid, tail=tail).to_wire()
 
     def wait(self, sid: object, opts: object = None, token: object = None) -> dict[str, Any]:
         """Start waiting on a session (``{wait_for, timeout}``, see ``SessionManager.wait``); the
@@ -507,7 +507,7 @@ class Service:
         return info
 
     def watch(self, sid: object) -> dict[str, Any]:
-        return self.mgr.watch(sid).to_wire()  # type: ignore[arg-type]
+        return self.mgr.watch(sid).to_wire()
 
     def pin(self, sid: object, reason: object) -> dict[str, Any]:
         """Keep a session in the history for ``reason`` (an open output buffer) until ``unpin``."""

@@ -34,9 +34,11 @@ import dataclasses
 import fcntl
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -97,6 +99,7 @@ from run_bash.statedir import (
 )
 
 if TYPE_CHECKING:
+    from run_bash.changes import Token
     from run_bash.run_changes import RunChanges
 
 KILL_GRACE_S = proc.KILL_GRACE_S
@@ -144,7 +147,7 @@ def check_cmd(cmd: object) -> str:
     return cmd
 
 
-def ready_pattern(wait_for: object, bg_after_s: float) -> Any:
+def ready_pattern(wait_for: object, bg_after_s: float) -> re.Pattern[str] | None:
     """The compiled ``wait_for`` of a run (None when not given); it needs a background run."""
     if wait_for is None:
         return None
@@ -231,7 +234,7 @@ class Session:
         self.error: str | None = None
         # What the run changed in its project (``run_changes``), and its store token meanwhile.
         self.changes: dict[str, Any] | None = None
-        self.change_token: Any = None
+        self.change_token: Token | None = None
         # Readiness (`wait_for` on run) and `wait` calls, fed by the capture path.
         self.waiters: list[Waiter] = []
         self.ready_waiter: Waiter | None = None
@@ -746,7 +749,7 @@ class SessionManager:
             interval = self.config.output.live_interval_ms / 1000
             s.live_timer = self.loop.call_later(interval, self._flush_live, s)
 
-    def watch(self, sid: str) -> LiveStart:
+    def watch(self, sid: object) -> LiveStart:
         """Turn on live output events for a session; return what was printed so far (bounded)."""
         s = self._get(sid)
         s.live = True
@@ -1001,7 +1004,9 @@ class SessionManager:
         assert s.result_future is not None
         return await asyncio.shield(s.result_future)
 
-    def output(self, sid: str, tail: object = None, max_bytes: int = READ_PAGE_BYTES) -> OutputPage:
+    def output(
+        self, sid: object, tail: object = None, max_bytes: int = READ_PAGE_BYTES
+    ) -> OutputPage:
         """New output since the last read (bounded), or the last ``tail`` lines."""
         s = self._get(sid)
         if s.capture is None:
@@ -1046,7 +1051,7 @@ class SessionManager:
         s = self.sessions.get(sid) if isinstance(sid, str) else None
         if s is None:
             return False
-        s.pins.discard(reason)  # type: ignore[arg-type]
+        s.pins.discard(reason)
         self.prune()
         return True
 
@@ -1162,7 +1167,9 @@ class SessionManager:
             )
         return self._wait(s, pattern, DEFAULT_WAIT_S if t is None else t)
 
-    async def _wait(self, s: Session, pattern: Any, timeout_s: float) -> WaitResult:
+    async def _wait(
+        self, s: Session, pattern: re.Pattern[str] | None, timeout_s: float
+    ) -> WaitResult:
         t0 = time.monotonic()
         if not s.running and s.status != "awaiting_approval":
             return self._waited(s, "ended", pattern, None, t0)
@@ -1184,7 +1191,8 @@ class SessionManager:
             s.waiters.append(waiter)
         ended = self.loop.create_task(s.done.wait())  # also ends a run that never started
         try:
-            await asyncio.wait({settled, ended}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+            either: set[asyncio.Future[Any]] = {settled, ended}
+            await asyncio.wait(either, timeout=timeout_s, return_when="FIRST_COMPLETED")
         finally:
             ended.cancel()
             if waiter is not None and waiter in s.waiters:
@@ -1220,7 +1228,12 @@ class SessionManager:
         return None
 
     def _waited(
-        self, s: Session, outcome: str, pattern: Any, line: str | None, t0: float
+        self,
+        s: Session,
+        outcome: str,
+        pattern: re.Pattern[str] | None,
+        line: str | None,
+        t0: float,
     ) -> WaitResult:
         page = self.output(s.id)
         return WaitResult(
@@ -1287,7 +1300,7 @@ class SessionManager:
             shutil.rmtree(self._temp_root, ignore_errors=True)
 
 
-def _connect_in_netns(port: int) -> Any:
+def _connect_in_netns(port: int) -> socket.socket:
     """A socket connected to ``port`` inside run_bash's own network namespace."""
     from run_bash.sandbox.launcher import launcher
     from run_bash.sandbox.netholder import NET_HOLDER

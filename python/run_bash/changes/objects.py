@@ -251,9 +251,9 @@ class Objects:
             removed += len(dead)
         now = time.time()
         with contextlib.suppress(OSError):
-            for n in os.listdir(self.packs):
-                p = os.path.join(self.packs, n)
-                if n.endswith(".pack") and n not in self._loaded:
+            for name in os.listdir(self.packs):
+                p = os.path.join(self.packs, name)
+                if name.endswith(".pack") and name not in self._loaded:
                     with contextlib.suppress(OSError):
                         if now - os.lstat(p).st_mtime > STALE_UNFINISHED_S:
                             os.unlink(p)

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .snapshot import CONTENT_KINDS, DATA, KIND, MODE, SIZE, Entry
+from .snapshot import CONTENT_KINDS, DATA, KIND, MODE, SIZE, Entry, entry_data
 
 SUMMARY_ITEMS = 10
 DIFF_TEXT_MAX = 1024 * 1024  # larger files are shown by size and hash, like binary ones
@@ -224,7 +224,9 @@ class ChangeSet:
         collapsed into one ``D build/ (312 files)`` item."""
         by_path = {c.path: c for c in self.changes}
         collapsed: set[str] = set()
-        items, untracked, lost = [], [], []
+        items: list[str] = []
+        untracked: list[str] = []
+        lost: list[str] = []
         for c in self.changes:
             if _ancestors_in(c.path, collapsed):
                 continue
@@ -309,10 +311,10 @@ def _content(e: Entry | None, blobs: BlobSource) -> bytes | None:
     if e is None:
         return b""
     if e[KIND] == "l":
-        return os.fsencode(e[DATA])
+        return os.fsencode(entry_data(e))
     if e[KIND] == "f":
         try:
-            return blobs.get(e[DATA])
+            return blobs.get(entry_data(e))
         except Exception:
             return None
     return b""
@@ -322,7 +324,7 @@ def _describe(e: Entry | None) -> str:
     if e is None:
         return "absent"
     if e[KIND] == "f":
-        return f"{_human(e[SIZE])}, sha256 {e[DATA][:12]}"
+        return f"{_human(e[SIZE])}, sha256 {entry_data(e)[:12]}"
     return f"{_human(e[SIZE])}"
 
 
@@ -333,14 +335,16 @@ def _diff_one(c: Change, blobs: BlobSource) -> list[str]:
         verb = "not recovered" if c.kind == "deleted" else "not tracked"
         return [f"# {verb}: {p} ({c.skipped}; {c.kind})"]
     if (b is None or b[KIND] == "d") and (a is None or a[KIND] == "d"):
-        if c.kind == "added":
+        if b is None and a is not None:
             return [f"# new directory {p}/ (mode {a[MODE]:04o})"]
-        if c.kind == "deleted":
+        if a is None and b is not None:
             return [f"# deleted directory {p}/ (mode {b[MODE]:04o})"]
-        return [f"# directory {p}/ mode {b[MODE]:04o} -> {a[MODE]:04o}"]
+        if a is not None and b is not None:
+            return [f"# directory {p}/ mode {b[MODE]:04o} -> {a[MODE]:04o}"]
     lines = [f"diff --run_bash a/{p} b/{p}"]
     if b is None:
-        lines.append(f"new file mode {_mode_str(a)}")
+        if a is not None:
+            lines.append(f"new file mode {_mode_str(a)}")
     elif a is None:
         lines.append(f"deleted file mode {_mode_str(b)}")
     elif _mode_str(b) != _mode_str(a):

@@ -20,6 +20,7 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from .ignore import Rules, Source, parse
 from .objects import PackWriter
@@ -29,8 +30,18 @@ from .objects import PackWriter
 #   not covered (no content kept, compared by stat): "i" ignored, "b" over the size cap,
 #   "s" FIFO/socket/device, "u" unreadable or changing while read (data: why), "g" a .git entry,
 #   "c" over the file-count cap.
-Entry = tuple
-KIND, MODE, SIZE, MTIME, CTIME, INO, DATA, RACY = range(8)
+# A plain tuple, not a NamedTuple: marshal (the snapshot's storage format) only writes exact
+# builtin types.
+Entry = tuple[str, int, int, int, int, int, str | None, bool]
+# Final, so that the checker types `entry[MODE]` by its field.
+KIND: Final = 0
+MODE: Final = 1
+SIZE: Final = 2
+MTIME: Final = 3
+CTIME: Final = 4
+INO: Final = 5
+DATA: Final = 6
+RACY: Final = 7
 CONTENT_KINDS = frozenset("fld")
 
 RACY_NS = 2_000_000_000  # covers coarse timestamp ticks up to 2 s (FAT, some network fs)
@@ -67,7 +78,7 @@ class Snapshot:
         kids = self.dirs.get(parent)
         return None if kids is None else kids.get(name)
 
-    def to_data(self) -> dict:
+    def to_data(self) -> dict[str, Any]:
         return {
             "dirs": self.dirs,
             "files": self.files,
@@ -77,8 +88,15 @@ class Snapshot:
         }
 
     @classmethod
-    def from_data(cls, d: dict) -> Snapshot:
+    def from_data(cls, d: dict[str, Any]) -> Snapshot:
         return cls(d["dirs"], d["files"], d["bytes"], list(d["nested"]), d["taken_ns"])
+
+
+def entry_data(e: Entry) -> str:
+    """The DATA of a file (its blob's hash) or a link (its target) entry, which is always set."""
+    data = e[DATA]
+    assert data is not None, e
+    return data
 
 
 def join(parent: str, name: str) -> str:
@@ -407,7 +425,7 @@ def scan(
                 loaded: list[Rules] = []
 
                 def here(
-                    rules: Rules = rules, fd: int = fd, rel: str = rel, loaded=loaded
+                    rules: Rules = rules, fd: int = fd, rel: str = rel, loaded: list[Rules] = loaded
                 ) -> Rules:
                     if not loaded:
                         data = read_small(fd, ".gitignore", IGNORE_FILE_MAX)

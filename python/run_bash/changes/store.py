@@ -38,14 +38,13 @@ import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from .objects import DamagedBlob, Objects
 from .render import Change, ChangeSet, display_path, entry_from_json, entry_to_json
 from .restore import Tree, Unsafe
 from .snapshot import (
     CONTENT_KINDS,
-    DATA,
     DIR_FLAGS,
     KIND,
     MODE,
@@ -53,6 +52,7 @@ from .snapshot import (
     Snapshot,
     TooManyFiles,
     diff,
+    entry_data,
     merge,
     same_state,
     scan,
@@ -117,7 +117,6 @@ class Token:
 
 
 @dataclass
-@dataclass
 class _Pending:
     """A run that ended with a quick walk: the full walk that checks it is still to come."""
 
@@ -125,6 +124,15 @@ class _Pending:
     change_set: ChangeSet  # a private copy, amended if the check finds what inotify missed
     before: Snapshot
     after: Snapshot
+
+
+class _Plan(TypedDict):
+    """What undo would do: each change with the path's current state, or why it is left."""
+
+    restore: list[tuple[Change, Entry, Entry | None]]  # (change, its earlier state, current)
+    remove: list[tuple[Change, Entry | None]]
+    conflicts: list[tuple[Change, str]]
+    lost: list[tuple[Change, str]]
 
 
 @dataclass
@@ -137,11 +145,12 @@ class _Project:
 
 
 def _human(n: int) -> str:
+    x: float = n
     for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}".replace(".0 ", " ")
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+        if x < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{x:.1f} {unit}".replace(".0 ", " ")
+        x /= 1024
+    return str(x)
 
 
 def _proc_start(pid: int) -> str | None:
@@ -739,7 +748,7 @@ class ChangeStore:
 
     def _records(self) -> list[tuple[str, int, str, str]]:
         """Every kept change set as (project key, seq, run id, file path), oldest first per project."""
-        out = []
+        out: list[tuple[str, int, str, str]] = []
         base = os.path.join(self.root, "projects")
         try:
             keys = os.listdir(base)
@@ -781,7 +790,7 @@ class ChangeStore:
     def runs(self) -> list[dict[str, Any]]:
         """Every kept change set, newest first, as {run, project, ended, counts, undo_of, label}."""
         self.settle()
-        out = []
+        out: list[dict[str, Any]] = []
         for _k, _seq, _rid, path in self._records():
             cs = self._read_record(path)
             if cs is not None:
@@ -826,8 +835,12 @@ class ChangeStore:
 
     # -- undo ------------------------------------------------------------------------------------
 
-    def _plan(self, cs: ChangeSet, tree: Tree, force: bool) -> dict[str, Any]:
-        restore, remove, conflicts, lost, same = [], [], [], [], []
+    def _plan(self, cs: ChangeSet, tree: Tree, force: bool) -> _Plan:
+        restore: list[tuple[Change, Entry, Entry | None]] = []
+        remove: list[tuple[Change, Entry | None]] = []
+        conflicts: list[tuple[Change, str]] = []
+        lost: list[tuple[Change, str]] = []
+        same: list[Change] = []
         for ch in cs.changes:
             b, a = ch.before, ch.after
             try:
@@ -851,7 +864,10 @@ class ChangeStore:
                 conflicts.append((ch, _why_conflict(cur)))
                 if not force:
                     continue
-            (remove if b is None else restore).append((ch, cur))
+            if b is None:
+                remove.append((ch, cur))
+            else:
+                restore.append((ch, b, cur))
         return {"restore": restore, "remove": remove, "conflicts": conflicts, "lost": lost}
 
     def plan(self, run_id: str, force: bool = False) -> dict[str, Any]:
@@ -874,7 +890,7 @@ class ChangeStore:
         return {
             "run": run_id,
             "project": display_path(cs.project),
-            "restore": [display_path(ch.path) for ch, _ in p["restore"]],
+            "restore": [display_path(ch.path) for ch, _, _ in p["restore"]],
             "remove": [display_path(ch.path) for ch, _ in p["remove"]],
             "conflicts": [{"path": display_path(ch.path), "why": w} for ch, w in p["conflicts"]],
             "not_recovered": [{"path": display_path(ch.path), "why": w} for ch, w in p["lost"]],
@@ -924,8 +940,8 @@ class ChangeStore:
             doomed = [(ch, cur) for ch, cur in p["remove"]]
             doomed += [
                 (ch, cur)
-                for ch, cur in p["restore"]
-                if cur is not None and (cur[KIND] == "d") != (ch.before[KIND] == "d")
+                for ch, before, cur in p["restore"]
+                if cur is not None and (cur[KIND] == "d") != (before[KIND] == "d")
             ]
             doomed.sort(key=lambda x: x[0].path.count("/"), reverse=True)
             for ch, cur in doomed:
@@ -939,18 +955,17 @@ class ChangeStore:
                     errors.append((ch, _os_why(err)))
             failed = {ch.path for ch, _ in errors}
             dir_modes: list[tuple[str, int]] = []
-            for ch, _cur in sorted(p["restore"], key=lambda x: x[0].path.count("/")):
+            for ch, b, _cur in sorted(p["restore"], key=lambda x: x[0].path.count("/")):
                 if ch.path in failed:
                     continue
-                b = ch.before
                 try:
                     if b[KIND] == "d":
                         tree.mkdir(ch.path, b[MODE])
                         dir_modes.append((ch.path, b[MODE]))
                     elif b[KIND] == "l":
-                        tree.symlink(ch.path, b[DATA])
+                        tree.symlink(ch.path, entry_data(b))
                     else:
-                        tree.write_file(ch.path, self.objects.get(b[DATA]), b[MODE])
+                        tree.write_file(ch.path, self.objects.get(entry_data(b)), b[MODE])
                     restored.append(ch.path)
                 except DamagedBlob as err:
                     errors.append((ch, str(err)))
@@ -1073,15 +1088,15 @@ class ChangeStore:
                     for kids in got[1].dirs.values():
                         for e in kids.values():
                             if e[KIND] == "f":
-                                live.add(e[DATA])
+                                live.add(entry_data(e))
         for _k, _s, _r, path in self._records():
             cs = self._read_record(path)
             if cs is None:
                 continue
             for ch in cs.changes:
-                for e in (ch.before, ch.after):
-                    if e is not None and e[KIND] == "f":
-                        live.add(e[DATA])
+                for side in (ch.before, ch.after):
+                    if side is not None and side[KIND] == "f":
+                        live.add(entry_data(side))
         with self._mu:
             held = [p.snapshot for p in self._projects.values() if p.snapshot is not None]
             held += [p.pending.after for p in self._projects.values() if p.pending is not None]
@@ -1089,12 +1104,12 @@ class ChangeStore:
             for kids in snap.dirs.values():
                 for e in kids.values():
                     if e[KIND] == "f":
-                        live.add(e[DATA])
+                        live.add(entry_data(e))
         for tok in list(self._active.values()):  # runs of this host still in progress
             for kids in tok.before.dirs.values():
                 for e in kids.values():
                     if e[KIND] == "f":
-                        live.add(e[DATA])
+                        live.add(entry_data(e))
         return live
 
     def _drop_idle_projects(self) -> None:

@@ -21,6 +21,7 @@ import errno
 import os
 import struct
 import threading
+from typing import Literal
 
 IN_MODIFY = 0x002
 IN_ATTRIB = 0x004
@@ -43,7 +44,8 @@ MASK = (
 )  # fmt: skip
 EVENT = struct.Struct("iIII")  # wd, mask, cookie, len
 
-_libc = None
+# None: not loaded yet; False: loading failed once, inotify is not used.
+_libc: ctypes.CDLL | Literal[False] | None = None
 _libc_lock = threading.Lock()
 
 
@@ -57,8 +59,8 @@ def _lib() -> ctypes.CDLL | None:
                 lib.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
                 _libc = lib
             except (OSError, AttributeError):
-                _libc = False  # type: ignore[assignment]
-        return _libc or None
+                _libc = False
+        return None if _libc is False else _libc
 
 
 IN_ISDIR = 0x40000000

@@ -106,7 +106,7 @@ def _analyse(cmd: str) -> Analysis:
     return ana
 
 
-def check(cmd: str, rules: Mapping[str, Any] | None = None, *, strict: bool = False) -> Verdict:
+def check(cmd: object, rules: Mapping[str, Any] | None = None, *, strict: bool = False) -> Verdict:
     """Decide whether ``cmd`` should pause for approval.
 
     Args:

@@ -12,7 +12,7 @@ too, since later git commands will run it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from run_bash.checker.parser import words_of
 from run_bash.checker.rules import git_split
@@ -121,9 +121,11 @@ def _config(ana: Analysis, opts: list[tuple[str, Arg | None]], ctx: Ctx) -> Conf
             )
         else:
             for n in range(min(int(count.value), 64)):
-                key = _env_value(ana, f"GIT_CONFIG_KEY_{n}", ctx)
-                value = _env_value(ana, f"GIT_CONFIG_VALUE_{n}", ctx)
-                config.append((key.value.lower() if key.value is not None else None, value))
+                key_arg = _env_value(ana, f"GIT_CONFIG_KEY_{n}", ctx)
+                value_arg = _env_value(ana, f"GIT_CONFIG_VALUE_{n}", ctx)
+                config.append(
+                    (key_arg.value.lower() if key_arg.value is not None else None, value_arg)
+                )
     params = _env_value(ana, "GIT_CONFIG_PARAMETERS", ctx, missing=True)
     if params is not None:
         words = words_of(params.value) if params.value is not None else None
@@ -134,11 +136,11 @@ def _config(ana: Analysis, opts: list[tuple[str, Arg | None]], ctx: Ctx) -> Conf
         else:
             for w in words:
                 vals = expand(w.text, w.parts)
-                text = vals[0].value if len(vals) == 1 else None
-                if text is None:
+                param = vals[0].value if len(vals) == 1 else None
+                if param is None:
                     config.append((None, Arg(w.text, None)))
                     continue
-                key, _, val = text.partition("=")
+                key, _, val = param.partition("=")
                 config.append((key.lower(), Arg.lit(val)))
     if _env_value(ana, "GIT_EXEC_PATH", ctx, missing=True) is not None:
         ana.unknown("runs git's own programs from the directory in `GIT_EXEC_PATH`", ctx.text)
@@ -184,6 +186,10 @@ def _config_file(ana: Analysis, path: Arg, ctx: Ctx) -> Config:
     return out
 
 
+@overload
+def _env_value(ana: Analysis, name: str, ctx: Ctx, *, missing: Literal[False] = False) -> Arg: ...
+@overload
+def _env_value(ana: Analysis, name: str, ctx: Ctx, *, missing: Literal[True]) -> Arg | None: ...
 def _env_value(ana: Analysis, name: str, ctx: Ctx, *, missing: bool = False) -> Arg | None:
     """The value ``name`` has in the command's environment (None: not set, with ``missing``)."""
     if name in ctx.env:

@@ -19,8 +19,10 @@ redirections of compound commands (:class:`Compound`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from itertools import groupby, repeat
 from operator import itemgetter
+from typing import Literal
 
 from run_bash.checker.words import DYN, LIT, PROC, RAW, SPLIT, Part, decode_ansi_c
 
@@ -106,7 +108,12 @@ ASSIGN = 1  # where bash reads assignments: `a=1`, `a[i + 1]=2`, `a=(…)`
 ARRAY_ARGS = 2  # arguments of declare-like builtins: `a=(…)` is an array
 SCALAR_ASSIGN = 3  # after `a=1 > f`, bash still reads `b=2` as an assignment but not `b=(…)`
 
-Token = tuple[str, object, int, int]  # kind ("w", "op", "redir", "nl", "eof"), value, start, end
+# A token: (kind, value, start, end); the kind tells the value's type.
+WordToken = tuple[Literal["w"], "Word", int, int]
+OpToken = tuple[Literal["op"], str, int, int]
+RedirToken = tuple[Literal["redir"], tuple[str, str], int, int]  # (operator, fd text)
+EndToken = tuple[Literal["nl", "eof"], str | None, int, int]
+Token = WordToken | OpToken | RedirToken | EndToken
 
 
 class Unparsable(Exception):
@@ -380,7 +387,7 @@ class _Parser:
         if cached is not None:
             tok, flag, start, mark = cached
             # Only an assignment word reads differently in another context.
-            if flag == assign or tok[0] != "w" or "=" not in tok[1].text:  # type: ignore[union-attr]
+            if flag == assign or tok[0] != "w" or "=" not in tok[1].text:
                 return tok
             # Re-read the word in the other context; drop what reading it emitted.
             del self.out[mark:]
@@ -438,10 +445,10 @@ class _Parser:
             if m:
                 end = m.end()
                 if end >= n or src[end] in " \t\n;&|)<>":
-                    w = self._plain_word(m.group(), i, end, assign)
-                    if w is not None:
+                    plain = self._plain_word(m.group(), i, end, assign)
+                    if plain is not None:
                         self._pos = self.i = end
-                        return ("w", w, i, end)
+                        return ("w", plain, i, end)
             w = self._word(assign)
             self._pos = self.i
             return ("w", w, i, self.i)
@@ -716,7 +723,9 @@ class _Parser:
         c = src[j] if j < n else ""
         dyn = DYN if quoted else SPLIT
         if c == "'" and not quoted:
-            k = _ANSI_C_BODY.match(src, j + 1).end()  # type: ignore[union-attr]
+            quote = _ANSI_C_BODY.match(src, j + 1)
+            assert quote is not None  # the pattern matches the empty string too
+            k = quote.end()
             if k >= n:
                 raise Unparsable("has an unterminated $'…' quote", i)
             parts.append((decode_ansi_c(src[j + 1 : k]), LIT))
@@ -1082,8 +1091,8 @@ class _Parser:
                 return count
             if kind == "op" and (value == ")" or (case and value in _CASE_ENDS)):
                 return count
-            if kind == "w":
-                word = value.plain  # type: ignore[union-attr]
+            if tok[0] == "w":
+                word = tok[1].plain
                 if word in ends:
                     return count
                 if word in _CLOSERS:
@@ -1132,9 +1141,7 @@ class _Parser:
         while True:
             # `!(…)` at command position is `!` then a subshell (extglob is off in bash -c).
             cached = self.peeked
-            if (
-                cached is not None and cached[0][0] == "w" and cached[0][1].text.startswith("!(")  # type: ignore[union-attr]
-            ):
+            if cached is not None and cached[0][0] == "w" and cached[0][1].text.startswith("!("):
                 self._unpeek()
             if self.peeked is None:
                 self._skip_blanks()
@@ -1143,7 +1150,7 @@ class _Parser:
                     prefixed = True
                     continue
             tok = self.peek(ASSIGN)
-            word = tok[1].plain if tok[0] == "w" else None  # type: ignore[union-attr]
+            word = tok[1].plain if tok[0] == "w" else None
             if word not in ("!", "time"):
                 break
             if word == "!":
@@ -1247,12 +1254,12 @@ class _Parser:
             return self.simple(pipe_from)
         raise self.fail(tok)
 
-    def _nested(self, parse: object) -> None:
+    def _nested(self, parse: Callable[[], object]) -> None:
         self.nest += 1
         if self.nest > MAX_NESTING:
             raise Unparsable("nests too deeply to analyse", self.i)
         try:
-            parse()  # type: ignore[operator]
+            parse()
         finally:
             self.nest -= 1
 
@@ -1426,7 +1433,7 @@ class _Parser:
             kind, value = tok[0], tok[1]
             if kind == "eof":
                 raise Unparsable("has an unterminated `[[`", at)
-            if kind == "w" and value.plain == "]]":  # type: ignore[union-attr]
+            if tok[0] == "w" and tok[1].plain == "]]":
                 break
             if kind == "op" and value in (";", ";;", "&", ";&", ";;&"):
                 raise self.fail(tok)
@@ -1436,9 +1443,9 @@ class _Parser:
             end = _CondParser(tokens, self).parse()
             if end < len(tokens):
                 raise self.fail(tokens[end])
-        if any(w.plain in _COND_ARITH for w in words):  # type: ignore[union-attr]
+        if any(w.plain in _COND_ARITH for w in words):
             self.out.append(Sink(self.src[at : tok[3]]))
-        self.out.append(Words(words))  # type: ignore[arg-type]
+        self.out.append(Words(words))
 
     def simple(self, pipe_from: Cmd | Span | None) -> Cmd:
         """Parse a simple command: assignments, words and redirections."""
@@ -1449,23 +1456,24 @@ class _Parser:
         assigned = False
         while True:
             tok = self.peek(assign)
-            kind, value, start, end = tok
-            if kind == "w":
+            start, end = tok[2], tok[3]
+            if tok[0] == "w":
+                value = tok[1]
                 self.peeked = None  # consume the token just peeked
                 self.i = self._after
-                if assign in (ASSIGN, SCALAR_ASSIGN) and value.assign is not None:  # type: ignore[union-attr]
-                    cmd.assigns.append(value)  # type: ignore[arg-type]
+                if assign in (ASSIGN, SCALAR_ASSIGN) and value.assign is not None:
+                    cmd.assigns.append(value)
                     assigned = True
                 else:
                     if assign in (ASSIGN, SCALAR_ASSIGN):
-                        assign = ARRAY_ARGS if value.plain in _DECLARE_LIKE else NORMAL  # type: ignore[union-attr]
-                    cmd.words.append(value)  # type: ignore[arg-type]
+                        assign = ARRAY_ARGS if value.plain in _DECLARE_LIKE else NORMAL
+                    cmd.words.append(value)
                 cmd.end = end
                 continue
-            if kind == "redir":
+            if tok[0] == "redir":
                 self.peeked = None
                 self.i = self._after
-                op, fd = value  # type: ignore[misc]
+                op, fd = tok[1]
                 if assign == ASSIGN and assigned:
                     assign = SCALAR_ASSIGN
                 redir = self._redirect(op, fd, start)
@@ -1548,12 +1556,12 @@ class _CondParser:
         """The operator text of token ``k`` (a word's plain text, an op, a redirection)."""
         if k >= len(self.tokens):
             return None
-        kind, value = self.tokens[k][0], self.tokens[k][1]
-        if kind == "w":
-            return value.plain  # type: ignore[union-attr,no-any-return]
-        if kind == "redir":
-            return value[0]  # type: ignore[index,no-any-return]
-        return value  # type: ignore[return-value]
+        tok = self.tokens[k]
+        if tok[0] == "w":
+            return tok[1].plain
+        if tok[0] == "redir":
+            return tok[1][0]
+        return tok[1]
 
     def _fail(self) -> Unparsable:
         if self.k < len(self.tokens):
@@ -1607,22 +1615,23 @@ class _CondParser:
         tokens, k = self.tokens, self.k
         if k >= len(tokens):
             raise self._fail()
-        kind, value = tokens[k][0], tokens[k][1]
-        if kind == "op" and value == "(":
+        tok = tokens[k]
+        if tok[0] == "op" and tok[1] == "(":
             self._take()
             self._or()
             if self._text(self.k) != ")" or tokens[self.k][0] != "op":
                 raise self._fail()
             self._take()
             return
-        if kind != "w":
+        if tok[0] != "w":
             raise self._fail()
-        if value.plain in _COND_UNARY and self._is_word(k + 1):  # type: ignore[union-attr]
+        value = tok[1]
+        if value.plain in _COND_UNARY and self._is_word(k + 1):
             self.k = k + 2
             self._skip_newlines()
             return
-        if value.plain in _COND_UNARY:  # type: ignore[union-attr]
-            raise Unparsable(f"has `{value.text}` without an operand", tokens[k][2])  # type: ignore[union-attr]
+        if value.plain in _COND_UNARY:
+            raise Unparsable(f"has `{value.text}` without an operand", tokens[k][2])
         self.k = k + 1
         op = self._text(self.k)
         if op == "\n":

@@ -624,8 +624,8 @@ def rule_find(args: Sequence[Arg]) -> Hit | None:
     are checked as commands of their own.)"""
     i, n = 0, len(args)
     while i < n and (args[i].value in _FIND_LEADING or (args[i].value or "")[:2] in ("-D", "-O")):
-        v = args[i].value or ""
-        i += 2 if v in ("-D", "-O") else 1
+        lead = args[i].value or ""
+        i += 2 if lead in ("-D", "-O") else 1
     # Starting points: up to the first word that starts the expression. A variable there may
     # be the expression itself (`find . "$A"` with A=-delete); only the first one is trusted.
     first = i

@@ -21,8 +21,9 @@ Whatever cannot be determined statically is recorded as unknown, so the checker 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from run_bash.checker.parser import (
     Cmd,
@@ -46,12 +47,17 @@ from run_bash.checker.words import (
     RAW,
     SPLIT,
     Arg,
+    Part,
+    Resolver,
     command_name,
     decode_echo,
     expand,
     normalize_path,
     var_name,
 )
+
+if TYPE_CHECKING:
+    from run_bash.checker.wrappers import Handler
 
 MAX_DEPTH = 8
 MAX_CHAIN = 32
@@ -306,7 +312,7 @@ class Analysis:
         self._values[name] = result
         return result
 
-    def _assigned(self, parts: list[Any], scope: Scope, in_func: bool) -> str:
+    def _assigned(self, parts: list[Part], scope: Scope, in_func: bool) -> str:
         """The value one assignment gives (UNKNOWN / SAFE when it is not static)."""
         if _path_producer(parts):
             return SAFE
@@ -319,7 +325,7 @@ class Analysis:
             return SAFE
         return UNKNOWN
 
-    def resolver(self, scope: Scope, in_func: bool) -> Any:
+    def resolver(self, scope: Scope, in_func: bool) -> Resolver:
         """The function that gives expansions the values the script sets (see words.expand)."""
 
         def resolve(text: str) -> object:
@@ -411,6 +417,7 @@ class Analysis:
         elif name in ("alias", "hash"):
             # Rebound names apply to every later use, also inside functions defined earlier.
             handler = _handlers()(name)
+            assert handler is not None  # both are in wrappers.WRAPPERS
             handler(self, rest, Ctx(cmd, 0, cmd.text, scope))
 
     def _writer(self, name: str, args: list[Arg], cmd: Cmd, scope: Scope) -> None:
@@ -428,9 +435,9 @@ class Analysis:
         if name in ("cp", "mv", "install", "ln", "rsync", "scp"):
             operands = [a for a in args if a.value is None or not a.value.startswith("-")]
             if len(operands) == 2 and operands[0].value and operands[1].value:
-                content = self.written_file(operands[0].value)
-                if isinstance(content, str):
-                    self._store(operands[1].value, content, False)
+                copied = self.written_file(operands[0].value)
+                if isinstance(copied, str):
+                    self._store(operands[1].value, copied, False)
                     return
             targets = operands[-1:]
         elif name in ("curl", "wget"):
@@ -811,10 +818,10 @@ _WRITERS = frozenset(
 )
 
 
-_HANDLER_FOR: Any = None
+_HANDLER_FOR: Callable[[str], Handler | None] | None = None
 
 
-def _handlers() -> Any:
+def _handlers() -> Callable[[str], Handler | None]:
     # wrappers imports this module's types, so it is imported on first use.
     global _HANDLER_FOR
     if _HANDLER_FOR is None:
@@ -834,7 +841,7 @@ def _static_key(sub: str | None) -> str | None:
     return None
 
 
-def _path_producer(parts: list[Any]) -> bool:
+def _path_producer(parts: list[Part]) -> bool:
     """``$(mktemp)``, ``$(pwd)``, … : output that is a path, never an option."""
     if len(parts) != 1 or parts[0][1] not in (DYN, SPLIT):
         return False

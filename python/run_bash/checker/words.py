@@ -91,6 +91,7 @@ _ANSI_C = re.compile(
 
 def _ansi_sub(m: re.Match[str]) -> str:
     group = m.lastindex
+    assert group is not None  # every alternative of _ANSI_C has a group
     text = m.group(group)
     if group == 1:
         return _ESC[text]

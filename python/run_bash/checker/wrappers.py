@@ -385,6 +385,11 @@ _PARALLEL_SEPS = (":::", "::::", ":::+", "::::+")
 _PLACEHOLDER = re.compile(r"\{(?:[0-9]*[./]*[./]?|#|%|=.*?=)\}")
 
 
+def _literal(text: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement that inserts ``text`` as is (no backslash escapes)."""
+    return lambda _m: text
+
+
 def _parallel(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     parsed = wrapper_options(args, _PARALLEL)
     if parsed is None:
@@ -426,11 +431,10 @@ def _parallel(ana: Analysis, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         quoted = shlex.quote(value.value)
         if not template or _PLACEHOLDER.fullmatch(template[0].value or ""):
             # No command, or a replacement string as the command: the input is the command.
-            runs.append(
-                _PLACEHOLDER.sub(lambda _m, v=value.value: v, line) if template else value.value
-            )
+            command = value.value
+            runs.append(_PLACEHOLDER.sub(_literal(command), line) if template else command)
         elif _PLACEHOLDER.search(line):
-            runs.append(_PLACEHOLDER.sub(lambda _m, q=quoted: q, line))
+            runs.append(_PLACEHOLDER.sub(_literal(quoted), line))
         else:
             runs.append(f"{line} {quoted}")
     if len(inputs) > MAX_INPUTS:
@@ -574,7 +578,7 @@ def _su(ana: Analysis, args: list[Arg], ctx: Ctx, runuser: bool = False) -> list
             for j, ch in enumerate(v[1:], start=1):
                 if ch in value_short:
                     if j + 1 < len(v):
-                        word: Arg | None = Arg.lit(v[j + 1 :])
+                        word = Arg.lit(v[j + 1 :])
                     else:
                         word = args[i] if i < n else None
                         i += 1

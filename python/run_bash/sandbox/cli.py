@@ -20,10 +20,13 @@ import shutil
 import signal
 import sys
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from run_bash.config import Config
 from run_bash.errors import RunBashError
+
+if TYPE_CHECKING:
+    from run_bash.sandbox.base import Choice
 
 EXIT_SANDBOX_ERROR = 125
 USAGE_SANDBOX = (
@@ -111,7 +114,7 @@ def _backend_view(backend: Any, policy: Any, cwd: str) -> dict[str, Any]:
     return {}
 
 
-def _choose(config: Config) -> Any:
+def _choose(config: Config) -> Choice:
     from run_bash.sandbox.base import choose_backend, get_backend
 
     return choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
@@ -235,7 +238,12 @@ def _run(config: Config, cmd: str, cwd: str, temp_root: str, timeout: float | No
         launched = backend.spawn(spec)
         tracker = proc.Tracker(sid, launched.pid)
         if scope is not None:
-            scope.attach(lambda: (launched.terminate(signal.SIGKILL), tracker.signal(9)))
+
+            def kill() -> None:
+                launched.terminate(signal.SIGKILL)
+                tracker.signal(9)
+
+            scope.attach(kill)
         status: list[int] = []
         done = threading.Event()
 

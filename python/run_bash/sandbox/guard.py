@@ -47,7 +47,7 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,7 +147,7 @@ def capture(path: str, depth: int = 0) -> State:
 def matches(path: str, state: State) -> bool:
     """Whether ``path`` is still ``state``. The work is bounded by ``state``: a directory is
     listed up to one entry more than it had, a file read up to its length, never blocking."""
-    kind = state[0]
+    kind: str = state[0]
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -161,7 +161,8 @@ def matches(path: str, state: State) -> bool:
         if not stat.S_ISLNK(st.st_mode):
             return False
         try:
-            return os.readlink(path) == state[1]
+            target: str = state[1]
+            return os.readlink(path) == target
         except OSError:
             return False
     if kind == "other":
@@ -171,7 +172,7 @@ def matches(path: str, state: State) -> bool:
     if kind == "file":
         if not stat.S_ISREG(st.st_mode):
             return False
-        data = state[4]
+        data: bytes = state[4]
         if st.st_size != len(data):
             return False
         return read_nonblocking(path, len(data)) == data
@@ -298,7 +299,7 @@ def _own(fd: int, state: State) -> None:
 
 
 @contextlib.contextmanager
-def _writable_parents(path: str) -> Any:
+def _writable_parents(path: str) -> Iterator[None]:
     """Give the owner search permission on every directory above ``path`` and write permission
     on its parent for the block (a run may have ``chmod``-ed them), and put the modes back."""
     changed: list[tuple[str, int]] = []

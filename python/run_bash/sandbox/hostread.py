@@ -697,6 +697,7 @@ class Discovery:
                 members.append(os.path.normpath(path))
 
         for g in seen:
+            info: GitAnswer | None
             if answer is not None and g == os.path.realpath(answer.git_dir):
                 info = answer
             elif g in in_granted:
@@ -787,8 +788,8 @@ def rules_names(
     out: dict[str, RulesName] = {}
     for r in roots:
         for name in RULES_NAMES:
-            p = os.path.join(r, name)
-            out.setdefault(p, RulesName(p))
+            common = os.path.join(r, name)
+            out.setdefault(common, RulesName(common))
     for spec in configured:
         raw = spec.path
         bases = [None] if raw.startswith(("/", "~", "$")) else list(roots)

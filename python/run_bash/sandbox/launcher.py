@@ -490,8 +490,9 @@ def serve(ctl_fd: int, host: int) -> None:
         os.close(w)
         said = b""
         while True:
+            watched: list[int | socket.socket] = [r, queries]
             try:
-                ready, _, _ = select.select([r, queries], [], [])
+                ready, _, _ = select.select(watched, [], [])
             except OSError:
                 ready = [r]
             if queries in ready:

@@ -26,12 +26,14 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def set_child_subreaper() -> bool:
     """Make this process the subreaper of its descendants; False when the kernel refuses."""
-    return _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    rc: int = _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return rc == 0
 
 
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent dies."""
-    return _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
+    rc: int = _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    return rc == 0
 
 
 @lru_cache(maxsize=1)

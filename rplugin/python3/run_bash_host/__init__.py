@@ -10,13 +10,26 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pynvim
+
+if TYPE_CHECKING:
+    from run_bash.service import Service
 
 log = logging.getLogger("run_bash")
 
 EVENT_LUA = "require('run_bash')._on_event(...)"
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def rpc_export(name: str, *, sync: bool) -> Callable[[_F], _F]:
+    """``pynvim.rpc_export`` with its type: it marks the method for pynvim's host and returns
+    it unchanged (pynvim itself ships no type information)."""
+    mark: Callable[[_F], _F] = pynvim.rpc_export(name, sync=sync)
+    return mark
 
 
 def boundary(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -43,10 +56,10 @@ class RunBashHost:
 
     def __init__(self, nvim: pynvim.Nvim) -> None:
         self.nvim = nvim
-        self._service: Any = None
+        self._service: Service | None = None
 
     @property
-    def service(self) -> Any:
+    def service(self) -> Service:
         if self._service is None:
             from run_bash.service import Service
 
@@ -59,14 +72,14 @@ class RunBashHost:
         except Exception:
             log.exception("could not send event %s", name)
 
-    @pynvim.rpc_export("run_bash.ping", sync=True)
+    @rpc_export("run_bash.ping", sync=True)
     def ping(self, *args: Any) -> Any:
         return "pong"
 
     def _call(self, method: str, args: tuple[Any, ...]) -> Any:
         return self.service.rpc(method, args)
 
-    @pynvim.rpc_export("run_bash.hello", sync=False)
+    @rpc_export("run_bash.hello", sync=False)
     def hello(self, *args: Any) -> None:
         """A notification from Lua right after it started the host: answer with ``ready``."""
         try:
@@ -74,32 +87,32 @@ class RunBashHost:
         except Exception:
             log.exception("internal error in hello")
 
-    @pynvim.rpc_export("run_bash.setup", sync=True)
+    @rpc_export("run_bash.setup", sync=True)
     @boundary
     def setup(self, *args: Any) -> Any:
         return self._call("setup", args)
 
-    @pynvim.rpc_export("run_bash.check", sync=True)
+    @rpc_export("run_bash.check", sync=True)
     @boundary
     def check(self, *args: Any) -> Any:
         return self._call("check", args)
 
-    @pynvim.rpc_export("run_bash.tool_args", sync=True)
+    @rpc_export("run_bash.tool_args", sync=True)
     @boundary
     def tool_args(self, *args: Any) -> Any:
         return self._call("tool_args", args)
 
-    @pynvim.rpc_export("run_bash.facts", sync=True)
+    @rpc_export("run_bash.facts", sync=True)
     @boundary
     def facts(self, *args: Any) -> Any:
         return self._call("facts", args)
 
-    @pynvim.rpc_export("run_bash.run", sync=True)
+    @rpc_export("run_bash.run", sync=True)
     @boundary
     def run(self, *args: Any) -> Any:
         return self._call("run", args)
 
-    @pynvim.rpc_export("run_bash.decide", sync=False)
+    @rpc_export("run_bash.decide", sync=False)
     def decide(self, *args: Any) -> None:
         """The user's answer for a held run (a notification: nothing to answer)."""
         from run_bash.errors import RunBashError
@@ -111,42 +124,42 @@ class RunBashHost:
         except Exception:
             log.exception("internal error in decide")
 
-    @pynvim.rpc_export("run_bash.kill", sync=True)
+    @rpc_export("run_bash.kill", sync=True)
     @boundary
     def kill(self, *args: Any) -> Any:
         return self._call("kill", args)
 
-    @pynvim.rpc_export("run_bash.kill_all", sync=True)
+    @rpc_export("run_bash.kill_all", sync=True)
     @boundary
     def kill_all(self, *args: Any) -> Any:
         return self._call("kill_all", args)
 
-    @pynvim.rpc_export("run_bash.sessions", sync=True)
+    @rpc_export("run_bash.sessions", sync=True)
     @boundary
     def sessions(self, *args: Any) -> Any:
         return self._call("sessions", args)
 
-    @pynvim.rpc_export("run_bash.output", sync=True)
+    @rpc_export("run_bash.output", sync=True)
     @boundary
     def output(self, *args: Any) -> Any:
         return self._call("output", args)
 
-    @pynvim.rpc_export("run_bash.wait", sync=True)
+    @rpc_export("run_bash.wait", sync=True)
     @boundary
     def wait(self, *args: Any) -> Any:
         return self._call("wait", args)
 
-    @pynvim.rpc_export("run_bash.watch", sync=True)
+    @rpc_export("run_bash.watch", sync=True)
     @boundary
     def watch(self, *args: Any) -> Any:
         return self._call("watch", args)
 
-    @pynvim.rpc_export("run_bash.pin", sync=True)
+    @rpc_export("run_bash.pin", sync=True)
     @boundary
     def pin(self, sid: Any = None, reason: Any = None) -> Any:
         return self.service.pin(sid, reason)
 
-    @pynvim.rpc_export("run_bash.unpin", sync=False)
+    @rpc_export("run_bash.unpin", sync=False)
     def unpin(self, sid: Any = None, reason: Any = None) -> None:
         """A buffer that kept a session is gone (a notification: sent from BufWipeout)."""
         try:
@@ -154,47 +167,47 @@ class RunBashHost:
         except Exception:
             log.exception("internal error in unpin")
 
-    @pynvim.rpc_export("run_bash.health", sync=True)
+    @rpc_export("run_bash.health", sync=True)
     @boundary
     def health(self, *args: Any) -> Any:
         return self._call("health", args)
 
-    @pynvim.rpc_export("run_bash.rule_defaults", sync=True)
+    @rpc_export("run_bash.rule_defaults", sync=True)
     @boundary
     def rule_defaults(self, *args: Any) -> Any:
         return self._call("rule_defaults", args)
 
-    @pynvim.rpc_export("run_bash.changes", sync=True)
+    @rpc_export("run_bash.changes", sync=True)
     @boundary
     def changes(self, *args: Any) -> Any:
         return self._call("changes", args)
 
-    @pynvim.rpc_export("run_bash.diff", sync=True)
+    @rpc_export("run_bash.diff", sync=True)
     @boundary
     def diff(self, *args: Any) -> Any:
         return self._call("diff", args)
 
-    @pynvim.rpc_export("run_bash.plan", sync=True)
+    @rpc_export("run_bash.plan", sync=True)
     @boundary
     def plan(self, *args: Any) -> Any:
         return self._call("plan", args)
 
-    @pynvim.rpc_export("run_bash.undo", sync=True)
+    @rpc_export("run_bash.undo", sync=True)
     @boundary
     def undo(self, *args: Any) -> Any:
         return self._call("undo", args)
 
-    @pynvim.rpc_export("run_bash.undo_runs", sync=True)
+    @rpc_export("run_bash.undo_runs", sync=True)
     @boundary
     def undo_runs(self, *args: Any) -> Any:
         return self._call("undo_runs", args)
 
-    @pynvim.rpc_export("run_bash.undo_usage", sync=True)
+    @rpc_export("run_bash.undo_usage", sync=True)
     @boundary
     def undo_usage(self, *args: Any) -> Any:
         return self._call("undo_usage", args)
 
-    @pynvim.rpc_export("run_bash.shutdown", sync=True)
+    @rpc_export("run_bash.shutdown", sync=True)
     @boundary
     def shutdown(self, *args: Any) -> Any:
         return self._call("shutdown", args)
