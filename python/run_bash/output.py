@@ -32,7 +32,7 @@ def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
     fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]  # a ctypes function: typed by its argtypes above
+    return fn
 
 
 _fallocate = _libc_fallocate()
