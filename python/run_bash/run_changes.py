@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -129,8 +131,15 @@ class RunChanges:
             return self._store
 
     def private_paths(self) -> list[str]:
-        """Paths no sandboxed command may read or change: the store."""
-        return [self.root] if self.root else []
+        """Paths no sandboxed command may read or change: the store. It is created (empty, 0700)
+        when missing, undo off included: the backends cover a denied path that exists, and a
+        missing one under a writable grant could be created and filled by a run, then trusted
+        by this host once undo records."""
+        if not self.root:
+            return []
+        with contextlib.suppress(OSError):  # one that cannot be made cannot be made inside either
+            os.makedirs(self.root, mode=0o700, exist_ok=True)
+        return [self.root]
 
     def is_kept(self, run_id: str) -> bool:
         """Whether the change set of ``run_id`` (a run of this host) is still kept, as of the last

@@ -58,3 +58,35 @@ def test_sandboxed_commands_cannot_read_or_change_the_undo_store(world, backend,
         assert (world.project / "kept.txt").read_text() == mark + "\n"
     finally:
         runner.close()
+
+
+@pytest.mark.parametrize("backend", selected_backends())
+def test_with_undo_off_a_granted_state_dir_still_cannot_plant_the_store(world, backend):
+    """With ``undo.enabled = false`` nothing is snapshotted, yet the store's place stays out of
+    reach: a store planted by a run (forged change sets naming paths outside the project) would
+    be trusted by the host once undo is turned on."""
+    state = world.home / ".local" / "state"
+    store = state / "run_bash" / "undo"
+    state.mkdir(parents=True, exist_ok=True)
+    config = {
+        "sandbox": {"rules": {"fs_writable": [".", str(state)]}},
+        "undo": {"enabled": False},
+    }
+    runner = Runner(backend, world, config, undo_root=str(store))
+    try:
+        attack = (
+            f"mkdir -p {store}/projects/k/runs; echo forged > {store}/projects/k/path; "
+            f"echo x > {store}/planted; "
+        )
+        # The positive control: the same writes beside the store, in the granted state dir.
+        control = (
+            f"mkdir -p {state}/run_bash/other/projects && echo ok > {state}/run_bash/other/f "
+            f"&& echo {CONTROL}"
+        )
+        r = runner.run(attack + control)
+        assert CONTROL in r.output, r.output
+        assert (state / "run_bash" / "other" / "f").read_text() == "ok\n"
+        assert not (store / "planted").exists()
+        assert not (store / "projects").exists()
+    finally:
+        runner.close()
