@@ -483,9 +483,6 @@ class SessionManager:
     def _launch_soon(self, s: Session) -> None:
         self.loop.create_task(self._launch_deferred(s))
 
-    def _launch_or_fail(self, s: Session) -> None:
-        self._launch_soon(s)
-
     async def _launch_deferred(self, s: Session) -> None:
         """Deferred launch: the project's snapshot first, then the policy and the guard (they read
         files a sandbox can touch), both off the loop; then the spawn. A failure becomes the

@@ -15,7 +15,7 @@ import os
 import stat
 
 from .objects import digest
-from .snapshot import DIR_FLAGS, KIND, Entry, _stat_entry, open_regular
+from .snapshot import DIR_FLAGS, Entry, _stat_entry, open_regular
 
 TEMP_PREFIX = ".run_bash-undo-"
 
@@ -210,7 +210,3 @@ def _replace(pfd: int, tmp: str, name: str) -> None:
     except IsADirectoryError:
         os.rmdir(name, dir_fd=pfd)
         os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
-
-
-def entry_kind(e: Entry | None) -> str | None:
-    return None if e is None else e[KIND]

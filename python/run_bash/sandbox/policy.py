@@ -297,10 +297,6 @@ class Policy:
                 out.append(("ro", p))
         return out
 
-    @property
-    def outside_network(self) -> bool:
-        return bool(self.network_allow)
-
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``python -m run_bash policy`` and the ``policy`` RPC."""
         data = asdict(replace(self, host_read=None))
