@@ -283,7 +283,7 @@ def test_files_over_the_size_cap_are_listed_not_kept(tmp_path, home, repo):
     tok = begin(store, "r1", repo)
     sh("echo x >> big.bin && echo y >> small.txt && head -c 5000 /dev/zero > big2.bin", repo)
     cs = store.finish(tok)
-    assert "not tracked: big.bin (over 1,000 bytes), big2.bin (over 1,000 bytes)" in cs.summary()
+    assert "not tracked: big.bin (over 1000 B), big2.bin (over 1000 B)" in cs.summary()
     res = store.undo("r1")
     assert res["restored"] == ["small.txt"] and res["removed"] == ["big2.bin"]
     assert {x["path"] for x in res["not_recovered"]} == {"big.bin"}
@@ -493,7 +493,7 @@ def test_diff_shows_text_and_binary_changes(store, repo):
     store.finish(tok)
     text = store.diff_text("r1")
     assert "-print(1)\n+print(2)\n" in text
-    assert "Binary files a/b.bin and b/b.bin differ (100 bytes, sha256 " in text
+    assert "Binary files a/b.bin and b/b.bin differ (100 B, sha256 " in text
     assert "old mode 100644\nnew mode 100755" in text
     assert store.diff_text("nope") is None
 

@@ -14,6 +14,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from run_bash.statedir import human_size
+
 from .snapshot import CONTENT_KINDS, DATA, KIND, MODE, SIZE, Entry, entry_data
 
 SUMMARY_ITEMS = 10
@@ -54,15 +56,6 @@ def entry_from_json(v: Any) -> Entry | None:
     if not isinstance(v, list) or len(v) != 8 or not isinstance(v[0], str):
         raise ValueError("bad entry")
     return tuple(v)
-
-
-def _human(n: int) -> str:
-    x = float(n)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if x < 1024 or unit == "GiB":
-            return f"{n:,} bytes" if unit == "bytes" else f"{x:.1f} {unit}"
-        x /= 1024
-    return f"{n} bytes"
 
 
 REASONS = {
@@ -107,7 +100,7 @@ class Change:
     def reason(self, e: Entry) -> str:
         k = e[KIND]
         if k == "b":
-            return f"over {_human(self.max_file_size)}" if self.max_file_size else "too large"
+            return f"over {human_size(self.max_file_size)}" if self.max_file_size else "too large"
         if k == "u":
             return str(e[DATA] or "unreadable")
         return REASONS.get(k, k)
@@ -324,8 +317,8 @@ def _describe(e: Entry | None) -> str:
     if e is None:
         return "absent"
     if e[KIND] == "f":
-        return f"{_human(e[SIZE])}, sha256 {entry_data(e)[:12]}"
-    return f"{_human(e[SIZE])}"
+        return f"{human_size(e[SIZE])}, sha256 {entry_data(e)[:12]}"
+    return f"{human_size(e[SIZE])}"
 
 
 def _diff_one(c: Change, blobs: BlobSource) -> list[str]:

@@ -40,6 +40,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from run_bash.statedir import human_size
+
 from .objects import DamagedBlob, Objects
 from .render import Change, ChangeSet, display_path, entry_from_json, entry_to_json
 from .restore import Tree, Unsafe
@@ -142,15 +144,6 @@ class _Project:
     gen: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: _Pending | None = None
-
-
-def _human(n: int) -> str:
-    x: float = n
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if x < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "bytes" else f"{x:.1f} {unit}".replace(".0 ", " ")
-        x /= 1024
-    return str(x)
 
 
 def _proc_start(pid: int) -> str | None:
@@ -495,8 +488,8 @@ class ChangeStore:
                     snap = self._scan(project, prev, False, watcher)
                 if snap.bytes > self.limits.max_store:
                     return NotRecorded(
-                        f"the project's files take {_human(snap.bytes)}, more than the store's "
-                        f"{_human(self.limits.max_store)} (undo.max_store)",
+                        f"the project's files take {human_size(snap.bytes)}, more than the store's "
+                        f"{human_size(self.limits.max_store)} (undo.max_store)",
                         lasting=True,
                     )
                 self._save_snapshot(key, proj, state, snap)
