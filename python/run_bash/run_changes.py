@@ -209,9 +209,19 @@ class RunChanges:
             except Exception:
                 log.exception("abandoning the change set of %s failed", s.id)
 
-    def finish_now(self, runs: Iterable[Run], timeout_s: float = SHUTDOWN_FINISH_S) -> None:
+    def finish_now(
+        self,
+        runs: Iterable[Run],
+        timeout_s: float = SHUTDOWN_FINISH_S,
+        never_started: Iterable[Run] = (),
+    ) -> None:
         """Host shutdown (every command already killed): finish the runs still open, waiting at
-        most ``timeout_s`` in all; a run not finished by then has no change set."""
+        most ``timeout_s`` in all; a run not finished by then has no change set. Runs in
+        ``never_started`` (snapshotted, not spawned yet) are forgotten: nothing of theirs ran."""
+        for s in never_started:
+            token, s.change_token = s.change_token, None
+            if token is not None:
+                self._pool.submit(self.store.abandon, token)
         pending = []
         for s in runs:
             token, s.change_token = s.change_token, None

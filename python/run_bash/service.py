@@ -608,7 +608,8 @@ class Service:
         self._mgr.close_now()
         # Every command is dead now: nothing a sandbox controls is left to wait for, and the run
         # lines below carry the change sets (the wait is bounded).
-        self.recorder.finish_now(running)
+        started = [s for s in running if s.launched is not None]
+        self.recorder.finish_now(started, never_started=[s for s in running if s.launched is None])
         self.recorder.close()
         for s in running:
             run = {**s.info().to_wire(), "status": "killed", "killed": True}

@@ -5,6 +5,7 @@ with their argument checks, undo as a run of its own, and the audit lines."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -176,6 +177,33 @@ async def test_host_shutdown_records_the_runs_it_kills(svc, proj):
     assert svc.shutdown() is True
     [line] = [x for x in audit_lines(svc, "run") if x["id"] == info["id"]]
     assert line["status"] == "killed" and line["changes"]["paths"] == ["A shut.txt"]
+
+
+@dataclasses.dataclass
+class _Run:
+    """A run as the change hook sees it (``run_changes.Run``)."""
+
+    id: str
+    cmd: str
+    cwd: str
+    notices: list = dataclasses.field(default_factory=list)
+    changes: dict | None = None
+    change_token: object = None
+
+
+async def test_host_shutdown_forgets_a_run_snapshotted_but_never_started(svc, proj):
+    """A run caught between its snapshot and its spawn when the host stops ran nothing: it gets no
+    change set, although the project changed meanwhile; a started run beside it does."""
+    started, never = _Run("startd", "echo", str(proj)), _Run("nevers", "echo", str(proj))
+    for r in (started, never):
+        await svc.recorder.begin(r)
+        assert r.change_token is not None
+    (proj / "meanwhile.txt").write_text("x\n")
+    svc.recorder.finish_now([started], never_started=[never])
+    assert started.changes["paths"] == ["A meanwhile.txt"]  # positive control
+    assert never.changes is None and never.change_token is None
+    kept = [r["run"] for r in await svc.recorder.runs()]
+    assert "startd" in kept and "nevers" not in kept
 
 
 async def test_changes_diff_plan_and_undo_through_the_service(svc, proj):
