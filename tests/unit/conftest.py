@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
 from run_bash.changes import store as change_store
+from run_bash.service import Service
 
 
 @pytest.fixture(autouse=True)
@@ -25,3 +28,23 @@ def _close_change_stores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     for s in made:
         s.close()
+
+
+@pytest.fixture
+async def svc(tmp_path: Any) -> AsyncIterator[Service]:
+    """A host service on the none backend that records its events (``svc.events``) and writes
+    its audit log to ``svc.audit_path``. Files that need another service define their own."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    audit = tmp_path / "audit.jsonl"
+    service = Service(
+        asyncio.get_running_loop(),
+        lambda name, payload: events.append((name, payload)),
+        environ={**os.environ, "RUN_BASH_AUDIT": str(audit)},
+        state_dir=str(tmp_path / "state"),
+    )
+    os.makedirs(service.mgr.state_dir, mode=0o700, exist_ok=True)
+    service.setup({"sandbox": {"backend": "none"}})
+    service.events = events  # type: ignore[attr-defined]
+    service.audit_path = audit  # type: ignore[attr-defined]
+    yield service
+    await service.mgr.shutdown()

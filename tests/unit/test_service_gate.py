@@ -5,32 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import pytest
 
 from run_bash.config import parse_config
 from run_bash.errors import UsageError
 from run_bash.sandbox.base import get_backend
-from run_bash.service import Service
-
-
-@pytest.fixture
-async def svc(tmp_path):
-    events: list[tuple[str, dict]] = []
-    audit = tmp_path / "audit.jsonl"
-    service = Service(
-        asyncio.get_running_loop(),
-        lambda name, payload: events.append((name, payload)),
-        environ={**os.environ, "RUN_BASH_AUDIT": str(audit)},
-        state_dir=str(tmp_path / "state"),
-    )
-    os.makedirs(service.mgr.state_dir, mode=0o700, exist_ok=True)
-    service.setup({"sandbox": {"backend": "none"}})
-    service.events = events  # type: ignore[attr-defined]
-    service.audit_path = audit  # type: ignore[attr-defined]
-    yield service
-    await service.mgr.shutdown()
 
 
 def asked(svc, sid):
