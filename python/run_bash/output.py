@@ -5,8 +5,6 @@ Pure apart from the output file it writes and reads.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import re
 from collections.abc import Callable
@@ -25,17 +23,23 @@ RESERVE_BYTES = 4 * 1024 * 1024
 _FALLOC_FL_KEEP_SIZE = 0x01
 
 
-def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
-    try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).fallocate
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
-    fn.restype = ctypes.c_int
-    return fn
+_FALLOCATE: list[Callable[[int, int, int, int], int] | None] = []
 
 
-_fallocate = _libc_fallocate()
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    """libc's fallocate(2) (the libc this process already has loaded), bound on first use."""
+    if not _FALLOCATE:
+        import ctypes
+
+        try:
+            fn = ctypes.CDLL(None, use_errno=True).fallocate
+            fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _FALLOCATE.append(fn)
+    return _FALLOCATE[0]
+
 
 # Escape sequences: CSI (ESC [ … final), OSC (ESC ] … BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ … ST)
 # and other 2-byte escapes. An unterminated string sequence ends at the line's end, never later.
@@ -217,10 +221,11 @@ class Capture:
         """Keep up to RESERVE_BYTES allocated past the end of the file (never past the cap).
         Best effort: a disk already full, or a filesystem without fallocate, reserves nothing."""
         end = min(self.on_disk + RESERVE_BYTES, self.cap + 4096)
-        if _fallocate is None or self.fd < 0 or end <= self.reserved:
+        fallocate = _fallocate()
+        if fallocate is None or self.fd < 0 or end <= self.reserved:
             return
         start = max(self.on_disk, self.reserved)
-        if _fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, start, end - start) == 0:
+        if fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, start, end - start) == 0:
             self.reserved = end
 
     def _unreserve(self) -> None:
