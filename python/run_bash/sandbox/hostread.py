@@ -42,6 +42,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from run_bash.config import RulesName
 from run_bash.errors import SpawnError
 from run_bash.paths import expand, is_under
 
@@ -198,14 +199,6 @@ class PathDir:
 
     path: str
     later: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RulesName:
-    """A rules file an agent reads; ``parser`` is CodeCompanion's parser name when configured."""
-
-    path: str
-    parser: str | None = None
 
 
 @dataclass(frozen=True)
