@@ -61,6 +61,8 @@ RPC: dict[str, tuple[str, ...]] = {
     "output": ("id", "opts"),
     "wait": ("id", "opts", "token"),
     "watch": ("id",),
+    "pin": ("id", "reason"),
+    "unpin": ("id", "reason"),
     "health": (),
     "rule_defaults": (),
     "tool_args": ("args",),

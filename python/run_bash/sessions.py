@@ -1064,6 +1064,8 @@ class SessionManager:
 
     def unpin(self, sid: object, reason: object) -> bool:
         """Drop one reason to keep ``sid``; False when the session is already forgotten."""
+        if not isinstance(reason, str) or not reason:
+            raise UsageError(f"a pin needs a reason (a non-empty string), not {reason!r}")
         s = self.sessions.get(sid) if isinstance(sid, str) else None
         if s is None:
             return False

@@ -73,6 +73,10 @@ async def test_running_and_pinned_sessions_are_never_forgotten(tmp_path):
         assert m.unpin(pinned.id, "output buffer") is False
         with pytest.raises(UsageError):
             m.pin(bg.id, "")
+        # A reason of another type (a table from Lua) is one clear error, pinning or not.
+        for bad in ({"a": 1}, ["x"], None, 3):
+            with pytest.raises(UsageError, match="a pin needs a reason"):
+                m.unpin(bg.id, bad)
         await m.kill(bg.id)
     finally:
         await m.shutdown()

@@ -156,16 +156,16 @@ class RunBashHost:
 
     @rpc_export("run_bash.pin", sync=True)
     @boundary
-    def pin(self, sid: Any = None, reason: Any = None) -> Any:
-        return self.service.pin(sid, reason)
+    def pin(self, *args: Any) -> Any:
+        return self._call("pin", args)
 
     @rpc_export("run_bash.unpin", sync=False)
-    def unpin(self, sid: Any = None, reason: Any = None) -> None:
+    def unpin(self, *args: Any) -> None:
         """A buffer that kept a session is gone (a notification: sent from BufWipeout)."""
         try:
-            self.service.unpin(sid, reason)
+            self._call("unpin", args)
         except Exception:
-            log.exception("internal error in unpin")
+            log.exception("unpin failed")
 
     @rpc_export("run_bash.health", sync=True)
     @boundary
