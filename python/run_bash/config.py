@@ -25,16 +25,6 @@ from typing import Any, TypeVar
 from run_bash.errors import ConfigError
 from run_bash.sandbox.base import AUTO, BACKEND_NAMES
 
-
-@dataclass(frozen=True)
-class RulesName:
-    """A rules file an agent reads (sent by Lua at setup); ``parser`` is CodeCompanion's parser
-    name when configured."""
-
-    path: str
-    parser: str | None = None
-
-
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60

@@ -30,7 +30,6 @@ from run_bash.config import (
     MAX_TIMEOUT_S,
     MAX_WAIT_S,
     Config,
-    RulesName,
     parse_config,
 )
 from run_bash.errors import ConfigError, RunBashError, UsageError
@@ -39,6 +38,7 @@ from run_bash.journal import Journal
 from run_bash.matching import compile_pattern
 from run_bash.results import RunResult, Wire, plain
 from run_bash.sandbox.base import choose_backend, get_backend
+from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions import Session, SessionManager, check_cmd, new_id
 
 if TYPE_CHECKING:

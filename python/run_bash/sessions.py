@@ -40,7 +40,6 @@ import shutil
 import signal
 import socket
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -53,7 +52,6 @@ from run_bash.config import (
     MAX_TIMEOUT_S,
     MAX_WAIT_S,
     Config,
-    RulesName,
     describe,
 )
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
@@ -86,6 +84,10 @@ from run_bash.results import (
 )
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Choice, Launched, RunSpec, choose_backend, get_backend
+from run_bash.sandbox.forward import FORWARD_POLL_S, PortForwarder
+from run_bash.sandbox.guard import Keeper, Scope, quarantine_dir
+from run_bash.sandbox.hostread import RulesName
+from run_bash.sandbox.policy import Policy, build_env, build_policy
 from run_bash.statedir import (
     MAX_TEMP_ENTRIES,
     dir_usage,
@@ -99,9 +101,6 @@ from run_bash.statedir import (
 if TYPE_CHECKING:
     from run_bash.changes import Token
     from run_bash.run_changes import RunChanges
-    from run_bash.sandbox.forward import PortForwarder
-    from run_bash.sandbox.guard import Keeper, Scope
-    from run_bash.sandbox.policy import Policy
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
@@ -324,10 +323,8 @@ class SessionManager:
         self._temp_free = -1  # free bytes at the last walk
         self._temp_walked = 0.0
         self.sessions: dict[str, Session] = {}
-        # Keeps what the host reads from the projects (guard.py; made by the first run that needs
-        # it, off the start-up path); CodeCompanion's rules files.
-        self._keeper: Keeper | None = None
-        self._keeper_lock = threading.Lock()
+        # Keeps what the host reads from the projects (guard.py); CodeCompanion's rules files.
+        self.keeper = Keeper(quarantine_dir(self.environ))
         self.agent_rules: tuple[RulesName, ...] = ()
         self.project_config: tuple[str, ...] = ()
         self._budget: OutputBudget | None = None
@@ -336,16 +333,6 @@ class SessionManager:
         self.subreaper = proc.set_child_subreaper()
         self._forwarder: PortForwarder | None = None
         self._forward_timer: asyncio.TimerHandle | None = None
-
-    @property
-    def keeper(self) -> Keeper:
-        """The guard of what the host reads from the projects (one per host; thread-safe)."""
-        with self._keeper_lock:
-            if self._keeper is None:
-                from run_bash.sandbox.guard import Keeper, quarantine_dir
-
-                self._keeper = Keeper(quarantine_dir(self.environ))
-            return self._keeper
 
     @property
     def budget(self) -> OutputBudget:
@@ -535,8 +522,6 @@ class SessionManager:
         (git, the project's files): never on the loop for a deferred run. Raises on failure."""
         if not s.backend.isolates:
             return None, None
-        from run_bash.sandbox.policy import build_policy
-
         # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
         # finds them in the same listener scan it uses to block other local services.
         policy = build_policy(
@@ -568,8 +553,6 @@ class SessionManager:
                 fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer wake-ups for chatty commands
             # The write end must block: a command writing faster than we read should wait, not fail.
             os.set_blocking(w, True)
-            from run_bash.sandbox.policy import build_env
-
             env, dropped = build_env(
                 self.config, tmpdir=s.tmpdir, session_id=sid, base_env=self.environ
             )
@@ -973,8 +956,6 @@ class SessionManager:
         """Forward the ports that running sessions in run_bash's own network namespace listen on
         to the host's loopback (``forward.py``): now, then every ``FORWARD_POLL_S`` while a
         session runs; ``later``: only make sure it is scheduled."""
-        from run_bash.sandbox.forward import FORWARD_POLL_S, PortForwarder
-
         if later and self._forward_timer is not None:
             return
         if self._forward_timer is not None:
@@ -1288,8 +1269,7 @@ class SessionManager:
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
         self.closing = True
-        if self._keeper is not None:
-            self._keeper.shutdown()
+        self.keeper.shutdown()
         if self._forward_timer is not None:
             self._forward_timer.cancel()
             self._forward_timer = None

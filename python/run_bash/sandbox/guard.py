@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from run_bash.config import RulesName
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.hostread import (
@@ -60,6 +59,7 @@ from run_bash.sandbox.hostread import (
     HostRead,
     PathDir,
     Places,
+    RulesName,
     active_hooks,
     include_refs,
     include_targets,

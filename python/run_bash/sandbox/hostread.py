@@ -42,7 +42,6 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from run_bash.config import RulesName
 from run_bash.errors import SpawnError
 from run_bash.paths import expand, is_under
 
@@ -199,6 +198,14 @@ class PathDir:
 
     path: str
     later: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RulesName:
+    """A rules file an agent reads; ``parser`` is CodeCompanion's parser name when configured."""
+
+    path: str
+    parser: str | None = None
 
 
 @dataclass(frozen=True)

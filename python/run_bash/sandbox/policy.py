@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from run_bash.config import Config, LimitsConfig, RulesName
+from run_bash.config import Config, LimitsConfig
 from run_bash.paths import expand, expand_rules, is_under
 from run_bash.sandbox import loopback
-from run_bash.sandbox.hostread import Discovery, HostRead
+from run_bash.sandbox.hostread import Discovery, HostRead, RulesName
 from run_bash.sandbox.proc import SESSION_TAG
 
 # Names passed from the user's environment by default.
