@@ -200,10 +200,14 @@ def test_a_closed_chat_gets_nothing(chat: Chat) -> None:
     assert f"session {closed} " not in chat.buffer()
     assert requests(chat) == before
     assert not [n for n in chat.notes() if "failed" in n or "error" in n.lower()], chat.notes()
-    statuses = {
-        s["id"]: s["status"] for s in chat.ed.lua("return require('run_bash').sessions_list()")
-    }
-    assert statuses[closed] == "exited"
+
+    # Both sessions ended on the same gate, each on its own path: wait for this one's end too.
+    def status() -> str:
+        listed = chat.ed.lua("return require('run_bash').sessions_list()")
+        return next(s["status"] for s in listed if s["id"] == closed)
+
+    wait_for(lambda: status() != "running")
+    assert status() == "exited"
 
 
 def test_no_notice_when_the_agent_ended_it_or_already_knows(chat: Chat) -> None:
