@@ -235,6 +235,7 @@ DEFAULTS_PAUSED = [
     P("rsync -a --del src/ dst/", "rsync", id="rsync-del"),
     P("rsync -a --remove-source-files src/ dst/", "rsync", id="rsync-remove-source"),
     P("rimraf node_modules", "rimraf", id="rimraf"),
+    P("op item delete 'GitHub token'", "op", id="op-item-delete"),
     P("pnpm publish", "pnpm", id="pnpm-publish"),
     P("yarn publish", "yarn", id="yarn-publish"),
     P("yarn npm publish", "yarn", id="yarn-npm-publish"),

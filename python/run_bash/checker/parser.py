@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import groupby, repeat
+from itertools import count, groupby, pairwise, repeat
 from operator import itemgetter
 from typing import Literal
 
-from run_bash.checker.words import DYN, LIT, PROC, RAW, SPLIT, Part, decode_ansi_c
+from run_bash.checker.words import DYN, LIT, PROC, RAW, SPLIT, Part, decode_ansi_c, wordlist
 
 _BLANK = re.compile(r"(?:[ \t]|\\\n)+")
 _PLAIN = re.compile(r"[^ \t\n;&|()<>'\"\\$`]+")
@@ -59,31 +59,7 @@ _ARITH_NAME = re.compile(r"[A-Za-z_$]")
 _COPROC_BODY = re.compile(
     r"[ \t]*(?:[({]|(?:while|until|if|for|select|case|\[\[)(?=[ \t\n;&|()<>]|$))"
 )
-_OPS = (
-    ";;&",
-    "&>>",
-    "<<<",
-    "<<-",
-    ";;",
-    ";&",
-    "&&",
-    "&>",
-    "||",
-    "|&",
-    "<<",
-    "<>",
-    "<&",
-    ">>",
-    ">&",
-    ">|",
-    ";",
-    "&",
-    "|",
-    "(",
-    ")",
-    "<",
-    ">",
-)
+_OPS = tuple(wordlist(";;& &>> <<< <<- ;; ;& && &> || |& << <> <& >> >& >| ; & | ( ) < >"))
 _REDIRS = frozenset({"&>>", "<<<", "<<-", "&>", "<<", "<>", "<&", ">>", ">&", ">|", "<", ">"})
 _CASE_ENDS = frozenset({";;", ";&", ";;&"})
 # Reserved words that cannot start a command; at command position they end a list or are an error.
@@ -101,6 +77,7 @@ _PARAM_SINK = re.compile(
 # Builtins whose arguments may be array assignments (`declare a=(1 2)`).
 _DECLARE_LIKE = frozenset({"declare", "typeset", "local", "export", "readonly", "alias", "eval"})
 MAX_NESTING = 40
+_IDS = count(1)  # subshell ids; unique within a process is all that is needed
 
 # Word contexts of the tokenizer.
 NORMAL = 0  # an argument
@@ -183,14 +160,18 @@ class Span:
 
 
 class Redir:
-    """One redirection: ``op`` (``>``, ``<<``, …), its fd, target word and heredoc body."""
+    """One redirection: ``op`` (``>``, ``<<``, …), its fd, target word and heredoc body.
 
-    __slots__ = ("body", "fd", "op", "quoted", "target")
+    ``dup`` is the descriptor of ``>&3`` (``-`` closes); its target is then None.
+    """
 
-    def __init__(self, op: str, fd: str, target: Word | None) -> None:
+    __slots__ = ("body", "dup", "fd", "op", "quoted", "target")
+
+    def __init__(self, op: str, fd: str, target: Word | None, dup: str = "") -> None:
         self.op = op
         self.fd = fd
         self.target = target
+        self.dup = dup
         self.body: str | None = None
         self.quoted = False
 
@@ -215,10 +196,12 @@ class Cmd:
         "assigns",
         "end",
         "in_func",
+        "looped",
         "nested",
         "pipe_from",
         "piped",
         "redirs",
+        "scope",
         "src",
         "start",
         "stdin",
@@ -239,6 +222,10 @@ class Cmd:
         self.piped = False  # its output goes into a pipe
         self.in_func = in_func  # inside a function body: positional parameters are unknown
         self.nested = nested  # inside a substitution: its output is not the script's
+        # The subshells it runs in (one id per subshell, substitution or pipeline part) and
+        # whether it is in a loop's body: where a `cd` it makes still holds.
+        self.scope: tuple[int, ...] = ()
+        self.looped = False
 
     @property
     def text(self) -> str:
@@ -322,6 +309,11 @@ def _merged(parts: list[Part]) -> list[Part]:
     return out
 
 
+def _reserved(tok: Token) -> str | None:
+    """The reserved word a token could be (a word token with one unquoted literal part)."""
+    return tok[1].plain if tok[0] == "w" else None
+
+
 def parse(src: str) -> list[Item]:
     """Parse a script; return its simple commands (including nested ones) and any problems."""
     out: list[Item] = []
@@ -375,6 +367,9 @@ class _Parser:
         self.pending: list[Redir] = []
         self.peeked: tuple[Token, int, int, int] | None = None
         self.in_func = False
+        self.scope: tuple[int, ...] = ()
+        self.loops = 0
+        self.ids = _IDS
         self.sub = nest > 0  # parsing a substitution (set for the ones created below)
         if nest > MAX_NESTING:
             raise Unparsable("nests too deeply to analyse", start)
@@ -614,28 +609,57 @@ class _Parser:
 
     def _subscript(self, k: int) -> int:
         """Skip an array subscript after ``[``; return the index after ``]`` or -1."""
+        end = self._balanced(k, _SUBSCRIPT_PLAIN, "[]")
+        return end + 1 if end >= 0 else -1
+
+    def _extglob(self, i: int) -> int:
+        """Skip an extglob group ``@(…)`` starting at ``(``; its substitutions are parsed."""
+        end = self._balanced(i + 1, _GROUP_PLAIN, "()", newline=True)
+        if end < 0:
+            raise Unparsable("has an unterminated extended glob `@(…)`", i)
+        return end + 1
+
+    def _balanced(
+        self,
+        k: int,
+        plain: re.Pattern[str],
+        pair: str,
+        *,
+        quotes: str = "skip",
+        newline: bool = False,
+    ) -> int:
+        """Find the ``pair[1]`` that closes a construct whose body starts at ``k``; -1 if none.
+
+        Nested pairs, escapes, double quotes and expansions inside are skipped (the commands of
+        the expansions are parsed: they run). Single quotes are skipped (``quotes="skip"``),
+        plain characters (``"none"``) or literal text whose expansions still run
+        (``"expand"``, arithmetic). With ``newline``, a newline ends the search.
+        """
         src, n = self.src, self.n
+        opener, closer = pair[0], pair[1]
         depth = 0
         while k < n:
-            m = _SUBSCRIPT_PLAIN.match(src, k)
+            m = plain.match(src, k)
             if m:
                 k = m.end()
                 if k >= n:
                     break
             ch = src[k]
-            if ch == "]":
+            if ch == closer:
                 if depth == 0:
-                    return k + 1
+                    return k
                 depth -= 1
-            elif ch == "[":
+            elif ch == opener:
                 depth += 1
             elif ch == "\\":
                 k += 2
                 continue
-            elif ch == "'":
+            elif ch == "'" and quotes != "none":
                 j = src.find("'", k + 1)
                 if j < 0:
                     return -1
+                if quotes == "expand":
+                    expansions(src[k + 1 : j], self.out, self.nest + 1)
                 k = j
             elif ch == '"':
                 k = self._dquote(k + 1, [])
@@ -646,48 +670,10 @@ class _Parser:
             elif ch == "`":
                 k = self._backtick(k, [], True)
                 continue
+            elif ch == "\n" and newline:
+                return -1
             k += 1
         return -1
-
-    def _extglob(self, i: int) -> int:
-        """Skip an extglob group ``@(…)`` starting at ``(``; its substitutions are parsed."""
-        src, n = self.src, self.n
-        depth = 0
-        k = i
-        while k < n:
-            m = _GROUP_PLAIN.match(src, k)
-            if m:
-                k = m.end()
-                if k >= n:
-                    break
-            ch = src[k]
-            if ch == "\\":
-                k += 2
-                continue
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-                if depth == 0:
-                    return k + 1
-            elif ch == "'":
-                j = src.find("'", k + 1)
-                if j < 0:
-                    break
-                k = j
-            elif ch == '"':
-                k = self._dquote(k + 1, [])
-                continue
-            elif ch == "$":
-                k = self._dollar(k, [], True)
-                continue
-            elif ch == "`":
-                k = self._backtick(k, [], True)
-                continue
-            elif ch == "\n":
-                break
-            k += 1
-        raise Unparsable("has an unterminated extended glob `@(…)`", i)
 
     def _dquote(self, k: int, parts: list[Part]) -> int:
         src, n = self.src, self.n
@@ -782,46 +768,16 @@ class _Parser:
 
     def _param(self, k: int) -> int:
         """Skip a ``${…}`` body starting after ``{``; return the index after ``}``."""
-        src, n = self.src, self.n
-        start = k
-        depth = 0
-        while k < n:
-            m = _PARAM_PLAIN.match(src, k)
-            if m:
-                k = m.end()
-                if k >= n:
-                    break
-            ch = src[k]
-            if ch == "\\":
-                k += 2
-                continue
-            if ch == "}":
-                if depth == 0:
-                    return k + 1
-                depth -= 1
-            elif ch == "{":
-                depth += 1
-            elif ch == "'":
-                j = src.find("'", k + 1)
-                if j < 0:
-                    break
-                k = j
-            elif ch == '"':
-                k = self._dquote(k + 1, [])
-                continue
-            elif ch == "$":
-                k = self._dollar(k, [], True)
-                continue
-            elif ch == "`":
-                k = self._backtick(k, [], True)
-                continue
-            k += 1
-        raise Unparsable("has an unterminated ${…}", start - 2)
+        end = self._balanced(k, _PARAM_PLAIN, "{}")
+        if end < 0:
+            raise Unparsable("has an unterminated ${…}", k - 2)
+        return end + 1
 
     def _subst(self, k: int, what: str) -> int:
         """Parse a ``$(…)``/``<(…)`` body starting at ``k``; return the index after ``)``."""
         sub = _Parser(self.src, self.out, k, self.nest + 1)
         sub.in_func = self.in_func
+        sub.scope, sub.loops = (*self.scope, next(self.ids)), self.loops
         sub.sub = True
         sub.compound_list(what)
         tok = sub.next()
@@ -853,6 +809,7 @@ class _Parser:
             raise Unparsable("has an unterminated backtick substitution", i)
         inner = _Parser("".join(buf), self.out, 0, self.nest + 1)
         inner.in_func = self.in_func
+        inner.scope, inner.loops = (*self.scope, next(self.ids)), self.loops
         inner.sub = True
         try:
             inner.script()
@@ -863,75 +820,15 @@ class _Parser:
 
     def _arith(self, k: int) -> int:
         """Parse an arithmetic body after ``((``; return the index after ``))`` or -1."""
-        src, n = self.src, self.n
-        depth = 0
-        while k < n:
-            m = _ARITH_PLAIN.match(src, k)
-            if m:
-                k = m.end()
-                if k >= n:
-                    break
-            ch = src[k]
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                if depth == 0:
-                    return k + 2 if src.startswith("))", k) else -1
-                depth -= 1
-            elif ch == "\\":
-                k += 2
-                continue
-            elif ch == "'":
-                j = src.find("'", k + 1)
-                if j < 0:
-                    return -1
-                # Single quotes are literal characters here; what they hold still expands.
-                expansions(src[k + 1 : j], self.out, self.nest + 1)
-                k = j
-            elif ch == '"':
-                k = self._dquote(k + 1, [])
-                continue
-            elif ch == "$":
-                k = self._dollar(k, [], True)
-                continue
-            elif ch == "`":
-                k = self._backtick(k, [], True)
-                continue
-            k += 1
-        return -1
+        end = self._balanced(k, _ARITH_PLAIN, "()", quotes="expand")
+        return end + 2 if end >= 0 and self.src.startswith("))", end) else -1
 
     def _bracket_arith(self, k: int) -> int:
         """Parse a ``$[…]`` body after ``[``; return the index after ``]``."""
-        src, n = self.src, self.n
-        start = k
-        depth = 0
-        while k < n:
-            m = _BRACKET_PLAIN.match(src, k)
-            if m:
-                k = m.end()
-                if k >= n:
-                    break
-            ch = src[k]
-            if ch == "]":
-                if depth == 0:
-                    return k + 1
-                depth -= 1
-            elif ch == "[":
-                depth += 1
-            elif ch == "\\":
-                k += 2
-                continue
-            elif ch == '"':
-                k = self._dquote(k + 1, [])
-                continue
-            elif ch == "$":
-                k = self._dollar(k, [], True)
-                continue
-            elif ch == "`":
-                k = self._backtick(k, [], True)
-                continue
-            k += 1
-        raise Unparsable("has an unterminated $[…]", start - 2)
+        end = self._balanced(k, _BRACKET_PLAIN, "[]", quotes="none")
+        if end < 0:
+            raise Unparsable("has an unterminated $[…]", k - 2)
+        return end + 1
 
     def _array(self, k: int) -> tuple[list[Word], list[str]]:
         """Read an array literal after ``NAME=(``; leave ``self.i`` after ``)``.
@@ -1120,7 +1017,7 @@ class _Parser:
 
     def _expect(self, word: str) -> None:
         tok = self.next(ASSIGN)
-        if tok[0] != "w" or not isinstance(tok[1], Word) or tok[1].reserved() != word:
+        if _reserved(tok) != word:
             raise self.fail(tok)
 
     def and_or(self) -> None:
@@ -1162,13 +1059,14 @@ class _Parser:
                 prefixed = True
                 for flag in ("-p", "--"):
                     nxt = self.peek(ASSIGN)
-                    if nxt[0] == "w" and isinstance(nxt[1], Word) and nxt[1].reserved() == flag:
+                    if _reserved(nxt) == flag:
                         self.next(ASSIGN)
                 continue
         if prefixed:
             tok = self.peek(ASSIGN)
             if tok[0] in ("nl", "eof") or (tok[0] == "op" and tok[1] == ";"):
                 return  # `time` or `!` alone
+        marks = [len(self.out)]
         previous = self.command(None)
         while True:
             tok = self.peek(ASSIGN)
@@ -1177,9 +1075,19 @@ class _Parser:
                 if isinstance(previous, Cmd):
                     previous.piped = True
                 self._skip_newlines()
+                marks.append(len(self.out))
                 previous = self.command(previous)
                 continue
-            return
+            break
+        if len(marks) > 1:
+            # Each part of a pipeline runs in a subshell of its own.
+            marks.append(len(self.out))
+            depth = len(self.scope)
+            for a, b in pairwise(marks):
+                fresh = next(self.ids)
+                for item in self.out[a:b]:
+                    if isinstance(item, Cmd):
+                        item.scope = (*item.scope[:depth], fresh, *item.scope[depth:])
 
     def _unpeek(self) -> None:
         """Forget a peeked token (and what reading it emitted)."""
@@ -1213,7 +1121,12 @@ class _Parser:
                     return self._compound_end(start, mark, pipe_from)
                 del self.out[mark:]
             mark = len(self.out)
-            self._nested(lambda: self._body("subshell", frozenset()))
+            outer = self.scope
+            self.scope = (*outer, next(self.ids))
+            try:
+                self._nested(lambda: self._body("subshell", frozenset()))
+            finally:
+                self.scope = outer
             tok = self.next(ASSIGN)
             if tok[0] != "op" or tok[1] != ")":
                 raise self.fail(tok)
@@ -1266,7 +1179,7 @@ class _Parser:
     def _function(self, start: int, pipe_from: Cmd | Span | None) -> Span:
         self._skip_newlines()
         tok = self.peek(ASSIGN)
-        word = tok[1].reserved() if tok[0] == "w" and isinstance(tok[1], Word) else None
+        word = _reserved(tok)
         if not (word in _COMPOUND_STARTS or (tok[0] == "op" and tok[1] == "(")):
             raise self.fail(tok)
         outer = self.in_func
@@ -1311,7 +1224,7 @@ class _Parser:
             self._body("then", frozenset({"elif", "else", "fi"}))
             while True:
                 tok = self.next(ASSIGN)
-                w = tok[1].reserved() if tok[0] == "w" and isinstance(tok[1], Word) else None
+                w = _reserved(tok)
                 if w == "elif":
                     self._body("elif", frozenset({"then"}))
                     self._expect("then")
@@ -1325,9 +1238,13 @@ class _Parser:
                 else:
                     raise self.fail(tok)
         elif word in ("while", "until"):
-            self._body(word, frozenset({"do"}))
-            self._expect("do")
-            self._body("do", frozenset({"done"}))
+            self.loops += 1
+            try:
+                self._body(word, frozenset({"do"}))
+                self._expect("do")
+                self._body("do", frozenset({"done"}))
+            finally:
+                self.loops -= 1
             self._expect("done")
         elif word in ("for", "select"):
             self._for(word)
@@ -1359,7 +1276,7 @@ class _Parser:
             self._skip_newlines()
             tok = self.peek(ASSIGN)
             words: list[Word] | None = None
-            if tok[0] == "w" and isinstance(tok[1], Word) and tok[1].reserved() == "in":
+            if _reserved(tok) == "in":
                 self.next(ASSIGN)
                 words = []
                 while True:
@@ -1378,15 +1295,15 @@ class _Parser:
             self.out.append(ForVar(name, words, self.in_func))
         self._skip_newlines()
         tok = self.next(ASSIGN)
-        w = tok[1].reserved() if tok[0] == "w" and isinstance(tok[1], Word) else None
-        if w == "do":
-            self._body("do", frozenset({"done"}))
-            self._expect("done")
-        elif w == "{":
-            self._body("group", frozenset({"}"}))
-            self._expect("}")
-        else:
+        w = _reserved(tok)
+        if w not in ("do", "{"):
             raise self.fail(tok)
+        self.loops += 1
+        try:
+            self._body(w, frozenset({"done" if w == "do" else "}"}))
+        finally:
+            self.loops -= 1
+        self._expect("done" if w == "do" else "}")
 
     def _case(self) -> None:
         tok = self.next()
@@ -1399,7 +1316,7 @@ class _Parser:
         while True:
             self._skip_newlines()
             tok = self.peek()
-            if tok[0] == "w" and isinstance(tok[1], Word) and tok[1].reserved() == "esac":
+            if _reserved(tok) == "esac":
                 self.next()
                 return
             if tok[0] == "op" and tok[1] == "(":
@@ -1421,7 +1338,7 @@ class _Parser:
             tok = self.next(ASSIGN)
             if tok[0] == "op" and tok[1] in _CASE_ENDS:
                 continue
-            if tok[0] == "w" and isinstance(tok[1], Word) and tok[1].reserved() == "esac":
+            if _reserved(tok) == "esac":
                 return
             raise self.fail(tok)
 
@@ -1451,6 +1368,7 @@ class _Parser:
         """Parse a simple command: assignments, words and redirections."""
         tok = self.peek(ASSIGN)
         cmd = Cmd(self.src, tok[2], self.in_func, self.sub)
+        cmd.scope, cmd.looped = self.scope, self.loops > 0
         cmd.pipe_from = pipe_from
         assign = ASSIGN
         assigned = False
@@ -1493,7 +1411,7 @@ class _Parser:
             m = _FD_TARGET.match(self.src, self.i)
             if m:
                 self.i = m.end()
-                return Redir(op, fd, None)
+                return Redir(op, fd, None, m.group().strip())
         kind, target, _, _ = self.next()
         if kind != "w":
             raise Unparsable(f"has a redirection `{op}` without a target", at)

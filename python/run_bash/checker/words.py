@@ -431,6 +431,11 @@ def normalize_path(path: str) -> str:
     return joined or "."
 
 
+def wordlist(text: str) -> list[str]:
+    """The words of a space-separated list written as one string (tables of names)."""
+    return text.split()
+
+
 def command_name(value: str) -> str:
     """The name a command word runs, for rule lookup: the basename of a normalized path."""
     if "/" not in value:
