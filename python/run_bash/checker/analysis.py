@@ -156,6 +156,7 @@ class Analysis:
     _resolving: set[str] = field(default_factory=set)
     _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
     _cwd: dict[tuple[int, ...], str | None] = field(default_factory=dict)
+    _away: set[tuple[int, ...]] = field(default_factory=set)  # scopes run where undo cannot reach
     _fds: dict[str, str] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: count(1_000_000))
 
@@ -194,6 +195,8 @@ class Analysis:
             base = ctx.cmd.scope if same_shell else (*ctx.cmd.scope, next(self._ids))
             if not same_shell or ctx.cwd != self.cwd_of(base):
                 self._cwd[base] = ctx.cwd
+            if ctx.elsewhere:
+                self._away.add(base)
             for item in items:
                 if isinstance(item, Cmd):
                     item.scope = (*base, *item.scope)
@@ -532,6 +535,8 @@ class Analysis:
     def command(self, cmd: Cmd, depth: int, scope: Scope) -> None:
         """Analyse one simple command."""
         ctx = Ctx(cmd, depth, cmd.text, scope, cwd=self.cwd_of(cmd.scope))
+        if self._away:
+            ctx.elsewhere = any(cmd.scope[:k] in self._away for k in range(len(cmd.scope) + 1))
         for word in cmd.assigns:
             self._carriers_of(word)
             self.assignment(word, ctx, prefix=bool(cmd.words))

@@ -146,8 +146,8 @@ def _judge_key(ana: Walker, key: str, value: Arg, ctx: Ctx) -> None:
         ana.unknown(f"sets `{key}`, which may make git run other programs", ctx.text)
     elif section == "protocol" and name == "allow":
         transport = rest[: -len(".allow")] if rest.endswith(".allow") else ""
-        risky = (transport and transport not in _SAFE_PROTOCOLS) or value.value in (None, "always")
-        if risky and value.value != "never":
+        unsafe = transport not in _SAFE_PROTOCOLS if transport else value.value in (None, "always")
+        if unsafe and value.value != "never":
             ana.unknown(f"lets git use transports that run commands (`{key}`)", ctx.text)
     elif (key.startswith("url.") and key.endswith("insteadof")) or key.endswith(".url"):
         ext = value.value is None or value.value.startswith("ext::") or key.startswith("url.ext::")

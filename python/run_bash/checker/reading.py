@@ -319,7 +319,8 @@ def _judge(p: Pause, reading: Reading, level: Level) -> Hit | None:
         if p.dry_run and is_dry_run(reading.args):
             return None
         if p.targets == "operands":
-            return Hit(p.reason, p.effect, operand_paths(r.operands))
+            paths = operand_paths(r.operands) if r.unknown is None else None
+            return Hit(p.reason, p.effect, paths)
         if p.targets == "worktree":
             return Hit(p.reason, p.effect, worktree(reading))
         return Hit(p.reason, p.effect)

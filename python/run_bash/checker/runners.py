@@ -797,26 +797,40 @@ def bind(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
-def python(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``python -m pip|twine …`` runs that tool."""
-    i, n = 0, len(args)
-    while i < n:
-        v = args[i].value
-        if v is None or not v.startswith("-") or v == "-":
-            return None
-        i += 1
-        if v.startswith("--"):
-            continue
-        for j, ch in enumerate(v[1:], start=1):
-            if ch == "c":
-                return None
-            if ch in "mWX":
-                value = v[j + 1 :] if j + 1 < len(v) else (args[i].value if i < n else None)
-                if j + 1 >= len(v):
-                    i += 1
-                if ch == "m":
-                    if value in ("pip", "pip3", "twine"):
-                        return [Arg.lit("pip" if value == "pip3" else value, value), *args[i:]]
-                    return None
-                break
-    return None
+_SSD = opts(
+    "-xapnuNPIkrdcgsRo: -SKTVbmqtvhCO --exec= --startas= --pidfile= --name= --user= --chuid= "
+    "--nicelevel= --procsched= --iosched= --umask= --chroot= --chdir= --group= --signal= "
+    "--retry= --ppid= --output= --notify-timeout= --start --stop --status --test --oknodo "
+    "--quiet --verbose --background --make-pidfile --remove-pidfile --no-close"
+)
+
+
+def start_stop_daemon(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``start-stop-daemon --start --exec PROG [--startas PROG] -- ARGS`` runs PROG."""
+    got = read(args, _SSD)
+    if got.has("K", "stop", "T", "status", "t", "test"):
+        return None
+    programs = got.values("a", "startas") or got.values("x", "exec")
+    if not programs:
+        return None
+    chdir(ctx, next(iter(got.values("d", "chdir")[-1:]), None))
+    cut = next((k for k, a in enumerate(args) if a.value == "--"), len(args))
+    return [programs[-1], *args[cut + 1 :]]
+
+
+def coverage_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``coverage run [-m] PROGRAM ARGS`` runs Python on the program or module."""
+    got = read(
+        args,
+        opts(
+            "-pmaL --source= --omit= --include= --rcfile= --data-file= "
+            "--context= --concurrency= --append --branch --parallel-mode "
+            "--timid --pylib --module"
+        ),
+        permute=False,
+    )
+    rest = args[got.first :]
+    if got.dynamic or not rest:
+        return None
+    module = [Arg.lit("-m")] if got.has("m", "module") else []
+    return [Arg.lit("python"), *module, *rest]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from run_bash.checker import builtins, checks, gitcode, runners, tasks
+from run_bash.checker import builtins, checks, gitcode, languages, runners, tasks
 from run_bash.checker.model import REVERSIBLE, SHELLS
 from run_bash.checker.options import Opts, opts
 from run_bash.checker.reading import (
@@ -24,6 +24,7 @@ from run_bash.checker.reading import (
     Row,
     Shell,
 )
+from run_bash.checker.words import wordlist
 
 R = REVERSIBLE
 
@@ -58,8 +59,16 @@ FIREWALL = "changes firewall rules"
 SIGNAL = "sends a signal to processes"
 SERVICE = "stops or restarts a system service"
 DOWN_VOLUMES = "deletes the project's volumes and their data"
-# Words that stand for a file name a runner fills in.
-BRACES = (r"\{\}",)
+# Words a runner fills in (`{}` a file name, `{name}` a parameter).
+PLACEHOLDERS = (r"\{\w*\}",)
+# Interpreters whose one-liners may delete files or send signals: their rows judge that code.
+CODE = frozenset(
+    ("python", "node", "nodejs", "deno", "bun", "ruby", "perl", "php", "lua", "Rscript")
+)
+SSH = "-BbcDEeFIiJLlmOoPpQRSWw: -46AaCfGgKkMNnqsTtVvXxYy"
+SSH_CODE = Code(
+    "o", keys=("proxycommand", "localcommand", "knownhostscommand", "remotecommand"), sep="= "
+)
 
 # -- git ------------------------------------------------------------------------------------------
 
@@ -349,8 +358,10 @@ def _npm_aliases() -> dict[str, str]:
     return aliases
 
 
-def _scripts(tool: str) -> Row:
-    return Row(permute=False, runs=(Custom(tasks.package_scripts(tool)),))
+def _scripts(tool: str, names: str) -> dict[str, Row]:
+    """Subcommands that run scripts of a ``package.json`` the line writes."""
+    runner = tasks.package_scripts
+    return {n: Row(permute=False, runs=(Custom(runner(tool, n)),)) for n in wordlist(names)}
 
 
 _NPM_EXEC = Row(
@@ -371,20 +382,8 @@ NPM = Row(
         **subs("removes a published package from the registry", "unpublish", dry_run=True),
         **subs(UNINSTALL, "uninstall", dry_run=True),
         "exec": _NPM_EXEC,
-        **dict.fromkeys(
-            (
-                "run",
-                "test",
-                "start",
-                "stop",
-                "restart",
-                "install",
-                "ci",
-                "pack",
-                "install-test",
-                "install-ci-test",
-            ),
-            _scripts("npm"),
+        **_scripts(
+            "npm", "run test start stop restart install ci pack install-test install-ci-test"
         ),
     },
 )
@@ -402,7 +401,7 @@ PNPM = Row(
             permute=False,
             runs=(Command(shell="c shell-mode"),),
         ),
-        **dict.fromkeys(("run", "test", "start", "install", "i", "add"), _scripts("pnpm")),
+        **_scripts("pnpm", "run test start install i add"),
     },
 )
 YARN = Row(
@@ -412,14 +411,17 @@ YARN = Row(
         "npm": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
         "dlx": Row(opts("-p: -q --package= --quiet"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
-        **dict.fromkeys(("run", "test", "start", "install", "add"), _scripts("yarn")),
+        **_scripts("yarn", "run test start install add"),
     },
 )
 BUN = Row(
+    opts("-e:p: --eval= --print= --cwd= --silent"),
+    code=True,
+    runs=(Custom(languages.RUNNERS["bun"]),),
     subs={
         "x": Row(opts("-p: --package= --bun"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
-        **dict.fromkeys(("run", "test", "install", "i", "add"), _scripts("bun")),
+        **_scripts("bun", "run test install i add"),
     },
 )
 _PIP_GLOBAL = (
@@ -465,6 +467,15 @@ DOCKER_GLOBAL = (
     "-cHl: -Dv --config= --context= --host= --log-level= --tlscacert= --tlscert= --tlskey= "
     "--debug --tls --tlsverify --version"
 )
+_RUN_OPTS = (
+    "-vepwulhm: -ditPq --volume= --env= --env-file= --publish= --workdir= --user= --name= "
+    "--network= --net= --entrypoint= --mount= --label= --label-file= --add-host= --cpus= "
+    "--memory= --platform= --restart= --runtime= --shm-size= --ulimit= --device= --cap-add= "
+    "--cap-drop= --security-opt= --tmpfs= --hostname= --dns= --log-driver= --log-opt= --pull= "
+    "--gpus= --pid= --ipc= --userns= --volumes-from= --link= --expose= --health-cmd= "
+    "--cidfile= --group-add= --init --rm --privileged --read-only --detach --interactive --tty "
+    "--publish-all --no-healthcheck --quiet"
+)
 COMPOSE = Row(
     opts(
         "-fp: --file= --project-name= --profile= --env-file= --project-directory= --parallel= "
@@ -474,7 +485,11 @@ COMPOSE = Row(
         "down": Row(
             opts("-vt: --volumes --rmi= --timeout= --remove-orphans -v"),
             pauses=(Pause(DOWN_VOLUMES, when="v volumes", may="delete volumes"),),
-        )
+        ),
+        **dict.fromkeys(
+            ("run", "exec"),
+            Row(opts(_RUN_OPTS), permute=False, runs=(Command(skip=1, elsewhere=True),)),
+        ),
     },
 )
 _CONTAINER = Row(
@@ -497,6 +512,7 @@ def _docker(extra: Mapping[str, Row]) -> Row:
             ),
             "volume": Row(subs=subs("deletes volumes and their data", "rm", "remove", "prune")),
             "exec": _CONTAINER,
+            "run": Row(opts(_RUN_OPTS), permute=False, runs=(Command(skip=1, elsewhere=True),)),
             **extra,
         },
     )
@@ -1181,7 +1197,174 @@ TABLE: dict[str, Row] = {
     },
     **{name: custom(fn) for name, fn in builtins.BUILTINS.items()},
     **dict.fromkeys(SHELLS, custom(runners.shell)),
-    "python": custom(runners.python),
+    **{
+        name: Row(permute=False, runs=(Custom(fn),), code=name in CODE)
+        for name, fn in languages.RUNNERS.items()
+        if name != "bun"
+    },
+    # options and variables that hold commands
+    "ssh": Row(opts(SSH), permute=False, runs=(SSH_CODE, Shell(skip=1, elsewhere=True))),
+    "autossh": Row(
+        opts("-M: " + SSH), permute=False, runs=(SSH_CODE, Shell(skip=1, elsewhere=True))
+    ),
+    "scp": Row(opts("-cDFiJloPSX: -346ABCOpqRrTv"), runs=(SSH_CODE, Code("S"))),
+    "sftp": Row(opts("-BbcDFiJlnoPRsSX: -46AaCfNpqrv"), runs=(SSH_CODE, Code("S"))),
+    "sshfs": Row(opts("-opC: -fsdV"), runs=(Code("o", keys=("ssh_command",)),)),
+    "mosh": Row(
+        opts("-p: --ssh= --port= --predict= --server= --client= -4 -6 --local"),
+        permute=False,
+        runs=(Code("ssh"), Shell(skip=1, elsewhere=True)),
+    ),
+    "tar": Row(
+        opts(
+            "-fCITXbFgKLNVH: --file= --directory= --use-compress-program= --files-from= "
+            "--exclude-from= --blocking-factor= --info-script= --new-volume-script= "
+            "--listed-incremental= --starting-file= --tape-length= --newer= --after-date= "
+            "--newer-mtime= --label= --format= --to-command= --checkpoint-action= "
+            "--rsh-command= --rmt-command= --exclude= --owner= --group= --mode= --mtime= "
+            "--transform= --xform= --index-file= --volno-file= --record-size= "
+            "--sparse-version= --strip-components= --suffix= --quoting-style= --atime-preserve[=] "
+            "--backup[=] --checkpoint[=] --occurrence[=] --acls --selinux --xattrs "
+            "-cxtrudAzZjJaOvkmpPsSWhiGM"
+        ),
+        runs=(
+            Code(
+                "to-command use-compress-program I info-script new-volume-script F "
+                "rsh-command rmt-command"
+            ),
+            Code("checkpoint-action", keys=("exec",)),
+        ),
+    ),
+    "sort": Row(
+        opts(
+            "-kotST: --compress-program= --key= --output= --field-separator= "
+            "--temporary-directory= --buffer-size= --parallel= --files0-from= "
+            "--random-source= --sort="
+        ),
+        runs=(Code("compress-program"),),
+    ),
+    "man": Row(
+        opts(
+            "-PHCMLmSsepRE: --pager= --html[=] --config-file= --manpath= --locale= "
+            "--systems= --sections= --extension= --preprocessor= --encoding="
+        ),
+        runs=(Code("P pager H html"),),
+    ),
+    # more runners of commands
+    "watchexec": Row(
+        opts(
+            "-efwWidsEj: --exts= --filter= --watch= --watch-non-recursive= --ignore= "
+            "--debounce= --delay-run= --signal= --stop-signal= --stop-timeout= --shell= "
+            "--env= --workdir= --project-origin= --filter-file= --ignore-file= --fs-events= "
+            "--poll[=] --on-busy-update= --emit-events-to= --color= --wrap-process= "
+            "--log-file[=] --filter-prog= -crpnNqvo --clear --restart --postpone --notify "
+            "--quiet --no-vcs-ignore --no-project-ignore --no-global-ignore "
+            "--no-default-ignore --no-discover-ignore --ignore-nothing --no-meta "
+            "--print-events --bell --timings --only-emit-events --manual"
+        ),
+        permute=False,
+        runs=(Shell(),),
+    ),
+    "nodemon": Row(
+        opts(
+            "-xweidP: --exec= --watch= --ext= --ignore= --delay= --signal= "
+            "--config= --cwd= --polling-interval= -VqLCI --verbose --quiet "
+            "--legacy-watch --on-change-only --no-stdin --spawn --dump"
+        ),
+        runs=(Code("x exec"),),
+    ),
+    "hyperfine": Row(
+        opts(
+            "-wmMrspcPDLSuonN: --warmup= --min-runs= --max-runs= --runs= --setup= --prepare= "
+            "--conclude= --cleanup= --parameter-scan= --parameter-step-size= "
+            "--parameter-list= --shell= --style= --sort= --time-unit= --export-asciidoc= "
+            "--export-csv= --export-json= --export-markdown= --export-orgmode= --output= "
+            "--input= --command-name= --reference= -i --ignore-failure --show-output"
+        ),
+        runs=(
+            Each(PLACEHOLDERS),
+            Code("p prepare c cleanup s setup conclude reference", placeholders=PLACEHOLDERS),
+        ),
+    ),
+    "pueue": Row(
+        opts("-c: -p: --config= --profile= -v --verbose --color="),
+        subs={
+            "add": Row(
+                opts(
+                    "-wdgaol: -eisp --working-directory= --delay= --group= --after= "
+                    "--priority= --label= --escape --immediate --stashed "
+                    "--print-task-id --follow"
+                ),
+                permute=False,
+                runs=(Shell(),),
+            ),
+            **subs("kills the tasks' processes", "kill"),
+            **subs("kills every task and forgets them", "reset"),
+        },
+    ),
+    "start-stop-daemon": Row(
+        runners._SSD,
+        pauses=(Pause(SIGNAL + " (`--stop`)", when="K stop"),),
+        runs=(Custom(runners.start_stop_daemon),),
+    ),
+    "coverage": Row(subs={"run": custom(runners.coverage_run)}),
+    "perf": Row(
+        subs={
+            name: wrapper(
+                "-eoptCcFmGgjr: -aqvs --event= --output= --pid= --tid= "
+                "--cpu= --count= --freq= --mmap-pages= --cgroup= "
+                "--call-graph= --all-cpus --quiet --verbose",
+                unless="p pid t tid",
+            )
+            for name in ("record", "stat", "trace")
+        }
+    ),
+    "rr": Row(subs={"record": wrapper("-bcMnp: --bind-to-cpu= --env= -h -n", dashdash=True)}),
+    "heaptrack": wrapper(
+        "-po: --pid= --output= --record-only --use-inject --use-preload --raw --analyze -a",
+        unless="p pid a analyze",
+    ),
+    "py-spy": Row(
+        subs={
+            name: wrapper(
+                "-oprfdnsg: --output= --pid= --rate= --format= "
+                "--duration= --subprocesses --native --gil --idle "
+                "--nonblocking",
+                dashdash=True,
+                unless="p pid",
+            )
+            for name in ("record", "top")
+        }
+    ),
+    "ip": Row(
+        opts("-nbr: -jpcs46 --netns= --batch= -br -brief -json -pretty -color"),
+        subs={"netns": Row(subs={"exec": wrapper(skip=1)})},
+    ),
+    "systemd-nspawn": wrapper(
+        "-DMuSEdZLn: --directory= --machine= --user= --bind= --bind-ro= "
+        "--setenv= --chdir= --image= --template= -bq --boot --quiet",
+        unless="b boot",
+        elsewhere=True,
+    ),
+    "machinectl": Row(subs={"shell": wrapper("-E: --setenv= --uid=", skip=1, elsewhere=True)}),
+    "lxc": Row(
+        subs={
+            "exec": wrapper(
+                "--env= --cwd= --user= --group= -T -t", skip=1, dashdash=True, elsewhere=True
+            )
+        }
+    ),
+    "distrobox": Row(
+        subs={
+            "enter": wrapper(
+                "-n: --name= --additional-flags= -e -T -r --no-tty --root --no-workdir",
+                dashdash=True,
+            )
+        }
+    ),
+    "distrobox-enter": wrapper(
+        "-n: --name= --additional-flags= -e -T -r --no-tty --root --no-workdir", dashdash=True
+    ),
 }
 
 _LOADER = re.compile(r"ld(?:-linux[\w.-]*|-musl[\w.-]*)?\.so(?:\.\d+)*")

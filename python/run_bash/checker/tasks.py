@@ -319,15 +319,12 @@ _SCRIPT_ALIASES = {"t": "test", "tst": "test", "run-script": "run", "rum": "run"
 _IMPLICIT = ("test", "start", "stop", "restart")
 
 
-def package_scripts(tool: str) -> Callable[[Walker, list[Arg], Ctx], list[Arg] | None]:
+def package_scripts(tool: str, sub: str) -> Callable[[Walker, list[Arg], Ctx], list[Arg] | None]:
     """``npm|pnpm|yarn|bun run NAME`` (also ``test``, ``start``, ``install``…): the scripts of a
-    ``package.json`` this line writes."""
+    ``package.json`` this line writes. The runner gets the words after the subcommand."""
+    sub = _SCRIPT_ALIASES.get(sub, sub)
 
     def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-        # args: from the subcommand on (`run build --x`, `test`, `install`).
-        if not args or args[0].value is None:
-            return None
-        sub = _SCRIPT_ALIASES.get(args[0].value, args[0].value)
         content = ana.written_file("./package.json")
         if content is None:
             ana.unknown("runs scripts of `package.json`, which this command writes", ctx.text)
@@ -341,8 +338,8 @@ def package_scripts(tool: str) -> Callable[[Walker, list[Arg], Ctx], list[Arg] |
             return None
         if not isinstance(scripts, dict):
             return None
-        if sub == "run" or (tool in ("yarn", "bun", "pnpm") and sub not in _LIFECYCLE):
-            names = [a for a in args[1 if sub == "run" else 0 :] if (a.value or "-")[0] != "-"]
+        if sub == "run":
+            names = [a for a in args if (a.value or "-")[0] != "-"]
             if not names:
                 return None
             if names[0].value is None:
