@@ -52,6 +52,7 @@ from run_bash.checker.parser import (
     Words,
     expansions,
     parse,
+    words_of,
 )
 from run_bash.checker.reading import Reading, read_row
 from run_bash.checker.runners import run
@@ -588,9 +589,11 @@ class Analysis:
             self.code(code, ctx, f"`{name}` code")
         elif name in OPTION_VARIABLES:
             # Options the program reads from the environment: judged as if on its command line.
-            words = value.value.split() if value.value is not None else [value.text]
-            tool = [Arg.lit(OPTION_VARIABLES[name]), *(Arg.lit(w) for w in words)]
-            self.chain(tool if value.value is not None else [*tool[:1], value], ctx.sub(ctx.text))
+            parsed = words_of(value.value) if value.value is not None else None
+            words = [a for w in parsed or () for a in expand(w.text, w.parts)]
+            if parsed is None:
+                words = [value if value.value is None else Arg(value.value, None)]
+            self.chain([Arg.lit(OPTION_VARIABLES[name]), *words], ctx.sub(ctx.text))
         elif name in PROMPT_VARIABLES:
             self.sinks.append(f"{name}=…")
             if value.value is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from run_bash.checker.parser import Cmd, Word
-from run_bash.checker.words import Arg, normalize_path, wordlist
+from run_bash.checker.words import Arg, join_path, wordlist
 
 Effect = Literal["reversible", "irreversible"]
 REVERSIBLE: Effect = "reversible"
@@ -65,11 +65,9 @@ def unknown_hit(what: str, word: Arg) -> Hit:
 
 def in_dir(cwd: str | None, path: str) -> str | None:
     """``path`` as seen from the directory the command line started in (None: unknown)."""
-    if path.startswith(("/", "~")) or cwd == ".":
-        return normalize_path(path) if path.startswith("/") else path
-    if cwd is None:
+    if cwd is None and not path.startswith(("/", "~")):
         return None
-    return normalize_path(f"{cwd}/{path}")
+    return join_path(cwd or ".", path)
 
 
 @dataclass(slots=True)

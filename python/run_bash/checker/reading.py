@@ -16,7 +16,7 @@ from typing import TypeAlias
 
 from run_bash.checker.model import IRREVERSIBLE, Ctx, Effect, Hit, Walker, unknown_hit
 from run_bash.checker.options import NO_OPTS, Opts, Read, read
-from run_bash.checker.words import Arg, normalize_path
+from run_bash.checker.words import Arg, clean_path, join_path
 
 Check: TypeAlias = "Callable[[Reading, Level], Hit | None]"
 Handler: TypeAlias = "Callable[[Walker, list[Arg], Ctx], list[Arg] | None]"
@@ -267,7 +267,7 @@ def operand_paths(operands: Sequence[Arg]) -> tuple[str, ...] | None:
     for a in operands:
         if a.value is None or a.proc:
             return None
-        out.append(normalize_path(a.value) if a.value.startswith("/") else a.value)
+        out.append(clean_path(a.value))
     return tuple(out)
 
 
@@ -281,8 +281,8 @@ def worktree(reading: Reading) -> tuple[str, ...] | None:
     for word in top.values("C"):
         if word.value is None:
             return None
-        path = word.value if word.value.startswith(("/", "~")) else f"{path}/{word.value}"
-    return (normalize_path(path) if path != "." else path,)
+        path = join_path(path, word.value)
+    return (path,)
 
 
 def judge(reading: Reading) -> list[Hit]:

@@ -29,7 +29,7 @@ from run_bash.checker.reading import (
     Shell,
     Source,
 )
-from run_bash.checker.words import Arg, command_name, decode_echo, expand, normalize_path, wordlist
+from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_path, wordlist
 
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
 MAX_INPUTS = 32
@@ -77,12 +77,7 @@ def chdir(ctx: Ctx, word: Arg | None) -> None:
     """The wrapped command runs in the directory ``word`` (None: not changed)."""
     if word is None or ctx.cwd is None:
         return
-    if word.value is None:
-        ctx.cwd = None
-    elif word.value.startswith(("/", "~")):
-        ctx.cwd = normalize_path(word.value) if word.value.startswith("/") else word.value
-    else:
-        ctx.cwd = normalize_path(f"{ctx.cwd}/{word.value}")
+    ctx.cwd = None if word.value is None else join_path(ctx.cwd, word.value)
 
 
 def skip_assignments(ana: Walker, args: list[Arg], k: int, ctx: Ctx) -> int:
@@ -160,9 +155,12 @@ def _run(
         if words:
             shell_words(ana, words, ctx, spec.placeholders)
         return None
-    if spec.dashdash:
+    if words and words[0].value == "--":
+        words = words[1:]  # `aws-vault exec PROFILE -- CMD`: the separator before the command
+    elif spec.dashdash:
         cut = next((k for k, a in enumerate(words) if a.value == "--"), -1)
-        words = words[cut + 1 :] if cut >= 0 else words
+        if cut > 0:
+            ana.chain(words[cut + 1 :], ctx)  # `mise exec TOOL… -- CMD`: after any number
     if spec.chdir:
         chdir(ctx, next(iter(r.values(*spec.chdir.split())[-1:]), None))
     if spec.shell and r.has(*spec.shell.split()):

@@ -529,7 +529,7 @@ KUBECTL = Row(
         "exec": Row(
             opts("-c: -it --container= --stdin --tty --quiet"),
             permute=False,
-            runs=(Command(dashdash=True, elsewhere=True),),
+            runs=(Command(skip=1, elsewhere=True),),
         ),
     },
 )
