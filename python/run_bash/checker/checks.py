@@ -6,8 +6,10 @@ read once) and returns a :class:`Hit` with its effect class, or None.
 
 from __future__ import annotations
 
+import fnmatch
+
 from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
-from run_bash.checker.reading import Check, Level, Reading, operand_paths, worktree
+from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
 from run_bash.checker.words import Arg, normalize_path, wordlist
 
 TRUE_WORDS = frozenset({"true", "yes", "on", "1", ""})
@@ -209,6 +211,24 @@ def find_delete(reading: Reading, level: Level) -> Hit | None:
         elif v == "-fprintf":
             i += 2
     return None
+
+
+def operation(reason: str, *patterns: str, at: int = 1) -> Check:
+    """A pause when the ``at``-th operand (a tool's operation after its service, ``aws ec2
+    terminate-instances``) matches one of the glob patterns."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        ops = level.read.operands
+        if len(ops) <= at:
+            return None
+        word = ops[at]
+        if word.value is None:
+            return unknown_hit("run a paused operation", word) if not word.prefix else None
+        if any(fnmatch.fnmatchcase(word.value, p) for p in patterns):
+            return None if is_dry_run(reading.args) else Hit(reason)
+        return None
+
+    return check
 
 
 def overwrite(reason: str) -> Check:

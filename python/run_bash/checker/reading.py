@@ -225,17 +225,24 @@ def read_row(name: str, row: Row, args: Sequence[Arg]) -> Reading:
         if got.dynamic:
             reading.hidden = got.unknown
             return reading
-        if len(got.operands) <= row.skip:
+        # An option the row does not list may take the next word: try there too.
+        at = -1
+        for k in [got.first, *got.alternatives]:
+            if k + row.skip < len(words) - start:
+                word = words[start + k + row.skip]
+                if word.value is None or row.sub(word.value) is not None:
+                    at = k + row.skip
+                    break
+        if at < 0:
             return reading
-        word = got.operands[row.skip]
+        word = words[start + at]
         if word.value is None:
             reading.hidden = word
             return reading
         found = row.sub(word.value)
-        if found is None:
-            return reading
+        assert found is not None
         name, sub = found
-        words = words[start + got.first + row.skip + 1 :]
+        words = words[start + at + 1 :]
         spec = sub.opts + row.opts if sub.inherit else sub.opts
         row = sub
 
@@ -303,7 +310,7 @@ def _judge(p: Pause, reading: Reading, level: Level) -> Hit | None:
     if p.check is not None:
         return p.check(reading, level)
     r = level.read
-    if p.unless and r.has(*p.unless.split()):
+    if p.unless and any(lv.read.has(*p.unless.split()) for lv in reading.levels):
         return None
     matched = not p.when or r.has(*p.when.split())
     dynamic: Arg | None = r.unknown if p.when and not matched else None

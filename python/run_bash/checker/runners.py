@@ -16,7 +16,7 @@ import re
 import shlex
 from collections.abc import Callable
 
-from run_bash.checker.model import STDIN_FILES, Ctx, Scope, Walker
+from run_bash.checker.model import STDIN_FILES, Ctx, Hit, Scope, Walker
 from run_bash.checker.options import Opts, opts, read
 from run_bash.checker.parser import words_of
 from run_bash.checker.reading import (
@@ -632,6 +632,7 @@ _TMUX_COMMANDS: dict[str, tuple[str, Opts]] = {
     "pipe-pane": ("shell", opts("-t: -IOo")),
     "display-popup": ("shell", opts("-bcdehsStTwxy: -BCEN")),
     "send-keys": ("keys", opts("-cNt: -FHKlMRX")),
+    **dict.fromkeys(("kill-server", "kill-session", "kill-window", "kill-pane"), ("kill", opts())),
 }
 _TMUX_ALIASES = {
     "new": "new-session",
@@ -644,6 +645,8 @@ _TMUX_ALIASES = {
     "pipep": "pipe-pane",
     "popup": "display-popup",
     "send": "send-keys",
+    "killp": "kill-pane",
+    "killw": "kill-window",
 }
 _TMUX_KEYS = {"Enter": "\n", "C-m": "\n", "C-j": "\n", "KPEnter": "\n", "Space": " ", "Tab": "\t"}
 
@@ -674,6 +677,9 @@ def tmux(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         if name not in _TMUX_COMMANDS:
             continue
         kind, spec = _TMUX_COMMANDS[name]
+        if kind == "kill":
+            ctx.hits.append(Hit("kills tmux sessions and the processes running in them"))
+            continue
         got = read(words[1:], spec, permute=False)
         if got.dynamic:
             dynamic_options(ana, "tmux", ctx)

@@ -59,6 +59,7 @@ FIREWALL = "changes firewall rules"
 SIGNAL = "sends a signal to processes"
 SERVICE = "stops or restarts a system service"
 DOWN_VOLUMES = "deletes the project's volumes and their data"
+CLOUD = "deletes cloud resources"
 # Words a runner fills in (`{}` a file name, `{name}` a parameter).
 PLACEHOLDERS = (r"\{\w*\}",)
 # Interpreters whose one-liners may delete files or send signals: their rows judge that code.
@@ -419,6 +420,7 @@ BUN = Row(
     code=True,
     runs=(Custom(languages.RUNNERS["bun"]),),
     subs={
+        **subs(PUBLISH, "publish", dry_run=True),
         "x": Row(opts("-p: --package= --bun"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
         **_scripts("bun", "run test install i add"),
@@ -502,9 +504,9 @@ _CONTAINER = Row(
 )
 
 
-def _docker(extra: Mapping[str, Row]) -> Row:
+def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
     return Row(
-        opts(DOCKER_GLOBAL, abbrev=False),
+        opts(DOCKER_GLOBAL + spec, abbrev=False),
         subs={
             "compose": COMPOSE,
             "system": Row(
@@ -550,12 +552,27 @@ AWS = Row(
         "--no-cli-auto-prompt --dryrun",
         abbrev=False,
     ),
+    pauses=(
+        Pause(
+            "",
+            check=checks.operation(
+                CLOUD, "delete-*", "terminate-*", "deregister-*", "purge-*", "remove-*"
+            ),
+        ),
+    ),
     subs={
         "s3": Row(
             inherit=True,
             subs={
                 **subs("deletes objects from S3", "rm", dry_run=True),
                 **subs("deletes an S3 bucket", "rb", dry_run=True),
+                "sync": Row(
+                    pauses=(
+                        Pause(
+                            "deletes objects the source does not have", when="delete", dry_run=True
+                        ),
+                    )
+                ),
             },
         )
     },
@@ -628,6 +645,111 @@ def _apt() -> Row:
     )
     return Row(row.opts, subs=row.subs, runs=(_APT_CODE,))
 
+
+# -- more tools that delete, remove or stop what cannot be taken back -----------------------------
+
+STOPS = "stops or restarts processes it manages"
+
+
+def verbs(reason: str, *patterns: str) -> Row:
+    """A tool that pauses when one of its operands is a verb matching ``patterns``."""
+    return Row(pauses=(Pause(reason, operands=patterns, may=f"run a verb that {reason}"),))
+
+
+MORE: dict[str, Row] = {
+    "rclone": Row(
+        opts(
+            "-nvqPc: --dry-run --config= --transfers= --checkers= --log-file= --log-level= "
+            "--include= --exclude= --filter= --bwlimit= --progress --interactive -i"
+        ),
+        subs={
+            **subs(
+                "deletes files at a remote",
+                "purge",
+                "delete",
+                "deletefile",
+                "rmdir",
+                "rmdirs",
+                "cleanup",
+                dry_run=True,
+            ),
+            **subs(
+                "deletes files at the destination that the source does not have",
+                "sync",
+                dry_run=True,
+            ),
+        },
+    ),
+    "s3cmd": Row(
+        subs={
+            **subs("deletes objects or buckets from S3", "del", "rm", "rb"),
+            "sync": Row(
+                pauses=(
+                    Pause(
+                        "deletes objects the source does not have",
+                        when="delete-removed",
+                        dry_run=True,
+                    ),
+                )
+            ),
+        }
+    ),
+    "pulumi": Row(
+        opts("-C: --cwd= --stack= -s: --non-interactive --yes -y"),
+        subs={
+            **subs("destroys the infrastructure Pulumi manages", "destroy", "down"),
+            "stack": Row(subs=subs("deletes a Pulumi stack", "rm")),
+        },
+    ),
+    "cdk": Row(subs=subs("destroys the stacks CDK deployed", "destroy")),
+    "serverless": Row(subs=subs("removes the deployed service", "remove")),
+    "sls": Row(subs=subs("removes the deployed service", "remove")),
+    "sam": Row(subs=subs("deletes the deployed stack", "delete")),
+    "eksctl": Row(subs=subs(CLOUD, "delete")),
+    "kind": Row(subs=subs("deletes local clusters", "delete")),
+    "minikube": Row(subs=subs("deletes the local cluster and its data", "delete")),
+    "vagrant": Row(subs=subs("destroys the virtual machine and its disks", "destroy")),
+    "heroku": verbs(CLOUD, "*:destroy", "*:delete", "destroy", "pg:reset", "apps:destroy"),
+    "fly": verbs(CLOUD, "destroy", "delete"),
+    "flyctl": verbs(CLOUD, "destroy", "delete"),
+    "doctl": verbs(CLOUD, "delete", "rm"),
+    "hcloud": verbs(CLOUD, "delete"),
+    "linode-cli": verbs(CLOUD, "delete", "*-delete"),
+    "oci": verbs(CLOUD, "delete", "terminate"),
+    "vercel": verbs(CLOUD, "rm", "remove"),
+    "netlify": verbs(CLOUD, "*:delete", "sites:delete"),
+    "firebase": verbs(CLOUD, "*:delete"),
+    "wrangler": verbs(CLOUD, "delete"),
+    "glab": Row(
+        subs={
+            "repo": Row(subs=subs("deletes a GitLab project", "delete")),
+            "release": Row(subs=subs("deletes a GitLab release", "delete")),
+        }
+    ),
+    "pipenv": Row(subs=_runs_sub("run")),
+    "pm2": Row(subs=subs(STOPS, "delete", "del", "kill", "stop", "restart", "reload")),
+    "supervisorctl": Row(subs=subs(STOPS, "stop", "restart", "shutdown", "remove")),
+    "launchctl": Row(subs=subs(STOPS, "bootout", "unload", "kill", "remove", "stop")),
+    "skill": always(SIGNAL),
+    "userdel": always("deletes a user account"),
+    "groupdel": always("deletes a group"),
+    "usermod": always("changes a user account"),
+    "passwd": always("changes a password"),
+    "chpasswd": always("changes passwords"),
+    "rmmod": always("removes a kernel module"),
+    "insmod": always("loads a kernel module"),
+    "modprobe": always("loads or removes kernel modules"),
+    "swapoff": always("turns swap space off"),
+    "sysctl": Row(
+        pauses=(
+            Pause("changes kernel parameters", when="w write"),
+            Pause("changes kernel parameters", operands=("*=*",)),
+        )
+    ),
+    "hostnamectl": verbs("changes the machine's name", "set-*"),
+    "timedatectl": verbs("changes the system clock or time zone", "set-*"),
+    "nmcli": verbs("changes network connections", "delete", "down", "off"),
+}
 
 # -- the table ------------------------------------------------------------------------------------
 
@@ -783,7 +905,10 @@ TABLE: dict[str, Row] = {
     "uvx": Row(_UV_TOOL_RUN, permute=False, runs=(Command(package=True),)),
     "poetry": Row(
         opts("-CP: -qvn --directory= --project= --quiet --verbose --no-interaction"),
-        subs={**subs("publishes a package to PyPI", "publish", dry_run=True), **_runs_sub("run")},
+        subs={
+            **subs("publishes a package to PyPI", "publish", dry_run=True),
+            **_runs_sub("run"),
+        },
     ),
     "hatch": Row(
         opts("-ep: --env= --project= --data-dir= --cache-dir= --config= -v -q"),
@@ -798,6 +923,7 @@ TABLE: dict[str, Row] = {
     "twine": Row(subs=subs("uploads packages to PyPI", "upload")),
     "gem": Row(
         subs={
+            **subs(UNINSTALL, "uninstall"),
             **subs("publishes a gem to RubyGems", "push"),
             **subs("removes a published gem version from RubyGems", "yank"),
         }
@@ -830,6 +956,7 @@ TABLE: dict[str, Row] = {
     "snap": _packages("remove"),
     "conda": _packages(
         "remove uninstall",
+        env=Row(subs=subs("deletes a conda environment", "remove")),
         run=Row(
             opts("-np: --name= --prefix= --cwd= --no-capture-output --live-stream"),
             permute=False,
@@ -852,9 +979,12 @@ TABLE: dict[str, Row] = {
                 subs=subs("deletes unused containers, images, networks and build cache", "prune")
                 | subs("deletes every container, image and volume", "reset")
             )
-        }
+        },
+        " --connection= --url= --identity= --root= --runroot= --remote --storage-driver=",
     ),
     "docker-compose": COMPOSE,
+    **MORE,
+    "tmux": Row(permute=False, runs=(Custom(runners.tmux),), code=True),
     "kubectl": KUBECTL,
     "helm": HELM,
     "terraform": TERRAFORM,
@@ -1155,7 +1285,6 @@ TABLE: dict[str, Row] = {
     ),
     "bunx": wrapper("-p: --package= --bun --silent", package=True),
     "pnpx": wrapper("-p: --package=", package=True),
-    "pipenv": Row(subs=_runs_sub("run")),
     "bundle": Row(subs=_runs_sub("exec")),
     "asdf": Row(subs=_runs_sub("exec")),
     "direnv": Row(subs=_runs_sub("exec", skip=1)),
@@ -1189,7 +1318,6 @@ TABLE: dict[str, Row] = {
             ("sg", runners.sg),
             ("at", runners.at),
             ("batch", runners.at),
-            ("tmux", runners.tmux),
             ("screen", runners.screen),
             ("bwrap", runners.bwrap),
             ("bind", runners.bind),
