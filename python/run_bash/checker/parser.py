@@ -1424,34 +1424,7 @@ class _Parser:
 
 
 _COND_UNARY = frozenset(
-    [
-        "-a",
-        "-b",
-        "-c",
-        "-d",
-        "-e",
-        "-f",
-        "-g",
-        "-h",
-        "-k",
-        "-p",
-        "-r",
-        "-s",
-        "-t",
-        "-u",
-        "-w",
-        "-x",
-        "-O",
-        "-G",
-        "-L",
-        "-S",
-        "-N",
-        "-z",
-        "-n",
-        "-o",
-        "-v",
-        "-R",
-    ]
+    wordlist("-a -b -c -d -e -f -g -h -k -p -r -s -t -u -w -x -O -G -L -S -N -z -n -o -v -R")
 )
 _COND_BINARY = frozenset(
     ["==", "=", "!=", "=~", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-ef", "-nt", "-ot"]

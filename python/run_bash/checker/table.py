@@ -36,10 +36,9 @@ def always(reason: str, **kw: object) -> Row:
     return Row(pauses=(Pause(reason),), **kw)  # type: ignore[arg-type]
 
 
-def subs(reason: str, *names: str, dry_run: bool = False) -> dict[str, Row]:
-    """Subcommand rows that pause with one reason."""
-    row = Row(pauses=(Pause(reason, dry_run=dry_run),))
-    return dict.fromkeys(names, row)
+def subs(reason: str, names: str, *, dry_run: bool = False) -> dict[str, Row]:
+    """Subcommand rows (space-separated ``names``) that pause with one reason."""
+    return dict.fromkeys(wordlist(names), Row(pauses=(Pause(reason, dry_run=dry_run),)))
 
 
 def wrapper(spec: str = "", **kw: object) -> Row:
@@ -127,7 +126,7 @@ GIT = Row(
             "--overlay --quiet --progress --pathspec-from-file= --pathspec-file-nul --no-overlay",
             checks.git_restore,
         ),
-        "stash": Row(subs=subs("deletes stashed changes", "drop", "clear")),
+        "stash": Row(subs=subs("deletes stashed changes", "drop clear")),
         "branch": _git_sub(
             "-u: -dDfmMcCrlavqt --delete --force --move --copy --list --remotes --all --verbose "
             "--quiet --track[=] --set-upstream-to= --unset-upstream --contains[=] --merged[=] "
@@ -137,9 +136,7 @@ GIT = Row(
             checks.git_branch,
         ),
         "reflog": Row(
-            subs=subs(
-                "deletes reflog entries, the way back to lost commits", "expire", "delete", "drop"
-            )
+            subs=subs("deletes reflog entries, the way back to lost commits", "expire delete drop")
         ),
         "gc": _git_sub(
             "-q --prune[=] --no-prune --aggressive --auto --quiet --force --keep-largest-pack "
@@ -204,18 +201,13 @@ SYSTEMCTL = Row(
         **subs("stops a system service", "stop"),
         **subs(
             "restarts a system service",
-            "restart",
-            "try-restart",
-            "reload-or-restart",
-            "try-reload-or-restart",
-            "condrestart",
-            "force-reload",
+            "restart try-restart reload-or-restart try-reload-or-restart condrestart force-reload",
         ),
         **subs("disables a system service", "disable"),
         **subs("masks a system service", "mask"),
         **subs("kills a system service", "kill"),
         **subs("switches the system to another target, stopping services", "isolate"),
-        **subs("reboots the machine", "reboot", "soft-reboot", "kexec"),
+        **subs("reboots the machine", "reboot soft-reboot kexec"),
         **subs("powers the machine off", "poweroff"),
         **subs("halts the machine", "halt"),
         **subs("switches the machine to rescue mode", "rescue"),
@@ -230,7 +222,7 @@ LOGINCTL = Row(
     ),
     subs={
         **subs("powers the machine off", "poweroff"),
-        **subs("reboots the machine", "reboot", "kexec"),
+        **subs("reboots the machine", "reboot kexec"),
         **subs("halts the machine", "halt"),
         **subs("suspends the machine", "suspend"),
         **subs("hibernates the machine", "hibernate"),
@@ -254,82 +246,19 @@ INIT = Row(
 SERVICE_ROW = Row(
     opts("--status-all --full-restart"),
     skip=1,
-    subs=subs(SERVICE, "stop", "restart", "force-reload", "condrestart", "try-restart"),
+    subs=subs(SERVICE, "stop restart force-reload condrestart try-restart"),
 )
 
 # -- packages and registries ----------------------------------------------------------------------
 
-_NPM_COMMANDS = [
-    "access",
-    "adduser",
-    "audit",
-    "bugs",
-    "cache",
-    "ci",
-    "completion",
-    "config",
-    "dedupe",
-    "deprecate",
-    "diff",
-    "dist-tag",
-    "docs",
-    "doctor",
-    "edit",
-    "exec",
-    "explain",
-    "explore",
-    "find-dupes",
-    "fund",
-    "get",
-    "help",
-    "help-search",
-    "hook",
-    "init",
-    "install",
-    "install-ci-test",
-    "install-test",
-    "link",
-    "ll",
-    "login",
-    "logout",
-    "ls",
-    "org",
-    "outdated",
-    "owner",
-    "pack",
-    "ping",
-    "pkg",
-    "prefix",
-    "profile",
-    "prune",
-    "publish",
-    "query",
-    "rebuild",
-    "repo",
-    "restart",
-    "root",
-    "run",
-    "run-script",
-    "sbom",
-    "search",
-    "set",
-    "shrinkwrap",
-    "star",
-    "stars",
-    "start",
-    "stop",
-    "team",
-    "test",
-    "token",
-    "undeprecate",
-    "uninstall",
-    "unpublish",
-    "unstar",
-    "update",
-    "version",
-    "view",
-    "whoami",
-]
+_NPM_COMMANDS = wordlist(
+    "access adduser audit bugs cache ci completion config dedupe deprecate diff dist-tag "
+    "docs doctor edit exec explain explore find-dupes fund get help help-search hook init "
+    "install install-ci-test install-test link ll login logout ls org outdated owner pack "
+    "ping pkg prefix profile prune publish query rebuild repo restart root run run-script "
+    "sbom search set shrinkwrap star stars start stop team test token undeprecate "
+    "uninstall unpublish unstar update version view whoami"
+)
 
 
 def _npm_aliases() -> dict[str, str]:
@@ -512,7 +441,7 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
             "system": Row(
                 subs=subs("deletes unused containers, images, networks and build cache", "prune")
             ),
-            "volume": Row(subs=subs("deletes volumes and their data", "rm", "remove", "prune")),
+            "volume": Row(subs=subs("deletes volumes and their data", "rm remove prune")),
             "exec": _CONTAINER,
             "run": Row(opts(_RUN_OPTS), permute=False, runs=(Command(skip=1, elsewhere=True),)),
             **extra,
@@ -542,7 +471,7 @@ HELM = Row(
         "--kube-as-user= --kube-ca-file= --kube-token= --kube-tls-server-name= --debug",
         abbrev=False,
     ),
-    subs=subs("uninstalls a Helm release", "uninstall", "delete", "del", "un", dry_run=True),
+    subs=subs("uninstalls a Helm release", "uninstall delete del un", dry_run=True),
 )
 AWS = Row(
     opts(
@@ -665,12 +594,7 @@ MORE: dict[str, Row] = {
         subs={
             **subs(
                 "deletes files at a remote",
-                "purge",
-                "delete",
-                "deletefile",
-                "rmdir",
-                "rmdirs",
-                "cleanup",
+                "purge delete deletefile rmdir rmdirs cleanup",
                 dry_run=True,
             ),
             **subs(
@@ -682,7 +606,7 @@ MORE: dict[str, Row] = {
     ),
     "s3cmd": Row(
         subs={
-            **subs("deletes objects or buckets from S3", "del", "rm", "rb"),
+            **subs("deletes objects or buckets from S3", "del rm rb"),
             "sync": Row(
                 pauses=(
                     Pause(
@@ -697,7 +621,7 @@ MORE: dict[str, Row] = {
     "pulumi": Row(
         opts("-C: --cwd= --stack= -s: --non-interactive --yes -y"),
         subs={
-            **subs("destroys the infrastructure Pulumi manages", "destroy", "down"),
+            **subs("destroys the infrastructure Pulumi manages", "destroy down"),
             "stack": Row(subs=subs("deletes a Pulumi stack", "rm")),
         },
     ),
@@ -727,9 +651,9 @@ MORE: dict[str, Row] = {
         }
     ),
     "pipenv": Row(subs=_runs_sub("run")),
-    "pm2": Row(subs=subs(STOPS, "delete", "del", "kill", "stop", "restart", "reload")),
-    "supervisorctl": Row(subs=subs(STOPS, "stop", "restart", "shutdown", "remove")),
-    "launchctl": Row(subs=subs(STOPS, "bootout", "unload", "kill", "remove", "stop")),
+    "pm2": Row(subs=subs(STOPS, "delete del kill stop restart reload")),
+    "supervisorctl": Row(subs=subs(STOPS, "stop restart shutdown remove")),
+    "launchctl": Row(subs=subs(STOPS, "bootout unload kill remove stop")),
     "skill": always(SIGNAL),
     "userdel": always("deletes a user account"),
     "groupdel": always("deletes a group"),
@@ -932,7 +856,7 @@ TABLE: dict[str, Row] = {
     "pipx": Row(
         opts("--verbose --quiet -v -q"),
         subs={
-            **subs(UNINSTALL, "uninstall", "uninstall-all"),
+            **subs(UNINSTALL, "uninstall uninstall-all"),
             "run": Row(
                 opts("--spec= --python= --index-url= --pip-args= --no-cache --verbose"),
                 permute=False,
@@ -1212,7 +1136,7 @@ TABLE: dict[str, Row] = {
             "run": wrapper("--env-file= --no-masking", dashdash=True),
             **dict.fromkeys(
                 ("item", "document", "vault", "user", "connect"),
-                Row(subs=subs("deletes 1Password data", "delete", "remove")),
+                Row(subs=subs("deletes 1Password data", "delete remove")),
             ),
         },
     ),
