@@ -298,6 +298,43 @@ DEFAULTS_PAUSED = [
     P("aws ec2 terminate-instances --instance-ids i-1", "aws", id="new-aws-ec2"),
     P("aws s3 sync . s3://b --delete", "aws", id="new-aws-s3"),
     P("gem uninstall rails", "gem", id="new-gem-uninstall"),
+    P("julia -e 'rm(\"build\"; recursive=true)'", "julia", id="code-julia"),
+    P(
+        'cat > m.go <<\'EOF\'\npackage main\nimport "os"\nfunc main() { os.RemoveAll("build") }\nEOF\ngo run m.go',
+        "go",
+        id="code-go",
+    ),
+    P("expect -c 'file delete -force build'", "expect", id="code-expect"),
+    P("tclsh <<'EOF'\nfile delete build\nEOF", "tclsh", id="code-tclsh"),
+    P("wish <<'EOF'\nfile delete build\nEOF", "wish", id="code-wish"),
+    P("emacs --batch --eval '(delete-directory \"build\" t)'", "emacs", id="code-emacs"),
+    P("emacsclient --eval '(delete-file \"x\")'", "emacsclient", id="code-emacsclient"),
+    P(
+        "cat > test_x.py <<'EOF'\nimport shutil\nshutil.rmtree('build')\nEOF\npytest",
+        "pytest",
+        id="code-pytest",
+    ),
+    P(
+        "cat > test_x.py <<'EOF'\nimport os\nos.remove('x')\nEOF\npy.test",
+        "py.test",
+        id="code-py.test",
+    ),
+    P(
+        "cat > a.test.js <<'EOF'\nrequire('fs').rmSync('build', {recursive: true})\nEOF\njest",
+        "jest",
+        id="code-jest",
+    ),
+    P(
+        "cat > a.test.js <<'EOF'\nrequire('fs').rmSync('build', {recursive: true})\nEOF\nvitest run",
+        "vitest",
+        id="code-vitest",
+    ),
+    P(
+        "cat > a.test.js <<'EOF'\nrequire('fs').unlinkSync('x')\nEOF\nmocha",
+        "mocha",
+        id="code-mocha",
+    ),
+    P("nerdctl volume rm data", "nerdctl", id="code-nerdctl"),
     P("conda env remove -n x", "conda", id="new-conda-env"),
     P("pnpm publish", "pnpm", id="pnpm-publish"),
     P("yarn publish", "yarn", id="yarn-publish"),
@@ -443,7 +480,8 @@ DEFAULTS_UNPAUSED = [
 def test_new_default_rule_pauses(cmd: str, rule: str) -> None:
     verdict = check(cmd, strict=True)
     assert verdict.pause and verdict.rule == rule, verdict
-    assert verdict.reason.startswith(f"`{cmd}` "), verdict
+    assert verdict.command and verdict.command in cmd, verdict
+    assert verdict.reason.startswith(f"`{verdict.command}` "), verdict
 
 
 @pytest.mark.parametrize("cmd", DEFAULTS_UNPAUSED)

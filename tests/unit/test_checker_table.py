@@ -414,9 +414,17 @@ WRAPPERS = [
     "rr record @@", "py-spy record -o p.svg -- @@", "ip netns exec ns1 @@",
     "daemonize -c /srv @@", "retry -- @@", "mise exec node@20 -- @@", "distrobox enter -- @@",
     "heaptrack @@", "unbuffer @@", "nice -n 5 @@", "schroot -c jammy -- @@",
+    "caffeinate -i @@", "systemd-cat -t job @@", "setarch x86_64 -R @@", "linux32 @@",
+    "linux64 @@", "i386 @@", "x86_64 @@", "cpulimit -l 50 -- @@", "trickle -d 100 @@",
+    "fakechroot @@", "devbox run -- @@", "pixi run @@", "rye run @@", "mamba run -n e @@",
+    "micromamba run -n e @@", "rbenv exec @@", "pyenv exec @@", "nodenv exec @@",
+    "jenv exec @@", "goenv exec @@", "plenv exec @@", "phpenv exec @@", "volta run @@",
+    "fnm exec --using=20 -- @@", "nvm exec 20 @@", "rvm 3.2 do @@", "scl enable dts -- @@",
+    "uftrace record @@", "npm explore pkg -- @@",
 ]  # fmt: skip
 SHELL_WRAPPERS = [
     "watchexec @Q", "hyperfine @Q", "hyperfine -w 3 -r 10 @Q", "nodemon --exec @Q",
+    "scl enable dts @Q", "ansible all -m shell -a @Q",
     "nodemon -x @Q app.js", "pueue add @Q",
 ]  # fmt: skip
 
@@ -865,8 +873,70 @@ def test_every_row_that_runs_commands_has_an_example() -> None:
          "proot entr npx bunx pnpx pipenv bundle asdf direnv pee envuidgid s6-setuidgid "
          "s6-envdir softlimit systemd-nspawn machinectl lxc distrobox-enter autossh sftp sshfs "
          "mosh docker-compose script uv uvx poetry hatch pdm conda kubectl npm pnpm yarn bun "
-         "mise dotenvx pipx coverage watch nix-shell ssh docker podman"],
+         "mise dotenvx pipx coverage watch nix-shell ssh docker podman nerdctl incus memray "
+         "scalene kernprof ansible"],
     )  # fmt: skip
     words = set(examples.replace("'", " ").replace('"', " ").split())
     missing = [name for name, row in TABLE.items() if _runs_commands(row) and name not in words]
     assert not missing, missing
+
+
+def _written(path: str, body: str) -> str:
+    return f"mkdir -p tests && cat > {path} <<'EOF'\n{body}\nEOF\n"
+
+
+RMTREE_PY = "import shutil\nshutil.rmtree('src')"
+PRINT_PY = "print('ok')"
+
+
+@pytest.mark.parametrize(
+    "cmd, runs",
+    [
+        (_written("t.py", "#!/usr/bin/env python3\n" + RMTREE_PY) + "chmod +x t.py && ./t.py", 1),
+        (_written("t.py", "#!/usr/bin/env python3\n" + PRINT_PY) + "chmod +x t.py && ./t.py", 0),
+        (_written("t.rb", "#!/usr/bin/ruby\nsystem('git push -f')") + "./t.rb", 1),
+        (_written("t.awk", "#!/usr/bin/awk -f\nBEGIN { system(\"rm -rf x\") }") + "./t.awk", 1),
+        (_written("test_x.py", RMTREE_PY) + "pytest -q", 1),
+        (_written("tests/test_x.py", RMTREE_PY) + "python -m pytest tests", 1),
+        (_written("test_x.py", "def test_a():\n    assert 1") + "pytest -q", 0),
+        (_written("a.test.js", "require('fs').rmSync('src', {recursive: true})") + "npx jest", 1),
+        (_written("a.test.js", "test('a', () => {})") + "npx vitest run", 0),
+        (_written("sitecustomize.py", RMTREE_PY) + "PYTHONPATH=. python3 -c 'print(1)'", 1),
+        (_written("x.pth", "import os; os.system('rm -rf src')") + "python3 -V", 1),
+        (_written("x.js", "require('fs').rmSync('src', {recursive: true})")
+         + "NODE_OPTIONS='--require ./x.js' node -v", 1),
+        (_written("m.go", 'package main\nimport "os"\nfunc main() { os.RemoveAll("src") }')
+         + "go run m.go", 1),
+        (_written("m.go", 'package main\nimport "os/exec"\nfunc main() {\n'
+                  '  exec.Command("git", "push", "-f").Run()\n}') + "go run .", 1),
+        (_written("m.go", 'package main\nimport "fmt"\nfunc main() { fmt.Println(1) }')
+         + "go run .", 0),
+        ("julia -e 'run(`rm -rf x`)'", 1),
+        ("julia -e 'rm(\"build\"; recursive=true)'", 1),
+        ("julia -e 'println(1 + 1)'", 0),
+        ("expect -c 'spawn rm -rf x; expect eof'", 1),
+        ("expect -c 'spawn ssh host; expect \"$ \"'", 0),
+        ("tclsh <<'EOF'\nexec git push --force\nEOF", 1),
+        ("emacs --batch --eval '(shell-command \"rm -rf x\")'", 1),
+        ("emacs --batch --eval '(call-process \"git\" nil t nil \"push\" \"-f\")'", 1),
+        ("emacs --batch --eval '(message \"hi\")'", 0),
+        ("sqlite3 db.sqlite '.shell rm -rf x'", 1),
+        ("sqlite3 db.sqlite 'select count(*) from t'", 0),
+        ("psql -c '\\! rm -rf x'", 1),
+        ("psql -c 'select 1'", 0),
+        ("mysql -e 'system rm -rf x'", 1),
+        ("git clone -c core.sshCommand='rm -rf x' https://h/r.git", 1),
+        ("git clone -c core.autocrlf=false https://h/r.git", 0),
+        ("git clone --template=tpl https://h/r.git", 1),
+        ("git send-email --sendmail-cmd='rm -rf x' 0001.patch", 1),
+        ("git send-email --smtp-server=smtp.example.com 0001.patch", 0),
+        ("ansible all -m shell -a 'rm -rf /srv'", 1),
+        ("ansible all -m ping", 0),
+        ("node -e \"require('execa').execaSync('rm', ['-rf', 'x'])\"", 1),
+        ("node -e \"require('shelljs').rm('-rf', 'dist')\"", 1),
+        ("ruby -e 'open(\"|rm -rf x\").read'", 1),
+        ("ruby -e 'puts open(ARGV[0]).read' f", 0),
+    ],
+)  # fmt: skip
+def test_code_in_more_languages_and_places(cmd: str, runs: int) -> None:
+    assert check(cmd, strict=True).pause is bool(runs), check(cmd)

@@ -773,6 +773,14 @@ class Analysis:
         content = self._script_text(path, ctx, shell)
         if content is not None and (shell or _is_shell_script(content)):
             self.source(content, ctx.depth + 1, Scope(list(args)), ctx=ctx)
+        elif content is not None:
+            # `./t.py` with `#!/usr/bin/env python3`: judged as `python3 ./t.py`.
+            m = re.match(r"#![ \t]*(\S+)[ \t]*(.*)", content)
+            words = [m.group(1), *m.group(2).split()] if m else []
+            while words and command_name(words[0]) == "env":
+                words = [w for w in words[1:] if w != "-S"]
+            if words:
+                self.chain([*(Arg.lit(w) for w in words), path, *args], ctx.sub(ctx.text))
 
     def _script_text(self, path: Arg, ctx: Ctx, shell: bool) -> str | None:
         if path.proc:

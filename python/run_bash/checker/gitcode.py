@@ -77,6 +77,7 @@ _COMMAND_OPTIONS = {
     "push": ("", "receive-pack"),
     "archive": ("", "exec"),
     "grep": ("O", "open-files-in-pager"),
+    "send-email": ("", "sendmail-cmd to-cmd cc-cmd header-cmd smtp-server"),
 }
 
 Config = list[tuple[str | None, Arg]]
@@ -366,19 +367,42 @@ def _commands_given(ana: Walker, sub: str, args: list[Arg], ctx: Ctx) -> None:
             else:
                 ana.source(" ".join(a.value or "" for a in words), ctx.depth + 1, ctx=ctx)
         return
-    short, long = _COMMAND_OPTIONS.get(sub, ("", ""))
-    if not long:
-        return
+    if sub in ("clone", "submodule"):
+        _clone_config(ana, args, ctx)
+    short, longs = _COMMAND_OPTIONS.get(sub, ("", ""))
     for k, a in enumerate(args):
         v = a.value
-        if v is None:
+        if v is None or not longs:
             continue
         word: Arg | None = None
-        if v.startswith(f"--{long}="):
+        long = next((x for x in longs.split() if v == f"--{x}" or v.startswith(f"--{x}=")), "")
+        if long and "=" in v:
             word = Arg.lit(v.split("=", 1)[1])
-        elif (v == f"--{long}" and sub != "grep") or (short and v == f"-{short}" and sub != "grep"):
+        elif (long or (short and v == f"-{short}")) and sub != "grep":
             word = args[k + 1] if k + 1 < len(args) else None
         elif short and v.startswith(f"-{short}") and len(v) > 2 and not v.startswith("--"):
             word = Arg.lit(v[2:])
-        if word is not None:
+        if word is not None and not (long == "smtp-server" and (word.value or "/")[0] != "/"):
             ana.code(word, ctx, "code git runs")
+
+
+def _clone_config(ana: Walker, args: list[Arg], ctx: Ctx) -> None:
+    """``git clone -c KEY=VALUE`` configures the new repository before git uses it; a
+    ``--template`` directory brings its hooks."""
+    for k, a in enumerate(args):
+        v = a.value or ""
+        word: Arg | None = None
+        if v in ("-c", "--config") and k + 1 < len(args):
+            word = args[k + 1]
+        elif v.startswith("--config="):
+            word = Arg.lit(v.split("=", 1)[1])
+        elif v == "--template" or v.startswith("--template="):
+            ana.unknown("installs git hooks from a template directory", ctx.text)
+        if word is not None:
+            if word.value is None:
+                ana.unknown(
+                    f"sets git configuration only known at run time (`{word.text}`)", ctx.text
+                )
+            else:
+                key, eq, value = word.value.partition("=")
+                _judge_key(ana, key.lower(), Arg.lit(value if eq else "true"), ctx)

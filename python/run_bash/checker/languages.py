@@ -19,6 +19,7 @@ Code comes from the interpreter's options (``python -c``, ``node -e``, ``ruby -e
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ DELETE = "delete"  # deletes the path in its first argument (or the receiver's)
 SIGNAL = "signal"  # sends a signal
 EVAL = "eval"  # runs code of the same language given as a string
 OPAQUE = "opaque"  # starts programs in a way the engine does not read: always pauses
+PIPE = "pipe"  # opens a file, or a command when the literal name starts with `|`
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,12 @@ PYTHON = Lang(
 JAVASCRIPT = Lang(
     "JavaScript",
     {
-        **_calls(SHELL, "child_process.exec child_process.execSync"),
+        **_calls(
+            SHELL,
+            "child_process.exec child_process.execSync execaCommand execaCommandSync "
+            "shelljs.exec $ Bun.$",
+        ),
+        **_calls(ARGV, "execa execaSync execa.execa execa.execaSync"),
         **_calls(
             ARGV,
             "child_process.spawn child_process.spawnSync child_process.execFile "
@@ -119,26 +126,26 @@ JAVASCRIPT = Lang(
             "fs.rmSync fs.rm fs.unlinkSync fs.unlink fs.rmdirSync fs.rmdir "
             "fs.promises.rm fs.promises.unlink fs.promises.rmdir fsPromises.rm "
             "fsPromises.unlink fsPromises.rmdir fse.remove fse.removeSync fse.emptyDir "
-            "fse.emptyDirSync Deno.remove Deno.removeSync rimraf rimraf.sync",
+            "fse.emptyDirSync Deno.remove Deno.removeSync rimraf rimraf.sync shelljs.rm",
         ),
         **_calls(SIGNAL, "process.kill"),
         **_calls(EVAL, "eval Function vm.runInNewContext vm.runInThisContext"),
-        **_calls(OPAQUE, "Bun.$ $"),
     },
     comment="//",
     interpolate=r"\$\{",
     backticks=False,
     imports=(
-        (r"require\(\s*(['\"`])(?:node:)?(child_process|fs|vm)\1\s*\)", r"\2"),
+        (r"require\(\s*(['\"`])(?:node:)?(child_process|fs|vm|shelljs|execa)\1\s*\)", r"\2"),
         (r"require\(\s*(['\"`])(?:node:)?fs/promises\1\s*\)", "fsPromises"),
         (r"require\(\s*(['\"`])fs-extra\1\s*\)", "fse"),
         (r"await\s+import\(\s*(['\"])(?:node:)?(child_process|fs)\1\s*\)", r"\2"),
     ),
     aliases=(
-        r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fs_extra|vm)\b",
-        r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|vm)\b",
-        r"import\s*\*\s*as\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|vm)['\"]",
-        r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm)['\"]",
+        r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fse|vm|shelljs|execa)\b",
+        r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|vm|shelljs|execa)\b",
+        r"import\s*\*\s*as\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|vm|shelljs)['\"]",
+        r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm|execa|zx)['\"]",
+        r"import\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|shelljs|execa)['\"]",
     ),
 )
 RUBY = Lang(
@@ -158,6 +165,7 @@ RUBY = Lang(
             "File.delete File.unlink Dir.rmdir Dir.delete Dir.unlink .rmtree rm_rf rm_r",
         ),
         **_calls(SIGNAL, "Process.kill"),
+        **_calls(PIPE, "open Kernel.open IO.read IO.readlines IO.foreach IO.write URI.open"),
         **_calls(EVAL, "eval instance_eval class_eval"),
         **_calls(OPAQUE, ".send .public_send .__send__"),
     },
@@ -217,6 +225,25 @@ R_LANG = Lang(
         **_calls(EVAL, "eval parse"),
     },
 )
+GO = Lang(
+    "Go",
+    {
+        **_calls(ARGV, "exec.Command exec.CommandContext"),
+        **_calls(DELETE, "os.Remove os.RemoveAll"),
+        **_calls(SIGNAL, "syscall.Kill .Kill .Signal"),
+    },
+    comment="//",
+)
+JULIA = Lang(
+    "Julia",
+    {
+        **_calls(DELETE, "rm Base.rm Filesystem.rm"),
+        **_calls(SIGNAL, "kill"),
+        **_calls(EVAL, "eval include_string"),
+    },
+    interpolate=r"\$[\w(]",
+    backticks=True,
+)
 LANGUAGES = {
     "python": PYTHON,
     "node": JAVASCRIPT,
@@ -225,6 +252,8 @@ LANGUAGES = {
     "php": PHP,
     "lua": LUA,
     "awk": AWK,
+    "go": GO,
+    "julia": JULIA,
     "r": R_LANG,
 }
 
@@ -502,7 +531,13 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
                     )
                 continue
             at = k - 1
+            if k < len(toks) and toks[k].kind == "str" and toks[k].text.startswith("`"):
+                _shell(ana, toks[k].value, toks[k].text, lang, ctx)  # zx: $`cmd`
+                k += 1
+                continue
             args, end = _arguments(toks, k, lang)
+            if args is None and found[0] == PIPE:
+                continue
             if args is None and found[0] in (DELETE, SIGNAL):
                 args, end = [], k  # its effect is known without reading its arguments
             if args is None:
@@ -600,12 +635,24 @@ def _call(
     words = [a for a in args if _word(a)]
     if key.startswith("os.spawn") and words and words[0][0].kind == "name":
         words = words[1:]  # the mode, os.P_WAIT
+    if key == "exec.CommandContext" and words:
+        words = words[1:]  # the context
     if kind == SIGNAL:
         ctx.hits.append(Hit(f"sends a signal to processes ({shown}, {lang.name})"))
     elif kind == DELETE:
-        paths = _strings(words[0]) if words else receiver
+        literal = [_strings(w) for w in words]
+        if not words:
+            paths = receiver
+        elif any(s is None for s in literal):
+            paths = None
+        else:
+            paths = [p for group in literal for p in group or () if not p.startswith("-")]
         what = f"deletes files or directories ({shown}, {lang.name})"
         ctx.hits.append(Hit(what, REVERSIBLE, tuple(paths) if paths else None))
+    elif kind == PIPE:
+        first = _strings(words[0]) if words else None
+        if first and first[0].lstrip().startswith("|"):
+            _shell(ana, first[0].lstrip()[1:], name, lang, ctx)
     elif kind == OPAQUE:
         if lang is PERL and name == "open":
             _perl_open(ana, words, ctx)
@@ -747,6 +794,8 @@ def interpreter(interp: Interp) -> Handler:
             return None
         codes = got.values(*interp.code.split())
         files = got.values(*interp.files.split())
+        if interp.lang is JAVASCRIPT:
+            _node_options(ana, ctx)
         rest = args[got.first :]
         if interp.program and not codes and not files and rest:
             codes, rest = [rest[0]], rest[1:]
@@ -773,6 +822,22 @@ def interpreter(interp: Interp) -> Handler:
     return runner
 
 
+def _node_options(ana: Walker, ctx: Ctx) -> None:
+    """``NODE_OPTIONS="--require ./x.js"``: modules node loads before the code."""
+    value = ctx.env.get("NODE_OPTIONS")
+    values = ana.values("NODE_OPTIONS") if value is None else None
+    text = value.value if value is not None else next(iter(values or ()), None)
+    if text is None or text.startswith("\0"):
+        return
+    words = text.split()
+    for k, w in enumerate(words):
+        module = w.split("=", 1)[1] if w.startswith(("--require=", "--import=")) else None
+        if w in ("-r", "--require", "--import") and k + 1 < len(words):
+            module = words[k + 1]
+        if module:
+            _judge_files(ana, [module], JAVASCRIPT, ctx)
+
+
 def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
     text = ana.stdin_text(ctx.cmd, ctx.scope)
     if text is None:
@@ -784,13 +849,25 @@ def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
 
 
 def python(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``python [options] -c CODE | -m MODULE | SCRIPT``: ``-m pip|twine`` runs that tool."""
+    """``python [options] -c CODE | -m MODULE | SCRIPT``: ``-m pip|twine`` runs that tool; the
+    ``sitecustomize``/``usercustomize`` modules and ``.pth`` files this line writes run first."""
+    _judge_files(ana, written(ana, ".", "sitecustomize.py", "usercustomize.py"), PYTHON, ctx)
+    for pth in written(ana, ".", "*.pth"):
+        text = ana.script_text(Arg.lit(pth), ctx) or ""
+        lines = [line for line in text.splitlines() if line.startswith("import")]
+        if lines:
+            judge(ana, "\n".join(lines), PYTHON, ctx)
     got = read(args, _PYTHON.spec, permute=False)
     module = got.values("m")
     if module and not got.dynamic:
         name = module[-1].value
+        rest = args[got.first :]
         if name in ("pip", "pip3", "twine"):
-            return [Arg.lit("pip" if name == "pip3" else name, module[-1].text), *args[got.first :]]
+            return [Arg.lit("pip" if name == "pip3" else name, module[-1].text), *rest]
+        if name in ("pytest", "unittest"):
+            return PYTEST(ana, rest, ctx)
+        if name in ("cProfile", "profile", "pdb", "trace", "timeit") and rest:
+            _judge_files(ana, [rest[-1].value or ""] if rest[-1].value else [], PYTHON, ctx)
         return None
     return _PYTHON_RUN(ana, args, ctx)
 
@@ -837,6 +914,17 @@ INTERPRETERS: dict[str, Handler] = {
         Interp(PHP, opts("-rfcdzBREFt: -aChHiIlnqsSvw"), "r B R E", files="f F", noexec="l")
     ),
     "lua": interpreter(Interp(LUA, opts("-el: -ivEW"), "e")),
+    "julia": interpreter(
+        Interp(
+            JULIA,
+            opts(
+                "-eELtOp: -iqv --eval= --print= --load= --project[=] --threads= "
+                "--startup-file= --history-file= --color= --compile= --check-bounds="
+            ),
+            "e E eval print",
+            files="L load",
+        )
+    ),
     "Rscript": interpreter(
         Interp(
             R_LANG,
@@ -1067,6 +1155,199 @@ def zip_(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+_TCL_COMMAND = re.compile(r"(?:^|[\[;\n{])\s*(exec|spawn|open|file\s+delete)\s+([^\]\n;]*)")
+
+
+def tcl(ana: Walker, text: str, ctx: Ctx) -> None:
+    """Tcl and expect: ``exec``/``spawn`` run their words, ``open "|cmd"`` a pipe, ``file
+    delete`` deletes."""
+    for m in _TCL_COMMAND.finditer(text):
+        verb, rest = m.group(1), m.group(2).strip()
+        words = [w.strip('{}"') for w in rest.split()]
+        if verb.startswith("file"):
+            paths = tuple(w for w in words if not w.startswith("-"))
+            dynamic = any("$" in w or "[" in w for w in paths)
+            what = "deletes files or directories (`file delete`, Tcl)"
+            ctx.hits.append(Hit(what, REVERSIBLE, None if dynamic else paths))
+        elif verb == "open":
+            if rest.lstrip('{"').startswith("|"):
+                _shell(ana, None if "$" in rest else rest.strip('{}" ')[1:], rest, TCL, ctx)
+        elif any("$" in w or "[" in w for w in words):
+            ana.unknown(
+                f"runs a program only known at run time (`{verb} {rest[:40]}`, Tcl)", ctx.text
+            )
+        else:
+            while words and words[0].startswith("-") and words[0] != "--":
+                words = words[1:]
+            words = words[1:] if words[:1] == ["--"] else words
+            if words:
+                ana.chain([Arg.lit(w) for w in words], ctx.sub(" ".join(words)))
+
+
+TCL = Lang("Tcl", {})
+_ELISP_CALL = re.compile(
+    r"\((shell-command(?:-to-string)?|async-shell-command|call-process-shell-command|"
+    r"start-process-shell-command|call-process|process-lines|start-process|start-file-process|"
+    r"make-process|delete-file|delete-directory)\b((?:[^()\"]|\"(?:[^\"\\]|\\.)*\"|\([^()]*\))*)\)"
+)
+_ELISP_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def elisp(ana: Walker, text: str, ctx: Ctx) -> None:
+    """Emacs Lisp: shell commands, processes and deletes with literal strings."""
+    for m in _ELISP_CALL.finditer(text):
+        name, body = m.group(1), m.group(2)
+        strings = [_unescape(s) for s in _ELISP_STRING.findall(body)]
+        dynamic = bool(re.sub(r'"(?:[^"\\]|\\.)*"|\bnil\b|\bt\b|:\w+|\d+|[\s()\']', "", body))
+        if name.startswith("delete-"):
+            paths = None if dynamic else tuple(strings[:1])
+            ctx.hits.append(
+                Hit(f"deletes files or directories (`{name}`, Emacs Lisp)", REVERSIBLE, paths)
+            )
+        elif not strings or (dynamic and "shell" in name):
+            ana.unknown(f"starts a program only known at run time (`{name}`, Emacs Lisp)", ctx.text)
+        elif "shell" in name:
+            _shell(ana, strings[0], name, TCL, ctx)
+        else:
+            argv = strings[1:] if name.startswith("start-") else strings
+            if name == "make-process":
+                argv = strings[1:] if ":name" in body else strings
+            if argv:
+                ana.chain([Arg.lit(w) for w in argv], ctx.sub(" ".join(argv)))
+
+
+def expect(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``expect -c CMDS`` / ``expect SCRIPT`` / ``tclsh SCRIPT``."""
+    got = read(args, opts("-cf: -bdDiNnv"), permute=False)
+    codes = got.values("c")
+    for word in codes:
+        if word.value is None:
+            ana.unknown(f"runs Tcl code only known at run time (`{word.text}`)", ctx.text)
+        else:
+            tcl(ana, word.value, ctx)
+    for word in [*got.values("f"), *args[got.first : got.first + 1]]:
+        text = ana.script_text(word, ctx) if word.value not in STDIN_FILES else None
+        if text is not None:
+            tcl(ana, text, ctx)
+    if not codes and got.first >= len(args):
+        text = ana.stdin_text(ctx.cmd, ctx.scope)
+        if isinstance(text, str) and not text.startswith("\0"):
+            tcl(ana, text, ctx)
+    return None
+
+
+def emacs(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``emacs --eval EXPR``, ``-l FILE``, ``--script FILE``."""
+    for k, a in enumerate(args):
+        v = a.value or ""
+        word: Arg | None = None
+        if v in ("--eval", "-eval") and k + 1 < len(args):
+            word = args[k + 1]
+        elif v.startswith("--eval="):
+            word = Arg.lit(v.split("=", 1)[1])
+        elif v in ("-l", "--load", "--script", "-scriptload") and k + 1 < len(args):
+            text = ana.script_text(args[k + 1], ctx)
+            word = Arg.lit(text) if text is not None else None
+        if word is not None:
+            if word.value is None:
+                ana.unknown(f"evaluates Lisp only known at run time (`{word.text}`)", ctx.text)
+            else:
+                elisp(ana, word.value, ctx)
+    return None
+
+
+_SQL_SHELL = re.compile(
+    r"(?m)^\s*(?:\\!|\.shell|\.system|system)\s+(.*)$"
+    r"|^\s*(?:\\[og]|\.once|\.output|\.import|\.read)\s+['\"]?\|([^'\"\n]*)"
+    r"|\bprogram\s+'([^']*)'",
+    re.IGNORECASE,
+)
+
+
+def sql_client(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``sqlite3 … '.shell CMD'``, ``psql -c '\\! CMD'``, ``mysql -e 'system CMD'``: the shell
+    escapes of SQL clients run commands (from options, operands, files the line writes or input)."""
+    texts: list[Arg] = []
+    for k, a in enumerate(args):
+        v = a.value or ""
+        if v in ("-c", "--command", "-e", "--execute", "-cmd") and k + 1 < len(args):
+            texts.append(args[k + 1])
+        elif v.startswith(("--command=", "--execute=")):
+            texts.append(Arg.lit(v.split("=", 1)[1]))
+        elif v in ("-f", "--file", "-init") and k + 1 < len(args):
+            text = ana.script_text(args[k + 1], ctx)
+            texts.extend([Arg.lit(text)] if text is not None else [])
+        elif a.value is None or (not v.startswith("-") and k and " " in v):
+            texts.append(a)
+    stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+    if isinstance(stdin, str) and not stdin.startswith("\0"):
+        texts.append(Arg.lit(stdin))
+    for word in texts:
+        if word.value is None:
+            continue  # SQL only known at run time: a shell escape in it is not followed
+        for m in _SQL_SHELL.finditer(word.value):
+            command = next(g for g in m.groups() if g is not None)
+            ana.source(command.rstrip(";"), ctx.depth + 1, ctx=ctx)
+    return None
+
+
+def written(ana: Walker, under: str, *patterns: str) -> list[str]:
+    """Files this line writes under a directory whose names match glob ``patterns``."""
+    prefix = "" if under in (".", "") else under.rstrip("/") + "/"
+    return [
+        path
+        for path in ana.written
+        if path.startswith(prefix)
+        and any(fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], p) for p in patterns)
+    ]
+
+
+def _judge_files(ana: Walker, paths: list[str], lang: Lang, ctx: Ctx) -> None:
+    for path in paths:
+        text = ana.script_text(Arg.lit(path), ctx)
+        if text is not None:
+            judge(ana, text, lang, ctx)
+
+
+_TEST_VERBS = frozenset(wordlist("run watch dev related bench"))
+
+
+def test_runner(lang: Lang, *patterns: str) -> Handler:
+    """A test runner (``pytest``, ``jest``): the test files this line writes are code it runs."""
+
+    def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        ops = [
+            a
+            for a in args
+            if a.value is not None and not a.value.startswith("-") and a.value not in _TEST_VERBS
+        ]
+        for op in ops or [Arg.lit(".")]:
+            path = (op.value or ".").split("::", 1)[0]
+            if re.search(r"[^/.]\.\w+$", path):
+                _judge_files(ana, [path], lang, ctx)
+            else:
+                _judge_files(ana, written(ana, path, *patterns), lang, ctx)
+        return None
+
+    return runner
+
+
+PYTEST = test_runner(PYTHON, "test_*.py", "*_test.py", "conftest.py")
+JS_TESTS = test_runner(JAVASCRIPT, "*.test.*", "*.spec.*", "*.test.js", "test*.js")
+
+
+def go(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``go run FILE.go|DIR``, ``go test``: the Go files this line writes."""
+    sub = args[0].value if args else None
+    if sub not in ("run", "test", "generate"):
+        return None
+    ops = [a.value or "" for a in args[1:] if not (a.value or "-").startswith("-")]
+    for op in ops or ["."]:
+        files = [op] if op.endswith(".go") else written(ana, op.rstrip("./") or ".", "*.go")
+        _judge_files(ana, files, GO, ctx)
+    return None
+
+
 RUNNERS: dict[str, Callable[[Walker, list[Arg], Ctx], list[Arg] | None]] = {
     **INTERPRETERS,
     **dict.fromkeys(("vim", "vi", "nvim", "view", "ex", "gvim", "vimdiff", "rvim", "evim"), vim),
@@ -1075,4 +1356,11 @@ RUNNERS: dict[str, Callable[[Walker, list[Arg], Ctx], list[Arg] | None]] = {
     "gdb": gdb,
     "lldb": gdb,
     "zip": zip_,
+    "go": go,
+    "pytest": PYTEST,
+    "py.test": PYTEST,
+    **dict.fromkeys(("jest", "vitest", "mocha"), JS_TESTS),
+    **dict.fromkeys(("expect", "tclsh", "wish"), expect),
+    **dict.fromkeys(("emacs", "emacsclient"), emacs),
+    **dict.fromkeys(("sqlite3", "psql", "mysql", "mariadb", "duckdb"), sql_client),
 }

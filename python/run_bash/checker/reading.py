@@ -66,6 +66,7 @@ class Command:
     chdir: str = ""
     dashdash: bool = False
     elsewhere: bool = False
+    prefix: str = ""  # words the wrapper puts before the command (`memray run x.py`: python)
 
 
 @dataclass(frozen=True)
@@ -97,13 +98,14 @@ class Code:
 
     With ``keys``, the value is ``KEY=CODE`` (or ``KEY CODE`` when ``sep`` has a space) and only
     those keys (lower case, globs allowed) are code: ``ssh -o ProxyCommand=…``. ``placeholders``:
-    patterns replaced by an unknown file name.
+    patterns replaced by an unknown file name. ``elsewhere`` as for Command.
     """
 
     options: str
     keys: tuple[str, ...] = ()
     sep: str = "="
     placeholders: tuple[str, ...] = ()
+    elsewhere: bool = False
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,8 @@ def _run(
     if isinstance(spec, Custom):
         return spec.fn(ana, level.args, ctx)
     if isinstance(spec, Code):
+        if spec.elsewhere and r.values(*spec.options.split()):
+            ctx.elsewhere, ctx.cwd = True, None
         for word in r.values(*spec.options.split()):
             code = _keyed(word, spec) if spec.keys else word
             if code is not None:
@@ -181,6 +183,8 @@ def _run(
         if spec.stdin:
             ana.stdin_code(ctx, "shell code")
         return None
+    if spec.prefix:
+        return [*(Arg.lit(w) for w in spec.prefix.split()), *words]
     return [package_command(words[0]), *words[1:]] if spec.package else words
 
 
@@ -820,6 +824,24 @@ def start_stop_daemon(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | Non
     chdir(ctx, next(iter(got.values("d", "chdir")[-1:]), None))
     cut = next((k for k, a in enumerate(args) if a.value == "--"), len(args))
     return [programs[-1], *args[cut + 1 :]]
+
+
+def rvm(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``rvm VERSION… do COMMAND``."""
+    cut = next((k for k, a in enumerate(args) if a.value == "do"), -1)
+    return args[cut + 1 :] or None if cut >= 0 else None
+
+
+def scl(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``scl enable COLLECTION… -- COMMAND`` or ``scl enable COLLECTION 'COMMAND'``."""
+    if not args or args[0].value not in ("enable", "run"):
+        return None
+    cut = next((k for k, a in enumerate(args) if a.value == "--"), -1)
+    if cut >= 0:
+        return args[cut + 1 :] or None
+    if len(args) >= 3:
+        shell_words(ana, args[-1:], ctx)
+    return None
 
 
 def coverage_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:

@@ -63,7 +63,10 @@ CLOUD = "deletes cloud resources"
 PLACEHOLDERS = (r"\{\w*\}",)
 # Interpreters whose one-liners may delete files or send signals: their rows judge that code.
 CODE = frozenset(
-    ("python", "node", "nodejs", "deno", "bun", "ruby", "perl", "php", "lua", "Rscript")
+    wordlist(
+        "python node nodejs deno bun ruby perl php lua Rscript julia go pytest py.test jest "
+        "vitest mocha expect tclsh wish emacs emacsclient tmux"
+    )
 )
 SSH = "-BbcDEeFIiJLlmOoPpQRSWw: -46AaCfGgKkMNnqsTtVvXxYy"
 SSH_CODE = Code(
@@ -315,6 +318,7 @@ NPM = Row(
         **_scripts(
             "npm", "run test start stop restart install ci pack install-test install-ci-test"
         ),
+        "explore": wrapper(skip=1),
     },
 )
 PNPM = Row(
@@ -673,6 +677,67 @@ MORE: dict[str, Row] = {
     "hostnamectl": verbs("changes the machine's name", "set-*"),
     "timedatectl": verbs("changes the system clock or time zone", "set-*"),
     "nmcli": verbs("changes network connections", "delete", "down", "off"),
+    # more wrappers: the rest of the line is a command
+    "caffeinate": wrapper("-tw: -disum"),
+    "systemd-cat": wrapper("-tp: --identifier= --priority= --stderr-priority= --level-prefix="),
+    **dict.fromkeys(
+        ("setarch", "linux32", "linux64", "i386", "x86_64"),
+        Row(
+            opts(
+                "-BFILRSTXZ --addr-no-randomize --fdpic-funcptrs --mmap-page-zero "
+                "--addr-compat-layout --read-implies-exec --32bit --short-inode --whole-seconds "
+                "--sticky-timeouts --3gb --4gb --uname-2.6 --verbose --list"
+            ),
+            permute=False,
+            runs=(Command(unless="list"),),
+        ),
+    ),
+    "cpulimit": wrapper(
+        "-lpe: -zivkf --limit= --pid= --exe= --lazy --include-children", unless="p pid e exe"
+    ),
+    "trickle": wrapper("-udwtlnL: -sv"),
+    "fakechroot": wrapper(
+        "-lde: -sh --lib= --elfloader= --environment= --config-dir= --use-system-libs", stdin=True
+    ),
+    "devbox": Row(subs=_runs_sub("run", "-c: --config= --pure", dashdash=True)),
+    "pixi": Row(subs=_runs_sub("run", "-e: --environment= --manifest-path= --locked --frozen")),
+    "rye": Row(subs=_runs_sub("run")),
+    **{
+        name: Row(subs=_runs_sub("run", "-np: --name= --prefix= --no-capture-output --live-stream"))
+        for name in ("mamba", "micromamba")
+    },
+    **{
+        name: Row(subs=_runs_sub("exec"))
+        for name in ("rbenv", "pyenv", "nodenv", "jenv", "goenv", "plenv", "phpenv")
+    },
+    "volta": Row(subs=_runs_sub("run", "--node= --npm= --yarn= --bundled-npm --no-yarn --env=")),
+    "fnm": Row(subs=_runs_sub("exec", "--using=", dashdash=True)),
+    "nvm": Row(subs=_runs_sub("exec", skip=1)),
+    "rvm": custom(runners.rvm),
+    "scl": custom(runners.scl),
+    "nerdctl": _docker({}),
+    "incus": Row(
+        subs={"exec": wrapper("--env= --cwd= --user= --group= -T -t", skip=1, elsewhere=True)}
+    ),
+    "uftrace": Row(subs=_runs_sub("record", "-dF: -N: --data= --filter= --notrace=")),
+    "memray": Row(
+        subs=_runs_sub(
+            "run",
+            "-o: --output= -f --force --live --native --trace-python-allocators",
+            prefix="python",
+        )
+    ),
+    "scalene": wrapper("--outfile= --html --json --cli --cpu --gpu --memory", prefix="python"),
+    "kernprof": wrapper(
+        "-lvbo:s: --line-by-line --view --builtin --outfile= --setup=", prefix="python"
+    ),
+    "ansible": Row(
+        opts(
+            "-amiuebfMtTl: -kKvCbD --module-name= --args= --inventory= --user= "
+            "--extra-vars= --become-user= --forks= --limit="
+        ),
+        runs=(Code("a args", elsewhere=True),),
+    ),
 }
 
 # -- the table ------------------------------------------------------------------------------------
