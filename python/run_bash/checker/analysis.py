@@ -39,7 +39,10 @@ from run_bash.checker.model import (
     Unknown,
     in_dir,
 )
-from run_bash.checker.parser import (
+from run_bash.checker.parser import expansions, parse, words_of
+from run_bash.checker.reading import Reading, read_row
+from run_bash.checker.runners import run
+from run_bash.checker.syntax import (
     Cmd,
     Compound,
     ForVar,
@@ -50,12 +53,7 @@ from run_bash.checker.parser import (
     Unparsable,
     Word,
     Words,
-    expansions,
-    parse,
-    words_of,
 )
-from run_bash.checker.reading import Reading, read_row
-from run_bash.checker.runners import run
 from run_bash.checker.table import row_for
 from run_bash.checker.words import (
     DYN,

@@ -22,7 +22,7 @@ import re
 from typing import Literal, overload
 
 from run_bash.checker.model import Ctx, Hit, Scope, Walker
-from run_bash.checker.options import Read, opts, read
+from run_bash.checker.options import Read, opts, read, values_of
 from run_bash.checker.parser import words_of
 from run_bash.checker.words import Arg, expand, wordlist
 
@@ -389,20 +389,11 @@ def _commands_given(ana: Walker, sub: str, args: list[Arg], ctx: Ctx) -> None:
 def _clone_config(ana: Walker, args: list[Arg], ctx: Ctx) -> None:
     """``git clone -c KEY=VALUE`` configures the new repository before git uses it; a
     ``--template`` directory brings its hooks."""
-    for k, a in enumerate(args):
-        v = a.value or ""
-        word: Arg | None = None
-        if v in ("-c", "--config") and k + 1 < len(args):
-            word = args[k + 1]
-        elif v.startswith("--config="):
-            word = Arg.lit(v.split("=", 1)[1])
-        elif v == "--template" or v.startswith("--template="):
-            ana.unknown("installs git hooks from a template directory", ctx.text)
-        if word is not None:
-            if word.value is None:
-                ana.unknown(
-                    f"sets git configuration only known at run time (`{word.text}`)", ctx.text
-                )
-            else:
-                key, eq, value = word.value.partition("=")
-                _judge_key(ana, key.lower(), Arg.lit(value if eq else "true"), ctx)
+    if any((a.value or "").startswith("--template") for a in args):
+        ana.unknown("installs git hooks from a template directory", ctx.text)
+    for word in values_of(args, "-c --config"):
+        if word.value is None:
+            ana.unknown(f"sets git configuration only known at run time (`{word.text}`)", ctx.text)
+        else:
+            key, eq, value = word.value.partition("=")
+            _judge_key(ana, key.lower(), Arg.lit(value if eq else "true"), ctx)

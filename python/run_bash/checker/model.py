@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from run_bash.checker.parser import Cmd, Word
+from run_bash.checker.syntax import Cmd, Word
 from run_bash.checker.words import Arg, join_path, wordlist
 
 Effect = Literal["reversible", "irreversible"]

@@ -130,6 +130,21 @@ class Read:
         ]
 
 
+def values_of(args: Sequence[Arg], names: str) -> list[Arg]:
+    """The value words of options ``names`` (``-x V``, ``--long V``, ``--long=V``), in order,
+    found without a spec: for commands whose own parser is unusual (``zip -TT``, ``emacs
+    -eval``, ``gdb -ex``)."""
+    wanted = names.split()
+    out: list[Arg] = []
+    for k, a in enumerate(args):
+        v = a.value or ""
+        if v in wanted and k + 1 < len(args):
+            out.append(args[k + 1])
+        elif v.startswith("--") and v.split("=", 1)[0] in wanted and "=" in v:
+            out.append(Arg.lit(v.split("=", 1)[1]))
+    return out
+
+
 def resolve_long(name: str, longs: Mapping[str, int], abbrev: bool = True) -> str:
     """Resolve a long option name (without ``--``), allowing unique-prefix abbreviations."""
     if name in longs or not abbrev:

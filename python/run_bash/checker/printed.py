@@ -14,7 +14,8 @@ import re
 import shlex
 
 from run_bash.checker.model import EXTERNAL, NO_INPUT, STDIN_FILES, Scope, Walker
-from run_bash.checker.parser import Cmd, Problem, parse
+from run_bash.checker.parser import parse
+from run_bash.checker.syntax import Cmd, Problem
 from run_bash.checker.words import command_name, decode_echo
 
 MAX_OUTPUT = 1_000_000

@@ -2,7 +2,7 @@
 
 A :class:`Row` describes a command the way its own parser sees it: its options (:mod:`.options`),
 where its subcommand sits and the rows of its subcommands, what it runs (:class:`Command`,
-:class:`Shell`, :class:`Each`, :class:`Code`, :class:`Source`, or a :class:`Custom` runner) and
+:class:`Shell`, :class:`Each`, :class:`Code`, or a :class:`Custom` runner) and
 which pause rules apply (:class:`Pause`, each with its effect class). :func:`read_row` walks a
 command's words once against its row; the runners and the rules answer from that reading.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from run_bash.checker.model import IRREVERSIBLE, Ctx, Effect, Hit, Walker, unknown_hit
-from run_bash.checker.options import NO_OPTS, Opts, Read, read
-from run_bash.checker.words import Arg, clean_path, join_path
+from run_bash.checker.options import NO_OPTS, Opts, Read, opts, read
+from run_bash.checker.words import Arg, clean_path, join_path, wordlist
 
 Check: TypeAlias = "Callable[[Reading, Level], Hit | None]"
 Handler: TypeAlias = "Callable[[Walker, list[Arg], Ctx], list[Arg] | None]"
@@ -109,20 +109,13 @@ class Code:
 
 
 @dataclass(frozen=True)
-class Source:
-    """Options whose value is a script file the command runs (``tar -F FILE``, ``at -f``)."""
-
-    options: str
-
-
-@dataclass(frozen=True)
 class Custom:
     """A runner written in code: gets the words after the name (or subcommand)."""
 
     fn: Handler
 
 
-Run = Command | Shell | Each | Code | Source | Custom
+Run = Command | Shell | Each | Code | Custom
 
 
 @dataclass(frozen=True)
@@ -164,6 +157,31 @@ class Row:
                 key = names.pop()
                 row = self.subs.get(key)
         return (key, row) if row is not None else None
+
+
+def always(reason: str) -> Row:
+    """A command that always pauses."""
+    return Row(pauses=(Pause(reason),))
+
+
+def subs(reason: str, names: str, *, dry_run: bool = False) -> dict[str, Row]:
+    """Subcommand rows (space-separated ``names``) that pause with one reason."""
+    return dict.fromkeys(wordlist(names), Row(pauses=(Pause(reason, dry_run=dry_run),)))
+
+
+def wrapper(spec: str = "", **kw: Any) -> Row:
+    """A command that runs the rest of its line (after its options, see :class:`Command`)."""
+    return Row(opts(spec), permute=False, runs=(Command(**kw),))
+
+
+def runs_sub(name: str, spec: str = "", **kw: Any) -> dict[str, Row]:
+    """A subcommand that runs the rest of its line (``poetry run CMD``)."""
+    return {name: wrapper(spec, **kw)}
+
+
+def custom(fn: Handler, spec: Opts | None = None) -> Row:
+    """A command whose runner is written in code."""
+    return Row(spec or NO_OPTS, permute=False, runs=(Custom(fn),))
 
 
 @dataclass

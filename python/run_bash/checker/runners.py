@@ -1,7 +1,7 @@
 """What commands run: the engine for the table's run descriptors, and runners written in code.
 
 :func:`run` interprets a reading's :class:`~.reading.Command`, :class:`~.reading.Shell`,
-:class:`~.reading.Each`, :class:`~.reading.Code` and :class:`~.reading.Source` descriptors. The
+:class:`~.reading.Each` and :class:`~.reading.Code` descriptors. The
 runners below are for commands whose syntax is their own (shells, ``env``, ``xargs``,
 ``parallel``, ``find -exec``, ``make``, ``tmux``, bash builtins, …). A runner gets the words after
 the command name and returns the wrapped command's words (the analysis then judges that command
@@ -27,7 +27,6 @@ from run_bash.checker.reading import (
     Level,
     Reading,
     Shell,
-    Source,
 )
 from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_path, wordlist
 
@@ -122,7 +121,7 @@ def run(ana: Walker, reading: Reading, ctx: Ctx) -> list[Arg] | None:
 
 
 def _run(
-    ana: Walker, spec: Command | Shell | Each | Code | Source | Custom, level: Level, ctx: Ctx
+    ana: Walker, spec: Command | Shell | Each | Code | Custom, level: Level, ctx: Ctx
 ) -> list[Arg] | None:
     r = level.read
     if isinstance(spec, Custom):
@@ -134,10 +133,6 @@ def _run(
             code = _keyed(word, spec) if spec.keys else word
             if code is not None:
                 ana.code(_filled(code, spec.placeholders), ctx, "shell code")
-        return None
-    if isinstance(spec, Source):
-        for word in r.values(*spec.options.split()):
-            ana.sourced_file(word, ctx, f"`{level.name}`")
         return None
     if isinstance(spec, Each):
         for op in r.operands:

@@ -11,45 +11,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from run_bash.checker import builtins, checks, gitcode, languages, runners, tasks
-from run_bash.checker.model import REVERSIBLE, SHELLS
-from run_bash.checker.options import Opts, opts
+from run_bash.checker import checks, gitcode, interpreters, runners, tasks, wrappers
+from run_bash.checker.model import REVERSIBLE
+from run_bash.checker.options import opts
 from run_bash.checker.reading import (
     Code,
     Command,
     Custom,
-    Each,
-    Handler,
     Pause,
     Row,
     Shell,
+    always,
+    runs_sub,
+    subs,
+    wrapper,
 )
 from run_bash.checker.words import wordlist
 
 R = REVERSIBLE
-
-# -- building blocks ------------------------------------------------------------------------------
-
-
-def always(reason: str, **kw: object) -> Row:
-    """A command that always pauses."""
-    return Row(pauses=(Pause(reason),), **kw)  # type: ignore[arg-type]
-
-
-def subs(reason: str, names: str, *, dry_run: bool = False) -> dict[str, Row]:
-    """Subcommand rows (space-separated ``names``) that pause with one reason."""
-    return dict.fromkeys(wordlist(names), Row(pauses=(Pause(reason, dry_run=dry_run),)))
-
-
-def wrapper(spec: str = "", **kw: object) -> Row:
-    """A command that runs the rest of its line (after its options) as a command."""
-    return Row(opts(spec), permute=False, runs=(Command(**kw),))  # type: ignore[arg-type]
-
-
-def custom(fn: Handler, spec: Opts | None = None) -> Row:
-    """A command whose runner is written in code."""
-    return Row(spec or opts(), permute=False, runs=(Custom(fn),))
-
 
 PUBLISH = "publishes a package to the registry"
 UNINSTALL = "removes installed packages"
@@ -59,20 +38,6 @@ SIGNAL = "sends a signal to processes"
 SERVICE = "stops or restarts a system service"
 DOWN_VOLUMES = "deletes the project's volumes and their data"
 CLOUD = "deletes cloud resources"
-# Words a runner fills in (`{}` a file name, `{name}` a parameter).
-PLACEHOLDERS = (r"\{\w*\}",)
-# Interpreters whose one-liners may delete files or send signals: their rows judge that code.
-CODE = frozenset(
-    wordlist(
-        "python node nodejs deno bun ruby perl php lua Rscript julia go pytest py.test jest "
-        "vitest mocha expect tclsh wish emacs emacsclient tmux"
-    )
-)
-SSH = "-BbcDEeFIiJLlmOoPpQRSWw: -46AaCfGgKkMNnqsTtVvXxYy"
-SSH_CODE = Code(
-    "o", keys=("proxycommand", "localcommand", "knownhostscommand", "remotecommand"), sep="= "
-)
-
 # -- git ------------------------------------------------------------------------------------------
 
 
@@ -351,7 +316,7 @@ YARN = Row(
 BUN = Row(
     opts("-e:p: --eval= --print= --cwd= --silent"),
     code=True,
-    runs=(Custom(languages.RUNNERS["bun"]),),
+    runs=(Custom(interpreters.RUNNERS["bun"]),),
     subs={
         **subs(PUBLISH, "publish", dry_run=True),
         "x": Row(opts("-p: --package= --bun"), permute=False, runs=(Command(package=True),)),
@@ -392,10 +357,6 @@ UV = Row(
         "run": Row(_UV_RUN, permute=False, runs=(Command(),)),
     },
 )
-
-
-def _runs_sub(name: str, spec: str = "", **kw: object) -> dict[str, Row]:
-    return {name: wrapper(spec, **kw)}
 
 
 DOCKER_GLOBAL = (
@@ -654,7 +615,7 @@ MORE: dict[str, Row] = {
             "release": Row(subs=subs("deletes a GitLab release", "delete")),
         }
     ),
-    "pipenv": Row(subs=_runs_sub("run")),
+    "pipenv": Row(subs=runs_sub("run")),
     "pm2": Row(subs=subs(STOPS, "delete del kill stop restart reload")),
     "supervisorctl": Row(subs=subs(STOPS, "stop restart shutdown remove")),
     "launchctl": Row(subs=subs(STOPS, "bootout unload kill remove stop")),
@@ -677,72 +638,12 @@ MORE: dict[str, Row] = {
     "hostnamectl": verbs("changes the machine's name", "set-*"),
     "timedatectl": verbs("changes the system clock or time zone", "set-*"),
     "nmcli": verbs("changes network connections", "delete", "down", "off"),
-    # more wrappers: the rest of the line is a command
-    "caffeinate": wrapper("-tw: -disum"),
-    "systemd-cat": wrapper("-tp: --identifier= --priority= --stderr-priority= --level-prefix="),
-    **dict.fromkeys(
-        ("setarch", "linux32", "linux64", "i386", "x86_64"),
-        Row(
-            opts(
-                "-BFILRSTXZ --addr-no-randomize --fdpic-funcptrs --mmap-page-zero "
-                "--addr-compat-layout --read-implies-exec --32bit --short-inode --whole-seconds "
-                "--sticky-timeouts --3gb --4gb --uname-2.6 --verbose --list"
-            ),
-            permute=False,
-            runs=(Command(unless="list"),),
-        ),
-    ),
-    "cpulimit": wrapper(
-        "-lpe: -zivkf --limit= --pid= --exe= --lazy --include-children", unless="p pid e exe"
-    ),
-    "trickle": wrapper("-udwtlnL: -sv"),
-    "fakechroot": wrapper(
-        "-lde: -sh --lib= --elfloader= --environment= --config-dir= --use-system-libs", stdin=True
-    ),
-    "devbox": Row(subs=_runs_sub("run", "-c: --config= --pure", dashdash=True)),
-    "pixi": Row(subs=_runs_sub("run", "-e: --environment= --manifest-path= --locked --frozen")),
-    "rye": Row(subs=_runs_sub("run")),
-    **{
-        name: Row(subs=_runs_sub("run", "-np: --name= --prefix= --no-capture-output --live-stream"))
-        for name in ("mamba", "micromamba")
-    },
-    **{
-        name: Row(subs=_runs_sub("exec"))
-        for name in ("rbenv", "pyenv", "nodenv", "jenv", "goenv", "plenv", "phpenv")
-    },
-    "volta": Row(subs=_runs_sub("run", "--node= --npm= --yarn= --bundled-npm --no-yarn --env=")),
-    "fnm": Row(subs=_runs_sub("exec", "--using=", dashdash=True)),
-    "nvm": Row(subs=_runs_sub("exec", skip=1)),
-    "rvm": custom(runners.rvm),
-    "scl": custom(runners.scl),
-    "nerdctl": _docker({}),
-    "incus": Row(
-        subs={"exec": wrapper("--env= --cwd= --user= --group= -T -t", skip=1, elsewhere=True)}
-    ),
-    "uftrace": Row(subs=_runs_sub("record", "-dF: -N: --data= --filter= --notrace=")),
-    "memray": Row(
-        subs=_runs_sub(
-            "run",
-            "-o: --output= -f --force --live --native --trace-python-allocators",
-            prefix="python",
-        )
-    ),
-    "scalene": wrapper("--outfile= --html --json --cli --cpu --gpu --memory", prefix="python"),
-    "kernprof": wrapper(
-        "-lvbo:s: --line-by-line --view --builtin --outfile= --setup=", prefix="python"
-    ),
-    "ansible": Row(
-        opts(
-            "-amiuebfMtTl: -kKvCbD --module-name= --args= --inventory= --user= "
-            "--extra-vars= --become-user= --forks= --limit="
-        ),
-        runs=(Code("a args", elsewhere=True),),
-    ),
 }
 
 # -- the table ------------------------------------------------------------------------------------
 
 TABLE: dict[str, Row] = {
+    **wrappers.WRAPPERS,
     # deletes, overwrites, file system
     "rm": Row(
         opts(
@@ -896,17 +797,17 @@ TABLE: dict[str, Row] = {
         opts("-CP: -qvn --directory= --project= --quiet --verbose --no-interaction"),
         subs={
             **subs("publishes a package to PyPI", "publish", dry_run=True),
-            **_runs_sub("run"),
+            **runs_sub("run"),
         },
     ),
     "hatch": Row(
         opts("-ep: --env= --project= --data-dir= --cache-dir= --config= -v -q"),
-        subs={**subs("publishes packages to PyPI", "publish"), **_runs_sub("run")},
+        subs={**subs("publishes packages to PyPI", "publish"), **runs_sub("run")},
     ),
     "flit": Row(subs=subs("publishes a package to PyPI", "publish")),
     "pdm": Row(
         opts("-p: --project= -v -q"),
-        subs={**subs("publishes a package to PyPI", "publish"), **_runs_sub("run")},
+        subs={**subs("publishes a package to PyPI", "publish"), **runs_sub("run")},
     ),
     "lerna": Row(subs=subs("publishes packages to the registry", "publish")),
     "twine": Row(subs=subs("uploads packages to PyPI", "upload")),
@@ -972,6 +873,7 @@ TABLE: dict[str, Row] = {
         " --connection= --url= --identity= --root= --runroot= --remote --storage-driver=",
     ),
     "docker-compose": COMPOSE,
+    "nerdctl": _docker({}),
     **MORE,
     "tmux": Row(permute=False, runs=(Custom(runners.tmux),), code=True),
     "kubectl": KUBECTL,
@@ -991,497 +893,6 @@ TABLE: dict[str, Row] = {
     "gh": GH,
     # version control
     "git": GIT,
-    # wrappers: the rest of the line is a command
-    "sudo": wrapper(
-        "-aCcDgpRrTtUuh: -AbEeHiKklnPSsVv --auth-type= --chdir= --chroot= --close-from= "
-        "--group= --host= --login-class= --other-user= --prompt= --role= --type= "
-        "--command-timeout= --user= --askpass --background --edit --help --list "
-        "--non-interactive --preserve-groups --remove-timestamp --reset-timestamp --shell "
-        "--stdin --validate --version --login --set-home --bell --preserve-env[=]",
-        env=True,
-        shell="s i shell login",
-        unless="e l v V K edit list validate version",
-        chdir="D chdir",
-    ),
-    "doas": wrapper("-uC: -nsL", unless="C L"),
-    "run0": wrapper(
-        "-ugD: --user= --group= --nice= --chdir= --setenv= --property= "
-        "--description= --slice= --unit= --machine= --background= --pty "
-        "--no-ask-password --slice-inherit",
-        chdir="D chdir",
-    ),
-    "pkexec": wrapper("--user= --disable-internal-agent --keep-cwd --version --help"),
-    "nohup": wrapper(),
-    "nice": wrapper("-n: -0123456789 --adjustment= --help --version"),
-    "timeout": wrapper(
-        "-sk: -v --signal= --kill-after= --preserve-status --foreground --verbose", skip=1
-    ),
-    "time": wrapper("-fo: -apqv --format= --output= --append --portability --quiet --verbose"),
-    "command": Row(opts("-pvV", exhaustive=True), permute=False, runs=(Command(unless="v V"),)),
-    "builtin": wrapper(),
-    "stdbuf": wrapper("-ioe: --input= --output= --error= --help --version"),
-    "ionice": wrapper(
-        "-cnpPu: -th --class= --classdata= --pid= --pgid= --uid= --ignore --help --version",
-        unless="p P u pid pgid uid",
-    ),
-    "setsid": wrapper("-cfw --ctty --fork --wait --help --version"),
-    "chroot": wrapper(
-        "--userspec= --groups= --skip-chdir --help --version", skip=1, elsewhere=True
-    ),
-    "chrt": wrapper(
-        "-TPD: -abdfioerRmpvhV --sched-runtime= --sched-period= --sched-deadline= "
-        "--all-tasks --batch --deadline --fifo --idle --other --rr --ext "
-        "--reset-on-fork --max --pid --verbose --help --version",
-        skip=1,
-        unless="p pid m max h help V version",
-    ),
-    "taskset": wrapper(
-        "-apcfhV --all-tasks --pid --cpu-list --help --version", skip=1, unless="p pid"
-    ),
-    "strace": wrapper(
-        "-eoOpPsSuaXbEIU: -cCdDfFhiknqrtTvVwxyYzZ --trace= --signal= --status= "
-        "--abbrev= --verbose= --raw= --read= --write= --fault= --inject= --kvm= "
-        "--output= --attach= --trace-path= --string-limit= --summary-sort-by= "
-        "--user= --columns= --env= --decode-fds= --seccomp-bpf= "
-        "--summary-columns= --detach-on= --interruptible= --const-print-style= "
-        "--secontext= --quiet= --timestamps= --trace-fds= --follow-forks "
-        "--output-separately --summary --summary-only --summary-wall-clock "
-        "--syscall-times --syscall-number --decode-pids --absolute-timestamps "
-        "--relative-timestamps --no-abbrev --debug --help --version "
-        "--instruction-pointer --stack-trace --successful-only --failed-only",
-        unless="p attach h help V version",
-    ),
-    "ltrace": wrapper(
-        "-aADeFlnopsuwx: -bcCfhiLrStTV --align= --demangle= --indent= "
-        "--library= --output= --help --version",
-        unless="p",
-    ),
-    "fakeroot": wrapper(
-        "-lisb: -uhv --lib= --faked= --fd-base= --unknown-is-real --help --version", stdin=True
-    ),
-    "unshare": wrapper(
-        "-RwSGl: -fuimnpUCTrch --map-user= --map-group= --map-users= "
-        "--map-groups= --propagation= --setgroups= --root= --wd= --setuid= "
-        "--setgid= --monotonic= --boottime= --load-interp= --fork "
-        "--map-root-user --map-current-user --map-auto --keep-caps --help "
-        "--version --mount[=] --uts[=] --ipc[=] --net[=] --pid[=] --user[=] "
-        "--cgroup[=] --time[=] --kill-child[=] --mount-proc[=] "
-        "--mount-binfmt[=]",
-        stdin=True,
-        chdir="w wd",
-    ),
-    "nsenter": wrapper(
-        "-tSGW: -muinpUCTrw:: -aeFZch --target= --setuid= --setgid= --wdns= "
-        "--all --env --no-fork --follow-context --join-cgroup "
-        "--preserve-credentials --keep-caps --help --version --mount[=] "
-        "--uts[=] --ipc[=] --net[=] --pid[=] --user[=] --cgroup[=] --time[=] "
-        "--root[=] --wd[=]",
-        stdin=True,
-        elsewhere=True,
-    ),
-    "systemd-run": wrapper(
-        "-upEHM: -dtPqGrSh --unit= --property= --description= --slice= "
-        "--setenv= --working-directory= --uid= --gid= --nice= "
-        "--service-type= --host= --machine= --on-active= --on-boot= "
-        "--on-startup= --on-unit-active= --on-unit-inactive= "
-        "--on-calendar= --on-clock-change= --on-timezone-change= "
-        "--path-property= --socket-property= --timer-property= --json= "
-        "--expand-environment= --same-dir --pty --pipe --quiet --collect "
-        "--wait --shell --user --system --scope --remain-after-exit "
-        "--send-sighup --no-block --no-ask-password --slice-inherit --help "
-        "--version",
-        unless="S shell",
-        chdir="working-directory",
-    ),
-    "systemd-inhibit": wrapper(
-        "--what= --who= --why= --mode= --list --no-pager --no-legend --help --version",
-        unless="list",
-    ),
-    "setpriv": wrapper(
-        "-d --reuid= --regid= --groups= --inh-caps= --ambient-caps= "
-        "--bounding-set= --securebits= --pdeathsig= --selinux-label= "
-        "--apparmor-profile= --landlock-access= --landlock-rule= --ruid= "
-        "--euid= --rgid= --egid= --dump --clear-groups --keep-groups "
-        "--init-groups --nnp --no-new-privs --reset-env --help --version"
-    ),
-    "gosu": wrapper(skip=1),
-    "su-exec": wrapper(skip=1),
-    "setuidgid": wrapper(skip=1),
-    "envuidgid": wrapper(skip=1),
-    "s6-setuidgid": wrapper(skip=1),
-    "envdir": wrapper(skip=1),
-    "s6-envdir": wrapper(skip=1),
-    "chpst": wrapper("-uUbenlLmoptfcrd: -vP012"),
-    "softlimit": wrapper("-mdsloapfcrt:"),
-    "dumb-init": wrapper("-r: -cvVh --rewrite= --single-child --verbose"),
-    "tini": wrapper("-pe: -hsvwgl"),
-    "eatmydata": wrapper(),
-    "catchsegv": wrapper(),
-    "unbuffer": wrapper(),
-    "xvfb-run": wrapper(
-        "-efnpsw: -alh --error-file= --auth-file= --server-num= "
-        "--xauth-protocol= --server-args= --wait= --auto-servernum "
-        "--listen-tcp --help"
-    ),
-    "dbus-run-session": wrapper("--config-file= --dbus-daemon= --help"),
-    "dbus-launch": wrapper(
-        "--config-file= --autolaunch= --sh-syntax --csh-syntax "
-        "--exit-with-session --exit-with-x11 --binary-syntax "
-        "--close-stderr --version --help"
-    ),
-    "ssh-agent": wrapper("-aEPtO: -cDdsk"),
-    "valgrind": Row(opts("-vqhd", exhaustive=True), permute=False, runs=(Command(),)),
-    "prlimit": wrapper(
-        "-po: -cdefilmnqrstuvxy:: -hV --pid= --output= --noheadings --raw "
-        "--verbose --help --version --as[=] --core[=] --cpu[=] --data[=] "
-        "--fsize[=] --locks[=] --memlock[=] --msgqueue[=] --nice[=] "
-        "--nofile[=] --nproc[=] --rss[=] --rtprio[=] --rttime[=] "
-        "--sigpending[=] --stack[=]",
-        unless="p pid",
-    ),
-    "numactl": wrapper(
-        "-imNCpP: -lsHaVh --interleave= --membind= --cpunodebind= "
-        "--physcpubind= --preferred= --preferred-many= "
-        "--weighted-interleave= --localalloc --show --hardware --all "
-        "--balancing --huge --length --offset --shm --strict --touch",
-        unless="s show H hardware",
-    ),
-    "cgexec": wrapper("-g: -rh --sticky"),
-    "firejail": Row(opts(exhaustive=True), permute=False, runs=(Command(),)),
-    "flatpak-spawn": wrapper(
-        "--forward-fd= --env= --unset-env= --directory= --app-path= "
-        "--usr-path= --sandbox-expose= --sandbox-expose-ro= "
-        "--sandbox-flag= --host --watch-bus --clear-env --latest-version "
-        "--sandbox --no-network --expose-pids --share-pids --verbose "
-        "--help",
-        chdir="directory",
-    ),
-    "distrobox-host-exec": wrapper(),
-    "host-spawn": wrapper(),
-    "toolbox": Row(subs=_runs_sub("run", "-cdr: --container= --distro= --release=")),
-    "faketime": wrapper("-m: -f --exclude-monotonic=", skip=1),
-    "chronic": wrapper("-ev"),
-    "ifne": wrapper("-n"),
-    "nocache": wrapper("-n:"),
-    "rlwrap": Row(
-        opts("-abcCDefFgHiIlmnNoOpPqrRsStTvwWz:", exhaustive=True), permute=False, runs=(Command(),)
-    ),
-    "torsocks": wrapper("-uPaidh: --user= --pass= --address= --port= --isolate"),
-    "proxychains": wrapper("-f: -q"),
-    "proxychains4": wrapper("-f: -q"),
-    "lckdo": wrapper("-qw", skip=1),
-    "proot": wrapper("-rbwqkvimRS: -0Vh", elsewhere=True),
-    "entr": wrapper("-acdnprsz", shell="s"),
-    "cross-env": wrapper(env=True),
-    "env-cmd": wrapper(
-        "-fre: --file= --rc-file= --environments= --fallback --no-override "
-        "--use-shell --expand-envs --silent --verbose",
-        shell="use-shell",
-    ),
-    "dotenv": Row(
-        opts("-efvp: -c:: --file= --quote= --export= --debug --quiet --no-expand --override"),
-        subs={"run": wrapper("--override --no-override")},
-        runs=(Command(unless="p", dashdash=True),),
-    ),
-    "dotenvx": Row(
-        subs={
-            "run": wrapper(
-                "-fe: --env-file= --env= --overload --strict --convention= --quiet --verbose --debug "
-                "--log-level= --ignore= --ops-off",
-                dashdash=True,
-            )
-        }
-    ),
-    "op": Row(
-        opts(
-            "--account= --cache --config= --encoding= --format= --iso-timestamps --session= "
-            "--debug --no-color"
-        ),
-        subs={
-            "run": wrapper("--env-file= --no-masking", dashdash=True),
-            **dict.fromkeys(
-                ("item", "document", "vault", "user", "connect"),
-                Row(subs=subs("deletes 1Password data", "delete remove")),
-            ),
-        },
-    ),
-    "aws-vault": Row(
-        opts(
-            "--backend= --keychain= --debug --prompt= --pass-dir= --pass-cmd= --pass-prefix= "
-            "--file-dir="
-        ),
-        subs={
-            "exec": wrapper(
-                "-dt: -nj --duration= --mfa-token= --region= --no-session "
-                "--json --server --ec2-server --ecs-server --lazy --stdout",
-                skip=1,
-                dashdash=True,
-                stdin=True,
-            )
-        },
-    ),
-    "sshpass": wrapper("-fdpPe: -vhV"),
-    "daemonize": wrapper("-aceoplEu: -v", chdir="c"),
-    "retry": wrapper(dashdash=True),
-    "schroot": wrapper(
-        "-cudn: -pv --chroot= --user= --directory= --session-name= --option= "
-        "--preserve-environment --automatic-session --begin-session "
-        "--run-session --end-session",
-        dashdash=True,
-        elsewhere=True,
-    ),
-    "ld.so": Row(
-        opts(
-            "--library-path= --preload= --argv0= --audit= --glibc-hwcaps-prepend= "
-            "--glibc-hwcaps-mask= --inhibit-cache --inhibit-rpath --verify --list "
-            "--list-tunables --list-diagnostics --help"
-        ),
-        permute=False,
-        runs=(Command(unless="list verify list-tunables list-diagnostics help"),),
-    ),
-    # runners of other kinds
-    "watch": Row(
-        opts(
-            "-nqs: -bcCdegprtwx --interval= --equexit= --shotsdir= --exec --beep --color "
-            "--no-color --errexit --chgexit --no-title --no-wrap --precise --no-rerun --help "
-            "--version --differences[=]"
-        ),
-        permute=False,
-        runs=(Shell(argv="x exec"),),
-    ),
-    "script": Row(
-        opts(
-            "-EIOBTmc: -t:: -aefqhV --echo= --log-in= --log-out= --log-io= --log-timing= "
-            "--logging-format= --command= --append --return --flush --force --quiet --help "
-            "--version --timing[=]"
-        ),
-        runs=(Code("c command"),),
-    ),
-    "nix-shell": Row(
-        opts(
-            "-AIE: -p --run= --command= --arg= --argstr= --attr= --pure --keep= --packages --expr"
-        ),
-        runs=(Code("run command"),),
-    ),
-    "npx": Row(
-        opts(
-            "-pcw: -yqn --package= --call= --shell= --workspace= --prefix= --registry= "
-            "--cache= --userconfig= --loglevel= --yes --no --quiet --no-install "
-            "--ignore-existing --include-workspace-root --workspaces --silent"
-        ),
-        permute=False,
-        runs=(Code("c call"), Command(package=True)),
-    ),
-    "bunx": wrapper("-p: --package= --bun --silent", package=True),
-    "pnpx": wrapper("-p: --package=", package=True),
-    "bundle": Row(subs=_runs_sub("exec")),
-    "asdf": Row(subs=_runs_sub("exec")),
-    "direnv": Row(subs=_runs_sub("exec", skip=1)),
-    "mise": Row(subs={name: wrapper(dashdash=True) for name in ("exec", "x")}),
-    "pee": Row(runs=(Each(),)),
-    "make": custom(tasks.make),
-    "gmake": custom(tasks.make),
-    "just": custom(tasks.just),
-    "task": custom(tasks.task),
-    **{
-        name: custom(fn)
-        for name, fn in (
-            ("env", runners.env),
-            ("exec", runners.exec_),
-            ("eval", runners.eval_),
-            ("source", runners.source),
-            (".", runners.source),
-            ("trap", runners.trap),
-            ("fd", runners.fd),
-            ("fdfind", runners.fd),
-            ("xargs", runners.xargs),
-            ("parallel", runners.parallel),
-            ("sem", runners.parallel),
-            ("flock", runners.flock),
-            ("su", runners.su),
-            ("runuser", runners.runuser),
-            ("busybox", runners.busybox),
-            ("toybox", runners.busybox),
-            ("coreutils", runners.coreutils),
-            ("nix", runners.nix),
-            ("sg", runners.sg),
-            ("at", runners.at),
-            ("batch", runners.at),
-            ("screen", runners.screen),
-            ("bwrap", runners.bwrap),
-            ("bind", runners.bind),
-        )
-    },
-    **{name: custom(fn) for name, fn in builtins.BUILTINS.items()},
-    **dict.fromkeys(SHELLS, custom(runners.shell)),
-    **{
-        name: Row(permute=False, runs=(Custom(fn),), code=name in CODE)
-        for name, fn in languages.RUNNERS.items()
-        if name != "bun"
-    },
-    # options and variables that hold commands
-    "ssh": Row(opts(SSH), permute=False, runs=(SSH_CODE, Shell(skip=1, elsewhere=True))),
-    "autossh": Row(
-        opts("-M: " + SSH), permute=False, runs=(SSH_CODE, Shell(skip=1, elsewhere=True))
-    ),
-    "scp": Row(opts("-cDFiJloPSX: -346ABCOpqRrTv"), runs=(SSH_CODE, Code("S"))),
-    "sftp": Row(opts("-BbcDFiJlnoPRsSX: -46AaCfNpqrv"), runs=(SSH_CODE, Code("S"))),
-    "sshfs": Row(opts("-opC: -fsdV"), runs=(Code("o", keys=("ssh_command",)),)),
-    "mosh": Row(
-        opts("-p: --ssh= --port= --predict= --server= --client= -4 -6 --local"),
-        permute=False,
-        runs=(Code("ssh"), Shell(skip=1, elsewhere=True)),
-    ),
-    "tar": Row(
-        opts(
-            "-fCITXbFgKLNVH: --file= --directory= --use-compress-program= --files-from= "
-            "--exclude-from= --blocking-factor= --info-script= --new-volume-script= "
-            "--listed-incremental= --starting-file= --tape-length= --newer= --after-date= "
-            "--newer-mtime= --label= --format= --to-command= --checkpoint-action= "
-            "--rsh-command= --rmt-command= --exclude= --owner= --group= --mode= --mtime= "
-            "--transform= --xform= --index-file= --volno-file= --record-size= "
-            "--sparse-version= --strip-components= --suffix= --quoting-style= --atime-preserve[=] "
-            "--backup[=] --checkpoint[=] --occurrence[=] --acls --selinux --xattrs "
-            "-cxtrudAzZjJaOvkmpPsSWhiGM"
-        ),
-        runs=(
-            Code(
-                "to-command use-compress-program I info-script new-volume-script F "
-                "rsh-command rmt-command"
-            ),
-            Code("checkpoint-action", keys=("exec",)),
-        ),
-    ),
-    "sort": Row(
-        opts(
-            "-kotST: --compress-program= --key= --output= --field-separator= "
-            "--temporary-directory= --buffer-size= --parallel= --files0-from= "
-            "--random-source= --sort="
-        ),
-        runs=(Code("compress-program"),),
-    ),
-    "man": Row(
-        opts(
-            "-PHCMLmSsepRE: --pager= --html[=] --config-file= --manpath= --locale= "
-            "--systems= --sections= --extension= --preprocessor= --encoding="
-        ),
-        runs=(Code("P pager H html"),),
-    ),
-    # more runners of commands
-    "watchexec": Row(
-        opts(
-            "-efwWidsEj: --exts= --filter= --watch= --watch-non-recursive= --ignore= "
-            "--debounce= --delay-run= --signal= --stop-signal= --stop-timeout= --shell= "
-            "--env= --workdir= --project-origin= --filter-file= --ignore-file= --fs-events= "
-            "--poll[=] --on-busy-update= --emit-events-to= --color= --wrap-process= "
-            "--log-file[=] --filter-prog= -crpnNqvo --clear --restart --postpone --notify "
-            "--quiet --no-vcs-ignore --no-project-ignore --no-global-ignore "
-            "--no-default-ignore --no-discover-ignore --ignore-nothing --no-meta "
-            "--print-events --bell --timings --only-emit-events --manual"
-        ),
-        permute=False,
-        runs=(Shell(),),
-    ),
-    "nodemon": Row(
-        opts(
-            "-xweidP: --exec= --watch= --ext= --ignore= --delay= --signal= "
-            "--config= --cwd= --polling-interval= -VqLCI --verbose --quiet "
-            "--legacy-watch --on-change-only --no-stdin --spawn --dump"
-        ),
-        runs=(Code("x exec"),),
-    ),
-    "hyperfine": Row(
-        opts(
-            "-wmMrspcPDLSuonN: --warmup= --min-runs= --max-runs= --runs= --setup= --prepare= "
-            "--conclude= --cleanup= --parameter-scan= --parameter-step-size= "
-            "--parameter-list= --shell= --style= --sort= --time-unit= --export-asciidoc= "
-            "--export-csv= --export-json= --export-markdown= --export-orgmode= --output= "
-            "--input= --command-name= --reference= -i --ignore-failure --show-output"
-        ),
-        runs=(
-            Each(PLACEHOLDERS),
-            Code("p prepare c cleanup s setup conclude reference", placeholders=PLACEHOLDERS),
-        ),
-    ),
-    "pueue": Row(
-        opts("-c: -p: --config= --profile= -v --verbose --color="),
-        subs={
-            "add": Row(
-                opts(
-                    "-wdgaol: -eisp --working-directory= --delay= --group= --after= "
-                    "--priority= --label= --escape --immediate --stashed "
-                    "--print-task-id --follow"
-                ),
-                permute=False,
-                runs=(Shell(),),
-            ),
-            **subs("kills the tasks' processes", "kill"),
-            **subs("kills every task and forgets them", "reset"),
-        },
-    ),
-    "start-stop-daemon": Row(
-        runners._SSD,
-        pauses=(Pause(SIGNAL + " (`--stop`)", when="K stop"),),
-        runs=(Custom(runners.start_stop_daemon),),
-    ),
-    "coverage": Row(subs={"run": custom(runners.coverage_run)}),
-    "perf": Row(
-        subs={
-            name: wrapper(
-                "-eoptCcFmGgjr: -aqvs --event= --output= --pid= --tid= "
-                "--cpu= --count= --freq= --mmap-pages= --cgroup= "
-                "--call-graph= --all-cpus --quiet --verbose",
-                unless="p pid t tid",
-            )
-            for name in ("record", "stat", "trace")
-        }
-    ),
-    "rr": Row(subs={"record": wrapper("-bcMnp: --bind-to-cpu= --env= -h -n", dashdash=True)}),
-    "heaptrack": wrapper(
-        "-po: --pid= --output= --record-only --use-inject --use-preload --raw --analyze -a",
-        unless="p pid a analyze",
-    ),
-    "py-spy": Row(
-        subs={
-            name: wrapper(
-                "-oprfdnsg: --output= --pid= --rate= --format= "
-                "--duration= --subprocesses --native --gil --idle "
-                "--nonblocking",
-                dashdash=True,
-                unless="p pid",
-            )
-            for name in ("record", "top")
-        }
-    ),
-    "ip": Row(
-        opts("-nbr: -jpcs46 --netns= --batch= -br -brief -json -pretty -color"),
-        subs={"netns": Row(subs={"exec": wrapper(skip=1)})},
-    ),
-    "systemd-nspawn": wrapper(
-        "-DMuSEdZLn: --directory= --machine= --user= --bind= --bind-ro= "
-        "--setenv= --chdir= --image= --template= -bq --boot --quiet",
-        unless="b boot",
-        elsewhere=True,
-    ),
-    "machinectl": Row(subs={"shell": wrapper("-E: --setenv= --uid=", skip=1, elsewhere=True)}),
-    "lxc": Row(
-        subs={
-            "exec": wrapper(
-                "--env= --cwd= --user= --group= -T -t", skip=1, dashdash=True, elsewhere=True
-            )
-        }
-    ),
-    "distrobox": Row(
-        subs={
-            "enter": wrapper(
-                "-n: --name= --additional-flags= -e -T -r --no-tty --root --no-workdir",
-                dashdash=True,
-            )
-        }
-    ),
-    "distrobox-enter": wrapper(
-        "-n: --name= --additional-flags= -e -T -r --no-tty --root --no-workdir", dashdash=True
-    ),
 }
 
 _LOADER = re.compile(r"ld(?:-linux[\w.-]*|-musl[\w.-]*)?\.so(?:\.\d+)*")
