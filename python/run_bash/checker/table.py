@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 from run_bash.checker import checks, gitcode, interpreters, runners, tasks, wrappers
 from run_bash.checker.model import REVERSIBLE
@@ -899,7 +900,8 @@ _LOADER = re.compile(r"ld(?:-linux[\w.-]*|-musl[\w.-]*)?\.so(?:\.\d+)*")
 _VERSIONED = re.compile(r"([a-z][a-z-]*?)(\d+)?(?:\.\d+)*")
 
 
-def lookup_names(name: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def lookup_names(name: str) -> tuple[str, ...]:
     """Rule and row names to try for a command name, most specific first: ``mkfs.ext4`` →
     ``mkfs``, ``pip3.12`` → ``pip3``, ``pip``; ``python3.12`` → ``python3``, ``python``."""
     names = [name]
@@ -910,9 +912,10 @@ def lookup_names(name: str) -> list[str]:
         if m.group(2) and f"{m.group(1)}{m.group(2)}" != name:
             names.append(m.group(1) + m.group(2))
         names.append(m.group(1))
-    return names
+    return tuple(names)
 
 
+@lru_cache(maxsize=4096)
 def row_for(name: str) -> Row | None:
     """The table's row for a command name (a version suffix and ``mkfs.*`` fall back)."""
     for key in lookup_names(name):
