@@ -940,3 +940,32 @@ PRINT_PY = "print('ok')"
 )  # fmt: skip
 def test_code_in_more_languages_and_places(cmd: str, runs: int) -> None:
     assert check(cmd, strict=True).pause is bool(runs), check(cmd)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: "python3 -c " + Q("x = '" + "s(" * n + "'"),
+        lambda n: "node -e " + Q("`" * n),
+        lambda n: "perl -e " + Q("s/" * n),
+        lambda n: "ruby -e " + Q("%x(" * n),
+        lambda n: "awk " + Q("/" + "|" * n),
+        lambda n: "sed " + Q("s/a/b/;" * n),
+        lambda n: "vim -c " + Q("!|" * n),
+        lambda n: "emacs --eval " + Q("(shell-command " * n),
+        lambda n: "sqlite3 db " + Q(".shell x\n" * n),
+        lambda n: "python3 -c " + Q("os.system(" * n),
+        lambda n: "php -r " + Q("system(" * n),
+        lambda n: "node -e " + Q("$(" * n),
+        lambda n: "sed " + Q(" " * n),
+        lambda n: "sed " + Q("\n" * n),
+    ],
+)
+def test_large_code_in_another_language_finishes_quickly(make: Callable[[int], str]) -> None:
+    import time
+
+    start = time.perf_counter()
+    verdict = check(make(20_000), strict=True)
+    assert time.perf_counter() - start < 5, verdict.reason
+    huge = check(make(120_000), strict=True)
+    assert huge.internal_error is None

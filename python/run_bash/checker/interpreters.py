@@ -18,6 +18,7 @@ from run_bash.checker.languages import (
     JAVASCRIPT,
     JULIA,
     LUA,
+    MAX_CODE_CHARS,
     PERL,
     PHP,
     PYTHON,
@@ -328,6 +329,17 @@ def vim(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+_SED_ADDRESS = re.compile(r"(?:\d+|\$|/[^/\n]*/)?(?:,(?:\d+|\$|/[^/\n]*/))?\s*!?\s*")
+
+
+def _sed_e(ana: Walker, command: str, script: str, ctx: Ctx) -> None:
+    if not command:
+        ana.unknown("runs the line sed reads as a shell command (`e`)", ctx.text)
+        return
+    start = script.find(command)
+    ana.source(script[start:].split("\n")[0] if start >= 0 else command, ctx.depth + 1, ctx=ctx)
+
+
 def sed(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """GNU sed's ``e COMMAND`` and the ``e`` flag of ``s///e`` run shell commands."""
     got = read(
@@ -344,27 +356,24 @@ def sed(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     for word in scripts:
         if word.value is None:
             continue  # a script only known at run time; writes stay unpaused
+        if len(word.value) > MAX_CODE_CHARS:
+            ana.unknown("runs a sed script longer than the checker reads", ctx.text)
+            continue
         text = re.sub(r"\\.", "xx", word.value)
         for m in re.finditer(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1([a-zA-Z0-9]*)", text):
             if "e" in m.group(2):
                 ana.unknown("runs the text sed edits as a shell command (`s///e`)", ctx.text)
         stripped = re.sub(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1[a-zA-Z0-9]*", ";", text)
-        stripped = re.sub(r"(?m)(?:^|;)\s*[aicrRwWbtT:]\b[^\n]*", ";", stripped)
-        for m in re.finditer(
-            r"(?m)(?:^|[;{}])\s*(?:\d+|\$|/[^/\n]*/)?(?:,(?:\d+|\$|/[^/\n]*/))?"
-            r"\s*!?\s*e(?:\s+([^\n;]*))?\s*(?=$|[;}\n])",
-            stripped,
-        ):
-            command = m.group(1)
-            if command:
-                start = word.value.find(command.strip())
-                ana.source(
-                    word.value[start:].split("\n")[0] if start >= 0 else command,
-                    ctx.depth + 1,
-                    ctx=ctx,
-                )
-            else:
-                ana.unknown("runs the line sed reads as a shell command (`e`)", ctx.text)
+        for line in stripped.split("\n"):
+            for command in re.split(r"[;{}]", line):
+                # The command after its address. Text commands (a, i, c, r, w …) take the rest
+                # of the line as text; `e CMD` runs the rest of the line, `e` the line read.
+                body = _SED_ADDRESS.sub("", command.strip(), count=1)
+                if body[:1] in ("a", "i", "c", "r", "R", "w", "W", "b", "t", "T", ":"):
+                    break
+                if body == "e" or body.startswith(("e ", "e\t")):
+                    _sed_e(ana, body[1:].strip(), word.value, ctx)
+                    break
     return None
 
 

@@ -27,6 +27,9 @@ from run_bash.checker.model import REVERSIBLE, SHELLS, Ctx, Hit, Walker
 from run_bash.checker.words import Arg, command_name, wordlist
 
 MAX_CODE_DEPTH = 4
+MAX_CODE_CHARS = 200_000  # beyond this, code in another language pauses unread
+MAX_CALLS = 256  # calls that matter judged in one piece of code
+MAX_SPAN = 4000  # tokens of one call's arguments read
 
 # Call kinds.
 SHELL = "shell"  # the first argument is a shell command line
@@ -434,7 +437,7 @@ def _quote_literal(code: str, i: int, lang: Lang) -> tuple[str, str, int] | None
                 return (m.group(1) or "Q"), code[m.end() : j], j + 1
             depth -= 1
         j += 1
-    return None
+    return (m.group(1) or "Q"), code[m.end() :], len(code)  # unterminated: to the end
 
 
 # -- judging calls --------------------------------------------------------------------------------
@@ -501,6 +504,9 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
     if depth > MAX_CODE_DEPTH:
         ana.unknown(f"runs {lang.name} code nested too deeply to analyse", ctx.text)
         return
+    if len(text) > MAX_CODE_CHARS:
+        ana.unknown(f"runs more {lang.name} code than the checker reads", ctx.text)
+        return
     for pattern, repl in lang.imports:
         text = re.sub(pattern, repl, text)
     text, modules, names = _bindings(text, lang)
@@ -509,6 +515,8 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
     for replacement in later:
         judge(ana, replacement, lang, ctx, depth + 1)
     toks = code.toks
+    close = _closers(toks)
+    calls = 0
     k = 0
     while k < len(toks):
         tok = toks[k]
@@ -527,11 +535,17 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
                     )
                 continue
             at = k - 1
+            calls += 1
+            if calls > MAX_CALLS:
+                ana.unknown(
+                    f"makes more calls that matter than the checker reads ({lang.name})", ctx.text
+                )
+                return
             if k < len(toks) and toks[k].kind == "str" and toks[k].text.startswith("`"):
                 shell(ana, toks[k].value, toks[k].text, lang, ctx)  # zx: $`cmd`
                 k += 1
                 continue
-            args, end = _arguments(toks, k, lang)
+            args, end = _arguments(toks, k, lang, close)
             if args is None and found[0] == PIPE:
                 continue
             if args is None and found[0] in (DELETE, SIGNAL):
@@ -557,30 +571,49 @@ _RISKY = frozenset(
 Arg_ = list[Tok]
 
 
-def _arguments(toks: list[Tok], k: int, lang: Lang) -> tuple[list[Arg_] | None, int]:
-    """The arguments of a call at ``k`` (after the name): ``(…)`` or, paren-free, a string."""
+def _closers(toks: list[Tok]) -> list[int]:
+    """For each opening bracket, the index of the bracket that closes it (-1: none)."""
+    close = [-1] * len(toks)
+    stack: list[int] = []
+    for j, t in enumerate(toks):
+        if t.kind == "op" and t.text in "([{":
+            stack.append(j)
+        elif t.kind == "op" and t.text in ")]}" and stack:
+            close[stack.pop()] = j
+    return close
+
+
+def _arguments(
+    toks: list[Tok], k: int, lang: Lang, close: list[int]
+) -> tuple[list[Arg_] | None, int]:
+    """The arguments of a call at ``k`` (after the name): ``(…)`` or, paren-free, a string.
+
+    None when they cannot be read (unbalanced, or longer than the checker reads).
+    """
     if k < len(toks) and toks[k].text == "(" and toks[k].kind == "op":
-        depth, j = 0, k + 1
+        end = close[k]
+        if end < 0 or end - k > MAX_SPAN:
+            return None, k
         args: list[Arg_] = []
         current: list[Tok] = []
-        while j < len(toks):
+        j = k + 1
+        while j < end:
             t = toks[j]
-            if t.kind == "op" and t.text in "([{":
-                depth += 1
-            elif t.kind == "op" and t.text in ")]}":
-                if depth == 0:
-                    return ([*args, current] if current or args else args), j + 1
-                depth -= 1
-            if t.kind == "op" and t.text == "," and depth == 0:
+            if t.kind == "op" and t.text == ",":  # nested brackets are skipped whole below
                 args.append(current)
                 current = []
             else:
                 current.append(t)
+            if t.kind == "op" and t.text in "([{" and close[j] > 0:
+                current.extend(toks[j + 1 : close[j] + 1])
+                j = close[j]
             j += 1
-        return None, k
+        return ([*args, current] if current or args else args), end + 1
     if lang.paren_free and k < len(toks) and (toks[k].kind == "str" or toks[k].text in "[{"):
         args, current, j = [], [], k
-        while j < len(toks) and not (toks[j].kind == "op" and toks[j].text in ";}"):
+        while j < min(len(toks), k + MAX_SPAN) and not (
+            toks[j].kind == "op" and toks[j].text in ";}"
+        ):
             if toks[j].kind == "op" and toks[j].text == ",":
                 args.append(current)
                 current = []
