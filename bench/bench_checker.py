@@ -91,7 +91,7 @@ BASE_COMMANDS = [
     "python - <<'EOF'\nimport json\nprint(json.dumps({'ok': True}))\nEOF",
     'eval "$(ssh-agent -s)"',
     "$EDITOR README.md",
-    "python3 -c 'import subprocess; print(subprocess.check_output([\"git\", \"status\"]))'",
+    'python3 -c \'import subprocess; print(subprocess.check_output(["git", "status"]))\'',
     "node -e \"require('child_process').execSync('npm run build', {stdio: 'inherit'})\"",
     "perl -pi -e 's/foo/bar/g' src/*.txt",
     "aws --profile dev s3 ls s3://bucket/prefix/",
