@@ -24,12 +24,13 @@ from typing import Any
 from run_bash.checker.model import Hit
 from run_bash.checker.options import NO_OPTS, read
 from run_bash.checker.reading import Reading, Row, judge, read_row
-from run_bash.checker.table import TABLE, row_for
+from run_bash.checker.table import TABLE, lookup_names, row_for
 from run_bash.checker.words import Arg, normalize_path
 
 LUA_FUNCTION = "<lua-function>"
 RULE_KEYS = ("subcommands", "flags", "args", "reason")
 ASK_REVERSIBLE = "ask_reversible"
+__all__ = ["DEFAULT_RULES", "LUA_FUNCTION", "ask_reversible", "lookup_names", "validate_rules"]
 
 Rule = Callable[[Sequence[Arg]], "Hit | None"]
 
