@@ -969,3 +969,37 @@ def test_large_code_in_another_language_finishes_quickly(make: Callable[[int], s
     assert time.perf_counter() - start < 5, verdict.reason
     huge = check(make(120_000), strict=True)
     assert huge.internal_error is None
+
+
+def _global_option_cases() -> list[tuple[str, str]]:
+    """For every row with subcommands: each of its options that take a value, written before a
+    subcommand that always pauses, in every spelling getopt accepts."""
+    from run_bash.checker.options import REQUIRED
+    from run_bash.checker.rules import DEFAULT_RULES
+
+    cases: list[tuple[str, str]] = []
+    for name, row in sorted(TABLE.items()):
+        if name not in DEFAULT_RULES or row.skip or row.opts.go:
+            continue
+        always = [
+            sub
+            for sub, r in row.subs.items()
+            if any(not (p.when or p.operands or p.check or p.unless) for p in r.pauses)
+        ]
+        if not always:
+            continue
+        sub = always[0]
+        spellings: list[str] = []
+        for long, arity in row.opts.longs.items():
+            if arity == REQUIRED:
+                spellings += [f"--{long} v", f"--{long}=v"]
+        for letter in row.opts.value:
+            spellings += [f"-{letter} v", f"-{letter}v"]
+        cases += [(name, f"{name} {spelled} {sub}") for spelled in spellings]
+    return cases
+
+
+@pytest.mark.parametrize("rule, cmd", _global_option_cases())
+def test_every_global_option_with_a_value_is_seen_past(rule: str, cmd: str) -> None:
+    verdict = _pauses(cmd)
+    assert verdict.rule == rule, verdict
