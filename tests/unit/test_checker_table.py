@@ -936,6 +936,14 @@ PRINT_PY = "print('ok')"
         ("node -e \"require('shelljs').rm('-rf', 'dist')\"", 1),
         ("ruby -e 'open(\"|rm -rf x\").read'", 1),
         ("ruby -e 'puts open(ARGV[0]).read' f", 0),
+        ("cat > cfg <<'EOF'\nHost x\n  ProxyCommand rm -rf y\nEOF\nssh -F cfg x", 1),
+        ("cat >> ~/.ssh/config <<'EOF'\nHost x\n  ProxyCommand rm -rf y\nEOF\nssh x true", 1),
+        ("cat > cfg <<'EOF'\nHost x\n  User me\nEOF\nssh -F cfg x", 0),
+        ("docker run --entrypoint rm img -rf /x", 1),
+        ("docker run --rm --entrypoint sh img -c 'git push -f'", 1),
+        ("docker run --rm --entrypoint sh img -c 'ls'", 0),
+        ("php -r 'array_map(\"unlink\", glob(\"*.log\"));'", 1),
+        ("php -r 'print_r(array_map(\"strtoupper\", [\"a\"]));'", 0),
     ],
 )  # fmt: skip
 def test_code_in_more_languages_and_places(cmd: str, runs: int) -> None:

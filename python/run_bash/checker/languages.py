@@ -198,7 +198,7 @@ PHP = Lang(
         **_calls(DELETE, "unlink rmdir"),
         **_calls(SIGNAL, "posix_kill proc_terminate"),
         **_calls(EVAL, "eval assert create_function"),
-        **_calls(OPAQUE, "call_user_func call_user_func_array"),
+        **_calls(OPAQUE, "call_user_func call_user_func_array array_map array_walk"),
     },
     comment="//",
     interpolate=r"\$[\w{]",

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Callable
 
 from run_bash.checker.model import STDIN_FILES, Ctx, Hit, Scope, Walker
-from run_bash.checker.options import Opts, opts, read
+from run_bash.checker.options import Opts, opts, read, values_of
 from run_bash.checker.parser import words_of
 from run_bash.checker.reading import (
     Code,
@@ -837,6 +837,49 @@ def scl(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     if len(args) >= 3:
         shell_words(ana, args[-1:], ctx)
     return None
+
+
+_SSH_CODE_LINE = re.compile(
+    r"(?im)^\s*(?:ProxyCommand|LocalCommand|KnownHostsCommand|RemoteCommand)\s*=?\s*(.+)$"
+    r"|^\s*Match\b.*\bexec\s+\"([^\"]*)\""
+)
+
+
+def ssh_config(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """A config file ssh reads (``-F FILE``, ``~/.ssh/config``) that this line writes: its
+    ``ProxyCommand``, ``LocalCommand`` and ``Match exec`` lines run commands."""
+    files = values_of(args, "-F") or [Arg.lit("~/.ssh/config")]
+    for path in files:
+        text = ana.written_file(path.value) if path.value is not None else False
+        if text is None:
+            ana.unknown(
+                f"reads ssh configuration from `{path.text}`, written at run time", ctx.text
+            )
+        elif isinstance(text, str):
+            for m in _SSH_CODE_LINE.finditer(text):
+                ana.source(m.group(1) or m.group(2), ctx.depth + 1, ctx=ctx)
+    return None
+
+
+def container_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``docker run --entrypoint PROG IMAGE ARGS``: PROG runs with ARGS (in the container)."""
+    got = read(args, CONTAINER_RUN, permute=False)
+    entry = got.values("entrypoint")
+    if not entry or got.dynamic:
+        return None
+    ctx.elsewhere, ctx.cwd = True, None
+    return [*entry[-1:], *args[got.first + 1 :]]
+
+
+CONTAINER_RUN = opts(
+    "-vepwulhm: -ditPq --volume= --env= --env-file= --publish= --workdir= --user= --name= "
+    "--network= --net= --entrypoint= --mount= --label= --label-file= --add-host= --cpus= "
+    "--memory= --platform= --restart= --runtime= --shm-size= --ulimit= --device= --cap-add= "
+    "--cap-drop= --security-opt= --tmpfs= --hostname= --dns= --log-driver= --log-opt= --pull= "
+    "--gpus= --pid= --ipc= --userns= --volumes-from= --link= --expose= --health-cmd= "
+    "--cidfile= --group-add= --init --rm --privileged --read-only --detach --interactive --tty "
+    "--publish-all --no-healthcheck --quiet"
+)
 
 
 def coverage_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:

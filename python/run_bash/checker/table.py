@@ -364,15 +364,6 @@ DOCKER_GLOBAL = (
     "-cHl: -Dv --config= --context= --host= --log-level= --tlscacert= --tlscert= --tlskey= "
     "--debug --tls --tlsverify --version"
 )
-_RUN_OPTS = (
-    "-vepwulhm: -ditPq --volume= --env= --env-file= --publish= --workdir= --user= --name= "
-    "--network= --net= --entrypoint= --mount= --label= --label-file= --add-host= --cpus= "
-    "--memory= --platform= --restart= --runtime= --shm-size= --ulimit= --device= --cap-add= "
-    "--cap-drop= --security-opt= --tmpfs= --hostname= --dns= --log-driver= --log-opt= --pull= "
-    "--gpus= --pid= --ipc= --userns= --volumes-from= --link= --expose= --health-cmd= "
-    "--cidfile= --group-add= --init --rm --privileged --read-only --detach --interactive --tty "
-    "--publish-all --no-healthcheck --quiet"
-)
 COMPOSE = Row(
     opts(
         "-fp: --file= --project-name= --profile= --env-file= --project-directory= --parallel= "
@@ -385,7 +376,7 @@ COMPOSE = Row(
         ),
         **dict.fromkeys(
             ("run", "exec"),
-            Row(opts(_RUN_OPTS), permute=False, runs=(Command(skip=1, elsewhere=True),)),
+            Row(runners.CONTAINER_RUN, permute=False, runs=(Command(skip=1, elsewhere=True),)),
         ),
     },
 )
@@ -409,7 +400,14 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
             ),
             "volume": Row(subs=subs("deletes volumes and their data", "rm remove prune")),
             "exec": _CONTAINER,
-            "run": Row(opts(_RUN_OPTS), permute=False, runs=(Command(skip=1, elsewhere=True),)),
+            "run": Row(
+                runners.CONTAINER_RUN,
+                permute=False,
+                runs=(
+                    Command(skip=1, elsewhere=True, unless="entrypoint"),
+                    Custom(runners.container_run),
+                ),
+            ),
             **extra,
         },
     )

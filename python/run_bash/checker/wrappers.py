@@ -37,6 +37,7 @@ CODE = frozenset(
     )
 )
 SSH = "-BbcDEeFIiJLlmOoPpQRSWw: -46AaCfGgKkMNnqsTtVvXxYy"
+SSH_FILE = Custom(runners.ssh_config)
 SSH_CODE = Code(
     "o", keys=("proxycommand", "localcommand", "knownhostscommand", "remotecommand"), sep="= "
 )
@@ -372,12 +373,12 @@ WRAPPERS: dict[str, Row] = {
         if name != "bun"
     },
     # options and variables that hold commands
-    "ssh": Row(opts(SSH), permute=False, runs=(SSH_CODE, Shell(skip=1, elsewhere=True))),
+    "ssh": Row(opts(SSH), permute=False, runs=(SSH_CODE, SSH_FILE, Shell(skip=1, elsewhere=True))),
     "autossh": Row(
-        opts("-M: " + SSH), permute=False, runs=(SSH_CODE, Shell(skip=1, elsewhere=True))
+        opts("-M: " + SSH), permute=False, runs=(SSH_CODE, SSH_FILE, Shell(skip=1, elsewhere=True))
     ),
-    "scp": Row(opts("-cDFiJloPSX: -346ABCOpqRrTv"), runs=(SSH_CODE, Code("S"))),
-    "sftp": Row(opts("-BbcDFiJlnoPRsSX: -46AaCfNpqrv"), runs=(SSH_CODE, Code("S"))),
+    "scp": Row(opts("-cDFiJloPSX: -346ABCOpqRrTv"), runs=(SSH_CODE, SSH_FILE, Code("S"))),
+    "sftp": Row(opts("-BbcDFiJlnoPRsSX: -46AaCfNpqrv"), runs=(SSH_CODE, SSH_FILE, Code("S"))),
     "sshfs": Row(opts("-opC: -fsdV"), runs=(Code("o", keys=("ssh_command",)),)),
     "mosh": Row(
         opts("-p: --ssh= --port= --predict= --server= --client= -4 -6 --local"),
