@@ -1,4 +1,4 @@
-"""The command table and the classes of the third round: global options, home paths, scripts and
+"""The command table and the classes it closes: global options, home paths, scripts and
 task files a line writes and runs, options that run code, wrappers, interpreter one-liners, effect
 classes and their targets. Each class has property tests (every member pauses however it is
 written, the look-alikes do not) and named examples."""
