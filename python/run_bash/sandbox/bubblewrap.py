@@ -43,13 +43,38 @@ from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
-from run_bash.sandbox.netholder import NET_HOLDER, bwrap_path, nsenter_path
+from run_bash.sandbox.netholder import NET_HOLDER
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
 VIRTUAL_ROOTS = ("/proc", "/dev")
+
+
+# The one place that finds bwrap. ``RUN_BASH_BWRAP`` names the binary to use instead of the one on
+# PATH; set to an empty string it hides bubblewrap from run_bash altogether (the test suite runs
+# once that way, as on a machine without it).
+BWRAP_ENV = "RUN_BASH_BWRAP"
+
+
+@lru_cache(maxsize=1)
+def bwrap_path() -> str | None:
+    """The bwrap binary run_bash uses, or None."""
+    chosen = os.environ.get(BWRAP_ENV)
+    if chosen is not None:
+        return chosen if chosen and os.access(chosen, os.X_OK) else None
+    return shutil.which("bwrap") or (
+        "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
+    )
+
+
+@lru_cache(maxsize=1)
+def nsenter_path() -> str | None:
+    for p in ("/usr/bin/nsenter", "/bin/nsenter"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("nsenter")
 
 
 @lru_cache(maxsize=1)
