@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from run_bash.backends import AUTO, BACKEND_NAMES
 from run_bash.errors import ConfigError
-from run_bash.sandbox.base import AUTO, BACKEND_NAMES
 
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
