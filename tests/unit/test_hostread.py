@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from run_bash.errors import UsageError
-from run_bash.sandbox.guard import ABSENT, Repairer, capture, matches, rules_problems
+from run_bash.sandbox.guard import rules_problems
 from run_bash.sandbox.hostread import (
     Discovery,
     PathDir,
@@ -23,6 +23,7 @@ from run_bash.sandbox.hostread import (
     read_nonblocking,
     shadowed,
 )
+from run_bash.sandbox.members import ABSENT, Repairer, capture, matches
 from run_bash.sandbox.policy import trusted_realpath
 from run_bash.service import parse_codecompanion
 

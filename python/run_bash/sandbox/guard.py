@@ -39,19 +39,18 @@ loop, and never blocks on a file a sandbox can touch.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import select
 import stat
-import struct
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from run_bash import inotify
 from run_bash.errors import SpawnError
+from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -69,17 +68,19 @@ from run_bash.sandbox.hostread import (
     resolve_entry,
     shadowed,
 )
+from run_bash.sandbox.members import (
+    ABSENT,
+    MAX_MEMBER_BYTES,
+    Repairer,
+    State,
+    capture,
+    capture_or_mark,
+    matches,
+    writable_parents,
+)
 
-# A member file larger than this cannot be kept (a copy is held in memory): the run is refused.
-MAX_MEMBER_BYTES = 16 * 1024 * 1024
-# A member directory (a hooks directory) with more entries or deeper than this is refused.
-MAX_DIR_ENTRIES = 1024
-MAX_DIR_DEPTH = 4
 # A rules file larger than this is not something an agent should load into a chat.
 MAX_RULES_BYTES = 1024 * 1024
-
-State = tuple[Any, ...]
-ABSENT: State = ("absent",)
 
 
 def quarantine_dir(env: Mapping[str, str]) -> str:
@@ -88,318 +89,6 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
     home = env.get("HOME") or os.path.expanduser("~")
     state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return os.path.join(state, "run_bash", "quarantine")
-
-
-# -------------------------------------------------------------------------------------------------
-# States: what a member is, compared without blocking and bounded by the trusted state
-
-
-class TooLarge(SpawnError):
-    """A member is too large to keep a copy of: the run does not start."""
-
-
-def capture(path: str, depth: int = 0) -> State:
-    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data, None),
-    ("link", target), ("dir", mode, uid, gid, ((name, state), ...)), ("other", type, mode) or
-    ("unreadable", why)."""
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return ABSENT
-    except OSError as e:
-        return ("unreadable", e.errno)
-    mode = stat.S_IMODE(st.st_mode)
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            return ("link", os.readlink(path))
-        except OSError as e:
-            return ("unreadable", e.errno)
-    if stat.S_ISREG(st.st_mode):
-        if st.st_size > MAX_MEMBER_BYTES:
-            raise TooLarge(
-                f"{path} is larger than {MAX_MEMBER_BYTES >> 20} MiB: too large to keep a copy "
-                "of; nothing was started"
-            )
-        data = read_nonblocking(path, MAX_MEMBER_BYTES)
-        if data is None:
-            return ("unreadable", "not readable without blocking")
-        return ("file", mode, st.st_uid, st.st_gid, data, None)
-    if stat.S_ISDIR(st.st_mode):
-        if depth >= MAX_DIR_DEPTH:
-            raise TooLarge(f"{path} is nested too deep to keep a copy of (limit {MAX_DIR_DEPTH})")
-        names: list[str] = []
-        try:
-            with os.scandir(path) as it:
-                for entry in it:
-                    names.append(entry.name)
-                    if len(names) > MAX_DIR_ENTRIES:
-                        raise TooLarge(
-                            f"{path} has more than {MAX_DIR_ENTRIES} entries: too many to keep a "
-                            "copy of; nothing was started"
-                        )
-        except OSError as e:
-            return ("unreadable", e.errno)
-        kids = tuple((n, capture(os.path.join(path, n), depth + 1)) for n in sorted(names))
-        return ("dir", mode, st.st_uid, st.st_gid, kids)
-    return ("other", stat.S_IFMT(st.st_mode), mode)
-
-
-def matches(path: str, state: State) -> bool:
-    """Whether ``path`` is still ``state``. The work is bounded by ``state``: a directory is
-    listed up to one entry more than it had, a file read up to its length, never blocking."""
-    kind: str = state[0]
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return kind == "absent"
-    except OSError as e:
-        return state == ("unreadable", e.errno)
-    if kind in ("absent", "unreadable"):
-        return kind == "unreadable" and _capture_or_mark(path) == state
-    mode = stat.S_IMODE(st.st_mode)
-    if kind == "link":
-        if not stat.S_ISLNK(st.st_mode):
-            return False
-        try:
-            target: str = state[1]
-            return os.readlink(path) == target
-        except OSError:
-            return False
-    if kind == "other":
-        return (stat.S_IFMT(st.st_mode), mode) == state[1:]
-    if (mode, st.st_uid, st.st_gid) != state[1:4]:
-        return False
-    if kind == "file":
-        if not stat.S_ISREG(st.st_mode):
-            return False
-        data: bytes = state[4]
-        if st.st_size != len(data):
-            return False
-        return read_nonblocking(path, len(data)) == data
-    if kind == "dir":
-        if not stat.S_ISDIR(st.st_mode):
-            return False
-        kids = dict(state[4])
-        count = 0
-        try:
-            with os.scandir(path) as it:
-                for entry in it:
-                    count += 1
-                    if count > len(kids) or entry.name not in kids:
-                        return False
-        except OSError:
-            return False
-        if count != len(kids):
-            return False
-        return all(matches(os.path.join(path, n), s) for n, s in kids.items())
-    return False
-
-
-# -------------------------------------------------------------------------------------------------
-# Repair: quarantine what is there, write the trusted state, as the owner
-
-
-class Repairer:
-    """Moves things into the quarantine directory and writes trusted states back."""
-
-    def __init__(self, quarantine_root: str) -> None:
-        self.root = quarantine_root
-
-    def quarantine(self, path: str, tag: str) -> str:
-        """Move ``path`` (whatever it is) out of the way; where it went. Into the quarantine
-        directory when it is on the same file system (one rename, whatever its size), else
-        renamed in place with a suffix and its exec bits removed (inert under any name)."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        # One flat name per original path: no `.git` or `hooks` directory is recreated in there.
-        flat = path.strip("/").replace("%", "%25").replace("/", "%")
-        dest = os.path.join(self.root, f"{stamp}-{tag}", flat)
-        with _writable_parents(path):
-            try:
-                # What a run wrote may be meant for someone else's eyes: only the owner's.
-                os.makedirs(self.root, mode=0o700, exist_ok=True)
-                if stat.S_IMODE(os.lstat(self.root).st_mode) != 0o700:
-                    os.chmod(self.root, 0o700)
-                os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
-                n = 1
-                while os.path.lexists(dest):
-                    n += 1
-                    dest = os.path.join(self.root, f"{stamp}-{tag}", f"{flat}.{n}")
-                os.rename(path, dest)
-                return dest
-            except OSError:
-                pass
-            dest = f"{path}.run_bash-quarantined-{stamp}"
-            os.rename(path, dest)
-            with contextlib.suppress(OSError):
-                st = os.lstat(dest)
-                if stat.S_ISREG(st.st_mode):
-                    os.chmod(dest, 0o600)
-            return dest
-
-    def restore(self, path: str, state: State, tag: str) -> tuple[bool, str]:
-        """Make ``path`` be ``state`` again; (checked ok, what was done)."""
-        moved = ""
-        try:
-            with _writable_parents(path):
-                if os.path.lexists(path):
-                    moved = self.quarantine(path, tag)
-                _create(path, state)
-        except (OSError, TooLarge, ValueError) as e:
-            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            return False, f"could not be restored ({why})"
-        if not matches(path, state):
-            return False, "could not be restored (it differs after writing it back)"
-        done = "removed" if state[0] == "absent" else "restored"
-        return True, done + (f"; what was there is in {moved}" if moved else "")
-
-
-def _create(path: str, state: State) -> None:
-    kind = state[0]
-    if kind == "absent":
-        return
-    if kind == "link":
-        os.symlink(state[1], path)
-        return
-    if kind == "file":
-        if state[4] is None:
-            raise ValueError(f"larger than {MAX_MEMBER_BYTES} bytes: no copy was kept")
-        tmp = os.path.join(
-            os.path.dirname(path), f".run_bash-restore-{os.getpid()}-{time.time_ns()}"
-        )
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            os.write(fd, state[4])
-            _own(fd, state)
-            os.fchmod(fd, state[1])
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-        return
-    if kind == "dir":
-        os.mkdir(path, 0o700)
-        for name, sub in state[4]:
-            _create(os.path.join(path, name), sub)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            _own(fd, state)
-            os.fchmod(fd, state[1])
-        finally:
-            os.close(fd)
-        return
-    raise ValueError(f"a {kind} entry cannot be recreated")
-
-
-def _own(fd: int, state: State) -> None:
-    if os.geteuid() == 0:
-        st = os.fstat(fd)
-        if (st.st_uid, st.st_gid) != (state[2], state[3]):
-            os.fchown(fd, state[2], state[3])
-
-
-@contextlib.contextmanager
-def _writable_parents(path: str) -> Iterator[None]:
-    """Give the owner search permission on every directory above ``path`` and write permission
-    on its parent for the block (a run may have ``chmod``-ed them), and put the modes back."""
-    changed: list[tuple[str, int]] = []
-    parent = os.path.dirname(path)
-    chain = []
-    d = parent
-    while True:
-        chain.append(d)
-        up = os.path.dirname(d)
-        if up == d:
-            break
-        d = up
-    for d in reversed(chain):
-        need = 0o300 if d == parent else 0o100
-        try:
-            st = os.lstat(d)
-        except OSError:
-            break
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            continue
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & need != need:
-            try:
-                os.chmod(d, mode | need)
-                changed.append((d, mode))
-            except OSError:
-                break
-    try:
-        yield
-    finally:
-        for d, mode in reversed(changed):
-            with contextlib.suppress(OSError):
-                os.chmod(d, mode)
-
-
-# -------------------------------------------------------------------------------------------------
-# inotify
-
-
-class Inotify:
-    """Just enough inotify for the guard (ctypes; no dependency)."""
-
-    IN_MODIFY = 0x2
-    IN_ATTRIB = 0x4
-    IN_MOVED_FROM = 0x40
-    IN_MOVED_TO = 0x80
-    IN_CREATE = 0x100
-    IN_DELETE = 0x200
-    IN_DELETE_SELF = 0x400
-    IN_MOVE_SELF = 0x800
-    IN_Q_OVERFLOW = 0x4000
-    IN_IGNORED = 0x8000
-    IN_ONLYDIR = 0x1000000
-    IN_DONT_FOLLOW = 0x2000000
-    IN_MASK_ADD = 0x20000000
-    ENTRIES = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
-    CONTENT = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
-    _EVENT = struct.Struct("iIII")
-    _libc = ctypes.CDLL(None, use_errno=True)
-
-    def __init__(self) -> None:
-        fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        self.fd = fd
-
-    def add(self, path: str, mask: int) -> int:
-        wd = self._libc.inotify_add_watch(
-            self.fd, os.fsencode(path), mask | self.IN_DONT_FOLLOW | self.IN_MASK_ADD
-        )
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), path)
-        return int(wd)
-
-    def remove(self, wd: int) -> None:
-        self._libc.inotify_rm_watch(self.fd, wd)
-
-    def read(self) -> list[tuple[int, int, str]]:
-        """Every queued event as (wd, mask, name)."""
-        out: list[tuple[int, int, str]] = []
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except (BlockingIOError, InterruptedError):
-                return out
-            except OSError:
-                return out
-            if not data:
-                return out
-            off = 0
-            while off + 16 <= len(data):
-                wd, mask, _cookie, size = self._EVENT.unpack_from(data, off)
-                raw = data[off + 16 : off + 16 + size].split(b"\0", 1)[0]
-                out.append((wd, mask, os.fsdecode(raw)))
-                off += 16 + size
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
 
 
 # What a subscription on a watch descriptor means when an event arrives.
@@ -506,7 +195,7 @@ class Keeper:
                 if covered(m):
                     if m not in self._trusted:
                         self._suspect.add(m)
-                        self._trusted[m] = _capture_or_mark(m)
+                        self._trusted[m] = capture_or_mark(m)
                     continue
                 why = self._pending.get(m)
                 if why is not None and m in self._trusted and matches(m, self._trusted[m]):
@@ -556,7 +245,7 @@ class Keeper:
             for r in host_read.rules:
                 for p in (r.path, *rules_include_paths(host_read, r.path)):
                     if not covered(p) or p not in self._rules:
-                        self._rules[p] = _capture_or_mark(p)
+                        self._rules[p] = capture_or_mark(p)
             self._written.update(host_read.writable)
             self._scopes[sid] = scope
             try:
@@ -697,7 +386,7 @@ class Keeper:
             moved = "; what replaced it " + self._quarantine(g, scope.sid)
         if found:
             try:
-                with _writable_parents(g):
+                with writable_parents(g):
                     os.rename(found, g)
                 what = "moved back"
             except OSError as e:
@@ -814,7 +503,7 @@ class Keeper:
         return self._ino
 
     def _sub(self, ino: Inotify, scope: Scope, path: str, mask: int, sub: Sub) -> None:
-        wd = ino.add(path, mask)
+        wd = ino.add(path, mask | inotify.IN_DONT_FOLLOW | inotify.IN_MASK_ADD)
         with self._table_lock:
             self._table.setdefault(wd, []).append(sub)
         scope.wds.add(wd)
@@ -828,23 +517,23 @@ class Keeper:
         for m in hr.members:
             if os.path.lexists(m):
                 is_dir = os.path.isdir(m) and not os.path.islink(m)
-                mask = Inotify.CONTENT | (Inotify.ENTRIES if is_dir else 0)
+                mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
                 todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
             self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=m in git_places)
         for g in hr.git_dirs:
-            mask = Inotify.IN_DELETE_SELF | Inotify.IN_MOVE_SELF
+            mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
             self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True)
         for pd in hr.path_dirs:
             if os.path.isdir(pd.path):
-                mask = Inotify.ENTRIES | Inotify.IN_ATTRIB
+                mask = inotify.ENTRIES | inotify.IN_ATTRIB
                 todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask, True))
             else:
                 self._watch_name(todo, scope, pd.path, GROW, kill_growth=False)
         for r in hr.rules:
             self._watch_name(todo, scope, r.path, RULES, kill_growth=False, ref=r)
             if os.path.isdir(r.path) and not os.path.islink(r.path):
-                mask = Inotify.ENTRIES | Inotify.CONTENT
+                mask = inotify.ENTRIES | inotify.CONTENT
                 todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask, True))
         for path, sub, mask, _must in todo:
             try:
@@ -872,7 +561,7 @@ class Keeper:
         watch the deepest ancestor that does for the next component (created: kill, when the
         path is inside a git directory; otherwise watch deeper)."""
         parent, name = os.path.dirname(path), os.path.basename(path)
-        mask = Inotify.ENTRIES
+        mask = inotify.ENTRIES
         if os.path.isdir(parent):
             todo.append((parent, Sub(scope, kind, mask, frozenset({name}), ref), mask, True))
             return
@@ -920,7 +609,10 @@ class Keeper:
             if self._stop_r in ready:
                 ino.close()
                 return
-            events = ino.read()
+            try:
+                events = ino.read()
+            except OSError:
+                events = []
             if events:
                 try:
                     self._dispatch(events)
@@ -937,12 +629,12 @@ class Keeper:
         rules: list[tuple[Scope, RulesName]] = []
         with self._table_lock:
             for wd, mask, name in events:
-                if mask & Inotify.IN_Q_OVERFLOW:
+                if mask & inotify.IN_Q_OVERFLOW:
                     for subs in self._table.values():
                         for s in subs:
                             kill[s.scope] = "too many file events to follow"
                     continue
-                if mask & Inotify.IN_IGNORED:
+                if mask & inotify.IN_IGNORED:
                     # The kernel dropped the watch (its inode is gone); the number may be reused.
                     for s in self._table.pop(wd, ()):
                         s.scope.wds.discard(wd)
@@ -1017,14 +709,6 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
     if hooks:
         return f"it has hooks: {', '.join(hooks[:5])}"
     return None
-
-
-def _capture_or_mark(path: str) -> State:
-    """``capture``, or a state that matches nothing when the entry is too large to copy."""
-    try:
-        return capture(path)
-    except TooLarge:
-        return ("unreadable", "too large")
 
 
 def rules_include_paths(hr: HostRead, path: str) -> list[str]:
