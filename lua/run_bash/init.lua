@@ -7,6 +7,7 @@
 ---   `run_bash.options`   the options sent to the host and the facts it answers with
 ---   `run_bash.events`    the host's events, the callers waiting on them, the mirrors they keep
 ---   `run_bash.gate`      the gate's answer for a command; held runs and the user's decision
+---   `run_bash.sessions`  start, follow, wait on and kill sessions
 local M = {}
 local H = {}
 
@@ -14,6 +15,7 @@ local events = require("run_bash.events")
 local gate = require("run_bash.gate")
 local host = require("run_bash.host")
 local options = require("run_bash.options")
+local sessions = require("run_bash.sessions")
 
 --- Sessions the host reported (id -> info), for completion without RPC (see `run_bash.events`).
 M.sessions = events.sessions
@@ -32,139 +34,16 @@ M.request = host.request
 M._on_event = events.on_event
 M.decide = gate.decide
 M.check = gate.check
-
---- Run `cb(info)` when a session starts (after its approval, for a held run).
----@param id string
----@param cb fun(info: table)
-function M.on_started(id, cb)
-  events.listeners.started[id] = events.listeners.started[id] or {}
-  table.insert(events.listeners.started[id], cb)
-end
-
---- Start a command. `on_result(result)` is called exactly once (result.error on failure).
---- Without `approved`, the host holds a command that needs the user's approval and the approval
---- window asks first (`ask` always asks); `approved = true` says the caller already asked.
----@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, approved?, ask?, live?, decision_id? }
----@param on_result? fun(result: table)
----@param on_output? fun(text: string)
----@return table|nil info, string|nil err
-function M.run(spec, on_result, on_output)
-  local chan, herr = M.ensure_host() -- the options, and with them the Lua rules, are in force
-  if not chan then
-    return nil, herr
-  end
-  if type(spec) == "table" and spec.decision_id == nil and options.has_lua_rules() then
-    -- The user's Lua rules judge the command first: the run starts on that answer.
-    local answer, cerr = M.check(spec.cmd, {
-      skip_sandbox = spec.skip_sandbox,
-      cwd = spec.cwd,
-      source = spec.source,
-    })
-    if not answer then
-      return nil, cerr
-    end
-    spec = vim.tbl_extend("force", spec, { decision_id = answer.decision_id })
-  end
-  local info, err = M.request("run", spec)
-  if not info then
-    return nil, err
-  end
-  -- A very fast command's result may already be here: never overwrite it with the start info.
-  M.sessions[info.id] = M.sessions[info.id] or info
-  if on_output then
-    events.listeners.output[info.id] = events.listeners.output[info.id] or {}
-    table.insert(events.listeners.output[info.id], on_output)
-  end
-  if on_result then
-    -- The result may already have been reported (a very fast command): ask for it.
-    local done = M.sessions[info.id] and M.sessions[info.id].output ~= nil
-    if done then
-      on_result(M.sessions[info.id])
-    else
-      events.listeners.result[info.id] = events.listeners.result[info.id] or {}
-      table.insert(events.listeners.result[info.id], on_result)
-    end
-  end
-  return info
-end
-
---- Follow a session's live output. Returns what it printed so far.
----@param id string
----@param on_output fun(text: string)
----@return table|nil info, string|nil err
-function M.watch(id, on_output)
-  local info, err = M.request("watch", id)
-  if not info then
-    return nil, err
-  end
-  events.listeners.output[id] = events.listeners.output[id] or {}
-  table.insert(events.listeners.output[id], on_output)
-  return info
-end
-
---- Keep session `id` in the host's history while `buf` exists (its output is open there).
-function M.pin_while(id, buf)
-  local reason = "buffer " .. buf
-  if not M.request("pin", id, reason) then
-    return
-  end
-  vim.api.nvim_create_autocmd("BufWipeout", {
-    buffer = buf,
-    once = true,
-    desc = "run_bash: let the host forget the session this buffer showed",
-    callback = function()
-      if host.chan() then
-        pcall(vim.rpcnotify, host.chan(), "run_bash.unpin", id, reason)
-      end
-    end,
-  })
-end
-
---- Stop following: remove `on_output` (as given to `watch`), or every follower of `id` when nil.
----@param id string
----@param on_output? fun(text: string)
-function M.unwatch(id, on_output)
-  local list = events.listeners.output[id]
-  if not list or on_output == nil then
-    events.listeners.output[id] = nil
-    return
-  end
-  for i = #list, 1, -1 do
-    if list[i] == on_output then
-      table.remove(list, i)
-    end
-  end
-end
-
---- Wait for a session's result without polling (cb gets the result table).
----@param id string
----@param cb fun(result: table)
-function M.on_result(id, cb)
-  events.listeners.result[id] = events.listeners.result[id] or {}
-  table.insert(events.listeners.result[id], cb)
-end
-
---- Kill a session (or every running one when `id` is nil); `cb(reply)` gets { result } or { error }.
----@param id string|nil
----@param cb? fun(reply: { result?: table, error?: string })
----@return table|nil info, string|nil err
-function M.kill(id, cb)
-  local token = events.new_token()
-  if cb then
-    events.listeners.reply[token] = cb
-  end
-  local info, err
-  if id == nil then
-    info, err = M.request("kill_all", token)
-  else
-    info, err = M.request("kill", id, token)
-  end
-  if not info then
-    events.listeners.reply[token] = nil
-    return nil, err
-  end
-  return info
-end
+M.on_started = sessions.on_started
+M.run = sessions.run
+M.watch = sessions.watch
+M.pin_while = sessions.pin_while
+M.unwatch = sessions.unwatch
+M.on_result = sessions.on_result
+M.kill = sessions.kill
+M.wait = sessions.wait
+M.sessions_list = sessions.sessions_list
+M.output = sessions.output
 
 --- Call a host method that answers with a `reply` event: its work may read the project's files,
 --- so it runs on the host's worker threads and the host never waits for it. With `cb`, returns
@@ -324,52 +203,6 @@ end
 ---@return table|nil usage, string|nil err
 function M.undo_usage(cb)
   return H.deferred("undo_usage", { n = 0 }, cb)
-end
-
---- Wait on a session: for a line of output new since the last read to match `wait_for`, or (without
---- it) for the session to end, at most `timeout` seconds (1-60, default 30). `cb(reply)` gets
---- `{ result }` (`outcome`: "matched", "exited", "ended", "timeout" or "slow", with the new output)
---- or `{ error }`. Bad arguments and an unknown id are an error at once.
----@param id string
----@param opts? { wait_for?: string, timeout?: number }
----@param cb fun(reply: { result?: table, error?: string })
----@return table|nil info, string|nil err
-function M.wait(id, opts, cb)
-  local token = events.new_token()
-  events.listeners.reply[token] = cb
-  local info, err = M.request("wait", id, opts or vim.empty_dict(), token)
-  if not info then
-    events.listeners.reply[token] = nil
-    return nil, err
-  end
-  return info
-end
-
---- Every session of this Neovim (and the completion mirror updated).
----@return table[]|nil list, string|nil err
-function M.sessions_list()
-  local list, err = M.request("sessions")
-  if list then
-    local listed = {}
-    for _, info in ipairs(list) do
-      listed[info.id] = true
-      M.sessions[info.id] = info
-    end
-    for id in pairs(M.sessions) do
-      if not listed[id] then
-        events.forget(id)
-      end
-    end
-  end
-  return list, err
-end
-
---- New output of a session since the last read, or its last `tail` lines.
----@param id string
----@param opts? { tail?: integer }
----@return table|nil page, string|nil err
-function M.output(id, opts)
-  return M.request("output", id, opts or vim.empty_dict())
 end
 
 M.facts = options.facts
