@@ -1,5 +1,5 @@
---- Events from the host: dispatch to the callers waiting on them, the mirrors they keep (sessions,
---- runs with kept change sets) for completion without RPC, and the `User` autocommands.
+--- Events from the host: dispatch to the callers waiting on them, the sessions mirror they keep
+--- for completion without RPC, and the `User` autocommands.
 ---
 --- The host sends events through `nvim_exec_lua` (`require('run_bash')._on_event(name, payload)`).
 --- The listeners are registered by `run_bash.sessions` and `run_bash.changes`; this module owns
@@ -9,6 +9,12 @@ local H = {}
 
 local gate = require("run_bash.gate")
 local host = require("run_bash.host")
+
+-- Required on use: `run_bash.changes` requires this module (its requests are answered by `reply`
+-- events).
+local function changes()
+  return require("run_bash.changes")
+end
 
 ---@class run_bash.Listeners
 ---@field result table<string, fun(result: table)[]> by session id: called once with its result
@@ -23,11 +29,6 @@ H.next_token = 0
 --- Sessions the host reported, for completion without RPC: id -> info. The host keeps a bounded
 --- history (`sessions.keep_finished`) and says which sessions it forgot (`forgotten`); so does this.
 M.sessions = {}
-
---- Runs whose change sets the store keeps, newest first, for completion without RPC (as far as
---- this Neovim has heard: its own runs and undos, and the store's list at host start). Updated in
---- place: `require("run_bash").change_runs` is this table.
-M.change_runs = {}
 
 --- A new token for a `reply` listener.
 ---@return integer
@@ -53,7 +54,7 @@ end
 function H.dispatch(name, payload)
   if name == "started" or name == "exited" then
     M.sessions[payload.id] = payload
-    M.note_changes(payload)
+    changes().note_changes(payload)
     if name == "started" then
       local cbs = M.listeners.started[payload.id]
       M.listeners.started[payload.id] = nil
@@ -67,7 +68,7 @@ function H.dispatch(name, payload)
     host.on_ready()
   elseif name == "result" then
     M.sessions[payload.id] = payload
-    M.note_changes(payload)
+    changes().note_changes(payload)
     local cbs = M.listeners.result[payload.id]
     M.listeners.result[payload.id] = nil
     for _, cb in ipairs(cbs or {}) do
@@ -115,19 +116,6 @@ end
 ---@param data table
 function H.fire(pattern, data)
   vim.api.nvim_exec_autocmds("User", { pattern = pattern, data = data, modeline = false })
-end
-
---- Remember a run whose change set is kept (its result says what it changed).
----@param run table a run result, session info, or an undo's outcome
-function M.note_changes(run)
-  local ch = run.changes
-  local kept = type(ch) == "table" and type(ch.summary) == "string" and ch.summary ~= ""
-  if type(run.undo_of) == "string" and type(run.run) == "string" then
-    kept, run = run.recorded ~= "no change", { id = run.run }
-  end
-  if kept and not vim.tbl_contains(M.change_runs, run.id) then
-    table.insert(M.change_runs, 1, run.id)
-  end
 end
 
 --- The host exited with `err`: fail every waiting caller and forget held runs. Running sessions

@@ -172,7 +172,7 @@ function M.on_ready()
     -- After the start's own requests: reading the store's list costs the host a moment.
     vim.defer_fn(function()
       if H.chan == chan then
-        require("run_bash").undo_runs(function() end)
+        require("run_bash.changes").undo_runs(function() end)
       end
     end, H.RUNS_AFTER_MS)
   end
