@@ -22,16 +22,22 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import selectors
 import shutil
 import stat
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 from run_bash.errors import SpawnError
 
 GIT_TIMEOUT_S = 5.0
+# Largest config file a run may leave in a repository and still have judged (git reads it whole).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# Most output read from git about one file; more is an answer too large to be inert.
+MAX_GIT_OUTPUT = 4 * 1024 * 1024
 # Config files followed through their includes for one repository (git itself stops at depth 10).
 MAX_CONFIG_FILES = 64
 
@@ -168,39 +174,76 @@ def clean_env() -> dict[str, str]:
 
 
 def run_git(
-    args: Sequence[str], cwd: str, env: Mapping[str, str], *, clean: bool = False
+    args: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    *,
+    clean: bool = False,
+    limit: int = MAX_GIT_OUTPUT,
 ) -> tuple[int, str, str]:
     """Run ``git`` with a timeout; (returncode, stdout, stderr). ``clean`` runs it in the clean
     environment from the empty directory (``cwd`` is then ignored). A git that does not answer in
-    ``GIT_TIMEOUT_S`` (a FIFO or a leased file in its way) raises HostReadError."""
+    ``GIT_TIMEOUT_S`` (a FIFO or a leased file in its way), or says more than ``limit`` bytes,
+    raises HostReadError."""
     if clean:
         genv = clean_env()
         cwd = genv["HOME"]
     else:
         genv = git_env(env)
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             ["git", *GIT_OPTS, *args],
             cwd=cwd,
             env=genv,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             close_fds=True,
             start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        raise HostReadError(
-            f"git did not answer within {GIT_TIMEOUT_S:g} s in {cwd} (a file of the repository "
-            "blocks it: a FIFO, or a lease held by a running command); nothing was started"
-        ) from None
     except OSError as e:
         raise HostReadError(f"cannot run git to read the repository layout: {e}") from None
-    return (
-        proc.returncode,
-        proc.stdout.decode(errors="surrogateescape"),
-        proc.stderr.decode(errors="replace"),
-    )
+    with proc:
+        out, err, why = _collect(proc, limit)
+        if why:
+            proc.kill()
+            proc.wait()
+            if why == "timeout":
+                raise HostReadError(
+                    f"git did not answer within {GIT_TIMEOUT_S:g} s in {cwd} (a file of the "
+                    "repository blocks it: a FIFO, or a lease held by a running command); "
+                    "nothing was started"
+                )
+            raise HostReadError(f"git said more than {limit} bytes about {cwd}")
+        rc = proc.wait()
+    return rc, out.decode(errors="surrogateescape"), err.decode(errors="replace")
+
+
+def _collect(proc: subprocess.Popen[bytes], limit: int) -> tuple[bytes, bytes, str]:
+    """Everything git writes, until it closes both pipes; ("timeout" | "limit") when it takes
+    longer than ``GIT_TIMEOUT_S`` or says more than ``limit`` bytes."""
+    assert proc.stdout is not None and proc.stderr is not None
+    bufs: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    sizes = dict.fromkeys(bufs, 0)
+    deadline = time.monotonic() + GIT_TIMEOUT_S
+    with selectors.DefaultSelector() as sel:
+        for fd in bufs:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"", b"", "timeout"
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fd)
+                    continue
+                bufs[key.fd].append(data)
+                sizes[key.fd] += len(data)
+                if sizes[key.fd] > limit:
+                    return b"", b"", "limit"
+    out, err = (b"".join(b) for b in bufs.values())
+    return out, err, ""
 
 
 def _last_line(text: str) -> str:
@@ -254,10 +297,19 @@ def judge_config(path: str) -> str | None:
         return "is a symbolic link (git would read whatever it points to)"
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
+    if st.st_size > MAX_CONFIG_BYTES:
+        return f"is larger than {MAX_CONFIG_BYTES >> 20} MiB"
     try:
         keys = config_keys(path)
     except HostReadError as e:
-        return str(e).split(" in /", 1)[0] if "did not answer" in str(e) else str(e)
+        text = str(e)
+        if "did not answer" in text:
+            return (
+                f"cannot be read by git within {GIT_TIMEOUT_S:g} s (a FIFO or a lease in its way)"
+            )
+        if "said more than" in text:
+            return "lists more keys than git is asked to read"
+        return text
     bad = list(dict.fromkeys(k for k in keys if not is_inert_key(k)))
     if bad:
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
