@@ -141,8 +141,8 @@ def test_the_notice_names_the_key(sbx, world):
 
 def test_a_symlinked_config_is_not_inert(sbx, world):
     attack = (
-        f"git init -q emb && printf '[core]\\n\\tbare = false\\n' > ok.cfg && "
-        f"rm emb/.git/config && ln -s ../../ok.cfg emb/.git/config"
+        "git init -q emb && printf '[core]\\n\\tbare = false\\n' > ok.cfg && "
+        "rm emb/.git/config && ln -s ../../ok.cfg emb/.git/config"
     )
     r = sbx.run(f"{attack}; echo {CONTROL}")
     assert CONTROL in r.output

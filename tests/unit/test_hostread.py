@@ -16,8 +16,8 @@ from run_bash.errors import UsageError
 from run_bash.sandbox.agentrules import include_candidates, rules_problems
 from run_bash.sandbox.gitask import config_keys, judge_config, key_pattern
 from run_bash.sandbox.hostread import Discovery, read_nonblocking
-from run_bash.sandbox.pathguard import PathDir, shadowed
 from run_bash.sandbox.members import ABSENT, Repairer, capture, matches
+from run_bash.sandbox.pathguard import PathDir, shadowed
 from run_bash.sandbox.policy import trusted_realpath
 from run_bash.service import parse_codecompanion
 
@@ -229,7 +229,7 @@ def test_include_candidates_resolve_like_codecompanion(tmp_path):
     def cands(ref: str) -> list[str]:
         return include_candidates(ref.encode(), rules, [cwd], env, "/h")
 
-    assert f"/h/.ssh/id_rsa" in cands("~/.ssh/id_rsa")
+    assert "/h/.ssh/id_rsa" in cands("~/.ssh/id_rsa")
     assert "/hfoo/x" in cands("~foo/x")  # vim.fs.normalize: "~" is $HOME, whatever follows
     assert "/x/k" in cands("$X/k")
     assert "/etc/shadow" in cands("/etc/shadow")

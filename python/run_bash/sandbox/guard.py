@@ -329,7 +329,7 @@ class Keeper:
             for o in others:
                 o.trip("a file the host reads changed while it ran")
             what = "created" if trusted[0] == "absent" else "changed"
-            why = f" ({hr.reasons[m]})" if m in hr.reasons else ""
+            why = f", but {hr.reasons[m]}" if m in hr.reasons else ""
             if m in self._suspect:
                 dest = self._quarantine(m, scope.sid)
                 note(f"{self._name(hr, m)} was {what} inside the sandbox{why}; {dest}{stopped}")
@@ -340,8 +340,8 @@ class Keeper:
             else:
                 self._pending[m] = done
             note(
-                f"protected file {self._name(hr, m)} was {what} inside the sandbox{why}; "
-                f"{done}{stopped}"
+                f"{'' if why else 'protected file '}{self._name(hr, m)} was {what} inside the "
+                f"sandbox{why}; {done}{stopped}"
             )
 
         self._check_new_repos(scope, stopped)

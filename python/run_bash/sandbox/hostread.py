@@ -468,8 +468,10 @@ class Discovery:
                         sealed.append(holder)
                     else:
                         add(holder)
+                    shown = os.path.relpath(hooks, repo.work_tree)
                     reasons[holder] = (
-                        f"it holds the hooks directory {hooks} (a hook runs what lies beside it)"
+                        f"it holds the hooks directory {shown}, and a hook runs what lies "
+                        "beside it"
                     )
             if entry is not None and (os.path.islink(entry) or not os.path.isdir(entry)):
                 add(entry)  # a gitfile or symlink: where it points must not change
@@ -494,7 +496,7 @@ class Discovery:
         for pd in pds:
             if not pd.sealed:
                 continue
-            why = reason(pd)
+            why = reason(pd, cwd)
             if os.path.islink(pd.unit):
                 members.append(pd.unit)  # the link itself must keep leading where it did
                 reasons[pd.unit] = why

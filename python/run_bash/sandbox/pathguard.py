@@ -290,14 +290,15 @@ def changes(pd: PathDir, before: Mapping[str, Sig] | None, writable: Places) -> 
 # Telling the user
 
 
-def reason(pd: PathDir) -> str:
-    """Why ``pd``'s unit is read-only, and the option that allows writing it."""
-    what = "the venv of" if pd.unit != pd.path else ""
-    where = f"{what} {pd.path}".strip()
+def _show(path: str, cwd: str) -> str:
+    return os.path.relpath(path, cwd) if is_under(path, cwd) and path != cwd else path
+
+
+def reason(pd: PathDir, cwd: str) -> str:
+    """Why ``pd``'s unit is kept, and the option that allows writing it."""
     return (
-        f"{pd.unit} is read-only inside the sandbox: it is {where if what else 'a directory'} on "
-        "your PATH, so what a run writes there would run outside the sandbox the next time you use "
-        f"it; `{OPTION}` lets runs write it"
+        f"{_show(pd.path, cwd)} is on your PATH, so what a run writes there would run outside the "
+        f"sandbox the next time you use it; `{OPTION}` lets runs write it"
     )
 
 
@@ -316,7 +317,7 @@ def refusal_notices(
     for pd in units:
         if not pd.sealed:
             continue
-        rel = os.path.relpath(pd.unit, cwd) if is_under(pd.unit, cwd) else pd.unit
-        if hit or pd.unit in output or (rel != "." and rel in output):
-            out.append(reason(pd))
+        rel = _show(pd.unit, cwd)
+        if hit or pd.unit in output or rel in output:
+            out.append(f"{rel} is read-only inside the sandbox: {reason(pd, cwd)}")
     return list(dict.fromkeys(out))
