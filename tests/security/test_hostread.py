@@ -394,7 +394,7 @@ def test_a_venv_on_path_is_read_only_unless_allowed(sbx, world):
     assert sorted(p.name for p in (world.project / ".venv/bin").iterdir()) == before
     assert "# upgraded" not in (world.project / ".venv/bin/activate").read_text()
     note = [n for n in r.notices if "sandbox.rules.path_writable" in n]
-    assert note and str(world.project / ".venv") in note[0] and "PATH" in note[0], r.notices
+    assert note and note[0].startswith(".venv is read-only") and "PATH" in note[0], r.notices
     allowed = rb.with_config(sandbox={"rules": {"path_writable": [".venv"]}})
     r = allowed.run(INSTALL)
     assert "imported 1" in r.output and "tool" in r.output, r.output
