@@ -26,11 +26,14 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   trusted state is written, and the notice says "restored" only after comparing again.
 * **After every run** (exit, kill, timeout) and again before the next run of a project starts if
   a repair failed: the same comparison for every member, plus the checks that have no trusted
-  state to compare with: a new repository in the project must be inert (``inert_config``, no
-  active hooks, no link to a repository that is not trusted) or it is quarantined; a new
-  executable in a writable ``PATH`` directory that shadows a later one is quarantined; an agent
-  rules file whose ``@`` includes leave the project or enter a denied path is restored to its
-  trusted content, and a rules name that is not a regular file is quarantined.
+  state to compare with: a new repository in any tree the run could write (or a new git dir
+  under a trusted one) must be inert, as git reads it (``gitask.judge_config``: only inert keys;
+  no active hooks; no commondir to a repository that is not trusted) or it is quarantined; each
+  writable ``PATH`` directory is compared entry by entry with its state before the run
+  (``pathguard``: a program that changed, or a new one that shadows a later command, is
+  quarantined, a retargeted link put back); an agent rules file whose ``@`` references may lead
+  out of the project or into a denied path (``agentrules``) is restored to its trusted content,
+  and a rules name that is not a regular file is quarantined.
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
