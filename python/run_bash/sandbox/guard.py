@@ -215,7 +215,7 @@ class Keeper:
                     scope.notices.append(
                         f"{self._name(host_read, m)} {done} (changed by an earlier run)"
                     )
-                self._trusted[m] = capture(m)
+                self._trusted[m] = capture(m, prev=self._trusted.get(m))
                 self._suspect.discard(m)
             for root in host_read.scan:
                 why = self._unwalkable.get(root)
@@ -419,8 +419,9 @@ class Keeper:
         hr = scope.host_read
         trusted = self._trusted_git_dirs()
         found: list[tuple[str, str]] = []
+        kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
-            in_root, truncated = self.discovery.trees.find(root)
+            in_root, truncated = self.discovery.trees.find(root, kept_whole)
             if truncated and not any(root in w for w in hr.warnings):
                 # It could be walked before the run: the run made it too large to check.
                 self._unwalkable[root] = (

@@ -42,7 +42,7 @@ from run_bash.paths import expand, is_under
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError, run_git
 from run_bash.sandbox.pathguard import PathDir, link_targets, path_dirs, reason
-from run_bash.sandbox.places import Places
+from run_bash.sandbox.places import Places, RealPaths
 from run_bash.sandbox.treescan import MAX_GIT_DIRS, MAX_SCAN_DIRS, TreeScan, nested_git_dirs
 
 __all__ = ["MAX_SCAN_DIRS", "Discovery", "HostRead", "HostReadError", "Places", "RulesName"]
@@ -366,14 +366,15 @@ class Discovery:
         entries (or venvs) runs may write anyway (``sandbox.rules.path_writable``)."""
         cwd = os.path.normpath(cwd)
         writable = [os.path.normpath(w) for w in writable]
-        in_writable = Places(writable)
+        real = RealPaths()
+        in_writable = Places(writable, real)
         answer = self._ask(cwd, env)
         grant: list[str] = []
         roots = [cwd]
         granted = list(writable)
         if answer is not None and answer.work_tree is not None:
             top = answer.work_tree
-            under = is_under(os.path.realpath(cwd), os.path.realpath(top))
+            under = is_under(real(cwd), real(top))
             if under and not dangerous_parent(top, home):
                 roots.append(top)
                 # Everyday git from a subdirectory or a linked worktree writes the git dir.
@@ -382,8 +383,37 @@ class Discovery:
                         if g not in in_writable:
                             grant.append(g)
         granted += grant
-        in_granted = Places(granted)
+        in_granted = Places(granted, real)
         roots = list(dict.fromkeys(roots))
+
+        # PATH: each entry's unit read-only (or absent and kept absent), links' targets too.
+        members: list[str] = []
+        sealed: list[str] = []
+        reasons: dict[str, str] = {}
+        exempt = [
+            p
+            for raw in path_writable
+            for base in ([None] if raw.startswith(("/", "~", "$")) else roots)
+            if (p := expand(raw, env=env, home=home, base=base)) is not None
+        ]
+        pds = path_dirs(env.get("PATH", ""), granted, roots, exempt, real)
+        writable_places = Places(granted, real)
+        for pd in pds:
+            if not pd.sealed:
+                continue
+            why = reason(pd, cwd)
+            if os.path.islink(pd.unit):
+                members.append(pd.unit)  # the link itself must keep leading where it did
+                reasons[pd.unit] = why
+            unit = real(pd.unit)
+            if os.path.isdir(unit):
+                if unit in writable_places:
+                    sealed.append(unit)
+                    reasons[unit] = why
+                sealed += link_targets(pd, writable_places)
+            elif not os.path.lexists(pd.unit):
+                members.append(pd.unit)
+                reasons[pd.unit] = why
 
         # Every git dir to look at: git's answer, the `.git` entries and bare repos in every tree
         # a run can write, the nested ones under each common dir.
@@ -396,8 +426,9 @@ class Discovery:
             if answer.work_tree is not None:
                 entries[answer.git_dir] = os.path.join(answer.work_tree, ".git")
         warnings: list[str] = []
+        kept_whole = frozenset(sealed)
         for root in scan:
-            found, truncated = self.trees.find(root)
+            found, truncated = self.trees.find(root, kept_whole)
             if truncated:
                 warnings.append(
                     f"{root} has more than {MAX_SCAN_DIRS} directories: repositories created "
@@ -411,28 +442,25 @@ class Discovery:
                 if target is None:
                     loose_entries.append(path)
                     continue
-                target = os.path.realpath(target)
+                target = real(target)
                 entries.setdefault(target, path)
                 repo_dirs.append(target)
         infos: dict[str, GitAnswer] = {}
-        queue = [os.path.realpath(g) for g in repo_dirs]
+        queue = [real(g) for g in repo_dirs]
         while queue and len(infos) < MAX_GIT_DIRS:
             g = queue.pop(0)
             if g in infos or not os.path.isdir(g):
                 continue
-            if answer is not None and g == os.path.realpath(answer.git_dir):
+            if answer is not None and g == real(answer.git_dir):
                 info = answer
             else:
                 info = self._ask(g, env, g) or GitAnswer(g, g, os.path.join(g, "hooks"), None, ())
             infos[g] = info
-            queue.append(os.path.realpath(info.common_dir))
-            queue += [os.path.realpath(x) for x in nested_git_dirs(g)]
+            queue.append(real(info.common_dir))
+            queue += [real(x) for x in nested_git_dirs(g)]
 
         repos: list[Repo] = []
-        members: list[str] = []
-        sealed: list[str] = []
         git_dirs: list[str] = []
-        reasons: dict[str, str] = {}
 
         def add(path: str) -> None:
             if path in in_granted:
@@ -447,7 +475,7 @@ class Discovery:
                 work = os.path.dirname(entry)
             repo = Repo(
                 git_dir=g,
-                common_dir=os.path.realpath(info.common_dir),
+                common_dir=real(info.common_dir),
                 work_tree=work,
                 entry=entry,
                 hooks=info.hooks,
@@ -470,8 +498,7 @@ class Discovery:
                         add(holder)
                     shown = os.path.relpath(hooks, repo.work_tree)
                     reasons[holder] = (
-                        f"it holds the hooks directory {shown}, and a hook runs what lies "
-                        "beside it"
+                        f"it holds the hooks directory {shown}, and a hook runs what lies beside it"
                     )
             if entry is not None and (os.path.islink(entry) or not os.path.isdir(entry)):
                 add(entry)  # a gitfile or symlink: where it points must not change
@@ -484,31 +511,6 @@ class Discovery:
                 if not os.path.isabs(name):
                     add(os.path.join(r, name))
 
-        # PATH: each entry's unit read-only (or absent and kept absent), links' targets too.
-        exempt = [
-            p
-            for raw in path_writable
-            for base in ([None] if raw.startswith(("/", "~", "$")) else roots)
-            if (p := expand(raw, env=env, home=home, base=base)) is not None
-        ]
-        pds = path_dirs(env.get("PATH", ""), granted, roots, exempt)
-        writable_places = Places(granted)
-        for pd in pds:
-            if not pd.sealed:
-                continue
-            why = reason(pd, cwd)
-            if os.path.islink(pd.unit):
-                members.append(pd.unit)  # the link itself must keep leading where it did
-                reasons[pd.unit] = why
-            unit = os.path.realpath(pd.unit)
-            if os.path.isdir(unit):
-                if unit in writable_places:
-                    sealed.append(unit)
-                    reasons[unit] = why
-                sealed += link_targets(pd, writable_places)
-            elif not os.path.lexists(pd.unit):
-                members.append(pd.unit)
-                reasons[pd.unit] = why
         return HostRead(
             cwd=cwd,
             roots=tuple(roots),

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,7 @@ def path_dirs(
     writable: Sequence[str],
     roots: Sequence[str] = (),
     exempt: Sequence[str] = (),
+    realpath: Callable[[str], str] = os.path.realpath,
 ) -> list[PathDir]:
     """``PATH`` entries inside a writable grant, each with the entries after it and its unit.
     A relative entry (``.``, ``bin``, or an empty one, which means the current directory) is
@@ -83,8 +84,8 @@ def path_dirs(
             entries.append([os.path.normpath(e)])
         else:
             entries.append([os.path.normpath(os.path.join(r, e or ".")) for r in roots])
-    places = Places(writable)
-    free = Places(exempt)
+    places = Places(writable, realpath)
+    free = Places(exempt, realpath)
     out: list[PathDir] = []
     seen: set[str] = set()
     for i, meanings in enumerate(entries):
@@ -93,18 +94,18 @@ def path_dirs(
             if e in seen or e not in places:
                 continue
             seen.add(e)
-            unit, sealed = _unit(e, roots)
+            unit, sealed = _unit(e, roots, realpath)
             if e in free or unit in free:
                 continue
             out.append(PathDir(e, later, unit, sealed))
     return out
 
 
-def _unit(entry: str, roots: Sequence[str]) -> tuple[str, bool]:
-    real_roots = [os.path.realpath(r) for r in roots]
+def _unit(entry: str, roots: Sequence[str], realpath: Callable[[str], str]) -> tuple[str, bool]:
+    real_roots = [realpath(r) for r in roots]
 
     def holds_root(d: str) -> bool:
-        real = os.path.realpath(d)
+        real = realpath(d)
         return any(is_under(r, d) or is_under(rr, real) for r in roots for rr in real_roots)
 
     if holds_root(entry):

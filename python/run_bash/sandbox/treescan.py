@@ -27,7 +27,7 @@ class _DirInfo:
     ident: tuple[int, int, int]  # (inode, ctime_ns, mtime_ns): any entry added/removed changes it
     dotgit: bool
     bare: bool
-    subdirs: tuple[str, ...]
+    subdirs: tuple[str, ...]  # full paths of the subdirectories to walk
 
 
 def looks_like_git_dir(names: Iterable[str] | str) -> bool:
@@ -53,22 +53,27 @@ class TreeScan:
         self._dirs: dict[str, _DirInfo] = {}
         self._lock = threading.Lock()
 
-    def find(self, root: str) -> tuple[list[tuple[str, str]], bool]:
+    def find(
+        self, root: str, skip: frozenset[str] = frozenset()
+    ) -> tuple[list[tuple[str, str]], bool]:
         """``(path, kind)`` for every ``.git`` entry (kind "dotgit", the entry's path) and bare
-        repository directory (kind "bare") under ``root``; symlinked directories are not entered.
-        The flag says the walk stopped at ``MAX_SCAN_DIRS`` directories."""
+        repository directory (kind "bare") under ``root``; symlinked directories are not entered,
+        nor those in ``skip`` (kept read-only whole: nothing can appear in them). The flag says
+        the walk stopped at ``MAX_SCAN_DIRS`` directories."""
         found: list[tuple[str, str]] = []
         seen: dict[str, _DirInfo] = {}
-        with self._lock:
-            cache = dict(self._dirs)
+        cache = self._dirs  # read without the lock: entries are replaced whole, never mutated
         lstat, isdir, listing = os.lstat, stat.S_ISDIR, self._list
         stack = [root]
         truncated = False
+        listed = False
         while stack:
             if len(seen) >= MAX_SCAN_DIRS:
                 truncated = True
                 break
             d = stack.pop()
+            if d in skip:
+                continue
             try:
                 st = lstat(d)
             except OSError:
@@ -79,21 +84,26 @@ class TreeScan:
             info = cache.get(d)
             if info is None or info.ident != ident:
                 info = listing(d, ident)
+                listed = True
             seen[d] = info
             if info.dotgit:
                 found.append((d + "/.git", "dotgit"))
             if info.bare:
                 found.append((d, "bare"))  # the root too: git takes a bare-shaped cwd for a repo
-                stack += [d + "/" + n for n in info.subdirs if n not in ("objects", "refs")]
+                stack += [
+                    p for p in info.subdirs if p.rpartition("/")[2] not in ("objects", "refs")
+                ]
             else:
-                stack += [d + "/" + n for n in info.subdirs]
-        with self._lock:
-            # Keep what this walk saw; forget directories of this tree that are gone.
-            if not truncated:
-                prefix = root.rstrip("/") + "/"
-                for path in [p for p in self._dirs if p.startswith(prefix) and p not in seen]:
-                    del self._dirs[path]
-            self._dirs.update(seen)
+                stack += info.subdirs
+        if listed or truncated:
+            with self._lock:
+                # Keep what this walk saw; forget directories of this tree that are gone (a walk
+                # that listed nothing again saw exactly the directories it saw before).
+                if not truncated and not skip:
+                    prefix = root.rstrip("/") + "/"
+                    for path in [p for p in self._dirs if p.startswith(prefix) and p not in seen]:
+                        del self._dirs[path]
+                self._dirs.update(seen)
         return found, truncated
 
     @staticmethod
@@ -111,7 +121,7 @@ class TreeScan:
                         continue  # a git dir's inside is covered by its own members
                     with contextlib.suppress(OSError):
                         if entry.is_dir(follow_symlinks=False):
-                            subdirs.append(entry.name)
+                            subdirs.append(d + "/" + entry.name)
         except OSError:
             pass
         return _DirInfo(ident, dotgit, looks_like_git_dir(names), tuple(subdirs))
