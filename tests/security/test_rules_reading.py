@@ -182,3 +182,51 @@ def test_a_rules_file_a_run_writes_is_put_back(sbx, world, name):
         secret = str(world.home / ".ssh/id_rsa")
         assert secret in got["reads"], got
         assert SECRET in (world.home / ".ssh/id_rsa").read_text()
+
+
+# -- the port of vim.fs against vim.fs itself --------------------------------------------------------
+
+
+def test_normalize_and_joinpath_are_vim_fs_own(world):
+    """``nvim_normalize`` and ``nvim_joinpath`` give what Neovim's own ``vim.fs.normalize`` and
+    ``vim.fs.joinpath`` give, on random adversarial paths (``~`` forms, ``$NAME`` set, unset and
+    glued, ``//``, ``.`` and ``..`` runs, Unicode and no-break spaces, tabs, quotes, CR)."""
+    import random
+
+    from run_bash.sandbox.agentrules import nvim_joinpath, nvim_normalize
+
+    nvim = nvim_path()
+    if nvim is None:
+        pytest.skip("no Neovim >= 0.11")
+    rng = random.Random(2005)
+    parts = [b"~", b"~x", b"$HOME", b"$RB_VISIBLE", b"$UNSET_X", b"$HOMEx", b"${HOME}", b".",
+             b"..", b"", b"a", b"b c", b"\xc2\xa0", b"\xe3\x80\x80", b"\t", b'"q"', b"'s'",
+             b"\r", b"x$", b"$", b"\xff"]  # fmt: skip
+    cases = []
+    for _ in range(400):
+        n = rng.randint(0, 7)
+        path = b"/".join(rng.choice(parts) for _ in range(n))
+        if rng.random() < 0.3:
+            path = b"/" * rng.randint(1, 3) + path
+        base = rng.choice([b"/proj", b"/proj/", b"rel/dir", b"", b"//x"])
+        cases.append((path, base))
+    work = world.home.parent / "normalize"
+    work.mkdir()
+    (work / "in.json").write_text(json.dumps([[p.hex(), b.hex()] for p, b in cases]))
+    env = {**world.env, "HOME": str(world.home)}
+    script = str(Path(__file__).with_name("nvim_normalize.lua"))
+    argv = [nvim, "--headless", "--clean", "-l", script, str(work / "in.json")]
+    proc = subprocess.run(
+        [*argv, str(work / "out.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads((work / "out.json").read_text())
+    benv = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+    home = os.fsencode(env["HOME"])
+    for (path, base), (norm, joined) in zip(cases, got, strict=True):
+        assert nvim_normalize(path, home, benv) == bytes.fromhex(norm), path
+        assert nvim_joinpath(base, path) == bytes.fromhex(joined), (base, path)
