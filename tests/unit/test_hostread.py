@@ -174,8 +174,8 @@ FRESH = textwrap.dedent(
         ("[core\n", False),  # git cannot parse it: not inert
         ("[CORE]\n\tFsMonitor = x\n", False),  # names are case-insensitive
         ("[core]\r\n\tfsmonitor = x\r\n", False),  # CRLF
-        ('[core]\n\tbare = false ; \\\n\tfsmonitor = x\n', False),  # a comment ends a value
-        ('[ include ]\n\tpath = x\n', False),  # spacing git accepts
+        ("[core]\n\tbare = false ; \\\n\tfsmonitor = x\n", False),  # a comment ends a value
+        ("[ include ]\n\tpath = x\n", False),  # spacing git accepts
         ("[remote]\n\turl = x\n", False),  # remote.url has no subsection: not remote.*.url
         ("[core]\n\tbare\n", True),  # a key without a value
     ],
@@ -437,3 +437,80 @@ def test_a_run_that_makes_the_project_too_large_to_walk_blocks_the_next(tmp_path
         assert keeper.finish("c") == []
     finally:
         keeper.shutdown()
+
+
+# -- this round's building blocks -------------------------------------------------------------------
+
+
+def test_a_settled_member_is_compared_by_its_signature(tmp_path, monkeypatch):
+    """A file captured after it settled is not read again while its stat signature holds; a
+    write moves the signature, and a fresh file is always read (two writes in one tick)."""
+    from run_bash.sandbox import members
+
+    f = tmp_path / "config"
+    f.write_text("[core]\n")
+    fresh = capture(str(f))
+    assert fresh[5] is None  # just written: read every time
+    f.write_text("[xxxx]\n")  # same size, same second
+    assert not matches(str(f), fresh)
+    monkeypatch.setattr(members, "SETTLED_NS", 0)
+    settled = capture(str(f))
+    assert settled[5] is not None
+    monkeypatch.setattr(members, "read_nonblocking", lambda *a: pytest.fail("read again"))
+    assert matches(str(f), settled)
+    assert capture(str(f), prev=settled) is settled
+    monkeypatch.undo()
+    f.write_text("[yyyy]\n")
+    assert not matches(str(f), settled)
+
+
+def test_path_state_judgement(tmp_path):
+    from run_bash.sandbox.pathguard import dir_state, judge
+    from run_bash.sandbox.places import Places
+
+    mine, later = tmp_path / "mine", tmp_path / "later"
+    mine.mkdir()
+    later.mkdir()
+    for d, name in ((later, "git"), (mine, "tool"), (tmp_path, "target")):
+        (d / name).write_text("#!/bin/sh\n")
+        (d / name).chmod(0o755)
+    (mine / "notes").write_text("#!/bin/sh\n")
+    (mine / "link").symlink_to(tmp_path / "target")
+    pd = PathDir(str(mine), (str(later),), str(mine), True)
+    writable = Places([str(tmp_path)])
+    before = dir_state(str(mine))
+    assert all(judge(pd, before, n, writable) is None for n in before or {})
+    (mine / "new").write_text("#!/bin/sh\n")
+    (mine / "new").chmod(0o755)
+    assert judge(pd, before, "new", writable) is None  # shadows nothing
+    (mine / "git").write_text("#!/bin/sh\n")
+    (mine / "git").chmod(0o755)
+    assert "instead of" in judge(pd, before, "git", writable).why
+    (mine / "notes").chmod(0o755)  # an execute bit added
+    assert judge(pd, before, "notes", writable) is not None
+    (mine / "tool").write_text("#!/bin/sh\necho changed\n")
+    assert judge(pd, before, "tool", writable) is not None
+    (tmp_path / "target").write_text("#!/bin/sh\necho changed\n")  # the target's content
+    assert judge(pd, before, "link", writable) is not None
+    (mine / "link").unlink()
+    (mine / "link").symlink_to(later / "git")
+    c = judge(pd, before, "link", writable)
+    assert c is not None and c.link == str(tmp_path / "target")  # put back as it was
+
+
+def test_a_worktree_style_git_dir_is_found_and_sealed_dirs_are_not_walked(tmp_path):
+    from run_bash.sandbox.treescan import TreeScan, looks_like_git_dir
+
+    assert looks_like_git_dir(["HEAD", "commondir"])
+    assert looks_like_git_dir(["HEAD", "objects", "refs"])
+    assert not looks_like_git_dir(["HEAD", "objects"])
+    wt = tmp_path / "a/wt"
+    wt.mkdir(parents=True)
+    (wt / "HEAD").write_text("ref: refs/heads/x\n")
+    (wt / "commondir").write_text("../../repo.git\n")
+    venv = tmp_path / "venv"
+    (venv / "src/pkg/.git").mkdir(parents=True)
+    found, _ = TreeScan().find(str(tmp_path))
+    assert (str(wt), "bare") in found and (str(venv / "src/pkg/.git"), "dotgit") in found
+    found, _ = TreeScan().find(str(tmp_path), frozenset({str(venv)}))
+    assert (str(wt), "bare") in found and not any(str(venv) in p for p, _k in found)
