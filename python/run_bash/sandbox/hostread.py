@@ -411,7 +411,7 @@ class Discovery:
                     sealed.append(unit)
                     reasons[unit] = why
                 sealed += link_targets(pd, writable_places)
-            elif not os.path.lexists(pd.unit):
+            else:  # not there yet, or not a directory: it must stay what it is
                 members.append(pd.unit)
                 reasons[pd.unit] = why
 
