@@ -103,3 +103,20 @@ def test_the_rest_of_the_project_stays_writable(sbx, world):
     r = sbx.run(f"echo code > src/a.js && echo more >> README && echo {CONTROL}")
     assert CONTROL in r.output and r.notices == (), (r.output, r.notices)
     assert (world.project / "src/a.js").read_text() == "code\n"
+
+
+def test_a_hooks_path_that_is_a_symlink_keeps_where_it_leads(sbx, world):
+    """`core.hooksPath = .hooks` with `.hooks -> tools/hooks`: git runs what is in tools/hooks."""
+    hooks = world.project / "tools/hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text("#!/bin/sh\ntrue\n")
+    (hooks / "pre-commit").chmod(0o755)
+    (world.project / ".hooks").symlink_to("tools/hooks")
+    git(world, "config", "core.hooksPath", ".hooks", check=True)
+    attack = f"echo '{payload(world, 'hooklink')}' >> tools/hooks/pre-commit"
+    r = sbx.run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\ntrue\n", r.notices
+    git(world, "commit", "-q", "--allow-empty", "-m", "x")
+    assert pwned(world) == []
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"])

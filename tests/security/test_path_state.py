@@ -207,3 +207,18 @@ def test_the_project_on_path_is_compared_by_state(sbx, world):
     ), r.notices
     run_outside(world, "tool; script")
     assert pwned(world) == []
+
+
+def test_a_path_entry_that_leads_into_a_venv_through_a_symlink(sbx, world):
+    """PATH names `bin`, a link to `.venv/bin`: the venv it leads to is kept whole."""
+    venv = make_venv(world)
+    (world.project / "bin").symlink_to(".venv/bin")
+    world.env["PATH"] = f"{world.project / 'bin'}:{world.env['PATH']}"
+    rb = sbx.with_config()
+    before = snapshot(venv)
+    attack = venv_attacks(world, venv)["pth"]
+    r = rb.run(f"echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert snapshot(venv) == before, r.notices
+    use_the_venv(world, venv)
+    assert pwned(world) == []

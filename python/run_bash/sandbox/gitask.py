@@ -111,9 +111,9 @@ class HostReadError(SpawnError):
 
 def git_env(env: Mapping[str, str]) -> dict[str, str]:
     """The environment git is asked in about the user's repositories: the user's own config files
-    (they decide the hooks path and includes), nothing else of the caller's environment (no
-    GIT_DIR, GIT_CONFIG_*, pager, editor or askpass), discovery across file systems so a parent
-    repository is always found."""
+    (``HOME``, ``XDG_CONFIG_HOME``, ``GIT_CONFIG_GLOBAL``/``SYSTEM``/``NOSYSTEM``: they decide the
+    hooks path and includes), nothing else of the caller's environment (no GIT_DIR, pager,
+    editor or askpass), discovery across file systems so a parent repository is always found."""
     out = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C",
@@ -126,9 +126,12 @@ def git_env(env: Mapping[str, str]) -> dict[str, str]:
         "GIT_ASKPASS": "",
         "SSH_ASKPASS": "",
     }
-    for name in ("HOME", "XDG_CONFIG_HOME"):
+    # The user's own choice of config files decides what their git reads.
+    for name in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
         if env.get(name):
             out[name] = env[name]
+    if env.get("GIT_CONFIG_NOSYSTEM"):
+        out["GIT_CONFIG_NOSYSTEM"] = env["GIT_CONFIG_NOSYSTEM"]
     return out
 
 

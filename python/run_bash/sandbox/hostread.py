@@ -465,6 +465,11 @@ class Discovery:
         def add(path: str) -> None:
             if path in in_granted:
                 members.append(os.path.normpath(path))
+            if os.path.islink(path):
+                # Kept as a link (its text); what it leads to is read through it.
+                target = real(path)
+                if target != path and target in in_granted:
+                    members.append(target)
 
         for g, info in infos.items():
             if g not in in_granted and info is not answer:

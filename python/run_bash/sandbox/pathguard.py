@@ -111,7 +111,8 @@ def _unit(entry: str, roots: Sequence[str], realpath: Callable[[str], str]) -> t
     if holds_root(entry):
         return entry, False
     parent = os.path.dirname(entry)
-    venv = venv_root(entry)
+    # Python finds its venv from where the interpreter really is: through any symlink on the way.
+    venv = venv_root(entry) or venv_root(realpath(entry))
     if venv is None and os.path.basename(entry) == "bin" and not os.path.lexists(parent):
         venv = parent  # a venv (or any prefix) yet to be made: none of it may appear
     if venv is not None and not holds_root(venv):
