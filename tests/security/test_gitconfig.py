@@ -220,3 +220,13 @@ def test_every_file_a_reachable_config_includes_is_host_read(sbx, world):
     assert pwned(world) == [], r.notices
     git(world, "checkout", "-q", "main")
     unconfined_fires(sbx, world, attack, ["status"])
+
+
+def test_an_include_that_blocks_git_never_blocks_the_check(sbx, world):
+    """A new repository whose config includes a FIFO: git would wait on it forever; the check
+    asks with a timeout, quarantines it and names the include."""
+    attack = "git init -q emb && mkfifo emb/.git/f.cfg && printf '[include]\\n\\tpath = f.cfg\\n' >> emb/.git/config"
+    r = sbx.run(f"{attack}; echo {CONTROL}", timeout=60)
+    assert CONTROL in r.output, r.output
+    assert not os.path.lexists(world.project / "emb/.git")
+    assert any("include.path" in n for n in r.notices), r.notices

@@ -272,12 +272,20 @@ def is_inert_key(key: str) -> bool:
     return key_pattern(key) in INERT_CONFIG_KEYS
 
 
-def config_keys(path: str) -> list[str]:
+def config_keys(path: str, includes: bool = True) -> list[str]:
     """Every key git reads from the config file ``path``, its includes followed, in the clean
     environment (``git config --file F --list --null --includes``). Raises HostReadError when
     git cannot read it (a syntax git rejects, an include loop, a FIFO in the way)."""
     rc, out, err = run_git(
-        ["config", "--file", path, "--list", "--null", "--includes", "--name-only"],
+        [
+            "config",
+            "--file",
+            path,
+            "--list",
+            "--null",
+            "--includes" if includes else "--no-includes",
+            "--name-only",
+        ],
         "/",
         {},
         clean=True,
@@ -303,7 +311,9 @@ def judge_config(path: str) -> str | None:
     if st.st_size > MAX_CONFIG_BYTES:
         return f"is larger than {MAX_CONFIG_BYTES >> 20} MiB"
     try:
-        keys = config_keys(path)
+        # The file's own keys decide: an include key is never inert, so a file with none has
+        # nothing more to read, and one with an include is not inert whatever it includes.
+        keys = config_keys(path, includes=False)
     except HostReadError as e:
         text = str(e)
         if "did not answer" in text:
@@ -314,6 +324,10 @@ def judge_config(path: str) -> str | None:
             return "lists more keys than git is asked to read"
         return text
     bad = list(dict.fromkeys(k for k in keys if not is_inert_key(k)))
+    if any(k == "include.path" or k.startswith("includeif.") for k in bad):
+        # Read again through its includes, as git does, only to name what they set.
+        with contextlib.suppress(HostReadError):
+            bad = list(dict.fromkeys(k for k in config_keys(path) if not is_inert_key(k)))
     if bad:
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
         return f"sets {', '.join(bad[:5])}{more}"
@@ -338,12 +352,15 @@ def common_dir(git_dir: str) -> str | None:
     """The common directory git uses for the git directory ``git_dir`` (itself unless a
     ``commondir`` link says otherwise), asked in the clean environment; None when git takes it
     for no repository."""
-    rc, out, _err = run_git(
-        [f"--git-dir={git_dir}", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-        "/",
-        {},
-        clean=True,
-    )
+    try:
+        rc, out, _err = run_git(
+            [f"--git-dir={git_dir}", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            "/",
+            {},
+            clean=True,
+        )
+    except HostReadError:
+        return None
     line = out.strip("\n")
     if rc != 0 or not line or "\n" in line:
         return None

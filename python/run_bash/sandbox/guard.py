@@ -47,6 +47,7 @@ import os
 import select
 import stat
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
     Discovery,
     HostRead,
+    HostReadError,
     RulesName,
     active_hooks,
     read_nonblocking,
@@ -93,6 +95,10 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
     state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return os.path.join(state, "run_bash", "quarantine")
 
+
+# The most time the post-run check spends asking git about new repositories; the ones left then
+# are quarantined unjudged (a run could leave thousands, each with an include git waits on).
+JUDGE_BUDGET_S = 30.0
 
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
@@ -435,11 +441,16 @@ class Keeper:
             found += [(n, "bare") for n in nested_git_dirs(g)]
         # `.git` entries before git directories: a link is judged while its target is there.
         seen: set[str] = set()
+        deadline = time.monotonic() + JUDGE_BUDGET_S
         for path, kind in sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"):
             if path in hr.members or path in seen:
                 continue  # a trusted `.git` file or link: compared with its trusted state
             seen.add(path)
-            target = path if kind == "bare" else self.discovery.resolve_entry(path)
+            why: str | None = None
+            try:
+                target = path if kind == "bare" else self.discovery.resolve_entry(path)
+            except HostReadError:
+                target, why = path, "git cannot tell where it leads"
             if target is None:
                 continue
             with contextlib.suppress(OSError):
@@ -448,7 +459,13 @@ class Keeper:
                     continue
             if not hr.is_writable(target):
                 continue  # a repository the run could not have written: the user's own
-            why = _not_inert(target, trusted)
+            if why is None and time.monotonic() > deadline:
+                why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
+            if why is None:
+                try:
+                    why = _not_inert(target, trusted)
+                except HostReadError as e:
+                    why = str(e)
             if why is None:
                 continue
             # The project (or a writable grant) itself made into a repository: its HEAD goes,
