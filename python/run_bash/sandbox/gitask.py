@@ -12,9 +12,12 @@ and git runs. Every answer here comes from ``git`` run with a timeout, no pager,
   discovery stopped there, for judging a file a sandboxed run left behind on its own.
 
 A new repository's configuration is judged by the keys git lists for it
-(``git config --file F --list --null --includes``): only keys in ``INERT_CONFIG_KEYS``, which
-name no program, file, hook, filter or other repository, keep it; anything else (``include.path``
-itself, ``core.fsmonitor``, ``alias.*``, …) quarantines it, and the notice names the key.
+(``git config --file F --list --null``): only keys in ``INERT_CONFIG_KEYS``, which name no
+program, file, hook, filter or other repository, keep it; anything else (``include.path`` itself,
+``core.fsmonitor``, ``alias.*``, …) quarantines it, and the notice names the key. A file with an
+include is listed again with ``--includes`` to name what the include sets too (an include is
+never inert, so what it leads to never changes the verdict, and a FIFO there costs a timeout, not
+the verdict).
 """
 
 from __future__ import annotations
