@@ -255,7 +255,7 @@ class Keeper:
             for r in host_read.rules:
                 for p in (r.path, *rules_include_paths(host_read, r.path)):
                     if not covered(p) or p not in self._rules:
-                        self._rules[p] = capture_or_mark(p)
+                        self._rules[p] = capture_or_mark(p, self._rules.get(p))
             self._written.update(host_read.writable)
             self._scopes[sid] = scope
             try:
