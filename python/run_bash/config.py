@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from run_bash.backends import AUTO, BACKEND_NAMES
 from run_bash.errors import ConfigError
-from run_bash.sandbox.base import AUTO, BACKEND_NAMES
 
 MIB = 1024 * 1024
 MAX_TIMEOUT_S = 3600
@@ -237,6 +237,9 @@ class RulesConfig:
     fs_writable: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
     # Paths neither readable nor writable; nil = built-in defaults (secrets, keyrings).
     fs_denied: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
+    # PATH directories (or venvs) inside a writable grant that runs may write anyway; by default
+    # they are read-only inside the sandbox, as what a run writes there runs outside it later.
+    path_writable: tuple[str, ...] = option((), str_list, "list of strings")
 
 
 @dataclass(frozen=True)

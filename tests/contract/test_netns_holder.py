@@ -1,4 +1,4 @@
-"""bubblewrap's shared network namespace holder (#12 item 3): 100 host starts, each one's first
+"""run_bash's shared network namespace holder (#12 item 3): 100 host starts, each one's first
 bubblewrap run works with the namespace's loopback up, and nothing a host started outlives it (no
 holder, no ``sleep``)."""
 

@@ -42,19 +42,14 @@ from typing import Any, TypedDict
 
 from run_bash.statedir import human_size
 
-from .objects import DamagedBlob, Objects
+from .objects import Objects
 from .render import Change, ChangeSet, display_path, entry_from_json, entry_to_json
-from .restore import Tree, Unsafe
 from .snapshot import (
-    CONTENT_KINDS,
     DIR_FLAGS,
-    KIND,
-    MODE,
     Entry,
     Snapshot,
     TooManyFiles,
     diff,
-    entry_data,
     merge,
     same_state,
     scan,
@@ -826,167 +821,23 @@ class ChangeStore:
         self._init()
         return cs.unified_diff(self.objects)
 
-    # -- undo ------------------------------------------------------------------------------------
-
-    def _plan(self, cs: ChangeSet, tree: Tree, force: bool) -> _Plan:
-        restore: list[tuple[Change, Entry, Entry | None]] = []
-        remove: list[tuple[Change, Entry | None]] = []
-        conflicts: list[tuple[Change, str]] = []
-        lost: list[tuple[Change, str]] = []
-        same: list[Change] = []
-        for ch in cs.changes:
-            b, a = ch.before, ch.after
-            try:
-                cur = tree.current(ch.path)
-            except Unsafe as err:
-                conflicts.append((ch, str(err)))
-                continue
-            except OSError as err:
-                conflicts.append((ch, f"cannot read it ({err.strerror})"))
-                continue
-            if b is not None and b[KIND] not in CONTENT_KINDS:
-                lost.append((ch, ch.reason(b)))
-                continue
-            if b is None and a is not None and a[KIND] in "iguc":
-                lost.append((ch, f"{ch.reason(a)}: left in place"))
-                continue
-            if same_state(cur, b):
-                same.append(ch)
-                continue
-            if not same_state(cur, a):
-                conflicts.append((ch, _why_conflict(cur)))
-                if not force:
-                    continue
-            if b is None:
-                remove.append((ch, cur))
-            else:
-                restore.append((ch, b, cur))
-        return {"restore": restore, "remove": remove, "conflicts": conflicts, "lost": lost}
+    # -- undo (undoing.py) ----------------------------------------------------------------------
 
     def plan(self, run_id: str, force: bool = False) -> dict[str, Any]:
-        """What ``undo`` would do now, without doing it: ``{run, restore, remove, conflicts,
-        not_recovered}`` (paths for display; conflicts and not_recovered as ``{path, why}``).
-        Raises KeyError when no change set is kept for ``run_id``."""
-        cs = self.get(run_id)
-        if cs is None:
-            raise KeyError(run_id)
-        self._init()
-        try:
-            fd = os.open(cs.project, DIR_FLAGS)
-        except FileNotFoundError:
-            fd = -1  # the project directory itself is gone: everything is absent
-        try:
-            p = self._plan(cs, Tree(fd, self.limits.max_file_size), force)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-        return {
-            "run": run_id,
-            "project": display_path(cs.project),
-            "restore": [display_path(ch.path) for ch, _, _ in p["restore"]],
-            "remove": [display_path(ch.path) for ch, _ in p["remove"]],
-            "conflicts": [{"path": display_path(ch.path), "why": w} for ch, w in p["conflicts"]],
-            "not_recovered": [{"path": display_path(ch.path), "why": w} for ch, w in p["lost"]],
-        }
+        """What ``undo`` would do now, without doing it (``undoing.plan``). Raises KeyError when
+        no change set is kept for ``run_id``."""
+        from .undoing import plan
+
+        return plan(self, run_id, force)
 
     def undo(
         self, run_id: str, force: bool = False, new_run_id: str | None = None
     ) -> dict[str, Any]:
-        """Take back what ``run_id`` changed, path by path.
+        """Take back what ``run_id`` changed, path by path (``undoing.undo``). Raises KeyError
+        when no change set is kept for ``run_id``."""
+        from .undoing import undo
 
-        Modified and deleted files come back byte-exact with their mode, symlinks with their
-        target, removed directories (empty ones too) are recreated, added paths and directories
-        the run created are removed. A path that changed again since the run is a conflict: left
-        alone unless ``force``. The undo is itself recorded as a run (``new_run_id``, default a
-        fresh id) so it can be undone.
-
-        Returns ``{run, restored, removed, conflicts, not_recovered, errors, recorded}``: paths for
-        display; conflicts/not_recovered/errors as ``{path, why}``; ``run`` is the undo's own id
-        and ``recorded`` its change-set summary (or why it was not recorded). Raises KeyError
-        when no change set is kept for ``run_id``.
-        """
-        cs = self.get(run_id)
-        if cs is None:
-            raise KeyError(run_id)
-        self._init()
-        new_id = new_run_id or "u" + "".join(secrets.choice(ID_ALPHABET) for _ in range(5))
-        if not os.path.lexists(cs.project) and os.path.isdir(os.path.dirname(cs.project)):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(cs.project)  # the run removed the project directory itself
-        token = self._begin(new_id, cs.project, run_id, f"undo of run {run_id}")
-        restored: list[str] = []
-        removed: list[str] = []
-        errors: list[tuple[Change, str]] = []
-        try:
-            fd = os.open(cs.project, DIR_FLAGS)
-        except OSError as err:
-            if isinstance(token, Token):
-                self.abandon(token)
-            raise FileNotFoundError(
-                f"cannot open the project {cs.project}: {err.strerror}"
-            ) from None
-        try:
-            tree = Tree(fd, self.limits.max_file_size)
-            p = self._plan(cs, tree, force)
-            # Deepest first: a directory the run created goes after what it holds; a path that
-            # must change type loses its current form before the old one comes back.
-            doomed = [(ch, cur) for ch, cur in p["remove"]]
-            doomed += [
-                (ch, cur)
-                for ch, before, cur in p["restore"]
-                if cur is not None and (cur[KIND] == "d") != (before[KIND] == "d")
-            ]
-            doomed.sort(key=lambda x: x[0].path.count("/"), reverse=True)
-            for ch, cur in doomed:
-                if cur is None:
-                    continue
-                try:
-                    tree.remove(ch.path)
-                    if ch.before is None:
-                        removed.append(ch.path)
-                except (OSError, Unsafe) as err:
-                    errors.append((ch, _os_why(err)))
-            failed = {ch.path for ch, _ in errors}
-            dir_modes: list[tuple[str, int]] = []
-            for ch, b, _cur in sorted(p["restore"], key=lambda x: x[0].path.count("/")):
-                if ch.path in failed:
-                    continue
-                try:
-                    if b[KIND] == "d":
-                        tree.mkdir(ch.path, b[MODE])
-                        dir_modes.append((ch.path, b[MODE]))
-                    elif b[KIND] == "l":
-                        tree.symlink(ch.path, entry_data(b))
-                    else:
-                        tree.write_file(ch.path, self.objects.get(entry_data(b)), b[MODE])
-                    restored.append(ch.path)
-                except DamagedBlob as err:
-                    errors.append((ch, str(err)))
-                except (OSError, Unsafe) as err:
-                    errors.append((ch, _os_why(err)))
-            for path, mode in sorted(dir_modes, key=lambda x: x[0].count("/"), reverse=True):
-                with contextlib.suppress(OSError, Unsafe):
-                    tree.chmod_dir(path, mode)
-        finally:
-            os.close(fd)
-        recorded: str
-        if isinstance(token, Token):
-            recorded = self.finish(token).summary() or "no change"
-        else:
-            recorded = str(token)
-        conflicts = p["conflicts"]
-        return {
-            "run": new_id if isinstance(token, Token) else None,
-            "restored": [display_path(x) for x in restored],
-            "removed": [display_path(x) for x in removed],
-            "conflicts": [
-                {"path": display_path(ch.path), "why": w + (" (forced)" if force else "")}
-                for ch, w in conflicts
-            ],
-            "not_recovered": [{"path": display_path(ch.path), "why": w} for ch, w in p["lost"]],
-            "errors": [{"path": display_path(ch.path), "why": w} for ch, w in errors],
-            "recorded": recorded,
-        }
+        return undo(self, run_id, force, new_run_id)
 
     # -- retention -------------------------------------------------------------------------------
 
@@ -1009,145 +860,17 @@ class ChangeStore:
             self.collect()
 
     def usage(self) -> dict[str, Any]:
-        """For health: ``{path, bytes, runs, projects}`` (bytes on disk, walked now)."""
-        total = 0
-        for dirpath, _dirs, files in os.walk(self.root):
-            for name in files:
-                with contextlib.suppress(OSError):
-                    total += os.lstat(os.path.join(dirpath, name)).st_size
-        projects = 0
-        with contextlib.suppress(OSError):
-            projects = len(os.listdir(os.path.join(self.root, "projects")))
-        return {
-            "path": self.root,
-            "bytes": total,
-            "runs": len(self._records()),
-            "projects": projects,
-        }
+        """For health: ``{path, bytes, runs, projects}`` (``collect.usage``)."""
+        from .collect import usage
+
+        return usage(self)
 
     def collect(self) -> dict[str, int]:
-        """Enforce retention now: drop projects idle for 30 days, then while the store is over
-        ``max_store`` drop the oldest change sets (then idle projects' snapshots), and remove
-        blobs nothing refers to. Returns ``{bytes, removed_blobs, removed_runs}``."""
-        self._init()
-        removed_runs = 0
-        with self._gc_lock(exclusive=True):
-            self._drop_idle_projects()
-            while True:
-                removed_blobs, packs = self.objects.repack(self._live_hashes())
-                size = packs + self._meta_bytes()
-                if size <= self.limits.max_store:
-                    break
-                records = sorted(self._records(), key=lambda r: os.stat(r[3]).st_mtime)
-                if not records:
-                    if not self._drop_snapshots_of_idle():
-                        break
-                    continue
-                for rec in records[: max(1, len(records) // 4)]:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(rec[3])
-                        removed_runs += 1
-            self._pruned = 0
-            self._written = 0
-            self._size_at_gc = size
-            tmp = self._tmp
-            for name in os.listdir(tmp):  # leftovers of a crashed write
-                p = os.path.join(tmp, name)
-                with contextlib.suppress(OSError):
-                    if time.time() - os.lstat(p).st_mtime > 3600:
-                        os.unlink(p)
-        return {"bytes": size, "removed_blobs": removed_blobs, "removed_runs": removed_runs}
+        """Enforce retention now (``collect.collect``): returns ``{bytes, removed_blobs,
+        removed_runs}``."""
+        from .collect import collect
 
-    def _meta_bytes(self) -> int:
-        total = 0
-        for dirpath, _d, files in os.walk(os.path.join(self.root, "projects")):
-            for name in files:
-                with contextlib.suppress(OSError):
-                    total += os.lstat(os.path.join(dirpath, name)).st_size
-        return total
-
-    def _live_hashes(self) -> set[str]:
-        live: set[str] = set()
-        base = os.path.join(self.root, "projects")
-        for key in os.listdir(base):
-            pdir = os.path.join(base, key)
-            with contextlib.suppress(OSError):
-                for name in os.listdir(pdir):
-                    if name != "snap" and not name.startswith("snap-"):
-                        continue
-                    got = _read_snapshot(os.path.join(pdir, name))
-                    if got is None:
-                        continue
-                    for kids in got[1].dirs.values():
-                        for e in kids.values():
-                            if e[KIND] == "f":
-                                live.add(entry_data(e))
-        for _k, _s, _r, path in self._records():
-            cs = self._read_record(path)
-            if cs is None:
-                continue
-            for ch in cs.changes:
-                for side in (ch.before, ch.after):
-                    if side is not None and side[KIND] == "f":
-                        live.add(entry_data(side))
-        with self._mu:
-            held = [p.snapshot for p in self._projects.values() if p.snapshot is not None]
-            held += [p.pending.after for p in self._projects.values() if p.pending is not None]
-        for snap in held:  # snapshots this host holds in memory only (quick run ends)
-            for kids in snap.dirs.values():
-                for e in kids.values():
-                    if e[KIND] == "f":
-                        live.add(entry_data(e))
-        for tok in list(self._active.values()):  # runs of this host still in progress
-            for kids in tok.before.dirs.values():
-                for e in kids.values():
-                    if e[KIND] == "f":
-                        live.add(entry_data(e))
-        return live
-
-    def _drop_idle_projects(self) -> None:
-        base = os.path.join(self.root, "projects")
-        for key in os.listdir(base):
-            state = self._read_state(key)
-            self._live(state)
-            if not state["active"] and time.time() - state.get("used", 0) > PROJECT_IDLE_S:
-                self._remove_project(key)
-
-    def _drop_snapshots_of_idle(self) -> bool:
-        """Drop the snapshot of the least recently used project with no active run; False if
-        none is left to drop."""
-        base = os.path.join(self.root, "projects")
-        best = None
-        for key in os.listdir(base):
-            state = self._read_state(key)
-            self._live(state)
-            pdir = os.path.join(base, key)
-            has = any(n.startswith("snap") for n in os.listdir(pdir))
-            if has and not state["active"] and (best is None or state.get("used", 0) < best[0]):
-                best = (state.get("used", 0), key)
-        if best is None:
-            return False
-        self._remove_project(best[1])
-        return True
-
-    def _remove_project(self, key: str) -> None:
-        import shutil
-
-        with self._mu:
-            self._projects.pop(key, None)
-        shutil.rmtree(self._pdir(key), ignore_errors=True)
-
-
-def _why_conflict(cur: Entry | None) -> str:
-    if cur is None:
-        return "deleted since the run"
-    return "changed since the run"
-
-
-def _os_why(err: BaseException) -> str:
-    if isinstance(err, OSError) and err.strerror:
-        return err.strerror.lower()
-    return str(err)
+        return collect(self)
 
 
 __all__ = [

@@ -15,55 +15,30 @@ Non-blocking throughout: the instance is ``IN_NONBLOCK``; reading it never waits
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import errno
 import os
-import struct
-import threading
-from typing import Literal
 
-IN_MODIFY = 0x002
-IN_ATTRIB = 0x004
-IN_CLOSE_WRITE = 0x008
-IN_MOVED_FROM = 0x040
-IN_MOVED_TO = 0x080
-IN_CREATE = 0x100
-IN_DELETE = 0x200
-IN_DELETE_SELF = 0x400
-IN_MOVE_SELF = 0x800
-IN_Q_OVERFLOW = 0x4000
-IN_IGNORED = 0x8000
-IN_ONLYDIR = 0x01000000
-IN_EXCL_UNLINK = 0x04000000
-IN_NONBLOCK = os.O_NONBLOCK
-IN_CLOEXEC = os.O_CLOEXEC
+from run_bash.inotify import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_EXCL_UNLINK,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Inotify,
+)
+
 MASK = (
     IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
     | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK
 )  # fmt: skip
-EVENT = struct.Struct("iIII")  # wd, mask, cookie, len
-
-# None: not loaded yet; False: loading failed once, inotify is not used.
-_libc: ctypes.CDLL | Literal[False] | None = None
-_libc_lock = threading.Lock()
-
-
-def _lib() -> ctypes.CDLL | None:
-    global _libc
-    with _libc_lock:
-        if _libc is None:
-            try:
-                lib = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-                lib.inotify_init1.argtypes = [ctypes.c_int]
-                lib.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-                _libc = lib
-            except (OSError, AttributeError):
-                _libc = False
-        return None if _libc is False else _libc
-
-
-IN_ISDIR = 0x40000000
 STRUCTURE = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
 
 
@@ -92,27 +67,23 @@ class Watcher:
     """Change detection for one project between two walks. Use under the project's lock."""
 
     def __init__(self) -> None:
-        lib = _lib()
-        self.fd = -1
         self.valid = False  # every covered directory is watched and nothing was lost
         self.gen = -1  # the snapshot generation the watches describe
         self._wds: dict[tuple[int, int], int] = {}
         self._by_wd: dict[int, tuple[str, bool]] = {}  # wd -> (directory rel, is a .git dir)
         self._failed = False
-        if lib is None:
-            return
-        fd = lib.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd >= 0:
-            self.fd = fd
+        self._ino: Inotify | None = None
+        with contextlib.suppress(OSError):
+            self._ino = Inotify()
 
     @property
     def usable(self) -> bool:
-        return self.fd >= 0
+        return self._ino is not None
 
     def add(self, dir_fd: int, rel: str, is_git: bool = False) -> None:
         """Watch the directory open at ``dir_fd`` (once per inode); ``rel`` is where it is now
         (for a ``.git`` directory: the directory that holds it)."""
-        if self.fd < 0:
+        if self._ino is None:
             return
         try:
             st = os.fstat(dir_fd)
@@ -122,10 +93,9 @@ class Watcher:
         key = (st.st_dev, st.st_ino)
         wd = self._wds.get(key)
         if wd is None:
-            lib = _lib()
-            path = f"/proc/self/fd/{dir_fd}".encode()
-            wd = lib.inotify_add_watch(self.fd, path, MASK) if lib else -1
-            if wd < 0:
+            try:
+                wd = self._ino.add(f"/proc/self/fd/{dir_fd}", MASK)
+            except OSError:
                 self._failed = True  # ENOSPC (max_user_watches) or no /proc: walk every time
                 return
             self._wds[key] = wd
@@ -144,7 +114,7 @@ class Watcher:
 
     def end_walk(self, gen: int) -> None:
         """The walk that just ended is the state the watches now guard."""
-        self.valid = self.fd >= 0 and not self._failed
+        self.valid = self._ino is not None and not self._failed
         self.gen = gen
 
     def changed(self) -> bool:
@@ -154,59 +124,46 @@ class Watcher:
     def take(self) -> Events:
         """Read every pending event."""
         ev = Events()
-        if self.fd < 0:
+        if self._ino is None:
             ev.unknown = True
             return ev
-        while True:
-            try:
-                buf = os.read(self.fd, 64 * 1024)
-            except BlockingIOError:
-                break
-            except OSError as err:
-                if err.errno == errno.EINTR:
-                    continue
+        try:
+            events = self._ino.read()
+        except OSError:
+            self.valid = False
+            ev.unknown = True
+            return ev
+        for wd, mask, name in events:
+            if mask & IN_Q_OVERFLOW:
                 self.valid = False
                 ev.unknown = True
-                return ev
-            if not buf:
-                break
-            off = 0
-            while off + EVENT.size <= len(buf):
-                wd, mask, _cookie, n = EVENT.unpack_from(buf, off)
-                name = buf[off + EVENT.size : off + EVENT.size + n].rstrip(b"\0")
-                off += EVENT.size + n
-                if mask & IN_Q_OVERFLOW:
-                    self.valid = False
-                    ev.unknown = True
-                    continue
-                where = self._by_wd.get(wd)
-                if mask & IN_IGNORED:
-                    self._by_wd.pop(wd, None)
-                    for key, w in list(self._wds.items()):
-                        if w == wd:
-                            del self._wds[key]
-                    ev.structural = True
-                    continue
-                if where is None:
-                    ev.unknown = True
-                    continue
-                rel, is_git = where
-                ev.touched.add(rel)
-                if is_git:
-                    continue  # the .git entry of ``rel`` changed: listing ``rel`` re-stats it
-                if mask & (IN_DELETE_SELF | IN_MOVE_SELF) or (mask & IN_ISDIR and mask & STRUCTURE):
-                    ev.structural = True
-                if name:
-                    child = os.fsdecode(name)
-                    if child == ".gitignore":
-                        ev.structural = True  # ignore rules changed
-                    if mask & IN_ISDIR:
-                        ev.touched.add(f"{rel}/{child}" if rel else child)
+                continue
+            where = self._by_wd.get(wd)
+            if mask & IN_IGNORED:
+                self._by_wd.pop(wd, None)
+                for key, w in list(self._wds.items()):
+                    if w == wd:
+                        del self._wds[key]
+                ev.structural = True
+                continue
+            if where is None:
+                ev.unknown = True
+                continue
+            rel, is_git = where
+            ev.touched.add(rel)
+            if is_git:
+                continue  # the .git entry of ``rel`` changed: listing ``rel`` re-stats it
+            if mask & (IN_DELETE_SELF | IN_MOVE_SELF) or (mask & IN_ISDIR and mask & STRUCTURE):
+                ev.structural = True
+            if name:
+                if name == ".gitignore":
+                    ev.structural = True  # ignore rules changed
+                if mask & IN_ISDIR:
+                    ev.touched.add(f"{rel}/{name}" if rel else name)
         return ev
 
     def close(self) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = -1
+        if self._ino is not None:
+            self._ino.close()
+            self._ino = None
         self.valid = False

@@ -39,6 +39,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from run_bash.backends import (
+    AUTO,
+    BACKEND_NAMES,
+    BACKENDS,
+    CONFINING_BACKENDS,
+    REGISTRY,
+)
 from run_bash.errors import SpawnError
 from run_bash.sandbox.proc import signal_group
 
@@ -179,30 +186,6 @@ def once(said: set[str], notes: list[str]) -> list[str]:
     out = [n for n in notes if n not in said]
     said.update(out)
     return out
-
-
-@dataclass(frozen=True)
-class BackendEntry:
-    """One registered backend: its name (= config value = module = key), where its class lives,
-    and whether it confines commands (known without importing the module)."""
-
-    name: str
-    target: str  # "module:Class"
-    isolates: bool
-
-
-# The one list of backends. Modules are imported on first use, so a missing optional dependency of
-# one backend never breaks the others.
-REGISTRY: tuple[BackendEntry, ...] = (
-    BackendEntry("sandlock", "run_bash.sandbox.sandlock:Sandlock", True),
-    BackendEntry("bubblewrap", "run_bash.sandbox.bubblewrap:Bubblewrap", True),
-    BackendEntry("none", "run_bash.sandbox.none:NoSandbox", False),
-)
-BACKENDS: dict[str, BackendEntry] = {e.name: e for e in REGISTRY}
-BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
-CONFINING_BACKENDS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.isolates)
-# `sandbox.backend = "auto"`: the first confining backend above that is available here, else none.
-AUTO = "auto"
 
 
 @dataclass(frozen=True)

@@ -36,14 +36,14 @@ import contextlib
 import os
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import ClassVar
 
 from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
-from run_bash.sandbox.netholder import NET_HOLDER, bwrap_path, nsenter_path
+from run_bash.sandbox.netholder import NET_HOLDER
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path
 
@@ -52,20 +52,43 @@ PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 VIRTUAL_ROOTS = ("/proc", "/dev")
 
 
+# The one place that finds bwrap. ``RUN_BASH_BWRAP`` names the binary to use instead of the one on
+# PATH; set to an empty string it hides bubblewrap from run_bash altogether (the test suite runs
+# once that way, as on a machine without it).
+BWRAP_ENV = "RUN_BASH_BWRAP"
+
+
 @lru_cache(maxsize=1)
+def bwrap_path() -> str | None:
+    """The bwrap binary run_bash uses, or None."""
+    chosen = os.environ.get(BWRAP_ENV)
+    if chosen is not None:
+        return chosen if chosen and os.access(chosen, os.X_OK) else None
+    return shutil.which("bwrap") or (
+        "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
+    )
+
+
+@cache
+def util_linux(name: str) -> str | None:
+    """A util-linux tool (``nsenter``, ``prlimit``, ``unshare``): the system's own first, then
+    whatever ``PATH`` has."""
+    for p in (f"/usr/bin/{name}", f"/bin/{name}"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which(name)
+
+
+def nsenter_path() -> str | None:
+    return util_linux("nsenter")
+
+
 def prlimit_path() -> str | None:
-    for p in ("/usr/bin/prlimit", "/bin/prlimit"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("prlimit")
+    return util_linux("prlimit")
 
 
-@lru_cache(maxsize=1)
 def unshare_path() -> str | None:
-    for p in ("/usr/bin/unshare", "/bin/unshare"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("unshare")
+    return util_linux("unshare")
 
 
 # Each run starts in a pid namespace of its own (``unshare --pid --fork``) whose first process

@@ -26,11 +26,14 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   trusted state is written, and the notice says "restored" only after comparing again.
 * **After every run** (exit, kill, timeout) and again before the next run of a project starts if
   a repair failed: the same comparison for every member, plus the checks that have no trusted
-  state to compare with: a new repository in the project must be inert (``inert_config``, no
-  active hooks, no link to a repository that is not trusted) or it is quarantined; a new
-  executable in a writable ``PATH`` directory that shadows a later one is quarantined; an agent
-  rules file whose ``@`` includes leave the project or enter a denied path is restored to its
-  trusted content, and a rules name that is not a regular file is quarantined.
+  state to compare with: a new repository in any tree the run could write (or a new git dir
+  under a trusted one) must be inert, as git reads it (``gitask.judge_config``: only inert keys;
+  no active hooks; no commondir to a repository that is not trusted) or it is quarantined; each
+  writable ``PATH`` directory is compared entry by entry with its state before the run
+  (``pathguard``: a program that changed, or a new one that shadows a later command, is
+  quarantined, a retargeted link put back); an agent rules file whose ``@`` references may lead
+  out of the project or into a denied path (``agentrules``) is restored to its trusted content,
+  and a rules name that is not a regular file is quarantined.
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
@@ -39,47 +42,50 @@ loop, and never blocks on a file a sandbox can touch.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import select
 import stat
-import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from run_bash import inotify
 from run_bash.errors import SpawnError
+from run_bash.inotify import Inotify
 from run_bash.paths import is_under
+from run_bash.sandbox import gitask
+from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
     Discovery,
     HostRead,
-    PathDir,
-    Places,
+    HostReadError,
     RulesName,
     active_hooks,
-    include_refs,
-    include_targets,
-    inert_config,
-    read_gitfile,
     read_nonblocking,
-    resolve_entry,
-    shadowed,
 )
-
-# A member file larger than this cannot be kept (a copy is held in memory): the run is refused.
-MAX_MEMBER_BYTES = 16 * 1024 * 1024
-# A member directory (a hooks directory) with more entries or deeper than this is refused.
-MAX_DIR_ENTRIES = 1024
-MAX_DIR_DEPTH = 4
-# A rules file larger than this is not something an agent should load into a chat.
-MAX_RULES_BYTES = 1024 * 1024
-
-State = tuple[Any, ...]
-ABSENT: State = ("absent",)
+from run_bash.sandbox.members import (
+    ABSENT,
+    Repairer,
+    State,
+    capture,
+    capture_or_mark,
+    matches,
+    writable_parents,
+)
+from run_bash.sandbox.pathguard import (
+    PathDir,
+    Sig,
+    changes,
+    dir_state,
+    judge,
+    refusal_notices,
+)
+from run_bash.sandbox.places import Places
+from run_bash.sandbox.treescan import nested_git_dirs
 
 
 def quarantine_dir(env: Mapping[str, str]) -> str:
@@ -90,323 +96,15 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
     return os.path.join(state, "run_bash", "quarantine")
 
 
-# -------------------------------------------------------------------------------------------------
-# States: what a member is, compared without blocking and bounded by the trusted state
-
-
-class TooLarge(SpawnError):
-    """A member is too large to keep a copy of: the run does not start."""
-
-
-def capture(path: str, depth: int = 0) -> State:
-    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data, None),
-    ("link", target), ("dir", mode, uid, gid, ((name, state), ...)), ("other", type, mode) or
-    ("unreadable", why)."""
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return ABSENT
-    except OSError as e:
-        return ("unreadable", e.errno)
-    mode = stat.S_IMODE(st.st_mode)
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            return ("link", os.readlink(path))
-        except OSError as e:
-            return ("unreadable", e.errno)
-    if stat.S_ISREG(st.st_mode):
-        if st.st_size > MAX_MEMBER_BYTES:
-            raise TooLarge(
-                f"{path} is larger than {MAX_MEMBER_BYTES >> 20} MiB: too large to keep a copy "
-                "of; nothing was started"
-            )
-        data = read_nonblocking(path, MAX_MEMBER_BYTES)
-        if data is None:
-            return ("unreadable", "not readable without blocking")
-        return ("file", mode, st.st_uid, st.st_gid, data, None)
-    if stat.S_ISDIR(st.st_mode):
-        if depth >= MAX_DIR_DEPTH:
-            raise TooLarge(f"{path} is nested too deep to keep a copy of (limit {MAX_DIR_DEPTH})")
-        names: list[str] = []
-        try:
-            with os.scandir(path) as it:
-                for entry in it:
-                    names.append(entry.name)
-                    if len(names) > MAX_DIR_ENTRIES:
-                        raise TooLarge(
-                            f"{path} has more than {MAX_DIR_ENTRIES} entries: too many to keep a "
-                            "copy of; nothing was started"
-                        )
-        except OSError as e:
-            return ("unreadable", e.errno)
-        kids = tuple((n, capture(os.path.join(path, n), depth + 1)) for n in sorted(names))
-        return ("dir", mode, st.st_uid, st.st_gid, kids)
-    return ("other", stat.S_IFMT(st.st_mode), mode)
-
-
-def matches(path: str, state: State) -> bool:
-    """Whether ``path`` is still ``state``. The work is bounded by ``state``: a directory is
-    listed up to one entry more than it had, a file read up to its length, never blocking."""
-    kind: str = state[0]
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return kind == "absent"
-    except OSError as e:
-        return state == ("unreadable", e.errno)
-    if kind in ("absent", "unreadable"):
-        return kind == "unreadable" and _capture_or_mark(path) == state
-    mode = stat.S_IMODE(st.st_mode)
-    if kind == "link":
-        if not stat.S_ISLNK(st.st_mode):
-            return False
-        try:
-            target: str = state[1]
-            return os.readlink(path) == target
-        except OSError:
-            return False
-    if kind == "other":
-        return (stat.S_IFMT(st.st_mode), mode) == state[1:]
-    if (mode, st.st_uid, st.st_gid) != state[1:4]:
-        return False
-    if kind == "file":
-        if not stat.S_ISREG(st.st_mode):
-            return False
-        data: bytes = state[4]
-        if st.st_size != len(data):
-            return False
-        return read_nonblocking(path, len(data)) == data
-    if kind == "dir":
-        if not stat.S_ISDIR(st.st_mode):
-            return False
-        kids = dict(state[4])
-        count = 0
-        try:
-            with os.scandir(path) as it:
-                for entry in it:
-                    count += 1
-                    if count > len(kids) or entry.name not in kids:
-                        return False
-        except OSError:
-            return False
-        if count != len(kids):
-            return False
-        return all(matches(os.path.join(path, n), s) for n, s in kids.items())
-    return False
-
-
-# -------------------------------------------------------------------------------------------------
-# Repair: quarantine what is there, write the trusted state, as the owner
-
-
-class Repairer:
-    """Moves things into the quarantine directory and writes trusted states back."""
-
-    def __init__(self, quarantine_root: str) -> None:
-        self.root = quarantine_root
-
-    def quarantine(self, path: str, tag: str) -> str:
-        """Move ``path`` (whatever it is) out of the way; where it went. Into the quarantine
-        directory when it is on the same file system (one rename, whatever its size), else
-        renamed in place with a suffix and its exec bits removed (inert under any name)."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        # One flat name per original path: no `.git` or `hooks` directory is recreated in there.
-        flat = path.strip("/").replace("%", "%25").replace("/", "%")
-        dest = os.path.join(self.root, f"{stamp}-{tag}", flat)
-        with _writable_parents(path):
-            try:
-                # What a run wrote may be meant for someone else's eyes: only the owner's.
-                os.makedirs(self.root, mode=0o700, exist_ok=True)
-                if stat.S_IMODE(os.lstat(self.root).st_mode) != 0o700:
-                    os.chmod(self.root, 0o700)
-                os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
-                n = 1
-                while os.path.lexists(dest):
-                    n += 1
-                    dest = os.path.join(self.root, f"{stamp}-{tag}", f"{flat}.{n}")
-                os.rename(path, dest)
-                return dest
-            except OSError:
-                pass
-            dest = f"{path}.run_bash-quarantined-{stamp}"
-            os.rename(path, dest)
-            with contextlib.suppress(OSError):
-                st = os.lstat(dest)
-                if stat.S_ISREG(st.st_mode):
-                    os.chmod(dest, 0o600)
-            return dest
-
-    def restore(self, path: str, state: State, tag: str) -> tuple[bool, str]:
-        """Make ``path`` be ``state`` again; (checked ok, what was done)."""
-        moved = ""
-        try:
-            with _writable_parents(path):
-                if os.path.lexists(path):
-                    moved = self.quarantine(path, tag)
-                _create(path, state)
-        except (OSError, TooLarge, ValueError) as e:
-            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            return False, f"could not be restored ({why})"
-        if not matches(path, state):
-            return False, "could not be restored (it differs after writing it back)"
-        done = "removed" if state[0] == "absent" else "restored"
-        return True, done + (f"; what was there is in {moved}" if moved else "")
-
-
-def _create(path: str, state: State) -> None:
-    kind = state[0]
-    if kind == "absent":
-        return
-    if kind == "link":
-        os.symlink(state[1], path)
-        return
-    if kind == "file":
-        if state[4] is None:
-            raise ValueError(f"larger than {MAX_MEMBER_BYTES} bytes: no copy was kept")
-        tmp = os.path.join(
-            os.path.dirname(path), f".run_bash-restore-{os.getpid()}-{time.time_ns()}"
-        )
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        try:
-            os.write(fd, state[4])
-            _own(fd, state)
-            os.fchmod(fd, state[1])
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-        return
-    if kind == "dir":
-        os.mkdir(path, 0o700)
-        for name, sub in state[4]:
-            _create(os.path.join(path, name), sub)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            _own(fd, state)
-            os.fchmod(fd, state[1])
-        finally:
-            os.close(fd)
-        return
-    raise ValueError(f"a {kind} entry cannot be recreated")
-
-
-def _own(fd: int, state: State) -> None:
-    if os.geteuid() == 0:
-        st = os.fstat(fd)
-        if (st.st_uid, st.st_gid) != (state[2], state[3]):
-            os.fchown(fd, state[2], state[3])
-
-
-@contextlib.contextmanager
-def _writable_parents(path: str) -> Iterator[None]:
-    """Give the owner search permission on every directory above ``path`` and write permission
-    on its parent for the block (a run may have ``chmod``-ed them), and put the modes back."""
-    changed: list[tuple[str, int]] = []
-    parent = os.path.dirname(path)
-    chain = []
-    d = parent
-    while True:
-        chain.append(d)
-        up = os.path.dirname(d)
-        if up == d:
-            break
-        d = up
-    for d in reversed(chain):
-        need = 0o300 if d == parent else 0o100
-        try:
-            st = os.lstat(d)
-        except OSError:
-            break
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            continue
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & need != need:
-            try:
-                os.chmod(d, mode | need)
-                changed.append((d, mode))
-            except OSError:
-                break
-    try:
-        yield
-    finally:
-        for d, mode in reversed(changed):
-            with contextlib.suppress(OSError):
-                os.chmod(d, mode)
-
-
-# -------------------------------------------------------------------------------------------------
-# inotify
-
-
-class Inotify:
-    """Just enough inotify for the guard (ctypes; no dependency)."""
-
-    IN_MODIFY = 0x2
-    IN_ATTRIB = 0x4
-    IN_MOVED_FROM = 0x40
-    IN_MOVED_TO = 0x80
-    IN_CREATE = 0x100
-    IN_DELETE = 0x200
-    IN_DELETE_SELF = 0x400
-    IN_MOVE_SELF = 0x800
-    IN_Q_OVERFLOW = 0x4000
-    IN_IGNORED = 0x8000
-    IN_ONLYDIR = 0x1000000
-    IN_DONT_FOLLOW = 0x2000000
-    IN_MASK_ADD = 0x20000000
-    ENTRIES = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
-    CONTENT = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
-    _EVENT = struct.Struct("iIII")
-    _libc = ctypes.CDLL(None, use_errno=True)
-
-    def __init__(self) -> None:
-        fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        self.fd = fd
-
-    def add(self, path: str, mask: int) -> int:
-        wd = self._libc.inotify_add_watch(
-            self.fd, os.fsencode(path), mask | self.IN_DONT_FOLLOW | self.IN_MASK_ADD
-        )
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), path)
-        return int(wd)
-
-    def remove(self, wd: int) -> None:
-        self._libc.inotify_rm_watch(self.fd, wd)
-
-    def read(self) -> list[tuple[int, int, str]]:
-        """Every queued event as (wd, mask, name)."""
-        out: list[tuple[int, int, str]] = []
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except (BlockingIOError, InterruptedError):
-                return out
-            except OSError:
-                return out
-            if not data:
-                return out
-            off = 0
-            while off + 16 <= len(data):
-                wd, mask, _cookie, size = self._EVENT.unpack_from(data, off)
-                raw = data[off + 16 : off + 16 + size].split(b"\0", 1)[0]
-                out.append((wd, mask, os.fsdecode(raw)))
-                off += 16 + size
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-
+# The most time the post-run check spends asking git about new repositories; the ones left then
+# are quarantined unjudged (a run could leave thousands, each with an include git waits on).
+JUDGE_BUDGET_S = 30.0
 
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
 KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
 GROW = "grow"  # one of ``names`` appeared here: watch deeper (a PATH dir or rules name later)
-PATH_DIR = "path"  # an entry in a writable PATH directory: does it shadow a later command?
+PATH_DIR = "path"  # an entry in a writable PATH directory: is it still what it was?
 RULES = "rules"  # a rules name (or an entry inside a rules directory) changed
 
 
@@ -466,7 +164,8 @@ class Keeper:
         # Members whose state was first taken while another run could write them: a change is
         # quarantined, never restored from it. Cleared when taken again with no run covering.
         self._suspect: set[str] = set()
-        self._path_names: dict[str, frozenset[str]] = {}
+        # PATH directory -> the state of each entry (``pathguard``); None: not a directory.
+        self._path_states: dict[str, dict[str, Sig] | None] = {}
         self._git_ident: dict[str, tuple[int, int, int]] = {}  # git dir -> (dev, ino, mode)
         self._rules: dict[str, State] = {}  # rules files and their include targets
         self._pending: dict[str, str] = {}  # member -> why its repair failed
@@ -506,7 +205,7 @@ class Keeper:
                 if covered(m):
                     if m not in self._trusted:
                         self._suspect.add(m)
-                        self._trusted[m] = _capture_or_mark(m)
+                        self._trusted[m] = capture_or_mark(m)
                     continue
                 why = self._pending.get(m)
                 if why is not None and m in self._trusted and matches(m, self._trusted[m]):
@@ -522,7 +221,7 @@ class Keeper:
                     scope.notices.append(
                         f"{self._name(host_read, m)} {done} (changed by an earlier run)"
                     )
-                self._trusted[m] = capture(m)
+                self._trusted[m] = capture(m, prev=self._trusted.get(m))
                 self._suspect.discard(m)
             for root in host_read.scan:
                 why = self._unwalkable.get(root)
@@ -551,12 +250,12 @@ class Keeper:
                         st = os.lstat(g)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             for pd in host_read.path_dirs:
-                if not covered(pd.path) or pd.path not in self._path_names:
-                    self._path_names[pd.path] = frozenset(_names(pd.path))
+                if not covered(pd.path) or pd.path not in self._path_states:
+                    self._path_states[pd.path] = dir_state(pd.path)
             for r in host_read.rules:
                 for p in (r.path, *rules_include_paths(host_read, r.path)):
                     if not covered(p) or p not in self._rules:
-                        self._rules[p] = _capture_or_mark(p)
+                        self._rules[p] = capture_or_mark(p, self._rules.get(p))
             self._written.update(host_read.writable)
             self._scopes[sid] = scope
             try:
@@ -584,8 +283,10 @@ class Keeper:
 
     # -- after a run -----------------------------------------------------------------------------
 
-    def finish(self, sid: str) -> list[str]:
-        """The post-run check of a run whose processes are all gone; its notices."""
+    def finish(self, sid: str, output: str = "", exit_code: int | None = None) -> list[str]:
+        """The post-run check of a run whose processes are all gone; its notices. ``output`` (the
+        end of what the run printed) and ``exit_code`` tell whether a failure came from a PATH
+        directory kept read-only (the notice then names it and the option)."""
         with self._lock:
             scope = self._scopes.pop(sid, None)
             if scope is None:
@@ -594,6 +295,8 @@ class Keeper:
             self._unwatch(scope)
             self._check(scope)
             self._refresh_all()
+            hr = scope.host_read
+            scope.notices += refusal_notices(hr.path_dirs, output, exit_code, hr.cwd)
             return list(dict.fromkeys(scope.notices))
 
     def shutdown(self) -> None:
@@ -635,9 +338,10 @@ class Keeper:
             for o in others:
                 o.trip("a file the host reads changed while it ran")
             what = "created" if trusted[0] == "absent" else "changed"
+            why = f", but {hr.reasons[m]}" if m in hr.reasons else ""
             if m in self._suspect:
                 dest = self._quarantine(m, scope.sid)
-                note(f"{self._name(hr, m)} was {what} inside the sandbox; {dest}{stopped}")
+                note(f"{self._name(hr, m)} was {what} inside the sandbox{why}; {dest}{stopped}")
                 continue
             ok, done = self.repairer.restore(m, trusted, scope.sid)
             if ok:
@@ -645,12 +349,13 @@ class Keeper:
             else:
                 self._pending[m] = done
             note(
-                f"protected file {self._name(hr, m)} was {what} inside the sandbox; {done}{stopped}"
+                f"{'' if why else 'protected file '}{self._name(hr, m)} was {what} inside the "
+                f"sandbox{why}; {done}{stopped}"
             )
 
         self._check_new_repos(scope, stopped)
         for pd in hr.path_dirs:
-            self._check_path_dir(scope, pd, None, stopped)
+            self._check_path_dir(scope, pd, stopped)
         for r in hr.rules:
             self._check_rules(scope, r, stopped)
 
@@ -697,7 +402,7 @@ class Keeper:
             moved = "; what replaced it " + self._quarantine(g, scope.sid)
         if found:
             try:
-                with _writable_parents(g):
+                with writable_parents(g):
                     os.rename(found, g)
                 what = "moved back"
             except OSError as e:
@@ -713,12 +418,16 @@ class Keeper:
         return {i[:2] for i in self._git_ident.values()}
 
     def _check_new_repos(self, scope: Scope, stopped: str) -> None:
-        """A repository git can now reach from the project that was not trusted before the run
-        must be inert; otherwise its `.git` entry (or bare directory) is quarantined."""
+        """A repository git can now reach that was not trusted before the run must be inert;
+        otherwise its `.git` entry (or git directory) is quarantined. Looked for in every tree
+        the run could write, and among the worktree and submodule git directories of each git
+        directory it could write into."""
         hr = scope.host_read
         trusted = self._trusted_git_dirs()
+        found: list[tuple[str, str]] = []
+        kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
-            found, truncated = self.discovery.trees.find(root)
+            in_root, truncated = self.discovery.trees.find(root, kept_whole)
             if truncated and not any(root in w for w in hr.warnings):
                 # It could be walked before the run: the run made it too large to check.
                 self._unwalkable[root] = (
@@ -727,46 +436,66 @@ class Keeper:
                     "created, then run again"
                 )
                 scope.notices.append(self._unwalkable[root] + stopped)
-            # `.git` entries before bare directories: a link is judged while its target is there.
-            for path, kind in sorted(found, key=lambda f: f[1] == "bare"):
-                if path in hr.members:
-                    continue  # a trusted `.git` file or link: compared with its trusted state
-                target = path if kind == "bare" else resolve_entry(path)
-                if target is None:
-                    continue
-                with contextlib.suppress(OSError):
-                    st = os.stat(target)
-                    if (st.st_dev, st.st_ino) in trusted:
-                        continue
-                if not hr.is_writable(target):
-                    continue  # a repository the run could not have written: the user's own
-                why = _not_inert(target, trusted)
-                if why is None:
-                    continue
-                # The project itself made into a repository: its HEAD goes, and it is none.
-                what = os.path.join(path, "HEAD") if path in hr.roots else path
-                dest = self._quarantine(what, scope.sid)
-                scope.notices.append(
-                    f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
-                )
-
-    def _check_path_dir(self, scope: Scope, pd: PathDir, only: str | None, stopped: str) -> bool:
-        """Quarantine new executables in a writable PATH directory that shadow a later command;
-        True when one was found."""
-        before = self._path_names.get(pd.path, frozenset())
-        names = [only] if only is not None else _names(pd.path)
-        hit = False
-        for name in names:
-            if name in before:
+            found += in_root
+        for g in hr.git_dirs:
+            found += [(n, "bare") for n in nested_git_dirs(g)]
+        # `.git` entries before git directories: a link is judged while its target is there.
+        seen: set[str] = set()
+        deadline = time.monotonic() + JUDGE_BUDGET_S
+        for path, kind in sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"):
+            if path in hr.members or path in seen:
+                continue  # a trusted `.git` file or link: compared with its trusted state
+            seen.add(path)
+            why: str | None = None
+            try:
+                target = path if kind == "bare" else self.discovery.resolve_entry(path)
+            except HostReadError:
+                target, why = path, "git cannot tell where it leads"
+            if target is None:
                 continue
-            later = shadowed(pd, name)
-            if later is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(target)
+                if (st.st_dev, st.st_ino) in trusted:
+                    continue
+            if not hr.is_writable(target):
+                continue  # a repository the run could not have written: the user's own
+            if why is None and time.monotonic() > deadline:
+                why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
+            if why is None:
+                try:
+                    why = _not_inert(target, trusted)
+                except HostReadError as e:
+                    why = str(e)
+            if why is None:
                 continue
-            hit = True
-            dest = self._quarantine(os.path.join(pd.path, name), scope.sid)
+            # The project (or a writable grant) itself made into a repository: its HEAD goes,
+            # and it is none.
+            top = path in hr.roots or path in hr.scan
+            what = os.path.join(path, "HEAD") if top else path
+            dest = self._quarantine(what, scope.sid)
             scope.notices.append(
-                f"{os.path.join(pd.path, name)} appeared inside the sandbox and would run instead "
-                f"of {later} for you (that directory is on your PATH); {dest}{stopped}"
+                f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
+            )
+
+    def _check_path_dir(self, scope: Scope, pd: PathDir, stopped: str) -> bool:
+        """An entry of a writable PATH directory that changed and can be run, or a new one that
+        shadows a later command, goes to the quarantine (a symlink whose text changed is put back
+        as it was); True when one was found."""
+        hit = False
+        for c in changes(pd, self._path_states.get(pd.path), scope.places):
+            hit = True
+            path = os.path.join(pd.path, c.name)
+            done = self._quarantine(path, scope.sid)
+            if c.link is not None and not os.path.lexists(path):
+                try:
+                    with writable_parents(path):
+                        os.symlink(c.link, path)
+                    done = f"put back as it was (a link to {c.link}); what was there was {done}"
+                except OSError as e:
+                    done += f"; the link to {c.link} could not be put back ({e.strerror})"
+            scope.notices.append(
+                f"{path} {c.why} inside the sandbox (that directory is on your PATH); "
+                f"{done}{stopped}"
             )
         return hit
 
@@ -814,7 +543,7 @@ class Keeper:
         return self._ino
 
     def _sub(self, ino: Inotify, scope: Scope, path: str, mask: int, sub: Sub) -> None:
-        wd = ino.add(path, mask)
+        wd = ino.add(path, mask | inotify.IN_DONT_FOLLOW | inotify.IN_MASK_ADD)
         with self._table_lock:
             self._table.setdefault(wd, []).append(sub)
         scope.wds.add(wd)
@@ -828,23 +557,22 @@ class Keeper:
         for m in hr.members:
             if os.path.lexists(m):
                 is_dir = os.path.isdir(m) and not os.path.islink(m)
-                mask = Inotify.CONTENT | (Inotify.ENTRIES if is_dir else 0)
+                mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
                 todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
             self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=m in git_places)
         for g in hr.git_dirs:
-            mask = Inotify.IN_DELETE_SELF | Inotify.IN_MOVE_SELF
+            mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
             self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True)
         for pd in hr.path_dirs:
+            # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
-                mask = Inotify.ENTRIES | Inotify.IN_ATTRIB
+                mask = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.CONTENT
                 todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask, True))
-            else:
-                self._watch_name(todo, scope, pd.path, GROW, kill_growth=False)
         for r in hr.rules:
             self._watch_name(todo, scope, r.path, RULES, kill_growth=False, ref=r)
             if os.path.isdir(r.path) and not os.path.islink(r.path):
-                mask = Inotify.ENTRIES | Inotify.CONTENT
+                mask = inotify.ENTRIES | inotify.CONTENT
                 todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask, True))
         for path, sub, mask, _must in todo:
             try:
@@ -872,7 +600,7 @@ class Keeper:
         watch the deepest ancestor that does for the next component (created: kill, when the
         path is inside a git directory; otherwise watch deeper)."""
         parent, name = os.path.dirname(path), os.path.basename(path)
-        mask = Inotify.ENTRIES
+        mask = inotify.ENTRIES
         if os.path.isdir(parent):
             todo.append((parent, Sub(scope, kind, mask, frozenset({name}), ref), mask, True))
             return
@@ -920,7 +648,10 @@ class Keeper:
             if self._stop_r in ready:
                 ino.close()
                 return
-            events = ino.read()
+            try:
+                events = ino.read()
+            except OSError:
+                events = []
             if events:
                 try:
                     self._dispatch(events)
@@ -937,12 +668,12 @@ class Keeper:
         rules: list[tuple[Scope, RulesName]] = []
         with self._table_lock:
             for wd, mask, name in events:
-                if mask & Inotify.IN_Q_OVERFLOW:
+                if mask & inotify.IN_Q_OVERFLOW:
                     for subs in self._table.values():
                         for s in subs:
                             kill[s.scope] = "too many file events to follow"
                     continue
-                if mask & Inotify.IN_IGNORED:
+                if mask & inotify.IN_IGNORED:
                     # The kernel dropped the watch (its inode is gone); the number may be reused.
                     for s in self._table.pop(wd, ()):
                         s.scope.wds.discard(wd)
@@ -962,10 +693,11 @@ class Keeper:
             scope.trip(why)
         with self._lock:
             for scope, pd, name in paths:
-                if scope.ended or name in self._path_names.get(pd.path, frozenset()):
+                if scope.ended:
                     continue
-                if shadowed(pd, name) is not None:
-                    scope.trip(f"{name} in {pd.path} shadows a command on PATH")
+                c = judge(pd, self._path_states.get(pd.path), name, scope.places)
+                if c is not None:
+                    scope.trip(f"{name} in {pd.path} (on PATH) {c.why}")
             for scope, r in dict.fromkeys(rules):
                 if not scope.ended and rules_problems(scope.host_read, r.path):
                     scope.trip(f"agent rules file {self._name(scope.host_read, r.path)} changed")
@@ -976,21 +708,13 @@ class Keeper:
                 self._refresh_all()
 
 
-def _names(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
 def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> str | None:
-    """Why a repository the run created is not inert; None when it is."""
+    """Why a repository the run created is not inert; None when it is. What git reads of it is
+    asked of git (``gitask``): the keys of its config files, where its commondir leads."""
     for name in ("config", "config.worktree"):
-        p = os.path.join(git_dir, name)
-        if os.path.lexists(p):
-            why = inert_config(read_nonblocking(p, MAX_MEMBER_BYTES))
-            if why:
-                return why.replace("its config", f"its {name}")
+        why = gitask.judge_config(os.path.join(git_dir, name))
+        if why:
+            return f"its {name} {why}"
     for name in ("HEAD", "commondir", "gitdir"):
         p = os.path.join(git_dir, name)
         if os.path.lexists(p) and not (os.path.islink(p) or os.path.isfile(p)):
@@ -999,14 +723,17 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
             return f"its {name} cannot be read without blocking"
     if os.path.lexists(os.path.join(git_dir, "info/attributes")):
         return "it has info/attributes"
-    common = read_gitfile(os.path.join(git_dir, "commondir"))
     hooks_home = git_dir
-    if common is not None:
+    if os.path.lexists(os.path.join(git_dir, "commondir")):
+        common = gitask.common_dir(git_dir)
+        if common is None:
+            return "git cannot tell where its commondir leads"
+        common = os.path.realpath(common)
+        is_trusted = False
         with contextlib.suppress(OSError):
             st = os.stat(common)
-            if (st.st_dev, st.st_ino) in trusted:
-                common = None
-        if common is not None:
+            is_trusted = (st.st_dev, st.st_ino) in trusted
+        if not is_trusted and common != os.path.realpath(git_dir):
             if depth > 2:
                 return "its commondir chain is too long"
             why = _not_inert(common, trusted, depth + 1)
@@ -1017,98 +744,3 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
     if hooks:
         return f"it has hooks: {', '.join(hooks[:5])}"
     return None
-
-
-def _capture_or_mark(path: str) -> State:
-    """``capture``, or a state that matches nothing when the entry is too large to copy."""
-    try:
-        return capture(path)
-    except TooLarge:
-        return ("unreadable", "too large")
-
-
-def rules_include_paths(hr: HostRead, path: str) -> list[str]:
-    """The paths a rules file's ``@`` includes resolve to (for their trusted state)."""
-    data = read_nonblocking(path, MAX_RULES_BYTES)
-    if data is None:
-        return []
-    out: list[str] = []
-    for ref in include_refs(data.decode(errors="replace"))[:256]:
-        out += include_targets(ref, path, hr.cwd, hr.env, hr.home) or []
-    return out
-
-
-def _first_link(path: str, roots: Iterable[str]) -> str | None:
-    """The first symlink on the way to ``path`` inside one of ``roots`` (what to move away)."""
-    for root in roots:
-        if not is_under(path, root):
-            continue
-        cur = root
-        for part in os.path.relpath(path, root).split(os.sep):
-            cur = os.path.join(cur, part)
-            if os.path.islink(cur):
-                return cur
-    return None
-
-
-def rules_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
-    """What is wrong with a rules name: ("type", why, path-to-quarantine) for an entry that is not
-    a regular file in the project, ("content", why) for an include that leaves the project or
-    enters a denied path. Empty when it is fine (or absent)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return []
-    if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
-        if stat.S_ISLNK(st.st_mode):
-            real = os.path.realpath(path)
-            if not hr.is_project(real):
-                return [("type", f"is a symlink to {real}, outside the project", path)]
-            if os.path.isdir(real):
-                return [("type", "is a symlink to a directory", path)]
-            return rules_problems(hr, real) if real != path else []
-        # CodeCompanion reads a directory recursively, following links.
-        count = 0
-        for root, dirs, files in os.walk(path):
-            for n in [*dirs, *files]:
-                count += 1
-                p = os.path.join(root, n)
-                if count > 256:
-                    return [("type", "is a directory with too many entries", path)]
-                if os.path.islink(p) and not hr.is_project(os.path.realpath(p)):
-                    return [("type", f"holds {n}, a link out of the project", p)]
-            for n in files:
-                p = os.path.join(root, n)
-                if not os.path.islink(p):
-                    sub = rules_problems(hr, p)
-                    if sub:
-                        return sub
-        return []
-    if not stat.S_ISREG(st.st_mode):
-        return [("type", "is not a regular file (reading it would hang the editor)", path)]
-    data = read_nonblocking(path, MAX_RULES_BYTES)
-    if data is None:
-        return [("content", f"is larger than {MAX_RULES_BYTES} bytes or cannot be read")]
-    denied = Places(hr.denied)
-    for ref in include_refs(data.decode(errors="replace")):
-        targets = include_targets(ref, path, hr.cwd, hr.env, hr.home)
-        if targets is None:
-            return [("content", f"includes @{ref}, which cannot be resolved")]
-        for t in targets:
-            real = os.path.realpath(t)
-            if real != os.path.normpath(t):  # a symlink on the way decides where it leads
-                if not hr.is_project(real) or real in denied:
-                    where = _first_link(t, hr.roots) or t
-                    return [("type", f"includes @{ref}, which leads to {real}", where)]
-                t = real
-            if not any(is_under(t, r) for r in hr.roots):
-                return [("content", f"includes @{ref} ({t}, outside the project)")]
-            if any(is_under(t, d) for d in hr.denied):
-                return [("content", f"includes @{ref} ({t}, a denied path)")]
-            try:
-                tst = os.lstat(t)
-            except OSError:
-                continue
-            if not (stat.S_ISREG(tst.st_mode) or stat.S_ISDIR(tst.st_mode)):
-                return [("type", f"includes @{ref}, which is not a regular file", t)]
-    return []

@@ -160,6 +160,37 @@ def _connect_loopback(port: int) -> socket.socket:
     raise errors[0]
 
 
+SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
+IFF_UP = 0x1
+
+
+def make_netns() -> list[int]:
+    """Unshare a network namespace whose only interface is ``lo``, up, inside a user namespace
+    of its own that maps the caller's ids to themselves; return descriptors of the two
+    namespaces (user, network). They live as long as someone holds a descriptor or a process
+    in them. In a child of the fork server, which exits right after (it is single-threaded, as
+    ``unshare(CLONE_NEWUSER)`` needs)."""
+    import fcntl
+    import struct
+
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"user namespaces are not available to this user ({os.strerror(err)})")
+    # Inside the new namespace nobody holds CAP_SETGID in the parent one, root included.
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, req))[1]
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+    return [
+        os.open("/proc/self/ns/user", os.O_RDONLY | os.O_CLOEXEC),
+        os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC),
+    ]
+
+
 def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
     """Unshare the run's mount namespace (and join the shared network namespace when ``netns`` is
     ``(user ns fd, net ns fd)``), build its mounts and drop every capability."""
@@ -299,6 +330,11 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
     stage = "setting up the run"
     kwargs: dict[str, Any] = {}
     try:
+        if "netns" in req:  # a new loopback-only network namespace (netholder.py)
+            stage = "creating a network namespace"
+            ns = make_netns()
+            _send(chan, {"netns": "ok"}, ns)
+            os._exit(0)
         if "connect" in req:  # a connection into the shared network namespace (forward.py)
             stage = "connecting"
             join_netns(fds[3:5])
@@ -759,24 +795,37 @@ class Launcher:
         chan.settimeout(None)
         return Run(chan, pid, fds[0])
 
-    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
-        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
-        (``(user ns fd, net ns fd)``). Raises OSError."""
+    def _fds(self, req: dict[str, Any], count: int, netns: Sequence[int] = ()) -> list[int]:
+        """Send a request that answers with ``count`` descriptors and nothing else (the run's
+        output goes nowhere). Raises SpawnError."""
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            chan, _msg, fds = self.request({"connect": port}, devnull, devnull, netns)
-        except SpawnError as e:
-            raise ConnectionRefusedError(str(e)) from e
+            chan, _msg, fds = self.request(req, devnull, devnull, netns)
         finally:
             os.close(devnull)
         chan.close()
-        if len(fds) != 1:
+        if len(fds) != count:
             for fd in fds:
                 os.close(fd)
-            raise ConnectionRefusedError(f"no connection to port {port}")
+            raise SpawnError(f"the sandbox launcher answered {req!r} with {len(fds)} descriptors")
+        return fds
+
+    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
+        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
+        (``(user ns fd, net ns fd)``). Raises OSError."""
+        try:
+            fds = self._fds({"connect": port}, 1, netns)
+        except SpawnError as e:
+            raise ConnectionRefusedError(f"no connection to port {port}: {e}") from e
         sock = socket.socket(fileno=fds[0])
         sock.setblocking(True)  # the file was non-blocking in the connecting process
         return sock
+
+    def netns(self) -> tuple[int, int]:
+        """A new loopback-only network namespace: descriptors ``(user ns, net ns)``
+        (``make_netns``). Raises SpawnError."""
+        fds = self._fds({"netns": True}, 2)
+        return fds[0], fds[1]
 
     def probe(self, req: dict[str, Any], netns: Sequence[int] = ()) -> str:
         """Build a run's namespace without running anything; "" when it works, else why not."""

@@ -87,13 +87,23 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+# A process in the middle of execve(2) shows an empty environment for a moment (its new memory
+# has no environment yet): how long to wait for the exec to end before taking "empty" as final.
+EXEC_SETTLE_S = 0.2
+
+
 def session_tag(pid: int) -> str | None:
     """The ``RUN_BASH_SESSION`` value in the environment of ``pid``, if readable."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while True:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        if data or time.monotonic() >= deadline or is_zombie(pid):
+            break
+        time.sleep(0.002)
     prefix = SESSION_TAG.encode() + b"="
     for item in data.split(b"\0"):
         if item.startswith(prefix):

@@ -62,59 +62,12 @@ from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
 from run_bash.sandbox.netholder import NET_HOLDER
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
+from run_bash.sandbox.sandlock_options import SandlockOptions, map_extra_args
 
 MIN_ABI = 6
 # TCP to loopback. 127.0.0.1 is also listed alone: with a policy_fn, sandlock 0.9.0 lets a
 # loopback connect through only to addresses named one by one (the CIDR entry is ignored).
 LOOPBACK = ("tcp://127.0.0.1:*", "tcp://127.0.0.0/8:*", "tcp://[::1]:*")
-
-
-# -- extra_args of the sandlock CLI ---------------------------------------------------------------
-
-_ARG_MAP = {
-    "-w": "fs_writable",
-    "--fs-write": "fs_writable",
-    "-r": "fs_readable",
-    "--fs-read": "fs_readable",
-    "--fs-deny": "fs_denied",
-    "--net-allow": "net_allow",
-    "--max-memory": "max_memory",
-    "--max-processes": "max_processes",
-}
-_ARG_OPTION = {
-    "fs_writable": "sandbox.rules.fs_writable",
-    "fs_readable": "sandbox.rules.fs_readable",
-    "fs_denied": "sandbox.rules.fs_denied",
-    "net_allow": "sandbox.network.allow",
-    "max_memory": "sandbox.limits.max_memory",
-    "max_processes": "sandbox.limits.max_processes",
-}
-
-
-def map_extra_args(args: list[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """Map sandlock CLI arguments onto SDK fields; return (fields, unmapped arguments)."""
-    mapped: dict[str, list[str]] = {}
-    unmapped: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        key, value = arg, None
-        if arg.startswith("--") and "=" in arg:
-            key, value = arg.split("=", 1)
-        if key in _ARG_MAP:
-            if value is None:
-                if i + 1 >= len(args):
-                    unmapped.append(arg)
-                    break
-                value = args[i + 1]
-                i += 1
-            mapped.setdefault(_ARG_MAP[key], []).append(value)
-        elif arg == "--port-remap":
-            pass  # run_bash's own servers are reachable without remapping
-        else:
-            unmapped.append(arg)
-        i += 1
-    return mapped, unmapped
 
 
 # -- the backend ---------------------------------------------------------------------------------
@@ -178,7 +131,7 @@ class Sandlock:
         self._availability: Availability | None = None
         self._warned = False
         self._said: set[str] = set()
-        self._profile_cache: tuple[str, float, dict[str, Any]] | None = None
+        self.options = SandlockOptions(self.opts)
         # False when user namespaces are unavailable and allow_degraded is set (see availability).
         self.mount_ns = True
 
@@ -253,75 +206,13 @@ class Sandlock:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _profile_path(self) -> str | None:
-        raw = self.opts.profile
-        if not raw:
-            return None
-        return expand(raw)
-
-    def _profile_fields(self) -> dict[str, Any]:
-        """The profile's policy as SDK fields (cached by path and mtime); {} without a profile."""
-        path = self._profile_path()
-        if path is None:
-            return {}
-        mtime = os.stat(path).st_mtime
-        if self._profile_cache and self._profile_cache[:2] == (path, mtime):
-            return self._profile_cache[2]
-        import dataclasses
-
-        from sandlock import Sandbox
-        from sandlock._profile import load_profile_path
-
-        prof = load_profile_path(path)
-        default = Sandbox()
-        fields = {}
-        for f in dataclasses.fields(prof):
-            if f.metadata.get("runtime"):
-                continue
-            value = getattr(prof, f.name)
-            if value != getattr(default, f.name):
-                fields[f.name] = value
-        self._profile_cache = (path, mtime, fields)
-        return fields
-
     def validate(self) -> list[str]:
         """Problems that would make every run fail: a profile that is missing or does not load."""
-        problems: list[str] = []
-        raw = self.opts.profile
-        key = "`sandbox.backends.sandlock.profile`"
-        if raw:
-            path = self._profile_path()
-            if path is None:
-                problems.append(f"{key}: cannot expand {raw!r}")
-            elif not os.path.isfile(path):
-                problems.append(f"{key}: {path} does not exist")
-            elif self.availability().ok:
-                try:
-                    self._profile_fields()
-                except Exception as e:
-                    problems.append(f"{key}: {path}: {e}")
-        return problems
+        return self.options.problems(self.availability().ok)
 
     def warnings(self) -> list[str]:
         """One-time warnings about options that work differently here (extra_args)."""
-        args = self.opts.extra_args
-        if not args:
-            return []
-        mapped, unmapped = map_extra_args(list(args))
-        out = []
-        if mapped:
-            names = ", ".join(f"{_ARG_OPTION[k]}" for k in mapped)
-            out.append(
-                "sandbox.backends.sandlock.extra_args: run_bash drives sandlock through its "
-                f"Python API, not the CLI; applied as {names} (prefer those options)"
-            )
-        if unmapped:
-            out.append(
-                "sandbox.backends.sandlock.extra_args: ignored "
-                + " ".join(unmapped)
-                + " (no equivalent; use sandbox.backends.sandlock.profile for other settings)"
-            )
-        return out
+        return self.options.warnings()
 
     # -- building the sandbox ---------------------------------------------------------------------
 
@@ -355,7 +246,7 @@ class Sandlock:
 
         merged: dict[str, Any] = {}
         if self.opts.profile:
-            merged.update(self._profile_fields())
+            merged.update(self.options.profile_fields())
         if self.opts.extra_args:
             mapped, _ = map_extra_args(list(self.opts.extra_args))
             for k, v in mapped.items():
@@ -416,6 +307,9 @@ class Sandlock:
             # Landlock cannot make a subtree of a writable grant read-only, and sandlock's deny
             # check can.
             denied += list(policy.read_only)
+            # Nor the sealed parts of the host-read set (PATH units, hooks holders): denied, as
+            # no mount can make them read-only here.
+            denied += list(policy.sealed)
 
         if layout.mount_ns:
             # The temp dirs are the private dir's binds; its own path may be hidden under them.

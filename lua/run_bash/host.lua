@@ -1,0 +1,268 @@
+--- The Python host's lifecycle: start, ready, exit, restart, and the RPC request helper.
+---
+--- The host is a pynvim remote plugin started on first use (never at startup):
+--- `jobstart({python, boot.py}, { rpc = true })`. This module owns the process and its channel;
+--- the options it is sent live in `run_bash.options`, the callers waiting on its events in
+--- `run_bash.events` (told here when the host exits).
+local M = {}
+local H = {}
+
+local uv = vim.uv or vim.loop
+
+H.root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h:h")
+H.chan = nil
+H.job = nil
+H.stderr = {}
+H.expected_exit = false
+H.ready = false -- the host answered (a ping or its `ready` event)
+H.starting = false -- a caller waits for the host to answer its first ping
+
+---@param msg string
+---@param level? integer
+function M.notify(msg, level)
+  vim.schedule(function()
+    vim.notify("run_bash: " .. msg, level or vim.log.levels.INFO)
+  end)
+end
+
+--- Path of the plugin's checkout.
+---@return string
+function M.root()
+  return H.root
+end
+
+--- The Python interpreter the host runs with: `g:run_bash_python`, else the plugin's `.venv`,
+--- else `python3`.
+---@return string
+function M.python()
+  if type(vim.g.run_bash_python) == "string" and vim.g.run_bash_python ~= "" then
+    return vim.g.run_bash_python
+  end
+  local venv = H.root .. "/.venv/bin/python"
+  if uv.fs_stat(venv) then
+    return venv
+  end
+  return "python3"
+end
+
+--- The host's log file.
+---@return string
+function M.log_path()
+  return vim.fn.stdpath("log") .. "/run_bash.log"
+end
+
+--- The host's channel, or nil when it is not running (without starting it).
+---@return integer|nil
+function M.chan()
+  return H.chan
+end
+
+--- Whether the host answered (a ping or its `ready` event).
+---@return boolean
+function M.is_ready()
+  return H.ready
+end
+
+---@return string the last lines the host printed on stderr
+function H.stderr_tail()
+  local lines = {}
+  for i = math.max(1, #H.stderr - 8), #H.stderr do
+    if H.stderr[i] ~= "" then
+      table.insert(lines, H.stderr[i])
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+---@param python string
+---@return string
+function H.did_not_start(python)
+  local reason = H.stderr_tail()
+  return ("the Python host did not start (%s)%s. Run `make deps`; see :checkhealth run_bash"):format(
+    python,
+    reason ~= "" and (": " .. reason) or ""
+  )
+end
+
+--- The host's job ended (or its channel closed: `code` nil): fail every waiting caller, forget
+--- held runs, say so once.
+---@param job integer
+---@param code integer|nil
+function H.on_exit(job, code)
+  if job ~= H.job then
+    return
+  end
+  local had_chan, was_ready = H.chan ~= nil, H.ready
+  H.chan, H.job, H.ready = nil, nil, false
+  require("run_bash.options").host_exited()
+  local err = code and ("the Python host exited (code %d)"):format(code) or "the Python host exited"
+  local tail = H.stderr_tail()
+  if tail ~= "" then
+    err = err .. ": " .. tail
+  end
+  -- Every caller still waiting must hear about it: a chat never hangs on a dead host.
+  require("run_bash.events").host_exited(err)
+  if had_chan and not H.expected_exit and not H.starting then
+    if was_ready then
+      M.notify(
+        err .. ". It restarts on the next command; see :checkhealth run_bash",
+        vim.log.levels.ERROR
+      )
+    else
+      M.notify(H.did_not_start(M.python()), vim.log.levels.ERROR)
+    end
+  end
+end
+
+--- Start the host process without waiting for it; it says `ready` when it is up.
+---@return integer|nil chan, string|nil err
+function M.start()
+  local python = M.python()
+  if vim.fn.executable(python) ~= 1 then
+    local msg = ("Python not found: %s (run `make deps` in %s, or set g:run_bash_python)"):format(
+      python,
+      H.root
+    )
+    return nil, msg
+  end
+  H.stderr = {}
+  H.expected_exit = false
+  H.ready = false
+  local boot = H.root .. "/rplugin/python3/run_bash_host/boot.py"
+  local env = {
+    RUN_BASH_LOG = M.log_path(),
+    RUN_BASH_AUDIT = require("run_bash.audit_log").path(),
+    RUN_BASH_UNDO = require("run_bash.undo").path(),
+  }
+  local ok, job = pcall(vim.fn.jobstart, { python, boot }, {
+    rpc = true,
+    env = env,
+    on_stderr = function(_, data)
+      for _, line in ipairs(data or {}) do
+        table.insert(H.stderr, line)
+      end
+      while #H.stderr > 50 do
+        table.remove(H.stderr, 1)
+      end
+    end,
+    on_exit = function(j, code)
+      H.on_exit(j, code)
+    end,
+  })
+  if not ok or job <= 0 then
+    return nil, ("could not start %s: %s"):format(python, tostring(job))
+  end
+  H.job, H.chan = job, job
+  pcall(vim.rpcnotify, job, "run_bash.hello")
+  return job
+end
+
+--- The host is up (`ready` event, or a ping answered): send the options, and learn which runs
+--- can be undone (for completion).
+function M.on_ready()
+  if H.chan and not H.ready then
+    H.ready = true
+  end
+  local options = require("run_bash.options")
+  if H.chan and not options.setup_done() then
+    options.send_setup(H.chan)
+  end
+  local chan = H.chan
+  if chan then
+    -- After the start's own requests: reading the store's list costs the host a moment.
+    vim.defer_fn(function()
+      if H.chan == chan then
+        require("run_bash.changes").undo_runs(function() end)
+      end
+    end, H.RUNS_AFTER_MS)
+  end
+end
+H.RUNS_AFTER_MS = 1000
+
+--- Start the host if needed and wait until it answers; returns the channel or nil and an error.
+---@return integer|nil chan, string|nil err
+function M.ensure_host()
+  if not H.chan then
+    local _, err = M.start()
+    if err then
+      return nil, err
+    end
+  end
+  if not H.ready then
+    local job = H.chan
+    H.starting = true
+    local pok, pong = pcall(vim.rpcrequest, job, "run_bash.ping")
+    if not pok or pong ~= "pong" then
+      -- Give the job a moment to exit so its stderr (the real reason) is available.
+      vim.wait(1000, function()
+        return H.job == nil
+      end, 10)
+      H.starting = false
+      pcall(vim.fn.jobstop, job)
+      H.chan, H.job = nil, nil
+      return nil, H.did_not_start(M.python())
+    end
+    H.starting = false
+    H.ready = true
+  end
+  local options = require("run_bash.options")
+  if not options.setup_done() then
+    return options.send_setup(H.chan)
+  end
+  return H.chan
+end
+
+--- Call a host method. Returns the value, or nil and an error message (never raises).
+---@param method string
+---@return any value, string|nil err
+function M.request(method, ...)
+  local chan, err = M.ensure_host()
+  if not chan then
+    return nil, err
+  end
+  local ok, reply = pcall(vim.rpcrequest, chan, "run_bash." .. method, ...)
+  if not ok and chan == H.chan and tostring(reply):find("Invalid channel", 1, true) then
+    -- The host died and its keeper (the job) is still sweeping: the channel is gone before the
+    -- job's exit is reported. Handle it as that exit, then ask a new host, once.
+    H.on_exit(H.job, nil)
+    chan, err = M.ensure_host()
+    if not chan then
+      return nil, err
+    end
+    ok, reply = pcall(vim.rpcrequest, chan, "run_bash." .. method, ...)
+  end
+  if not ok then
+    return nil, tostring(reply)
+  end
+  if type(reply) ~= "table" then
+    return reply
+  end
+  if reply.error then
+    return nil, reply.error
+  end
+  return reply.ok
+end
+
+--- Whether the host is running (without starting it).
+---@return boolean
+function M.is_running()
+  return H.chan ~= nil
+end
+
+--- Stop the host (kills every session first).
+function M.stop()
+  if not H.chan then
+    return
+  end
+  H.expected_exit = true
+  pcall(vim.rpcrequest, H.chan, "run_bash.shutdown")
+  pcall(vim.fn.jobstop, H.job)
+end
+
+--- For tests and health: the job id of the host, or nil.
+---@return integer|nil
+function M.job()
+  return H.job
+end
+
+return M

@@ -1,0 +1,191 @@
+"""Undo: a kept change set taken back path by path, byte-exact, and the plan of it (what an undo
+would restore, remove, leave as a conflict and not recover)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from .objects import DamagedBlob
+from .render import Change, ChangeSet, display_path
+from .restore import Tree, Unsafe
+from .snapshot import CONTENT_KINDS, DIR_FLAGS, KIND, MODE, Entry, entry_data, same_state
+from .store import ID_ALPHABET, Token, _Plan
+
+if TYPE_CHECKING:
+    from .store import ChangeStore
+
+
+def _plan(cs: ChangeSet, tree: Tree, force: bool) -> _Plan:
+    restore: list[tuple[Change, Entry, Entry | None]] = []
+    remove: list[tuple[Change, Entry | None]] = []
+    conflicts: list[tuple[Change, str]] = []
+    lost: list[tuple[Change, str]] = []
+    same: list[Change] = []
+    for ch in cs.changes:
+        b, a = ch.before, ch.after
+        try:
+            cur = tree.current(ch.path)
+        except Unsafe as err:
+            conflicts.append((ch, str(err)))
+            continue
+        except OSError as err:
+            conflicts.append((ch, f"cannot read it ({err.strerror})"))
+            continue
+        if b is not None and b[KIND] not in CONTENT_KINDS:
+            lost.append((ch, ch.reason(b)))
+            continue
+        if b is None and a is not None and a[KIND] in "iguc":
+            lost.append((ch, f"{ch.reason(a)}: left in place"))
+            continue
+        if same_state(cur, b):
+            same.append(ch)
+            continue
+        if not same_state(cur, a):
+            conflicts.append((ch, _why_conflict(cur)))
+            if not force:
+                continue
+        if b is None:
+            remove.append((ch, cur))
+        else:
+            restore.append((ch, b, cur))
+    return {"restore": restore, "remove": remove, "conflicts": conflicts, "lost": lost}
+
+
+def plan(store: ChangeStore, run_id: str, force: bool = False) -> dict[str, Any]:
+    """What ``undo`` would do now, without doing it: ``{run, restore, remove, conflicts,
+    not_recovered}`` (paths for display; conflicts and not_recovered as ``{path, why}``).
+    Raises KeyError when no change set is kept for ``run_id``."""
+    cs = store.get(run_id)
+    if cs is None:
+        raise KeyError(run_id)
+    store._init()
+    try:
+        fd = os.open(cs.project, DIR_FLAGS)
+    except FileNotFoundError:
+        fd = -1  # the project directory itself is gone: everything is absent
+    try:
+        p = _plan(cs, Tree(fd, store.limits.max_file_size), force)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return {
+        "run": run_id,
+        "project": display_path(cs.project),
+        "restore": [display_path(ch.path) for ch, _, _ in p["restore"]],
+        "remove": [display_path(ch.path) for ch, _ in p["remove"]],
+        "conflicts": [{"path": display_path(ch.path), "why": w} for ch, w in p["conflicts"]],
+        "not_recovered": [{"path": display_path(ch.path), "why": w} for ch, w in p["lost"]],
+    }
+
+
+def undo(
+    store: ChangeStore, run_id: str, force: bool = False, new_run_id: str | None = None
+) -> dict[str, Any]:
+    """Take back what ``run_id`` changed, path by path.
+
+    Modified and deleted files come back byte-exact with their mode, symlinks with their
+    target, removed directories (empty ones too) are recreated, added paths and directories
+    the run created are removed. A path that changed again since the run is a conflict: left
+    alone unless ``force``. The undo is itself recorded as a run (``new_run_id``, default a
+    fresh id) so it can be undone.
+
+    Returns ``{run, restored, removed, conflicts, not_recovered, errors, recorded}``: paths for
+    display; conflicts/not_recovered/errors as ``{path, why}``; ``run`` is the undo's own id
+    and ``recorded`` its change-set summary (or why it was not recorded). Raises KeyError
+    when no change set is kept for ``run_id``.
+    """
+    cs = store.get(run_id)
+    if cs is None:
+        raise KeyError(run_id)
+    store._init()
+    new_id = new_run_id or "u" + "".join(secrets.choice(ID_ALPHABET) for _ in range(5))
+    if not os.path.lexists(cs.project) and os.path.isdir(os.path.dirname(cs.project)):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(cs.project)  # the run removed the project directory itself
+    token = store._begin(new_id, cs.project, run_id, f"undo of run {run_id}")
+    restored: list[str] = []
+    removed: list[str] = []
+    errors: list[tuple[Change, str]] = []
+    try:
+        fd = os.open(cs.project, DIR_FLAGS)
+    except OSError as err:
+        if isinstance(token, Token):
+            store.abandon(token)
+        raise FileNotFoundError(f"cannot open the project {cs.project}: {err.strerror}") from None
+    try:
+        tree = Tree(fd, store.limits.max_file_size)
+        p = _plan(cs, tree, force)
+        # Deepest first: a directory the run created goes after what it holds; a path that
+        # must change type loses its current form before the old one comes back.
+        doomed = [(ch, cur) for ch, cur in p["remove"]]
+        doomed += [
+            (ch, cur)
+            for ch, before, cur in p["restore"]
+            if cur is not None and (cur[KIND] == "d") != (before[KIND] == "d")
+        ]
+        doomed.sort(key=lambda x: x[0].path.count("/"), reverse=True)
+        for ch, cur in doomed:
+            if cur is None:
+                continue
+            try:
+                tree.remove(ch.path)
+                if ch.before is None:
+                    removed.append(ch.path)
+            except (OSError, Unsafe) as err:
+                errors.append((ch, _os_why(err)))
+        failed = {ch.path for ch, _ in errors}
+        dir_modes: list[tuple[str, int]] = []
+        for ch, b, _cur in sorted(p["restore"], key=lambda x: x[0].path.count("/")):
+            if ch.path in failed:
+                continue
+            try:
+                if b[KIND] == "d":
+                    tree.mkdir(ch.path, b[MODE])
+                    dir_modes.append((ch.path, b[MODE]))
+                elif b[KIND] == "l":
+                    tree.symlink(ch.path, entry_data(b))
+                else:
+                    tree.write_file(ch.path, store.objects.get(entry_data(b)), b[MODE])
+                restored.append(ch.path)
+            except DamagedBlob as err:
+                errors.append((ch, str(err)))
+            except (OSError, Unsafe) as err:
+                errors.append((ch, _os_why(err)))
+        for path, mode in sorted(dir_modes, key=lambda x: x[0].count("/"), reverse=True):
+            with contextlib.suppress(OSError, Unsafe):
+                tree.chmod_dir(path, mode)
+    finally:
+        os.close(fd)
+    recorded: str
+    if isinstance(token, Token):
+        recorded = store.finish(token).summary() or "no change"
+    else:
+        recorded = str(token)
+    conflicts = p["conflicts"]
+    return {
+        "run": new_id if isinstance(token, Token) else None,
+        "restored": [display_path(x) for x in restored],
+        "removed": [display_path(x) for x in removed],
+        "conflicts": [
+            {"path": display_path(ch.path), "why": w + (" (forced)" if force else "")}
+            for ch, w in conflicts
+        ],
+        "not_recovered": [{"path": display_path(ch.path), "why": w} for ch, w in p["lost"]],
+        "errors": [{"path": display_path(ch.path), "why": w} for ch, w in errors],
+        "recorded": recorded,
+    }
+
+
+def _why_conflict(cur: Entry | None) -> str:
+    if cur is None:
+        return "deleted since the run"
+    return "changed since the run"
+
+
+def _os_why(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror.lower()
+    return str(err)

@@ -1,0 +1,302 @@
+"""The members of the host-read set as states: what a member is (``capture``), whether it is still
+that (``matches``, bounded by the trusted state and never blocking), and putting it back
+(``Repairer``: what was there goes to the quarantine directory, the trusted state is written as
+the owner, even through directories a run made unwritable)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from run_bash.errors import SpawnError
+from run_bash.sandbox.hostread import read_nonblocking
+
+# A member file larger than this cannot be kept (a copy is held in memory): the run is refused.
+MAX_MEMBER_BYTES = 16 * 1024 * 1024
+# A member directory (a hooks directory) with more entries or deeper than this is refused.
+MAX_DIR_ENTRIES = 1024
+MAX_DIR_DEPTH = 4
+State = tuple[Any, ...]
+ABSENT: State = ("absent",)
+# A file whose inode change time is at least this old when it is captured keeps its stat
+# signature in its state: an equal signature later means equal content (any write moves the
+# change time, which user space cannot set back), so it is not read again. A younger one is read
+# every time (a second write within one timestamp tick would keep the time).
+SETTLED_NS = 2_000_000_000
+
+
+# -------------------------------------------------------------------------------------------------
+# States: what a member is, compared without blocking and bounded by the trusted state
+
+
+class TooLarge(SpawnError):
+    """A member is too large to keep a copy of: the run does not start."""
+
+
+def _file_sig(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def capture(path: str, depth: int = 0, prev: State | None = None) -> State:
+    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data, sig),
+    ("link", target), ("dir", mode, uid, gid, ((name, state), ...)), ("other", type, mode) or
+    ("unreadable", why). ``sig`` is the file's stat signature when it had settled (else None);
+    ``prev``, an earlier state of the same path, is returned as it is when its signature still
+    holds (nothing is read again)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return ABSENT
+    except OSError as e:
+        return ("unreadable", e.errno)
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            return ("link", os.readlink(path))
+        except OSError as e:
+            return ("unreadable", e.errno)
+    if stat.S_ISREG(st.st_mode):
+        if st.st_size > MAX_MEMBER_BYTES:
+            raise TooLarge(
+                f"{path} is larger than {MAX_MEMBER_BYTES >> 20} MiB: too large to keep a copy "
+                "of; nothing was started"
+            )
+        sig = _file_sig(st)
+        if (
+            prev is not None
+            and prev[0] == "file"
+            and prev[5] == sig
+            and prev[1:4] == (mode, st.st_uid, st.st_gid)
+        ):
+            return prev
+        data = read_nonblocking(path, MAX_MEMBER_BYTES)
+        if data is None:
+            return ("unreadable", "not readable without blocking")
+        settled = time.time_ns() - st.st_ctime_ns >= SETTLED_NS
+        return ("file", mode, st.st_uid, st.st_gid, data, sig if settled else None)
+    if stat.S_ISDIR(st.st_mode):
+        if depth >= MAX_DIR_DEPTH:
+            raise TooLarge(f"{path} is nested too deep to keep a copy of (limit {MAX_DIR_DEPTH})")
+        names: list[str] = []
+        try:
+            with os.scandir(path) as it:
+                for entry in it:
+                    names.append(entry.name)
+                    if len(names) > MAX_DIR_ENTRIES:
+                        raise TooLarge(
+                            f"{path} has more than {MAX_DIR_ENTRIES} entries: too many to keep a "
+                            "copy of; nothing was started"
+                        )
+        except OSError as e:
+            return ("unreadable", e.errno)
+        before = dict(prev[4]) if prev is not None and prev[0] == "dir" else {}
+        kids = tuple(
+            (n, capture(os.path.join(path, n), depth + 1, before.get(n))) for n in sorted(names)
+        )
+        return ("dir", mode, st.st_uid, st.st_gid, kids)
+    return ("other", stat.S_IFMT(st.st_mode), mode)
+
+
+def matches(path: str, state: State) -> bool:
+    """Whether ``path`` is still ``state``. The work is bounded by ``state``: a directory is
+    listed up to one entry more than it had, a file read up to its length, never blocking."""
+    kind: str = state[0]
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return kind == "absent"
+    except OSError as e:
+        return state == ("unreadable", e.errno)
+    if kind in ("absent", "unreadable"):
+        return kind == "unreadable" and capture_or_mark(path) == state
+    mode = stat.S_IMODE(st.st_mode)
+    if kind == "link":
+        if not stat.S_ISLNK(st.st_mode):
+            return False
+        try:
+            target: str = state[1]
+            return os.readlink(path) == target
+        except OSError:
+            return False
+    if kind == "other":
+        return (stat.S_IFMT(st.st_mode), mode) == state[1:]
+    if (mode, st.st_uid, st.st_gid) != state[1:4]:
+        return False
+    if kind == "file":
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        if state[5] is not None and state[5] == _file_sig(st):
+            return True  # settled and untouched since (see SETTLED_NS)
+        data: bytes = state[4]
+        if st.st_size != len(data):
+            return False
+        return read_nonblocking(path, len(data)) == data
+    if kind == "dir":
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        kids = dict(state[4])
+        count = 0
+        try:
+            with os.scandir(path) as it:
+                for entry in it:
+                    count += 1
+                    if count > len(kids) or entry.name not in kids:
+                        return False
+        except OSError:
+            return False
+        if count != len(kids):
+            return False
+        return all(matches(os.path.join(path, n), s) for n, s in kids.items())
+    return False
+
+
+# -------------------------------------------------------------------------------------------------
+# Repair: quarantine what is there, write the trusted state, as the owner
+
+
+class Repairer:
+    """Moves things into the quarantine directory and writes trusted states back."""
+
+    def __init__(self, quarantine_root: str) -> None:
+        self.root = quarantine_root
+
+    def quarantine(self, path: str, tag: str) -> str:
+        """Move ``path`` (whatever it is) out of the way; where it went. Into the quarantine
+        directory when it is on the same file system (one rename, whatever its size), else
+        renamed in place with a suffix and its exec bits removed (inert under any name)."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        # One flat name per original path: no `.git` or `hooks` directory is recreated in there.
+        flat = path.strip("/").replace("%", "%25").replace("/", "%")
+        dest = os.path.join(self.root, f"{stamp}-{tag}", flat)
+        with writable_parents(path):
+            try:
+                # What a run wrote may be meant for someone else's eyes: only the owner's.
+                os.makedirs(self.root, mode=0o700, exist_ok=True)
+                if stat.S_IMODE(os.lstat(self.root).st_mode) != 0o700:
+                    os.chmod(self.root, 0o700)
+                os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
+                n = 1
+                while os.path.lexists(dest):
+                    n += 1
+                    dest = os.path.join(self.root, f"{stamp}-{tag}", f"{flat}.{n}")
+                os.rename(path, dest)
+                return dest
+            except OSError:
+                pass
+            dest = f"{path}.run_bash-quarantined-{stamp}"
+            os.rename(path, dest)
+            with contextlib.suppress(OSError):
+                st = os.lstat(dest)
+                if stat.S_ISREG(st.st_mode):
+                    os.chmod(dest, 0o600)
+            return dest
+
+    def restore(self, path: str, state: State, tag: str) -> tuple[bool, str]:
+        """Make ``path`` be ``state`` again; (checked ok, what was done)."""
+        moved = ""
+        try:
+            with writable_parents(path):
+                if os.path.lexists(path):
+                    moved = self.quarantine(path, tag)
+                _create(path, state)
+        except (OSError, TooLarge, ValueError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            return False, f"could not be restored ({why})"
+        if not matches(path, state):
+            return False, "could not be restored (it differs after writing it back)"
+        done = "removed" if state[0] == "absent" else "restored"
+        return True, done + (f"; what was there is in {moved}" if moved else "")
+
+
+def _create(path: str, state: State) -> None:
+    kind = state[0]
+    if kind == "absent":
+        return
+    if kind == "link":
+        os.symlink(state[1], path)
+        return
+    if kind == "file":
+        if state[4] is None:
+            raise ValueError(f"larger than {MAX_MEMBER_BYTES} bytes: no copy was kept")
+        tmp = os.path.join(
+            os.path.dirname(path), f".run_bash-restore-{os.getpid()}-{time.time_ns()}"
+        )
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            os.write(fd, state[4])
+            _own(fd, state)
+            os.fchmod(fd, state[1])
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+        return
+    if kind == "dir":
+        os.mkdir(path, 0o700)
+        for name, sub in state[4]:
+            _create(os.path.join(path, name), sub)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            _own(fd, state)
+            os.fchmod(fd, state[1])
+        finally:
+            os.close(fd)
+        return
+    raise ValueError(f"a {kind} entry cannot be recreated")
+
+
+def _own(fd: int, state: State) -> None:
+    if os.geteuid() == 0:
+        st = os.fstat(fd)
+        if (st.st_uid, st.st_gid) != (state[2], state[3]):
+            os.fchown(fd, state[2], state[3])
+
+
+@contextlib.contextmanager
+def writable_parents(path: str) -> Iterator[None]:
+    """Give the owner search permission on every directory above ``path`` and write permission
+    on its parent for the block (a run may have ``chmod``-ed them), and put the modes back."""
+    changed: list[tuple[str, int]] = []
+    parent = os.path.dirname(path)
+    chain = []
+    d = parent
+    while True:
+        chain.append(d)
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    for d in reversed(chain):
+        need = 0o300 if d == parent else 0o100
+        try:
+            st = os.lstat(d)
+        except OSError:
+            break
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & need != need:
+            try:
+                os.chmod(d, mode | need)
+                changed.append((d, mode))
+            except OSError:
+                break
+    try:
+        yield
+    finally:
+        for d, mode in reversed(changed):
+            with contextlib.suppress(OSError):
+                os.chmod(d, mode)
+
+
+def capture_or_mark(path: str, prev: State | None = None) -> State:
+    """``capture``, or a state that matches nothing when the entry is too large to copy."""
+    try:
+        return capture(path, prev=prev)
+    except TooLarge:
+        return ("unreadable", "too large")

@@ -1,0 +1,653 @@
+"""The session manager: every session of one host, composed of the parts that each own a concern.
+
+Plain asyncio, no pynvim: the host adapter forwards ``on_event`` calls to Neovim. Every public method
+that is not a coroutine returns at once. API::
+
+    mgr = SessionManager(config, loop=loop, on_event=lambda name, payload: ...)
+    s = mgr.start("make test", cwd="/proj", timeout=300, bg_after=0)     # raises RunBashError
+    result = await mgr.wait_result(s.id)   # fg: after exit; bg: after bg_after s or exit
+    await mgr.kill(s.id); mgr.output(s.id, tail=50); mgr.list(); await mgr.shutdown()
+    page = await mgr.wait(s.id, wait_for="ready", timeout=30)   # a match, the exit, or the timeout
+
+The parts: ``launching`` (policy, guard, files, spawn), ``tempspace`` (the run temp dirs and their
+cap), ``streaming`` (the capture path and live output), ``waiters`` (readiness and ``wait``),
+``retention`` (history, pins, the output budget) and ``forwarding`` (session servers to the host).
+This module keeps a run's life: start, approval holds, exit, timeout, kill, results and shutdown.
+
+Results are the dataclasses of ``results.py`` (``to_wire()`` gives the plain data Lua receives).
+Events (``on_event(name, payload)``): ``started`` (SessionInfo), ``output`` (OutputChunk, throttled,
+only for live sessions), ``result`` (RunResult, exactly once per run), ``exited`` (SessionEnd, when
+a session that already reported ends, with its last lines of output), ``forgotten``.
+
+With a ``changes`` hook (``run_changes.RunChanges``), each run's project is snapshotted before
+its command is spawned and its change set recorded when it ends, before its final result is sent.
+
+Completion is the exit of the command's root process, never pipe EOF. When the root exits, processes it
+left behind (``cmd &``, ``setsid``, double forks) are stopped: TERM, KILL after ``KILL_GRACE_S``; the
+result says how many. Use ``bg_after`` to keep a server running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from run_bash.boundary import working_dir
+from run_bash.config import Config, describe
+from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
+from run_bash.output import READ_PAGE_BYTES, OutputBudget, last_lines
+from run_bash.results import (
+    LiveStart,
+    OutputPage,
+    RunResult,
+    SessionEnd,
+    SessionInfo,
+    WaitResult,
+    Wire,
+)
+from run_bash.sandbox import proc
+from run_bash.sandbox.base import Backend, Choice, choose_backend, get_backend
+from run_bash.sandbox.guard import Keeper, quarantine_dir
+from run_bash.sandbox.hostread import RulesName
+from run_bash.sessions.forwarding import Forwarding
+from run_bash.sessions.launching import Launching, Prepared
+from run_bash.sessions.retention import Retention
+from run_bash.sessions.session import Session, new_id, ready_pattern, validate_request
+from run_bash.sessions.streaming import Streams
+from run_bash.sessions.tempspace import TempSpace
+from run_bash.sessions.waiters import Waiters
+from run_bash.statedir import make_state_dir
+
+if TYPE_CHECKING:
+    from run_bash.run_changes import RunChanges
+
+KILL_GRACE_S = proc.KILL_GRACE_S
+DRAIN_GRACE_S = 0.3
+
+log = logging.getLogger("run_bash")
+
+EventSink = Callable[[str, Wire], None]
+
+
+class SessionManager:
+    """Owns every session of one host; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        on_event: EventSink | None = None,
+        state_dir: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        changes: RunChanges | None = None,
+        temp_root: str | None = None,
+    ) -> None:
+        self.config = config
+        self.changes = changes
+        self.closing = False
+        self.loop = loop or asyncio.get_event_loop()
+        self.on_event = on_event or (lambda _name, _payload: None)
+        self.environ = dict(os.environ if environ is None else environ)
+        self.state_dir = state_dir or make_state_dir(environ=self.environ)
+        self.sessions: dict[str, Session] = {}
+        # Keeps what the host reads from the projects (guard.py).
+        self.keeper = Keeper(quarantine_dir(self.environ))
+        self._backends: dict[str, Backend] = {}
+        self.subreaper = proc.set_child_subreaper()
+
+        def current() -> Config:
+            return self.config
+
+        self.temp = TempSpace(
+            self.loop, self.environ, self.sessions.values, self._stop_over_cap, temp_root
+        )
+        self.retention = Retention(
+            self.sessions, current, self.state_dir, self._emit, self.change_set_kept
+        )
+        self.streams = Streams(self.loop, current, self._emit, self._match)
+        self.waiters = Waiters(self.loop, self.streams, self._send_result)
+        self.forwarding = Forwarding(self.loop, self.sessions, current)
+        self.launching = Launching(
+            current,
+            self.environ,
+            self.state_dir,
+            self.keeper,
+            self.temp,
+            lambda: self.retention.budget,
+            self.streams.report_stop,
+            lambda s: self._kill_now(s, force=True),
+            changes,
+        )
+
+    def _emit(self, name: str, payload: Wire) -> None:
+        self.on_event(name, payload)
+
+    def _match(self, s: Session, data: bytes) -> None:
+        self.waiters.match(s, data)
+
+    @property
+    def budget(self) -> OutputBudget:
+        """What all output files may hold together (``Retention.budget``)."""
+        return self.retention.budget
+
+    @property
+    def temp_root(self) -> str:
+        """The directory holding the run temp dirs (created on first use)."""
+        return self.temp.root
+
+    @property
+    def agent_rules(self) -> tuple[RulesName, ...]:
+        """CodeCompanion's rules files (sent from Lua at setup)."""
+        return self.launching.agent_rules
+
+    @agent_rules.setter
+    def agent_rules(self, value: tuple[RulesName, ...]) -> None:
+        self.launching.agent_rules = value
+
+    @property
+    def project_config(self) -> tuple[str, ...]:
+        """CodeCompanion's per-project config files (sent from Lua at setup)."""
+        return self.launching.project_config
+
+    @project_config.setter
+    def project_config(self, value: tuple[str, ...]) -> None:
+        self.launching.project_config = value
+
+    # -- backends ----------------------------------------------------------------------------------
+
+    def configure(self, config: Config) -> None:
+        """Use ``config`` from now on (runs already started keep theirs)."""
+        self.config = config
+        self._backends.clear()
+
+    def backend(self, name: str) -> Backend:
+        """The backend instance ``name`` (created once)."""
+        if name not in self._backends:
+            self._backends[name] = get_backend(name, self.config)
+        return self._backends[name]
+
+    def choice(self, requested: str | None = None) -> Choice:
+        """The backend a run would use (``sandbox.backend``, "auto" resolved) and why."""
+        return choose_backend(requested or self.config.sandbox.backend, self.backend)
+
+    def resolve_backend(self, requested: str | None = None) -> tuple[Backend, str]:
+        """The backend a run would use and, when it runs without the sandbox it wanted, why.
+        Raises SpawnError when ``sandbox.backend`` names a backend that is unavailable."""
+        chosen = self.choice(requested)
+        if chosen.error:
+            raise SpawnError(chosen.error)
+        return chosen.backend, chosen.unavailable
+
+    # -- start -------------------------------------------------------------------------------------
+    def start(
+        self,
+        cmd: object,
+        *,
+        cwd: object = None,
+        timeout: object = None,
+        bg_after: object = 0,
+        skip_sandbox: bool = False,
+        unsandboxed_ok: bool = False,
+        live: bool = False,
+        defer: bool = False,
+        hold: bool = False,
+        sid: str | None = None,
+        wait_for: object = None,
+    ) -> Session:
+        """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
+
+        Arguments are validated at once (errors raise). With ``defer`` the sandbox is built and the
+        command spawned on the next loop iteration, so an RPC handler returns without waiting for
+        it; a failure then becomes the session's result (``error``) instead of an exception. With
+        ``hold`` nothing starts: the session waits for the user's decision (``release`` or
+        ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one. A run whose
+        changes are recorded is always deferred: its project is snapshotted first, off the loop.
+        ``wait_for``: a background run's result comes as soon as a line of output matches it.
+        """
+        text, timeout_s, bg_s, timeout_given = validate_request(
+            cmd, timeout, bg_after, float(self.config.default_timeout)
+        )
+        ready = ready_pattern(wait_for, bg_s)
+        backend, why = self.resolve_backend("none" if skip_sandbox else None)
+        cwd = working_dir(cwd, confined=backend.isolates)
+        if bg_s > 0:
+            limit = self.config.sessions.max_background
+            live_bg = sum(1 for s in self.sessions.values() if s.running and s.background)
+            if live_bg >= limit:
+                raise UsageError(
+                    f"{live_bg} background sessions are running (limit {limit}); "
+                    "kill one first (action=kill)"
+                )
+        if not backend.isolates and not unsandboxed_ok and not hold:
+            reason = why or "the sandbox is off"
+            raise SpawnError(f"{reason}; running without a sandbox needs the user's approval")
+
+        if sid is None or sid in self.sessions:
+            sid = new_id(self.sessions)
+        s = Session(sid, text, cwd, backend, bg_s)
+        s.live = live
+        s.timeout_s, s.timeout_given = timeout_s, timeout_given
+        s.result_future = self.loop.create_future()
+        if ready is not None:
+            self.waiters.watch_readiness(s, ready)
+        if why:
+            s.notices.append(why)
+        self.sessions[sid] = s
+        if hold:
+            s.status = "awaiting_approval"
+            return s
+        if defer or (self.changes is not None and self.changes.recording):
+            self._launch_soon(s)
+            return s
+        try:
+            self._launch(s, self.launching.prepare(s))
+        except BaseException:
+            del self.sessions[sid]
+            raise
+        return s
+
+    def release(self, sid: object) -> bool:
+        """The user approved a held session: start it (deferred). False when nothing was held."""
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None or s.status != "awaiting_approval":
+            return False
+        s.status = "running"
+        s.started_at, s.started_mono = time.time(), time.monotonic()
+        self._launch_soon(s)
+        return True
+
+    def refuse(self, sid: object, decision: str, reason: str | None = None) -> bool:
+        """The user rejected (or cancelled) a held session: it never starts and is forgotten; its
+        result says so. False when nothing was held."""
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        if s is None or s.status != "awaiting_approval":
+            return False
+        if decision == "reject":
+            s.status = "rejected"
+            s.error = "the user rejected the command; nothing ran" + (
+                f" (reason: {reason})" if reason else ""
+            )
+        else:
+            s.status = "cancelled"
+            s.error = "the user cancelled the command; nothing ran"
+        s.ended_mono = time.monotonic()
+        self._send_result(s)
+        s.done.set()
+        del self.sessions[s.id]
+        return True
+
+    def _launch_soon(self, s: Session) -> None:
+        self.loop.create_task(self._launch_deferred(s))
+
+    async def _launch_deferred(self, s: Session) -> None:
+        """Deferred launch: the project's snapshot first, then the policy and the guard (they read
+        files a sandbox can touch), both off the loop; then the spawn. A failure becomes the
+        session's result instead of an exception."""
+        if self.changes is not None and not s.killed:
+            await self.changes.begin(s)
+        if self.closing:
+            s.killed = True
+        await self._prepare_and_launch(s)
+        if s.launched is None and self.changes is not None:
+            await self.changes.abandon(s)
+
+    async def _prepare_and_launch(self, s: Session) -> None:
+        try:
+            if s.killed:
+                raise SessionError("killed before it started; nothing ran")
+            if s.backend.isolates:
+                prepared = await self.loop.run_in_executor(None, self.launching.prepare, s)
+            else:
+                prepared = None, None  # nothing to prepare: start on this tick, as before
+            if s.killed:
+                self.keeper.release(s.id)
+                raise SessionError("killed before it started; nothing ran")
+            self._launch(s, prepared)
+        except Exception as err:
+            if not isinstance(err, RunBashError):
+                log.exception("could not start session %s", s.id)
+            s.status = "killed" if s.killed else "failed"
+            s.error = str(err) if isinstance(err, RunBashError) else f"internal error: {err}"
+            s.ended_mono = time.monotonic()
+            self._send_result(s)
+            s.done.set()
+            self.prune()
+
+    def _launch(self, s: Session, prepared: Prepared) -> None:
+        """Spawn the run (``Launching.spawn``) and watch it: its pipe, its exit, its timers."""
+        self.launching.spawn(s, prepared)
+        self.loop.add_reader(s.pipe_r, self.streams.on_readable, s)
+        assert s.launched is not None
+        try:
+            s.pidfd = s.launched.pidfd()
+        except ProcessLookupError:
+            s.pidfd = -1
+        if s.pidfd >= 0:
+            self.loop.add_reader(s.pidfd, self._on_pidfd, s)
+        else:
+            self.loop.call_soon(self._on_root_exit, s)
+        if not s.background or s.timeout_given:
+            s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
+        if s.background:
+            s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
+        self.temp.schedule()
+        log.debug(
+            "started %s pid=%s backend=%s cwd=%s cmd=%r",
+            s.id,
+            s.launched.pid,
+            s.backend.name,
+            s.cwd,
+            s.cmd,
+        )
+        self.on_event("started", s.info())
+        self.forwarding.update(later=True)
+
+    def _stop_over_cap(self, s: Session) -> None:
+        """A run's temp dir went over its cap (``TempSpace``): kill it now."""
+        s.killed = True
+        self._terminate(s)
+        self._kill_now(s)
+
+    # -- exit, timeout, kill -----------------------------------------------------------------------
+
+    def _on_pidfd(self, s: Session) -> None:
+        self.loop.remove_reader(s.pidfd)
+        os.close(s.pidfd)
+        s.pidfd = -1
+        self._on_root_exit(s)
+
+    def _on_root_exit(self, s: Session) -> None:
+        self.loop.create_task(self._finish(s))
+
+    async def _finish(self, s: Session) -> None:
+        assert s.launched is not None and s.tracker is not None
+        status = await self.loop.run_in_executor(None, s.launched.reap)
+        s.ended_mono = time.monotonic()
+        if status is not None and status < 0:
+            s.signal = -status
+            s.exit_code = 128 - status
+        else:
+            s.exit_code = status
+        if s.timed_out:
+            s.exit_code = 124  # the convention of timeout(1), which agents and scripts know
+        for t in s.timers:
+            t.cancel()
+        s.timers.clear()
+        # Stop what the command left behind, then read what it wrote before the pipe closes.
+        n = await self._sweep(s)
+        if n and not s.killed and not s.timed_out:
+            s.leftovers = n
+        try:
+            await asyncio.wait_for(s.pipe_eof.wait(), DRAIN_GRACE_S)
+        except asyncio.TimeoutError:
+            if s.pipe_r >= 0:
+                self.streams.on_readable(s)
+            self.streams.close_pipe(s)
+        if s.live_timer is not None:
+            s.live_timer.cancel()
+            s.live_timer = None
+        if s.live:
+            self.streams.flush_live(s)
+        assert s.capture is not None
+        s.capture.close()
+        out_cfg = self.config.output
+        s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
+        with contextlib.suppress(Exception):
+            s.launched.close()
+        # What the host reads from the project is checked now that nothing of the run is left.
+        text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
+        kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id, text, s.exit_code)
+        for notice in [*s.launched.notices, *kept]:
+            if notice not in s.notices:
+                s.notices.append(notice)
+        # A finished session is kept (sessions.keep_finished) as its summary and text only: the
+        # backend's objects (a sandbox, its guard's snapshots) go now.
+        s.root_pid, s.launched = s.launched.pid, None
+        # The run filled it: removing may take long, and is never the loop's to wait for.
+        await self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
+        if s.timed_out:
+            s.status = "timed_out"
+        elif s.killed:
+            s.status = "killed"
+        else:
+            s.status = "exited"
+        self._reap_strays()
+        # Post-run checks that put project files back (the guard's restore of protected files)
+        # belong above this line: the change set must show the project as the run left it.
+        if self.changes is not None:
+            await self.changes.finish(s)
+        self.waiters.settle_all(s)
+        log.debug(
+            "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
+            s.id,
+            s.status,
+            s.exit_code,
+            s.duration_s,
+            s.capture.total,
+            s.leftovers,
+        )
+        was_sent = s.result_sent
+        self._send_result(s)
+        if was_sent:
+            self.on_event("exited", self._ended(s))
+        s.done.set()
+        self.prune()
+
+    async def _sweep(self, s: Session) -> int:
+        """TERM the run's remaining processes, KILL after the grace; return how many there were."""
+        assert s.tracker is not None and s.launched is not None
+        roots = [o.launched.pid for o in self.sessions.values() if o is not s and o.launched]
+        members = s.tracker.members(roots)
+        if not members:
+            return 0
+        with contextlib.suppress(Exception):
+            s.launched.terminate(signal.SIGTERM)
+        s.tracker.signal(signal.SIGTERM, roots)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            s.tracker.reap_orphans()
+            if not s.tracker.members(roots):
+                return len(members)
+        with contextlib.suppress(Exception):
+            s.launched.terminate(signal.SIGKILL)
+        s.tracker.signal(signal.SIGKILL, roots)
+        await asyncio.sleep(0.02)
+        s.tracker.reap_orphans()
+        return len(members)
+
+    def _reap_strays(self) -> None:
+        roots = {o.launched.pid for o in self.sessions.values() if o.running and o.launched}
+        for pid in proc.children(os.getpid()):
+            if pid not in roots and proc.is_zombie(pid):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+
+    def _on_timeout(self, s: Session) -> None:
+        if not s.running:
+            return
+        s.timed_out = True
+        self._terminate(s)
+
+    def _terminate(self, s: Session) -> None:
+        if s.launched is None or s.tracker is None:
+            return  # not spawned yet: the deferred launch sees `killed` and gives up
+        with contextlib.suppress(Exception):
+            s.launched.terminate(signal.SIGTERM)
+        s.tracker.signal(signal.SIGTERM)
+        s.timers.append(self.loop.call_later(KILL_GRACE_S, self._kill_now, s))
+
+    def _kill_now(self, s: Session, force: bool = False) -> None:
+        """SIGKILL the whole run (``force``: from the guard's thread, on tampering)."""
+        if force and s.ended_mono is not None and s.tracker is not None:
+            # The root is reaped (its pid may be reused): only what is checked by start time.
+            s.tracker.signal(signal.SIGKILL)
+            return
+        if (s.running or force) and s.launched is not None and s.tracker is not None:
+            with contextlib.suppress(Exception):
+                s.launched.terminate(signal.SIGKILL)
+            s.tracker.signal(signal.SIGKILL)
+
+    async def kill(self, sid: str) -> RunResult:
+        """Kill a session's whole tree; wait for it to end and return its result."""
+        s = self._get(sid)
+        if s.status == "awaiting_approval":  # killing a run the user has not decided on yet
+            self.refuse(s.id, "cancel")
+            return replace(s.result or self._result(s), already_ended=True)
+        if not s.running:
+            return replace(self._result(s), already_ended=True)
+        s.killed = True
+        if s.launched is not None:
+            self._terminate(s)
+        await s.done.wait()
+        return self._result(s)
+
+    async def kill_all(self) -> list[RunResult]:
+        """Kill every running session."""
+        for s in list(self.sessions.values()):
+            if s.status == "awaiting_approval":
+                self.refuse(s.id, "cancel")
+        running = [s.id for s in self.sessions.values() if s.running]
+        return list(await asyncio.gather(*(self.kill(sid) for sid in running)))
+
+    # -- results and queries -------------------------------------------------------------------------
+
+    def _get(self, sid: object) -> Session:
+        if not isinstance(sid, str):
+            raise UsageError(f"the session id should be a string, not {describe(sid)}")
+        if sid not in self.sessions:
+            live = [s.id for s in self.sessions.values() if s.running]
+            hint = f"running sessions: {', '.join(live)}" if live else "no session is running"
+            raise SessionError(f"unknown session id {sid!r} ({hint})")
+        return self.sessions[sid]
+
+    def _result(self, s: Session) -> RunResult:
+        if s.capture is None:  # never started
+            fields = {**s.fields(), "notices": ()}
+            return RunResult(**fields, error=s.error or "not started")
+        out_cfg = self.config.output
+        return RunResult(
+            **s.fields(),
+            output=s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars),
+            truncated=s.capture.total > out_cfg.max_chars or s.capture.capped,
+            file_capped=s.capture.capped,
+            leftovers=s.leftovers,
+            wait_for=s.wait_for,
+            ready=s.ready,
+            matched_line=s.matched_line,
+            ready_after_s=s.ready_after_s,
+        )
+
+    def _send_result(self, s: Session) -> None:
+        if s.result_sent:
+            return
+        if s.background and s.running:
+            self.forwarding.update()  # the first result says which ports the host can reach
+        s.result_sent = True
+        self.waiters.stop_readiness(s)
+        if s.background and s.running and s.capture is not None:
+            # What the caller saw counts as read: `output` then returns only newer output.
+            s.read_offset = s.capture.written
+        s.result = self._result(s)
+        assert s.result_future is not None
+        if not s.result_future.done():
+            s.result_future.set_result(s.result)
+        self.on_event("result", s.result)
+
+    async def wait_result(self, sid: str) -> RunResult:
+        """The run's result: after exit (foreground) or after ``bg_after`` / exit (background)."""
+        s = self._get(sid)
+        assert s.result_future is not None
+        return await asyncio.shield(s.result_future)
+
+    def change_set_kept(self, sid: str) -> bool:
+        """Whether session ``sid``'s change set is still kept (pruning of session history must not
+        forget such a session: it can still be shown and undone by its id). Never blocks."""
+        return self.changes is not None and self.changes.is_kept(sid)
+
+    # -- output, waiting and history (their parts) --------------------------------------------------
+
+    def watch(self, sid: object) -> LiveStart:
+        """Turn on live output events for a session; return what was printed so far (bounded)."""
+        return self.streams.watch(self._get(sid))
+
+    def output(
+        self, sid: object, tail: object = None, max_bytes: int = READ_PAGE_BYTES
+    ) -> OutputPage:
+        """New output since the last read (bounded), or the last ``tail`` lines."""
+        return self.streams.output(self._get(sid), tail, max_bytes)
+
+    def wait(
+        self, sid: object, wait_for: object = None, timeout: object = None
+    ) -> Awaitable[WaitResult]:
+        """Wait for a line of new output to match ``wait_for``, or for the session to end
+        (``Waiters.wait``). The arguments are checked at once (errors raise)."""
+        return self.waiters.wait(self._get(sid), wait_for, timeout)
+
+    def pin(self, sid: object, reason: object) -> SessionInfo:
+        """Keep session ``sid`` however old it gets, for ``reason``, until ``unpin``."""
+        return self.retention.pin(self._get(sid), reason)
+
+    def unpin(self, sid: object, reason: object) -> bool:
+        """Drop one reason to keep ``sid``; False when the session is already forgotten."""
+        return self.retention.unpin(sid, reason)
+
+    def prune(self) -> list[str]:
+        """Forget finished sessions beyond ``sessions.keep_finished`` (``Retention.prune``)."""
+        return self.retention.prune()
+
+    def _ended(self, s: Session) -> SessionEnd:
+        """The ``exited`` event: the session and the last lines of its output."""
+        out_cfg = self.config.output
+        text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars) if s.capture else ""
+        return SessionEnd(**s.fields(), tail=last_lines(text))
+
+    def list(self) -> list[SessionInfo]:
+        """Every session, oldest first."""
+        return [s.info() for s in sorted(self.sessions.values(), key=lambda x: x.started_mono)]
+
+    async def shutdown(self) -> None:
+        """Kill every session and remove the state directory."""
+        running = [s for s in self.sessions.values() if s.running]
+        for s in running:
+            s.killed = True
+            self._terminate(s)
+        if running:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(s.done.wait() for s in running)), KILL_GRACE_S + 1.0
+                )
+        self.close_now()
+
+    def close_now(self) -> None:
+        """Synchronous last resort: KILL every session's processes and remove the state directory."""
+        self.closing = True
+        self.keeper.shutdown()
+        self.forwarding.close()
+        for s in self.sessions.values():
+            if s.running and s.launched is not None and s.tracker is not None:
+                with contextlib.suppress(Exception):
+                    s.launched.terminate(signal.SIGKILL)
+                s.tracker.signal(signal.SIGKILL)
+                s.tracker.reap_orphans()
+        for s in self.sessions.values():
+            for fd in (s.pipe_r, s.pidfd):
+                if fd >= 0:
+                    with contextlib.suppress(Exception):
+                        self.loop.remove_reader(fd)
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            s.pipe_r = s.pidfd = -1
+            if s.capture:
+                s.capture.close()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        self.temp.close()
