@@ -1,10 +1,10 @@
 """The namespace launcher: sandlock runs start in their own mount namespace, from a fork server.
 
 Why: a mount namespace gives a sandlock run what Landlock alone cannot: a private ``/tmp``,
-``/var/tmp`` and ``/dev/shm`` (the run's temp dir bound on them), read-only binds of the existing
+``/var/tmp`` and ``/dev/shm`` (the run's temp space, a size-limited tmpfs, bound on them), read-only binds of the existing
 protected project files, and each ``.git`` directory bound onto itself (a mount point cannot be
 renamed, removed or replaced). With no outside network configured, the run also joins run_bash's
-shared loopback-only network namespace (``netholder.py``). ``unshare(CLONE_NEWUSER)`` and
+project's loopback-only network namespace (``netholder.py``). ``unshare(CLONE_NEWUSER)`` and
 ``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host is not one (pynvim, sandlock
 supervisors, guards), so the host starts one single-threaded **fork server** (``serve``) and asks it
 for each run; exec'ing a launcher per run would cost 80-110 ms of Python start-up and imports, a fork
@@ -17,15 +17,17 @@ Processes::
 
 The fork server keeps one spare child blocked on the request socket, so a request wakes one process
 and the fork is already done; once the spare has taken a request, the server forks the next one.
-The spare becomes the run: it takes fds 0/1/2 = /dev/null and the run's output pipe;
-unshares a mount namespace (as a normal user inside a new user namespace that maps the user's own
-uid and gid; with the shared network namespace, inside the user namespace that owns it); makes every
-mount private; binds the run's temp dir on the three temp dirs and puts back the granted paths that
-lie under them (a project under ``/tmp``); makes the request's binds in order (Neovim's
+The spare becomes the run: it moves itself into the run's cgroups (``cgroups.py``), takes fds
+0/1/2 = /dev/null and the run's output pipe; unshares a mount namespace (as a normal user inside a
+new user namespace that maps the user's own uid and gid; with the project's network namespace,
+inside the user namespace that owns it); makes every mount private; mounts the run's temp space (a
+tmpfs of ``max_temp_size``, ``tempfs.py``) on its private dir, binds it on the three temp dirs and
+puts back the granted paths that lie under them (a project under ``/tmp``); makes the request's binds in order (Neovim's
 directories read-only, then ``Policy.protect_binds()``: ``.git`` directories onto themselves, the
 existing members of the host-read set read-only); drops every capability; sets ``RLIMIT_FSIZE``;
-then calls ``Sandbox.popen`` (sandlock's supervisor runs in this child). It reports over its own channel (a
-socket pair the host created) the confined process's pid with a pidfd of it, then its exit status.
+then calls ``Sandbox.popen`` (sandlock's supervisor runs in this child). It reports over its own
+channel (a socket pair the host created) the confined process's pid with a pidfd of it, then its
+exit status and whether the temp space was full.
 
 Lifetime: the fork server gets SIGHUP when the host dies and exits (and when its spare sees the
 control socket's EOF); each spare and run is SIGKILLed when the fork server dies
@@ -64,6 +66,8 @@ START_TIMEOUT_S = 30.0
 SPAWN_TIMEOUT_S = 30.0
 # After the confined process exited, how long its status may take to arrive.
 STATUS_TIMEOUT_S = 10.0
+# A temp space with less than this free when the run ends was full (writes failed).
+FULL_MARGIN = 64 * 1024
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -137,7 +141,7 @@ def _privileged() -> bool:
 
 
 def join_netns(netns: Sequence[int]) -> None:
-    """Join the shared network namespace ``(user ns fd, net ns fd)``. Its owner is a user
+    """Join a project's network namespace ``(user ns fd, net ns fd)``. Its owner is a user
     namespace of this user: without privileges, joining that first gives the capabilities
     needed to join the network namespace."""
     if not _privileged():
@@ -191,9 +195,21 @@ def make_netns() -> list[int]:
     ]
 
 
-def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
-    """Unshare the run's mount namespace (and join the shared network namespace when ``netns`` is
-    ``(user ns fd, net ns fd)``), build its mounts and drop every capability."""
+def join_cgroups(procs: Sequence[str]) -> None:
+    """Move this process into the run's cgroups (``cgroups.py``): write ``0`` ("the writer") into
+    each ``cgroup.procs``. Before anything of the run is started, so all of it is inside."""
+    for path in procs:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+
+def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> int:
+    """Unshare the run's mount namespace (and join the project's network namespace when ``netns``
+    is ``(user ns fd, net ns fd)``), build its mounts and drop every capability. Returns a
+    descriptor of the run's temp space (``build_mounts``)."""
     uid, gid = os.getuid(), os.getgid()
     privileged = _privileged()
     if privileged:
@@ -219,17 +235,22 @@ def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
         _write("/proc/self/uid_map", f"{uid} {outer_uid} 1")
         _write("/proc/self/gid_map", f"{gid} {outer_gid} 1")
     _mount(None, "/", MS_REC | MS_PRIVATE)
-    build_mounts(req)
+    temp = build_mounts(req)
     if _holds_capabilities():
         from run_bash.sandbox.capabilities import drop_thread_capabilities
 
         drop_thread_capabilities()
+    return temp
 
 
-def build_mounts(req: dict[str, Any]) -> None:
-    """The run's private temp dirs, the granted paths under them (``reexpose``: ``("rw", path)``
-    or ``("ro", path)``), the binds (``binds``: ``("self", path)`` bound onto itself,
-    ``("ro", path)`` read-only) and denied paths covered (``hide``)."""
+def build_mounts(req: dict[str, Any]) -> int:
+    """The run's temp space (``tmp_data``: a size-limited tmpfs mounted on the private temp dir,
+    ``tempfs.py``) bound on the three temp dirs, the granted paths under them (``reexpose``:
+    ``("rw", path)`` or ``("ro", path)``), the binds (``binds``: ``("self", path)`` bound onto
+    itself, ``("ro", path)`` read-only) and denied paths covered (``hide``). Returns an
+    ``O_PATH`` descriptor of the temp space (its usage is measured when the run ends)."""
+    if req.get("tmp_data"):
+        _mount("run_bash-tmp", req["tmp"], MS_NOSUID | MS_NODEV, "tmpfs", req["tmp_data"])
     # Held open: once the first temp dir is covered, paths under it no longer resolve.
     private = os.open(req["tmp"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     kept: list[tuple[str, str, int]] = []
@@ -239,7 +260,6 @@ def build_mounts(req: dict[str, Any]) -> None:
     for t in TEMP_DIRS:
         if os.path.isdir(t) and not os.path.islink(t):
             _mount(f"/proc/self/fd/{private}", t, MS_BIND)
-    os.close(private)
     for kind, path, fd in kept:
         src = f"/proc/self/fd/{fd}"
         if os.path.isdir(src):
@@ -272,6 +292,16 @@ def build_mounts(req: dict[str, Any]) -> None:
         else:
             _mount("/dev/null", p, MS_BIND)
             _mount(None, p, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(p))
+    return private
+
+
+def temp_full(fd: int) -> bool:
+    """Whether the temp space behind ``fd`` is (nearly) full: less than ``FULL_MARGIN`` free."""
+    try:
+        st = os.fstatvfs(fd)
+    except OSError:
+        return False
+    return st.f_blocks > 0 and st.f_bavail * st.f_frsize < FULL_MARGIN
 
 
 def _send(chan: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
@@ -335,12 +365,22 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
             ns = make_netns()
             _send(chan, {"netns": "ok"}, ns)
             os._exit(0)
-        if "connect" in req:  # a connection into the shared network namespace (forward.py)
+        if "diag" in req:  # a socket listing the listeners of a project's namespace
+            stage = "listing listeners"
+            join_netns(fds[3:5])
+            from run_bash.sandbox.loopback import diag_socket
+
+            nl = diag_socket()
+            _send(chan, {"diag": 1}, [nl.fileno()])
+            os._exit(0)
+        if "connect" in req:  # a connection into a project's network namespace (forward.py)
             stage = "connecting"
             join_netns(fds[3:5])
             sock = _connect_loopback(int(req["connect"]))
             _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
             os._exit(0)
+        stage = "joining the run's cgroup"
+        join_cgroups(req.get("cgroups", ()))
         out, err = fds[1], fds[2]
         os.dup2(devnull, 0)
         os.dup2(out, 1)
@@ -349,9 +389,10 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
             if fd > 2:
                 os.close(fd)
         netns = fds[3:5]
+        temp = -1
         if req.get("mount_ns", True):
             stage = "building the run's namespace"
-            enter_namespaces(req, netns)
+            temp = enter_namespaces(req, netns)
         for fd in netns:
             os.close(fd)
         if req.get("probe"):
@@ -401,7 +442,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
         status = _exit_status(proc.wait())
     finally:
         with contextlib.suppress(BaseException):
-            _send(chan, {"status": status})
+            _send(chan, {"status": status, "temp_full": temp >= 0 and temp_full(temp)})
         os._exit(0)
 
 
@@ -610,6 +651,8 @@ class Run:
         self.pid = pid
         self.pidfd = pidfd
         self._status: int | None = None
+        # Whether the run's temp space was full when its command ended.
+        self.temp_full = False
 
     def wait(self, timeout: float | None = None) -> int:
         """The root's exit status (>= 0) or ``-signal``; ``-SIGKILL`` when the run's supervisor
@@ -624,6 +667,7 @@ class Run:
             value = msg.get("status") if msg else None
             if isinstance(value, int) and not isinstance(value, bool):
                 status = value
+            self.temp_full = bool(msg and msg.get("temp_full") is True)
         except (OSError, ValueError):
             pass
         self._status = status
@@ -813,6 +857,23 @@ class Launcher:
         sock = socket.socket(fileno=fds[0])
         sock.setblocking(True)  # the file was non-blocking in the connecting process
         return sock
+
+    def diag(self, netns: Sequence[int]) -> socket.socket:
+        """A ``NETLINK_SOCK_DIAG`` socket made in the network namespace ``netns`` (``(user ns
+        fd, net ns fd)``). Raises OSError."""
+        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            chan, _msg, fds = self.request({"diag": True}, devnull, devnull, netns)
+        except SpawnError as e:
+            raise OSError(str(e)) from e
+        finally:
+            os.close(devnull)
+        chan.close()
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise OSError("the sandbox launcher sent no socket")
+        return socket.socket(fileno=fds[0])
 
     def netns(self) -> tuple[int, int]:
         """A new loopback-only network namespace: descriptors ``(user ns, net ns)``
