@@ -1,14 +1,14 @@
 """The namespace launcher: sandlock runs start in their own mount namespace, from a fork server.
 
 Why: a mount namespace gives a sandlock run what Landlock alone cannot: a private ``/tmp``,
-``/var/tmp`` and ``/dev/shm`` (the run's temp space, a size-limited tmpfs, bound on them), read-only binds of the existing
-protected project files, and each ``.git`` directory bound onto itself (a mount point cannot be
-renamed, removed or replaced). With no outside network configured, the run also joins run_bash's
-project's loopback-only network namespace (``netholder.py``). ``unshare(CLONE_NEWUSER)`` and
-``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host is not one (pynvim, sandlock
-supervisors, guards), so the host starts one single-threaded **fork server** (``serve``) and asks it
-for each run; exec'ing a launcher per run would cost 80-110 ms of Python start-up and imports, a fork
-costs a few.
+``/var/tmp`` and ``/dev/shm`` (the run's temp space, a size-limited tmpfs, bound on them),
+read-only binds of the existing protected project files, and each ``.git`` directory bound onto
+itself (a mount point cannot be renamed, removed or replaced). With no outside network configured,
+the run also joins its project's loopback-only network namespace (``netholder.py``).
+``unshare(CLONE_NEWUSER)`` and ``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host
+is not one (pynvim, sandlock supervisors, guards), so the host starts one single-threaded **fork
+server** (``serve``) and asks it for each run; exec'ing a launcher per run would cost 80-110 ms
+of Python start-up and imports, a fork costs a few.
 
 Processes::
 
@@ -22,10 +22,11 @@ The spare becomes the run: it moves itself into the run's cgroups (``cgroups.py`
 new user namespace that maps the user's own uid and gid; with the project's network namespace,
 inside the user namespace that owns it); makes every mount private; mounts the run's temp space (a
 tmpfs of ``max_temp_size``, ``tempfs.py``) on its private dir, binds it on the three temp dirs and
-puts back the granted paths that lie under them (a project under ``/tmp``); makes the request's binds in order (Neovim's
-directories read-only, then ``Policy.protect_binds()``: ``.git`` directories onto themselves, the
-existing members of the host-read set read-only); drops every capability; sets ``RLIMIT_FSIZE``;
-then calls ``Sandbox.popen`` (sandlock's supervisor runs in this child). It reports over its own
+puts back the granted paths that lie under them (a project under ``/tmp``); makes the request's
+binds in order (Neovim's directories read-only, then ``Policy.protect_binds()``: ``.git``
+directories onto themselves, the existing members of the host-read set read-only); drops every
+capability; sets ``RLIMIT_FSIZE``; then calls ``Sandbox.popen`` (sandlock's supervisor runs in this
+child). It reports over its own
 channel (a socket pair the host created) the confined process's pid with a pidfd of it, then its
 exit status and whether the temp space was full.
 
@@ -839,21 +840,28 @@ class Launcher:
         chan.settimeout(None)
         return Run(chan, pid, fds[0])
 
-    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
-        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
-        (``(user ns fd, net ns fd)``). Raises OSError."""
+    def _fds(self, req: dict[str, Any], count: int, netns: Sequence[int] = ()) -> list[int]:
+        """Send a request that answers with ``count`` descriptors and nothing else (the run's
+        output goes nowhere). Raises SpawnError."""
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            chan, _msg, fds = self.request({"connect": port}, devnull, devnull, netns)
-        except SpawnError as e:
-            raise ConnectionRefusedError(str(e)) from e
+            chan, _msg, fds = self.request(req, devnull, devnull, netns)
         finally:
             os.close(devnull)
         chan.close()
-        if len(fds) != 1:
+        if len(fds) != count:
             for fd in fds:
                 os.close(fd)
-            raise ConnectionRefusedError(f"no connection to port {port}")
+            raise SpawnError(f"the sandbox launcher answered {req!r} with {len(fds)} descriptors")
+        return fds
+
+    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
+        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
+        (``(user ns fd, net ns fd)``). Raises OSError."""
+        try:
+            fds = self._fds({"connect": port}, 1, netns)
+        except SpawnError as e:
+            raise ConnectionRefusedError(f"no connection to port {port}: {e}") from e
         sock = socket.socket(fileno=fds[0])
         sock.setblocking(True)  # the file was non-blocking in the connecting process
         return sock
@@ -861,33 +869,16 @@ class Launcher:
     def diag(self, netns: Sequence[int]) -> socket.socket:
         """A ``NETLINK_SOCK_DIAG`` socket made in the network namespace ``netns`` (``(user ns
         fd, net ns fd)``). Raises OSError."""
-        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            chan, _msg, fds = self.request({"diag": True}, devnull, devnull, netns)
+            fds = self._fds({"diag": True}, 1, netns)
         except SpawnError as e:
-            raise OSError(str(e)) from e
-        finally:
-            os.close(devnull)
-        chan.close()
-        if len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
-            raise OSError("the sandbox launcher sent no socket")
+            raise OSError(f"no listener socket: {e}") from e
         return socket.socket(fileno=fds[0])
 
     def netns(self) -> tuple[int, int]:
         """A new loopback-only network namespace: descriptors ``(user ns, net ns)``
         (``make_netns``). Raises SpawnError."""
-        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            chan, _msg, fds = self.request({"netns": True}, devnull, devnull)
-        finally:
-            os.close(devnull)
-        chan.close()
-        if len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            raise SpawnError("the sandbox launcher sent no namespace")
+        fds = self._fds({"netns": True}, 2)
         return fds[0], fds[1]
 
     def probe(self, req: dict[str, Any], netns: Sequence[int] = ()) -> str:
