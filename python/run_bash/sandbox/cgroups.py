@@ -3,10 +3,13 @@
 ``RLIMIT_DATA`` counts one process at a time: two processes of 2.5 GiB each pass a 4 GiB limit. A
 memory cgroup counts every process of the run together (their anonymous memory, the page cache they
 fill, and the files of the run's temp space, which is a tmpfs: ``tempfs.py``). Each run of a
-confining backend gets its own cgroup below this host's (``run_bash-<host pid>/<session id>``), its
-processes are placed in it before the command is executed (the run's first process writes ``0``
-into ``cgroup.procs``, moving itself; everything it starts inherits the cgroup), and it is removed
-when the run has ended.
+confining backend gets its own cgroup below this host's (``run_bash-<host pid>/…``), its processes
+are placed in it before the command is executed (the run's first process writes ``0`` into
+``cgroup.procs``, moving itself; everything it starts inherits the cgroup), and it is removed when
+the run has ended. Moving a process costs an RCU grace period (milliseconds): sandlock's launcher
+has its spare process move into a new cgroup while it waits for the next request
+(``enter_new``), so a sandlock run only sets the cap; bubblewrap's first process moves when the
+run starts.
 
 Where the cgroups come from (``Cgroups.find``), per controller:
 
@@ -126,6 +129,7 @@ class RunCgroup:
         """Remove the run's cgroups once nothing is left in them (what is, is killed first).
         False when one could not be removed in ``wait_s`` (``Cgroups.collect`` tries again)."""
         deadline = time.monotonic() + wait_s
+        pause = 0.0002  # a process that is exiting is gone in well under a millisecond
         for d in sorted(self.dirs, key=len, reverse=True):
             while True:
                 try:
@@ -141,7 +145,8 @@ class RunCgroup:
                         os.kill(pid, signal.SIGKILL)
                 if time.monotonic() >= deadline:
                     return False
-                time.sleep(0.005)
+                time.sleep(pause)
+                pause = min(pause * 2, 0.01)
         return True
 
 
@@ -333,7 +338,7 @@ class Cgroups:
                     run.dirs[d] = place.version
                 if controller == "memory":
                     run.memory = d
-                    _set_memory(d, place.version, max_memory)
+                    set_memory(d, place.version, max_memory)
                 else:
                     assert tasks is not None
                     _write(os.path.join(d, "pids.max"), str(tasks + WRAPPER_TASKS))
@@ -343,28 +348,12 @@ class Cgroups:
         return run
 
     def _host_dir(self, place: Place) -> str:
-        """This host's parent cgroup under ``place`` (created on first use; v2: with the
-        controllers enabled for its children)."""
+        """This host's parent cgroup under ``place`` (created on first use)."""
         with self._lock:
             d = self._host_dirs.get(place.base)
-            if d is not None and os.path.isdir(d):
-                return d
-            d = os.path.join(place.base, f"{PREFIX}{os.getpid()}")
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(d, 0o755)
-            if place.version == 2:
-                enabled = _read(os.path.join(d, "cgroup.subtree_control")).split()
-                wanted = [
-                    c
-                    for c in CONTROLLERS
-                    if c not in enabled and c in _read(os.path.join(d, "cgroup.controllers"))
-                ]
-                if wanted:
-                    _write(
-                        os.path.join(d, "cgroup.subtree_control"),
-                        " ".join(f"+{c}" for c in wanted),
-                    )
-            self._host_dirs[place.base] = d
+            if d is None or not os.path.isdir(d):
+                d = host_dir(place, os.getpid())
+                self._host_dirs[place.base] = d
             return d
 
     def release(self, run: RunCgroup) -> None:
@@ -394,15 +383,49 @@ class Cgroups:
             self._host_dirs = {}
         for run in pending:
             run.remove()
-        for d in parents:
+        for place in (self._places or {}).values():  # what the launcher made here too
+            parents.append(os.path.join(place.base, f"{PREFIX}{os.getpid()}"))
+        for d in dict.fromkeys(parents):
             _remove_tree(d)
+
+
+def host_dir(place: Place, host: int) -> str:
+    """Host ``host``'s parent cgroup under ``place``, created when missing (v2: with the
+    controllers enabled for its children). Raises OSError."""
+    d = os.path.join(place.base, f"{PREFIX}{host}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(d, 0o755)
+    if place.version == 2:
+        enabled = _read(os.path.join(d, "cgroup.subtree_control")).split()
+        have = _read(os.path.join(d, "cgroup.controllers")).split()
+        wanted = [c for c in CONTROLLERS if c not in enabled and c in have]
+        if wanted:
+            _write(os.path.join(d, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
+    return d
+
+
+def enter_new(place: Place, host: int, name: str) -> str:
+    """Make cgroup ``name`` under host ``host``'s parent and move this process into it (the
+    kernel waits for an RCU grace period on every such move: milliseconds, which is why the
+    launcher's spare processes do it while they wait for a request). Returns its directory.
+    Raises OSError (nothing is left behind)."""
+    d = os.path.join(host_dir(place, host), _safe(name))
+    os.mkdir(d, 0o755)
+    try:
+        _write(os.path.join(d, "cgroup.procs"), "0")
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+        raise
+    return d
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "run"
 
 
-def _set_memory(d: str, version: int, limit: int) -> None:
+def set_memory(d: str, version: int, limit: int) -> None:
+    """Cap the memory of cgroup ``d`` (RAM and swap together) at ``limit`` bytes."""
     if version == 2:
         _write(os.path.join(d, "memory.max"), str(limit))
         swap = os.path.join(d, "memory.swap.max")

@@ -67,6 +67,8 @@ START_TIMEOUT_S = 30.0
 SPAWN_TIMEOUT_S = 30.0
 # After the confined process exited, how long its status may take to arrive.
 STATUS_TIMEOUT_S = 10.0
+# After its status, how long the run process may take to exit.
+EXIT_WAIT_S = 0.1
 # A temp space with less than this free when the run ends was full (writes failed).
 FULL_MARGIN = 64 * 1024
 
@@ -196,17 +198,6 @@ def make_netns() -> list[int]:
     ]
 
 
-def join_cgroups(procs: Sequence[str]) -> None:
-    """Move this process into the run's cgroups (``cgroups.py``): write ``0`` ("the writer") into
-    each ``cgroup.procs``. Before anything of the run is started, so all of it is inside."""
-    for path in procs:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(fd, b"0")
-        finally:
-            os.close(fd)
-
-
 def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> int:
     """Unshare the run's mount namespace (and join the project's network namespace when ``netns``
     is ``(user ns fd, net ns fd)``), build its mounts and drop every capability. Returns a
@@ -305,6 +296,32 @@ def temp_full(fd: int) -> bool:
     return st.f_blocks > 0 and st.f_bavail * st.f_frsize < FULL_MARGIN
 
 
+class SpareCgroup:
+    """The cgroup a spare moved into while it waited for a request (``cgroups.enter_new``):
+    ``place`` is where runs' memory cgroups are made (None: nowhere here), ``host`` the host's
+    pid, ``path`` the spare's own cgroup ("" when it has none)."""
+
+    def __init__(self, place: Any = None, host: int = 0, path: str = "") -> None:
+        self.place = place
+        self.host = host
+        self.path = path
+
+
+def cap_memory(limit: int, spare_cg: SpareCgroup) -> dict[str, int]:
+    """Cap this run's memory at ``limit`` (0: no cap): in the cgroup the spare is in already,
+    else in one made now. Returns the run's cgroups (directory -> version) for the host, which
+    removes them when the run has ended; {} where no memory cgroup can be made. Raises OSError."""
+    from run_bash.sandbox.cgroups import enter_new, set_memory
+
+    place = spare_cg.place
+    if place is None or not (limit or spare_cg.path):
+        return {}
+    path = spare_cg.path or enter_new(place, spare_cg.host, f"run-{os.getpid()}")
+    if limit:
+        set_memory(path, place.version, limit)
+    return {path: place.version}
+
+
 def _send(chan: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
     data = json.dumps(msg).encode()
     anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
@@ -350,16 +367,18 @@ def _describe(err: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(err).__name__
 
 
-def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
+def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: SpareCgroup) -> None:
     """The body of one run, in a child of the fork server (a spare that took the request);
     never returns.
 
-    ``fds``: the run's channel, its stdout and stderr, then (optionally) the shared network
-    namespace's user and network namespace descriptors.
+    ``fds``: the run's channel, its stdout and stderr, then (optionally) the project's network
+    namespace's user and network namespace descriptors. ``spare_cg``: the cgroup the spare
+    moved into while it waited (``SpareCgroup``).
     """
     chan = socket.socket(fileno=fds[0])
     stage = "setting up the run"
     kwargs: dict[str, Any] = {}
+    cgroups: dict[str, int] = {}
     try:
         if "netns" in req:  # a new loopback-only network namespace (netholder.py)
             stage = "creating a network namespace"
@@ -380,8 +399,8 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
             sock = _connect_loopback(int(req["connect"]))
             _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
             os._exit(0)
-        stage = "joining the run's cgroup"
-        join_cgroups(req.get("cgroups", ()))
+        stage = "capping the run's memory"
+        cgroups = cap_memory(int(req.get("memory_cap") or 0), spare_cg)
         out, err = fds[1], fds[2]
         os.dup2(devnull, 0)
         os.dup2(out, 1)
@@ -424,14 +443,14 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
             with contextlib.suppress(BaseException):
                 why = _diagnose(kwargs, devnull) or why
         with contextlib.suppress(BaseException):
-            _send(chan, {"error": f"{stage}: {why}", "stage": stage})
+            _send(chan, {"error": f"{stage}: {why}", "stage": stage, "cgroups": cgroups})
         os._exit(1)
     try:
         pidfd = os.pidfd_open(proc.pid)
         # The output pipe belongs to the command now: EOF must come when it is done with it.
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        _send(chan, {"pid": proc.pid}, [pidfd])
+        _send(chan, {"pid": proc.pid, "cgroups": cgroups}, [pidfd])
         os.close(pidfd)
     except BaseException:  # the host gave up on this run: it must not go on unobserved
         with contextlib.suppress(BaseException):
@@ -536,9 +555,14 @@ def serve(ctl_fd: int, host: int) -> None:
 
         import run_bash.sandbox.capabilities
         import run_bash.sandbox.loopback  # noqa: F401
+        from run_bash.sandbox.cgroups import CGROUPS, host_dir
     except Exception as e:
         ctl.send(json.dumps({"error": f"cannot import sandlock: {e}"}).encode())
         os._exit(1)
+    place = CGROUPS.places().get("memory")
+    # Cgroups of spares that answered something other than a run (their process exits after
+    # it): removed once empty.
+    unused: list[str] = []
     # Objects that exist now are never collected: a run's child then copies fewer pages of
     # the fork server's memory (a collection would touch every object it tracks).
     gc.freeze()
@@ -562,15 +586,16 @@ def serve(ctl_fd: int, host: int) -> None:
             try:
                 os.close(r)
                 queries.close()
-                spare(ctl, w, me)
+                spare(ctl, w, me, SpareCgroup(place, host))
             finally:
                 os._exit(1)
         os.close(w)
         said = b""
         while True:
             watched: list[int | socket.socket] = [r, queries]
+            unused = [d for d in unused if not _removed(d)]
             try:
-                ready, _, _ = select.select(watched, [], [])
+                ready, _, _ = select.select(watched, [], [], 1.0 if unused else None)
             except OSError:
                 ready = [r]
             if queries in ready:
@@ -582,13 +607,29 @@ def serve(ctl_fd: int, host: int) -> None:
         os.close(r)
         if said == b"e":
             os._exit(0)  # the host closed its end
-        if said != b"t":
+        if said == b"o" and place is not None:
+            with contextlib.suppress(OSError):
+                unused.append(os.path.join(host_dir(place, host), f"spare-{pid}"))
+        if said not in (b"t", b"o"):
             time.sleep(0.05)  # the spare died before taking anything: do not spin
 
 
-def spare(ctl: socket.socket, taken: int, server: int) -> None:
+def _removed(cgroup: str) -> bool:
+    """Try to remove an unused cgroup; True once it is gone (False while a process is in it)."""
+    try:
+        os.rmdir(cgroup)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def spare(ctl: socket.socket, taken: int, server: int, spare_cg: SpareCgroup) -> None:
     """A child of the fork server that takes the next request and becomes its run (or answers
-    it); never returns. Writes ``t`` to ``taken`` once it has a request, ``e`` at EOF."""
+    it); never returns. While it waits it moves into a cgroup of its own, which becomes its run's
+    (``spare_cg``). Writes ``t`` to ``taken`` once it has a run, ``o`` for any other request
+    (its cgroup is then the fork server's to remove), ``e`` at EOF."""
     for sig in (signal.SIGCHLD, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
@@ -596,6 +637,11 @@ def spare(ctl: socket.socket, taken: int, server: int) -> None:
         os._exit(1)
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    if spare_cg.place is not None:
+        from run_bash.sandbox.cgroups import enter_new
+
+        with contextlib.suppress(OSError):  # else a run makes its cgroup when it starts
+            spare_cg.path = enter_new(spare_cg.place, spare_cg.host, f"spare-{os.getpid()}")
     while True:
         try:
             msg, anc, flags, _addr = ctl.recvmsg(
@@ -611,21 +657,33 @@ def spare(ctl: socket.socket, taken: int, server: int) -> None:
         fds = _fds_of(anc)
         if fds:
             break
-    os.write(taken, b"t")
-    os.close(taken)
     ctl.close()
     try:
         if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
             raise ValueError("request too large")
         req = pickle.loads(msg)
+        if not isinstance(req, dict):
+            raise ValueError("not a request")
     except Exception as e:
+        os.write(taken, b"o")
         with contextlib.suppress(OSError):
             _send(socket.socket(fileno=fds[0]), {"error": f"fork server: {e}"})
         os._exit(1)
-    run_child(req, fds, devnull)
+    os.write(taken, b"t" if "argv" in req else b"o")
+    os.close(taken)
+    run_child(req, fds, devnull, spare_cg)
 
 
 # -- the host's side ----------------------------------------------------------------------------------
+
+
+def _release_cgroups(cgroups: object) -> None:
+    """Remove the cgroups of a run that failed to start (its launcher process is exiting)."""
+    if not isinstance(cgroups, dict) or not cgroups:
+        return
+    from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
+
+    CGROUPS.release(RunCgroup("", {str(d): int(v) for d, v in cgroups.items()}))
 
 
 def _recv(chan: socket.socket, timeout: float | None) -> tuple[dict[str, Any] | None, list[int]]:
@@ -654,6 +712,8 @@ class Run:
         self._status: int | None = None
         # Whether the run's temp space was full when its command ended.
         self.temp_full = False
+        # The run's memory cgroups (directory -> cgroup version), made by the launcher.
+        self.cgroups: dict[str, int] = {}
 
     def wait(self, timeout: float | None = None) -> int:
         """The root's exit status (>= 0) or ``-signal``; ``-SIGKILL`` when the run's supervisor
@@ -669,6 +729,12 @@ class Run:
             if isinstance(value, int) and not isinstance(value, bool):
                 status = value
             self.temp_full = bool(msg and msg.get("temp_full") is True)
+            if msg is not None:
+                # The run process exits right after it reported: its end of the channel closes
+                # then. Waiting for that lets its cgroup go at once (cgroups.py).
+                self.chan.settimeout(EXIT_WAIT_S)
+                while self.chan.recv(4096):
+                    pass
         except (OSError, ValueError):
             pass
         self._status = status
@@ -823,6 +889,7 @@ class Launcher:
             ours.close()
             for fd in fds:
                 os.close(fd)
+            _release_cgroups(msg.get("cgroups"))
             raise SpawnError(str(msg["error"]))
         return ours, msg, fds
 
@@ -838,7 +905,11 @@ class Launcher:
                 os.close(fd)
             raise SpawnError(f"the sandbox launcher answered {msg!r}")
         chan.settimeout(None)
-        return Run(chan, pid, fds[0])
+        run = Run(chan, pid, fds[0])
+        cgroups = msg.get("cgroups")
+        if isinstance(cgroups, dict):
+            run.cgroups = {str(d): int(v) for d, v in cgroups.items()}
+        return run
 
     def _fds(self, req: dict[str, Any], count: int, netns: Sequence[int] = ()) -> list[int]:
         """Send a request that answers with ``count`` descriptors and nothing else (the run's

@@ -61,7 +61,7 @@ from run_bash.errors import SpawnError
 from run_bash.paths import expand, is_under
 from run_bash.sandbox import loopback
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
-from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
+from run_bash.sandbox.cgroups import RunCgroup
 from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
@@ -94,16 +94,18 @@ class SandlockLaunched(LaunchedBase):
         self,
         run: Run,
         session_id: str,
-        cgroup: RunCgroup | None = None,
         loopback: Loopback | None = None,
         temp: int = 0,
+        max_memory: int = 0,
     ) -> None:
         super().__init__(run.pid)
         self.run = run
         self.session_id = session_id
-        self.cgroup = cgroup
         self.loopback = loopback
         self.temp = temp  # the size of its temp space (0: none of its own)
+        if run.cgroups:  # made by the launcher (``launcher.cap_memory``)
+            memory = next(iter(run.cgroups))
+            self.cgroup = RunCgroup(session_id, dict(run.cgroups), memory, max_memory)
 
     def pidfd(self) -> int:
         return os.dup(self.run.pidfd)
@@ -361,11 +363,9 @@ class Sandlock:
         spec: RunSpec,
         layout: Layout,
         temp: int = 0,
-        cgroup_procs: list[str] | tuple[str, ...] = (),
     ) -> tuple[dict[str, Any], list[str]]:
         """What the launcher needs for one run (``launcher.run_child``), and notes. ``temp``: the
-        size of the run's temp space (0: the private dir as it is); ``cgroup_procs``: the
-        ``cgroup.procs`` files its first process moves itself into."""
+        size of the run's temp space (0: the private dir as it is)."""
         kwargs, notes, denied = self._build(policy, spec, layout)
         if self.opts.allow_degraded:
             from sandlock import Protection
@@ -394,7 +394,8 @@ class Sandlock:
             "tmp": os.path.realpath(spec.tmpdir),
             # The run's temp space: a size-limited tmpfs on the private dir (tempfs.py).
             "tmp_data": tmpfs_data(temp) if layout.mount_ns and temp else "",
-            "cgroups": list(cgroup_procs),
+            # The whole run's memory cap, as a memory cgroup where the launcher can make one.
+            "memory_cap": int(policy.limits.max_memory),
             "mount_ns": layout.mount_ns,
             # Granted paths under the temp dirs, put back over the private dir, parents first.
             # Landlock's write grant of /tmp covers whatever is mounted below it, so only the
@@ -431,7 +432,6 @@ class Sandlock:
         )
         notes: list[str] = []
         loop: Loopback | None = None
-        cgroup: RunCgroup | None = None
         if not host_network(policy):
             why = "no mount namespace"
             if self.mount_ns:
@@ -445,7 +445,6 @@ class Sandlock:
                     "runs share the host's loopback, each connect checked when it happens"
                 )
         try:
-            cgroup = CGROUPS.make(spec.session_id, policy.limits.max_memory)
             temp = temp_size(policy.limits.max_temp_size) if self.mount_ns else 0
             if not self.mount_ns:
                 notes.append(
@@ -454,9 +453,7 @@ class Sandlock:
                 )
             layout = Layout(self.mount_ns, loop is not None)
             try:
-                req, adjusted = self.request(
-                    policy, spec, layout, temp, cgroup.procs if cgroup else ()
-                )
+                req, adjusted = self.request(policy, spec, layout, temp)
             except Exception as e:
                 raise SpawnError(f"sandlock policy: {e}") from e
             notes += adjusted
@@ -468,12 +465,10 @@ class Sandlock:
                     f"sandlock could not start the command: {e}; check `python -m run_bash "
                     'policy` or use sandbox.backend = "bubblewrap"'
                 ) from e
-        except BaseException as e:
-            release(spec.session_id, cgroup, loop)
-            if isinstance(e, OSError):
-                raise SpawnError(f"sandlock: cannot make the run's memory cgroup: {e}") from e
+        except BaseException:
+            release(spec.session_id, None, loop)
             raise
-        launched = SandlockLaunched(run, spec.session_id, cgroup, loop, temp)
+        launched = SandlockLaunched(run, spec.session_id, loop, temp, policy.limits.max_memory)
         if not self._warned:
             self._warned = True
             launched.notices.extend(self.warnings())
