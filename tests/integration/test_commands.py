@@ -91,12 +91,12 @@ def test_sessions_kill_and_output_commands(editor):
     wait_for(lambda: "killed" in buf_lines(editor, out)[-1])
 
 
-@pytest.mark.parametrize("backend", ["none", "sandlock"])
+@pytest.mark.parametrize("backend", ["none", "sandlock", "bubblewrap"])
 def test_sessions_show_the_ports_a_session_listens_on(editor, backend):
     """A background server's port is in :RunBashSessions and the session info, whether it lives in
-    the host's network (none) or in its project's namespace (sandlock, where the host port it is
-    forwarded to is shown beside it, and in the tool's `list`); a session that listens on nothing
-    (the control) shows none."""
+    the host's network (none) or in its project's namespace (sandlock, bubblewrap: the host port
+    it is forwarded to is shown beside it, and in the tool's `list`); a session that listens on
+    nothing (the control) shows none."""
     from run_bash.config import parse_config
     from run_bash.sandbox.base import get_backend
 
@@ -121,7 +121,7 @@ def test_sessions_show_the_ports_a_session_listens_on(editor, backend):
     listed = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}
     assert listed[server]["ports"] == [port] and listed["sleep 300"]["ports"] == []
     cell = str(port)
-    if backend == "sandlock":
+    if backend != "none":
         # Forwarded to the host on a port the kernel picked (#20 class 6): the list names it.
         def forwarded() -> list[dict[str, int]]:
             info = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,13 +70,18 @@ class PortForwarder:
         """Session ``sid``'s forwarded ports: port in its namespace -> host port."""
         return {f.port: f.host_port for (s, _p), f in self.forwards.items() if s == sid}
 
-    def update(self, wanted: Mapping[str, tuple[Loopback, list[int]]]) -> list[tuple[str, str]]:
+    def update(
+        self, wanted: Mapping[str, tuple[Loopback, list[int]]], alive: Set[str] | None = None
+    ) -> list[tuple[str, str]]:
         """Forward the ports in ``wanted`` (session id -> its namespace and the ports it listens
-        on there) and stop forwarding every other one. Returns notices ``(session id, text)``."""
+        on there) and stop forwarding every other one. ``alive``: the sessions still running
+        (default: those in ``wanted``); what is remembered of the others goes. Returns notices
+        ``(session id, text)``."""
+        alive = set(wanted) if alive is None else alive
         want = {(sid, port): loop for sid, (loop, ports) in wanted.items() for port in ports}
         for key in [k for k, f in self.forwards.items() if want.get(k) is not f.loopback]:
             self._stop(key)
-        for key in [k for k in self._had if k[0] not in wanted]:
+        for key in [k for k in self._had if k[0] not in alive]:
             del self._had[key]
         notes: list[tuple[str, str]] = []
         for (sid, port), loopback in sorted(want.items(), key=lambda kv: kv[0]):
@@ -91,7 +96,7 @@ class PortForwarder:
             elif (sid, port) not in self._said:
                 notes.append((sid, f"port {port} is not forwarded to the host ({why})"))
             self._said.add((sid, port))
-        self._said = {k for k in self._said if k[0] in wanted}
+        self._said = {k for k in self._said if k[0] in alive}
         return notes
 
     def _refusal(self, sid: str) -> str | None:

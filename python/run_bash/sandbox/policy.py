@@ -579,6 +579,10 @@ def build_policy(
         readable = ex(SYSTEM_READABLE, True) + ex(user_readable, True)
     tree = path_entries_tree(env.get("PATH", ""), home_dir, [*writable, *untrusted])
     readable += [p for p in tree if os.path.exists(p)]
+    # From a subdirectory git reads the whole work tree, and finds the repository by walking up
+    # through it, which must stay one filesystem (a mount point on the way stops it): the
+    # project's top level is readable, as it is on the host.
+    readable += [r for r in host_read.roots if r != cwd and is_under(cwd, r) and os.path.isdir(r)]
     readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
     # Under a writable grant a path is writable already (a read-only bind of it would narrow it).
     readable = [p for p in readable if not any(is_under(p, w) for w in writable)]

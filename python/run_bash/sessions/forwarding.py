@@ -65,7 +65,8 @@ class Forwarding:
             if wanted or self._forwarder is not None:
                 if self._forwarder is None:
                     self._forwarder = PortForwarder(self.loop, connect_in_netns)
-                for sid, text in self._forwarder.update(wanted):
+                alive = {s.id for _lb, members in groups.values() for s in members}
+                for sid, text in self._forwarder.update(wanted, alive):
                     self.sessions[sid].notices.append(text)
                 for s in self.sessions.values():
                     s.forwarded = self._forwarder.host_ports(s.id) if s.running else {}
