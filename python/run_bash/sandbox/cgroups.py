@@ -464,4 +464,28 @@ def remove_stale(base: str) -> int:
     return n
 
 
+class SpareCgroup:
+    """The cgroup a spare moved into while it waited for a request (``cgroups.enter_new``):
+    ``place`` is where runs' memory cgroups are made (None: nowhere here), ``host`` the host's
+    pid, ``path`` the spare's own cgroup ("" when it has none)."""
+
+    def __init__(self, place: Place | None = None, host: int = 0, path: str = "") -> None:
+        self.place = place
+        self.host = host
+        self.path = path
+
+
+def cap_memory(limit: int, spare_cg: SpareCgroup) -> dict[str, int]:
+    """Cap this run's memory at ``limit`` (0: no cap): in the cgroup the spare is in already,
+    else in one made now. Returns the run's cgroups (directory -> version) for the host, which
+    removes them when the run has ended; {} where no memory cgroup can be made. Raises OSError."""
+    place = spare_cg.place
+    if place is None or not (limit or spare_cg.path):
+        return {}
+    path = spare_cg.path or enter_new(place, spare_cg.host, f"run-{os.getpid()}")
+    if limit:
+        set_memory(path, place.version, limit)
+    return {path: place.version}
+
+
 CGROUPS = Cgroups()

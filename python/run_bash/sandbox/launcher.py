@@ -59,6 +59,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from run_bash.errors import SpawnError
+from run_bash.sandbox.cgroups import SpareCgroup, cap_memory, enter_new
+from run_bash.sandbox.tempfs import is_full
 
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -69,8 +71,6 @@ SPAWN_TIMEOUT_S = 30.0
 STATUS_TIMEOUT_S = 10.0
 # After its status, how long the run process may take to exit.
 EXIT_WAIT_S = 0.1
-# A temp space with less than this free when the run ends was full (writes failed).
-FULL_MARGIN = 64 * 1024
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -287,41 +287,6 @@ def build_mounts(req: dict[str, Any]) -> int:
     return private
 
 
-def temp_full(fd: int) -> bool:
-    """Whether the temp space behind ``fd`` is (nearly) full: less than ``FULL_MARGIN`` free."""
-    try:
-        st = os.fstatvfs(fd)
-    except OSError:
-        return False
-    return st.f_blocks > 0 and st.f_bavail * st.f_frsize < FULL_MARGIN
-
-
-class SpareCgroup:
-    """The cgroup a spare moved into while it waited for a request (``cgroups.enter_new``):
-    ``place`` is where runs' memory cgroups are made (None: nowhere here), ``host`` the host's
-    pid, ``path`` the spare's own cgroup ("" when it has none)."""
-
-    def __init__(self, place: Any = None, host: int = 0, path: str = "") -> None:
-        self.place = place
-        self.host = host
-        self.path = path
-
-
-def cap_memory(limit: int, spare_cg: SpareCgroup) -> dict[str, int]:
-    """Cap this run's memory at ``limit`` (0: no cap): in the cgroup the spare is in already,
-    else in one made now. Returns the run's cgroups (directory -> version) for the host, which
-    removes them when the run has ended; {} where no memory cgroup can be made. Raises OSError."""
-    from run_bash.sandbox.cgroups import enter_new, set_memory
-
-    place = spare_cg.place
-    if place is None or not (limit or spare_cg.path):
-        return {}
-    path = spare_cg.path or enter_new(place, spare_cg.host, f"run-{os.getpid()}")
-    if limit:
-        set_memory(path, place.version, limit)
-    return {path: place.version}
-
-
 def _send(chan: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
     data = json.dumps(msg).encode()
     anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
@@ -462,7 +427,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         status = _exit_status(proc.wait())
     finally:
         with contextlib.suppress(BaseException):
-            _send(chan, {"status": status, "temp_full": temp >= 0 and temp_full(temp)})
+            _send(chan, {"status": status, "temp_full": temp >= 0 and is_full(temp)})
         os._exit(0)
 
 
@@ -638,8 +603,6 @@ def spare(ctl: socket.socket, taken: int, server: int, spare_cg: SpareCgroup) ->
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     if spare_cg.place is not None:
-        from run_bash.sandbox.cgroups import enter_new
-
         with contextlib.suppress(OSError):  # else a run makes its cgroup when it starts
             spare_cg.path = enter_new(spare_cg.place, spare_cg.host, f"spare-{os.getpid()}")
     while True:

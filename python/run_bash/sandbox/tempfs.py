@@ -17,10 +17,14 @@ does not count.
 
 from __future__ import annotations
 
+import os
+
 PAGE = 4096
 MIN_SIZE = 1024 * 1024
 BYTES_PER_INODE = 4096
 MIN_INODES = 1024
+# A temp space with less than this free when the run ends was full (writes failed).
+FULL_MARGIN = 64 * 1024
 # The mount is private to the run: nothing set-uid or a device node in it does anything.
 MOUNT_OPTIONS = "nosuid,nodev"
 
@@ -66,3 +70,12 @@ def full_notice(size: int) -> str:
         "sandbox.limits.max_temp_size, held in memory) was full when the command ended: writes "
         'past it failed with "No space left on device"'
     )
+
+
+def is_full(fd: int) -> bool:
+    """Whether the temp space behind ``fd`` is (nearly) full: less than ``FULL_MARGIN`` free."""
+    try:
+        st = os.fstatvfs(fd)
+    except OSError:
+        return False
+    return st.f_blocks > 0 and st.f_bavail * st.f_frsize < FULL_MARGIN
