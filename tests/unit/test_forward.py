@@ -86,3 +86,18 @@ async def test_forwards_are_capped_per_session_and_say_why():
         fwd.close()
         for s in ns.inside.values():
             s.close()
+
+
+def test_a_kept_listener_socket_answers_every_time():
+    """The forwarder keeps one netlink socket per namespace and asks it once a second: every
+    answer lists the listeners (a kept socket must not wait out a timeout, and then give up,
+    from its second use on)."""
+    from run_bash.sandbox.loopback import diag_socket, namespace_listeners
+
+    with socket.socket() as server, diag_socket() as nl:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        for _ in range(3):
+            table = namespace_listeners(nl)
+            assert table is not None and port in table

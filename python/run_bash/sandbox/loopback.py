@@ -98,8 +98,9 @@ def diag_listeners(
             if nl is None:
                 nl = stack.enter_context(diag_socket())
             else:  # a kept socket: drop what an earlier, abandoned dump left
+                nl.setblocking(False)
                 with contextlib.suppress(BlockingIOError):
-                    while nl.recv(65536, socket.MSG_DONTWAIT):
+                    while nl.recv(65536):
                         pass
             nl.settimeout(1.0)
             nl.sendto(msg, (0, 0))
