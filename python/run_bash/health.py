@@ -139,7 +139,6 @@ def memory_cap(cgroups: Cgroups | None = None) -> Item:
         "memory cap (sandbox.limits.max_memory) is per process under bubblewrap (RLIMIT_DATA: "
         "two processes may each use it) and sandlock's own count of mapped memory: no memory "
         f"cgroup for runs ({text})",
-        "run Neovim where it may make cgroups: as root, or in a cgroup v2 subtree delegated to "
-        "you with the memory controller enabled (under systemd: `systemd-run --user --scope -p "
-        "Delegate=yes nvim`, then move nvim into a leaf; see :help run_bash-limits)",
+        "run Neovim where it may make cgroups: as root, or below a cgroup v2 directory delegated "
+        "to you whose cgroup.subtree_control lists memory (:help run_bash-cgroups)",
     )

@@ -15,10 +15,10 @@ Where the cgroups come from (``Cgroups.find``), per controller:
 
 * **cgroup v2** (one unified hierarchy): the deepest cgroup on the path from this process's own up
   to the root that has the controller enabled for its children (``cgroup.subtree_control``) and
-  whose ``cgroup.procs`` this user may write. That is the root for root on a machine without a
-  service manager in the way, the user's delegated subtree (``user@UID.service``) under systemd,
-  or any cgroup delegated to the user. v2 does not let a cgroup with processes enable controllers
-  for its children, so the host never uses its own cgroup unless it is that parent.
+  whose ``cgroup.procs`` this user may write: the root for root on a machine without a service
+  manager in the way, or a cgroup delegated to the user. v2 does not let a cgroup with processes
+  enable controllers for its children, so the host's own cgroup qualifies only as the root;
+  controllers are never enabled here except in the host's own parent (``host_dir``).
 * **cgroup v1** (a hierarchy per controller, as on older hybrid systems): this process's own
   cgroup in the controller's hierarchy, when this user may create cgroups in it.
 
