@@ -347,6 +347,7 @@ def main() -> int:
         ("runtime", lambda: runtime_rows(base_ms)),
     ]
     for name in (
+        "bench_coldstart",
         "bench_checker",
         "bench_sandbox",
         "bench_hostread",
