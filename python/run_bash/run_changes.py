@@ -69,6 +69,8 @@ def _limits(config: UndoConfig) -> Limits:
         max_files=config.max_files,
         keep=config.keep,
         max_store=config.max_store,
+        ignored_file_max=config.ignored_file_max,
+        ignored_total=config.ignored_total,
     )
 
 

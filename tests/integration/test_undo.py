@@ -23,7 +23,7 @@ from tests.unit.changes_util import (
 
 pytestmark = pytest.mark.nvim
 
-IGNORED = ("build", "run.log")  # ignored by the test repository's .gitignore: not covered
+IGNORED = ()  # the test repository's ignored files (build/, run.log) are small: covered too
 
 
 def available(name: str) -> bool:
@@ -137,21 +137,31 @@ def test_a_non_git_project(ed, tmp_path, backend):
     use(ed, backend)
     proj = tmp_path / "plain"
     proj.mkdir()
+    (proj / "package.json").write_text("{}\n")  # a project file makes it a project
     sh("mkdir -p a/b emptydir && echo 1 > a/b/c && echo 2 > top && chmod +x top", proj)
     undone_byte_exact(ed, proj, "rm -rf a emptydir && echo 3 >> top && mkdir new && echo n > new/f")
 
 
 @pytest.mark.parametrize("backend", CONFINING_BACKENDS)
-def test_git_clean_fdx_reports_ignored_files_as_not_recovered(ed, tmp_path, backend):
-    use(ed, backend)
+def test_git_clean_fdx_brings_back_ignored_files_within_the_budget(ed, tmp_path, backend):
+    use(ed, backend, ignored_total="16K")
     proj = repo(tmp_path)
-    r, done = undone_byte_exact(ed, proj, "git clean -q -fdx")
+    sh(
+        "echo node_modules/ >> .gitignore && mkdir -p node_modules/pkg && "
+        "for i in $(seq 1 40); do head -c 1024 /dev/zero > node_modules/pkg/f$i; done",
+        proj,
+    )
+    before = tree_hash(proj, skip=("node_modules",))
+    r = run(ed, "git clean -q -fdx", proj)
     summary = r["changes"]["summary"]
-    assert "not recovered: " in summary and "build/ (ignored)" in summary, summary
-    assert "run.log (ignored)" in summary
-    lost = {x["path"] for x in done["not_recovered"]}
-    assert {"build", "run.log"} <= lost
-    assert not (proj / "build").exists() and not (proj / "run.log").exists()
+    assert "D build/ (1 file)" in summary and "D run.log" in summary, summary
+    # Over the budget: named, with its size, as not recoverable.
+    assert "not recovered: node_modules/ (ignored, 40 KiB, over undo.ignored_total)" in summary
+    done = undo(ed, r["id"])
+    assert done["errors"] == [] and done["conflicts"] == [], done
+    assert [x["path"] for x in done["not_recovered"]] == ["node_modules"]
+    assert tree_hash(proj, skip=("node_modules",)) == before
+    assert not (proj / "node_modules").exists()
 
 
 def test_changes_is_a_diff_buffer_and_the_undo_float_restores_on_confirm(ed, tmp_path):

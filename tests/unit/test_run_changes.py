@@ -53,6 +53,7 @@ def proj(tmp_path) -> Path:
     (p / "src").mkdir(parents=True)
     (p / "src" / "app.py").write_text("print('hi')\n")
     (p / "notes.md").write_text("notes\n")
+    (p / "Makefile").write_text("all:\n")
     return p
 
 
