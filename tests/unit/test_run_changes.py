@@ -190,6 +190,13 @@ class _Run:
     notices: list = dataclasses.field(default_factory=list)
     changes: dict | None = None
     change_token: object = None
+    cover: object = None
+    hold: str | None = None
+    backend: object = dataclasses.field(default_factory=lambda: _NoSandbox())
+
+
+class _NoSandbox:
+    isolates = False
 
 
 async def test_host_shutdown_forgets_a_run_snapshotted_but_never_started(svc, proj):
