@@ -190,7 +190,15 @@ class Service:
                 loop=self.loop,
                 home=self.environ.get("HOME"),
             )
+            self._changes.grants = self._grants
         return self._changes
+
+    def _grants(self, cwd: str) -> tuple[list[str], list[str]]:
+        """What a sandboxed run in ``cwd`` may write by the rules, and the verified caches."""
+        from run_bash.sandbox.policy import writable_grants
+
+        hidden = self._changes.private_paths() if self._changes is not None else []
+        return writable_grants(self.config, cwd, env=self.environ, hidden=hidden)
 
     @property
     def mgr(self) -> SessionManager:
