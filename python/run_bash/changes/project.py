@@ -82,7 +82,7 @@ LOCAL_FS = frozenset(
 
 
 class _Statfs(ctypes.Structure):
-    _fields_ = [("f_type", ctypes.c_long), ("_rest", ctypes.c_long * 15)]
+    _fields_ = [("f_type", ctypes.c_long), ("_rest", ctypes.c_long * 31)]  # 120 bytes, and room
 
 
 _fstatfs = None

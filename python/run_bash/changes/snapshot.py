@@ -308,7 +308,7 @@ class _Statx(ctypes.Structure):
         ("stx_btime", _StatxTs),
         ("stx_ctime", _StatxTs),
         ("stx_mtime", _StatxTs),
-        ("_rest", ctypes.c_uint64 * 14),
+        ("_rest", ctypes.c_uint64 * 48),  # struct statx is 256 bytes; room for a larger one
     ]
 
 
