@@ -69,6 +69,7 @@ PROJECT_IDLE_S = 30 * 24 * 3600  # a project unused this long is dropped whole
 WATCHED_PROJECTS = 8  # inotify instances kept (the default per-user limit is 128)
 GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or when over max_store)
 CHECK_DELAY_S = 0.5  # quiet time before the store's thread checks, persists and collects
+CLOCK_REALTIME_COARSE = 5  # Linux's clock id (the time module does not name it)
 SNAP_MAGIC = b"run_bash-snapshot-3\n"
 SNAP_HEAD = struct.Struct("<QQI")  # generation, payload length, crc32
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
@@ -127,6 +128,18 @@ class Token:
     undo_of: str | None = None
     label: str | None = None
     done: bool = False
+    # The file systems' own (coarse) clock when the run began: a file born at or after it was
+    # made by the run (the walk's ``began_ns``).
+    born_ns: int = 0
+
+
+def _coarse_now() -> int:
+    """The clock file timestamps are taken from (``CLOCK_REALTIME_COARSE``): never ahead of a
+    timestamp the kernel gives a file made after this call."""
+    try:
+        return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+    except OSError:
+        return time.time_ns() - 10_000_000  # a tick of a coarse clock is a few ms at most
 
 
 @dataclass
@@ -554,7 +567,7 @@ class ChangeStore(Records):
                     )
                 self._set(proj, snap)
                 watcher.end_walk(proj.version)
-                now = time.time_ns()
+                now, born = time.time_ns(), _coarse_now()
                 state["active"][run_id] = {"host": self._me, "gen": state["gen"], "began": now}
                 self._write_state(key, state)
         except TooManyFiles as err:
@@ -564,7 +577,7 @@ class ChangeStore(Records):
             )
         except OSError as err:
             return NotRecorded(f"cannot read the project {project} ({err.strerror or err})")
-        token = Token(run_id, project, key, snap, state["gen"], now, undo_of, label)
+        token = Token(run_id, project, key, snap, state["gen"], now, undo_of, label, born_ns=born)
         with self._mu:
             self._active[run_id] = token
         self._schedule(key, project)  # write the snapshot when quiet
@@ -668,7 +681,7 @@ class ChangeStore(Records):
                             book=book,
                             roots=token.before.scope,
                             finishing=True,
-                            began_ns=token.began_ns,
+                            began_ns=token.born_ns,
                         )
                     except TooManyFiles as err:
                         # Still account for everything that was there before; new paths are
@@ -682,7 +695,7 @@ class ChangeStore(Records):
                             book=RuleBook(frozen=token.before),
                             roots=token.before.scope,
                             finishing=True,
-                            began_ns=token.began_ns,
+                            began_ns=token.born_ns,
                             known_only=True,
                         )
                     rules_changed = after.rules_stale
@@ -731,7 +744,7 @@ class ChangeStore(Records):
                 self._pruned += self._prune_runs(key, self.limits.keep)
             if quick and after is not None:
                 copy = ChangeSet.from_json(cs.to_json())
-                proj.pending = _Pending(project, copy, token.before, after, token.began_ns)
+                proj.pending = _Pending(project, copy, token.before, after, token.born_ns)
             self._write_state(key, state)
         self._schedule(key, project)
         return cs
@@ -752,6 +765,8 @@ class ChangeStore(Records):
         ev = watcher.take()
         if ev.unknown:
             return None, False
+        if not ev:
+            return prev, False  # nothing happened: nothing to list
         try:
             part = self._scan(
                 project,
@@ -759,7 +774,7 @@ class ChangeStore(Records):
                 watcher,
                 book=RuleBook(frozen=token.before),
                 finishing=True,
-                began_ns=token.began_ns,
+                began_ns=token.born_ns,
                 only=sorted(ev.touched & prev.dirs.keys()),
             )
         except OSError:

@@ -485,6 +485,8 @@ class _Walk:
                 return stat_entry("i", st, old[DATA])
             self.pending.append((path, fr.rel, name))
             return stat_entry("i", st, OVER_TOTAL)
+        if was_root and not self.finishing and not here().ignored(path, False):
+            was_root = False  # not ignored any more (the rules changed): covered as any file
         if was_root:
             if self.keep and (self.finishing or _unchanged(old, st)):
                 self.ign[path] = st.st_size
@@ -565,6 +567,10 @@ class _Walk:
             return (old[KIND], mode, size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, old[DATA],
                     False)  # fmt: skip
         ig = fr.ig
+        if ig is None and was_root and not self.finishing and not here().ignored(path, True):
+            was_root = False  # not ignored any more (the rules changed): covered as any directory
+            if old is not None and old[KIND] == "i":
+                old = None  # decided anew
         if ig is None:
             if was_root and self.keep and (self.finishing or _unchanged(old, st)):
                 self.ign[path] = self.prev_roots[path]
