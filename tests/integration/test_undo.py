@@ -308,3 +308,80 @@ def test_undo_after_neovim_restarts(tmp_path):
             done = undo(second, rid)
     assert sorted(done["removed"]) == ["n.txt"]
     assert tree_hash(proj, skip=IGNORED) == before
+
+
+def test_an_unsaved_buffer_is_not_written_over_the_undo(ed, tmp_path):
+    """Undo under a buffer with unsaved changes: it warns, names the buffer, and a plain :w is
+    refused (it would write the run's content back); :w! writes it; an unmodified buffer of
+    another restored file is reloaded (the control)."""
+    use(ed, first_available())
+    proj = repo(tmp_path)
+    app, mod = proj / "src" / "app.py", proj / "src" / "pkg" / "mod.py"
+    r = run(ed, "echo by-run >> src/app.py && echo by-run >> src/pkg/mod.py", proj)
+    ed.nvim.command(f"edit {mod}")
+    mod_buf = ed.nvim.current.buffer.number
+    ed.nvim.command(f"edit {app}")
+    ed.nvim.current.buffer.append("typed by the user")  # unsaved, on top of the run's content
+    assert ed.lua("return vim.bo.modified")
+    ed.nvim.command(f"RunBashUndo {r['id']}")
+    wait_for(lambda: float_lines(ed))
+    ed.nvim.input("a")
+    msg = wait_for(
+        lambda: [m for m in ed.lua("return _G.__msgs") if f"undid run {r['id']}" in m[0]]
+    )
+    assert "1 buffer(s) with unsaved changes were not reloaded" in msg[-1][0], msg
+    assert "src/app.py" in msg[-1][0]
+    assert app.read_text() == "print(1)\nchanged\n"  # restored on disk
+    err = ed.lua("local ok, e = pcall(vim.cmd, 'write'); return ok and '' or tostring(e)")
+    assert ":RunBashUndo restored this file" in err
+    assert app.read_text() == "print(1)\nchanged\n"  # :w refused: the undo stands
+    ed.nvim.command("write!")
+    assert app.read_text().endswith("typed by the user\n")  # :w! writes the buffer anyway
+    assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", mod_buf) == ["x = 1"]
+    ed.nvim.command("bwipeout! " + str(mod_buf))
+    ed.nvim.command("enew!")
+
+
+def test_the_message_after_undo_lists_what_was_not_recovered(ed, tmp_path):
+    use(ed, first_available(), ignored_total="1K")
+    proj = repo(tmp_path)
+    sh("head -c 3000 /dev/zero > big.log", proj)
+    r = run(ed, "rm -f big.log && echo x >> notes.md", proj)
+    ed.nvim.command(f"RunBashUndo {r['id']}")
+    wait_for(lambda: float_lines(ed))
+    ed.nvim.input("a")
+    msg = wait_for(
+        lambda: [m for m in ed.lua("return _G.__msgs") if f"undid run {r['id']}" in m[0]]
+    )
+    text = msg[-1][0]
+    assert "not recovered: big.log (not recovered: ignored, 2.9 KiB, over undo.ignored_total)" in (
+        text
+    ), text
+
+
+def test_the_changes_buffer_is_named_as_the_help_says(ed, tmp_path):
+    use(ed, first_available())
+    proj = repo(tmp_path)
+    r = run(ed, "echo x >> notes.md", proj)
+    ed.nvim.command(f"RunBash echo {r['id']}")  # an output buffer run_bash://<id2> meanwhile
+    ed.nvim.command(f"RunBashChanges {r['id']}")
+    name = f"run_bash://{r['id']}/changes"
+    buf = wait_for(lambda: ed.lua("return vim.b.run_bash_run and vim.api.nvim_get_current_buf()"))
+    assert ed.lua("return vim.fn.bufname(...)", buf) == name
+    assert ed.lua("return vim.bo[...].filetype", buf) == "diff"
+    ed.nvim.command("close")
+
+
+@pytest.mark.parametrize("backend", CONFINING_BACKENDS)
+def test_gitignore_exposure_never_deletes_secrets_env(ed, tmp_path, backend):
+    """The issue's case through the host: a run drops `secrets/` from .gitignore; undo must not
+    delete secrets/.env (whether undo kept it within the budget or not)."""
+    use(ed, backend, ignored_total=0)  # secrets/ not kept: the dangerous case
+    proj = repo(tmp_path)
+    sh("mkdir secrets && echo TOKEN=s3cret > secrets/.env && echo secrets/ >> .gitignore", proj)
+    r = run(ed, "sed -i '/secrets/d' .gitignore && echo more >> notes.md", proj)
+    assert sorted(r["changes"]["paths"]) == ["M .gitignore", "M notes.md"], r["changes"]
+    done = undo(ed, r["id"])
+    assert done["errors"] == [] and done["removed"] == []
+    assert (proj / "secrets" / ".env").read_text() == "TOKEN=s3cret\n"
+    assert "secrets/" in (proj / ".gitignore").read_text()
