@@ -55,11 +55,11 @@ function M.prompt_text(a, answer)
         or "it matches the pause list"
       local rule = not absent(verdict.rule) and fmt(" (rule: %s)", verdict.rule) or ""
       local class = hits[1] and fmt(" [%s]", hits[1].effect) or ""
-      table.insert(lines, "Paused" .. class .. ": " .. why .. rule)
+      table.insert(lines, "Paused: " .. why .. rule .. class)
     else
-      table.insert(lines, "Paused:")
+      table.insert(lines, "Paused: " .. #hits .. " reasons")
       for _, h in ipairs(hits) do
-        table.insert(lines, fmt("- [%s] %s", h.effect, h.reason))
+        table.insert(lines, fmt("- %s [%s]", h.reason, h.effect))
       end
     end
     if not absent(verdict.undo_why) and verdict.undo_why ~= "" then

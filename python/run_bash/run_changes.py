@@ -51,6 +51,7 @@ DIFF_MAX_BYTES = 8 * 1024 * 1024  # a longer diff is cut (a buffer of it would s
 # A run whose change set could not be written at host shutdown within this time has none.
 SHUTDOWN_FINISH_S = 3.0
 PROJECT_CACHE_S = 5.0  # how long the gate trusts where a directory's project is
+QUIET = "\0"  # marks a reason not to record that is no news to the agent (no project here)
 
 
 class _Backend(Protocol):
@@ -261,10 +262,13 @@ class RunChanges:
             token, why, uncovered = None, f"internal error ({err}; details in the log)", None
         if uncovered is not None or (spec is not None and why is not None):
             s.cover = None
-            s.hold = uncovered or f"undo cannot record this run: {why}"
+            s.hold = uncovered or f"undo cannot record this run: {(why or '').removeprefix(QUIET)}"
             return
         if why is not None:
-            s.notices.append(f"changes not recorded: {why}")
+            quiet = why.startswith(QUIET)
+            why = why.removeprefix(QUIET)
+            if not quiet:
+                s.notices.append(f"changes not recorded: {why}")
             s.changes = {"not_recorded": why}
         else:
             s.change_token = token
@@ -284,7 +288,8 @@ class RunChanges:
         spec: CoverSpec | None = None,
     ) -> tuple[Token | None, str | None, str | None]:
         """(token, None, None), (None, why the run is not recorded, None), or (None, None, why
-        undo does not cover what the gate let through)."""
+        undo does not cover what the gate let through). A quiet reason (no project here) is
+        marked with a leading ``QUIET``."""
         from run_bash.changes import NotRecorded
 
         store = self.store
@@ -298,7 +303,7 @@ class RunChanges:
         elif project:
             self._too_big.pop(project, None)
         if isinstance(got, NotRecorded):
-            return None, got.reason, None
+            return None, (QUIET if got.quiet else "") + got.reason, None
         if spec is not None:
             why = self._covers(got.project, got.before, spec, writable)
             if why:

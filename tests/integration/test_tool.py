@@ -731,6 +731,11 @@ def test_the_change_set_line_follows_the_output(tool: Tool) -> None:
 
 
 def test_an_agent_run_reports_what_it_changed_unless_undo_is_off(nosandbox: Tool) -> None:
+    # Outside a project nothing is recorded, and the agent is not told (there is nothing there
+    # to protect); the result's `changes` says why.
+    rec = nosandbox.call({"cmd": "echo loose > loose.txt"})
+    assert rec["llm"] == "Success.\nOutput:\n\n(no output)"
+    (nosandbox.ed.work / "package.json").write_text("{}\n")  # the working directory: a project
     rec = nosandbox.call({"cmd": "echo made > made.txt"})
     assert rec["llm"].startswith("Success.\n")
     assert rec["llm"].endswith("Output:\n\n(no output)\n\nChanged files: A made.txt"), rec["llm"]

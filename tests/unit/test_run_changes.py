@@ -117,7 +117,8 @@ async def test_a_run_in_home_is_not_recorded_and_says_so(svc):
     assert r["changes"] == {
         "not_recorded": "the project would be your home directory (run in a project directory)"
     }
-    assert any(n.startswith("changes not recorded: the project would be") for n in r["notices"])
+    # No news for the agent (there is nothing to protect there): no note in its result.
+    assert not any("changes not recorded" in n for n in r["notices"])
     [line] = audit_lines(svc, "run")
     assert line["changes"]["not_recorded"].startswith("the project would be your home")
 

@@ -110,6 +110,9 @@ class NotRecorded:
 
     reason: str
     lasting: bool = False
+    # Nothing here to record (no project, or none the sandbox can write): the run says so in its
+    # ``changes``, the agent's result carries no note about it.
+    quiet: bool = False
 
     def __str__(self) -> str:
         return f"changes not recorded: {self.reason}"
@@ -532,10 +535,10 @@ class ChangeStore(Records):
         walked. Returns a Token for ``finish``, or NotRecorded with the reason."""
         project, why = self.project_for(cwd)
         if project is None:
-            return NotRecorded(why or "no project")
+            return NotRecorded(why or "no project", quiet=True)
         roots, why = scope_of(project, writable)
         if roots is None:
-            return NotRecorded(why or "nothing to record")
+            return NotRecorded(why or "nothing to record", quiet=True)
         return self._begin(run_id, project, undo_of, label, roots)
 
     def _begin(
