@@ -264,3 +264,21 @@ def test_a_run_that_changes_nothing_walks_nothing(tmp_path, home, repo):
     assert (store.walks, store.quick_walks) == (walks, quick)  # inotify saw nothing: no walk
     before = tree_hash(repo)
     assert before == tree_hash(repo)
+
+
+def test_a_write_through_one_name_of_a_hard_link_is_seen_at_the_other(tmp_path, home, repo):
+    """inotify reports the directory of the name written through; the other name's directory is
+    listed again too, so the quick end sees both (without waiting for a full check)."""
+    os.link(repo / "docs" / "index.md", repo / "src" / "linked.md")
+    store = store_with(tmp_path, home)
+    store.finish(begin(store, "r0", repo))
+    store.settle()
+    tok = begin(store, "r1", repo)
+    walks = store.walks
+    sh("echo through-docs >> docs/index.md", repo)
+    cs = store.finish(tok)
+    assert store.walks == walks  # no full walk: the quick end listed both directories
+    assert {c.path for c in cs.changes} == {"docs/index.md", "src/linked.md"}
+    store.undo("r1")
+    assert (repo / "docs" / "index.md").read_text() == "# Title\n"
+    assert (repo / "src" / "linked.md").read_text() == "# Title\n"

@@ -78,7 +78,8 @@ class Snapshot:
     changed an ignore file, so the next start classifies again. ``limits`` are the
     (max_file_size, ignored_file_max, ignored_total) the decisions were made under. ``scope``:
     the directories walked (project-relative; ``("",)`` is the whole project), the part of the
-    project the runs could write.
+    project the runs could write. ``links``: files with more than one name, by inode (a write
+    through one name changes the others, and inotify reports only the name written through).
     """
 
     dirs: dict[str, dict[str, Entry]]
@@ -95,6 +96,7 @@ class Snapshot:
     rules_stale: bool = False
     limits: tuple[int, int, int] = (0, 0, 0)
     scope: tuple[str, ...] = ("",)
+    links: dict[str, int] = field(default_factory=dict)
 
     def entry(self, path: str) -> Entry | None:
         parent, _, name = path.rpartition("/")
@@ -129,6 +131,7 @@ class Snapshot:
             "rules_stale": self.rules_stale,
             "limits": self.limits,
             "scope": self.scope,
+            "links": self.links,
         }
 
     @classmethod
@@ -148,6 +151,7 @@ class Snapshot:
             bool(d["rules_stale"]),
             tuple(d["limits"]),
             tuple(d["scope"]),
+            dict(d["links"]),
         )
 
 
@@ -410,7 +414,9 @@ def merge(prev: Snapshot, part: Snapshot) -> Snapshot:
         prev.rules_stale or part.rules_stale,
         prev.limits,
         prev.scope,
+        {k: v for k, v in prev.links.items() if k.rpartition("/")[0] not in relisted},
     )
+    out.links.update(part.links)
     # The budget: ``part.ign_used`` counted the relisted directories (and what it walked new);
     # the rest is what ``prev`` counted outside them.
     used = prev.ign_used

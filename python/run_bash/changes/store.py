@@ -68,7 +68,6 @@ RECENT_KEEP_S = 24 * 3600  # ended runs remembered for overlap detection
 PROJECT_IDLE_S = 30 * 24 * 3600  # a project unused this long is dropped whole
 WATCHED_PROJECTS = 8  # inotify instances kept (the default per-user limit is 128)
 GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or when over max_store)
-CHECK_DELAY_S = 0.5  # quiet time before the store's thread checks, persists and collects
 CLOCK_REALTIME_COARSE = 5  # Linux's clock id (the time module does not name it)
 SNAP_MAGIC = b"run_bash-snapshot-3\n"
 SNAP_HEAD = struct.Struct("<QQI")  # generation, payload length, crc32
@@ -166,7 +165,7 @@ class _Plan(TypedDict):
 
 
 class _Stop(Exception):
-    """A check's walk gives way to a run that wants the project."""
+    """A check's walk gives way to a run that wants the project (checks.py)."""
 
 
 @dataclass
@@ -635,7 +634,7 @@ class ChangeStore(Records):
                     part = self._scan(
                         project, prev, watcher, only=sorted(ev.touched & prev.dirs.keys())
                     )
-                    snap = merge(prev, part)
+                    snap = self._relink(project, prev, merge(prev, part), part, watcher)
                     if snap.files <= self.limits.max_files:
                         return snap
         base = prev if prev is not None and prev.scope == roots else None
@@ -780,149 +779,66 @@ class ChangeStore(Records):
                 began_ns=token.born_ns,
                 only=sorted(ev.touched & prev.dirs.keys()),
             )
+            after = self._relink(project, prev, merge(prev, part), part, watcher, token=token)
         except OSError:
             return None, False
-        after = merge(prev, part)
         if after.files > self.limits.max_files:
             return None, False
         return after, ev.rules
 
-    # -- the store's thread: checks, snapshots to disk, collections ------------------------------
+    def _relink(
+        self,
+        project: str,
+        prev: Snapshot,
+        snap: Snapshot,
+        part: Snapshot,
+        watcher: Watcher,
+        token: Token | None = None,
+    ) -> Snapshot:
+        """``snap`` with the directories of every other name of a hard-linked file that changed
+        listed again too: a write through one name changes them all, and inotify reported only
+        the directory of the name written through."""
+        if not prev.links and not part.links:
+            return snap
+        changed = set()
+        for path, ino in part.links.items() | {(p, i) for p, i in prev.links.items()
+                                              if p.rpartition("/")[0] in part.dirs}:  # fmt: skip
+            if not same_state(prev.entry(path), snap.entry(path)):
+                changed.add(ino)
+        if not changed:
+            return snap
+        dirs = {
+            p.rpartition("/")[0]
+            for p, i in prev.links.items()
+            if i in changed and p.rpartition("/")[0] not in part.dirs
+        }
+        dirs &= snap.dirs.keys()
+        if not dirs:
+            return snap
+        book = RuleBook(frozen=token.before) if token is not None else None
+        more = self._scan(
+            project,
+            snap,
+            watcher,
+            book=book,
+            finishing=token is not None,
+            began_ns=token.born_ns if token is not None else 0,
+            only=sorted(dirs),
+        )
+        return merge(snap, more)
 
     def _schedule(self, key: str, project: str) -> None:
-        with self._mu:
-            self._to_check[key] = (project, time.monotonic() + CHECK_DELAY_S)
-            if self._checker is None or not self._checker.is_alive():
-                self._checker = threading.Thread(
-                    target=self._check_loop, name="run_bash-changes-check", daemon=True
-                )
-                self._checker.start()
-            self._wake.notify_all()
+        """Check, write and collect once the project is quiet (checks.py)."""
+        from .checks import schedule
 
-    def _check_loop(self) -> None:
-        while True:
-            with self._mu:
-                if not self._to_check:
-                    self._wake.wait(timeout=60.0)
-                    if not self._to_check:
-                        self._checker = None
-                        return
-                    continue
-                key, (project, due) = min(self._to_check.items(), key=lambda kv: kv[1][1])
-                wait = due - time.monotonic()
-                if wait > 0:
-                    self._wake.wait(timeout=wait)
-                    continue
-                del self._to_check[key]
-                self._checking += 1
-            try:
-                self._check(key, project, quiet=True)
-            except Exception:  # a failed check leaves the quick change set; never kill the loop
-                log.exception("run_bash: checking the end of a run in %s failed", project)
-            finally:
-                with self._mu:
-                    self._checking -= 1
-                    self._wake.notify_all()
-
-    def _check(self, key: str, project: str, quiet: bool = False) -> None:
-        """Check the last quick end, write the snapshot, collect if due. ``quiet``: give way to
-        any run that wants the project (it will be done after that run instead)."""
-        self._init()
-        with self._locked(key, project, check=True) as proj:
-            state = self._read_state(key)
-            try:
-                self._check_locked(key, proj, state, proj if quiet else None)
-            except _Stop:
-                self.stopped += 1
-                return  # the run that stopped it schedules the next one
-            if proj.snapshot is not None and proj.gen == state["gen"]:
-                self._save_snapshot(key, proj, state)
-            self._write_state(key, state)
-        self._maybe_collect()
+        schedule(self, key, project)
 
     def settle(self) -> None:
         """Run now the checks still due after quick run ends (``get``, ``undo`` and ``close``
         call it, so what they read is complete)."""
-        with self._mu:
-            due = dict(self._to_check)
-            self._to_check.clear()
-        for key, (project, _when) in due.items():
-            self._check(key, project)
-        with self._mu:
-            while self._checking:
-                self._wake.wait()
+        from .checks import settle
 
-    def _check_locked(
-        self, key: str, proj: _Project, state: dict[str, Any], stop: _Project | None
-    ) -> None:
-        """Walk the whole project after a quick run end; add to that run's change set what
-        inotify did not report (a write through a hard link from outside the project, by a
-        process outside run_bash through a shared mapping it still holds). Changes in
-        directories with events since the run ended are someone else's and are not added."""
-        pend = proj.pending
-        if pend is None:
-            return
-        watcher = self._watcher(key)
-        since = watcher.take()
-        latest = self._load_snapshot(key, proj, state)
-        if latest is not pend.after:
-            proj.pending = None
-            return
-        try:
-            full = self._scan(
-                pend.project,
-                latest,
-                watcher,
-                book=RuleBook(frozen=pend.before),
-                roots=latest.scope,
-                finishing=True,
-                began_ns=pend.began_ns,
-                events=since,
-                stop=stop,
-            )
-        except (TooManyFiles, OSError):
-            proj.pending = None
-            return  # the watcher stays invalid: the next start walks and decides
-        proj.pending = None
-        full.rules_stale = latest.rules_stale
-        self._set(proj, full)
-        late = watcher.take()  # changes during the walk: it may have missed them
-        since.merge(late)
-        if not late:
-            watcher.end_walk(proj.version)
-        if since.unknown:
-            return
-        moved = since.moved
-        missed = []
-        for path, _was, now in diff(pend.after, full):
-            parent = path.rpartition("/")[0]
-            if parent in since.touched or parent not in pend.after.dirs:
-                continue
-            if any(a in moved for a in _ancestors(path)):
-                continue
-            missed.append((path, now))
-        if not missed:
-            return
-        cs = pend.change_set
-        by_path = {c.path: c for c in cs.changes}
-        for path, now in missed:
-            ch = by_path.get(path) or Change(path, pend.before.entry(path), None)
-            ch.after = now
-            by_path[path] = ch
-        cs.changes = sorted(
-            (c for c in by_path.values() if not same_state(c.before, c.after)),
-            key=lambda c: os.fsencode(c.path),
-        )
-        cs.__post_init__()
-        extra = "some changes were found by the full check after the run (inotify missed them)"
-        cs.note = f"{cs.note}; {extra}" if cs.note else extra
-        runs = os.path.join(self._pdir(key), "runs")
-        if not cs.seq:
-            last = max((int(n[:8]) for n in os.listdir(runs) if n[:8].isdigit()), default=0)
-            state["seq"] = cs.seq = max(state["seq"], last) + 1
-        rec = json.dumps(cs.to_json(), separators=(",", ":")).encode()
-        _write_inplace(os.path.join(runs, f"{cs.seq:08d}-{cs.run_id}.json"), rec)
-        self.amended += 1
+        settle(self)
 
     def abandon(self, token: Token) -> None:
         """Forget a begun run that will never start (its command could not be spawned)."""

@@ -327,6 +327,7 @@ class _Walk:
         self.files = self.total = self.seen = 0
         self.nested: list[str] = []
         self.stale = False
+        self.links: dict[str, int] = {}
         self.base_used = 0  # ``only``: the budget spent outside the directories listed again
 
     # -- counting --------------------------------------------------------------------------------
@@ -429,6 +430,8 @@ class _Walk:
                 and old[MODE] | stat.S_IFREG == st.st_mode
             ):
                 kids[name] = self.count(old)
+                if st.st_nlink > 1:
+                    self.links[join(rel, name)] = st.st_ino
                 if name in roots_here:
                     path = join(rel, name)
                     self.ign[path] = self.prev_roots[path]
@@ -443,6 +446,8 @@ class _Walk:
             ):
                 ent = (*ent[:7], True)
             kids[name] = ent
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                self.links[join(rel, name)] = st.st_ino
         if self.finishing and not same_state(kids.get(".gitignore"), before.get(".gitignore")):
             self.stale = True  # an ignore file changed: the next start classifies again
         self.out[rel] = before if before and kids == before else kids
@@ -725,6 +730,7 @@ class _Walk:
             self.stale,
             self.limits.key,
             self.roots,
+            self.links,
         )
 
 
