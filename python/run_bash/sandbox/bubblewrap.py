@@ -36,7 +36,7 @@ import contextlib
 import os
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import ClassVar
 
 from run_bash.config import Config
@@ -69,28 +69,26 @@ def bwrap_path() -> str | None:
     )
 
 
-@lru_cache(maxsize=1)
+@cache
+def util_linux(name: str) -> str | None:
+    """A util-linux tool (``nsenter``, ``prlimit``, ``unshare``): the system's own first, then
+    whatever ``PATH`` has."""
+    for p in (f"/usr/bin/{name}", f"/bin/{name}"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which(name)
+
+
 def nsenter_path() -> str | None:
-    for p in ("/usr/bin/nsenter", "/bin/nsenter"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("nsenter")
+    return util_linux("nsenter")
 
 
-@lru_cache(maxsize=1)
 def prlimit_path() -> str | None:
-    for p in ("/usr/bin/prlimit", "/bin/prlimit"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("prlimit")
+    return util_linux("prlimit")
 
 
-@lru_cache(maxsize=1)
 def unshare_path() -> str | None:
-    for p in ("/usr/bin/unshare", "/bin/unshare"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("unshare")
+    return util_linux("unshare")
 
 
 # Each run starts in a pid namespace of its own (``unshare --pid --fork``) whose first process

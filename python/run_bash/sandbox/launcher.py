@@ -795,21 +795,28 @@ class Launcher:
         chan.settimeout(None)
         return Run(chan, pid, fds[0])
 
-    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
-        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
-        (``(user ns fd, net ns fd)``). Raises OSError."""
+    def _fds(self, req: dict[str, Any], count: int, netns: Sequence[int] = ()) -> list[int]:
+        """Send a request that answers with ``count`` descriptors and nothing else (the run's
+        output goes nowhere). Raises SpawnError."""
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            chan, _msg, fds = self.request({"connect": port}, devnull, devnull, netns)
-        except SpawnError as e:
-            raise ConnectionRefusedError(str(e)) from e
+            chan, _msg, fds = self.request(req, devnull, devnull, netns)
         finally:
             os.close(devnull)
         chan.close()
-        if len(fds) != 1:
+        if len(fds) != count:
             for fd in fds:
                 os.close(fd)
-            raise ConnectionRefusedError(f"no connection to port {port}")
+            raise SpawnError(f"the sandbox launcher answered {req!r} with {len(fds)} descriptors")
+        return fds
+
+    def connect(self, port: int, netns: Sequence[int]) -> socket.socket:
+        """A socket connected to ``port`` on the loopback of the network namespace ``netns``
+        (``(user ns fd, net ns fd)``). Raises OSError."""
+        try:
+            fds = self._fds({"connect": port}, 1, netns)
+        except SpawnError as e:
+            raise ConnectionRefusedError(f"no connection to port {port}: {e}") from e
         sock = socket.socket(fileno=fds[0])
         sock.setblocking(True)  # the file was non-blocking in the connecting process
         return sock
@@ -817,16 +824,7 @@ class Launcher:
     def netns(self) -> tuple[int, int]:
         """A new loopback-only network namespace: descriptors ``(user ns, net ns)``
         (``make_netns``). Raises SpawnError."""
-        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            chan, _msg, fds = self.request({"netns": True}, devnull, devnull)
-        finally:
-            os.close(devnull)
-        chan.close()
-        if len(fds) != 2:
-            for fd in fds:
-                os.close(fd)
-            raise SpawnError("the sandbox launcher sent no namespace")
+        fds = self._fds({"netns": True}, 2)
         return fds[0], fds[1]
 
     def probe(self, req: dict[str, Any], netns: Sequence[int] = ()) -> str:
