@@ -467,12 +467,13 @@ def test_what_changed_between_the_answer_and_the_start_asks_after_all(editor):
         pytest.skip("no confining backend here")
     editor.lua(
         "require('run_bash').setup(...)",
-        {"sandbox": {"backend": backend}, "undo": {"max_file_size": "4K"}},
+        {"sandbox": {"backend": backend}, "undo": {"ignored_file_max": "4K"}},
     )
     p = project(editor)
     a = check(editor, "rm -rf build", p)
     assert a["needs_approval"] is False
-    (p / "build" / "huge.bin").write_bytes(os.urandom(10_000))  # now undo cannot keep it
+    # build/ is ignored: a file in it over undo.ignored_file_max is one undo cannot keep.
+    (p / "build" / "huge.bin").write_bytes(os.urandom(10_000))
     editor.lua(
         "_G.__res = nil; require('run_bash').run({ cmd = 'rm -rf build', cwd = ..., "
         "decision_id = select(2, ...) }, function(r) _G.__res = r end)",

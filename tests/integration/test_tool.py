@@ -393,6 +393,31 @@ def test_real_checker_decisions_in_the_sandbox(tool: Tool) -> None:
     assert gate == [False, True, True, False, False]
 
 
+def test_the_tool_asks_only_about_what_undo_cannot_take_back(tool: Tool) -> None:
+    """Effects, not text: in a project whose undo covers `build/`, the tool does not ask before
+    `rm -rf build`; it asks before a signal, a mix of both, and again with the opt-out."""
+    if not tool.sandboxed():
+        pytest.skip("the default sandbox backend is not available here")
+    work = tool.ed.work
+    (work / "package.json").write_text("{}\n")
+    (work / "build").mkdir()
+    (work / "build" / "out.js").write_text("built\n")
+    tool.ed.run_sync({"cmd": "true", "cwd": str(work)})  # the project's undo index
+    ask = """
+        local t = require('run_bash.tool')
+        local out = {}
+        for _, cmd in ipairs(...) do
+          table.insert(out, t.needs_approval({ args = { cmd = cmd } }, {}))
+        end
+        return out
+        """
+    cmds = ["rm -rf build", "kill -9 999999", "rm -rf build; kill -9 999999"]
+    assert tool.ed.lua(ask, cmds) == [False, True, True]
+    tool.setup(lua="{ pauselist = { ask_reversible = true } }")
+    tool.ed.run_sync({"cmd": "true", "cwd": str(work)})
+    assert tool.ed.lua(ask, cmds) == [True, True, True]
+
+
 def test_lua_function_pause_rule_is_honoured(tool: Tool) -> None:
     if not tool.sandboxed():
         pytest.skip("the default sandbox backend is not available here")
