@@ -93,19 +93,36 @@ def measure(files: int, total_bytes: int, n: int, backend: str) -> dict[str, Any
         nvim = attach()
         setup(nvim, backend, False)
         runs(nvim, project, ["true"] * 3)  # the backend's first run (its fork server) out of it
-        c0 = host_cpu_ms(nvim)
-        off_back = runs(nvim, project, trues)
-        off_cpu = (host_cpu_ms(nvim) - c0) / n
-        off_apart = runs(nvim, project, trues[: n // 2], APART_S)
         setup(nvim, backend, True)
         c0 = host_cpu_ms(nvim)
         first = runs(nvim, project, ["true"])[0]
         first_cpu = host_cpu_ms(nvim) - c0
         time.sleep(1.0 + files / 20_000)  # the snapshot is written when the project is quiet
-        c0 = host_cpu_ms(nvim)
-        back = runs(nvim, project, trues)
-        back_cpu = (host_cpu_ms(nvim) - c0) / n
-        apart = runs(nvim, project, trues[: n // 2], APART_S)
+        # Undo on and off in alternating blocks, so that the machine's drift (a shared machine's
+        # load comes and goes) falls on both sides alike.
+        off_back: list[float] = []
+        back: list[float] = []
+        off_cpu = back_cpu = 0.0
+        block = max(2, n // 4)
+        for _ in range(4):
+            for enabled, out in ((False, off_back), (True, back)):
+                setup(nvim, backend, enabled)
+                c0 = host_cpu_ms(nvim)
+                out += runs(nvim, project, trues[:block])
+                spent = host_cpu_ms(nvim) - c0
+                if enabled:
+                    back_cpu += spent
+                else:
+                    off_cpu += spent
+        off_cpu /= len(off_back)
+        back_cpu /= len(back)
+        off_apart: list[float] = []
+        apart: list[float] = []
+        for _ in range(2):
+            for enabled, out in ((False, off_apart), (True, apart)):
+                setup(nvim, backend, enabled)
+                out += runs(nvim, project, trues[:3], APART_S)
+        setup(nvim, backend, True)
         time.sleep(1.0 + files / 20_000)
         size0 = du(store)
         edit = runs(nvim, project, edits)
@@ -160,8 +177,8 @@ def run() -> list[Row]:
                 "value": m["off_back"],
                 "unit": "ms",
                 "goal": "",
-                "note": f"request to result, median of {RUNS} back to back; {APART_S:.0f} s "
-                f"apart {m['off_apart']:.1f} ms; load average {load}",
+                "note": f"request to result, median of {RUNS} back to back (in blocks alternating "
+                f"with undo on); {APART_S:.0f} s apart {m['off_apart']:.1f} ms; load average {load}",
             },
             {
                 "name": f"{pre}: `true` back to back, added",
