@@ -128,10 +128,13 @@ def measure(files: int, total_bytes: int, n: int, backend: str) -> dict[str, Any
         edit = runs(nvim, project, edits)
         time.sleep(1.0 + files / 20_000)
         growth = (du(store) - size0) / n
-        setup(nvim, backend, False)
-        off_edit = runs(
-            nvim, project, [f"echo 'again {i}' >> pkg1/mod1/file41.py" for i in range(n)]
-        )
+        off_edit: list[float] = []
+        edit = []
+        for k in range(4):
+            for enabled, out in ((False, off_edit), (True, edit)):
+                setup(nvim, backend, enabled)
+                cmds = [f"echo '{k} {i}' >> pkg1/mod1/file41.py" for i in range(block)]
+                out += runs(nvim, project, cmds)
         return {
             "off_back": statistics.median(off_back),
             "off_apart": statistics.median(off_apart),
