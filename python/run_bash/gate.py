@@ -132,6 +132,8 @@ class Answer(Wire):
     undo_why: str = ""
     # What undo was asked to cover (checked again before the run starts).
     cover: dict[str, Any] | None = None
+    # Every simple command the pause list saw (argv), for what undo must cover.
+    commands: list[list[str]] = field(default_factory=list)
 
 
 def lua_results(value: object, calls: Sequence[Sequence[Any]]) -> list[LuaResult] | None:
@@ -264,6 +266,7 @@ def decide(
         undoable=undoable,
         undo_why=undo_why,
         cover=dict(undo.spec) if undoable and undo is not None else None,
+        commands=[list(a) for a in verdict.get("commands") or [] if isinstance(a, (list, tuple))],
     )
 
 
@@ -328,6 +331,7 @@ class Gate:
             "lua_calls": answer.lua_calls,
             "effect": answer.effect,
             "hits": answer.hits,
+            "commands": answer.commands,
         }
         where = Where(answer.backend, answer.sandboxed, answer.unavailable, answer.chosen_because)
         new = decide(

@@ -111,12 +111,28 @@ class Cover:
 GLOB_CHARS = frozenset("*?[")
 
 
-def cover_spec(cwd: str, hits: Sequence[Mapping[str, Any]], home: str | None) -> CoverSpec:
+# Commands that can make a path name something else before a later command of the same line
+# acts on it: a symlink to outside what undo keeps (``ln -s .git x; rm -rf x/*``), or content
+# moved into a covered target (``mv .git/objects build/; rm -rf build``). With one of them in
+# the line, a reversible reason goes without asking only when everything the run can write is
+# covered.
+RESHAPERS = frozenset({"ln", "mv", "link", "rename", "symlink"})
+
+
+def cover_spec(
+    cwd: str,
+    hits: Sequence[Mapping[str, Any]],
+    home: str | None,
+    commands: Sequence[Sequence[str]] = (),
+) -> CoverSpec:
     """The paths the pause list's reversible reasons name, as absolute paths (a glob stands for
-    the directory it is in; ``~`` for ``home``); git's reasons stand for the whole project."""
+    the directory it is in; ``~`` for ``home``); git's reasons stand for the whole project.
+    ``commands`` (every simple command the pause list saw) with one of ``RESHAPERS``: every
+    place the run can write."""
     base = os.path.realpath(cwd)
     paths: list[str] = []
-    git = everything = False
+    git = False
+    everything = any(argv and argv[0] in RESHAPERS for argv in commands)
     for hit in hits:
         targets = hit.get("targets")
         if hit.get("rule") == "git":

@@ -337,7 +337,8 @@ class Service:
             return None
         from run_bash.run_changes import cover_spec
 
-        spec = cover_spec(cwd, hits, self.environ.get("HOME"))
+        commands = [a for a in verdict.get("commands") or [] if isinstance(a, (list, tuple))]
+        spec = cover_spec(cwd, hits, self.environ.get("HOME"), commands)
         cover = self.recorder.coverage(spec)
         plain_spec = {
             "cwd": spec.cwd,
@@ -362,7 +363,12 @@ class Service:
         results = lua_results(opts.get("lua_results"), answer.lua_calls)
         if results is not None:
             where = Where(answer.backend, answer.sandboxed, answer.unavailable)
-            verdict = {"pause": answer.pause, "effect": answer.effect, "hits": answer.hits}
+            verdict = {
+                "pause": answer.pause,
+                "effect": answer.effect,
+                "hits": answer.hits,
+                "commands": answer.commands,
+            }
             undo = self._undo_cover(verdict, answer.cwd or os.getcwd(), where)
             answer = self.gate.with_results(answer, results, undo, self._ask_reversible())
         if ask and not answer.ask:
