@@ -282,3 +282,14 @@ def test_a_write_through_one_name_of_a_hard_link_is_seen_at_the_other(tmp_path, 
     store.undo("r1")
     assert (repo / "docs" / "index.md").read_text() == "# Title\n"
     assert (repo / "src" / "linked.md").read_text() == "# Title\n"
+
+
+def test_a_run_whose_writable_part_is_ignored_records_nothing(tmp_path, home, repo):
+    (repo / "build" / "deep").mkdir(parents=True)
+    got = store_with(tmp_path, home).begin(
+        "r1", str(repo / "build" / "deep"), writable=[str(repo / "build" / "deep")]
+    )
+    assert isinstance(got, NotRecorded) and "build is ignored" in got.reason
+    # The control: a directory nothing ignores is recorded.
+    tok = store_with(tmp_path, home).begin("r2", str(repo / "src"), writable=[str(repo / "src")])
+    assert isinstance(tok, Token)

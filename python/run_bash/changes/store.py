@@ -58,7 +58,7 @@ from .project import find_project, scope_of, trusted_fs
 from .records import Records
 from .render import Change, ChangeSet, entry_from_json, entry_to_json
 from .snapshot import DIR_FLAGS, Entry, Snapshot, TooManyFiles, diff, merge, same_state
-from .walk import RuleBook, WalkLimits, read_exclude, scan
+from .walk import RuleBook, WalkLimits, ignored_above, read_exclude, scan
 from .watch import Events, Watcher
 
 MIB = 1024 * 1024
@@ -538,7 +538,29 @@ class ChangeStore(Records):
         roots, why = scope_of(project, writable)
         if roots is None:
             return NotRecorded(why or "nothing to record", quiet=True)
+        inside = self._ignored_scope(project, roots)
+        if inside is not None:
+            return NotRecorded(f"{inside} is ignored (.gitignore): nothing to keep", quiet=True)
         return self._begin(run_id, project, undo_of, label, roots)
+
+    @staticmethod
+    def _ignored_scope(project: str, roots: tuple[str, ...]) -> str | None:
+        """An ignored directory a scope root lies in (a run in ``node_modules/x``), or None."""
+        if roots == ("",):
+            return None
+        try:
+            fd = os.open(project, DIR_FLAGS)
+        except OSError:
+            return None
+        try:
+            for r in roots:
+                with contextlib.suppress(OSError):
+                    got = ignored_above(fd, r)
+                    if got is not None:
+                        return os.path.join(project, got)
+        finally:
+            os.close(fd)
+        return None
 
     def _begin(
         self,

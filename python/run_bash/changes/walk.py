@@ -149,6 +149,28 @@ class RuleBook:
         return rules
 
 
+def ignored_above(root_fd: int, rel: str) -> str | None:
+    """The first directory on the way to ``rel`` (itself included) that the ignore rules on
+    disk ignore, or None: a walk that starts inside it would not know that all of it is."""
+    if not rel:
+        return None
+    book = RuleBook()
+    parts = rel.split("/")
+    for i in range(len(parts)):
+        parent, here = "/".join(parts[:i]), "/".join(parts[: i + 1])
+        rules = book.above(root_fd, parent)
+        fd = open_dir(root_fd, parent)
+        try:
+            data = book.own(fd, parent)
+        finally:
+            os.close(fd)
+        if data:
+            rules = rules.child(Source(parent, parse(data)))
+        if rules.ignored(here, True):
+            return here
+    return None
+
+
 def _has_git(fd: int) -> bool:
     try:
         os.stat(".git", dir_fd=fd, follow_symlinks=False)
