@@ -385,3 +385,21 @@ def test_gitignore_exposure_never_deletes_secrets_env(ed, tmp_path, backend):
     assert done["errors"] == [] and done["removed"] == []
     assert (proj / "secrets" / ".env").read_text() == "TOKEN=s3cret\n"
     assert "secrets/" in (proj / ".gitignore").read_text()
+
+
+@pytest.mark.parametrize("backend", CONFINING_BACKENDS)
+def test_a_write_through_a_shared_mapping_is_in_the_runs_change_set(ed, tmp_path, backend):
+    """inotify has no event for a write through a shared mmap, but reports the file when the
+    mapping goes, which is before the run's end: the change set has it at once."""
+    use(ed, backend)
+    proj = repo(tmp_path)
+    code = (
+        "import mmap, os; fd = os.open('src/app.py', os.O_RDWR); m = mmap.mmap(fd, 0); "
+        "os.close(fd); m[0:5] = b'PRINT'; os._exit(0)"
+    )
+    r = run(ed, f'python3 -c "{code}"', proj)
+    assert r["exit_code"] == 0, r["output"]
+    assert (proj / "src" / "app.py").read_text().startswith("PRINT")
+    assert r["changes"]["paths"] == ["M src/app.py"], r["changes"]
+    undo(ed, r["id"])
+    assert (proj / "src" / "app.py").read_text() == "print(1)\nchanged\n"

@@ -2,10 +2,10 @@
 
 Each case builds a random project (nested and empty directories, text and binary files, modes
 000 to 755, symlinks inside, outside and dangling, names with spaces, newlines, bytes that are not
-UTF-8 and leading dashes, a ``.gitignore`` with ignored files and directories, some small and
-some over the ignored budget, a repository with staged, unstaged and untracked work), runs one
-random sequence of destructive operations in one sandboxed command (edits to ``.gitignore``
-among them), undoes it, and compares the whole work tree path by path: what differs after the
+UTF-8 and leading dashes, hard links, a ``.gitignore`` with ignored files and directories, some
+small and some over the ignored budget, a repository with staged, unstaged and untracked work),
+runs one random sequence of destructive operations in one sandboxed command (edits to
+``.gitignore`` and writes through a shared mapping among them), undoes it, and compares the whole work tree path by path: what differs after the
 undo must be exactly what the undo reported as not recovered (or left in place), and everything
 else must be back byte for byte, modes and link targets included. The seeds are fixed: a failure
 names its seed, and ``RUN_BASH_UNDO_SEEDS=a-b`` runs others.
@@ -45,6 +45,11 @@ NAMES = [
     b"deep",
     b"e",
 ]
+# A write through a shared mapping, which inotify reports only when the mapping goes.
+MMAP_WRITE = (
+    "import mmap, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); m = mmap.mmap(fd, 0); "
+    "os.close(fd); m[0:1] = b'Z'; os._exit(0)"
+)
 MODES = [0o644, 0o600, 0o755, 0o444, 0o000, 0o640]
 DIR_MODES = [0o755, 0o700, 0o750]
 
@@ -142,6 +147,12 @@ class Tree:
                 ]
             )
             os.symlink(target, self.path(link))
+        if len(self.files) >= 2 and rng.random() < 0.5:  # a file with two names
+            f = rng.choice(self.files)
+            other = os.path.join(os.path.dirname(f), b"hard" + os.path.basename(f))
+            if not os.path.lexists(self.path(other)):
+                os.link(self.path(f), self.path(other))
+                self.files.append(other)
         # A repository with history, staged, unstaged and untracked work.
         git(self.root, "add", "-A")
         git(self.root, "commit", "-qm", "start", "--allow-empty")
@@ -190,6 +201,7 @@ class Tree:
                         f"mv -f -- {p} {other}",
                         f"mv -f -- {p} {new}",
                         f"echo appended >> {p}",
+                        f"python3 -c {MMAP_WRITE!r} {p}",
                         f"printf 'rewritten\\0' > {p}",
                         f"truncate -s 0 -- {p}",
                         f"chmod {rng.choice(['000', '755', '600', 'u+x', 'go-r'])} -- {p}",
