@@ -91,6 +91,16 @@ BASE_COMMANDS = [
     "python - <<'EOF'\nimport json\nprint(json.dumps({'ok': True}))\nEOF",
     'eval "$(ssh-agent -s)"',
     "$EDITOR README.md",
+    'python3 -c \'import subprocess; print(subprocess.check_output(["git", "status"]))\'',
+    "node -e \"require('child_process').execSync('npm run build', {stdio: 'inherit'})\"",
+    "perl -pi -e 's/foo/bar/g' src/*.txt",
+    "aws --profile dev s3 ls s3://bucket/prefix/",
+    "docker compose -f docker-compose.prod.yml up -d --build",
+    "dotenv -e .env.local -- npm run dev",
+    "tar -xzf release.tgz --to-command='sha256sum'",
+    "cd web && rm -rf node_modules && npm ci",
+    "git -c core.quotepath=off log --oneline -5",
+    "ssh -o StrictHostKeyChecking=no deploy@host 'cd /srv/app && git pull'",
 ]
 VARIANTS = [
     "{}",

@@ -418,7 +418,7 @@ def guard_rows(root: str, n: int, true_ms: float) -> list[Row]:
             "value": policy_ms,
             "unit": "ms",
             "goal": "",
-            "note": "one lstat per directory of the project to find new repositories",
+            "note": "one lstat per directory of every writable grant to find new repositories",
         },
         {
             "name": "guard: trusted states + watches + post-run check per run",

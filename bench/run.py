@@ -2,8 +2,8 @@
 
 Numbers are printed, never asserted: these machines are noisy. Sections: host (cold start, RPC round
 trip), runtime (end-to-end `true`, a 200 MB output flood, 50 background sessions), and the checker,
-sandbox, change-store and waiting benchmarks in bench_checker.py / bench_sandbox.py /
-bench_changes.py / bench_wait.py, and change sets through the host with undo on and off in bench_undo.py.
+sandbox, host-read set, change-store and waiting benchmarks in bench_checker.py / bench_sandbox.py /
+bench_hostread.py / bench_changes.py / bench_wait.py, and change sets through the host with undo on and off in bench_undo.py.
 """
 
 from __future__ import annotations
@@ -349,6 +349,7 @@ def main() -> int:
     for name in (
         "bench_checker",
         "bench_sandbox",
+        "bench_hostread",
         "bench_changes",
         "bench_undo",
         "bench_history",

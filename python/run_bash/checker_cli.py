@@ -1,14 +1,17 @@
-"""`python -m run_bash check`: print pause-list verdicts as JSON.
+"""`python -m run_bash check`: print pause-list verdicts as JSON (or as text).
 
 Usage:
-    python -m run_bash check [--config FILE.json] [--] CMD...
+    python -m run_bash check [--config FILE.json] [--text] [--] CMD...
     python -m run_bash check [--config FILE.json] --batch
 
-``check CMD`` prints one JSON object ``{"pause", "reason", "rule", "command"}`` and exits 0 whatever
-the verdict (an error inside the checker pauses, with its details on stderr). ``--batch`` reads one JSON-encoded command string per stdin line and writes one verdict
-per line, in order; a line that is not a JSON string yields a paused verdict saying so.
-``--config`` reads a JSON file of plugin options and uses its ``pauselist`` key.
-Exit status 2 means a usage or configuration error.
+``check CMD`` prints one JSON object ``{"pause", "reason", "rule", "command", "effect", "hits"}``
+and exits 0 whatever the verdict (an error inside the checker pauses, with its details on
+stderr). ``effect`` is "reversible" (undo covers every reason), "irreversible" or null (no pause);
+``hits`` lists every reason with its rule, command, effect and targets. ``--text`` prints the
+reasons as lines instead, each with its class. ``--batch`` reads one JSON-encoded command string
+per stdin line and writes one verdict per line, in order; a line that is not a JSON string
+yields a paused verdict saying so. ``--config`` reads a JSON file of plugin options and uses its
+``pauselist`` key. Exit status 2 means a usage or configuration error.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from run_bash.checker import Verdict, check
 from run_bash.checker.rules import validate_rules
 
 USAGE = (
-    "usage: python -m run_bash check [--config FILE.json] [--] CMD...\n"
+    "usage: python -m run_bash check [--config FILE.json] [--text] [--] CMD...\n"
     "       python -m run_bash check [--config FILE.json] --batch"
 )
+CLASSES = {"reversible": "reversible (undo covers it)", "irreversible": "irreversible"}
 
 
 class _UsageError(Exception):
@@ -35,13 +39,20 @@ def _verdict_json(verdict: Verdict) -> str:
     if verdict.internal_error:
         # The verdict pauses and says so; the details are for whoever maintains the checker.
         print(f"run_bash: check: checker error: {verdict.internal_error}", file=sys.stderr)
-    out = {
-        "pause": verdict.pause,
-        "reason": verdict.reason,
-        "rule": verdict.rule,
-        "command": verdict.command,
-    }
-    return json.dumps(out, ensure_ascii=False)
+    data = verdict.to_dict()
+    keys = ("pause", "reason", "rule", "command", "effect", "hits")
+    return json.dumps({k: data[k] for k in keys}, ensure_ascii=False)
+
+
+def verdict_text(verdict: Verdict) -> str:
+    """The verdict for people: whether it pauses, then each reason with its class."""
+    if not verdict.pause:
+        return f"runs without asking: {verdict.reason}"
+    lines = [f"pauses, {CLASSES[verdict.effect or 'irreversible']}:"]
+    for hit in verdict.hits or []:
+        where = f" [{', '.join(hit.targets)}]" if hit.targets else ""
+        lines.append(f"  {CLASSES[hit.effect]}: {hit.reason}{where}")
+    return "\n".join(lines)
 
 
 def _load_rules(path: str) -> dict[str, Any]:
@@ -63,16 +74,18 @@ def _load_rules(path: str) -> dict[str, Any]:
     return dict(rules)
 
 
-def _parse_args(argv: list[str]) -> tuple[bool, str | None, list[str]]:
-    batch = False
+def _parse_args(argv: list[str]) -> tuple[bool, bool, str | None, list[str]]:
+    batch = text = False
     config: str | None = None
     i = 0
     while i < len(argv):
         arg = argv[i]
         if arg == "--":
-            return batch, config, argv[i + 1 :]
+            return batch, text, config, argv[i + 1 :]
         if arg == "--batch":
             batch = True
+        elif arg == "--text":
+            text = True
         elif arg == "--config":
             if i + 1 >= len(argv):
                 raise _UsageError("--config needs a file")
@@ -85,9 +98,9 @@ def _parse_args(argv: list[str]) -> tuple[bool, str | None, list[str]]:
         elif arg.startswith("-") and arg != "-":
             raise _UsageError(f"unknown option {arg} (use -- before a command starting with -)")
         else:
-            return batch, config, argv[i:]
+            return batch, text, config, argv[i:]
         i += 1
-    return batch, config, []
+    return batch, text, config, []
 
 
 def run_batch(rules: Mapping[str, Any] | None, stdin: TextIO, stdout: TextIO) -> None:
@@ -108,7 +121,7 @@ def run_batch(rules: Mapping[str, Any] | None, stdin: TextIO, stdout: TextIO) ->
 def main(argv: list[str]) -> int:
     """Run the ``check`` command with the arguments after ``check``; return the exit status."""
     try:
-        batch, config, words = _parse_args(argv)
+        batch, text, config, words = _parse_args(argv)
         rules = _load_rules(config) if config else None
         if batch and words:
             raise _UsageError("--batch reads commands from stdin; do not pass CMD too")
@@ -124,6 +137,10 @@ def main(argv: list[str]) -> int:
         return 2
     if batch:
         run_batch(rules, sys.stdin, sys.stdout)
+    elif text:
+        verdict = check(" ".join(words), rules)
+        _verdict_json(verdict)  # reports a checker error on stderr
+        print(verdict_text(verdict))
     else:
         print(_verdict_json(check(" ".join(words), rules)))
     return 0

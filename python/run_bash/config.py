@@ -244,6 +244,9 @@ class RulesConfig:
     fs_writable: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
     # Paths neither readable nor writable; nil = built-in defaults (secrets, keyrings).
     fs_denied: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
+    # PATH directories (or venvs) inside a writable grant that runs may write anyway; by default
+    # they are read-only inside the sandbox, as what a run writes there runs outside it later.
+    path_writable: tuple[str, ...] = option((), str_list, "list of strings")
 
 
 @dataclass(frozen=True)

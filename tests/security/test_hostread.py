@@ -327,22 +327,26 @@ def on_path(sbx, world: World, *dirs: Path):
     return sbx.with_config()
 
 
-def test_shim_in_project_venv_on_path(sbx, world):
+def test_a_venv_on_path_may_not_appear(sbx, world):
+    """A PATH entry inside the project that does not exist yet may not appear: the run that makes
+    it is stopped, it is removed, and the notice names it and the option that allows it."""
     venv_bin = world.project / ".venv/bin"
     rb = on_path(sbx, world, venv_bin)
     attack = (
         f"mkdir -p .venv/bin && {hook(world, 'shim')} > .venv/bin/git && chmod +x .venv/bin/git"
     )
-    control = "mkdir -p .venv/bin && printf '#!/bin/sh\\necho mine\\n' > .venv/bin/mytool && chmod +x .venv/bin/mytool"
-    r = rb.run(f"{control} && echo {CONTROL}; {attack}; echo end")
-    assert CONTROL in r.output, r.output
-    assert not (venv_bin / "git").exists()
-    assert (venv_bin / "mytool").exists()  # not shadowing anything: stays
-    assert any(".venv/bin/git" in n for n in r.notices), r.notices
+    r = rb.run(f"echo ok > other.txt && echo {CONTROL}; {attack}; sleep 2; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    assert not os.path.lexists(world.project / ".venv")
+    assert any(".venv" in n and "sandbox.rules.path_writable" in n for n in r.notices), r.notices
     found = shutil.which("git", path=world.env["PATH"])
     assert found and not found.startswith(str(venv_bin))
     subprocess.run(["git", "--version"], env=world.env, capture_output=True)
     assert pwned(world) == []
+    # The control: without the sandbox the shim is there and runs for the user.
+    rb.unconfined().run(attack)
+    subprocess.run(["git", "--version"], env=world.env, capture_output=True)
+    assert pwned(world), "the attack does not work even without a sandbox"
 
 
 @pytest.mark.parametrize("entry", [".", ""])
@@ -358,22 +362,43 @@ def test_relative_path_entry_means_the_project(sbx, world, entry):
     assert pwned(world) == []
 
 
+INSTALL = (
+    "site=$(.venv/bin/python -c 'import sysconfig;print(sysconfig.get_paths()[\"purelib\"])') && "
+    "echo 'X = 1' > $site/pkgmod.py && printf '#!/bin/sh\\necho tool\\n' > .venv/bin/pkgtool && "
+    "chmod +x .venv/bin/pkgtool && echo '# upgraded' >> .venv/bin/activate && "
+    ".venv/bin/python -c 'import pkgmod; print(\"imported\", pkgmod.X)' && .venv/bin/pkgtool"
+)
+
+
 def test_packages_install_into_the_project_venv(sbx, world):
-    """A venv that exists keeps working: its own programs may change, new ones that shadow
-    nothing appear, modules are installed."""
+    """A project venv that is not on the host's PATH stays writable: its programs change, new
+    ones appear, modules are installed, without a notice."""
     subprocess.run(
         ["python3", "-m", "venv", "--without-pip", str(world.project / ".venv")], check=True
     )
-    venv_bin = world.project / ".venv/bin"
-    rb = on_path(sbx, world, venv_bin)
-    r = rb.run(
-        "site=$(.venv/bin/python -c 'import sysconfig;print(sysconfig.get_paths()[\"purelib\"])') && "
-        "echo 'X = 1' > $site/pkgmod.py && printf '#!/bin/sh\\necho tool\\n' > .venv/bin/pkgtool && "
-        "chmod +x .venv/bin/pkgtool && echo '# upgraded' >> .venv/bin/activate && "
-        ".venv/bin/python -c 'import pkgmod; print(\"imported\", pkgmod.X)' && pkgtool"
-    )
+    r = sbx.run(INSTALL)
     assert "imported 1" in r.output and "tool" in r.output, r.output
-    assert (venv_bin / "pkgtool").exists() and r.notices == (), r.notices
+    assert (world.project / ".venv/bin/pkgtool").exists() and r.notices == (), r.notices
+
+
+def test_a_venv_on_path_is_read_only_unless_allowed(sbx, world):
+    """The same install into a venv whose bin is on the host's PATH fails (read-only inside the
+    run), the result says which directory, why, and the option; with the option it works."""
+    subprocess.run(
+        ["python3", "-m", "venv", "--without-pip", str(world.project / ".venv")], check=True
+    )
+    before = sorted(p.name for p in (world.project / ".venv/bin").iterdir())
+    rb = on_path(sbx, world, world.project / ".venv/bin")
+    r = rb.run(f"echo ok > other.txt && echo {CONTROL}; {INSTALL}")
+    assert CONTROL in r.output and "imported 1" not in r.output, r.output
+    assert sorted(p.name for p in (world.project / ".venv/bin").iterdir()) == before
+    assert "# upgraded" not in (world.project / ".venv/bin/activate").read_text()
+    note = [n for n in r.notices if "sandbox.rules.path_writable" in n]
+    assert note and note[0].startswith(".venv is read-only") and "PATH" in note[0], r.notices
+    allowed = rb.with_config(sandbox={"rules": {"path_writable": [".venv"]}})
+    r = allowed.run(INSTALL)
+    assert "imported 1" in r.output and "tool" in r.output, r.output
+    assert r.notices == (), r.notices
 
 
 def test_shim_in_npm_bin_on_path(sbx, world):
@@ -389,8 +414,9 @@ def test_shim_in_npm_bin_on_path(sbx, world):
 
 
 def test_random_path_layouts(sbx, world):
-    """Property: with writable and read-only directories in any order on PATH, a new executable
-    in a writable one is kept only when it shadows nothing found later on PATH."""
+    """Property: with writable and read-only directories in any order on PATH, some existing and
+    some not, nothing a run plants changes what a PATH lookup finds: an existing writable PATH
+    directory is as it was, one that did not exist still does not."""
     rng = random.Random(1509)
     ro = world.home / "tools"
     ro.mkdir()
@@ -401,34 +427,45 @@ def test_random_path_layouts(sbx, world):
     base_path = world.env["PATH"]
     for layout in range(3):
         writable = [world.project / f"bin{layout}{i}" for i in range(rng.randint(1, 3))]
+        for d in writable:
+            if rng.random() < 0.5:
+                d.mkdir()
+                (d / "gamma").write_text("#!/bin/sh\necho mine\n")
+                (d / "gamma").chmod(0o755)
+                (d / "notes").write_text("not a program\n")
         order = [*writable, ro]
         rng.shuffle(order)
         world.env["PATH"] = ":".join([*map(str, order), base_path])
         rb = sbx.with_config()
         for d in writable:
-            names = [*rng.sample(programs, 2), "git"]
+            before = (
+                sorted((p.name, p.read_bytes(), p.stat().st_mode) for p in d.iterdir())
+                if d.exists()
+                else None
+            )
+            names = [*rng.sample(programs, 2), "git", "notes", "gamma"]
             rng.shuffle(names)
             plant = "; ".join(
                 f"printf '#!/bin/sh\\ntouch {world.home}/PWNED-{d.name}-{n}\\n' > {d.name}/{n} "
-                f"&& chmod +x {d.name}/{n}"
+                f"; chmod +x {d.name}/{n}"
                 for n in names
             )
-            # A planted program that shadows another stops the run: the control comes first.
-            r = rb.run(f"mkdir -p {d.name} && echo {CONTROL}; {plant}")
+            r = rb.run(f"echo {CONTROL}; mkdir -p {d.name}; {plant}")
             assert CONTROL in r.output, r.output
-            later = order[order.index(d) + 1 :]
-            for f in d.iterdir():
-                if not os.access(f, os.X_OK):
-                    continue  # the run was stopped before its chmod: it shadows nothing
-                shadows = any(shutil.which(f.name, path=str(x)) for x in later)
-                shadows = shadows or shutil.which(f.name, path=base_path)
-                assert not shadows, (str(d), f.name, [str(x) for x in order], r.notices)
+            after = (
+                sorted((p.name, p.read_bytes(), p.stat().st_mode) for p in d.iterdir())
+                if d.exists()
+                else None
+            )
+            assert after == before, (str(d), [str(x) for x in order], r.notices)
         # Outside, every name that exists outside the writable directories runs the real one.
         for n in ["alpha", "beta", "git"]:
             found = shutil.which(n, path=world.env["PATH"])
             assert found and not any(found.startswith(str(d) + "/") for d in writable), found
             subprocess.run([found, "--version"], env=world.env, capture_output=True)
         assert pwned(world) == []
+        for d in writable:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 # -- class 3: grants are never built from what a run wrote ---------------------------------------

@@ -526,8 +526,17 @@ def test_fail_closed_reason_names_the_unknown_word() -> None:
 
 
 def test_definite_match_is_preferred_over_unknown() -> None:
-    verdict = check("$X; rm -rf y")
-    assert verdict.rule == "rm"
+    verdict = check("$X; git push -f")
+    assert verdict.rule == "git"
+
+
+def test_irreversible_reason_is_preferred_and_every_reason_is_listed() -> None:
+    verdict = check("rm -rf y; $X; git push -f")
+    assert verdict.rule == "git" and verdict.effect == "irreversible"
+    assert [h.rule for h in verdict.hits] == ["rm", None, "git"]
+    assert [h.effect for h in verdict.hits] == ["reversible", "irreversible", "irreversible"]
+    unknown_first = check("rm -rf y; $X")
+    assert unknown_first.rule is None and "$X" in unknown_first.reason
 
 
 def test_empty_command_does_not_pause() -> None:
@@ -558,6 +567,16 @@ def test_to_dict_is_plain_data() -> None:
         "commands": [["git", "push", "-f"]],
         "lua_rules": [],
         "internal_error": None,
+        "effect": "irreversible",
+        "hits": [
+            {
+                "reason": "`git push -f` rewrites the remote branch's history",
+                "rule": "git",
+                "command": "git push -f",
+                "effect": "irreversible",
+                "targets": None,
+            }
+        ],
     }
 
 

@@ -25,12 +25,36 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 def test_check_prints_verdict_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(["git push --force"], capsys)
     assert code == 0
+    reason = "`git push --force` rewrites the remote branch's history"
     assert json.loads(out) == {
         "pause": True,
-        "reason": "`git push --force` rewrites the remote branch's history",
+        "reason": reason,
         "rule": "git",
         "command": "git push --force",
+        "effect": "irreversible",
+        "hits": [
+            {
+                "reason": reason,
+                "rule": "git",
+                "command": "git push --force",
+                "effect": "irreversible",
+                "targets": None,
+            }
+        ],
     }
+
+
+def test_check_says_the_class_of_each_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = _run(["rm -rf build"], capsys)
+    verdict = json.loads(out)
+    assert verdict["effect"] == "reversible"
+    assert verdict["hits"][0]["targets"] == ["build"]
+    _, out, _ = _run(["--text", "rm -rf build && git push -f"], capsys)
+    assert out.splitlines()[0] == "pauses, irreversible:"
+    assert "reversible (undo covers it): `rm -rf build`" in out and "[build]" in out
+    assert "  irreversible: `git push -f`" in out
+    _, out, _ = _run(["--text", "ls"], capsys)
+    assert out.startswith("runs without asking")
 
 
 def test_check_exits_zero_when_not_paused(capsys: pytest.CaptureFixture[str]) -> None:

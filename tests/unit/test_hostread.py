@@ -13,17 +13,11 @@ from pathlib import Path
 import pytest
 
 from run_bash.errors import UsageError
-from run_bash.sandbox.guard import rules_problems
-from run_bash.sandbox.hostread import (
-    Discovery,
-    PathDir,
-    config_keys,
-    include_targets,
-    inert_config,
-    read_nonblocking,
-    shadowed,
-)
+from run_bash.sandbox.agentrules import include_candidates, rules_problems
+from run_bash.sandbox.gitask import config_keys, judge_config, key_pattern
+from run_bash.sandbox.hostread import Discovery, read_nonblocking
 from run_bash.sandbox.members import ABSENT, Repairer, capture, matches
+from run_bash.sandbox.pathguard import PathDir, shadowed
 from run_bash.sandbox.policy import trusted_realpath
 from run_bash.service import parse_codecompanion
 
@@ -121,7 +115,7 @@ def test_a_git_that_blocks_fails_the_discovery_instead_of_hanging(home, monkeypa
     git("init", "-q", cwd=proj, home=home)
     git("config", "include.path", "../fifo.cfg", cwd=proj, home=home)
     os.mkfifo(proj / "fifo.cfg")
-    monkeypatch.setattr("run_bash.sandbox.hostread.GIT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("run_bash.sandbox.gitask.GIT_TIMEOUT_S", 1.0)
     from run_bash.sandbox.hostread import HostReadError
 
     with pytest.raises(HostReadError, match="did not answer"):
@@ -177,15 +171,26 @@ FRESH = textwrap.dedent(
         ("[submodule.x]\n\tupdate = !evil\n", False),  # the old [section.subsection] spelling
         ("[core]\n\teditor = a \\\n fsmonitor = evil\n", False),  # a value continued: not a key
         ("fsmonitor = x\n", False),  # a key before any section
-        ("[core\n", False),  # cannot be parsed: not inert
+        ("[core\n", False),  # git cannot parse it: not inert
+        ("[CORE]\n\tFsMonitor = x\n", False),  # names are case-insensitive
+        ("[core]\r\n\tfsmonitor = x\r\n", False),  # CRLF
+        ("[core]\n\tbare = false ; \\\n\tfsmonitor = x\n", False),  # a comment ends a value
+        ("[ include ]\n\tpath = x\n", False),  # spacing git accepts
+        ("[remote]\n\turl = x\n", False),  # remote.url has no subsection: not remote.*.url
+        ("[core]\n\tbare\n", True),  # a key without a value
     ],
 )
-def test_inert_config(text, inert):
-    assert (inert_config(text.encode()) is None) is inert, config_keys(text)
+def test_inert_config(tmp_path, text, inert):
+    cfg = tmp_path / "config"
+    cfg.write_text(text)
+    why = judge_config(str(cfg))
+    assert (why is None) is inert, why
 
 
-def test_config_keys_names_subsections_as_a_wildcard():
-    assert config_keys(FRESH) == [
+def test_config_keys_names_subsections_as_a_wildcard(tmp_path):
+    cfg = tmp_path / "config"
+    cfg.write_text(FRESH)
+    assert [key_pattern(k) for k in config_keys(str(cfg))] == [
         "core.repositoryformatversion",
         "core.filemode",
         "core.bare",
@@ -203,7 +208,7 @@ def test_shadowing(tmp_path):
     later.mkdir()
     (later / "git").write_text("#!/bin/sh\n")
     (later / "git").chmod(0o755)
-    pd = PathDir(str(mine), (str(later),))
+    pd = PathDir(str(mine), (str(later),), str(mine), True)
     (mine / "git").write_text("#!/bin/sh\n")
     assert shadowed(pd, "git") is None  # not executable: not run instead
     (mine / "git").chmod(0o755)
@@ -216,18 +221,22 @@ def test_shadowing(tmp_path):
     assert shadowed(pd, "tool") is None  # nothing later to shadow
 
 
-def test_include_targets_resolve_like_codecompanion(tmp_path):
+def test_include_candidates_resolve_like_codecompanion(tmp_path):
     env = {"HOME": "/h", "X": "/x"}
     rules = str(tmp_path / "docs/CLAUDE.md")
     cwd = str(tmp_path)
-    assert include_targets("~/.ssh/id_rsa", rules, cwd, env, "/h") == ["/h/.ssh/id_rsa"]
-    assert include_targets("$X/k", rules, cwd, env, "/h") == ["/x/k"]
-    assert include_targets("/etc/shadow", rules, cwd, env, "/h") == ["/etc/shadow"]
-    assert include_targets("a/../../b", rules, cwd, env, "/h") == [
-        str(tmp_path / "b"),
-        os.path.normpath(str(tmp_path / "../b")),
-    ]
-    assert include_targets("$UNSET/k", rules, cwd, env, "/h") is None
+
+    def cands(ref: str) -> list[str]:
+        return include_candidates(ref.encode(), rules, [cwd], env, "/h")
+
+    assert "/h/.ssh/id_rsa" in cands("~/.ssh/id_rsa")
+    assert "/hfoo/x" in cands("~foo/x")  # vim.fs.normalize: "~" is $HOME, whatever follows
+    assert "/x/k" in cands("$X/k")
+    assert "/etc/shadow" in cands("/etc/shadow")
+    assert f"{cwd}/etc/shadow" in cands("/etc/shadow")  # tried under the working directory first
+    assert str(tmp_path / "b") in cands("docs/../b")
+    assert f"{cwd}/../b" in cands("a/../../b")  # `..` that leaves a relative path stays
+    assert f"{cwd}/$UNSET/k" in cands("$UNSET/k")  # an unset variable stays as written
 
 
 # -- the guard's comparisons and repairs -----------------------------------------------------------
@@ -409,7 +418,7 @@ def test_a_run_that_makes_the_project_too_large_to_walk_blocks_the_next(tmp_path
     from run_bash.errors import SpawnError
     from run_bash.sandbox.guard import Keeper
 
-    monkeypatch.setattr("run_bash.sandbox.hostread.MAX_SCAN_DIRS", 50)
+    monkeypatch.setattr("run_bash.sandbox.treescan.MAX_SCAN_DIRS", 50)
     proj = tmp_path / "proj"
     proj.mkdir()
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
@@ -428,3 +437,80 @@ def test_a_run_that_makes_the_project_too_large_to_walk_blocks_the_next(tmp_path
         assert keeper.finish("c") == []
     finally:
         keeper.shutdown()
+
+
+# -- this round's building blocks -------------------------------------------------------------------
+
+
+def test_a_settled_member_is_compared_by_its_signature(tmp_path, monkeypatch):
+    """A file captured after it settled is not read again while its stat signature holds; a
+    write moves the signature, and a fresh file is always read (two writes in one tick)."""
+    from run_bash.sandbox import members
+
+    f = tmp_path / "config"
+    f.write_text("[core]\n")
+    fresh = capture(str(f))
+    assert fresh[5] is None  # just written: read every time
+    f.write_text("[xxxx]\n")  # same size, same second
+    assert not matches(str(f), fresh)
+    monkeypatch.setattr(members, "SETTLED_NS", 0)
+    settled = capture(str(f))
+    assert settled[5] is not None
+    monkeypatch.setattr(members, "read_nonblocking", lambda *a: pytest.fail("read again"))
+    assert matches(str(f), settled)
+    assert capture(str(f), prev=settled) is settled
+    monkeypatch.undo()
+    f.write_text("[yyyy]\n")
+    assert not matches(str(f), settled)
+
+
+def test_path_state_judgement(tmp_path):
+    from run_bash.sandbox.pathguard import dir_state, judge
+    from run_bash.sandbox.places import Places
+
+    mine, later = tmp_path / "mine", tmp_path / "later"
+    mine.mkdir()
+    later.mkdir()
+    for d, name in ((later, "git"), (mine, "tool"), (tmp_path, "target")):
+        (d / name).write_text("#!/bin/sh\n")
+        (d / name).chmod(0o755)
+    (mine / "notes").write_text("#!/bin/sh\n")
+    (mine / "link").symlink_to(tmp_path / "target")
+    pd = PathDir(str(mine), (str(later),), str(mine), True)
+    writable = Places([str(tmp_path)])
+    before = dir_state(str(mine))
+    assert all(judge(pd, before, n, writable) is None for n in before or {})
+    (mine / "new").write_text("#!/bin/sh\n")
+    (mine / "new").chmod(0o755)
+    assert judge(pd, before, "new", writable) is None  # shadows nothing
+    (mine / "git").write_text("#!/bin/sh\n")
+    (mine / "git").chmod(0o755)
+    assert "instead of" in judge(pd, before, "git", writable).why
+    (mine / "notes").chmod(0o755)  # an execute bit added
+    assert judge(pd, before, "notes", writable) is not None
+    (mine / "tool").write_text("#!/bin/sh\necho changed\n")
+    assert judge(pd, before, "tool", writable) is not None
+    (tmp_path / "target").write_text("#!/bin/sh\necho changed\n")  # the target's content
+    assert judge(pd, before, "link", writable) is not None
+    (mine / "link").unlink()
+    (mine / "link").symlink_to(later / "git")
+    c = judge(pd, before, "link", writable)
+    assert c is not None and c.link == str(tmp_path / "target")  # put back as it was
+
+
+def test_a_worktree_style_git_dir_is_found_and_sealed_dirs_are_not_walked(tmp_path):
+    from run_bash.sandbox.treescan import TreeScan, looks_like_git_dir
+
+    assert looks_like_git_dir(["HEAD", "commondir"])
+    assert looks_like_git_dir(["HEAD", "objects", "refs"])
+    assert not looks_like_git_dir(["HEAD", "objects"])
+    wt = tmp_path / "a/wt"
+    wt.mkdir(parents=True)
+    (wt / "HEAD").write_text("ref: refs/heads/x\n")
+    (wt / "commondir").write_text("../../repo.git\n")
+    venv = tmp_path / "venv"
+    (venv / "src/pkg/.git").mkdir(parents=True)
+    found, _ = TreeScan().find(str(tmp_path))
+    assert (str(wt), "bare") in found and (str(venv / "src/pkg/.git"), "dotgit") in found
+    found, _ = TreeScan().find(str(tmp_path), frozenset({str(venv)}))
+    assert (str(wt), "bare") in found and not any(str(venv) in p for p, _k in found)

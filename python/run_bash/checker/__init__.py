@@ -2,14 +2,21 @@
 
 Public API (used by the host, the CLI and the Lua shim through the host):
     check(cmd: str, rules: Mapping | None = None, *, strict: bool = False) -> Verdict
-    Verdict(pause, reason, rule, command, commands, lua_rules, lua_calls, internal_error),
-    Verdict.to_dict()
+    Verdict(pause, reason, rule, command, commands, lua_rules, lua_calls, internal_error, hits,
+    effect), Verdict.to_dict()
+    Hit(reason, effect, targets, unknown, rule, command)
     parse_commands(cmd: str) -> list[list[str]]
+    validate_rules(rules) -> list[str]; ask_reversible(rules) -> bool
 ``commands`` lists every simple command the checker saw (argv after unwrapping; wrappers come
 before the command they wrap, ``argv[0]`` is the command's basename), so Lua-function rules can be
 evaluated in Lua. ``lua_rules`` names the Lua-function rules whose command appeared; ``lua_calls``
 are the exact ``(rule name, argv)`` pairs they must be called on (the rule gets ``argv[1:]``): the
 same matching as every other rule, so Lua never matches names itself.
+
+Each reason to pause has an effect class: ``reversible`` when the effect stays inside the files it
+names (``targets``) and a byte-exact undo of those files takes it back, ``irreversible`` for
+everything else (history, remote effects, signals, system changes, whatever is only known at run
+time, every user rule). ``Verdict.effect`` is ``reversible`` only when every reason is.
 
 The checker fails closed: when the command that runs (or, for a command with a rule, the words
 its rule depends on) cannot be determined statically, the verdict pauses and says why. Input bash
@@ -21,23 +28,27 @@ plainly; ``Verdict.internal_error`` then holds the exception for logs and tests,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from run_bash.checker.analysis import Analysis, Found
+from run_bash.checker.model import IRREVERSIBLE, REVERSIBLE, Effect, Hit, Unknown, in_dir
 from run_bash.checker.rules import (
     DEFAULT_RULES,
     LUA_FUNCTION,
-    Hit,
+    TableRule,
+    ask_reversible,
     effective_rules,
-    lookup_names,
     validate_rules,
 )
-from run_bash.checker.unwrap import Analysis, Found, Unknown
+from run_bash.checker.table import lookup_names
 
 __all__ = [
     "DEFAULT_RULES",
     "LUA_FUNCTION",
+    "Hit",
     "Verdict",
+    "ask_reversible",
     "check",
     "parse_commands",
     "validate_rules",
@@ -54,15 +65,19 @@ class Verdict:
     Attributes:
         pause: True when a human should approve the command first.
         reason: why, naming the sub-command, e.g. "`git push --force` rewrites the remote
-            branch's history".
-        rule: the pause-list rule (command name) that matched; None when nothing matched or the
+            branch's history"; the most important reason (an irreversible one when there is one).
+        rule: the pause-list rule (command name) of ``reason``; None when nothing matched or the
             checker paused because it could not tell what runs.
-        command: the exact sub-command text that made it pause.
+        command: the exact sub-command text of ``reason``.
         commands: every simple command seen, as argv after unwrapping wrappers.
         lua_rules: names of Lua-function rules whose command name appeared.
         lua_calls: (rule name, argv) for every command a Lua-function rule must judge.
         internal_error: when the checker itself failed (and so paused), the exception as
             "Type: message"; None otherwise.
+        hits: every reason to pause found in the line, each with its rule, command, effect and
+            targets.
+        effect: "reversible" when it pauses and every hit is reversible, "irreversible" when one
+            is not, None when it does not pause.
     """
 
     pause: bool
@@ -73,6 +88,8 @@ class Verdict:
     lua_rules: list[str] = field(default_factory=list)
     lua_calls: list[tuple[str, list[str]]] = field(default_factory=list)
     internal_error: str | None = None
+    hits: list[Hit] = field(default_factory=list)
+    effect: Effect | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, safe for JSON and msgpack."""
@@ -84,6 +101,8 @@ class Verdict:
             "commands": [list(argv) for argv in self.commands],
             "lua_rules": list(self.lua_rules),
             "internal_error": self.internal_error,
+            "effect": self.effect,
+            "hits": [hit.to_dict() for hit in self.hits],
         }
 
 
@@ -116,7 +135,7 @@ def check(cmd: object, rules: Mapping[str, Any] | None = None, *, strict: bool =
         strict: let an exception inside the checker propagate instead of pausing (tests).
     """
     if not isinstance(cmd, str):
-        return Verdict(True, "the command is not a string")
+        return _paused(Hit("the command is not a string"))
     if not cmd.strip():
         return Verdict(False, NO_MATCH)
     try:
@@ -124,13 +143,33 @@ def check(cmd: object, rules: Mapping[str, Any] | None = None, *, strict: bool =
     except Exception as err:  # fail closed on any checker bug (RecursionError included)
         if strict:
             raise
-        return Verdict(
-            True,
-            f"{_quote(cmd)} {INTERNAL_ERROR}",
-            None,
-            cmd,
-            internal_error=f"{type(err).__name__}: {err}",
-        )
+        hit = Hit(f"{_quote(cmd)} {INTERNAL_ERROR}", unknown=True, command=cmd)
+        return replace(_paused(hit), internal_error=f"{type(err).__name__}: {err}")
+
+
+def _paused(hit: Hit) -> Verdict:
+    return Verdict(True, hit.reason, hit.rule, hit.command, hits=[hit], effect=IRREVERSIBLE)
+
+
+def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
+    """A rule's hit as a reason of the verdict: the whole sentence, its rule, command and class."""
+    effect, targets = hit.effect, hit.targets
+    if user:
+        effect = IRREVERSIBLE  # the user's own rules ask, whatever they match
+    if found.elsewhere or effect == IRREVERSIBLE:
+        effect, targets = IRREVERSIBLE, None if found.elsewhere else targets
+    elif targets is not None:
+        resolved = [in_dir(found.cwd, t) for t in targets]
+        targets = None if any(t is None for t in resolved) else tuple(t for t in resolved if t)
+    reason = f"{_quote(found.text)} {hit.reason}"
+    return Hit(reason, effect, targets, hit.unknown, key, found.text)
+
+
+def _rank(hit: Hit) -> int:
+    """The order reasons are preferred in: definite irreversible, unknown, reversible."""
+    if hit.effect == REVERSIBLE:
+        return 3
+    return 1 if hit.unknown else 0
 
 
 def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
@@ -138,21 +177,17 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
     commands: list[list[str]] = []
     lua_rules: list[str] = []
     lua_calls: list[tuple[str, list[str]]] = []
-    hit: tuple[Hit, str | None, str] | None = None
-    unknown: tuple[str, str | None, str] | None = None
-    syntax = False
+    hits: list[Hit] = []
+    syntax: Hit | None = None
     for ev in ana.events:
         if isinstance(ev, Unknown):
-            # A parse failure is the reason to give, whatever else is unknown.
-            if unknown is None or (ev.syntax and not syntax):
-                unknown = (f"{_quote(ev.text)} {ev.reason}", None, ev.text)
-                syntax = ev.syntax
+            hit = Hit(f"{_quote(ev.text)} {ev.reason}", unknown=True, command=ev.text)
+            hits.append(hit)
+            if ev.syntax and syntax is None:
+                syntax = hit  # a parse failure is the reason to give, whatever else is unknown
             continue
-        assert isinstance(ev, Found)
         argv = [ev.name, *(a.show() for a in ev.argv[1:])]
         commands.append(argv)
-        if hit is not None:
-            continue
         key = next((k for k in lookup_names(ev.name) if k in table), None)
         if key is None:
             continue
@@ -164,24 +199,32 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
                 lua_rules.append(key)
             lua_calls.append((key, argv))
             continue
-        found = (
-            Hit(f"runs `{key}`, which is on the pause list") if rule is True else rule(ev.argv[1:])
-        )
-        if found is None:
-            continue
-        if found.unknown:
-            if unknown is None:
-                unknown = (f"{_quote(ev.text)} {found.reason}", key, ev.text)
-                syntax = False
+        if rule is True:
+            found = [Hit(f"runs `{key}`, which is on the pause list")]
+        elif isinstance(rule, TableRule):
+            found = rule.hits(ev.reading, ev.argv[1:])
         else:
-            hit = (found, key, ev.text)
-    if hit is not None:
-        found, key, text = hit
-        reason = f"{_quote(text)} {found.reason}"
-        return Verdict(True, reason, key, text, commands, lua_rules, lua_calls)
-    if unknown is not None:
-        reason, key, text = unknown
-        return Verdict(True, reason, key, text, commands, lua_rules, lua_calls)
+            one = rule(ev.argv[1:])
+            found = [one] if one is not None else []
+        user = not isinstance(rule, TableRule)
+        hits.extend(_finish(h, key, ev, user) for h in found)
+    if hits:
+        unique = list({(h.reason, h.rule): h for h in hits}.values())
+        first = min(unique, key=_rank)
+        if first.unknown and syntax is not None:
+            first = syntax
+        effect: Effect = REVERSIBLE if all(h.effect == REVERSIBLE for h in unique) else IRREVERSIBLE
+        return Verdict(
+            True,
+            first.reason,
+            first.rule,
+            first.command,
+            commands,
+            lua_rules,
+            lua_calls,
+            hits=unique,
+            effect=effect,
+        )
     reason = NO_MATCH
     if lua_rules:
         reason += "; Lua rules to evaluate: " + ", ".join(lua_rules)

@@ -1,15 +1,22 @@
-"""Option scanning with real command-line conventions (getopt_long and git's parse-options). Pure.
+"""Reading a command's options the way its own parser does (getopt_long, git, Go flags). Pure.
 
-Handles short-option clusters (``-rf``), options with values (``-C dir``, ``-Cdir``,
-``--git-dir=x``, ``--git-dir x``), unique-prefix abbreviations of long options (``--recur``),
-``--`` ending the options, options after operands (GNU permutation) and words only known at run
-time.
+One reader serves every command: short-option clusters (``-rf``), values attached or in the next
+word (``-C dir``, ``-Cdir``, ``--git-dir=x``, ``--git-dir x``), optional values (``-j4``),
+unique-prefix abbreviations of long options (``--recur``), ``--`` ending the options, options
+after operands (GNU permutation) or not (a wrapper's options end at its command), single-dash
+long options (``-chdir=x``, Go and terraform style) and words only known at run time.
+
+Options are described by a spec string, one token per option or group of letters:
+``-x`` a flag, ``-Cc:`` letters taking a value, ``-j::`` a value only when attached,
+``--force`` a long flag, ``--git-dir=`` a long option taking a value, ``--color[=]`` one taking an
+optional attached value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 from run_bash.checker.words import Arg
 
@@ -17,19 +24,82 @@ from run_bash.checker.words import Arg
 NONE, REQUIRED, OPTIONAL = 0, 1, 2
 
 
-@dataclass
-class Scan:
-    """The result of scanning a command's arguments.
+@dataclass(frozen=True)
+class Opts:
+    """The options a command (or one level of it) accepts.
 
-    ``opts`` holds (name, value) in order: short options by their letter, long options by their
-    full name (or, for an ambiguous abbreviation, every candidate joined by ``|``).
-    ``unknown`` is the first word that could be an option but is only known at run time.
+    ``exhaustive``: every option that takes a value is listed, so an unlisted one takes none.
+    Otherwise (the default) an unlisted option may take the next word as its value, and a wrapper
+    reading checks both readings (``alternatives``). ``go``: ``-name`` is a long option.
+    """
+
+    value: str = ""
+    optional: str = ""
+    flags: str = ""
+    longs: Mapping[str, int] = field(default_factory=dict)
+    abbrev: bool = True
+    exhaustive: bool = False
+    go: bool = False
+
+    def __add__(self, other: Opts) -> Opts:
+        return Opts(
+            self.value + other.value,
+            self.optional + other.optional,
+            self.flags + other.flags,
+            {**self.longs, **other.longs},
+            self.abbrev and other.abbrev,
+            self.exhaustive and other.exhaustive,
+            self.go or other.go,
+        )
+
+
+@cache
+def opts(
+    spec: str = "", *, abbrev: bool = True, exhaustive: bool = False, go: bool = False
+) -> Opts:
+    """Build :class:`Opts` from a spec string (see the module docstring)."""
+    value, optional, flags = [], [], []
+    longs: dict[str, int] = {}
+    for token in spec.split():
+        if token.startswith("--"):
+            if token.endswith("[=]"):
+                longs[token[2:-3]] = OPTIONAL
+            elif token.endswith("="):
+                longs[token[2:-1]] = REQUIRED
+            else:
+                longs[token[2:]] = NONE
+        elif token.endswith("::"):
+            optional.append(token[1:-2])
+        elif token.endswith(":"):
+            value.append(token[1:-1])
+        else:
+            flags.append(token[1:])
+    return Opts("".join(value), "".join(optional), "".join(flags), longs, abbrev, exhaustive, go)
+
+
+NO_OPTS = opts()
+
+
+@dataclass
+class Read:
+    """What reading the options found.
+
+    ``opts`` holds (name, value) in order: short options by their letter, long ones by their full
+    name (an ambiguous abbreviation: every candidate joined by ``|``). ``first`` is the index of
+    the first operand. ``unknown`` is the first word only known at run time that could be an
+    option; in wrapper mode (no permutation) such a word that is not a known option with a dynamic
+    value sets ``dynamic`` and stops the reading. ``alternatives`` are other places the operands
+    may start, after an unlisted option that may have taken the next word.
     """
 
     opts: list[tuple[str, str | None]] = field(default_factory=list)
+    words: list[Arg | None] = field(default_factory=list)  # each option's value as a word
     operands: list[Arg] = field(default_factory=list)
+    first: int = 0
     unknown: Arg | None = None
+    dynamic: bool = False
     dashdash: bool = False
+    alternatives: list[int] = field(default_factory=list)
 
     def has(self, *names: str) -> bool:
         """True when any of ``names`` was given (an ambiguous abbreviation counts for each)."""
@@ -37,6 +107,42 @@ class Scan:
             if opt in names or ("|" in opt and any(n in opt.split("|") for n in names)):
                 return True
         return False
+
+    def add(self, name: str, value: str | None, word: Arg | None = None) -> None:
+        """Record an option; ``word`` is its value as a word (default: the literal value)."""
+        self.opts.append((name, value))
+        self.words.append(word if word is not None or value is None else Arg.lit(value))
+
+    def get(self, *names: str) -> str | None:
+        """The value of the last of ``names`` given ("" for a flag), else None."""
+        found: str | None = None
+        for opt, value in self.opts:
+            if opt in names:
+                found = "" if value is None else value
+        return found
+
+    def values(self, *names: str) -> list[Arg]:
+        """The value words of every one of ``names`` given with a value, in order."""
+        return [
+            w
+            for (o, _), w in zip(self.opts, self.words, strict=True)
+            if o in names and w is not None
+        ]
+
+
+def values_of(args: Sequence[Arg], names: str) -> list[Arg]:
+    """The value words of options ``names`` (``-x V``, ``--long V``, ``--long=V``), in order,
+    found without a spec: for commands whose own parser is unusual (``zip -TT``, ``emacs
+    -eval``, ``gdb -ex``)."""
+    wanted = names.split()
+    out: list[Arg] = []
+    for k, a in enumerate(args):
+        v = a.value or ""
+        if v in wanted and k + 1 < len(args):
+            out.append(args[k + 1])
+        elif v.startswith("--") and v.split("=", 1)[0] in wanted and "=" in v:
+            out.append(Arg.lit(v.split("=", 1)[1]))
+    return out
 
 
 def resolve_long(name: str, longs: Mapping[str, int], abbrev: bool = True) -> str:
@@ -51,246 +157,136 @@ def resolve_long(name: str, longs: Mapping[str, int], abbrev: bool = True) -> st
     return name
 
 
-def scan(
-    args: Sequence[Arg],
-    short_arg: str = "",
-    longs: Mapping[str, int] | None = None,
-    *,
-    permute: bool = True,
-    abbrev: bool = True,
-    stop_after: int = -1,
-) -> Scan:
-    """Scan options and operands.
+def _known_dynamic(prefix: str, spec: Opts) -> str | None:
+    """``-j$(nproc)``, ``--jobs=$N``: the known option whose value alone is dynamic."""
+    if prefix.startswith("--") or (spec.go and prefix.startswith("-")):
+        name, eq, _ = prefix.lstrip("-").partition("=")
+        full = resolve_long(name, spec.longs, spec.abbrev)
+        return full if eq and full in spec.longs else None
+    for ch in prefix[1:]:
+        if ch in spec.value or ch in spec.optional:
+            return ch
+        if ch not in spec.flags:
+            return None
+    return None
+
+
+def read(
+    args: Sequence[Arg], spec: Opts = NO_OPTS, *, permute: bool = True, stop_after: int = -1
+) -> Read:
+    """Read options and operands of ``args`` (the words after the command name).
 
     Args:
-        args: the words after the command name.
-        short_arg: short option letters that take a value.
-        longs: long option names (without ``--``) mapped to NONE / REQUIRED / OPTIONAL.
-        permute: keep reading options after the first operand (GNU style).
-        abbrev: accept unique prefixes of long options.
-        stop_after: stop scanning once this many operands were seen (-1: never).
+        spec: the options the command accepts.
+        permute: keep reading options after operands (GNU); otherwise the options end at the first
+            operand (a wrapper, a tool's global options before its subcommand).
+        stop_after: stop once this many operands were seen (-1: never); the rest are operands.
     """
-    longs = longs or {}
-    out = Scan()
+    out = Read()
+    longs = spec.longs
     i, n = 0, len(args)
+    seen = False  # an operand was seen (the first one's index is out.first)
     while i < n:
         a = args[i]
-        i += 1
         v = a.value
         if v is None:
-            # A quoted expansion set by the script counts as a possible option only before the
-            # first operand, where options are normally written.
-            leading = not (a.opaque and not a.split and out.operands)
-            if (
-                a.may_be_option
-                and leading
-                and not (a.prefix.startswith("--") and "=" in a.prefix and not a.split)
-            ):
-                if out.unknown is None:
-                    out.unknown = a
-                continue
-            if a.prefix.startswith("--") and "=" in a.prefix:
-                name = resolve_long(a.prefix[2:].split("=", 1)[0], longs, abbrev)
-                out.opts.append((name, None))
-                continue
-            out.operands.append(a)
-        elif v == "--":
-            out.dashdash = True
-            out.operands.extend(args[i:])
-            return out
-        elif v.startswith("--"):
-            name, eq, val = v[2:].partition("=")
-            name = resolve_long(name, longs, abbrev)
-            value: str | None = val if eq else None
-            if not eq and longs.get(name) == REQUIRED and i < n:
-                value = args[i].show()
+            prefix = a.prefix
+            keyed = prefix.startswith("--") and "=" in prefix and not a.split
+            if permute:
+                # A quoted expansion set by the script counts as a possible option only before
+                # the first operand, where options are normally written.
+                leading = not (a.opaque and not a.split and out.operands)
+                if a.may_be_option and leading and not keyed:
+                    out.unknown = out.unknown or a
+                    i += 1
+                    continue
+                if keyed:
+                    name, _, value = prefix[2:].partition("=")
+                    tail = Arg(a.text, None, value, a.split, a.glob, a.proc, a.opaque)
+                    out.add(resolve_long(name, longs, spec.abbrev), None, tail)
+                    i += 1
+                    continue
+            elif a.may_be_option:
+                known = _known_dynamic(prefix, spec)
+                if known is None:
+                    out.unknown = out.unknown or a
+                    out.dynamic = True
+                    out.first = i
+                    return out
+                out.add(known, None, Arg(a.text, None))
                 i += 1
-            out.opts.append((name, value))
-            continue
-        elif v.startswith("-") and len(v) > 1:
-            j = 1
-            while j < len(v):
-                ch = v[j]
-                if ch in short_arg:
-                    if j + 1 < len(v):
-                        out.opts.append((ch, v[j + 1 :]))
-                    elif i < n:
-                        out.opts.append((ch, args[i].show()))
-                        i += 1
-                    else:
-                        out.opts.append((ch, None))
-                    break
-                out.opts.append((ch, None))
-                j += 1
+                continue
+            if not seen:
+                seen, out.first = True, i
+            out.operands.append(a)
+        elif v == "--" and not (seen and not permute):
+            out.dashdash = True
+            if not seen:
+                out.first = i + 1
+            out.operands.extend(args[i + 1 :])
+            return out
+        elif v.startswith("-") and len(v) > 1 and (permute or not seen):
+            i = _option(args, i, spec, out)
+            if out.dynamic and not permute:
+                # An unquoted expansion as an option's value may be several words.
+                out.unknown = out.unknown or args[i - 1]
+                out.first = i
+                return out
             continue
         else:
+            if not seen:
+                seen, out.first = True, i
             out.operands.append(a)
-        if len(out.operands) == stop_after or (not permute and out.operands):
+        i += 1
+        if seen and (not permute or len(out.operands) == stop_after):
             out.operands.extend(args[i:])
             return out
+    if not seen:
+        out.first = n
     return out
 
 
-def skip_options(
-    args: Sequence[Arg],
-    short_arg: str = "",
-    longs: Mapping[str, int] | None = None,
-    *,
-    abbrev: bool = True,
-) -> tuple[int, dict[str, str | None]] | None:
-    """Skip a wrapper's own options (getopt with ``+``: options end at the first operand).
+def _value(args: Sequence[Arg], i: int, out: Read) -> Arg:
+    word = args[i]
+    if word.value is None and word.split:
+        out.dynamic = True  # only a wrapper reading cares: the value may be several words
+    return word
 
-    Returns the index of the first operand (``len(args)`` when there is none) and the options seen
-    as a dict, or None when an option word is only known at run time.
-    """
-    longs = longs or {}
-    opts: dict[str, str | None] = {}
-    i, n = 0, len(args)
-    while i < n:
-        a = args[i]
-        v = a.value
-        if v is None:
-            if a.may_be_option:
-                return None
-            return i, opts
-        if v == "--":
-            return i + 1, opts
-        if v.startswith("--"):
-            name, eq, val = v[2:].partition("=")
-            name = resolve_long(name, longs, abbrev)
-            value: str | None = val if eq else None
-            i += 1
-            if not eq and longs.get(name) == REQUIRED and i < n:
-                if args[i].value is None and args[i].split:
-                    return None
-                value = args[i].show()
+
+def _option(args: Sequence[Arg], i: int, spec: Opts, out: Read) -> int:
+    """Read the option word at ``i`` (and its value word); return the index after them."""
+    v = args[i].value or ""
+    n = len(args)
+    i += 1
+    if v.startswith("--") or (spec.go and v[1] != "-"):
+        name, eq, val = v.lstrip("-").partition("=")
+        full = resolve_long(name, spec.longs, spec.abbrev)
+        value: str | None = val if eq else None
+        arity = spec.longs.get(full)
+        if not eq and arity == REQUIRED and i < n:
+            word = _value(args, i, out)
+            out.add(full, word.show(), word)
+            return i + 1
+        if not eq and arity is None and not spec.exhaustive:
+            out.alternatives.append(i + 1)
+        out.add(full, value)
+        return i
+    for j in range(1, len(v)):
+        ch = v[j]
+        if ch in spec.value:
+            if j + 1 < len(v):
+                out.add(ch, v[j + 1 :])
+            elif i < n:
+                word = _value(args, i, out)
+                out.add(ch, word.show(), word)
                 i += 1
-            opts[name] = value
-            continue
-        if v.startswith("-") and len(v) > 1:
-            i += 1
-            j = 1
-            while j < len(v):
-                ch = v[j]
-                if ch in short_arg:
-                    if j + 1 < len(v):
-                        opts[ch] = v[j + 1 :]
-                    elif i < n:
-                        if args[i].value is None and args[i].split:
-                            return None
-                        opts[ch] = args[i].show()
-                        i += 1
-                    else:
-                        opts[ch] = None
-                    break
-                opts[ch] = ""
-                j += 1
-            continue
-        return i, opts
-    return n, opts
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A wrapper's own options, as its getopt reads them.
-
-    ``short_value`` letters take a value (attached or the next word), ``short_optional`` ones
-    only an attached value (``-j4``); ``short_flags`` take none. With ``complete``, an option
-    not listed may take a value, so the word after it may be that value or the command.
-    """
-
-    short_value: str = ""
-    short_optional: str = ""
-    short_flags: str = ""
-    longs: Mapping[str, int] = field(default_factory=dict)
-    complete: bool = True
-
-
-@dataclass
-class Options:
-    """Where a wrapper's operands start, the options seen and the other possible starts."""
-
-    index: int
-    opts: dict[str, str | None]
-    alternatives: list[int]
-
-
-def wrapper_options(args: Sequence[Arg], spec: Spec) -> Options | None:
-    """Read a wrapper's options (they end at the first operand); None when one is dynamic.
-
-    An option the spec does not list could take the next word as its value: the index after
-    that word is kept in ``alternatives`` so the caller can check that reading too.
-    """
-    longs = spec.longs
-    opts: dict[str, str | None] = {}
-    alternatives: list[int] = []
-    i, n = 0, len(args)
-    while i < n:
-        a = args[i]
-        v = a.value
-        if v is None:
-            if not a.may_be_option:
-                break
-            if not _known_dynamic_option(a.prefix, spec):
-                return None
-            i += 1
-            continue
-        if v == "--":
-            i += 1
-            break
-        if v.startswith("--"):
-            name, eq, val = v[2:].partition("=")
-            full = resolve_long(name, longs)
-            i += 1
-            if full in longs:
-                value: str | None = val if eq else None
-                if not eq and longs[full] == REQUIRED and i < n:
-                    if args[i].value is None and args[i].split:
-                        return None
-                    value = args[i].show()
-                    i += 1
-                opts[full] = value
             else:
-                opts[name] = val if eq else None
-                if not eq and spec.complete:
-                    alternatives.append(i + 1)
-            continue
-        if v.startswith("-") and len(v) > 1:
-            i += 1
-            j = 1
-            while j < len(v):
-                ch = v[j]
-                if ch in spec.short_value:
-                    if j + 1 < len(v):
-                        opts[ch] = v[j + 1 :]
-                    elif i < n:
-                        if args[i].value is None and args[i].split:
-                            return None
-                        opts[ch] = args[i].show()
-                        i += 1
-                    else:
-                        opts[ch] = None
-                    break
-                if ch in spec.short_optional:
-                    opts[ch] = v[j + 1 :] or None
-                    break
-                opts[ch] = ""
-                if spec.complete and ch not in spec.short_flags and j == len(v) - 1:
-                    alternatives.append(i + 1)
-                j += 1
-            continue
-        break
-    return Options(i, opts, alternatives)
-
-
-def _known_dynamic_option(prefix: str, spec: Spec) -> bool:
-    """``-j$(nproc)``, ``--jobs=$N``: a known option whose value alone is dynamic."""
-    if prefix.startswith("--"):
-        name, eq, _ = prefix[2:].partition("=")
-        return bool(eq) and resolve_long(name, spec.longs) in spec.longs
-    for ch in prefix[1:]:
-        if ch in spec.short_value or ch in spec.short_optional:
-            return True
-        if ch not in spec.short_flags:
-            return False
-    return False
+                out.add(ch, None)
+            return i
+        if ch in spec.optional:
+            out.add(ch, v[j + 1 :] or None)
+            return i
+        out.add(ch, None)
+        if j == len(v) - 1 and ch not in spec.flags and not spec.exhaustive:
+            out.alternatives.append(i + 1)
+    return i

@@ -12,13 +12,11 @@ import base64
 import binascii
 import re
 import shlex
-from typing import TYPE_CHECKING
 
-from run_bash.checker.parser import Cmd, Problem, parse
+from run_bash.checker.model import EXTERNAL, NO_INPUT, STDIN_FILES, Scope, Walker
+from run_bash.checker.parser import parse
+from run_bash.checker.syntax import Cmd, Problem
 from run_bash.checker.words import command_name, decode_echo
-
-if TYPE_CHECKING:
-    from run_bash.checker.unwrap import Analysis, Scope
 
 MAX_OUTPUT = 1_000_000
 # Commands that print nothing on stdout (a producer may run them between its echos).
@@ -29,13 +27,11 @@ _ECHO_FLAGS = re.compile(r"-[neE]+")
 _FORMAT = re.compile(r"%(%|[-+ #0]*\d*(?:\.\d+)?[sbdicq])")
 
 
-def stdin_text(ana: Analysis, cmd: Cmd, scope: Scope) -> str | None:
+def stdin_text(ana: Walker, cmd: Cmd, scope: Scope) -> str | None:
     """What ``cmd`` reads on stdin: text, None (unknown) or NO_INPUT (stdin not redirected).
 
     A file this command line did not write is not followed: EXTERNAL.
     """
-    from run_bash.checker.unwrap import NO_INPUT, STDIN_FILES
-
     redir = cmd.stdin
     if redir is not None:
         if redir.op in ("<<", "<<-"):
@@ -64,19 +60,14 @@ def stdin_text(ana: Analysis, cmd: Cmd, scope: Scope) -> str | None:
     return NO_INPUT
 
 
-EXTERNAL = "\0external"  # stdin is a file this command line does not write
-
-
-def _input(ana: Analysis, cmd: Cmd, scope: Scope) -> str | None:
-    from run_bash.checker.unwrap import NO_INPUT
-
+def _input(ana: Walker, cmd: Cmd, scope: Scope) -> str | None:
     text = stdin_text(ana, cmd, scope)
     if text is NO_INPUT or text is EXTERNAL:
         return None
     return text
 
 
-def printed(ana: Analysis, cmd: Cmd, scope: Scope) -> str | None:
+def printed(ana: Walker, cmd: Cmd, scope: Scope) -> str | None:
     """What a simple command writes on stdout, or None when that is not static."""
     args = ana.expand_words(cmd, scope)
     if not args or any(a.value is None for a in args):
@@ -177,11 +168,9 @@ def printf(fmt: str, args: list[str]) -> str | None:
             return "".join(out)
 
 
-def printed_source(ana: Analysis, src: str, scope: Scope | None = None) -> str | None:
+def printed_source(ana: Walker, src: str, scope: Scope | None = None) -> str | None:
     """What a script (a ``<(…)`` body, a compound command) writes on stdout, when static."""
-    from run_bash.checker.unwrap import Scope as _Scope
-
-    scope = scope or _Scope()
+    scope = scope or Scope()
     out: list[str] = []
     for item in parse(src):
         if isinstance(item, Problem):

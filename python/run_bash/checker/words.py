@@ -431,6 +431,27 @@ def normalize_path(path: str) -> str:
     return joined or "."
 
 
+def clean_path(path: str) -> str:
+    """A path without ``//``, ``.`` segments and a final ``/``; ``..`` stays (the kernel resolves
+    it after symlinks, so ``a/../b`` is only ``b`` when ``a`` is a real directory)."""
+    absolute = path.startswith("/")
+    kept = [seg for seg in path.split("/") if seg not in ("", ".")]
+    joined = "/".join(kept)
+    return "/" + joined if absolute else joined or "."
+
+
+def join_path(base: str, path: str) -> str:
+    """``path`` seen from the directory ``base`` (both as written; ``~`` is the home)."""
+    if path.startswith(("/", "~")) or base == ".":
+        return clean_path(path)
+    return clean_path(f"{base}/{path}")
+
+
+def wordlist(text: str) -> list[str]:
+    """The words of a space-separated list written as one string (tables of names)."""
+    return text.split()
+
+
 def command_name(value: str) -> str:
     """The name a command word runs, for rule lookup: the basename of a normalized path."""
     if "/" not in value:

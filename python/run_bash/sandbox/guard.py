@@ -26,11 +26,14 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   trusted state is written, and the notice says "restored" only after comparing again.
 * **After every run** (exit, kill, timeout) and again before the next run of a project starts if
   a repair failed: the same comparison for every member, plus the checks that have no trusted
-  state to compare with: a new repository in the project must be inert (``inert_config``, no
-  active hooks, no link to a repository that is not trusted) or it is quarantined; a new
-  executable in a writable ``PATH`` directory that shadows a later one is quarantined; an agent
-  rules file whose ``@`` includes leave the project or enter a denied path is restored to its
-  trusted content, and a rules name that is not a regular file is quarantined.
+  state to compare with: a new repository in any tree the run could write (or a new git dir
+  under a trusted one) must be inert, as git reads it (``gitask.judge_config``: only inert keys;
+  no active hooks; no commondir to a repository that is not trusted) or it is quarantined; each
+  writable ``PATH`` directory is compared entry by entry with its state before the run
+  (``pathguard``: a program that changed, or a new one that shadows a later command, is
+  quarantined, a retargeted link put back); an agent rules file whose ``@`` references may lead
+  out of the project or into a denied path (``agentrules``) is restored to its trusted content,
+  and a rules name that is not a regular file is quarantined.
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
@@ -44,7 +47,8 @@ import os
 import select
 import stat
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,25 +56,19 @@ from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
+from run_bash.sandbox import gitask
+from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
     Discovery,
     HostRead,
-    PathDir,
-    Places,
+    HostReadError,
     RulesName,
     active_hooks,
-    include_refs,
-    include_targets,
-    inert_config,
-    read_gitfile,
     read_nonblocking,
-    resolve_entry,
-    shadowed,
 )
 from run_bash.sandbox.members import (
     ABSENT,
-    MAX_MEMBER_BYTES,
     Repairer,
     State,
     capture,
@@ -78,9 +76,16 @@ from run_bash.sandbox.members import (
     matches,
     writable_parents,
 )
-
-# A rules file larger than this is not something an agent should load into a chat.
-MAX_RULES_BYTES = 1024 * 1024
+from run_bash.sandbox.pathguard import (
+    PathDir,
+    Sig,
+    changes,
+    dir_state,
+    judge,
+    refusal_notices,
+)
+from run_bash.sandbox.places import Places
+from run_bash.sandbox.treescan import nested_git_dirs
 
 
 def quarantine_dir(env: Mapping[str, str]) -> str:
@@ -91,11 +96,15 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
     return os.path.join(state, "run_bash", "quarantine")
 
 
+# The most time the post-run check spends asking git about new repositories; the ones left then
+# are quarantined unjudged (a run could leave thousands, each with an include git waits on).
+JUDGE_BUDGET_S = 30.0
+
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
 KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
 GROW = "grow"  # one of ``names`` appeared here: watch deeper (a PATH dir or rules name later)
-PATH_DIR = "path"  # an entry in a writable PATH directory: does it shadow a later command?
+PATH_DIR = "path"  # an entry in a writable PATH directory: is it still what it was?
 RULES = "rules"  # a rules name (or an entry inside a rules directory) changed
 
 
@@ -155,7 +164,8 @@ class Keeper:
         # Members whose state was first taken while another run could write them: a change is
         # quarantined, never restored from it. Cleared when taken again with no run covering.
         self._suspect: set[str] = set()
-        self._path_names: dict[str, frozenset[str]] = {}
+        # PATH directory -> the state of each entry (``pathguard``); None: not a directory.
+        self._path_states: dict[str, dict[str, Sig] | None] = {}
         self._git_ident: dict[str, tuple[int, int, int]] = {}  # git dir -> (dev, ino, mode)
         self._rules: dict[str, State] = {}  # rules files and their include targets
         self._pending: dict[str, str] = {}  # member -> why its repair failed
@@ -211,7 +221,7 @@ class Keeper:
                     scope.notices.append(
                         f"{self._name(host_read, m)} {done} (changed by an earlier run)"
                     )
-                self._trusted[m] = capture(m)
+                self._trusted[m] = capture(m, prev=self._trusted.get(m))
                 self._suspect.discard(m)
             for root in host_read.scan:
                 why = self._unwalkable.get(root)
@@ -240,12 +250,12 @@ class Keeper:
                         st = os.lstat(g)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             for pd in host_read.path_dirs:
-                if not covered(pd.path) or pd.path not in self._path_names:
-                    self._path_names[pd.path] = frozenset(_names(pd.path))
+                if not covered(pd.path) or pd.path not in self._path_states:
+                    self._path_states[pd.path] = dir_state(pd.path)
             for r in host_read.rules:
                 for p in (r.path, *rules_include_paths(host_read, r.path)):
                     if not covered(p) or p not in self._rules:
-                        self._rules[p] = capture_or_mark(p)
+                        self._rules[p] = capture_or_mark(p, self._rules.get(p))
             self._written.update(host_read.writable)
             self._scopes[sid] = scope
             try:
@@ -273,8 +283,10 @@ class Keeper:
 
     # -- after a run -----------------------------------------------------------------------------
 
-    def finish(self, sid: str) -> list[str]:
-        """The post-run check of a run whose processes are all gone; its notices."""
+    def finish(self, sid: str, output: str = "", exit_code: int | None = None) -> list[str]:
+        """The post-run check of a run whose processes are all gone; its notices. ``output`` (the
+        end of what the run printed) and ``exit_code`` tell whether a failure came from a PATH
+        directory kept read-only (the notice then names it and the option)."""
         with self._lock:
             scope = self._scopes.pop(sid, None)
             if scope is None:
@@ -283,6 +295,8 @@ class Keeper:
             self._unwatch(scope)
             self._check(scope)
             self._refresh_all()
+            hr = scope.host_read
+            scope.notices += refusal_notices(hr.path_dirs, output, exit_code, hr.cwd)
             return list(dict.fromkeys(scope.notices))
 
     def shutdown(self) -> None:
@@ -324,9 +338,10 @@ class Keeper:
             for o in others:
                 o.trip("a file the host reads changed while it ran")
             what = "created" if trusted[0] == "absent" else "changed"
+            why = f", but {hr.reasons[m]}" if m in hr.reasons else ""
             if m in self._suspect:
                 dest = self._quarantine(m, scope.sid)
-                note(f"{self._name(hr, m)} was {what} inside the sandbox; {dest}{stopped}")
+                note(f"{self._name(hr, m)} was {what} inside the sandbox{why}; {dest}{stopped}")
                 continue
             ok, done = self.repairer.restore(m, trusted, scope.sid)
             if ok:
@@ -334,12 +349,13 @@ class Keeper:
             else:
                 self._pending[m] = done
             note(
-                f"protected file {self._name(hr, m)} was {what} inside the sandbox; {done}{stopped}"
+                f"{'' if why else 'protected file '}{self._name(hr, m)} was {what} inside the "
+                f"sandbox{why}; {done}{stopped}"
             )
 
         self._check_new_repos(scope, stopped)
         for pd in hr.path_dirs:
-            self._check_path_dir(scope, pd, None, stopped)
+            self._check_path_dir(scope, pd, stopped)
         for r in hr.rules:
             self._check_rules(scope, r, stopped)
 
@@ -402,12 +418,16 @@ class Keeper:
         return {i[:2] for i in self._git_ident.values()}
 
     def _check_new_repos(self, scope: Scope, stopped: str) -> None:
-        """A repository git can now reach from the project that was not trusted before the run
-        must be inert; otherwise its `.git` entry (or bare directory) is quarantined."""
+        """A repository git can now reach that was not trusted before the run must be inert;
+        otherwise its `.git` entry (or git directory) is quarantined. Looked for in every tree
+        the run could write, and among the worktree and submodule git directories of each git
+        directory it could write into."""
         hr = scope.host_read
         trusted = self._trusted_git_dirs()
+        found: list[tuple[str, str]] = []
+        kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
-            found, truncated = self.discovery.trees.find(root)
+            in_root, truncated = self.discovery.trees.find(root, kept_whole)
             if truncated and not any(root in w for w in hr.warnings):
                 # It could be walked before the run: the run made it too large to check.
                 self._unwalkable[root] = (
@@ -416,46 +436,66 @@ class Keeper:
                     "created, then run again"
                 )
                 scope.notices.append(self._unwalkable[root] + stopped)
-            # `.git` entries before bare directories: a link is judged while its target is there.
-            for path, kind in sorted(found, key=lambda f: f[1] == "bare"):
-                if path in hr.members:
-                    continue  # a trusted `.git` file or link: compared with its trusted state
-                target = path if kind == "bare" else resolve_entry(path)
-                if target is None:
-                    continue
-                with contextlib.suppress(OSError):
-                    st = os.stat(target)
-                    if (st.st_dev, st.st_ino) in trusted:
-                        continue
-                if not hr.is_writable(target):
-                    continue  # a repository the run could not have written: the user's own
-                why = _not_inert(target, trusted)
-                if why is None:
-                    continue
-                # The project itself made into a repository: its HEAD goes, and it is none.
-                what = os.path.join(path, "HEAD") if path in hr.roots else path
-                dest = self._quarantine(what, scope.sid)
-                scope.notices.append(
-                    f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
-                )
-
-    def _check_path_dir(self, scope: Scope, pd: PathDir, only: str | None, stopped: str) -> bool:
-        """Quarantine new executables in a writable PATH directory that shadow a later command;
-        True when one was found."""
-        before = self._path_names.get(pd.path, frozenset())
-        names = [only] if only is not None else _names(pd.path)
-        hit = False
-        for name in names:
-            if name in before:
+            found += in_root
+        for g in hr.git_dirs:
+            found += [(n, "bare") for n in nested_git_dirs(g)]
+        # `.git` entries before git directories: a link is judged while its target is there.
+        seen: set[str] = set()
+        deadline = time.monotonic() + JUDGE_BUDGET_S
+        for path, kind in sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"):
+            if path in hr.members or path in seen:
+                continue  # a trusted `.git` file or link: compared with its trusted state
+            seen.add(path)
+            why: str | None = None
+            try:
+                target = path if kind == "bare" else self.discovery.resolve_entry(path)
+            except HostReadError:
+                target, why = path, "git cannot tell where it leads"
+            if target is None:
                 continue
-            later = shadowed(pd, name)
-            if later is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(target)
+                if (st.st_dev, st.st_ino) in trusted:
+                    continue
+            if not hr.is_writable(target):
+                continue  # a repository the run could not have written: the user's own
+            if why is None and time.monotonic() > deadline:
+                why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
+            if why is None:
+                try:
+                    why = _not_inert(target, trusted)
+                except HostReadError as e:
+                    why = str(e)
+            if why is None:
                 continue
-            hit = True
-            dest = self._quarantine(os.path.join(pd.path, name), scope.sid)
+            # The project (or a writable grant) itself made into a repository: its HEAD goes,
+            # and it is none.
+            top = path in hr.roots or path in hr.scan
+            what = os.path.join(path, "HEAD") if top else path
+            dest = self._quarantine(what, scope.sid)
             scope.notices.append(
-                f"{os.path.join(pd.path, name)} appeared inside the sandbox and would run instead "
-                f"of {later} for you (that directory is on your PATH); {dest}{stopped}"
+                f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
+            )
+
+    def _check_path_dir(self, scope: Scope, pd: PathDir, stopped: str) -> bool:
+        """An entry of a writable PATH directory that changed and can be run, or a new one that
+        shadows a later command, goes to the quarantine (a symlink whose text changed is put back
+        as it was); True when one was found."""
+        hit = False
+        for c in changes(pd, self._path_states.get(pd.path), scope.places):
+            hit = True
+            path = os.path.join(pd.path, c.name)
+            done = self._quarantine(path, scope.sid)
+            if c.link is not None and not os.path.lexists(path):
+                try:
+                    with writable_parents(path):
+                        os.symlink(c.link, path)
+                    done = f"put back as it was (a link to {c.link}); what was there was {done}"
+                except OSError as e:
+                    done += f"; the link to {c.link} could not be put back ({e.strerror})"
+            scope.notices.append(
+                f"{path} {c.why} inside the sandbox (that directory is on your PATH); "
+                f"{done}{stopped}"
             )
         return hit
 
@@ -525,11 +565,10 @@ class Keeper:
             todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
             self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True)
         for pd in hr.path_dirs:
+            # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
-                mask = inotify.ENTRIES | inotify.IN_ATTRIB
+                mask = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.CONTENT
                 todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask, True))
-            else:
-                self._watch_name(todo, scope, pd.path, GROW, kill_growth=False)
         for r in hr.rules:
             self._watch_name(todo, scope, r.path, RULES, kill_growth=False, ref=r)
             if os.path.isdir(r.path) and not os.path.islink(r.path):
@@ -654,10 +693,11 @@ class Keeper:
             scope.trip(why)
         with self._lock:
             for scope, pd, name in paths:
-                if scope.ended or name in self._path_names.get(pd.path, frozenset()):
+                if scope.ended:
                     continue
-                if shadowed(pd, name) is not None:
-                    scope.trip(f"{name} in {pd.path} shadows a command on PATH")
+                c = judge(pd, self._path_states.get(pd.path), name, scope.places)
+                if c is not None:
+                    scope.trip(f"{name} in {pd.path} (on PATH) {c.why}")
             for scope, r in dict.fromkeys(rules):
                 if not scope.ended and rules_problems(scope.host_read, r.path):
                     scope.trip(f"agent rules file {self._name(scope.host_read, r.path)} changed")
@@ -668,21 +708,13 @@ class Keeper:
                 self._refresh_all()
 
 
-def _names(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
 def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> str | None:
-    """Why a repository the run created is not inert; None when it is."""
+    """Why a repository the run created is not inert; None when it is. What git reads of it is
+    asked of git (``gitask``): the keys of its config files, where its commondir leads."""
     for name in ("config", "config.worktree"):
-        p = os.path.join(git_dir, name)
-        if os.path.lexists(p):
-            why = inert_config(read_nonblocking(p, MAX_MEMBER_BYTES))
-            if why:
-                return why.replace("its config", f"its {name}")
+        why = gitask.judge_config(os.path.join(git_dir, name))
+        if why:
+            return f"its {name} {why}"
     for name in ("HEAD", "commondir", "gitdir"):
         p = os.path.join(git_dir, name)
         if os.path.lexists(p) and not (os.path.islink(p) or os.path.isfile(p)):
@@ -691,14 +723,17 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
             return f"its {name} cannot be read without blocking"
     if os.path.lexists(os.path.join(git_dir, "info/attributes")):
         return "it has info/attributes"
-    common = read_gitfile(os.path.join(git_dir, "commondir"))
     hooks_home = git_dir
-    if common is not None:
+    if os.path.lexists(os.path.join(git_dir, "commondir")):
+        common = gitask.common_dir(git_dir)
+        if common is None:
+            return "git cannot tell where its commondir leads"
+        common = os.path.realpath(common)
+        is_trusted = False
         with contextlib.suppress(OSError):
             st = os.stat(common)
-            if (st.st_dev, st.st_ino) in trusted:
-                common = None
-        if common is not None:
+            is_trusted = (st.st_dev, st.st_ino) in trusted
+        if not is_trusted and common != os.path.realpath(git_dir):
             if depth > 2:
                 return "its commondir chain is too long"
             why = _not_inert(common, trusted, depth + 1)
@@ -709,90 +744,3 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
     if hooks:
         return f"it has hooks: {', '.join(hooks[:5])}"
     return None
-
-
-def rules_include_paths(hr: HostRead, path: str) -> list[str]:
-    """The paths a rules file's ``@`` includes resolve to (for their trusted state)."""
-    data = read_nonblocking(path, MAX_RULES_BYTES)
-    if data is None:
-        return []
-    out: list[str] = []
-    for ref in include_refs(data.decode(errors="replace"))[:256]:
-        out += include_targets(ref, path, hr.cwd, hr.env, hr.home) or []
-    return out
-
-
-def _first_link(path: str, roots: Iterable[str]) -> str | None:
-    """The first symlink on the way to ``path`` inside one of ``roots`` (what to move away)."""
-    for root in roots:
-        if not is_under(path, root):
-            continue
-        cur = root
-        for part in os.path.relpath(path, root).split(os.sep):
-            cur = os.path.join(cur, part)
-            if os.path.islink(cur):
-                return cur
-    return None
-
-
-def rules_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
-    """What is wrong with a rules name: ("type", why, path-to-quarantine) for an entry that is not
-    a regular file in the project, ("content", why) for an include that leaves the project or
-    enters a denied path. Empty when it is fine (or absent)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return []
-    if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
-        if stat.S_ISLNK(st.st_mode):
-            real = os.path.realpath(path)
-            if not hr.is_project(real):
-                return [("type", f"is a symlink to {real}, outside the project", path)]
-            if os.path.isdir(real):
-                return [("type", "is a symlink to a directory", path)]
-            return rules_problems(hr, real) if real != path else []
-        # CodeCompanion reads a directory recursively, following links.
-        count = 0
-        for root, dirs, files in os.walk(path):
-            for n in [*dirs, *files]:
-                count += 1
-                p = os.path.join(root, n)
-                if count > 256:
-                    return [("type", "is a directory with too many entries", path)]
-                if os.path.islink(p) and not hr.is_project(os.path.realpath(p)):
-                    return [("type", f"holds {n}, a link out of the project", p)]
-            for n in files:
-                p = os.path.join(root, n)
-                if not os.path.islink(p):
-                    sub = rules_problems(hr, p)
-                    if sub:
-                        return sub
-        return []
-    if not stat.S_ISREG(st.st_mode):
-        return [("type", "is not a regular file (reading it would hang the editor)", path)]
-    data = read_nonblocking(path, MAX_RULES_BYTES)
-    if data is None:
-        return [("content", f"is larger than {MAX_RULES_BYTES} bytes or cannot be read")]
-    denied = Places(hr.denied)
-    for ref in include_refs(data.decode(errors="replace")):
-        targets = include_targets(ref, path, hr.cwd, hr.env, hr.home)
-        if targets is None:
-            return [("content", f"includes @{ref}, which cannot be resolved")]
-        for t in targets:
-            real = os.path.realpath(t)
-            if real != os.path.normpath(t):  # a symlink on the way decides where it leads
-                if not hr.is_project(real) or real in denied:
-                    where = _first_link(t, hr.roots) or t
-                    return [("type", f"includes @{ref}, which leads to {real}", where)]
-                t = real
-            if not any(is_under(t, r) for r in hr.roots):
-                return [("content", f"includes @{ref} ({t}, outside the project)")]
-            if any(is_under(t, d) for d in hr.denied):
-                return [("content", f"includes @{ref} ({t}, a denied path)")]
-            try:
-                tst = os.lstat(t)
-            except OSError:
-                continue
-            if not (stat.S_ISREG(tst.st_mode) or stat.S_ISDIR(tst.st_mode)):
-                return [("type", f"includes @{ref}, which is not a regular file", t)]
-    return []

@@ -22,6 +22,11 @@ MAX_DIR_ENTRIES = 1024
 MAX_DIR_DEPTH = 4
 State = tuple[Any, ...]
 ABSENT: State = ("absent",)
+# A file whose inode change time is at least this old when it is captured keeps its stat
+# signature in its state: an equal signature later means equal content (any write moves the
+# change time, which user space cannot set back), so it is not read again. A younger one is read
+# every time (a second write within one timestamp tick would keep the time).
+SETTLED_NS = 2_000_000_000
 
 
 # -------------------------------------------------------------------------------------------------
@@ -32,10 +37,16 @@ class TooLarge(SpawnError):
     """A member is too large to keep a copy of: the run does not start."""
 
 
-def capture(path: str, depth: int = 0) -> State:
-    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data, None),
+def _file_sig(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def capture(path: str, depth: int = 0, prev: State | None = None) -> State:
+    """The state of ``path``: ("absent",), ("file", mode, uid, gid, data, sig),
     ("link", target), ("dir", mode, uid, gid, ((name, state), ...)), ("other", type, mode) or
-    ("unreadable", why)."""
+    ("unreadable", why). ``sig`` is the file's stat signature when it had settled (else None);
+    ``prev``, an earlier state of the same path, is returned as it is when its signature still
+    holds (nothing is read again)."""
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -54,10 +65,19 @@ def capture(path: str, depth: int = 0) -> State:
                 f"{path} is larger than {MAX_MEMBER_BYTES >> 20} MiB: too large to keep a copy "
                 "of; nothing was started"
             )
+        sig = _file_sig(st)
+        if (
+            prev is not None
+            and prev[0] == "file"
+            and prev[5] == sig
+            and prev[1:4] == (mode, st.st_uid, st.st_gid)
+        ):
+            return prev
         data = read_nonblocking(path, MAX_MEMBER_BYTES)
         if data is None:
             return ("unreadable", "not readable without blocking")
-        return ("file", mode, st.st_uid, st.st_gid, data, None)
+        settled = time.time_ns() - st.st_ctime_ns >= SETTLED_NS
+        return ("file", mode, st.st_uid, st.st_gid, data, sig if settled else None)
     if stat.S_ISDIR(st.st_mode):
         if depth >= MAX_DIR_DEPTH:
             raise TooLarge(f"{path} is nested too deep to keep a copy of (limit {MAX_DIR_DEPTH})")
@@ -73,7 +93,10 @@ def capture(path: str, depth: int = 0) -> State:
                         )
         except OSError as e:
             return ("unreadable", e.errno)
-        kids = tuple((n, capture(os.path.join(path, n), depth + 1)) for n in sorted(names))
+        before = dict(prev[4]) if prev is not None and prev[0] == "dir" else {}
+        kids = tuple(
+            (n, capture(os.path.join(path, n), depth + 1, before.get(n))) for n in sorted(names)
+        )
         return ("dir", mode, st.st_uid, st.st_gid, kids)
     return ("other", stat.S_IFMT(st.st_mode), mode)
 
@@ -106,6 +129,8 @@ def matches(path: str, state: State) -> bool:
     if kind == "file":
         if not stat.S_ISREG(st.st_mode):
             return False
+        if state[5] is not None and state[5] == _file_sig(st):
+            return True  # settled and untouched since (see SETTLED_NS)
         data: bytes = state[4]
         if st.st_size != len(data):
             return False
@@ -269,9 +294,9 @@ def writable_parents(path: str) -> Iterator[None]:
                 os.chmod(d, mode)
 
 
-def capture_or_mark(path: str) -> State:
+def capture_or_mark(path: str, prev: State | None = None) -> State:
     """``capture``, or a state that matches nothing when the entry is too large to copy."""
     try:
-        return capture(path)
+        return capture(path, prev=prev)
     except TooLarge:
         return ("unreadable", "too large")

@@ -264,6 +264,10 @@ class Policy:
       ``.git`` files, Neovim's exrc files…). Each existing one that is not a symlink is bound
       read-only, after the ``git_dirs`` binds (``protect_binds()`` gives the order). Names that
       do not exist yet, and symlinks, cannot be bound: the guard watches them.
+    * ``sealed``: existing directories (and files) kept read-only whole, never copied: the PATH
+      units (a PATH directory inside a writable grant, or its venv, and what its links run) and
+      the directory that holds a hooks directory in the work tree. Bound read-only with the
+      members; a backend without a mount namespace denies them instead.
     * ``host_read``: the whole set, for the guard and the post-run check (``guard.py``);
       backends do not read it.
     """
@@ -275,6 +279,7 @@ class Policy:
     denied: list[str]
     read_only: list[str] = field(default_factory=list)
     protected: list[str] = field(default_factory=list)
+    sealed: list[str] = field(default_factory=list)
     git_dirs: list[str] = field(default_factory=list)
     network_allow: list[str] = field(default_factory=list)
     allow_local_ports: list[int] = field(default_factory=list)
@@ -287,12 +292,13 @@ class Policy:
     def protect_binds(self) -> list[tuple[str, str]]:
         """The binds that keep the host-read set, in mount order: ``("self", git_dir)`` for each
         existing git directory (shallowest first), then ``("ro", path)`` for each existing
-        protected path that is not a symlink (shallowest first). Pure apart from lstat()."""
+        protected or sealed path that is not a symlink (shallowest first). Pure apart from
+        lstat()."""
         out: list[tuple[str, str]] = []
         for g in sorted(dict.fromkeys(self.git_dirs), key=_depth):
             if os.path.isdir(g) and not os.path.islink(g):
                 out.append(("self", g))
-        for p in sorted(dict.fromkeys(self.protected), key=_depth):
+        for p in sorted(dict.fromkeys([*self.sealed, *self.protected]), key=_depth):
             if os.path.lexists(p) and not os.path.islink(p):
                 out.append(("ro", p))
         return out
@@ -309,12 +315,16 @@ class Policy:
                 "denied": data["denied"],
                 "read_only": data["read_only"],
                 "protected": data["protected"],
+                "sealed": data["sealed"],
                 "git_dirs": data["git_dirs"],
                 "private_tmp": True,
             },
             "host_read": {
                 "repositories": [r.git_dir for r in hr.repos] if hr else [],
-                "path_dirs": [p.path for p in hr.path_dirs] if hr else [],
+                "path_dirs": [
+                    {"path": p.path, "kept": p.unit, "read_only": p.sealed}
+                    for p in (hr.path_dirs if hr else ())
+                ],
                 "rules_files": [r.path for r in hr.rules] if hr else [],
                 "checked_for_new_repositories": list(hr.scan) if hr else [],
             },
@@ -488,6 +498,7 @@ def default_rules() -> dict[str, list[str]]:
         "fs_readable": list(HOME_READABLE),
         "fs_writable": list(DEFAULT_WRITABLE),
         "fs_denied": list(DEFAULT_DENIED),
+        "path_writable": [],
     }
 
 
@@ -605,6 +616,7 @@ def build_policy(
         home=home_dir,
         rules=agent_rules,
         project_files=project_files,
+        path_writable=rules.path_writable,
     )
     # Everyday git from a subdirectory or a linked worktree writes the repository's git dir.
     writable += [g for g in host_read.grant if g not in writable]
@@ -633,6 +645,7 @@ def build_policy(
         if any(is_under(p, w) for w in writable) and not any(is_under(p, d) for d in denied)
     ]
     protected = list(host_read.members)
+    sealed = list(host_read.sealed)
     git_dirs = list(host_read.git_dirs)
 
     # -- network ----------------------------------------------------------------------------------
@@ -659,6 +672,7 @@ def build_policy(
         denied=denied,
         read_only=read_only,
         protected=protected,
+        sealed=sealed,
         git_dirs=git_dirs,
         network_allow=allow,
         allow_local_ports=local_ok,

@@ -307,6 +307,9 @@ class Sandlock:
             # Landlock cannot make a subtree of a writable grant read-only, and sandlock's deny
             # check can.
             denied += list(policy.read_only)
+            # Nor the sealed parts of the host-read set (PATH units, hooks holders): denied, as
+            # no mount can make them read-only here.
+            denied += list(policy.sealed)
 
         if layout.mount_ns:
             # The temp dirs are the private dir's binds; its own path may be hidden under them.

@@ -418,7 +418,8 @@ class SessionManager:
         with contextlib.suppress(Exception):
             s.launched.close()
         # What the host reads from the project is checked now that nothing of the run is left.
-        kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id)
+        text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
+        kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id, text, s.exit_code)
         for notice in [*s.launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)

@@ -1,19 +1,20 @@
 """Seeing through wrappers, nested shells and the script's own data: which commands run. Pure.
 
-:class:`Analysis` walks a parsed script. For each simple command it records the command, then, when
-the command is a wrapper (``sudo``, ``env``, ``xargs``, ``find -exec``, ``sh -c``, …; see
-:mod:`run_bash.checker.wrappers`), works out the wrapped command with the wrapper's real option
-syntax and records that too. Code handed over as text (``bash -c STR``, ``eval``, heredocs, pipes
-and process substitutions fed to a shell, ``trap``, a script the same command writes and then
-runs) is parsed again as a script.
+:class:`Analysis` walks a parsed script. For each simple command it records the command, reads
+its words once against its row of the command table (:mod:`.table`) and lets the row's runners
+(:mod:`.runners`) say what it runs: the wrapped command (judged and followed in turn), code given
+as text (``bash -c STR``, ``eval``, heredocs, pipes and process substitutions fed to a shell,
+``trap``, options that hold commands, a script or task file the same line writes and then runs).
 
 It also follows what the script does to its own data, because bash does:
 
 * literal assignments (``f=-rf; rm "$f" x``) are propagated into later words; a quoted expansion
   the script sets to something unknown counts as a possible option where options are written;
+  ``$HOME`` is ``~`` and ``$PWD`` the directory the command runs in, as far as ``cd`` tells;
 * strings that hold ``$(``, a backtick or ``<(`` are evaluated as code when the script also has a
   place where bash evaluates a variable's value (arithmetic, ``${!v}``, ``printf -v``, …);
-* commands rebound by ``alias``, ``hash -p`` or ``BASH_CMDS`` are judged as their targets.
+* commands rebound by ``alias``, ``hash -p`` or ``BASH_CMDS`` are judged as their targets;
+* files it writes (also through ``exec 3>f`` and ``>&3``) and git configuration it sets.
 
 Whatever cannot be determined statically is recorded as unknown, so the checker can fail closed.
 """
@@ -21,11 +22,27 @@ Whatever cannot be determined statically is recorded as unknown, so the checker 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from itertools import count
+from typing import Any
 
-from run_bash.checker.parser import (
+from run_bash.checker import printed
+from run_bash.checker.builtins import BUILTINS
+from run_bash.checker.model import (
+    NO_INPUT,
+    SAFE,
+    SHELLS,
+    STDIN_FILES,
+    UNKNOWN,
+    Ctx,
+    Scope,
+    Unknown,
+    in_dir,
+)
+from run_bash.checker.parser import expansions, parse, words_of
+from run_bash.checker.reading import Reading, read_row
+from run_bash.checker.runners import run
+from run_bash.checker.syntax import (
     Cmd,
     Compound,
     ForVar,
@@ -33,13 +50,11 @@ from run_bash.checker.parser import (
     Problem,
     Redir,
     Sink,
-    Span,
     Unparsable,
     Word,
     Words,
-    expansions,
-    parse,
 )
+from run_bash.checker.table import row_for
 from run_bash.checker.words import (
     DYN,
     LIT,
@@ -54,113 +69,69 @@ from run_bash.checker.words import (
     expand,
     normalize_path,
     var_name,
+    wordlist,
 )
-
-if TYPE_CHECKING:
-    from run_bash.checker.wrappers import Handler
 
 MAX_DEPTH = 8
 MAX_CHAIN = 32
 MAX_CODE = 400_000  # characters of nested code analysed in one check (beyond: fail closed)
 MAX_CARRIERS = 64
-SHELLS = frozenset(
-    {
-        "sh",
-        "bash",
-        "dash",
-        "zsh",
-        "ksh",
-        "mksh",
-        "ash",
-        "rbash",
-        "yash",
-        "posh",
-        "fish",
-        "csh",
-        "tcsh",
-        "oksh",
-        "loksh",
-    }
-)
 CODE_MARKERS = ("$(", "`", "<(", ">(")
 # Variables whose value a program runs as a shell command.
 CODE_VARIABLES = frozenset(
-    {
-        "PROMPT_COMMAND",
-        "GIT_SSH_COMMAND",
-        "GIT_SSH",
-        "GIT_PAGER",
-        "PAGER",
-        "MANPAGER",
-        "GIT_EDITOR",
-        "EDITOR",
-        "VISUAL",
-        "GIT_SEQUENCE_EDITOR",
-        "GIT_EXTERNAL_DIFF",
-        "GIT_ASKPASS",
-        "SSH_ASKPASS",
-        "GIT_PROXY_COMMAND",
-        "SYSTEMD_PAGER",
-        "BROWSER",
-    }
+    wordlist(
+        "PROMPT_COMMAND GIT_SSH_COMMAND GIT_SSH GIT_PAGER PAGER MANPAGER GIT_EDITOR EDITOR VISUAL "
+        "GIT_SEQUENCE_EDITOR GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS SUDO_ASKPASS GIT_PROXY_COMMAND "
+        "SYSTEMD_PAGER BROWSER RSYNC_RSH RSYNC_CONNECT_PROG CVS_RSH FZF_DEFAULT_COMMAND"
+    )
 )
+# less runs LESSOPEN/LESSCLOSE as a shell command: `|cmd %s` (a leading `|`, `||` or `-`).
+LESS_VARIABLES = frozenset({"LESSOPEN", "LESSCLOSE"})
 # Prompt strings: bash expands `$(…)` in them when it shows them (PS4 with `set -x`).
 PROMPT_VARIABLES = frozenset({"PS0", "PS1", "PS2", "PS3", "PS4"})
 # Files a shell sources on start-up.
 STARTUP_VARIABLES = frozenset({"BASH_ENV", "ENV"})
+# Options other programs read from the environment that may hold code-running options.
+OPTION_VARIABLES = {"TAR_OPTIONS": "tar"}
 _SPECIAL = (
-    CODE_VARIABLES | PROMPT_VARIABLES | STARTUP_VARIABLES | {"BASH_CMDS", "BASH_ALIASES", "PATH"}
+    CODE_VARIABLES
+    | LESS_VARIABLES
+    | PROMPT_VARIABLES
+    | STARTUP_VARIABLES
+    | set(OPTION_VARIABLES)
+    | {"BASH_CMDS", "BASH_ALIASES", "PATH"}
 )
-STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
 _FD_PATH = re.compile(r"/(?:dev/fd|proc/(?:self|\d+)/fd)/\d+")
 _SHEBANG = re.compile(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?")
 _PATH_PRODUCERS = re.compile(r"\s*(?:mktemp|pwd|realpath|readlink\s+-[a-z]*f)\b[^;&|`$()]*\s*$")
 _LOCATE = re.compile(r"\s*(?:which|command\s+-v|type\s+-P)\s+([A-Za-z0-9_.+-]+)\s*")
 _PRINTERS = re.compile(r"\s*(?:echo|printf|cat|base64|xxd|rev|tr|true|:)\b")
-
-# Possible values of a variable set by the script.
-UNKNOWN = "\0unknown"  # set to something only known at run time
-SAFE = "\0safe"  # set to something unknown that does not start with `-` (a path, a file name)
-NO_INPUT = "\0no-input"  # a command's stdin is not redirected
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SUBSCRIPTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]\+?=")
+_DATA_BUILTINS = frozenset(
+    wordlist(
+        "alias hash declare typeset local export readonly read mapfile readarray getopts printf set"
+    )
+)
+_WRITERS = frozenset(wordlist("tee cp mv install ln rsync scp curl wget dd sed"))
+_CD = frozenset({"cd", "pushd", "popd"})
 
 
 @dataclass(slots=True)
 class Found:
-    """A command that runs: ``argv[0]`` is its name (basename), ``text`` the source running it."""
+    """A command that runs: ``argv[0]`` is its name (basename), ``text`` the source running it.
+
+    ``reading`` is its words read against its row of the table (None without a row); ``cwd`` the
+    directory it runs in, relative to where the line started (None when unknown); ``elsewhere``:
+    it runs on another machine or root, where undo does not reach.
+    """
 
     name: str
     argv: list[Arg]
     text: str
-
-
-@dataclass(slots=True)
-class Unknown:
-    """A place where the command (or code) that runs cannot be determined statically."""
-
-    reason: str
-    text: str
-    syntax: bool = False  # the source could not be parsed
-
-
-class Scope:
-    """What a script knows about its positional parameters (``bash -c CODE NAME ARGS``)."""
-
-    __slots__ = ("positional",)
-
-    def __init__(self, positional: list[Arg] | None = None) -> None:
-        self.positional = positional
-
-
-@dataclass(slots=True)
-class Ctx:
-    """One simple command being analysed, and what wrappers added to its environment."""
-
-    cmd: Cmd
-    depth: int
-    text: str
-    scope: Scope
-    env: dict[str, Arg] = field(default_factory=dict)
-    first: bool = True  # the current word is where the shell itself looks the command up
+    reading: Reading | None = None
+    cwd: str | None = "."
+    elsewhere: bool = False
 
 
 @dataclass
@@ -171,7 +142,8 @@ class Analysis:
     variables: dict[str, list[Any]] = field(default_factory=dict)
     aliases: dict[str, str | None] = field(default_factory=dict)
     hashed: dict[str, str | None] = field(default_factory=dict)
-    written: dict[str, list[Any]] = field(default_factory=dict)
+    written: dict[str, list[object]] = field(default_factory=dict)
+    git_config: list[tuple[str, Arg]] = field(default_factory=list)
     sinks: list[str] = field(default_factory=list)
     carriers: list[str] = field(default_factory=list)
     ifs_changed: bool = False
@@ -182,6 +154,10 @@ class Analysis:
     _values: dict[str, frozenset[str]] = field(default_factory=dict)
     _resolving: set[str] = field(default_factory=set)
     _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
+    _cwd: dict[tuple[int, ...], str | None] = field(default_factory=dict)
+    _away: set[tuple[int, ...]] = field(default_factory=set)  # scopes run where undo cannot reach
+    _fds: dict[str, str] = field(default_factory=dict)
+    _ids: Any = field(default_factory=lambda: count(1_000_000))
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -194,8 +170,17 @@ class Analysis:
         """Record a place where what runs cannot be determined."""
         self.events.append(Unknown(reason, text))
 
-    def source(self, src: str, depth: int, scope: Scope | None = None) -> None:
-        """Analyse a script."""
+    def source(
+        self,
+        src: str,
+        depth: int,
+        scope: Scope | None = None,
+        *,
+        ctx: Ctx | None = None,
+        same_shell: bool = False,
+    ) -> None:
+        """Analyse a script; code a command runs (``ctx``) starts in its directory, in a
+        process of its own unless ``same_shell`` (``eval``, ``source``)."""
         scope = scope or Scope()
         if depth > MAX_DEPTH:
             self.unknown("nests shells too deeply to analyse", src.strip())
@@ -205,6 +190,15 @@ class Analysis:
             self.unknown("holds too much code to analyse", src.strip()[:200])
             return
         items = parse(src)
+        if ctx is not None:
+            base = ctx.cmd.scope if same_shell else (*ctx.cmd.scope, next(self._ids))
+            if not same_shell or ctx.cwd != self.cwd_of(base):
+                self._cwd[base] = ctx.cwd
+            if ctx.elsewhere:
+                self._away.add(base)
+            for item in items:
+                if isinstance(item, Cmd):
+                    item.scope = (*base, *item.scope)
         self._prepass(items, scope)
         for item in items:
             if isinstance(item, Cmd):
@@ -225,7 +219,30 @@ class Analysis:
         if word.value is None:
             self.unknown(f"runs {what} only known at run time (`{word.text}`)", ctx.text)
         else:
-            self.source(word.value, ctx.depth + 1, scope or ctx.scope)
+            self.source(word.value, ctx.depth + 1, scope or ctx.scope, ctx=ctx)
+
+    # -- the directory a command runs in ----------------------------------------------------------
+
+    def cwd_of(self, scope: tuple[int, ...]) -> str | None:
+        """Where a command in ``scope`` runs: the last ``cd`` in it or in a scope around it."""
+        for k in range(len(scope), -1, -1):
+            key = scope[:k]
+            if key in self._cwd:
+                return self._cwd[key]
+        return "."
+
+    def _cd(self, name: str, args: list[Arg], ctx: Ctx) -> None:
+        """``cd DIR``/``pushd DIR``/``popd``: later commands of this scope run elsewhere."""
+        cmd = ctx.cmd
+        ops = [a for a in args if a.value is None or not a.value.startswith("-") or a.value == "-"]
+        target: str | None = None
+        if name == "popd" or cmd.looped or cmd.in_func or cmd.piped or cmd.pipe_from:
+            target = None  # a loop, function or pipeline: where it ends up is not followed
+        elif not ops:
+            target = "~"
+        elif ops[0].value is not None and ops[0].value != "-":
+            target = in_dir(ctx.cwd, ops[0].value)
+        self._cwd[cmd.scope] = target
 
     # -- the script's data ------------------------------------------------------------------------
 
@@ -240,8 +257,7 @@ class Analysis:
                 if item.words:
                     self._builtin_data(item, scope)
                 for redir in item.redirs:
-                    if redir.writes_file:
-                        self._write(redir, lambda c=item: self.printed(c, scope))
+                    self._redirected(item, redir, scope)
             elif isinstance(item, ForVar):
                 if item.words is None:
                     self._add_value(item.name, UNKNOWN)
@@ -256,7 +272,24 @@ class Analysis:
             elif isinstance(item, Compound):
                 for redir in item.redirs:
                     if redir.writes_file:
-                        self._write(redir, lambda s=item.span: self.printed_span(s, scope))
+                        span = item.span
+                        self._write(redir, scope, lambda s=span: self.printed_source(s.text, scope))
+
+    def _redirected(self, cmd: Cmd, redir: Redir, scope: Scope) -> None:
+        """Files a command writes: ``> f``, and ``>&3`` after ``exec 3>f``."""
+        if redir.writes_file:
+            path = self._write(redir, scope, lambda c=cmd: printed.printed(self, c, scope))
+            if path is not None and redir.fd not in ("", "1", "2"):
+                self._fds[redir.fd] = path
+        elif redir.op in (">", ">>", ">|") and redir.target is not None and redir.fd:
+            path = self._write(redir, scope, lambda: "")  # `exec 3>f`: opens f on fd 3
+            if path is not None:
+                self._fds[redir.fd] = path
+        elif redir.op == ">&" and redir.fd in ("", "1"):
+            fd = redir.dup or (redir.target.text.strip("${}") if redir.target else "")
+            fd = next((k for k in self._fds if k.strip("{}") == fd), fd)
+            if fd in self._fds:
+                self._store(self._fds[fd], lambda c=cmd: printed.printed(self, c, scope), True)
 
     def _add_value(self, name: str, value: Any) -> None:
         self.variables.setdefault(name, []).append(value)
@@ -272,8 +305,7 @@ class Analysis:
         if word.elements is not None or sub is not None:
             self._add_value(name, UNKNOWN)
             return
-        parts = word.parts[word.vstart :]
-        self._add_value(name, (parts, scope, cmd.in_func, append))
+        self._add_value(name, (word.parts[word.vstart :], scope, cmd.in_func, append))
 
     def values(self, name: str) -> frozenset[str] | None:
         """The values the script may give ``name`` (None when it never sets it)."""
@@ -325,14 +357,14 @@ class Analysis:
             return SAFE
         return UNKNOWN
 
-    def resolver(self, scope: Scope, in_func: bool) -> Resolver:
+    def resolver(self, scope: Scope, in_func: bool, cwd: str | None = ".") -> Resolver:
         """The function that gives expansions the values the script sets (see words.expand)."""
 
         def resolve(text: str) -> object:
             name = var_name(text)
             if name is None:
                 if text.startswith("$(") and not text.startswith("$(("):
-                    return self._substitution_value(text[2:-1])
+                    return self._substitution_value(text[2:-1], cwd)
                 return None
             if name.isdigit():
                 if name == "0":
@@ -348,7 +380,8 @@ class Analysis:
                 return arg.value if arg.value is not None else OPAQUE
             vals = self.values(name)
             if vals is None:
-                return None
+                # The home directory is `~` however it is written; PWD is where it runs.
+                return "~" if name == "HOME" else cwd if name == "PWD" else None
             if len(vals) == 1:
                 (only,) = vals
                 if not only.startswith("\0"):
@@ -359,15 +392,17 @@ class Analysis:
 
         return resolve
 
-    def _substitution_value(self, body: str) -> object:
+    def _substitution_value(self, body: str, cwd: str | None) -> object:
         """The output of ``$(body)`` when it is a static printer, else None.
 
         ``$(which NAME)`` and ``$(command -v NAME)`` print where NAME is: a path whose basename
-        is NAME, which is all a command word needs.
+        is NAME, which is all a command word needs. ``$(pwd)`` is where the command runs.
         """
         m = _LOCATE.fullmatch(body)
         if m:
             return "/usr/bin/" + m.group(1)
+        if body.strip() == "pwd":
+            return cwd
         if not _PRINTERS.match(body):
             return None
         out = self.printed_source(body)
@@ -381,7 +416,7 @@ class Analysis:
 
     def expand_words(self, cmd: Cmd, scope: Scope) -> list[Arg]:
         """The argument words of a simple command."""
-        resolve = self.resolver(scope, cmd.in_func)
+        resolve = self.resolver(scope, cmd.in_func, self.cwd_of(cmd.scope))
         return [a for w in cmd.words for a in expand(w.text, w.parts, resolve)]
 
     # -- builtins that set data -------------------------------------------------------------------
@@ -393,12 +428,10 @@ class Analysis:
         args = self.expand_words(cmd, scope)
         if not args or args[0].value is None:
             return
-        name = args[0].value
-        rest = args[1:]
+        name, rest = args[0].value, args[1:]
         if name in _WRITERS:
             self._writer(name, rest, cmd, scope)
-            return
-        if name in ("declare", "typeset", "local", "export", "readonly"):
+        elif name in ("declare", "typeset", "local", "export", "readonly"):
             for a in rest:
                 v = a.value if a.value is not None else a.prefix
                 var, eq, val = v.partition("=")
@@ -416,20 +449,15 @@ class Analysis:
                 scope.positional = rest[1:]
         elif name in ("alias", "hash"):
             # Rebound names apply to every later use, also inside functions defined earlier.
-            handler = _handlers()(name)
-            assert handler is not None  # both are in wrappers.WRAPPERS
-            handler(self, rest, Ctx(cmd, 0, cmd.text, scope))
+            BUILTINS[name](self, rest, Ctx(cmd, 0, cmd.text, scope))
 
     def _writer(self, name: str, args: list[Arg], cmd: Cmd, scope: Scope) -> None:
         """Record files that ``tee``, ``cp``, ``curl -o`` … write (content unknown but tee's)."""
         if name == "tee":
-
-            def content() -> str | None:
-                return self.stdin_text(cmd, scope)
-
+            append = any(x.value in ("-a", "--append") for x in args)
             for a in args:
                 if a.value is not None and not a.value.startswith("-"):
-                    self._store(a.value, content, any(x.value in ("-a", "--append") for x in args))
+                    self._store(a.value, lambda: self.stdin_text(cmd, scope), append)
             return
         targets: list[Arg] = []
         if name in ("cp", "mv", "install", "ln", "rsync", "scp"):
@@ -456,14 +484,15 @@ class Analysis:
             if t.value is not None:
                 self._store(t.value, None, False)
 
-    def _write(self, redir: Redir, content: Any) -> None:
+    def _write(self, redir: Redir, scope: Scope, content: Any) -> str | None:
         target = redir.target
         if target is None:
-            return
-        args = expand(target.text, target.parts)
+            return None
+        args = expand(target.text, target.parts, self.resolver(scope, False))
         if len(args) != 1 or args[0].value is None or args[0].value.startswith("/dev/"):
-            return
+            return None
         self._store(args[0].value, content, redir.op in (">>", "&>>"))
+        return args[0].value
 
     def _store(self, path: str, content: Any, append: bool) -> None:
         """Record a written file; ``content`` is its text, None, or a function giving it (only
@@ -495,7 +524,7 @@ class Analysis:
                 text = piece() if callable(piece) else piece
                 if text is None or text is NO_INPUT:
                     return None
-                out.append(text)
+                out.append(str(text))
             return "".join(out)
         finally:
             self._reading.discard(key)
@@ -504,7 +533,9 @@ class Analysis:
 
     def command(self, cmd: Cmd, depth: int, scope: Scope) -> None:
         """Analyse one simple command."""
-        ctx = Ctx(cmd, depth, cmd.text, scope)
+        ctx = Ctx(cmd, depth, cmd.text, scope, cwd=self.cwd_of(cmd.scope))
+        if self._away:
+            ctx.elsewhere = any(cmd.scope[:k] in self._away for k in range(len(cmd.scope) + 1))
         for word in cmd.assigns:
             self._carriers_of(word)
             self.assignment(word, ctx, prefix=bool(cmd.words))
@@ -550,6 +581,17 @@ class Analysis:
         """Judge a value given to a variable that is code (PROMPT_COMMAND, PAGER, PS4, …)."""
         if name in CODE_VARIABLES:
             self.code(value, ctx, f"`{name}` code")
+        elif name in LESS_VARIABLES:
+            text = value.value
+            code = Arg.lit(text.lstrip("|-").replace("%s", "file")) if text is not None else value
+            self.code(code, ctx, f"`{name}` code")
+        elif name in OPTION_VARIABLES:
+            # Options the program reads from the environment: judged as if on its command line.
+            parsed = words_of(value.value) if value.value is not None else None
+            words = [a for w in parsed or () for a in expand(w.text, w.parts)]
+            if parsed is None:
+                words = [value if value.value is None else Arg(value.value, None)]
+            self.chain([Arg.lit(OPTION_VARIABLES[name]), *words], ctx.sub(ctx.text))
         elif name in PROMPT_VARIABLES:
             self.sinks.append(f"{name}=…")
             if value.value is not None:
@@ -598,8 +640,7 @@ class Analysis:
         text = word.text
         if not ("$(" in text or "`" in text or "(" in text or "\\" in text):
             return
-        literal = "".join(t for t, k in word.parts if k in (RAW, LIT))
-        self.carrier(literal)
+        self.carrier("".join(t for t, k in word.parts if k in (RAW, LIT)))
         for element in word.elements or ():
             if element.plain is None:
                 self._carriers_of(element)
@@ -653,7 +694,6 @@ class Analysis:
 
     def chain(self, args: list[Arg], ctx: Ctx) -> None:
         """Record ``args`` as a command and follow it through wrappers."""
-        handler_for = _handlers()
         for _ in range(MAX_CHAIN):
             if not args:
                 return
@@ -682,15 +722,23 @@ class Analysis:
                     )
                     return
                 name = target
-            self.events.append(Found(name, [Arg.lit(name, head.text), *args[1:]], ctx.text))
+            row = row_for(name)
+            reading = read_row(name, row, args[1:]) if row is not None else None
+            argv = [Arg.lit(name, head.text), *args[1:]]
+            self.events.append(Found(name, argv, ctx.text, reading, ctx.cwd, ctx.elsewhere))
+            if name in _CD:
+                self._cd(name, args[1:], ctx)
             if "/" in head.value:
                 self.script_run(head, args[1:], ctx)
             elif self.path_changed and self.written:
                 self.script_run(Arg.lit("./" + head.value), args[1:], ctx)
-            handler = handler_for(name)
-            if handler is None:
+            if reading is None:
                 return
-            inner = handler(self, args[1:], ctx)
+            stored = {k: v.value for k, v in self.git_config if v.value is not None}
+            inner = run(self, reading, ctx)
+            # What the runners found in code it runs, and the git configuration it gets.
+            reading.hits, ctx.hits = ctx.hits, []
+            reading.config, ctx.config = {**stored, **ctx.config}, {}
             if inner is None:
                 return
             args = inner
@@ -710,7 +758,8 @@ class Analysis:
         # bash does not expand an alias inside its own text; a redefined one is another alias.
         self._expanding_alias.add((name, value))
         try:
-            self.source(f"{value} {rest}" if rest else value, ctx.depth + 1, ctx.scope)
+            code = f"{value} {rest}" if rest else value
+            self.source(code, ctx.depth + 1, ctx.scope, ctx=ctx, same_shell=True)
         finally:
             self._expanding_alias.discard((name, value))
 
@@ -719,26 +768,38 @@ class Analysis:
     def script_run(self, path: Arg, args: list[Arg], ctx: Ctx, *, shell: bool = False) -> None:
         """A file run as a program (``./s.sh``) or script (``bash s.sh``): analyse it when this
         command line wrote it; a file it wrote with unknown content pauses."""
+        content = self._script_text(path, ctx, shell)
+        if content is not None and (shell or _is_shell_script(content)):
+            self.source(content, ctx.depth + 1, Scope(list(args)), ctx=ctx)
+        elif content is not None:
+            # `./t.py` with `#!/usr/bin/env python3`: judged as `python3 ./t.py`.
+            m = re.match(r"#![ \t]*(\S+)[ \t]*(.*)", content)
+            words = [m.group(1), *m.group(2).split()] if m else []
+            while words and command_name(words[0]) == "env":
+                words = [w for w in words[1:] if w != "-S"]
+            if words:
+                self.chain([*(Arg.lit(w) for w in words), path, *args], ctx.sub(ctx.text))
+
+    def _script_text(self, path: Arg, ctx: Ctx, shell: bool) -> str | None:
         if path.proc:
             self.proc_code(path, ctx, "shell code")
-            return
+            return None
         if path.value is None:
             if shell and (path.split or path.opaque or not path.prefix):
                 self.unknown(f"runs a script only known at run time (`{path.text}`)", ctx.text)
-            return
+            return None
         if _FD_PATH.fullmatch(path.value):
             self.unknown(f"runs code read from a file descriptor (`{path.value}`)", ctx.text)
-            return
-        content = self.written_file(path.value)
-        if content is False:
-            return
+            return None
+        content = self.written_file(in_dir(ctx.cwd, path.value) or path.value)
         if content is None:
             self.unknown(f"runs `{path.value}`, which this command writes at run time", ctx.text)
-            return
-        assert isinstance(content, str)
-        if not shell and not _is_shell_script(content):
-            return
-        self.source(content, ctx.depth + 1, Scope(list(args)))
+            return None
+        return content if isinstance(content, str) else None
+
+    def script_text(self, path: Arg, ctx: Ctx) -> str | None:
+        """The text of a script an interpreter runs, when this line wrote it (else None)."""
+        return self._script_text(path, ctx, True)
 
     def sourced_file(self, path: Arg, ctx: Ctx, what: str, args: list[Arg] | None = None) -> None:
         """A file bash sources (``source F``, ``BASH_ENV=F``)."""
@@ -750,7 +811,10 @@ class Analysis:
             if path.split or path.opaque or not path.prefix:
                 self.unknown(f"sources a file only known at run time (`{path.text}`)", ctx.text)
         else:
-            self.script_run(path, args or [], ctx, shell=True)
+            content = self._script_text(path, ctx, True)
+            if content is not None:
+                scope = Scope(list(args or []))
+                self.source(content, ctx.depth + 1, scope, ctx=ctx, same_shell=True)
 
     def proc_code(self, word: Arg, ctx: Ctx, what: str) -> None:
         """Code read from a process substitution ``<(…)``: what its commands print."""
@@ -759,7 +823,7 @@ class Analysis:
         if text is None or text is NO_INPUT:
             self.unknown(f"runs {what} from a process substitution", ctx.text)
             return
-        self.source(text, ctx.depth + 1)
+        self.source(text, ctx.depth + 1, ctx=ctx)
 
     def stdin_code(self, ctx: Ctx, what: str) -> None:
         """Analyse code a shell reads from its standard input."""
@@ -769,66 +833,15 @@ class Analysis:
         if text is None:
             self.unknown(f"runs {what} read from its input, only known at run time", ctx.text)
             return
-        self.source(text, ctx.depth + 1)
+        self.source(text, ctx.depth + 1, ctx=ctx)
 
     def stdin_text(self, cmd: Cmd, scope: Scope) -> str | None:
         """What a command reads on stdin, when static (NO_INPUT when stdin is not redirected)."""
-        from run_bash.checker.printed import stdin_text
-
-        return stdin_text(self, cmd, scope)
-
-    def printed(self, cmd: Cmd, scope: Scope) -> str | None:
-        """What a command writes on stdout, when static."""
-        from run_bash.checker.printed import printed
-
-        return printed(self, cmd, scope)
-
-    def printed_span(self, span: Span, scope: Scope) -> str | None:
-        """What a compound command writes on stdout, when static."""
-        return self.printed_source(span.text, scope)
+        return printed.stdin_text(self, cmd, scope)
 
     def printed_source(self, src: str, scope: Scope | None = None) -> str | None:
         """What a script writes on stdout, when static."""
-        from run_bash.checker.printed import printed_source
-
-        return printed_source(self, src, scope)
-
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SUBSCRIPTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]\+?=")
-_DATA_BUILTINS = frozenset(
-    {
-        "alias",
-        "hash",
-        "declare",
-        "typeset",
-        "local",
-        "export",
-        "readonly",
-        "read",
-        "mapfile",
-        "readarray",
-        "getopts",
-        "printf",
-        "set",
-    }
-)
-_WRITERS = frozenset(
-    {"tee", "cp", "mv", "install", "ln", "rsync", "scp", "curl", "wget", "dd", "sed"}
-)
-
-
-_HANDLER_FOR: Callable[[str], Handler | None] | None = None
-
-
-def _handlers() -> Callable[[str], Handler | None]:
-    # wrappers imports this module's types, so it is imported on first use.
-    global _HANDLER_FOR
-    if _HANDLER_FOR is None:
-        from run_bash.checker.wrappers import handler_for
-
-        _HANDLER_FOR = handler_for
-    return _HANDLER_FOR
+        return printed.printed_source(self, src, scope)
 
 
 def _static_key(sub: str | None) -> str | None:
@@ -864,13 +877,3 @@ def _problem_reason(reason: str) -> str:
     if reason.startswith("nests"):
         return reason
     return f"could not be parsed: it {reason}"
-
-
-__all__ = [
-    "SHELLS",
-    "Analysis",
-    "Ctx",
-    "Found",
-    "Scope",
-    "Unknown",
-]

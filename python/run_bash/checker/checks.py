@@ -1,0 +1,290 @@
+"""Pause rules that need more than the table's conditions: each reads one :class:`Level`. Pure.
+
+Every check gets the command's reading and the level its row is on (its options and operands,
+read once) and returns a :class:`Hit` with its effect class, or None.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
+from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
+from run_bash.checker.words import Arg, normalize_path, wordlist
+
+TRUE_WORDS = frozenset({"true", "yes", "on", "1", ""})
+
+
+# -- git ------------------------------------------------------------------------------------------
+
+
+def _config(reading: Reading, key: str) -> str | None:
+    """A git configuration value the command line sets (``-c``, ``git config`` earlier)."""
+    return reading.config.get(key)
+
+
+def git_push(reading: Reading, level: Level) -> Hit | None:
+    """Force, delete, mirror and prune pushes (also through configuration the line sets)."""
+    r = level.read
+    if r.has("n", "dry-run") and not r.has("no-dry-run"):
+        return None
+    force = lease = False
+    for opt, _ in r.opts:
+        if opt in ("f", "force") or "force" in opt.split("|"):
+            force = True
+        elif opt == "no-force":
+            force = False
+        elif opt == "force-with-lease":
+            lease = True
+        elif opt == "no-force-with-lease":
+            lease = False
+    if r.has("mirror"):
+        return Hit("overwrites and deletes remote refs to mirror the local repository")
+    if r.has("d", "delete"):
+        return Hit("deletes a remote branch")
+    if force:
+        # `-f` wins over `--force-with-lease` given with it (git forces).
+        return Hit("rewrites the remote branch's history")
+    refspecs = r.operands[1:]
+    for ref in refspecs:
+        v = ref.value if ref.value is not None else ref.prefix
+        if v.startswith("+") and not lease:
+            return Hit("force-pushes (`+` refspec) and can rewrite the remote branch's history")
+        if v.startswith(":") and len(v) > 1:
+            return Hit("deletes a remote branch (empty source refspec)")
+    if r.has("prune"):
+        return Hit("deletes remote branches that have no local counterpart")
+    remote = r.operands[0].value if r.operands else None
+    for key, value in reading.config.items():
+        parts = key.split(".")
+        if len(parts) < 3 or parts[0] != "remote" or remote not in (None, ".".join(parts[1:-1])):
+            continue
+        if parts[-1] == "mirror" and value.lower() in TRUE_WORDS:
+            return Hit(f"mirrors the remote (`{key}` is set), deleting refs it lacks")
+        if parts[-1] == "push" and value.startswith("+") and not refspecs and not lease:
+            return Hit(f"force-pushes through `{key}={value}`")
+    if r.unknown is not None:
+        return unknown_hit("force-push", r.unknown)
+    for ref in refspecs:
+        if ref.value is None and ref.split and not ref.prefix:
+            return unknown_hit("force-push", ref)
+    return None
+
+
+def git_reset(reading: Reading, level: Level) -> Hit | None:
+    """``reset --hard``: reversible onto HEAD, irreversible when it moves the branch."""
+    r = level.read
+    if r.has("hard"):
+        revs = [a.value for a in r.operands if a.value != "--"]
+        if all(v in ("HEAD", "@") for v in revs):
+            return Hit(
+                "discards uncommitted changes in the working tree", REVERSIBLE, worktree(reading)
+            )
+        return Hit("discards uncommitted changes and moves the branch to another commit")
+    if r.unknown is not None:
+        return unknown_hit("discard uncommitted changes", r.unknown)
+    return None
+
+
+def git_clean(reading: Reading, level: Level) -> Hit | None:
+    """``clean -f`` (or ``clean.requireForce`` off); ``-x``/``-X`` reach ignored files."""
+    r = level.read
+    if r.has("n", "dry-run"):
+        return None
+    require = (_config(reading, "clean.requireforce") or "true").lower()
+    if r.has("f", "force") or require in ("false", "no", "off", "0"):
+        what = "untracked files and directories" if r.has("d") else "untracked files"
+        if r.has("x", "X"):
+            return Hit(f"deletes {what}, ignored ones too")
+        return Hit(f"deletes {what}", REVERSIBLE, worktree(reading))
+    if r.unknown is not None:
+        return unknown_hit("delete untracked files", r.unknown)
+    return None
+
+
+def git_checkout(reading: Reading, level: Level) -> Hit | None:
+    """``checkout -f``; checking out paths (``.``, ``-- PATHS``, ``TREE PATHS``) over changes."""
+    r = level.read
+    if r.has("f", "force"):
+        return Hit("discards uncommitted changes (`-f`)")
+    tree = worktree(reading)
+    values = [a.value for a in level.args]
+    if "--" in values and values.index("--") < len(values) - 1:
+        return Hit("overwrites uncommitted changes to the named files", REVERSIBLE, tree)
+    if r.has("pathspec-from-file"):
+        return Hit("overwrites uncommitted changes to the listed files", REVERSIBLE, tree)
+    for op in r.operands:
+        if op.value is not None and normalize_path(op.value) == ".":
+            return Hit(
+                "discards every uncommitted change under the current directory", REVERSIBLE, tree
+            )
+    if len(r.operands) >= 2 and not r.has("b", "B", "orphan"):
+        return Hit(
+            "overwrites the named files with their content from another commit", REVERSIBLE, tree
+        )
+    if r.unknown is not None:
+        return unknown_hit("discard uncommitted changes", r.unknown)
+    return None
+
+
+def git_restore(reading: Reading, level: Level) -> Hit | None:
+    """``restore`` of working-tree paths (not ``--staged`` alone)."""
+    r = level.read
+    if r.has("S", "staged") and not r.has("W", "worktree"):
+        return None  # only the index changes; the files stay as they are
+    if r.operands or r.has("pathspec-from-file"):
+        return Hit("discards uncommitted changes to the named files", REVERSIBLE, worktree(reading))
+    if r.unknown is not None:
+        return unknown_hit("discard uncommitted changes", r.unknown)
+    return None
+
+
+def git_branch(reading: Reading, level: Level) -> Hit | None:
+    """``branch -D`` and ``branch --delete --force``."""
+    r = level.read
+    delete = r.has("d", "D", "delete")
+    if r.has("D") or (delete and r.has("f", "force")):
+        return Hit("force-deletes a branch, even one with unmerged commits")
+    if delete and r.unknown is not None:
+        return unknown_hit("force-delete a branch", r.unknown)
+    return None
+
+
+def git_gc(reading: Reading, level: Level) -> Hit | None:
+    """``gc --prune=now|all``."""
+    value = level.read.get("prune")
+    if value is not None and value.lower() in ("now", "all"):
+        return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+    return None
+
+
+# -- files ----------------------------------------------------------------------------------------
+
+FIND_LEADING = frozenset({"-H", "-L", "-P"})
+FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_ONE_ARG = frozenset(
+    wordlist(
+        "-amin -anewer -atime -cmin -cnewer -ctime -fstype -gid -group -ilname -iname -inum -ipath "
+        "-iregex -iwholename -links -lname -mmin -mtime -name -newer -path -perm -regex -samefile "
+        "-size -type -uid -used -user -wholename -xtype -context -maxdepth -mindepth -regextype "
+        "-files0-from -fprint -fprint0 -fls -printf"
+    )
+)
+
+
+def find_delete(reading: Reading, level: Level) -> Hit | None:
+    """`find … -delete`: deletes whatever matches, like `rm -r`. A word only known at run time
+    where find reads its expression may be `-delete` or `-exec`. (Commands run by `-exec`/`-ok`
+    are checked as commands of their own.)"""
+    args = level.args
+    i, n = 0, len(args)
+    while i < n and (args[i].value in FIND_LEADING or (args[i].value or "")[:2] in ("-D", "-O")):
+        i += 2 if args[i].value in ("-D", "-O") else 1
+    # Starting points: up to the first word that starts the expression. A variable there may
+    # be the expression itself (`find . "$A"` with A=-delete); only the first one is trusted.
+    first = i
+    while i < n:
+        a = args[i]
+        if a.value is None:
+            if a.may_be_option or i > first:
+                return unknown_hit("delete files or run commands", a)
+        elif a.value.startswith("-") or a.value in ("(", "!", ")", ","):
+            break
+        i += 1
+    starts = operand_paths(args[first:i]) or (None if i > first else (".",))
+    while i < n:
+        a = args[i]
+        v = a.value
+        i += 1
+        if v is None:
+            return unknown_hit("delete files or run commands", a)
+        if v in FIND_EXEC:
+            while i < n and args[i].value not in (";", "+"):
+                i += 1
+            i += 1
+        elif v == "-delete":
+            return Hit("deletes every file and directory it matches", REVERSIBLE, starts)
+        elif v in _FIND_ONE_ARG or v.startswith("-newer"):
+            if i < n and args[i].value is None and args[i].split:
+                return unknown_hit("delete files or run commands", args[i])
+            i += 1
+        elif v == "-fprintf":
+            i += 2
+    return None
+
+
+def operation(reason: str, *patterns: str, at: int = 1) -> Check:
+    """A pause when the ``at``-th operand (a tool's operation after its service, ``aws ec2
+    terminate-instances``) matches one of the glob patterns."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        ops = level.read.operands
+        if len(ops) <= at:
+            return None
+        word = ops[at]
+        if word.value is None:
+            return unknown_hit("run a paused operation", word) if not word.prefix else None
+        if any(fnmatch.fnmatchcase(word.value, p) for p in patterns):
+            return None if is_dry_run(reading.args) else Hit(reason)
+        return None
+
+    return check
+
+
+def overwrite(reason: str) -> Check:
+    """``truncate``/``shred``: reversible for files, irreversible for a device."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        paths = operand_paths(level.read.operands)
+        if paths is not None and any(p.startswith("/dev/") for p in paths):
+            return Hit(f"{reason} on a device")
+        return Hit(reason, REVERSIBLE, paths)
+
+    return check
+
+
+SYSTEM_DIRS = tuple(
+    wordlist(
+        "/bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /opt /proc /root /sbin /sys /usr /var"
+    )
+)
+
+
+def system_path(path: str) -> str | None:
+    """The normalized path when it is ``/``, a system directory or inside one."""
+    if not path.startswith("/"):
+        return None
+    norm = normalize_path(path)
+    if norm == "/" or any(norm == d or norm.startswith(d + "/") for d in SYSTEM_DIRS):
+        return norm
+    return None
+
+
+def owner(what: str) -> Check:
+    """Changing ``what`` of ``/``, a system directory or (recursively) the home directory."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        r = level.read
+        recursive = r.has("R", "recursive")
+        operands: list[Arg] = []
+        # In order, words only known at run time included: the first is the mode or owner.
+        words = [a for a in level.args if a in r.operands or a is r.unknown or a.value is None]
+        for a in words:
+            if a.value is not None:
+                hit = system_path(a.value)
+            else:
+                head = a.prefix.rsplit("/", 1)[0] if "/" in a.prefix else ""
+                hit = system_path(head) if head else None
+            if hit:
+                return Hit(f"changes {what} of a system path (`{hit}`)")
+            operands.append(a)
+        # The first operand is the mode or owner (unless --reference gives it). A recursive
+        # change of the home directory, or of a path only known at run time, is asked about.
+        for a in operands[0 if r.has("reference") else 1 :] if recursive else ():
+            if a.value is not None and a.value.startswith("~"):
+                return Hit(f"changes {what} of a path in the home directory (`{a.value}`)")
+            if a.value is None and "/" not in a.prefix:
+                return unknown_hit(f"change {what} of a system directory recursively", a)
+        return None
+
+    return check

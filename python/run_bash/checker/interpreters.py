@@ -1,0 +1,607 @@
+"""Interpreters and other programs whose options or input hold code of their own. Pure.
+
+Each runner finds the code a command runs and hands it to :func:`.languages.judge` (interpreter
+one-liners, their input, scripts and test files this line writes) or reads it itself (Vim Ex
+commands, sed's ``e``, debugger commands, Tcl, Emacs Lisp, SQL clients' shell escapes).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from run_bash.checker.languages import (
+    AWK,
+    GO,
+    JAVASCRIPT,
+    JULIA,
+    LUA,
+    MAX_CODE_CHARS,
+    PERL,
+    PHP,
+    PYTHON,
+    R_LANG,
+    RUBY,
+    Lang,
+    judge,
+    shell,
+    unescape,
+)
+from run_bash.checker.model import NO_INPUT, REVERSIBLE, STDIN_FILES, Ctx, Hit, Walker
+from run_bash.checker.options import Opts, opts, read, values_of
+from run_bash.checker.reading import Handler
+from run_bash.checker.words import Arg, wordlist
+
+# -- interpreters ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interp:
+    """An interpreter's command line: options carrying code, options that end its options."""
+
+    lang: Lang
+    spec: Opts
+    code: str  # options whose value is code
+    stops: str = ""  # options after which the rest are its arguments (`python -m`)
+    program: bool = False  # its first operand is the program text (awk)
+    files: str = ""  # options whose value is a script file (awk -f, php -f)
+    noexec: str = ""  # options that only check the code, or forbid running programs
+
+
+def interpreter(interp: Interp) -> Handler:
+    """The runner of an interpreter: judge its one-liner, its input or its written script."""
+
+    def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        got = read(args, interp.spec, permute=False)
+        if got.dynamic:
+            ana.unknown(f"passes {interp.lang.name} options only known at run time", ctx.text)
+            return None
+        if interp.noexec and got.has(*interp.noexec.split()):
+            return None
+        codes = got.values(*interp.code.split())
+        files = got.values(*interp.files.split())
+        if interp.lang is JAVASCRIPT:
+            _node_options(ana, ctx)
+        rest = args[got.first :]
+        if interp.program and not codes and not files and rest:
+            codes, rest = [rest[0]], rest[1:]
+        for word in codes:
+            if word.value is None:
+                ana.unknown(
+                    f"runs {interp.lang.name} code only known at run time (`{word.text}`)", ctx.text
+                )
+            else:
+                judge(ana, word.value, interp.lang, ctx)
+        if codes or (interp.stops and got.has(*interp.stops.split())):
+            return None
+        for word in files or rest[:1]:
+            if word.value in STDIN_FILES:
+                _stdin(ana, interp, ctx)
+            else:
+                script = ana.script_text(word, ctx)
+                if script is not None:
+                    judge(ana, script, interp.lang, ctx)
+        if not files and not rest:
+            _stdin(ana, interp, ctx)
+        return None
+
+    return runner
+
+
+def _node_options(ana: Walker, ctx: Ctx) -> None:
+    """``NODE_OPTIONS="--require ./x.js"``: modules node loads before the code."""
+    value = ctx.env.get("NODE_OPTIONS")
+    values = ana.values("NODE_OPTIONS") if value is None else None
+    text = value.value if value is not None else next(iter(values or ()), None)
+    if text is None or text.startswith("\0"):
+        return
+    words = text.split()
+    for k, w in enumerate(words):
+        module = w.split("=", 1)[1] if w.startswith(("--require=", "--import=")) else None
+        if w in ("-r", "--require", "--import") and k + 1 < len(words):
+            module = words[k + 1]
+        if module:
+            _judge_files(ana, [module], JAVASCRIPT, ctx)
+
+
+def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
+    text = ana.stdin_text(ctx.cmd, ctx.scope)
+    if text is None:
+        ana.unknown(
+            f"runs {interp.lang.name} code read from its input, only known at run time", ctx.text
+        )
+    elif text is not NO_INPUT and isinstance(text, str) and not text.startswith("\0"):
+        judge(ana, text, interp.lang, ctx)
+
+
+def python(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``python [options] -c CODE | -m MODULE | SCRIPT``: ``-m pip|twine`` runs that tool; the
+    ``sitecustomize``/``usercustomize`` modules and ``.pth`` files this line writes run first."""
+    _judge_files(ana, written(ana, ".", "sitecustomize.py", "usercustomize.py"), PYTHON, ctx)
+    for pth in written(ana, ".", "*.pth"):
+        text = ana.script_text(Arg.lit(pth), ctx) or ""
+        lines = [line for line in text.splitlines() if line.startswith("import")]
+        if lines:
+            judge(ana, "\n".join(lines), PYTHON, ctx)
+    got = read(args, _PYTHON.spec, permute=False)
+    module = got.values("m")
+    if module and not got.dynamic:
+        name = module[-1].value
+        rest = args[got.first :]
+        if name in ("pip", "pip3", "twine"):
+            return [Arg.lit("pip" if name == "pip3" else name, module[-1].text), *rest]
+        if name in ("pytest", "unittest"):
+            return PYTEST(ana, rest, ctx)
+        if name in ("cProfile", "profile", "pdb", "trace", "timeit") and rest:
+            _judge_files(ana, [rest[-1].value or ""] if rest[-1].value else [], PYTHON, ctx)
+        return None
+    return _PYTHON_RUN(ana, args, ctx)
+
+
+_PYTHON = Interp(
+    PYTHON,
+    opts(
+        "-cmWXQ: -bBdEhiIOPqsSuvVx --check-hash-based-pycs= --help-env "
+        "--help-xoptions --help-all --version"
+    ),
+    "c",
+    "m",
+)
+_PYTHON_RUN = interpreter(_PYTHON)
+INTERPRETERS: dict[str, Handler] = {
+    "python": python,
+    **dict.fromkeys(
+        ("node", "nodejs"),
+        interpreter(
+            Interp(
+                JAVASCRIPT,
+                opts(
+                    "-epr: -civ --eval= --print= --require= --import= --loader= "
+                    "--input-type= --env-file= --conditions= --experimental-loader= "
+                    "--check --interactive"
+                ),
+                "e eval p print",
+                noexec="c check",
+            )
+        ),
+    ),
+    "ruby": interpreter(
+        Interp(
+            RUBY,
+            opts("-eIrCEF: -x0WTK:: -acdlnpsSvwy --enable= --disable= --encoding="),
+            "e",
+            noexec="c",
+        )
+    ),
+    "perl": interpreter(
+        Interp(PERL, opts("-eE: -IMmlF0xCdiD:: -anpstTuUvwWXcSh"), "e E", noexec="c")
+    ),
+    "php": interpreter(
+        Interp(PHP, opts("-rfcdzBREFt: -aChHiIlnqsSvw"), "r B R E", files="f F", noexec="l")
+    ),
+    "lua": interpreter(Interp(LUA, opts("-el: -ivEW"), "e")),
+    "julia": interpreter(
+        Interp(
+            JULIA,
+            opts(
+                "-eELtOp: -iqv --eval= --print= --load= --project[=] --threads= "
+                "--startup-file= --history-file= --color= --compile= --check-bounds="
+            ),
+            "e E eval print",
+            files="L load",
+        )
+    ),
+    "Rscript": interpreter(
+        Interp(
+            R_LANG,
+            opts(
+                "-e: --default-packages= --verbose --vanilla "
+                "--no-environ --no-site-file --no-init-file"
+            ),
+            "e",
+        )
+    ),
+    **dict.fromkeys(
+        ("awk", "gawk", "mawk", "nawk", "busybox-awk"),
+        interpreter(
+            Interp(
+                AWK,
+                opts(
+                    "-fvFEei: -bcCdDgMnNoOpPrsStVyz --file= --assign= --field-separator= "
+                    "--source= --exec= --include= --load= --lint[=] --posix --traditional "
+                    "--sandbox --re-interval --characters-as-bytes"
+                ),
+                "e source",
+                program=True,
+                files="f file E exec",
+                noexec="sandbox",
+            )
+        ),
+    ),
+}
+
+
+def deno(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``deno eval CODE`` / ``deno run SCRIPT``."""
+    if args and args[0].value == "eval" and len(args) > 1:
+        rest = [a for a in args[1:] if not (a.value or "").startswith("-")]
+        if rest:
+            if rest[0].value is None:
+                ana.unknown(
+                    f"runs JavaScript code only known at run time (`{rest[0].text}`)", ctx.text
+                )
+            else:
+                judge(ana, rest[0].value, JAVASCRIPT, ctx)
+    elif args and args[0].value == "run":
+        rest = [a for a in args[1:] if not (a.value or "").startswith("-")]
+        script = ana.script_text(rest[0], ctx) if rest else None
+        if script is not None:
+            judge(ana, script, JAVASCRIPT, ctx)
+    return None
+
+
+INTERPRETERS["deno"] = deno
+INTERPRETERS["bun"] = interpreter(
+    Interp(JAVASCRIPT, opts("-e:p: --eval= --print="), "e eval p print")
+)
+
+
+# -- Vim, sed, gdb --------------------------------------------------------------------------------
+
+_EX_RANGE = re.compile(r"^[\s:]*(?:[%.$]|\d+|'[<>a-z]|/[^/]*/|\?[^?]*\?|[+-]\d*|,|;)*\s*")
+_EX_MODIFIERS = re.compile(
+    r"^(?:(?:sil(?:ent)?!?|keepj(?:umps)?|keepa(?:lt)?|keepp(?:atterns)?|noa(?:utocmd)?|"
+    r"lockm(?:arks)?|uns(?:ilent)?|verb(?:ose)?|vert(?:ical)?|tab|bo(?:tright)?|"
+    r"to(?:pleft)?|aboveleft|belowright|hide|conf(?:irm)?|sandbox)\s+)*"
+)
+_EX_RUNS = frozenset(
+    wordlist(
+        "lua luado luafile py py3 python python3 pyfile py3file pydo py3do perl perldo "
+        "ruby rubydo rubyfile tcl tcldo tclfile mzscheme call exe execute so source "
+        "runtime ru mak make lmak lmake grep lgrep cexpr lexpr pe"
+    )
+)
+_EX_SAFE_CALLS = re.compile(
+    r"\b(?:system|systemlist|jobstart|termopen|libcall|vim\.fn|"
+    r"os\.execute|io\.popen|vim\.system|execute)\b"
+)
+
+
+def ex_commands(ana: Walker, text: str, ctx: Ctx) -> None:
+    """Vim Ex commands (``vim -c``, ``+cmd``): ``!cmd``, ``r !cmd``, ``w !cmd``, ``:terminal``
+    run shell commands; commands that run scripts that may start programs pause."""
+    for raw in re.split(r"(?<!\\)\|", text) if "!" not in text else [text]:
+        cmd = _EX_MODIFIERS.sub("", _EX_RANGE.sub("", raw, count=1))
+        m = re.match(r"(\w+)(!?)\s*(.*)", cmd, re.S)
+        if cmd.startswith("!"):
+            ana.source(cmd[1:], ctx.depth + 1, ctx=ctx)
+        elif m and m.group(1) in ("r", "read", "w", "write") and m.group(3).startswith("!"):
+            ana.source(m.group(3)[1:], ctx.depth + 1, ctx=ctx)
+        elif m and m.group(1) in ("term", "terminal", "ter"):
+            if m.group(3).strip():
+                ana.source(
+                    re.sub(r"^(?:\+\+\w+(?:=\S*)?\s+)*", "", m.group(3)), ctx.depth + 1, ctx=ctx
+                )
+        elif m and (m.group(1) in _EX_RUNS or _EX_SAFE_CALLS.search(cmd)):
+            ana.unknown(
+                f"runs Vim commands that may start programs (`{cmd.strip()[:60]}`)", ctx.text
+            )
+        elif m and m.group(1) in ("norm", "normal") and ":" in m.group(3):
+            ana.unknown(
+                f"types Vim commands that may start programs (`{cmd.strip()[:60]}`)", ctx.text
+            )
+
+
+_VIM = opts(
+    "-cSiuUTdrwWqstoOp:: --cmd= -N -e -E -s -b -l -n -R -Z -y -m -M -h -v -x -X -V:: "
+    "--clean --noplugin --headless --embed --listen= --startuptime= --remote "
+    "--remote-silent --not-a-term --ttyfail --version --help",
+    exhaustive=True,
+)
+
+
+def vim(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``vim -c CMD``, ``--cmd CMD``, ``+CMD``, ``-S FILE``, ``nvim -l SCRIPT``."""
+    for k, a in enumerate(args):
+        v = a.value
+        nxt = args[k + 1] if k + 1 < len(args) else None
+        word: Arg | None = None
+        if v in ("-c", "--cmd") and nxt is not None:
+            word = nxt
+        elif v is not None and v.startswith("+") and len(v) > 1 and not v[1:].isdigit():
+            word = Arg.lit(v[1:].lstrip("/") if v[1] == "/" else v[1:])
+            if v[1] == "/":
+                continue
+        elif v in ("-S", "-l", "-u") and nxt is not None and nxt.value not in ("NONE", "NORC"):
+            if nxt.value is not None and ana.written_file(nxt.value) is not False:
+                ana.unknown(
+                    f"runs `{nxt.value}`, a Vim or Lua script this command writes", ctx.text
+                )
+        elif v is None and a.prefix.startswith(("+", "-c")):
+            word = a
+        if word is not None:
+            if word.value is None:
+                ana.unknown(f"runs Vim commands only known at run time (`{word.text}`)", ctx.text)
+            else:
+                ex_commands(ana, word.value, ctx)
+    return None
+
+
+_SED_ADDRESS = re.compile(r"(?:\d+|\$|/[^/\n]*/)?(?:,(?:\d+|\$|/[^/\n]*/))?\s*!?\s*")
+
+
+def _sed_e(ana: Walker, command: str, script: str, ctx: Ctx) -> None:
+    if not command:
+        ana.unknown("runs the line sed reads as a shell command (`e`)", ctx.text)
+        return
+    start = script.find(command)
+    ana.source(script[start:].split("\n")[0] if start >= 0 else command, ctx.depth + 1, ctx=ctx)
+
+
+def sed(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """GNU sed's ``e COMMAND`` and the ``e`` flag of ``s///e`` run shell commands."""
+    got = read(
+        args,
+        opts(
+            "-efl: -nrEsuzi:: --expression= --file= --line-length= "
+            "--in-place[=] --null-data --posix --regexp-extended --separate "
+            "--sandbox --debug --quiet --silent --unbuffered"
+        ),
+    )
+    scripts = got.values("e", "expression") or got.operands[:1]
+    if got.has("sandbox"):
+        return None
+    for word in scripts:
+        if word.value is None:
+            continue  # a script only known at run time; writes stay unpaused
+        if len(word.value) > MAX_CODE_CHARS:
+            ana.unknown("runs a sed script longer than the checker reads", ctx.text)
+            continue
+        text = re.sub(r"\\.", "xx", word.value)
+        for m in re.finditer(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1([a-zA-Z0-9]*)", text):
+            if "e" in m.group(2):
+                ana.unknown("runs the text sed edits as a shell command (`s///e`)", ctx.text)
+        stripped = re.sub(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1[a-zA-Z0-9]*", ";", text)
+        for line in stripped.split("\n"):
+            for command in re.split(r"[;{}]", line):
+                # The command after its address. Text commands (a, i, c, r, w …) take the rest
+                # of the line as text; `e CMD` runs the rest of the line, `e` the line read.
+                body = _SED_ADDRESS.sub("", command.strip(), count=1)
+                if body[:1] in ("a", "i", "c", "r", "R", "w", "W", "b", "t", "T", ":"):
+                    break
+                if body == "e" or body.startswith(("e ", "e\t")):
+                    _sed_e(ana, body[1:].strip(), word.value, ctx)
+                    break
+    return None
+
+
+def gdb(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``gdb --args PROGRAM ARGS`` runs PROGRAM; ``-ex 'shell CMD'``/``-ex '!CMD'`` run CMD."""
+    for word in values_of(args, _GDB_COMMANDS):
+        if word.value is None:
+            ana.unknown(f"runs debugger commands only known at run time (`{word.text}`)", ctx.text)
+            continue
+        m = re.match(r"\s*(?:shell|!|platform\s+shell|pipe\s+[^|]*\|)\s*(.*)", word.value, re.S)
+        if m:
+            ana.source(m.group(1), ctx.depth + 1, ctx=ctx)
+        elif re.match(r"\s*(?:python|py|python-interactive|pi)\s+(.*)", word.value, re.S):
+            judge(ana, word.value.split(None, 1)[1] if " " in word.value else "", PYTHON, ctx)
+        elif re.match(r"\s*(?:script|command\s+script)\b", word.value):
+            ana.unknown(f"runs debugger scripts (`{word.value[:60]}`)", ctx.text)
+    for k, a in enumerate(args):
+        if a.value in ("--args", "-args", "--"):
+            return args[k + 1 :] or None  # gdb --args PROGRAM ARGS, lldb -- PROGRAM ARGS
+    return None
+
+
+_GDB_COMMANDS = (
+    "-ex --ex -iex --iex -eval-command --eval-command -o --one-line -O --source-before-file"
+)
+
+
+def zip_(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``zip -T -TT CMD``: CMD tests the archive."""
+    for word in values_of(args, "-TT --unzip-command"):
+        code = Arg.lit(word.value.replace("{}", '"$archive"')) if word.value else word
+        ana.code(code, ctx, "shell code")
+    return None
+
+
+_TCL_COMMAND = re.compile(r"(?:^|[\[;\n{])\s*(exec|spawn|open|file\s+delete)\s+([^\]\n;]*)")
+
+
+def tcl(ana: Walker, text: str, ctx: Ctx) -> None:
+    """Tcl and expect: ``exec``/``spawn`` run their words, ``open "|cmd"`` a pipe, ``file
+    delete`` deletes."""
+    for m in _TCL_COMMAND.finditer(text):
+        verb, rest = m.group(1), m.group(2).strip()
+        words = [w.strip('{}"') for w in rest.split()]
+        if verb.startswith("file"):
+            paths = tuple(w for w in words if not w.startswith("-"))
+            dynamic = any("$" in w or "[" in w for w in paths)
+            what = "deletes files or directories (`file delete`, Tcl)"
+            ctx.hits.append(Hit(what, REVERSIBLE, None if dynamic else paths))
+        elif verb == "open":
+            if rest.lstrip('{"').startswith("|"):
+                shell(ana, None if "$" in rest else rest.strip('{}" ')[1:], rest, TCL, ctx)
+        elif any("$" in w or "[" in w for w in words):
+            ana.unknown(
+                f"runs a program only known at run time (`{verb} {rest[:40]}`, Tcl)", ctx.text
+            )
+        else:
+            while words and words[0].startswith("-") and words[0] != "--":
+                words = words[1:]
+            words = words[1:] if words[:1] == ["--"] else words
+            if words:
+                ana.chain([Arg.lit(w) for w in words], ctx.sub(" ".join(words)))
+
+
+TCL = Lang("Tcl", {})
+_ELISP_CALL = re.compile(
+    r"\((shell-command(?:-to-string)?|async-shell-command|call-process-shell-command|"
+    r"start-process-shell-command|call-process|process-lines|start-process|start-file-process|"
+    r"make-process|delete-file|delete-directory)\b((?:[^()\"]|\"(?:[^\"\\]|\\.)*\"|\([^()]*\))*)\)"
+)
+_ELISP_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def elisp(ana: Walker, text: str, ctx: Ctx) -> None:
+    """Emacs Lisp: shell commands, processes and deletes with literal strings."""
+    for m in _ELISP_CALL.finditer(text):
+        name, body = m.group(1), m.group(2)
+        strings = [unescape(s) for s in _ELISP_STRING.findall(body)]
+        dynamic = bool(re.sub(r'"(?:[^"\\]|\\.)*"|\bnil\b|\bt\b|:\w+|\d+|[\s()\']', "", body))
+        if name.startswith("delete-"):
+            paths = None if dynamic else tuple(strings[:1])
+            ctx.hits.append(
+                Hit(f"deletes files or directories (`{name}`, Emacs Lisp)", REVERSIBLE, paths)
+            )
+        elif not strings or (dynamic and "shell" in name):
+            ana.unknown(f"starts a program only known at run time (`{name}`, Emacs Lisp)", ctx.text)
+        elif "shell" in name:
+            shell(ana, strings[0], name, TCL, ctx)
+        else:
+            argv = strings[1:] if name.startswith("start-") else strings
+            if name == "make-process":
+                argv = strings[1:] if ":name" in body else strings
+            if argv:
+                ana.chain([Arg.lit(w) for w in argv], ctx.sub(" ".join(argv)))
+
+
+def expect(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``expect -c CMDS`` / ``expect SCRIPT`` / ``tclsh SCRIPT``."""
+    got = read(args, opts("-cf: -bdDiNnv"), permute=False)
+    codes = got.values("c")
+    for word in codes:
+        if word.value is None:
+            ana.unknown(f"runs Tcl code only known at run time (`{word.text}`)", ctx.text)
+        else:
+            tcl(ana, word.value, ctx)
+    for word in [*got.values("f"), *args[got.first : got.first + 1]]:
+        text = ana.script_text(word, ctx) if word.value not in STDIN_FILES else None
+        if text is not None:
+            tcl(ana, text, ctx)
+    if not codes and got.first >= len(args):
+        text = ana.stdin_text(ctx.cmd, ctx.scope)
+        if isinstance(text, str) and not text.startswith("\0"):
+            tcl(ana, text, ctx)
+    return None
+
+
+def emacs(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``emacs --eval EXPR``, ``-l FILE``, ``--script FILE``."""
+    words = values_of(args, "--eval -eval")
+    for path in values_of(args, "-l --load --script -scriptload"):
+        text = ana.script_text(path, ctx)
+        words.extend([Arg.lit(text)] if text is not None else [])
+    for word in words:
+        if word.value is None:
+            ana.unknown(f"evaluates Lisp only known at run time (`{word.text}`)", ctx.text)
+        else:
+            elisp(ana, word.value, ctx)
+    return None
+
+
+_SQL_SHELL = re.compile(
+    r"(?m)^\s*(?:\\!|\.shell|\.system|system)\s+(.*)$"
+    r"|^\s*(?:\\[og]|\.once|\.output|\.import|\.read)\s+['\"]?\|([^'\"\n]*)"
+    r"|\bprogram\s+'([^']*)'",
+    re.IGNORECASE,
+)
+
+
+def sql_client(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``sqlite3 … '.shell CMD'``, ``psql -c '\\! CMD'``, ``mysql -e 'system CMD'``: the shell
+    escapes of SQL clients run commands (from options, operands, files the line writes or input)."""
+    texts = values_of(args, "-c --command -e --execute -cmd")
+    for path in values_of(args, "-f --file -init"):
+        text = ana.script_text(path, ctx)
+        texts.extend([Arg.lit(text)] if text is not None else [])
+    texts.extend(a for k, a in enumerate(args) if k and a.value and " " in a.value)
+    stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+    if isinstance(stdin, str) and not stdin.startswith("\0"):
+        texts.append(Arg.lit(stdin))
+    for word in texts:
+        if word.value is None:
+            continue  # SQL only known at run time: a shell escape in it is not followed
+        for m in _SQL_SHELL.finditer(word.value):
+            command = next(g for g in m.groups() if g is not None)
+            ana.source(command.rstrip(";"), ctx.depth + 1, ctx=ctx)
+    return None
+
+
+def written(ana: Walker, under: str, *patterns: str) -> list[str]:
+    """Files this line writes under a directory whose names match glob ``patterns``."""
+    prefix = "" if under in (".", "") else under.rstrip("/") + "/"
+    return [
+        path
+        for path in ana.written
+        if path.startswith(prefix)
+        and any(fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], p) for p in patterns)
+    ]
+
+
+def _judge_files(ana: Walker, paths: list[str], lang: Lang, ctx: Ctx) -> None:
+    for path in paths:
+        text = ana.script_text(Arg.lit(path), ctx)
+        if text is not None:
+            judge(ana, text, lang, ctx)
+
+
+_TEST_VERBS = frozenset(wordlist("run watch dev related bench"))
+
+
+def test_runner(lang: Lang, *patterns: str) -> Handler:
+    """A test runner (``pytest``, ``jest``): the test files this line writes are code it runs."""
+
+    def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        ops = [
+            a
+            for a in args
+            if a.value is not None and not a.value.startswith("-") and a.value not in _TEST_VERBS
+        ]
+        for op in ops or [Arg.lit(".")]:
+            path = (op.value or ".").split("::", 1)[0]
+            if re.search(r"[^/.]\.\w+$", path):
+                _judge_files(ana, [path], lang, ctx)
+            else:
+                _judge_files(ana, written(ana, path, *patterns), lang, ctx)
+        return None
+
+    return runner
+
+
+PYTEST = test_runner(PYTHON, "test_*.py", "*_test.py", "conftest.py")
+JS_TESTS = test_runner(JAVASCRIPT, "*.test.*", "*.spec.*", "*.test.js", "test*.js")
+
+
+def go(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``go run FILE.go|DIR``, ``go test``: the Go files this line writes."""
+    sub = args[0].value if args else None
+    if sub not in ("run", "test", "generate"):
+        return None
+    ops = [a.value or "" for a in args[1:] if not (a.value or "-").startswith("-")]
+    for op in ops or ["."]:
+        files = [op] if op.endswith(".go") else written(ana, op.rstrip("./") or ".", "*.go")
+        _judge_files(ana, files, GO, ctx)
+    return None
+
+
+RUNNERS: dict[str, Callable[[Walker, list[Arg], Ctx], list[Arg] | None]] = {
+    **INTERPRETERS,
+    **dict.fromkeys(("vim", "vi", "nvim", "view", "ex", "gvim", "vimdiff", "rvim", "evim"), vim),
+    "sed": sed,
+    "gsed": sed,
+    "gdb": gdb,
+    "lldb": gdb,
+    "zip": zip_,
+    "go": go,
+    "pytest": PYTEST,
+    "py.test": PYTEST,
+    **dict.fromkeys(("jest", "vitest", "mocha"), JS_TESTS),
+    **dict.fromkeys(("expect", "tclsh", "wish"), expect),
+    **dict.fromkeys(("emacs", "emacsclient"), emacs),
+    **dict.fromkeys(("sqlite3", "psql", "mysql", "mariadb", "duckdb"), sql_client),
+}

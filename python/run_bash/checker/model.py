@@ -1,0 +1,182 @@
+"""What the checker's parts share: findings, hits, the analysis context and its interface. Pure.
+
+Every other module of the checker imports from here, never from :mod:`.analysis`: the runners,
+checks and readers of printed text and git configuration get the analysis as a :class:`Walker`
+(the interface below), so the modules form no import circle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from run_bash.checker.syntax import Cmd, Word
+from run_bash.checker.words import Arg, join_path, wordlist
+
+Effect = Literal["reversible", "irreversible"]
+REVERSIBLE: Effect = "reversible"
+IRREVERSIBLE: Effect = "irreversible"
+
+SHELLS = frozenset(
+    wordlist("sh bash dash zsh ksh mksh ash rbash yash posh fish csh tcsh oksh loksh")
+)
+STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
+# Possible values of a variable set by the script.
+UNKNOWN = "\0unknown"  # set to something only known at run time
+SAFE = "\0safe"  # set to something unknown that does not start with `-` (a path, a file name)
+NO_INPUT = "\0no-input"  # a command's stdin is not redirected
+EXTERNAL = "\0external"  # stdin is a file this command line does not write
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One reason to pause.
+
+    A rule returns ``reason`` as the end of the sentence "`<command>` …"; the verdict fills in
+    ``rule`` and ``command`` and makes ``reason`` the whole sentence. ``effect`` says whether undo
+    can take the effect back (``reversible``: it stays inside the files of ``targets``) or not.
+    ``targets`` are the paths a reversible effect touches, as the checker resolved them (``~``
+    for the home directory), or None when they cannot be told. ``unknown`` marks a fail-closed
+    hit: what decides is only known at run time.
+    """
+
+    reason: str
+    effect: Effect = IRREVERSIBLE
+    targets: tuple[str, ...] | None = None
+    unknown: bool = False
+    rule: str | None = None
+    command: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """A plain dict, safe for JSON and msgpack."""
+        return {
+            "reason": self.reason,
+            "rule": self.rule,
+            "command": self.command,
+            "effect": self.effect,
+            "targets": list(self.targets) if self.targets is not None else None,
+        }
+
+
+def unknown_hit(what: str, word: Arg) -> Hit:
+    """The fail-closed hit for a word only known at run time: "may <what>: `word` is …"."""
+    return Hit(f"may {what}: `{word.text}` is only known at run time", unknown=True)
+
+
+def in_dir(cwd: str | None, path: str) -> str | None:
+    """``path`` as seen from the directory the command line started in (None: unknown)."""
+    if cwd is None and not path.startswith(("/", "~")):
+        return None
+    return join_path(cwd or ".", path)
+
+
+@dataclass(slots=True)
+class Unknown:
+    """A place where the command (or code) that runs cannot be determined statically."""
+
+    reason: str
+    text: str
+    syntax: bool = False  # the source could not be parsed
+
+
+class Scope:
+    """What a script knows about its positional parameters (``bash -c CODE NAME ARGS``)."""
+
+    __slots__ = ("positional",)
+
+    def __init__(self, positional: list[Arg] | None = None) -> None:
+        self.positional = positional
+
+
+@dataclass(slots=True)
+class Ctx:
+    """One simple command being analysed, and what wrappers added to its environment.
+
+    ``cwd`` is where it runs, relative to where the line started (None: unknown);
+    ``elsewhere`` marks a command run where undo cannot reach (another machine or root).
+    Runners add to ``hits`` the reasons to pause they find in code the command runs, and git's
+    runner puts the configuration the command line gives git in ``config``.
+    """
+
+    cmd: Cmd
+    depth: int
+    text: str
+    scope: Scope
+    env: dict[str, Arg] = field(default_factory=dict)
+    first: bool = True  # the current word is where the shell itself looks the command up
+    cwd: str | None = "."
+    elsewhere: bool = False
+    hits: list[Hit] = field(default_factory=list)
+    config: dict[str, str] = field(default_factory=dict)
+
+    def sub(self, text: str) -> Ctx:
+        """The context of a command a wrapper runs, named by its own text (``rm -rf {}``)."""
+        return Ctx(
+            self.cmd, self.depth, text, self.scope, dict(self.env), False, self.cwd, self.elsewhere
+        )
+
+
+class Walker(Protocol):
+    """What runners, checks and readers may ask of the analysis."""
+
+    sinks: list[str]
+    aliases: dict[str, str | None]
+    hashed: dict[str, str | None]
+    written: dict[str, list[object]]
+    git_config: list[tuple[str, Arg]]
+
+    def unknown(self, reason: str, text: str) -> None:
+        """Record a place where what runs cannot be determined."""
+
+    def source(
+        self,
+        src: str,
+        depth: int,
+        scope: Scope | None = None,
+        *,
+        ctx: Ctx | None = None,
+        same_shell: bool = False,
+    ) -> None:
+        """Analyse a script (code ``ctx``'s command runs: in its directory)."""
+
+    def code(self, word: Arg, ctx: Ctx, what: str, scope: Scope | None = None) -> None:
+        """Analyse code passed as one word; unknown when it is not static."""
+
+    def chain(self, args: list[Arg], ctx: Ctx) -> None:
+        """Record ``args`` as a command and follow it through wrappers."""
+
+    def script_run(self, path: Arg, args: list[Arg], ctx: Ctx, *, shell: bool = False) -> None:
+        """A file run as a program or script: analysed when this command line wrote it."""
+
+    def sourced_file(self, path: Arg, ctx: Ctx, what: str, args: list[Arg] | None = None) -> None:
+        """A file a shell sources."""
+
+    def stdin_code(self, ctx: Ctx, what: str) -> None:
+        """Analyse code a shell reads from its standard input."""
+
+    def stdin_text(self, cmd: Cmd, scope: Scope) -> str | None:
+        """What a command reads on stdin, when static (NO_INPUT when not redirected)."""
+
+    def printed_source(self, src: str, scope: Scope | None = None) -> str | None:
+        """What a script writes on stdout, when static."""
+
+    def written_file(self, path: str) -> str | bool | None:
+        """A file this command line writes: its content (None: unknown), or False."""
+
+    def script_text(self, path: Arg, ctx: Ctx) -> str | None:
+        """The text of a script file this line wrote, for an interpreter (else None)."""
+
+    def expand_word(self, word: Word, scope: Scope, in_func: bool) -> list[Arg]:
+        """The argument words ``word`` becomes, with the script's known values filled in."""
+
+    def expand_words(self, cmd: Cmd, scope: Scope) -> list[Arg]:
+        """The argument words of a simple command."""
+
+    def values(self, name: str) -> frozenset[str] | None:
+        """The values the script may give ``name`` (None when it never sets it)."""
+
+    def special_variable(self, name: str, value: Arg, ctx: Ctx) -> None:
+        """Judge a value given to a variable that programs run as code."""
+
+    def rebind_word(self, name: str, word: Word, ctx: Ctx) -> None:
+        """Judge ``BASH_CMDS``/``BASH_ALIASES`` assignments."""

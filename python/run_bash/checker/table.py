@@ -1,0 +1,925 @@
+"""The command table: what each known command is, runs and risks, in one declarative place. Pure.
+
+One :class:`~.reading.Row` per command (the shape is documented in :mod:`.reading`): its
+options and which take a value, its subcommands, what it runs (the rest of the line, shell code,
+options holding commands or scripts) and its default pause rules with their effect class. Adding
+a tool is adding a row here and a test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+
+from run_bash.checker import checks, gitcode, interpreters, runners, tasks, wrappers
+from run_bash.checker.model import REVERSIBLE
+from run_bash.checker.options import opts
+from run_bash.checker.reading import (
+    Code,
+    Command,
+    Custom,
+    Pause,
+    Row,
+    Shell,
+    always,
+    runs_sub,
+    subs,
+    wrapper,
+)
+from run_bash.checker.words import wordlist
+
+R = REVERSIBLE
+
+PUBLISH = "publishes a package to the registry"
+UNINSTALL = "removes installed packages"
+DISK = "erases or rewrites a disk's partitions or filesystem signatures"
+FIREWALL = "changes firewall rules"
+SIGNAL = "sends a signal to processes"
+SERVICE = "stops or restarts a system service"
+DOWN_VOLUMES = "deletes the project's volumes and their data"
+CLOUD = "deletes cloud resources"
+# -- git ------------------------------------------------------------------------------------------
+
+
+def _git_sub(spec: str, check: object = None, **kw: object) -> Row:
+    pause = Pause("", check=check) if check else None  # type: ignore[arg-type]
+    return Row(opts(spec), pauses=(pause,) if pause else (), **kw)  # type: ignore[arg-type]
+
+
+GIT = Row(
+    gitcode.GIT_GLOBAL,
+    runs=(Custom(gitcode.git),),
+    subs={
+        "push": _git_sub(
+            "-o: -fnuvq4d6 --all --branches --mirror --delete --tags --dry-run --porcelain --force "
+            "--force-with-lease[=] --force-if-includes --repo= --set-upstream --thin "
+            "--receive-pack= --exec= --prune --verify --follow-tags --signed[=] --atomic "
+            "--push-option= --ipv4 --ipv6 --recurse-submodules= --quiet --verbose --progress "
+            "--no-force --no-force-with-lease --no-dry-run --no-verify --no-thin --no-signed",
+            checks.git_push,
+        ),
+        "reset": _git_sub(
+            "-qNp --hard --soft --mixed --merge --keep --quiet --patch --intent-to-add "
+            "--pathspec-from-file= --pathspec-file-nul --recurse-submodules[=] --refresh "
+            "--no-refresh --no-quiet",
+            checks.git_reset,
+        ),
+        "clean": _git_sub(
+            "-e: -dfinqxX --force --dry-run --quiet --interactive --exclude=", checks.git_clean
+        ),
+        "checkout": _git_sub(
+            "-bB: -qfmpl --quiet --progress --force --ours --theirs --track[=] --guess --detach "
+            "--orphan= --ignore-skip-worktree-bits --merge --conflict= --patch "
+            "--ignore-other-worktrees --overwrite-ignore --recurse-submodules[=] --overlay "
+            "--pathspec-from-file= --pathspec-file-nul --no-guess --no-track --no-overlay",
+            checks.git_checkout,
+        ),
+        "switch": Row(
+            opts(
+                "-cC: -fmdtq --create= --force-create= --detach --guess --discard-changes --force "
+                "--merge --conflict= --quiet --progress --track[=] --orphan= "
+                "--ignore-other-worktrees --recurse-submodules[=] --no-guess --no-track"
+            ),
+            pauses=(
+                Pause(
+                    "discards uncommitted changes",
+                    when="f force discard-changes",
+                    may="discard uncommitted changes",
+                ),
+            ),
+        ),
+        "restore": _git_sub(
+            "-s: -SWpqm --source= --staged --worktree --patch --ours --theirs --merge "
+            "--conflict= --ignore-unmerged --ignore-skip-worktree-bits --recurse-submodules[=] "
+            "--overlay --quiet --progress --pathspec-from-file= --pathspec-file-nul --no-overlay",
+            checks.git_restore,
+        ),
+        "stash": Row(subs=subs("deletes stashed changes", "drop clear")),
+        "branch": _git_sub(
+            "-u: -dDfmMcCrlavqt --delete --force --move --copy --list --remotes --all --verbose "
+            "--quiet --track[=] --set-upstream-to= --unset-upstream --contains[=] --merged[=] "
+            "--no-merged[=] --points-at= --format= --sort= --color[=] --column[=] --abbrev[=] "
+            "--edit-description --show-current --create-reflog --recurse-submodules "
+            "--ignore-case --omit-empty --no-color --no-column",
+            checks.git_branch,
+        ),
+        "reflog": Row(
+            subs=subs("deletes reflog entries, the way back to lost commits", "expire delete drop")
+        ),
+        "gc": _git_sub(
+            "-q --prune[=] --no-prune --aggressive --auto --quiet --force --keep-largest-pack "
+            "--cruft --no-cruft --max-cruft-size=",
+            checks.git_gc,
+        ),
+        "prune": Row(
+            opts("-nv --dry-run --verbose --progress --expire="),
+            pauses=(Pause("deletes unreachable commits", unless="n dry-run"),),
+        ),
+        "update-ref": Row(
+            opts("-m: -dz --stdin --no-deref --create-reflog", abbrev=False),
+            pauses=(
+                Pause(
+                    "deletes a ref, which can lose the commits only it points to",
+                    when="d",
+                    may="delete a ref",
+                ),
+                Pause("changes refs read from its input, possibly deleting them", when="stdin"),
+            ),
+        ),
+        "rm": Row(
+            opts(
+                "-rfnq --force --cached --dry-run --quiet --ignore-unmatch --sparse "
+                "--pathspec-from-file= --pathspec-file-nul"
+            ),
+            pauses=(
+                Pause(
+                    "deletes files even with uncommitted changes",
+                    when="f force",
+                    unless="cached n dry-run",
+                ),
+            ),
+        ),
+        "worktree": Row(
+            subs={
+                "remove": Row(
+                    opts("-f --force"),
+                    pauses=(
+                        Pause("deletes a worktree even with uncommitted changes", when="f force"),
+                    ),
+                )
+            }
+        ),
+        "filter-branch": always("rewrites the repository's history"),
+        "filter-repo": always("rewrites the repository's history"),
+    },
+)
+# -- services, processes, disks -------------------------------------------------------------------
+
+SYSTEMCTL = Row(
+    opts(
+        "-tpsHMnoP: -aqlrfiN --type= --property= --signal= --host= --machine= --lines= --output= "
+        "--state= --kill-whom= --kill-value= --root= --image= --job-mode= --what= --timestamp= "
+        "--message= --boot-loader-menu= --boot-loader-entry= --reboot-argument= "
+        "--preset-mode= --check-inhibitors= --drop-in= --when= --image-policy= --root-shift= "
+        "--user --system --now --no-block --no-wall --no-reload --no-ask-password --force --quiet "
+        "--runtime --global --all --full --no-pager --no-legend --dry-run",
+        abbrev=False,
+    ),
+    subs={
+        **subs("stops a system service", "stop"),
+        **subs(
+            "restarts a system service",
+            "restart try-restart reload-or-restart try-reload-or-restart condrestart force-reload",
+        ),
+        **subs("disables a system service", "disable"),
+        **subs("masks a system service", "mask"),
+        **subs("kills a system service", "kill"),
+        **subs("switches the system to another target, stopping services", "isolate"),
+        **subs("reboots the machine", "reboot soft-reboot kexec"),
+        **subs("powers the machine off", "poweroff"),
+        **subs("halts the machine", "halt"),
+        **subs("switches the machine to rescue mode", "rescue"),
+        **subs("switches the machine to emergency mode", "emergency"),
+    },
+)
+LOGINCTL = Row(
+    opts(
+        "-HMpsno: -al --host= --machine= --property= --signal= --kill-whom= --lines= --output= "
+        "--no-pager --no-legend --no-ask-password --all --full --value",
+        abbrev=False,
+    ),
+    subs={
+        **subs("powers the machine off", "poweroff"),
+        **subs("reboots the machine", "reboot kexec"),
+        **subs("halts the machine", "halt"),
+        **subs("suspends the machine", "suspend"),
+        **subs("hibernates the machine", "hibernate"),
+        **subs("ends a login session, killing its processes", "terminate-session"),
+        **subs("ends a user's sessions, killing their processes", "terminate-user"),
+        **subs("sends a signal to a login session's processes", "kill-session"),
+        **subs("sends a signal to a user's processes", "kill-user"),
+    },
+)
+INIT = Row(
+    pauses=(
+        Pause("powers the machine off", operands=("0",), may="change the runlevel"),
+        Pause("reboots the machine", operands=("6",), may="change the runlevel"),
+        Pause(
+            "switches the machine's runlevel, stopping services",
+            operands=("[12345sS]",),
+            may="change the runlevel",
+        ),
+    )
+)
+SERVICE_ROW = Row(
+    opts("--status-all --full-restart"),
+    skip=1,
+    subs=subs(SERVICE, "stop restart force-reload condrestart try-restart"),
+)
+
+# -- packages and registries ----------------------------------------------------------------------
+
+_NPM_COMMANDS = wordlist(
+    "access adduser audit bugs cache ci completion config dedupe deprecate diff dist-tag "
+    "docs doctor edit exec explain explore find-dupes fund get help help-search hook init "
+    "install install-ci-test install-test link ll login logout ls org outdated owner pack "
+    "ping pkg prefix profile prune publish query rebuild repo restart root run run-script "
+    "sbom search set shrinkwrap star stars start stop team test token undeprecate "
+    "uninstall unpublish unstar update version view whoami"
+)
+
+
+def _npm_aliases() -> dict[str, str]:
+    aliases = dict.fromkeys(("un", "r", "rm", "remove", "unlink"), "uninstall")
+    aliases.update(
+        {
+            "i": "install",
+            "in": "install",
+            "add": "install",
+            "t": "test",
+            "tst": "test",
+            "run-script": "run",
+            "rum": "run",
+            "urn": "run",
+            "x": "exec",
+            "isntall": "install",
+            "it": "install-test",
+            "cit": "install-ci-test",
+        }
+    )
+    # npm accepts unique prefixes of its command names (`npm publ`).
+    for target in ("publish", "unpublish", "uninstall"):
+        for k in range(2, len(target)):
+            prefix = target[:k]
+            if [c for c in _NPM_COMMANDS if c.startswith(prefix)] == [target]:
+                aliases.setdefault(prefix, target)
+    return aliases
+
+
+def _scripts(tool: str, names: str) -> dict[str, Row]:
+    """Subcommands that run scripts of a ``package.json`` the line writes."""
+    runner = tasks.package_scripts
+    return {n: Row(permute=False, runs=(Custom(runner(tool, n)),)) for n in wordlist(names)}
+
+
+_NPM_EXEC = Row(
+    opts("-pcw: -yq --package= --call= --workspace= --yes --no --include-workspace-root"),
+    permute=False,
+    runs=(Code("c call"), Command(package=True)),
+)
+NPM = Row(
+    opts(
+        "-wC: -gqsdy --prefix= --registry= --userconfig= --globalconfig= --cache= --loglevel= "
+        "--workspace= --tag= --otp= --access= --scope= --location= --auth-type= --omit= "
+        "--include= --install-strategy= --before= --global --workspaces --silent --dry-run",
+        abbrev=False,
+    ),
+    alias=_npm_aliases(),
+    subs={
+        **subs(PUBLISH, "publish", dry_run=True),
+        **subs("removes a published package from the registry", "unpublish", dry_run=True),
+        **subs(UNINSTALL, "uninstall", dry_run=True),
+        "exec": _NPM_EXEC,
+        **_scripts(
+            "npm", "run test start stop restart install ci pack install-test install-ci-test"
+        ),
+        "explore": wrapper(skip=1),
+    },
+)
+PNPM = Row(
+    opts("-Cw: -r --dir= --filter= --workspace= --recursive --silent --dry-run"),
+    subs={
+        **subs(PUBLISH, "publish", dry_run=True),
+        "dlx": Row(
+            opts("-p: -sc --package= --silent --shell-mode"),
+            permute=False,
+            runs=(Command(package=True, shell="c shell-mode"),),
+        ),
+        "exec": Row(
+            opts("-C: -rc --filter= --dir= --recursive --parallel --shell-mode --no-bail"),
+            permute=False,
+            runs=(Command(shell="c shell-mode"),),
+        ),
+        **_scripts("pnpm", "run test start install i add"),
+    },
+)
+YARN = Row(
+    opts("--cwd="),
+    subs={
+        **subs(PUBLISH, "publish", dry_run=True),
+        "npm": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
+        "dlx": Row(opts("-p: -q --package= --quiet"), permute=False, runs=(Command(package=True),)),
+        "exec": Row(permute=False, runs=(Shell(),)),
+        **_scripts("yarn", "run test start install add"),
+    },
+)
+BUN = Row(
+    opts("-e:p: --eval= --print= --cwd= --silent"),
+    code=True,
+    runs=(Custom(interpreters.RUNNERS["bun"]),),
+    subs={
+        **subs(PUBLISH, "publish", dry_run=True),
+        "x": Row(opts("-p: --package= --bun"), permute=False, runs=(Command(package=True),)),
+        "exec": Row(permute=False, runs=(Shell(),)),
+        **_scripts("bun", "run test install i add"),
+    },
+)
+_PIP_GLOBAL = (
+    "--python= --log= --proxy= --retries= --timeout= --exists-action= --trusted-host= --cert= "
+    "--client-cert= --cache-dir= --keyring-provider= --use-feature= --use-deprecated= "
+    "--resume-retries= -vqy --verbose --quiet --isolated --require-virtualenv "
+    "--no-cache-dir --disable-pip-version-check --no-color --no-input"
+)
+PIP = Row(opts(_PIP_GLOBAL, abbrev=False), subs=subs(UNINSTALL, "uninstall"))
+_UV_RUN = opts(
+    "-wp: --with= --with-editable= --with-requirements= --python= --package= --extra= --group= "
+    "--env-file= --directory= --project= --index= --default-index= --index-url= "
+    "--extra-index-url= --find-links= --only-group= --no-group= --isolated --no-project "
+    "--frozen --locked --no-sync --all-extras --all-packages --no-dev --dev --active "
+    "--no-env-file --quiet --verbose --offline"
+)
+_UV_TOOL_RUN = opts("-wp: --with= --from= --python= --isolated")
+UV = Row(
+    opts(
+        "-qvn --directory= --project= --cache-dir= --config-file= --color= --python= --quiet "
+        "--verbose --offline --no-cache --native-tls",
+        abbrev=False,
+    ),
+    subs={
+        "pip": Row(subs=subs(UNINSTALL, "uninstall")),
+        "tool": Row(
+            subs={
+                **subs(UNINSTALL, "uninstall"),
+                "run": Row(_UV_TOOL_RUN, permute=False, runs=(Command(package=True),)),
+            }
+        ),
+        **subs("publishes packages to PyPI", "publish", dry_run=True),
+        "run": Row(_UV_RUN, permute=False, runs=(Command(),)),
+    },
+)
+
+
+DOCKER_GLOBAL = (
+    "-cHl: -Dv --config= --context= --host= --log-level= --tlscacert= --tlscert= --tlskey= "
+    "--debug --tls --tlsverify --version"
+)
+COMPOSE = Row(
+    opts(
+        "-fp: --file= --project-name= --profile= --env-file= --project-directory= --parallel= "
+        "--ansi= --progress= --compatibility --dry-run --all-resources --verbose"
+    ),
+    subs={
+        "down": Row(
+            opts("-vt: --volumes --rmi= --timeout= --remove-orphans -v"),
+            pauses=(Pause(DOWN_VOLUMES, when="v volumes", may="delete volumes"),),
+        ),
+        **dict.fromkeys(
+            ("run", "exec"),
+            Row(runners.CONTAINER_RUN, permute=False, runs=(Command(skip=1, elsewhere=True),)),
+        ),
+    },
+)
+_CONTAINER = Row(
+    opts(
+        "-u: -w: -e: --user= --workdir= --env= --env-file= -itd --interactive "
+        "--tty --detach --privileged"
+    ),
+    permute=False,
+    runs=(Command(skip=1, elsewhere=True),),
+)
+
+
+def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
+    return Row(
+        opts(DOCKER_GLOBAL + spec, abbrev=False),
+        subs={
+            "compose": COMPOSE,
+            "system": Row(
+                subs=subs("deletes unused containers, images, networks and build cache", "prune")
+            ),
+            "volume": Row(subs=subs("deletes volumes and their data", "rm remove prune")),
+            "exec": _CONTAINER,
+            "run": Row(
+                runners.CONTAINER_RUN,
+                permute=False,
+                runs=(
+                    Command(skip=1, elsewhere=True, unless="entrypoint"),
+                    Custom(runners.container_run),
+                ),
+            ),
+            **extra,
+        },
+    )
+
+
+KUBECTL = Row(
+    opts(
+        "-nsc: --namespace= --context= --cluster= --server= --kubeconfig= --user= --token= --as= "
+        "--as-group= --cache-dir= --request-timeout= --v= --insecure-skip-tls-verify",
+        abbrev=False,
+    ),
+    subs={
+        **subs("deletes Kubernetes resources", "delete", dry_run=True),
+        "exec": Row(
+            opts("-c: -it --container= --stdin --tty --quiet"),
+            permute=False,
+            runs=(Command(skip=1, elsewhere=True),),
+        ),
+    },
+)
+HELM = Row(
+    opts(
+        "-n: --namespace= --kube-context= --kubeconfig= --registry-config= --repository-cache= "
+        "--repository-config= --burst-limit= --kube-apiserver= --kube-as-group= "
+        "--kube-as-user= --kube-ca-file= --kube-token= --kube-tls-server-name= --debug",
+        abbrev=False,
+    ),
+    subs=subs("uninstalls a Helm release", "uninstall delete del un", dry_run=True),
+)
+AWS = Row(
+    opts(
+        "--profile= --region= --output= --endpoint-url= --query= --color= --ca-bundle= "
+        "--cli-read-timeout= --cli-connect-timeout= --cli-binary-format= --debug "
+        "--no-verify-ssl --no-paginate --no-sign-request --no-cli-pager --cli-auto-prompt "
+        "--no-cli-auto-prompt --dryrun",
+        abbrev=False,
+    ),
+    pauses=(
+        Pause(
+            "",
+            check=checks.operation(
+                CLOUD, "delete-*", "terminate-*", "deregister-*", "purge-*", "remove-*"
+            ),
+        ),
+    ),
+    subs={
+        "s3": Row(
+            inherit=True,
+            subs={
+                **subs("deletes objects from S3", "rm", dry_run=True),
+                **subs("deletes an S3 bucket", "rb", dry_run=True),
+                "sync": Row(
+                    pauses=(
+                        Pause(
+                            "deletes objects the source does not have", when="delete", dry_run=True
+                        ),
+                    )
+                ),
+            },
+        )
+    },
+)
+TERRAFORM = Row(
+    opts("-chdir= -help -version", go=True),
+    subs={
+        **subs("destroys the infrastructure Terraform manages", "destroy"),
+        "apply": Row(
+            opts(
+                "-destroy -auto-approve -input= -lock= -var= -var-file= -target= -parallelism= "
+                "-replace= -refresh= -state= -state-out= -backup= -compact-warnings -json "
+                "-no-color",
+                go=True,
+            ),
+            pauses=(Pause("destroys the infrastructure Terraform manages", when="destroy"),),
+        ),
+    },
+)
+CLOUD_DELETE = Row(
+    pauses=(
+        Pause(
+            "deletes cloud resources", operands=("delete", "*-delete"), may="delete cloud resources"
+        ),
+    )
+)
+CARGO = Row(
+    opts(
+        "-CZ: -vq --color= --config= --locked --offline --frozen --verbose --quiet --list "
+        "--version",
+        abbrev=False,
+    ),
+    toolchain=True,
+    subs={
+        **subs("publishes a crate to crates.io", "publish", dry_run=True),
+        **subs("withdraws a published crate version from crates.io", "yank", dry_run=True),
+        **subs(UNINSTALL, "uninstall", dry_run=True),
+    },
+)
+GH = Row(
+    opts("-R: --repo= --hostname="),
+    subs={
+        "release": Row(opts("-R: --repo="), subs=subs("deletes a GitHub release", "delete")),
+        "repo": Row(subs=subs("deletes a GitHub repository", "delete")),
+    },
+)
+
+
+def _packages(verbs: str, spec: str = "", *, simulate: str = "", **extra: Row) -> Row:
+    row = Row(
+        opts(spec), pauses=(Pause(UNINSTALL, unless=simulate),) if simulate else (Pause(UNINSTALL),)
+    )
+    return Row(opts(spec), subs={**dict.fromkeys(verbs.split(), row), **extra})
+
+
+_APT_CODE = Code(
+    "o option",
+    keys=("*pre-invoke*", "*post-invoke*", "dpkg::pre-install-pkgs*", "*::tools::options*"),
+)
+_APT = (
+    "-oct: -ysqduf --option= --config-file= --target-release= --yes --assume-yes "
+    "--simulate --just-print --dry-run --recon --no-act --quiet --download-only --fix-broken "
+    "--purge --auto-remove --no-install-recommends"
+)
+
+
+def _apt() -> Row:
+    row = _packages(
+        "remove purge autoremove", _APT, simulate="s simulate just-print dry-run recon no-act"
+    )
+    return Row(row.opts, subs=row.subs, runs=(_APT_CODE,))
+
+
+# -- more tools that delete, remove or stop what cannot be taken back -----------------------------
+
+STOPS = "stops or restarts processes it manages"
+
+
+def verbs(reason: str, *patterns: str) -> Row:
+    """A tool that pauses when one of its operands is a verb matching ``patterns``."""
+    return Row(pauses=(Pause(reason, operands=patterns, may=f"run a verb that {reason}"),))
+
+
+MORE: dict[str, Row] = {
+    "rclone": Row(
+        opts(
+            "-nvqPc: --dry-run --config= --transfers= --checkers= --log-file= --log-level= "
+            "--include= --exclude= --filter= --bwlimit= --progress --interactive -i"
+        ),
+        subs={
+            **subs(
+                "deletes files at a remote",
+                "purge delete deletefile rmdir rmdirs cleanup",
+                dry_run=True,
+            ),
+            **subs(
+                "deletes files at the destination that the source does not have",
+                "sync",
+                dry_run=True,
+            ),
+        },
+    ),
+    "s3cmd": Row(
+        subs={
+            **subs("deletes objects or buckets from S3", "del rm rb"),
+            "sync": Row(
+                pauses=(
+                    Pause(
+                        "deletes objects the source does not have",
+                        when="delete-removed",
+                        dry_run=True,
+                    ),
+                )
+            ),
+        }
+    ),
+    "pulumi": Row(
+        opts("-C: --cwd= --stack= -s: --non-interactive --yes -y"),
+        subs={
+            **subs("destroys the infrastructure Pulumi manages", "destroy down"),
+            "stack": Row(subs=subs("deletes a Pulumi stack", "rm")),
+        },
+    ),
+    "cdk": Row(subs=subs("destroys the stacks CDK deployed", "destroy")),
+    "serverless": Row(subs=subs("removes the deployed service", "remove")),
+    "sls": Row(subs=subs("removes the deployed service", "remove")),
+    "sam": Row(subs=subs("deletes the deployed stack", "delete")),
+    "eksctl": Row(subs=subs(CLOUD, "delete")),
+    "kind": Row(subs=subs("deletes local clusters", "delete")),
+    "minikube": Row(subs=subs("deletes the local cluster and its data", "delete")),
+    "vagrant": Row(subs=subs("destroys the virtual machine and its disks", "destroy")),
+    "heroku": verbs(CLOUD, "*:destroy", "*:delete", "destroy", "pg:reset", "apps:destroy"),
+    "fly": verbs(CLOUD, "destroy", "delete"),
+    "flyctl": verbs(CLOUD, "destroy", "delete"),
+    "doctl": verbs(CLOUD, "delete", "rm"),
+    "hcloud": verbs(CLOUD, "delete"),
+    "linode-cli": verbs(CLOUD, "delete", "*-delete"),
+    "oci": verbs(CLOUD, "delete", "terminate"),
+    "vercel": verbs(CLOUD, "rm", "remove"),
+    "netlify": verbs(CLOUD, "*:delete", "sites:delete"),
+    "firebase": verbs(CLOUD, "*:delete"),
+    "wrangler": verbs(CLOUD, "delete"),
+    "glab": Row(
+        subs={
+            "repo": Row(subs=subs("deletes a GitLab project", "delete")),
+            "release": Row(subs=subs("deletes a GitLab release", "delete")),
+        }
+    ),
+    "pipenv": Row(subs=runs_sub("run")),
+    "pm2": Row(subs=subs(STOPS, "delete del kill stop restart reload")),
+    "supervisorctl": Row(subs=subs(STOPS, "stop restart shutdown remove")),
+    "launchctl": Row(subs=subs(STOPS, "bootout unload kill remove stop")),
+    "skill": always(SIGNAL),
+    "userdel": always("deletes a user account"),
+    "groupdel": always("deletes a group"),
+    "usermod": always("changes a user account"),
+    "passwd": always("changes a password"),
+    "chpasswd": always("changes passwords"),
+    "rmmod": always("removes a kernel module"),
+    "insmod": always("loads a kernel module"),
+    "modprobe": always("loads or removes kernel modules"),
+    "swapoff": always("turns swap space off"),
+    "sysctl": Row(
+        pauses=(
+            Pause("changes kernel parameters", when="w write"),
+            Pause("changes kernel parameters", operands=("*=*",)),
+        )
+    ),
+    "hostnamectl": verbs("changes the machine's name", "set-*"),
+    "timedatectl": verbs("changes the system clock or time zone", "set-*"),
+    "nmcli": verbs("changes network connections", "delete", "down", "off"),
+}
+
+# -- the table ------------------------------------------------------------------------------------
+
+TABLE: dict[str, Row] = {
+    **wrappers.WRAPPERS,
+    # deletes, overwrites, file system
+    "rm": Row(
+        opts(
+            "-dfirRvI --force --interactive[=] --one-file-system --no-preserve-root "
+            "--preserve-root[=] --recursive --dir --verbose --help --version",
+            exhaustive=True,
+        ),
+        pauses=(
+            Pause(
+                "deletes files and directories recursively",
+                when="r R recursive",
+                effect=R,
+                targets="operands",
+                may="delete recursively",
+            ),
+        ),
+    ),
+    "rimraf": Row(
+        opts("-vG --glob --preserve-root --no-preserve-root --verbose"),
+        pauses=(Pause("deletes files and directories recursively", effect=R, targets="operands"),),
+    ),
+    "find": Row(pauses=(Pause("", check=checks.find_delete),), runs=(Custom(runners.find),)),
+    "truncate": Row(
+        opts("-cos: -r: --no-create --io-blocks --reference= --size="),
+        pauses=(
+            Pause("", check=checks.overwrite("cuts files to a new size, discarding their data")),
+        ),
+    ),
+    "shred": Row(
+        opts(
+            "-n:s: -fuvxz --iterations= --random-source= --size= --remove[=] --verbose "
+            "--exact --zero --force"
+        ),
+        pauses=(Pause("", check=checks.overwrite("overwrites files to destroy their data")),),
+    ),
+    "rsync": Row(
+        opts(
+            "-eBfTM: --rsh= --rsync-path= --filter= --exclude= --include= --exclude-from= "
+            "--include-from= --files-from= --temp-dir= --compare-dest= --copy-dest= "
+            "--link-dest= --block-size= --max-delete= --max-size= --min-size= --partial-dir= "
+            "--backup-dir= --suffix= --chmod= --chown= --usermap= --groupmap= --timeout= "
+            "--contimeout= --port= --sockopts= --out-format= --log-file= --log-file-format= "
+            "--password-file= --bwlimit= --write-batch= --only-write-batch= --read-batch= "
+            "--protocol= --iconv= --checksum-choice= --compress-choice= --compress-level= "
+            "--skip-compress= --modify-window= --info= --debug= --stop-after= --stop-at= "
+            "--remote-option= --address= --outbuf= --delete --del --delete-before "
+            "--delete-during --delete-delay --delete-after --delete-excluded "
+            "--delete-missing-args --remove-source-files --dry-run"
+        ),
+        pauses=(
+            Pause(
+                "deletes files at the destination that the source does not have",
+                when="del delete delete-before delete-during delete-delay delete-after "
+                "delete-excluded delete-missing-args",
+                unless="n dry-run",
+                may="delete files at the destination",
+            ),
+            Pause(
+                "deletes the source files after copying them",
+                when="remove-source-files",
+                unless="n dry-run",
+            ),
+        ),
+        runs=(Code("e rsh"),),
+    ),
+    "chmod": Row(
+        opts(
+            "-cfvR --changes --silent --quiet --verbose --no-preserve-root --preserve-root "
+            "--reference= --recursive"
+        ),
+        pauses=(Pause("", check=checks.owner("permissions")),),
+    ),
+    "chown": Row(
+        opts(
+            "-cfvhRHLP --changes --silent --quiet --verbose --dereference --no-dereference "
+            "--from= --no-preserve-root --preserve-root --reference= --recursive"
+        ),
+        pauses=(Pause("", check=checks.owner("ownership")),),
+    ),
+    "chgrp": Row(
+        opts(
+            "-cfvhRHLP --changes --silent --quiet --verbose --dereference --no-dereference "
+            "--no-preserve-root --preserve-root --reference= --recursive"
+        ),
+        pauses=(Pause("", check=checks.owner("the group")),),
+    ),
+    "dd": always("writes raw data to files or devices"),
+    "mkfs": always("creates a filesystem, erasing the device"),
+    "mke2fs": always("creates a filesystem, erasing the device"),
+    "mkswap": always("formats a device as swap, erasing it"),
+    "wipefs": always(DISK),
+    "sgdisk": always(DISK),
+    "sfdisk": always("edits disk partitions"),
+    "gdisk": always("edits disk partitions"),
+    "fdisk": always("edits disk partitions"),
+    "parted": always("edits disk partitions"),
+    "blkdiscard": always("discards every block of a device, erasing it"),
+    "mount": always("changes mounted filesystems"),
+    "umount": always("changes mounted filesystems"),
+    # the machine, services, processes
+    "shutdown": always("shuts the machine down"),
+    "reboot": always("reboots the machine"),
+    "poweroff": always("powers the machine off"),
+    "halt": always("halts the machine"),
+    "init": INIT,
+    "telinit": INIT,
+    "systemctl": SYSTEMCTL,
+    "loginctl": LOGINCTL,
+    "service": SERVICE_ROW,
+    "iptables": always(FIREWALL),
+    "ip6tables": always(FIREWALL),
+    "nft": always(FIREWALL),
+    "ufw": always(FIREWALL),
+    "firewall-cmd": always(FIREWALL),
+    "kill": always(SIGNAL),
+    "killall": always("sends a signal to processes by name"),
+    "pkill": always("sends a signal to processes by name"),
+    "killall5": always("sends a signal to every process"),
+    "fuser": Row(
+        opts(
+            "-n: -aikmMsuvw46 --all --interactive --kill --mount --ismountpoint --silent "
+            "--user --verbose --writeonly --namespace="
+        ),
+        pauses=(
+            Pause(
+                "kills the processes using the named files or ports",
+                when="k kill",
+                may="kill processes",
+            ),
+        ),
+    ),
+    "crontab": Row(
+        opts("-u: -T -lreis", exhaustive=True),
+        pauses=(
+            Pause("removes the user's scheduled jobs", when="r"),
+            Pause(
+                "replaces the user's scheduled jobs, which run outside the sandbox", unless="l r T"
+            ),
+        ),
+    ),
+    # packages and registries
+    "npm": NPM,
+    "pnpm": PNPM,
+    "yarn": YARN,
+    "bun": BUN,
+    "pip": PIP,
+    "pip3": PIP,
+    "uv": UV,
+    "uvx": Row(_UV_TOOL_RUN, permute=False, runs=(Command(package=True),)),
+    "poetry": Row(
+        opts("-CP: -qvn --directory= --project= --quiet --verbose --no-interaction"),
+        subs={
+            **subs("publishes a package to PyPI", "publish", dry_run=True),
+            **runs_sub("run"),
+        },
+    ),
+    "hatch": Row(
+        opts("-ep: --env= --project= --data-dir= --cache-dir= --config= -v -q"),
+        subs={**subs("publishes packages to PyPI", "publish"), **runs_sub("run")},
+    ),
+    "flit": Row(subs=subs("publishes a package to PyPI", "publish")),
+    "pdm": Row(
+        opts("-p: --project= -v -q"),
+        subs={**subs("publishes a package to PyPI", "publish"), **runs_sub("run")},
+    ),
+    "lerna": Row(subs=subs("publishes packages to the registry", "publish")),
+    "twine": Row(subs=subs("uploads packages to PyPI", "upload")),
+    "gem": Row(
+        subs={
+            **subs(UNINSTALL, "uninstall"),
+            **subs("publishes a gem to RubyGems", "push"),
+            **subs("removes a published gem version from RubyGems", "yank"),
+        }
+    ),
+    "cargo": CARGO,
+    "pipx": Row(
+        opts("--verbose --quiet -v -q"),
+        subs={
+            **subs(UNINSTALL, "uninstall uninstall-all"),
+            "run": Row(
+                opts("--spec= --python= --index-url= --pip-args= --no-cache --verbose"),
+                permute=False,
+                runs=(Command(package=True),),
+            ),
+        },
+    ),
+    "apt": _apt(),
+    "apt-get": _apt(),
+    "dnf": _packages(
+        "remove erase autoremove",
+        "-cx: --setopt= --installroot= --releasever= "
+        "--enablerepo= --disablerepo= -y -q --assumeyes",
+    ),
+    "yum": _packages(
+        "remove erase autoremove",
+        "-cx: --setopt= --installroot= --releasever= "
+        "--enablerepo= --disablerepo= -y -q --assumeyes",
+    ),
+    "brew": _packages("uninstall remove rm"),
+    "snap": _packages("remove"),
+    "conda": _packages(
+        "remove uninstall",
+        env=Row(subs=subs("deletes a conda environment", "remove")),
+        run=Row(
+            opts("-np: --name= --prefix= --cwd= --no-capture-output --live-stream"),
+            permute=False,
+            runs=(Command(),),
+        ),
+    ),
+    "pacman": Row(
+        opts(
+            "-brt: --dbpath= --root= --config= --cachedir= --arch= --logfile= --gpgdir= "
+            "--hookdir= --color= --assume-installed= --overwrite= --ignore= --ignoregroup= "
+            "--print-format= --remove --sync --query --upgrade"
+        ),
+        pauses=(Pause(UNINSTALL, when="R remove", may="remove packages"),),
+    ),
+    # containers and clouds
+    "docker": _docker({}),
+    "podman": _docker(
+        {
+            "system": Row(
+                subs=subs("deletes unused containers, images, networks and build cache", "prune")
+                | subs("deletes every container, image and volume", "reset")
+            )
+        },
+        " --connection= --url= --identity= --root= --runroot= --remote --storage-driver=",
+    ),
+    "docker-compose": COMPOSE,
+    "nerdctl": _docker({}),
+    **MORE,
+    "tmux": Row(permute=False, runs=(Custom(runners.tmux),), code=True),
+    "kubectl": KUBECTL,
+    "helm": HELM,
+    "terraform": TERRAFORM,
+    "tofu": TERRAFORM,
+    "aws": AWS,
+    "gsutil": Row(
+        opts("-o:u:h: -mqD"),
+        subs={
+            **subs("deletes objects from Cloud Storage", "rm"),
+            **subs("deletes a Cloud Storage bucket", "rb"),
+        },
+    ),
+    "gcloud": CLOUD_DELETE,
+    "az": CLOUD_DELETE,
+    "gh": GH,
+    # version control
+    "git": GIT,
+}
+
+_LOADER = re.compile(r"ld(?:-linux[\w.-]*|-musl[\w.-]*)?\.so(?:\.\d+)*")
+_VERSIONED = re.compile(r"([a-z][a-z-]*?)(\d+)?(?:\.\d+)*")
+
+
+@lru_cache(maxsize=4096)
+def lookup_names(name: str) -> tuple[str, ...]:
+    """Rule and row names to try for a command name, most specific first: ``mkfs.ext4`` →
+    ``mkfs``, ``pip3.12`` → ``pip3``, ``pip``; ``python3.12`` → ``python3``, ``python``."""
+    names = [name]
+    if name.startswith("mkfs."):
+        names.append("mkfs")
+    m = _VERSIONED.fullmatch(name)
+    if m and m.group(0) != m.group(1):
+        if m.group(2) and f"{m.group(1)}{m.group(2)}" != name:
+            names.append(m.group(1) + m.group(2))
+        names.append(m.group(1))
+    return tuple(names)
+
+
+@lru_cache(maxsize=4096)
+def row_for(name: str) -> Row | None:
+    """The table's row for a command name (a version suffix and ``mkfs.*`` fall back)."""
+    for key in lookup_names(name):
+        row = TABLE.get(key)
+        if row is not None:
+            return row
+    if _LOADER.fullmatch(name):
+        return TABLE["ld.so"]  # the dynamic loader runs the program named after its options
+    return None

@@ -1,0 +1,122 @@
+"""#20 class 3: a hooks directory in the work tree is kept whole, with what holds it.
+
+Husky's layout: ``core.hooksPath = .husky/_``, whose ``pre-commit`` sources the wrapper ``h``,
+which runs ``.husky/pre-commit`` beside it. A run may change none of ``.husky``. Through
+``SessionManager`` under every confining backend; the outside ``git commit`` is the judge, and
+the same attack without a sandbox is the control.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from tests.security.conftest import CONTROL
+from tests.security.test_hostread import git, payload, pwned, unconfined_fires
+
+WRAPPER = """#!/bin/sh
+n=$(basename "$0")
+s=$(dirname "$(dirname "$0")")/$n
+[ ! -f "$s" ] && exit 0
+sh -e "$s" "$@"
+"""
+
+
+def husky(world) -> None:
+    """The user's project with husky's hooks, committed."""
+    d = world.project / ".husky"
+    (d / "_").mkdir(parents=True)
+    (d / "_/h").write_text(WRAPPER)
+    (d / "_/pre-commit").write_text('#!/bin/sh\n. "$(dirname "$0")/h"\n')
+    for p in (d / "_/h", d / "_/pre-commit"):
+        p.chmod(0o755)
+    (d / "pre-commit").write_text("echo lint\n")
+    git(world, "config", "core.hooksPath", ".husky/_", check=True)
+    git(world, "add", ".husky", check=True)
+    git(world, "commit", "-qm", "husky", check=True)
+
+
+def test_scripts_beside_the_hooks_path_cannot_change(sbx, world):
+    husky(world)
+    attack = f"echo '{payload(world, 'husky')}' >> .husky/pre-commit"
+    r = sbx.run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert (world.project / ".husky/pre-commit").read_text() == "echo lint\n"
+    git(world, "add", "other.txt")
+    git(world, "commit", "-qm", "x")
+    assert pwned(world) == []
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"])
+
+
+def test_nothing_new_appears_beside_the_hooks_path(sbx, world):
+    """A new script the wrapper would pick up (a hook name that had none) cannot be added."""
+    husky(world)
+    attack = f"echo '{payload(world, 'new')}' > .husky/commit-msg"
+    r = sbx.run(f"echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output
+    assert not (world.project / ".husky/commit-msg").exists()
+    (world.project / ".husky/_/commit-msg").write_text('#!/bin/sh\n. "$(dirname "$0")/h"\n')
+    (world.project / ".husky/_/commit-msg").chmod(0o755)
+    git(world, "commit", "-q", "--allow-empty", "-m", "x")
+    assert pwned(world) == []
+
+
+def test_a_hooks_holder_that_does_not_exist_yet_may_not_appear(sbx, world):
+    git(world, "config", "core.hooksPath", "tools/hooks/_", check=True)
+    attack = (
+        "mkdir -p tools/hooks/_ && "
+        f"printf '#!/bin/sh\\n{payload(world, 'absent')}\\n' > tools/hooks/_/pre-commit && "
+        "chmod +x tools/hooks/_/pre-commit"
+    )
+    r = sbx.run(f"echo ok > other.txt && echo {CONTROL}; {attack}; sleep 2; echo end")
+    assert CONTROL in r.output, r.output
+    assert not os.path.lexists(world.project / "tools/hooks")
+    assert any("tools/hooks" in n for n in r.notices), r.notices
+    git(world, "commit", "-q", "--allow-empty", "-m", "x")
+    assert pwned(world) == []
+    shutil.rmtree(world.project / "tools", ignore_errors=True)
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"])
+
+
+def test_a_hooks_path_behind_a_condition_that_does_not_hold_yet(sbx, world):
+    """A hooks path the user set only for another branch: switching to it is something a run
+    can do, so that hooks directory is kept too."""
+    husky(world)
+    git(world, "config", "--unset", "core.hooksPath", check=True)
+    (world.project / ".git/other.cfg").write_text("[core]\n\thooksPath = .husky/_\n")
+    git(world, "config", "includeIf.onbranch:other.path", "other.cfg", check=True)
+    attack = f"echo '{payload(world, 'cond')}' >> .husky/pre-commit; git checkout -q -B other"
+    r = sbx.run(f"echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output
+    assert (world.project / ".husky/pre-commit").read_text() == "echo lint\n", r.notices
+    git(world, "checkout", "-q", "-B", "other")
+    git(world, "commit", "-q", "--allow-empty", "-m", "x")
+    assert pwned(world) == []
+    git(world, "checkout", "-q", "main")
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"])
+
+
+def test_the_rest_of_the_project_stays_writable(sbx, world):
+    """The positive side: only the hooks' directory is kept; its neighbours are the project."""
+    husky(world)
+    (world.project / "src").mkdir()
+    r = sbx.run(f"echo code > src/a.js && echo more >> README && echo {CONTROL}")
+    assert CONTROL in r.output and r.notices == (), (r.output, r.notices)
+    assert (world.project / "src/a.js").read_text() == "code\n"
+
+
+def test_a_hooks_path_that_is_a_symlink_keeps_where_it_leads(sbx, world):
+    """`core.hooksPath = .hooks` with `.hooks -> tools/hooks`: git runs what is in tools/hooks."""
+    hooks = world.project / "tools/hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text("#!/bin/sh\ntrue\n")
+    (hooks / "pre-commit").chmod(0o755)
+    (world.project / ".hooks").symlink_to("tools/hooks")
+    git(world, "config", "core.hooksPath", ".hooks", check=True)
+    attack = f"echo '{payload(world, 'hooklink')}' >> tools/hooks/pre-commit"
+    r = sbx.run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\ntrue\n", r.notices
+    git(world, "commit", "-q", "--allow-empty", "-m", "x")
+    assert pwned(world) == []
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"])
