@@ -321,11 +321,9 @@ class Service:
 
     def _ask_reversible(self) -> bool:
         """``pauselist.ask_reversible``, as the pause list reads it."""
-        try:
-            from run_bash.checker import ask_reversible  # type: ignore[attr-defined]
-        except ImportError:  # a pause list without effect classes: nothing is reversible anyway
-            return False
-        return bool(ask_reversible(self.config.pauselist))
+        from run_bash.checker import ask_reversible
+
+        return ask_reversible(self.config.pauselist)
 
     def _undo_cover(self, verdict: Mapping[str, Any], cwd: str, where: Where) -> Undo | None:
         """What the change store says about a verdict whose every reason is reversible (None
