@@ -225,16 +225,3 @@ def run_bash_config() -> Callable[..., dict[str, Any]]:
 
 def have(cmd: str) -> bool:
     return shutil.which(cmd) is not None
-
-
-def _pause_classes() -> bool:
-    from run_bash.checker import check
-
-    return "hits" in check("rm -rf x").to_dict()
-
-
-# The pause list gives each reason an effect class (reversible / irreversible): the tests of
-# approval by effect need it.
-needs_pause_classes = pytest.mark.skipif(
-    not _pause_classes(), reason="the pause list gives no effect classes yet (branch pauselist)"
-)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, needs_pause_classes, wait_for
+from tests.conftest import ROOT, wait_for
 
 CC = ROOT / "deps" / "codecompanion.nvim"
 PLENARY = ROOT / "deps" / "plenary.nvim"
@@ -498,7 +498,6 @@ def _project_with_junk(chat: Chat) -> Path:
     return junk
 
 
-@needs_pause_classes
 def test_a_reversible_command_undo_covers_runs_without_asking(chat: Chat) -> None:
     chat.setup()
     chat.require_sandbox()
@@ -515,7 +514,6 @@ def test_a_reversible_command_undo_covers_runs_without_asking(chat: Chat) -> Non
     assert (junk / "sub" / "f").read_text() == "keep me\n"
 
 
-@needs_pause_classes
 def test_an_irreversible_command_still_asks_and_says_so(chat: Chat) -> None:
     chat.setup()
     chat.require_sandbox()
@@ -529,7 +527,6 @@ def test_an_irreversible_command_still_asks_and_says_so(chat: Chat) -> None:
     assert (Path(chat.ed.work) / "junk").exists()
 
 
-@needs_pause_classes
 def test_ask_reversible_brings_the_question_back(chat: Chat) -> None:
     chat.setup("{ pauselist = { ask_reversible = true } }")
     chat.require_sandbox()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_pause_classes, wait_for
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.nvim
 
@@ -400,7 +400,6 @@ def check(editor, cmd, cwd):
     return editor.lua("return require('run_bash').check(...)", cmd, {"cwd": str(cwd)})
 
 
-@needs_pause_classes
 @pytest.mark.parametrize("backend", ["sandlock", "bubblewrap"])
 def test_reversible_commands_that_undo_covers_do_not_ask(editor, backend):
     from tests.integration.test_undo import available
@@ -440,7 +439,6 @@ def test_reversible_commands_that_undo_covers_do_not_ask(editor, backend):
     assert (p / "build" / "obj" / "a.o").read_bytes() == b"\x7fELF object"
 
 
-@needs_pause_classes
 def test_the_opt_out_asks_again_and_the_window_shows_each_class(editor):
     from tests.integration.test_undo import first_available
 
@@ -464,7 +462,6 @@ def test_the_opt_out_asks_again_and_the_window_shows_each_class(editor):
     assert (p / "build").exists()
 
 
-@needs_pause_classes
 def test_what_changed_between_the_answer_and_the_start_asks_after_all(editor):
     """The gate's answer is checked again on the snapshot taken just before the run starts: a
     big file appearing under the target in between makes the run wait for the user."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import needs_pause_classes, wait_for
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.nvim
 
@@ -393,7 +393,6 @@ def test_real_checker_decisions_in_the_sandbox(tool: Tool) -> None:
     assert gate == [False, True, True, False, False]
 
 
-@needs_pause_classes
 def test_the_tool_asks_only_about_what_undo_cannot_take_back(tool: Tool) -> None:
     """Effects, not text: in a project whose undo covers `build/`, the tool does not ask before
     `rm -rf build`; it asks before a signal, a mix of both, and again with the opt-out."""
