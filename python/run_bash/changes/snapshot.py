@@ -202,6 +202,8 @@ def same_state(a: Entry | None, b: Entry | None) -> bool:
 
 def diff(a: Snapshot, b: Snapshot) -> list[tuple[str, Entry | None, Entry | None]]:
     """Every path whose state differs between ``a`` and ``b``, sorted by path."""
+    if a is b or a.dirs is b.dirs:
+        return []
     out = []
     for d in a.dirs.keys() | b.dirs.keys():
         ka, kb = a.dirs.get(d), b.dirs.get(d)
