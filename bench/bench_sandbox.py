@@ -203,6 +203,62 @@ class Bench:
         return host, total / 2**20, supervisors / 2**20
 
 
+@contextlib.contextmanager
+def without_kernel_limits() -> Any:
+    """Runs without their temp space's tmpfs and their memory cgroup, to measure what the two
+    add per run (a bench-only switch: the product has none)."""
+    from run_bash.sandbox import bubblewrap, sandlock
+    from run_bash.sandbox.cgroups import Cgroups
+
+    request = sandlock.Sandlock.request
+
+    def no_cap(self: Any, *args: Any, **kwargs: Any) -> Any:
+        req, notes = request(self, *args, **kwargs)
+        req.pop("memory_cap", None)
+        return req, notes
+
+    saved = [
+        (bubblewrap, "CGROUPS", bubblewrap.CGROUPS),
+        (bubblewrap, "temp_size", bubblewrap.temp_size),
+        (sandlock, "temp_size", sandlock.temp_size),
+        (sandlock.Sandlock, "request", request),
+    ]
+    bubblewrap.CGROUPS = Cgroups(mountinfo=os.devnull, self_cgroup=os.devnull)
+    bubblewrap.temp_size = sandlock.temp_size = lambda _limit: 0  # type: ignore[assignment]
+    sandlock.Sandlock.request = no_cap  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def kernel_limits_row(b: Bench, n: int) -> Row:
+    """What a run's tmpfs and memory cgroup cost end to end."""
+    from run_bash.sandbox.cgroups import CGROUPS
+
+    with_them, without = [], []
+    b.true_end_to_end()
+    for _ in range(n):  # alternated, so a change in the machine's load hits both alike
+        t = time.perf_counter()
+        b.true_end_to_end()
+        with_them.append((time.perf_counter() - t) * 1000)
+        with without_kernel_limits():
+            t = time.perf_counter()
+            b.true_end_to_end()
+            without.append((time.perf_counter() - t) * 1000)
+    e2e, bare = statistics.median(with_them), statistics.median(without)
+    whole, where = CGROUPS.describe()
+    return {
+        "name": f"{b.name}: tmpfs temp space + memory cgroup, per run",
+        "value": e2e - bare,
+        "unit": "ms",
+        "goal": "",
+        "note": f"`true` end to end {e2e:.1f} ms with them, {bare:.1f} ms without"
+        + ("" if whole else f"; no cgroup here: {where}"),
+    }
+
+
 def plain_open_us(n: int = 5) -> float:
     def once() -> float:
         out = subprocess.run(["bash", "-c", OPEN_LOOP], capture_output=True, text=True, check=True)
@@ -259,15 +315,19 @@ def forward_row(root: str, n: int = 40) -> Row:
         s = mgr.start(f"python3 -m http.server {port} --bind 127.0.0.1", cwd=root, bg_after=0.1)
         try:
             deadline = time.monotonic() + 30
-            while True:
+            while True:  # the host port the kernel picked for it, once forwarded
+                info = next(i for i in mgr.list() if i.id == s.id)
+                host_port = info.forwarded[0].host_port if info.forwarded else 0
                 try:
-                    await loop.run_in_executor(None, _http_get_ms, port)
-                    break
+                    if host_port:
+                        await loop.run_in_executor(None, _http_get_ms, host_port)
+                        break
                 except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.1)
-            fwd = [await loop.run_in_executor(None, _http_get_ms, port) for _ in range(n)]
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the server was not forwarded in 30 s")
+                await asyncio.sleep(0.1)
+            fwd = [await loop.run_in_executor(None, _http_get_ms, host_port) for _ in range(n)]
         finally:
             await mgr.kill(s.id)
             await mgr.shutdown()
@@ -460,6 +520,8 @@ def run(n: int = 30) -> list[Row]:
                     ),
                 }
             )
+            if name != "none":
+                rows.append(kernel_limits_row(b, n))
             if name == "sandlock":
                 rows.extend(sandlock_modes(root, base, e2e, n))
                 floor = _median_ms(b.sdk_floor, n)

@@ -280,13 +280,32 @@ function M.changes_cell(s)
   return table.concat(parts, " ")
 end
 
+--- The PORTS cell of `:RunBashSessions`: each port the session listens on, with the host port
+--- it is forwarded to (`5173>40211`: reach it from the host at 127.0.0.1:40211).
+---@param s table session info
+---@return string
+function M.ports_cell(s)
+  if type(s.ports) ~= "table" or #s.ports == 0 then
+    return "-"
+  end
+  local host = {}
+  for _, f in ipairs(type(s.forwarded) == "table" and s.forwarded or {}) do
+    host[f.port] = f.host_port
+  end
+  local parts = {}
+  for _, p in ipairs(s.ports) do
+    table.insert(parts, host[p] and (p .. ">" .. host[p]) or tostring(p))
+  end
+  return table.concat(parts, ",")
+end
+
 ---@return integer|nil bufnr
 function M.sessions_buffer()
   local list, err = rb().sessions_list()
   if not list then
     return H.err(err)
   end
-  local row = "%-8s %-10s %-8s %-7s %-10s %-12s %-12s %s"
+  local row = "%-8s %-10s %-8s %-7s %-10s %-14s %-12s %s"
   local lines =
     { row:format("ID", "STATUS", "PID", "AGE", "BACKEND", "PORTS", "CHANGES", "COMMAND") }
   for _, s in ipairs(list) do
@@ -294,7 +313,7 @@ function M.sessions_buffer()
     if s.status ~= "running" and s.exit_code ~= nil and s.exit_code ~= vim.NIL then
       status = status .. ":" .. s.exit_code
     end
-    local ports = type(s.ports) == "table" and #s.ports > 0 and table.concat(s.ports, ",") or "-"
+    local ports = M.ports_cell(s)
     table.insert(
       lines,
       row:format(

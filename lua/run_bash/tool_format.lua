@@ -491,6 +491,21 @@ function H.format_output(o, tail)
   return llm, H.user_block(title, o.output)
 end
 
+--- A running session's ports, each with where the host reaches it when it is forwarded:
+--- `5173 (from the host: 127.0.0.1:40211), 9229`.
+function H.ports_text(s)
+  local host = {}
+  for _, f in ipairs(type(s.forwarded) == "table" and s.forwarded or {}) do
+    host[f.port] = f.host_port
+  end
+  local parts = {}
+  for _, p in ipairs(s.ports) do
+    local to = host[p]
+    table.insert(parts, to and fmt("%s (from the host: 127.0.0.1:%s)", p, to) or tostring(p))
+  end
+  return table.concat(parts, ", ")
+end
+
 function H.format_list(list)
   if #list == 0 then
     return "No sessions.", "**run_bash**: no sessions"
@@ -501,7 +516,7 @@ function H.format_list(list)
     if s.status == "running" then
       state = fmt("running%s, %ss", s.background and " in the background" or "", s.age_s or "?")
       if type(s.ports) == "table" and #s.ports > 0 then
-        state = state .. ", listening on port " .. table.concat(s.ports, ", ")
+        state = state .. ", listening on port " .. H.ports_text(s)
       end
     else
       state = fmt("%s (exit: %s)", s.status, H.exit_text(s))

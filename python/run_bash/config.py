@@ -277,8 +277,8 @@ class NetworkConfig:
     allow: tuple[str, ...] = option((), endpoints, 'list of "host:port" strings')
     # Loopback ports of other local services commands may reach (run_bash's own are allowed).
     allow_local_ports: tuple[int, ...] = option((), ports, "list of port numbers")
-    # Make servers of sessions in run_bash's own network namespace reachable on the host's
-    # 127.0.0.1 (ports from 1024 that are not well-known service ports and are free there).
+    # Make servers of sessions in their project's network namespace reachable on the host's
+    # 127.0.0.1, each on a port the kernel picks (named in the session's notice and list).
     forward_ports: bool = option(True, boolean, "boolean")
 
 
@@ -297,12 +297,14 @@ class EnvConfig:
 class LimitsConfig:
     # Most processes one sandbox may hold at once.
     max_processes: int = option(512, int_range(1), "positive integer")
-    # Memory limit per sandbox in bytes, given as e.g. "2G".
+    # Memory limit per sandbox in bytes, given as e.g. "2G" (the whole run where a memory
+    # cgroup is available, see :checkhealth).
     max_memory: int = option(4096 * MIB, size, 'size such as "4G"')
     # Largest file a command may write in bytes, given as e.g. "1G".
     max_file_size: int = option(2048 * MIB, size, 'size such as "2G"')
-    # Most a run's private temp dir may hold, e.g. "4G" (never more than half the free space).
-    max_temp_size: int = option(4096 * MIB, size, 'size such as "4G"')
+    # Size of a run's temp space (/tmp, /var/tmp and /dev/shm: one tmpfs, held in memory), e.g.
+    # "1G"; never more than half the memory available when the run starts.
+    max_temp_size: int = option(1024 * MIB, size, 'size such as "1G"')
 
 
 @dataclass(frozen=True)

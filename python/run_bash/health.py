@@ -14,6 +14,7 @@ from run_bash.config import Config
 from run_bash.sandbox.base import AUTO, BACKENDS
 
 if TYPE_CHECKING:
+    from run_bash.sandbox.cgroups import Cgroups
     from run_bash.sessions import SessionManager
 
 Item = dict[str, str]
@@ -61,7 +62,13 @@ def report(config: Config, mgr: SessionManager) -> list[Item]:
     )
     items.extend(module_versions())
     items.append(_item("info", f"output files: {mgr.state_dir} (0700)"))
-    items.append(_item("info", f"run temp dirs: {mgr.temp_root} (0700, disk-backed)"))
+    items.append(
+        _item(
+            "info",
+            f"run temp dirs: {mgr.temp_root} (0700; inside a sandbox each run's /tmp is a "
+            "tmpfs of sandbox.limits.max_temp_size)",
+        )
+    )
     log_path = os.environ.get("RUN_BASH_LOG", "")
     if log_path:
         items.append(_item("info", f"log file: {log_path}"))
@@ -113,6 +120,25 @@ def report(config: Config, mgr: SessionManager) -> list[Item]:
         )
     else:
         items.append(_item("ok", f"commands run in the {backend.name} sandbox ({chosen.reason})"))
+    items.append(memory_cap())
     for notice in config.notices:
         items.append(_item("warn", f"config: {notice}"))
     return items
+
+
+def memory_cap(cgroups: Cgroups | None = None) -> Item:
+    """Whether ``sandbox.limits.max_memory`` caps a whole run (a memory cgroup per run) or each
+    process alone, and why."""
+    from run_bash.sandbox.cgroups import CGROUPS
+
+    whole, text = (cgroups or CGROUPS).describe()
+    if whole:
+        return _item("ok", f"memory cap (sandbox.limits.max_memory) is for the whole run: {text}")
+    return _item(
+        "warn",
+        "memory cap (sandbox.limits.max_memory) is per process under bubblewrap (RLIMIT_DATA: "
+        "two processes may each use it) and sandlock's own count of mapped memory: no memory "
+        f"cgroup for runs ({text})",
+        "run Neovim where it may make cgroups: as root, or below a cgroup v2 directory delegated "
+        "to you whose cgroup.subtree_control lists memory (:help run_bash-cgroups)",
+    )

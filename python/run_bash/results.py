@@ -42,6 +42,14 @@ class Wire:
 
 
 @dataclass(frozen=True)
+class ForwardedPort(Wire):
+    """A session's server port forwarded to the host (``sandbox/forward.py``)."""
+
+    port: int  # where the server listens, in its project's network namespace
+    host_port: int  # where the host reaches it: 127.0.0.1:host_port (a port the kernel picked)
+
+
+@dataclass(frozen=True)
 class SessionInfo(Wire):
     """One session as lists, completion and events show it."""
 
@@ -70,6 +78,8 @@ class SessionInfo(Wire):
     changes: dict[str, Any] | None = None
     # TCP ports the session's processes listen on (while it runs).
     ports: tuple[int, ...] = ()
+    # Those of them forwarded to the host, with the host port of each (while it runs).
+    forwarded: tuple[ForwardedPort, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,11 @@ after a crash too):
   (private to the user, cleared at logout) or else the temp dir. Its total size is capped
   (``output.dir_cap``, never more than a quarter of its filesystem), so output cannot fill the
   small RAM filesystem ``$XDG_RUNTIME_DIR`` usually is.
-* the **temp root** (``make_temp_root``): one private temp dir per run (its ``TMPDIR``; ``/tmp``,
-  ``/var/tmp`` and ``/dev/shm`` under bubblewrap), on a disk-backed filesystem (``/var/tmp``, else
-  ``$XDG_CACHE_HOME/run_bash``), never on a RAM filesystem such as ``$XDG_RUNTIME_DIR``. Each run's
-  temp dir is capped (``sandbox.limits.max_temp_size``, never more than half the free space), so a
-  run cannot fill the disk for the user's other programs. On a different filesystem from the
-  output directory (the usual case), a run filling its temp space cannot touch output capture at
-  all; on the same one, the cap leaves room for it.
+* the **temp root** (``make_temp_root``): one private temp dir per run (its ``TMPDIR``), on a
+  disk-backed filesystem (``/var/tmp``, else ``$XDG_CACHE_HOME/run_bash``), never on a RAM
+  filesystem such as ``$XDG_RUNTIME_DIR``. Inside a sandbox each is only a mount point: the run's
+  temp space is a size-limited tmpfs mounted on it in the run's own mount namespace
+  (``sandbox/tempfs.py``), so nothing a sandboxed run writes to ``/tmp`` lands on this disk.
 
 Neither directory is inside any sandbox grant (``/var/tmp``, ``$XDG_RUNTIME_DIR`` and the temp dir
 are never granted by default); a run is given its own temp dir and nothing else of them.
@@ -23,7 +21,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 import time
 from collections.abc import Mapping
@@ -33,8 +30,6 @@ RAM_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
 TEMP_ROOT_PREFIX = "run_bash-"
 # A temp root left by a host that died with its keeper is removed by the next host after this long.
 STALE_AFTER_S = 60.0
-# Walking a temp dir stops here: more entries than this count as over the cap.
-MAX_TEMP_ENTRIES = 200_000
 
 
 def state_root(base: str | None = None, environ: Mapping[str, str] | None = None) -> str:
@@ -140,49 +135,6 @@ def sweep_stale(parent: str) -> int:
         shutil.rmtree(entry.path, ignore_errors=True)
         removed += 1
     return removed
-
-
-def dir_usage(path: str, max_entries: int = MAX_TEMP_ENTRIES) -> tuple[int, bool]:
-    """Bytes the tree at ``path`` occupies on disk (allocated blocks, links not followed) and
-    whether it could not be measured in full: more than ``max_entries`` entries, or a directory that
-    cannot be listed (unreadable, a path too long) — for a tree a sandbox controls, both count as
-    over any cap, as they could hide data. Opens no file, so nothing a sandbox puts there (FIFOs,
-    leases) can block it."""
-    total = 0
-    entries = 0
-    stack = [path]
-    while stack:
-        current = stack.pop()
-        try:
-            it = os.scandir(current)
-        except FileNotFoundError:
-            continue  # removed while walking
-        except OSError:
-            return total, True
-        with it:
-            for entry in it:
-                entries += 1
-                if entries > max_entries:
-                    return total, True
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    return total, True
-                total += st.st_blocks * 512
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(entry.path)
-    return total, False
-
-
-def free_bytes(path: str) -> int:
-    """Bytes an unprivileged user may still write on the filesystem holding ``path``."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return 0
-    return st.f_bavail * st.f_frsize
 
 
 def fs_size(path: str) -> int:

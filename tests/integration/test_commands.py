@@ -91,11 +91,12 @@ def test_sessions_kill_and_output_commands(editor):
     wait_for(lambda: "killed" in buf_lines(editor, out)[-1])
 
 
-@pytest.mark.parametrize("backend", ["none", "sandlock"])
+@pytest.mark.parametrize("backend", ["none", "sandlock", "bubblewrap"])
 def test_sessions_show_the_ports_a_session_listens_on(editor, backend):
     """A background server's port is in :RunBashSessions and the session info, whether it lives in
-    the host's network (none) or in run_bash's own namespace (sandlock); a session that listens
-    on nothing (the control) shows none."""
+    the host's network (none) or in its project's namespace (sandlock, bubblewrap: the host port
+    it is forwarded to is shown beside it, and in the tool's `list`); a session that listens on
+    nothing (the control) shows none."""
     from run_bash.config import parse_config
     from run_bash.sandbox.base import get_backend
 
@@ -119,11 +120,28 @@ def test_sessions_show_the_ports_a_session_listens_on(editor, backend):
     port = int(line[0].split()[1])
     listed = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}
     assert listed[server]["ports"] == [port] and listed["sleep 300"]["ports"] == []
+    cell = str(port)
+    if backend != "none":
+        # Forwarded to the host on a port the kernel picked (#20 class 6): the list names it.
+        def forwarded() -> list[dict[str, int]]:
+            info = {s["cmd"]: s for s in editor.lua("return require('run_bash').sessions_list()")}
+            return info[server].get("forwarded") or []
+
+        [fwd] = wait_for(forwarded)
+        assert fwd["port"] == port and fwd["host_port"] != port
+        cell = f"{port}>{fwd['host_port']}"
+        text = editor.lua(
+            "return (require('run_bash.tool_format').format({ action = 'list', "
+            "sessions = require('run_bash').sessions_list() }))"
+        )
+        assert f"listening on port {port} (from the host: 127.0.0.1:{fwd['host_port']})" in text
+    else:
+        assert not listed[server].get("forwarded")  # in the host's own network: nothing to do
     editor.nvim.command("RunBashSessions")
     lines = buf_lines(editor, "run_bash://sessions")
     assert lines[0].split()[:6] == ["ID", "STATUS", "PID", "AGE", "BACKEND", "PORTS"]
     row = next(x for x in lines if x.startswith(sid))
-    assert row.split()[5] == str(port), lines
+    assert row.split()[5] == cell, lines
     editor.nvim.command("RunBashKill!")
 
 

@@ -49,3 +49,18 @@ def test_health_says_which_backend_auto_chose_and_why(editor):
     else:
         assert "commands run WITHOUT a sandbox (auto: no sandbox works here" in text
     assert chosen["chosen_because"].startswith("auto: ")
+
+
+def test_health_says_whether_the_memory_cap_holds_for_the_whole_run(editor):
+    """The same answer the runtime acts on (``cgroups.CGROUPS``): a memory cgroup per run and
+    where, or a warning that the cap is per process."""
+    from run_bash.sandbox.cgroups import CGROUPS
+
+    editor.lua("require('run_bash').setup({})")
+    text = health_text(editor)
+    whole, where = CGROUPS.describe()
+    if whole:
+        assert "OK memory cap (sandbox.limits.max_memory) is for the whole run: " in text
+        assert where.split(" under ", 1)[1].split()[0] in text
+    else:
+        assert "WARNING memory cap (sandbox.limits.max_memory) is per process" in text

@@ -4,8 +4,8 @@ confining backend, through the product's spawn path.
 - A host service started AFTER a run began is unreachable from that run.
 - A sandboxed listener on a port a host client expects never receives the client's connection.
 - A background session's server stays reachable from later runs, of both backends.
-- Servers of sessions are forwarded to the host's loopback only on ports from 1024 that are free
-  there and not well-known.
+- Servers of sessions are forwarded to the host's loopback on ports the kernel picks (#20 class
+  6): the server's own port number stays free on the host, for the user's services.
 
 sandlock runs in the host's network (``network.allow_local_ports`` set) get the same checks.
 """
@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from run_bash.sandbox.forward import MAX_FORWARDED_PER_SESSION
 from run_bash.sandbox.loopback import WELL_KNOWN_SERVICE_PORTS
 from tests.security.conftest import CONTROL, Runner, listening_tcp
 
@@ -228,31 +230,102 @@ def until(rb: Runner, cond: Callable[[], Any], timeout: float = 10.0) -> Any:
     return rb.loop.run_until_complete(asyncio.wait_for(poll(), timeout))
 
 
-def test_session_servers_are_forwarded_to_the_host_when_the_port_is_free(sbx):
-    """A server on a free port is reachable from the host while its session runs, and no longer
-    after; one on a well-known service port is not forwarded (the session says why)."""
+def info_of(rb: Runner, sid: str) -> Any:
+    return next(i for i in rb.mgr.list() if i.id == sid)
+
+
+def forwarded_port(rb: Runner, sid: str, port: int) -> int:
+    """The host port session ``sid``'s server on ``port`` is forwarded to, once it is."""
+    fwd = until(rb, lambda: [f for f in info_of(rb, sid).forwarded if f.port == port])
+    return int(fwd[0].host_port)
+
+
+def test_a_forward_takes_a_port_the_kernel_picks_never_the_servers_own(sbx):
+    """#20 class 6: a sandboxed server on port P is reachable from the host on a port the kernel
+    picked (named in the notice, the session's `forwarded`); P itself stays free on the host, so
+    a host service started later gets it, and its clients reach that service, never the
+    sandbox. The forward goes with the session."""
     port = free_port()
-    well_known = next(p for p in sorted(WELL_KNOWN_SERVICE_PORTS) if is_free(p))
-    s = sbx.start(f"python3 -u -m http.server {port} --bind 127.0.0.1", timeout=60, bg_after=0.1)
-    t = sbx.start(SERVER.format(port=well_known), timeout=60, bg_after=0.1)
+    s = sbx.start(SERVER.format(port=port), timeout=60, bg_after=0.1)
     try:
-        wait_text(sbx, s, ("Serving HTTP",))
-        wait_text(sbx, t, ("LISTENING",))
-        got = until(
-            sbx, lambda: "200 OK" in (g := host_client(port, b"GET / HTTP/1.0\r\n\r\n")) and g
-        )
-        info = next(i for i in sbx.mgr.list() if i.id == s.id)
+        wait_text(sbx, s, ("LISTENING",))
+        host_port = forwarded_port(sbx, s.id, port)
+        assert host_port != port
+        info = info_of(sbx, s.id)
         assert info.ports == (port,), info
-        assert any(f"port {port} is forwarded to the host" in n for n in info.notices), info
-        said = until(sbx, lambda: next(i for i in sbx.mgr.list() if i.id == t.id).notices)
-        assert any(f"port {well_known} is not forwarded" in n for n in said), said
-        assert in_loop(sbx, lambda: host_client(well_known)).startswith("refused")
-        assert "200 OK" in got
+        said = f"port {port} is forwarded to the host: 127.0.0.1:{host_port}"
+        assert said in info.notices, info.notices
+        # The control: the host reaches the sandboxed server through the forward.
+        assert in_loop(sbx, lambda: host_client(host_port, b"through")).startswith("connected")
+        wait_text(sbx, s, ("GOT b'through'",))
+        # A host service started now gets port P, and its client's secret stays on the host.
+        with listening_tcp(port) as (_p, host_seen):
+            got = in_loop(sbx, lambda: host_client(port, b"password"))
+            assert got.startswith("connected"), got
+            until(sbx, lambda: b"password" in host_seen)
+        out = sbx.mgr.output(s.id, tail=200).output
+        assert "password" not in out, out
+        assert port not in {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", said)}
     finally:
         sbx.kill(s)
-        sbx.kill(t)
     # The forward goes with the session.
-    until(sbx, lambda: host_client(port).startswith("refused"), timeout=5)
+    until(sbx, lambda: host_client(host_port).startswith("refused"), timeout=5)
+    assert info_of(sbx, s.id).forwarded == ()
+
+
+def test_a_well_known_service_port_is_forwarded_to_an_ephemeral_one(sbx):
+    """A sandboxed server on the port of a database is forwarded too, on a port the kernel
+    picked: the database port on the host stays free (a client there is refused, not captured)."""
+    well_known = next(p for p in sorted(WELL_KNOWN_SERVICE_PORTS) if is_free(p))
+    s = sbx.start(SERVER.format(port=well_known), timeout=60, bg_after=0.1)
+    try:
+        wait_text(sbx, s, ("LISTENING",))
+        host_port = forwarded_port(sbx, s.id, well_known)
+        assert host_port != well_known and is_free(well_known)
+        assert in_loop(sbx, lambda: host_client(well_known)).startswith("refused")
+        assert in_loop(sbx, lambda: host_client(host_port, b"via")).startswith("connected")
+        wait_text(sbx, s, ("GOT b'via'",))
+    finally:
+        sbx.kill(s)
+
+
+MANY = """python3 -u - <<'EOF'
+import select, socket
+socks = []
+for _ in range({n}):
+    l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1); socks.append(l)
+print('LISTENING', ' '.join(str(l.getsockname()[1]) for l in socks), flush=True)
+while True:
+    for l in select.select(socks, [], [])[0]:
+        c, _ = l.accept(); c.sendall(b'HI'); c.close()
+EOF"""
+
+
+def test_forwards_are_limited_per_session(sbx):
+    """A session listening on more ports than MAX_FORWARDED_PER_SESSION gets that many
+    forwarded; the rest are named as not forwarded, with the reason."""
+    n = MAX_FORWARDED_PER_SESSION + 2
+    s = sbx.start(MANY.format(n=n), timeout=60, bg_after=0.1)
+    try:
+        out = wait_text(sbx, s, ("LISTENING",))
+        ports = [int(p) for p in out.split("LISTENING", 1)[1].split()[:n]]
+
+        def all_said() -> Any:
+            info = info_of(sbx, s.id)
+            return info if sum("forwarded" in x for x in info.notices) >= n else None
+
+        info = until(sbx, all_said)
+        assert len(info.ports) == n, info
+        assert len(info.forwarded) == MAX_FORWARDED_PER_SESSION, info
+        assert {f.port for f in info.forwarded} < set(ports)
+        refused = [x for x in info.notices if "is not forwarded" in x]
+        assert len(refused) == 2, info.notices
+        assert all(f"{MAX_FORWARDED_PER_SESSION} ports of this session" in x for x in refused)
+        # The forwarded ones work (the control).
+        first = info.forwarded[0].host_port
+        assert in_loop(sbx, lambda: host_client(first)) == "connected:HI"
+    finally:
+        sbx.kill(s)
 
 
 def test_forwarding_can_be_turned_off(sbx):
@@ -265,6 +338,7 @@ def test_forwarding_can_be_turned_off(sbx):
         assert info.ports == (port,), info  # the control: it listens
         rb.loop.run_until_complete(asyncio.sleep(1.5))  # longer than a forwarding poll
         assert in_loop(rb, lambda: host_client(port)).startswith("refused")
-        assert not any("forwarded" in n for n in rb.mgr.output(s.id).notices)
+        info = rb.mgr.output(s.id)
+        assert not any("forwarded" in n for n in info.notices) and info.forwarded == ()
     finally:
         rb.kill(s)

@@ -132,8 +132,39 @@ def test_argv_runs_bwrap_in_its_own_pid_namespace_with_the_limits_inside(tmp_pat
     if mode == "capped":
         # pid 1 of the run's namespace writes pid_max (10 processes + bwrap's init) and then
         # ns_last_pid, so every pid comes from 300..pid_max.
-        assert argv[bw - 2 : bw] == [str(pid_max_for(10)), "300"] and pid_max_for(10) == 311
+        init = argv.index("run_bash-init")
+        assert argv[init + 1 : init + 3] == [str(pid_max_for(10)), "300"]
+        assert pid_max_for(10) == 311
     assert ("--uid" in argv[bw:]) == (bool(mode) and os.getuid() != 0)
+
+
+def test_the_runs_first_process_joins_its_cgroups_and_mounts_its_temp_space(tmp_path):
+    """pid 1 of the run's namespace gets the cgroup.procs files and the tmpfs to mount on the
+    private dir; bwrap binds that dir on the three temp dirs. Without a pid namespace the same
+    script runs first (no mount: bwrap makes a tmpfs of the size per temp dir)."""
+    policy, spec = make(tmp_path)
+    b = Bubblewrap(parse_config({}))
+    procs = ["/sys/fs/cgroup/x/cgroup.procs", "/sys/fs/cgroup/y/cgroup.procs"]
+    argv = b.argv(policy, spec, cgroup_procs=procs, temp=1 << 20)
+    init = argv.index("run_bash-init")
+    bw = next(i for i, a in enumerate(argv) if a.endswith("bwrap"))
+    assert argv[init - 2] == "-c" and argv[init - 3] == "/bin/sh"
+    assert argv[bw - 3 : bw] == [*procs, "--"]
+    private = os.path.realpath(spec.tmpdir)
+    if b.pid_namespace():
+        data, where = argv[init + 3], argv[init + 4]
+        assert data.startswith(f"size={1 << 20},") and "mode=0700" in data
+        assert where == private
+        assert pairs(argv[bw:], "--bind").count(private) == 3
+        assert not set(pairs(argv[bw:], "--tmpfs")) & {"/tmp", "/var/tmp", "/dev/shm"}
+    b._pid_mode = ""  # as where `unshare` cannot make a pid namespace
+    argv = b.argv(policy, spec, cgroup_procs=procs, temp=1 << 20)
+    assert argv[0] == "/bin/sh" and argv[argv.index("run_bash-init") + 3] == "-"
+    inner = argv[next(i for i, a in enumerate(argv) if a.endswith("bwrap")) :]
+    assert pairs(inner, "--tmpfs")[:3] == ["/tmp", "/var/tmp", "/dev/shm"]
+    assert pairs(inner, "--size") == [str(1 << 20)] * 3  # before each of the three
+    # No cgroup and no pid namespace: bwrap is the first process.
+    assert b.argv(policy, spec, temp=1 << 20)[0].endswith("bwrap")
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,8 @@ from run_bash.sandbox.proc import signal_group
 
 if TYPE_CHECKING:
     from run_bash.config import Config
+    from run_bash.sandbox.cgroups import RunCgroup
+    from run_bash.sandbox.netholder import Loopback
     from run_bash.sandbox.policy import Policy
 
 __all__ = [
@@ -103,6 +105,8 @@ class Launched(Protocol):
 
     pid: int
     notices: list[str]
+    # The project's network namespace the run lives in (None: the host's, or its own).
+    loopback: Loopback | None
 
     def pidfd(self) -> int: ...
 
@@ -135,8 +139,15 @@ class LaunchedBase:
 
     ``reap`` waits once (the backend's ``_wait``); ``terminate`` signals the run's process group
     and its root; ``kill_all`` SIGKILLs all of the run the backend knows about (the guard calls it
-    when a file the host reads changes); ``close`` kills what still runs, once.
+    when a file the host reads changes); ``close`` kills what still runs, once, then lets go of
+    what the run held: its cgroup (saying when the kernel killed a process of it for memory) and
+    its project's network namespace.
     """
+
+    # Set by the backend when the run has them.
+    session_id: str = ""
+    cgroup: RunCgroup | None = None
+    loopback: Loopback | None = None
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -179,6 +190,22 @@ class LaunchedBase:
                 self.kill_all()
             with contextlib.suppress(Exception):
                 self.reap()
+        if self.cgroup is not None:
+            self.note(self.cgroup.notices())
+        release(self.session_id, self.cgroup, self.loopback)
+        self.cgroup = self.loopback = None
+
+
+def release(session_id: str, cgroup: RunCgroup | None, loopback: Loopback | None) -> None:
+    """Let go of what a run held: its cgroup (removed) and its project's network namespace."""
+    if cgroup is not None:
+        from run_bash.sandbox.cgroups import CGROUPS
+
+        CGROUPS.release(cgroup)
+    if loopback is not None:
+        from run_bash.sandbox.netholder import LOOPBACKS
+
+        LOOPBACKS.release(loopback, session_id)
 
 
 def once(said: set[str], notes: list[str]) -> list[str]:

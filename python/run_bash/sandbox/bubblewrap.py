@@ -6,8 +6,9 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
   own pid, ipc, uts, cgroup, user (no nested user namespaces) and, by default, network namespaces;
   no capabilities; a new session (no TIOCSTI into a terminal); everything dies with the host.
 * ``--proc /proc --dev /dev``: a /proc that shows only the sandbox's processes, a minimal /dev.
-* ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's private temp dir (a bind of it, so the
-  runtime's cleanup and size accounting see the files).
+* ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's temp space: a tmpfs of ``max_temp_size``
+  that the run's first process mounts on its private dir (``RUN_INIT``, ``tempfs.py``), bound on
+  the three.
 * Read-only binds for the readable paths, read-write binds for the writable ones, read-only binds
   again for paths that must stay read-only inside a writable grant (Neovim's directories) and for
   the protected project files. The ``.git`` directory is bound onto itself, which makes it a mount
@@ -17,7 +18,8 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
   environment would be readable through /proc otherwise), and bwrap inherits only fds 0/1/2.
 * Each run starts in its own pid namespace, capped by its ``pid_max`` (see ``RESERVED_PIDS``);
   inside the sandbox ``prlimit`` sets ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` (per run there) and
-  ``RLIMIT_DATA`` (memory, per process: there is no cgroup without systemd's help): documented.
+  ``RLIMIT_DATA`` (memory, per process). Where a memory cgroup can be made (``cgroups.py``), the
+  run's first process joins the run's own, which caps the whole run's memory and tasks.
 * Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty every run joins one
   network namespace shared by all run_bash runs of this host process (``netholder.py``): it has only
   a loopback, so there is no outside network and no host service is reachable, while a server
@@ -36,16 +38,19 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 from functools import cache, lru_cache
 from typing import ClassVar
 
 from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
-from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
-from run_bash.sandbox.netholder import NET_HOLDER
+from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
+from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
+from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path
+from run_bash.sandbox.tempfs import MIN_SIZE, temp_size, tmpfs_data
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
@@ -87,6 +92,10 @@ def prlimit_path() -> str | None:
     return util_linux("prlimit")
 
 
+def mount_path() -> str | None:
+    return util_linux("mount")
+
+
 def unshare_path() -> str | None:
     return util_linux("unshare")
 
@@ -102,10 +111,19 @@ def unshare_path() -> str | None:
 RESERVED_PIDS = 300
 PID_MAX_LIMIT = 4194304
 PID_CAP_KERNEL = (6, 14)
-# pid 1 of the run's namespace: caps it, then becomes bwrap.
-_PID_CAP_SCRIPT = (
-    'echo "$1" > /proc/sys/kernel/pid_max && echo "$2" > /proc/sys/kernel/ns_last_pid || '
-    '{ echo "run_bash: cannot cap the processes of this run" >&2; exit 125; }; shift 2; exec "$@"'
+# The run's first process (pid 1 of its namespace; before bwrap when there is none), then bwrap:
+# ``sh -c RUN_INIT run_bash-init PID_MAX LAST_PID TMPFS_DATA DIR MOUNT CGROUP_PROCS… -- bwrap …``.
+# It moves itself into the run's cgroups (``cgroups.py``: everything the run starts is inside),
+# mounts the run's temp space on its private dir (``tempfs.py``; in the run's own mount namespace,
+# unseen by the host), caps the namespace's pids, and becomes bwrap. "-" skips a step.
+RUN_INIT = (
+    'cap=$1 last=$2 data=$3 dir=$4 mnt=$5; shift 5; while [ "$1" != -- ]; do echo 0 > "$1" || '
+    '{ echo "run_bash: cannot join the cgroup of this run" >&2; exit 125; }; shift; done; shift; '
+    'if [ "$data" != - ]; then "$mnt" -t tmpfs -o "nosuid,nodev,$data" run_bash-tmp "$dir" || '
+    '{ echo "run_bash: cannot mount the temp space of this run" >&2; exit 125; }; fi; '
+    'if [ "$cap" != - ]; then echo "$cap" > /proc/sys/kernel/pid_max && '
+    'echo "$last" > /proc/sys/kernel/ns_last_pid || '
+    '{ echo "run_bash: cannot cap the processes of this run" >&2; exit 125; }; fi; exec "$@"'
 )
 
 
@@ -138,11 +156,17 @@ def _bind_source_args(kind: str, path: str) -> list[str]:
 
 
 def bwrap_args(
-    policy: Policy, spec: RunSpec, extra_args: list[str] | None = None, shared_netns: bool = False
+    policy: Policy,
+    spec: RunSpec,
+    extra_args: list[str] | None = None,
+    shared_netns: bool = False,
+    tmpfs_size: int = 0,
 ) -> list[str]:
     """The bwrap command line (without the program) for one run. Pure apart from lstat().
 
-    ``shared_netns``: the run joins run_bash's shared network namespace (``--share-net`` inside it).
+    ``shared_netns``: the run joins its project's network namespace (``--share-net`` inside it).
+    ``tmpfs_size``: each temp dir is a tmpfs of its own of that size (where the run's first
+    process could not mount one temp space for all three); 0: the private dir is bound on them.
     """
     private = os.path.realpath(spec.tmpdir)
     args = [
@@ -171,7 +195,10 @@ def bwrap_args(
         if not skip(p) and os.path.lexists(p):
             binds.append((_depth(p), 2, _bind_source_args("--bind", p)))
     for p in PRIVATE_MOUNTS:
-        binds.append((_depth(p), 0, ["--bind", private, p]))
+        if tmpfs_size:
+            binds.append((_depth(p), 0, ["--size", str(tmpfs_size), "--tmpfs", p]))
+        else:
+            binds.append((_depth(p), 0, ["--bind", private, p]))
     for _d, _k, a in sorted(binds, key=lambda t: (t[0], t[1])):
         args += a
     for p in policy.read_only:
@@ -299,12 +326,27 @@ class Bubblewrap:
             base += ["--user", "--map-root-user"]
             ids = ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
         base += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+        mount = mount_path()
+        if mount is None:
+            return "", "mount not found (util-linux): no pid namespace or temp space per run"
         tries: list[tuple[str, list[str]]] = []
+        probe_dir = tempfile.mkdtemp(prefix="run_bash-probe-")
+        data = tmpfs_data(MIN_SIZE)
         if kernel_has_pid_cap():
-            cap = ["/bin/sh", "-c", _PID_CAP_SCRIPT, "run_bash-init", str(pid_max_for(16))]
-            tries.append(("capped", [*base, *cap, str(RESERVED_PIDS)]))
-        tries.append(("plain", base))
+            cap = [str(pid_max_for(16)), str(RESERVED_PIDS)]
+            init = ["/bin/sh", "-c", RUN_INIT, "run_bash-init", *cap, data, probe_dir, mount, "--"]
+            tries.append(("capped", [*base, *init]))
+        init = ["/bin/sh", "-c", RUN_INIT, "run_bash-init", "-", "-", data, probe_dir, mount, "--"]
+        tries.append(("plain", [*base, *init]))
         why = "" if kernel_has_pid_cap() else "Linux < 6.14 has no per-namespace pid_max"
+        try:
+            return self._try_pid_modes(tries, ids, sandbox, why)
+        finally:
+            shutil.rmtree(probe_dir, ignore_errors=True)
+
+    def _try_pid_modes(
+        self, tries: list[tuple[str, list[str]]], ids: list[str], sandbox: list[str], why: str
+    ) -> tuple[str, str]:
         for mode, wrap in tries:
             argv = [*wrap, *sandbox[:1], *ids, *sandbox[1:], "true"]
             try:
@@ -325,7 +367,7 @@ class Bubblewrap:
                 return mode, note
             lines = (res.stderr or "").strip().splitlines()
             why = lines[-1] if lines else f"exit {res.returncode}"
-        return "", f"no pid namespace of its own per run ({why})"
+        return "", f"no pid namespace or temp space of its own per run ({why})"
 
     def validate(self) -> list[str]:
         """Problems that would make every run fail: extra arguments bwrap rejects."""
@@ -346,8 +388,6 @@ class Bubblewrap:
         """Build a sandbox the way a run in the current directory would and run ``true`` in it;
         return bwrap's complaint ("" when it worked). bwrap reads its whole command line and
         builds every mount before it runs anything, so this finds what a real run would hit."""
-        import tempfile
-
         with tempfile.TemporaryDirectory(prefix="run_bash-validate-") as tmp:
             cwd = os.getcwd()
             spec = RunSpec(cmd="true", cwd=cwd, env={}, stdout_fd=-1, tmpdir=tmp, session_id="")
@@ -379,15 +419,23 @@ class Bubblewrap:
         return [f"bubblewrap: {self._pid_note}; max_processes is RLIMIT_NPROC only{root}"]
 
     def argv(
-        self, policy: Policy, spec: RunSpec, netns: tuple[str, str] | None = None
+        self,
+        policy: Policy,
+        spec: RunSpec,
+        netns: tuple[str, str] | None = None,
+        cgroup_procs: tuple[str, ...] | list[str] = (),
+        temp: int = 0,
     ) -> list[str]:
-        """The full command line; ``netns``: the (user, net) namespace files of run_bash's shared
-        loopback to join first.
+        """The full command line. ``netns``: the (user, net) namespace files of the project's
+        loopback to join first; ``cgroup_procs``: the run's cgroups (``cgroups.py``); ``temp``:
+        the size of its temp space (0: the private dir as it is).
 
-        ``[nsenter --user --net] unshare --pid … sh -c CAP bwrap … -- prlimit … -- bash -c CMD``:
-        the run's own pid namespace (see ``RESERVED_PIDS``), then the sandbox, and inside it the
-        per-process limits. RLIMIT_NPROC is set inside bwrap's user namespace, where it counts the
-        processes of this run only (set outside, a normal user's would count all of theirs).
+        ``[nsenter --user --net] unshare --pid … sh -c RUN_INIT … bwrap … -- prlimit … -- bash -c
+        CMD``: the run's own pid and mount namespace, whose first process joins the run's
+        cgroups, mounts its temp space and caps its pids (see ``RUN_INIT``, ``RESERVED_PIDS``),
+        then the sandbox, and inside it the per-process limits. RLIMIT_NPROC is set inside bwrap's
+        user namespace, where it counts the processes of this run only (set outside, a normal
+        user's would count all of theirs).
         """
         bwrap = bwrap_path() or "bwrap"
         bash = bash_path() or "/bin/bash"
@@ -403,16 +451,24 @@ class Bubblewrap:
             ]
         mode = self.pid_namespace()
         wrap: list[str] = []
+        first: list[str] = []  # outside the namespaces: only when there is no pid namespace
+        procs = list(cgroup_procs)
         if mode:
             wrap = [unshare_path() or "unshare"]
             if os.getuid() != 0 and not join:
                 # A user namespace in which we are root, to create the others and write pid_max.
                 wrap += ["--user", "--map-root-user"]
             wrap += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+            cap = ["-", "-"]
             if mode == "capped":
-                cap = pid_max_for(policy.limits.max_processes)
-                wrap += ["/bin/sh", "-c", _PID_CAP_SCRIPT, "run_bash-init", str(cap)]
-                wrap.append(str(RESERVED_PIDS))
+                cap = [str(pid_max_for(policy.limits.max_processes)), str(RESERVED_PIDS)]
+            data = tmpfs_data(temp) if temp else "-"
+            private = os.path.realpath(spec.tmpdir)
+            wrap += ["/bin/sh", "-c", RUN_INIT, "run_bash-init", *cap, data, private]
+            wrap += [mount_path() or "mount", *procs, "--"]
+        elif procs:
+            first = ["/bin/sh", "-c", RUN_INIT, "run_bash-init", "-", "-", "-", "-", "-"]
+            first += [*procs, "--"]
         if join or (wrap and os.getuid() != 0):
             # Keep the real ids inside (the user namespace around bwrap maps them to 0).
             extra = ["--uid", str(os.getuid()), "--gid", str(os.getgid()), *extra]
@@ -426,13 +482,15 @@ class Bubblewrap:
                 pl,
                 f"--fsize={size}:{size}",
                 f"--nproc={nproc}:{nproc}",
-                # Per process (no cgroup without systemd's help): heap and private writable
-                # mappings; address space merely reserved (JVM, V8, Go) does not count.
+                # Per process (the whole run's cap is its cgroup, where there is one): heap and
+                # private writable mappings; address space merely reserved does not count.
                 f"--data={mem}:{mem}",
                 "--",
             ]
-        inner = bwrap_args(policy, spec, extra, shared_netns=bool(join))
-        return [*join, *wrap, bwrap, *inner, "--", *limits, bash, "-c", spec.cmd]
+        inner = bwrap_args(
+            policy, spec, extra, shared_netns=bool(join), tmpfs_size=0 if mode else temp
+        )
+        return [*first, *join, *wrap, bwrap, *inner, "--", *limits, bash, "-c", spec.cmd]
 
     def pid_namespace(self) -> str:
         """How runs get their own pid namespace: "capped" (with ``pid_max``), "plain" (without:
@@ -450,31 +508,48 @@ class Bubblewrap:
         env = dict(spec.env)
         # Inside, the private temp dir is /tmp.
         env["TMPDIR"] = "/tmp"
-        holder = None
+        loop: Loopback | None = None
+        cgroup: RunCgroup | None = None
         notes: list[str] = []
         if not policy.network_allow:
-            holder = NET_HOLDER.paths()
-            if holder is None and not self._warned_net:
-                self._warned_net = True
-                notes.append(
-                    "bubblewrap: no shared network namespace "
-                    f"({NET_HOLDER.error}); each run has its own loopback"
-                )
-        argv = self.argv(policy, spec, holder)
+            try:
+                loop = LOOPBACKS.acquire(project_of(policy), spec.session_id)
+            except SpawnError as e:
+                if not self._warned_net:
+                    self._warned_net = True
+                    notes.append(
+                        f"bubblewrap: no network namespace for the project ({e}); each run has "
+                        "its own loopback"
+                    )
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd="/",
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=spec.stdout_fd,
-                stderr=spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd,
-                close_fds=True,
-                start_new_session=True,
-                restore_signals=True,
+            try:
+                cgroup = CGROUPS.make(
+                    spec.session_id, policy.limits.max_memory, tasks=policy.limits.max_processes
+                )
+            except OSError as e:
+                raise SpawnError(f"bubblewrap: cannot make the run's memory cgroup: {e}") from e
+            temp = temp_size(policy.limits.max_temp_size)
+            argv = self.argv(
+                policy, spec, loop.paths() if loop else None, cgroup.procs if cgroup else (), temp
             )
-        except OSError as e:
-            raise SpawnError(f"bubblewrap could not start: {e}") from e
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd="/",
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=spec.stdout_fd,
+                    stderr=spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd,
+                    close_fds=True,
+                    start_new_session=True,
+                    restore_signals=True,
+                )
+            except OSError as e:
+                raise SpawnError(f"bubblewrap could not start: {e}") from e
+        except BaseException:
+            release(spec.session_id, cgroup, loop)
+            raise
         launched = BwrapLaunched(proc)
+        launched.session_id, launched.cgroup, launched.loopback = spec.session_id, cgroup, loop
         launched.notices.extend(once(self._said, [*notes, *self.warnings(), *policy.warnings]))
         return launched

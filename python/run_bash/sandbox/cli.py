@@ -97,7 +97,7 @@ def _backend_view(backend: Any, policy: Any, cwd: str) -> dict[str, Any]:
             kwargs.pop("env", None)
             namespace = {k: req[k] for k in ("mount_ns", "reexpose", "binds", "hide", "gate")}
             namespace["network"] = (
-                "run_bash's own network namespace"
+                "the project's own network namespace"
                 if layout.shared_netns
                 else "the host's, each loopback connect checked"
             )
@@ -270,6 +270,7 @@ def _run(config: Config, cmd: str, cwd: str, temp_root: str, timeout: float | No
         # below this process (it is their subreaper).
         proc.sweep([tracker], grace_s=0.5)
         proc.sweep_all_descendants(grace_s=0.3)
+        launched.close()  # what the run held goes; the notices say what its cgroup saw
         for note in [*launched.notices, *keeper.finish(sid)]:
             print(f"run_bash: {note}", file=sys.stderr)
         if timed_out:
@@ -283,6 +284,9 @@ def _run(config: Config, cmd: str, cwd: str, temp_root: str, timeout: float | No
     finally:
         if launched is not None:
             launched.close()
+        from run_bash.sandbox.cgroups import CGROUPS
+
+        CGROUPS.close()
         keeper.finish(sid)
         keeper.shutdown()
         shutil.rmtree(tmpdir, ignore_errors=True)

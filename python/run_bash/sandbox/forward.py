@@ -1,122 +1,158 @@
-"""Port forwarding: servers of runs in run_bash's own network namespace, reachable from the host.
+"""Port forwarding: servers of runs in their project's network namespace, reachable from the host.
 
-Runs of both confining backends live in run_bash's loopback-only network namespace
-(``netholder.py``), so a dev server an agent starts is out of the host's reach: a browser on the host
-cannot open it. ``PortForwarder`` gives such a server a listening socket on the host's
-``127.0.0.1`` with the same port and relays each connection into the namespace: a connection there is
-made by the namespace launcher (``launcher.connect_in_netns``), never by the sandbox.
+Runs of both confining backends live in their project's loopback-only network namespace
+(``netholder.py``), so a dev server an agent starts is out of the host's reach: a browser on the
+host cannot open it. ``PortForwarder`` gives such a server a listening socket on the host's
+``127.0.0.1`` on a port **the kernel picks** (bind to port 0: an ephemeral port, never one of
+``net.ipv4.ip_local_reserved_ports``) and relays each connection into the namespace: a connection
+there is made by the namespace launcher (``launcher.connect``), never by the sandbox. The session's
+notice, its ``forwarded`` field (``list``, results, ``:RunBashSessions``) name that host port.
 
-Only ports from 1024 up, outside ``WELL_KNOWN_SERVICE_PORTS`` and free on the host are forwarded:
-a service of the host keeps its port, and no client of a database or a broker can reach a sandboxed
-listener posing as it. At most ``MAX_FORWARDED`` at once. Forwarding stops when the port is no
-longer listened on or the session ends.
+No port number a user service may need is ever taken: a service of the host started later finds
+its own port free, and none of its clients can reach a sandboxed listener posing as it. A port the
+session's server used before (it restarted) gets the same host port again when that is still free.
+
+At most ``MAX_FORWARDED_PER_SESSION`` ports of one session and ``MAX_FORWARDED`` of all sessions
+are forwarded at once. Forwarding stops when the port is no longer listened on or the session ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from run_bash.sandbox.loopback import FIRST_UNPRIVILEGED_PORT, WELL_KNOWN_SERVICE_PORTS
+if TYPE_CHECKING:
+    from run_bash.sandbox.netholder import Loopback
 
+# How often the namespaces of running sessions are asked which ports are listened on (one netlink
+# dump per namespace; processes are looked at only when that answer changed).
 FORWARD_POLL_S = 1.0
+# Ports forwarded at once: of one session, and of all sessions of the host.
+MAX_FORWARDED_PER_SESSION = 8
 MAX_FORWARDED = 32
 RELAY_CHUNK = 64 * 1024
+FORWARD_ADDRESS = "127.0.0.1"
 
 log = logging.getLogger("run_bash")
 
-# A blocking function that returns a socket connected to ``port`` inside the namespace.
-Connector = Callable[[int], socket.socket]
+# A blocking function that returns a socket connected to ``port`` inside a namespace.
+Connector = Callable[["Loopback", int], socket.socket]
 
 
 @dataclass
 class Forward:
     session_id: str
+    port: int  # where the session's server listens, in its namespace
+    host_port: int  # where the host reaches it, on FORWARD_ADDRESS
+    loopback: Loopback
     sock: socket.socket
     relays: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 class PortForwarder:
-    """The host's end of forwarded ports: one listener per port, one relay per connection. Runs
-    on the host's event loop; ``update`` is called from it."""
+    """The host's end of forwarded ports: one listener per forwarded port, one relay per
+    connection. Runs on the host's event loop; ``update`` is called from it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, connect: Connector) -> None:
         self.loop = loop
         self.connect = connect
-        self.forwards: dict[int, Forward] = {}
+        self.forwards: dict[tuple[str, int], Forward] = {}
         self._said: set[tuple[str, int]] = set()
+        # The host port each (session, port) had: given again when its server comes back.
+        self._had: dict[tuple[str, int], int] = {}
 
-    @property
-    def ports(self) -> list[int]:
-        return sorted(self.forwards)
+    def host_ports(self, sid: str) -> dict[int, int]:
+        """Session ``sid``'s forwarded ports: port in its namespace -> host port."""
+        return {f.port: f.host_port for (s, _p), f in self.forwards.items() if s == sid}
 
-    def update(self, wanted: Mapping[str, list[int]]) -> list[tuple[str, str]]:
-        """Forward the ports in ``wanted`` (session id -> ports it listens on in the namespace)
-        and stop forwarding every other one. Returns notices ``(session id, text)`` to add."""
-        owner = {port: sid for sid, ports in wanted.items() for port in ports}
-        for port in [p for p, f in self.forwards.items() if owner.get(p) != f.session_id]:
-            self._stop(port)
+    def update(
+        self, wanted: Mapping[str, tuple[Loopback, list[int]]], alive: Set[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """Forward the ports in ``wanted`` (session id -> its namespace and the ports it listens
+        on there) and stop forwarding every other one. ``alive``: the sessions still running
+        (default: those in ``wanted``); what is remembered of the others goes. Returns notices
+        ``(session id, text)``."""
+        alive = set(wanted) if alive is None else alive
+        want = {(sid, port): loop for sid, (loop, ports) in wanted.items() for port in ports}
+        for key in [k for k, f in self.forwards.items() if want.get(k) is not f.loopback]:
+            self._stop(key)
+        for key in [k for k in self._had if k[0] not in alive]:
+            del self._had[key]
         notes: list[tuple[str, str]] = []
-        for port, sid in sorted(owner.items()):
-            if port in self.forwards:
+        for (sid, port), loopback in sorted(want.items(), key=lambda kv: kv[0]):
+            if (sid, port) in self.forwards:
                 continue
-            why = self._refusal(port) or self._start(port, sid)
+            why = self._refusal(sid) or self._start(sid, port, loopback)
             if why is None:
-                notes.append((sid, f"port {port} is forwarded to the host: 127.0.0.1:{port}"))
+                host_port = self.forwards[(sid, port)].host_port
+                notes.append(
+                    (sid, f"port {port} is forwarded to the host: {FORWARD_ADDRESS}:{host_port}")
+                )
             elif (sid, port) not in self._said:
                 notes.append((sid, f"port {port} is not forwarded to the host ({why})"))
             self._said.add((sid, port))
+        self._said = {k for k in self._said if k[0] in alive}
         return notes
 
-    def _refusal(self, port: int) -> str | None:
-        if port < FIRST_UNPRIVILEGED_PORT:
-            return "below 1024"
-        if port in WELL_KNOWN_SERVICE_PORTS:
-            return f"the port of {WELL_KNOWN_SERVICE_PORTS[port]}"
+    def _refusal(self, sid: str) -> str | None:
+        mine = sum(1 for s, _p in self.forwards if s == sid)
+        if mine >= MAX_FORWARDED_PER_SESSION:
+            return f"{MAX_FORWARDED_PER_SESSION} ports of this session are forwarded already"
         if len(self.forwards) >= MAX_FORWARDED:
             return f"{MAX_FORWARDED} ports are forwarded already"
         return None
 
-    def _start(self, port: int, sid: str) -> str | None:
+    def _listen(self, port: int) -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
-            # SO_REUSEADDR lets only connections in TIME_WAIT go (a restarted server is forwarded
-            # again at once): Linux refuses a second listener on a port the host listens on.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", port))
+            sock.bind((FORWARD_ADDRESS, port))
             sock.listen(64)
             sock.setblocking(False)
-        except OSError as e:
+        except OSError:
             sock.close()
-            return "the host uses it" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
-        fwd = Forward(sid, sock)
-        self.forwards[port] = fwd
-        self.loop.add_reader(sock, self._accept, port, fwd)
+            raise
+        return sock
+
+    def _start(self, sid: str, port: int, loopback: Loopback) -> str | None:
+        sock = None
+        had = self._had.get((sid, port))
+        if had is not None:
+            with contextlib.suppress(OSError):
+                sock = self._listen(had)
+        if sock is None:
+            try:
+                sock = self._listen(0)  # the kernel picks a free ephemeral port
+            except OSError as e:
+                return e.strerror or str(e)
+        fwd = Forward(sid, port, int(sock.getsockname()[1]), loopback, sock)
+        self.forwards[(sid, port)] = fwd
+        self._had[(sid, port)] = fwd.host_port
+        self.loop.add_reader(sock, self._accept, fwd)
         return None
 
-    def _accept(self, port: int, fwd: Forward) -> None:
+    def _accept(self, fwd: Forward) -> None:
         while True:
             try:
                 conn, _addr = fwd.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
-                log.debug("forward %d: accept: %s", port, e)
+                log.debug("forward %d: accept: %s", fwd.port, e)
                 return
             conn.setblocking(False)
-            task = self.loop.create_task(self._relay(port, conn))
+            task = self.loop.create_task(self._relay(fwd, conn))
             fwd.relays.add(task)
             task.add_done_callback(fwd.relays.discard)
 
-    async def _relay(self, port: int, outer: socket.socket) -> None:
+    async def _relay(self, fwd: Forward, outer: socket.socket) -> None:
         inner: socket.socket | None = None
         try:
-            inner = await self.loop.run_in_executor(None, self.connect, port)
+            inner = await self.loop.run_in_executor(None, self.connect, fwd.loopback, fwd.port)
             inner.setblocking(False)
 
             async def pump(src: socket.socket, dst: socket.socket) -> None:
@@ -127,14 +163,14 @@ class PortForwarder:
 
             await asyncio.gather(pump(outer, inner), pump(inner, outer))
         except Exception as e:  # the server went away between the poll and this connection
-            log.debug("forward %d: %s", port, e)
+            log.debug("forward %d: %s", fwd.port, e)
         finally:
             for s in (outer, inner):
                 if s is not None:
                     s.close()
 
-    def _stop(self, port: int) -> None:
-        fwd = self.forwards.pop(port, None)
+    def _stop(self, key: tuple[str, int]) -> None:
+        fwd = self.forwards.pop(key, None)
         if fwd is None:
             return
         with contextlib.suppress(Exception):
@@ -145,5 +181,5 @@ class PortForwarder:
 
     def close(self) -> None:
         """Stop every forward (the host is shutting down)."""
-        for port in list(self.forwards):
-            self._stop(port)
+        for key in list(self.forwards):
+            self._stop(key)

@@ -1,14 +1,14 @@
 """The namespace launcher: sandlock runs start in their own mount namespace, from a fork server.
 
 Why: a mount namespace gives a sandlock run what Landlock alone cannot: a private ``/tmp``,
-``/var/tmp`` and ``/dev/shm`` (the run's temp dir bound on them), read-only binds of the existing
-protected project files, and each ``.git`` directory bound onto itself (a mount point cannot be
-renamed, removed or replaced). With no outside network configured, the run also joins run_bash's
-shared loopback-only network namespace (``netholder.py``). ``unshare(CLONE_NEWUSER)`` and
-``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host is not one (pynvim, sandlock
-supervisors, guards), so the host starts one single-threaded **fork server** (``serve``) and asks it
-for each run; exec'ing a launcher per run would cost 80-110 ms of Python start-up and imports, a fork
-costs a few.
+``/var/tmp`` and ``/dev/shm`` (the run's temp space, a size-limited tmpfs, bound on them),
+read-only binds of the existing protected project files, and each ``.git`` directory bound onto
+itself (a mount point cannot be renamed, removed or replaced). With no outside network configured,
+the run also joins its project's loopback-only network namespace (``netholder.py``).
+``unshare(CLONE_NEWUSER)`` and ``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host
+is not one (pynvim, sandlock supervisors, guards), so the host starts one single-threaded **fork
+server** (``serve``) and asks it for each run; exec'ing a launcher per run would cost 80-110 ms
+of Python start-up and imports, a fork costs a few.
 
 Processes::
 
@@ -17,15 +17,18 @@ Processes::
 
 The fork server keeps one spare child blocked on the request socket, so a request wakes one process
 and the fork is already done; once the spare has taken a request, the server forks the next one.
-The spare becomes the run: it takes fds 0/1/2 = /dev/null and the run's output pipe;
-unshares a mount namespace (as a normal user inside a new user namespace that maps the user's own
-uid and gid; with the shared network namespace, inside the user namespace that owns it); makes every
-mount private; binds the run's temp dir on the three temp dirs and puts back the granted paths that
-lie under them (a project under ``/tmp``); makes the request's binds in order (Neovim's
-directories read-only, then ``Policy.protect_binds()``: ``.git`` directories onto themselves, the
-existing members of the host-read set read-only); drops every capability; sets ``RLIMIT_FSIZE``;
-then calls ``Sandbox.popen`` (sandlock's supervisor runs in this child). It reports over its own channel (a
-socket pair the host created) the confined process's pid with a pidfd of it, then its exit status.
+The spare becomes the run: it moves itself into the run's cgroups (``cgroups.py``), takes fds
+0/1/2 = /dev/null and the run's output pipe; unshares a mount namespace (as a normal user inside a
+new user namespace that maps the user's own uid and gid; with the project's network namespace,
+inside the user namespace that owns it); makes every mount private; mounts the run's temp space (a
+tmpfs of ``max_temp_size``, ``tempfs.py``) on its private dir, binds it on the three temp dirs and
+puts back the granted paths that lie under them (a project under ``/tmp``); makes the request's
+binds in order (Neovim's directories read-only, then ``Policy.protect_binds()``: ``.git``
+directories onto themselves, the existing members of the host-read set read-only); drops every
+capability; sets ``RLIMIT_FSIZE``; then calls ``Sandbox.popen`` (sandlock's supervisor runs in this
+child). It reports over its own
+channel (a socket pair the host created) the confined process's pid with a pidfd of it, then its
+exit status and whether the temp space was full.
 
 Lifetime: the fork server gets SIGHUP when the host dies and exits (and when its spare sees the
 control socket's EOF); each spare and run is SIGKILLed when the fork server dies
@@ -56,6 +59,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from run_bash.errors import SpawnError
+from run_bash.sandbox.cgroups import SpareCgroup, cap_memory, enter_new
+from run_bash.sandbox.tempfs import is_full
 
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -64,6 +69,8 @@ START_TIMEOUT_S = 30.0
 SPAWN_TIMEOUT_S = 30.0
 # After the confined process exited, how long its status may take to arrive.
 STATUS_TIMEOUT_S = 10.0
+# After its status, how long the run process may take to exit.
+EXIT_WAIT_S = 0.1
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -137,7 +144,7 @@ def _privileged() -> bool:
 
 
 def join_netns(netns: Sequence[int]) -> None:
-    """Join the shared network namespace ``(user ns fd, net ns fd)``. Its owner is a user
+    """Join a project's network namespace ``(user ns fd, net ns fd)``. Its owner is a user
     namespace of this user: without privileges, joining that first gives the capabilities
     needed to join the network namespace."""
     if not _privileged():
@@ -191,9 +198,10 @@ def make_netns() -> list[int]:
     ]
 
 
-def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
-    """Unshare the run's mount namespace (and join the shared network namespace when ``netns`` is
-    ``(user ns fd, net ns fd)``), build its mounts and drop every capability."""
+def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> int:
+    """Unshare the run's mount namespace (and join the project's network namespace when ``netns``
+    is ``(user ns fd, net ns fd)``), build its mounts and drop every capability. Returns a
+    descriptor of the run's temp space (``build_mounts``)."""
     uid, gid = os.getuid(), os.getgid()
     privileged = _privileged()
     if privileged:
@@ -219,17 +227,22 @@ def enter_namespaces(req: dict[str, Any], netns: Sequence[int]) -> None:
         _write("/proc/self/uid_map", f"{uid} {outer_uid} 1")
         _write("/proc/self/gid_map", f"{gid} {outer_gid} 1")
     _mount(None, "/", MS_REC | MS_PRIVATE)
-    build_mounts(req)
+    temp = build_mounts(req)
     if _holds_capabilities():
         from run_bash.sandbox.capabilities import drop_thread_capabilities
 
         drop_thread_capabilities()
+    return temp
 
 
-def build_mounts(req: dict[str, Any]) -> None:
-    """The run's private temp dirs, the granted paths under them (``reexpose``: ``("rw", path)``
-    or ``("ro", path)``), the binds (``binds``: ``("self", path)`` bound onto itself,
-    ``("ro", path)`` read-only) and denied paths covered (``hide``)."""
+def build_mounts(req: dict[str, Any]) -> int:
+    """The run's temp space (``tmp_data``: a size-limited tmpfs mounted on the private temp dir,
+    ``tempfs.py``) bound on the three temp dirs, the granted paths under them (``reexpose``:
+    ``("rw", path)`` or ``("ro", path)``), the binds (``binds``: ``("self", path)`` bound onto
+    itself, ``("ro", path)`` read-only) and denied paths covered (``hide``). Returns an
+    ``O_PATH`` descriptor of the temp space (its usage is measured when the run ends)."""
+    if req.get("tmp_data"):
+        _mount("run_bash-tmp", req["tmp"], MS_NOSUID | MS_NODEV, "tmpfs", req["tmp_data"])
     # Held open: once the first temp dir is covered, paths under it no longer resolve.
     private = os.open(req["tmp"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     kept: list[tuple[str, str, int]] = []
@@ -239,7 +252,6 @@ def build_mounts(req: dict[str, Any]) -> None:
     for t in TEMP_DIRS:
         if os.path.isdir(t) and not os.path.islink(t):
             _mount(f"/proc/self/fd/{private}", t, MS_BIND)
-    os.close(private)
     for kind, path, fd in kept:
         src = f"/proc/self/fd/{fd}"
         if os.path.isdir(src):
@@ -272,6 +284,7 @@ def build_mounts(req: dict[str, Any]) -> None:
         else:
             _mount("/dev/null", p, MS_BIND)
             _mount(None, p, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(p))
+    return private
 
 
 def _send(chan: socket.socket, msg: dict[str, Any], fds: Sequence[int] = ()) -> None:
@@ -319,28 +332,40 @@ def _describe(err: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(err).__name__
 
 
-def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
+def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: SpareCgroup) -> None:
     """The body of one run, in a child of the fork server (a spare that took the request);
     never returns.
 
-    ``fds``: the run's channel, its stdout and stderr, then (optionally) the shared network
-    namespace's user and network namespace descriptors.
+    ``fds``: the run's channel, its stdout and stderr, then (optionally) the project's network
+    namespace's user and network namespace descriptors. ``spare_cg``: the cgroup the spare
+    moved into while it waited (``SpareCgroup``).
     """
     chan = socket.socket(fileno=fds[0])
     stage = "setting up the run"
     kwargs: dict[str, Any] = {}
+    cgroups: dict[str, int] = {}
     try:
         if "netns" in req:  # a new loopback-only network namespace (netholder.py)
             stage = "creating a network namespace"
             ns = make_netns()
             _send(chan, {"netns": "ok"}, ns)
             os._exit(0)
-        if "connect" in req:  # a connection into the shared network namespace (forward.py)
+        if "diag" in req:  # a socket listing the listeners of a project's namespace
+            stage = "listing listeners"
+            join_netns(fds[3:5])
+            from run_bash.sandbox.loopback import diag_socket
+
+            nl = diag_socket()
+            _send(chan, {"diag": 1}, [nl.fileno()])
+            os._exit(0)
+        if "connect" in req:  # a connection into a project's network namespace (forward.py)
             stage = "connecting"
             join_netns(fds[3:5])
             sock = _connect_loopback(int(req["connect"]))
             _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
             os._exit(0)
+        stage = "capping the run's memory"
+        cgroups = cap_memory(int(req.get("memory_cap") or 0), spare_cg)
         out, err = fds[1], fds[2]
         os.dup2(devnull, 0)
         os.dup2(out, 1)
@@ -349,9 +374,10 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
             if fd > 2:
                 os.close(fd)
         netns = fds[3:5]
+        temp = -1
         if req.get("mount_ns", True):
             stage = "building the run's namespace"
-            enter_namespaces(req, netns)
+            temp = enter_namespaces(req, netns)
         for fd in netns:
             os.close(fd)
         if req.get("probe"):
@@ -382,14 +408,14 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
             with contextlib.suppress(BaseException):
                 why = _diagnose(kwargs, devnull) or why
         with contextlib.suppress(BaseException):
-            _send(chan, {"error": f"{stage}: {why}", "stage": stage})
+            _send(chan, {"error": f"{stage}: {why}", "stage": stage, "cgroups": cgroups})
         os._exit(1)
     try:
         pidfd = os.pidfd_open(proc.pid)
         # The output pipe belongs to the command now: EOF must come when it is done with it.
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        _send(chan, {"pid": proc.pid}, [pidfd])
+        _send(chan, {"pid": proc.pid, "cgroups": cgroups}, [pidfd])
         os.close(pidfd)
     except BaseException:  # the host gave up on this run: it must not go on unobserved
         with contextlib.suppress(BaseException):
@@ -401,7 +427,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int) -> None:
         status = _exit_status(proc.wait())
     finally:
         with contextlib.suppress(BaseException):
-            _send(chan, {"status": status})
+            _send(chan, {"status": status, "temp_full": temp >= 0 and is_full(temp)})
         os._exit(0)
 
 
@@ -494,9 +520,14 @@ def serve(ctl_fd: int, host: int) -> None:
 
         import run_bash.sandbox.capabilities
         import run_bash.sandbox.loopback  # noqa: F401
+        from run_bash.sandbox.cgroups import CGROUPS, host_dir
     except Exception as e:
         ctl.send(json.dumps({"error": f"cannot import sandlock: {e}"}).encode())
         os._exit(1)
+    place = CGROUPS.places().get("memory")
+    # Cgroups of spares that answered something other than a run (their process exits after
+    # it): removed once empty.
+    unused: list[str] = []
     # Objects that exist now are never collected: a run's child then copies fewer pages of
     # the fork server's memory (a collection would touch every object it tracks).
     gc.freeze()
@@ -520,15 +551,16 @@ def serve(ctl_fd: int, host: int) -> None:
             try:
                 os.close(r)
                 queries.close()
-                spare(ctl, w, me)
+                spare(ctl, w, me, SpareCgroup(place, host))
             finally:
                 os._exit(1)
         os.close(w)
         said = b""
         while True:
             watched: list[int | socket.socket] = [r, queries]
+            unused = [d for d in unused if not _removed(d)]
             try:
-                ready, _, _ = select.select(watched, [], [])
+                ready, _, _ = select.select(watched, [], [], 1.0 if unused else None)
             except OSError:
                 ready = [r]
             if queries in ready:
@@ -540,13 +572,29 @@ def serve(ctl_fd: int, host: int) -> None:
         os.close(r)
         if said == b"e":
             os._exit(0)  # the host closed its end
-        if said != b"t":
+        if said == b"o" and place is not None:
+            with contextlib.suppress(OSError):
+                unused.append(os.path.join(host_dir(place, host), f"spare-{pid}"))
+        if said not in (b"t", b"o"):
             time.sleep(0.05)  # the spare died before taking anything: do not spin
 
 
-def spare(ctl: socket.socket, taken: int, server: int) -> None:
+def _removed(cgroup: str) -> bool:
+    """Try to remove an unused cgroup; True once it is gone (False while a process is in it)."""
+    try:
+        os.rmdir(cgroup)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def spare(ctl: socket.socket, taken: int, server: int, spare_cg: SpareCgroup) -> None:
     """A child of the fork server that takes the next request and becomes its run (or answers
-    it); never returns. Writes ``t`` to ``taken`` once it has a request, ``e`` at EOF."""
+    it); never returns. While it waits it moves into a cgroup of its own, which becomes its run's
+    (``spare_cg``). Writes ``t`` to ``taken`` once it has a run, ``o`` for any other request
+    (its cgroup is then the fork server's to remove), ``e`` at EOF."""
     for sig in (signal.SIGCHLD, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
@@ -554,6 +602,9 @@ def spare(ctl: socket.socket, taken: int, server: int) -> None:
         os._exit(1)
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    if spare_cg.place is not None:
+        with contextlib.suppress(OSError):  # else a run makes its cgroup when it starts
+            spare_cg.path = enter_new(spare_cg.place, spare_cg.host, f"spare-{os.getpid()}")
     while True:
         try:
             msg, anc, flags, _addr = ctl.recvmsg(
@@ -569,21 +620,33 @@ def spare(ctl: socket.socket, taken: int, server: int) -> None:
         fds = _fds_of(anc)
         if fds:
             break
-    os.write(taken, b"t")
-    os.close(taken)
     ctl.close()
     try:
         if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
             raise ValueError("request too large")
         req = pickle.loads(msg)
+        if not isinstance(req, dict):
+            raise ValueError("not a request")
     except Exception as e:
+        os.write(taken, b"o")
         with contextlib.suppress(OSError):
             _send(socket.socket(fileno=fds[0]), {"error": f"fork server: {e}"})
         os._exit(1)
-    run_child(req, fds, devnull)
+    os.write(taken, b"t" if "argv" in req else b"o")
+    os.close(taken)
+    run_child(req, fds, devnull, spare_cg)
 
 
 # -- the host's side ----------------------------------------------------------------------------------
+
+
+def _release_cgroups(cgroups: object) -> None:
+    """Remove the cgroups of a run that failed to start (its launcher process is exiting)."""
+    if not isinstance(cgroups, dict) or not cgroups:
+        return
+    from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
+
+    CGROUPS.release(RunCgroup("", {str(d): int(v) for d, v in cgroups.items()}))
 
 
 def _recv(chan: socket.socket, timeout: float | None) -> tuple[dict[str, Any] | None, list[int]]:
@@ -610,6 +673,10 @@ class Run:
         self.pid = pid
         self.pidfd = pidfd
         self._status: int | None = None
+        # Whether the run's temp space was full when its command ended.
+        self.temp_full = False
+        # The run's memory cgroups (directory -> cgroup version), made by the launcher.
+        self.cgroups: dict[str, int] = {}
 
     def wait(self, timeout: float | None = None) -> int:
         """The root's exit status (>= 0) or ``-signal``; ``-SIGKILL`` when the run's supervisor
@@ -624,6 +691,13 @@ class Run:
             value = msg.get("status") if msg else None
             if isinstance(value, int) and not isinstance(value, bool):
                 status = value
+            self.temp_full = bool(msg and msg.get("temp_full") is True)
+            if msg is not None:
+                # The run process exits right after it reported: its end of the channel closes
+                # then. Waiting for that lets its cgroup go at once (cgroups.py).
+                self.chan.settimeout(EXIT_WAIT_S)
+                while self.chan.recv(4096):
+                    pass
         except (OSError, ValueError):
             pass
         self._status = status
@@ -778,6 +852,7 @@ class Launcher:
             ours.close()
             for fd in fds:
                 os.close(fd)
+            _release_cgroups(msg.get("cgroups"))
             raise SpawnError(str(msg["error"]))
         return ours, msg, fds
 
@@ -793,7 +868,11 @@ class Launcher:
                 os.close(fd)
             raise SpawnError(f"the sandbox launcher answered {msg!r}")
         chan.settimeout(None)
-        return Run(chan, pid, fds[0])
+        run = Run(chan, pid, fds[0])
+        cgroups = msg.get("cgroups")
+        if isinstance(cgroups, dict):
+            run.cgroups = {str(d): int(v) for d, v in cgroups.items()}
+        return run
 
     def _fds(self, req: dict[str, Any], count: int, netns: Sequence[int] = ()) -> list[int]:
         """Send a request that answers with ``count`` descriptors and nothing else (the run's
@@ -820,6 +899,15 @@ class Launcher:
         sock = socket.socket(fileno=fds[0])
         sock.setblocking(True)  # the file was non-blocking in the connecting process
         return sock
+
+    def diag(self, netns: Sequence[int]) -> socket.socket:
+        """A ``NETLINK_SOCK_DIAG`` socket made in the network namespace ``netns`` (``(user ns
+        fd, net ns fd)``). Raises OSError."""
+        try:
+            fds = self._fds({"diag": True}, 1, netns)
+        except SpawnError as e:
+            raise OSError(f"no listener socket: {e}") from e
+        return socket.socket(fileno=fds[0])
 
     def netns(self) -> tuple[int, int]:
         """A new loopback-only network namespace: descriptors ``(user ns, net ns)``

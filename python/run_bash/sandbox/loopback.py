@@ -18,6 +18,7 @@ where reading ``/proc/net/tcp`` walks every socket of the host), in the caller's
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import os
@@ -78,14 +79,29 @@ def denied_binds() -> list[str]:
     return [f"1-{FIRST_UNPRIVILEGED_PORT - 1}", *(str(p) for p in sorted(WELL_KNOWN_SERVICE_PORTS))]
 
 
-def diag_listeners(family: int) -> dict[int, set[tuple[int, int]]] | None:
-    """Listening TCP sockets of one address family in this network namespace: port -> {(inode,
-    uid)}; None when netlink is unavailable."""
+def diag_socket() -> socket.socket:
+    """A ``NETLINK_SOCK_DIAG`` socket of this network namespace (it keeps answering for the
+    namespace it was made in, whoever uses it). Raises OSError."""
+    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
+
+
+def diag_listeners(
+    family: int, nl: socket.socket | None = None
+) -> dict[int, set[tuple[int, int]]] | None:
+    """Listening TCP sockets of one address family in this network namespace (or the one ``nl``
+    was made in): port -> {(inode, uid)}; None when netlink is unavailable."""
     req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN) + bytes(48)
     msg = struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST_DUMP, 1, 0) + req
     out: dict[int, set[tuple[int, int]]] = {}
     try:
-        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
+        with contextlib.ExitStack() as stack:
+            if nl is None:
+                nl = stack.enter_context(diag_socket())
+            else:  # a kept socket: drop what an earlier, abandoned dump left
+                nl.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    while nl.recv(65536):
+                        pass
             nl.settimeout(1.0)
             nl.sendto(msg, (0, 0))
             while True:
@@ -104,6 +120,20 @@ def diag_listeners(family: int) -> dict[int, set[tuple[int, int]]] | None:
                     off += (length + 3) & ~3
     except OSError:
         return None
+    return None
+
+
+def namespace_listeners(nl: socket.socket) -> dict[int, set[int]] | None:
+    """Listening TCP sockets (IPv4 and IPv6) of the network namespace ``nl`` was made in: port ->
+    socket inodes; None when netlink does not answer."""
+    ports: dict[int, set[int]] = {}
+    for family in (socket.AF_INET, socket.AF_INET6):
+        got = diag_listeners(family, nl)
+        if got is None:
+            return None
+        for port, socks in got.items():
+            ports.setdefault(port, set()).update(inode for inode, _uid in socks)
+    return ports
 
 
 def _proc_net_listeners(net_dir: str) -> dict[int, set[int]]:

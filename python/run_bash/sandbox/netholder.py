@@ -1,88 +1,201 @@
-"""run_bash's own network namespace: one loopback shared by every sandboxed run of a host.
+"""run_bash's own network namespaces: one loopback per project, shared by that project's runs.
 
-With no outside network configured, runs of both confining backends join it: a server started by one
-run (a background session) is reachable from the next, while the host's own services and the outside
-network are not, because the namespace has nothing but ``lo``. A sandboxed listener in it can never
-receive a connection meant for a service of the host.
+With no outside network configured, runs of both confining backends join the network namespace of
+their project: a server started by one run of the project (a background session) is reachable from
+the project's next runs, of either backend, while the host's own services, the outside network and
+**other projects' servers** are not: each namespace has nothing but its own ``lo``. A sandboxed
+listener in it can never receive a connection meant for a service of the host.
 
-API: ``NET_HOLDER.paths()`` (files to join with ``nsenter``), ``NET_HOLDER.fds()`` (the namespace
-descriptors themselves) and ``NET_HOLDER.error`` (why the namespace could not be created).
+The project of a run (``project_of``) is the top level of its git work tree as git reports it (the
+policy's host-read roots), else its working directory: runs in subdirectories of one repository
+share a loopback, runs in two repositories do not.
+
+A namespace is made by a child of the sandbox launcher's fork server (``launcher.make_netns``: a
+user namespace mapping the user's own ids, a network namespace in it, ``lo`` brought up), which
+sends descriptors of both namespaces and exits; this process keeps the namespace alive by holding
+them. Bubblewrap runs join with ``nsenter`` (``Loopback.paths()``), sandlock runs through the
+launcher, which receives the descriptors (``Loopback.fds``). Nothing but the kernel is needed: no
+bwrap, no ``ip``.
+
+Lifetime: each run holds its project's namespace (``Loopbacks.acquire``) until it has ended
+(``release``). A namespace nothing holds is kept for the project's next run, at most
+``MAX_IDLE`` of them (the least recently used go first); then its descriptors are closed and the
+kernel frees it once no process is left in it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from run_bash.errors import SpawnError
+from run_bash.paths import is_under
+
+if TYPE_CHECKING:
+    from run_bash.sandbox.policy import Policy
+
+# Idle namespaces kept for their project's next run.
+MAX_IDLE = 4
 
 
-class NetHolder:
-    """One network namespace shared by every run of this process, of both confining backends.
+def project_of(policy: Policy) -> str:
+    """The project a run belongs to: the outermost of the policy's project roots (its working
+    directory and the work tree git reports for it) that holds the working directory."""
+    cwd = os.path.realpath(policy.cwd)
+    roots = policy.host_read.roots if policy.host_read is not None else ()
+    tops = [r for r in (os.path.realpath(p) for p in roots) if is_under(cwd, r)]
+    return min(tops, key=len) if tops else cwd
 
-    A run's loopback is then the loopback of all run_bash runs: a server started by one (a
-    background session) is reachable from the next, while the host's own services and the outside
-    network are not (the namespace has nothing but ``lo``). It is made by a child of the sandbox
-    launcher's fork server (``launcher.make_netns``: a user namespace mapping the user's own ids,
-    a network namespace in it, ``lo`` brought up), which sends descriptors of both namespaces and
-    exits; this process keeps the namespace alive by holding them. Bubblewrap runs join both with
-    ``nsenter`` (``paths()``), sandlock runs through the launcher, which receives the descriptors
-    (``fds()``). When this process exits, the namespace goes away with the last run inside it.
-    Nothing but the kernel is needed: no bwrap, no ``ip``.
-    """
 
-    def __init__(self) -> None:
-        self._fds: tuple[int, int] | None = None  # (user ns fd, net ns fd)
-        self._lock = threading.Lock()
-        self.error = ""
-        self.pid = -1
+class Loopback:
+    """One project's network namespace: descriptors ``(user ns, net ns)`` held by this process."""
 
-    def fds(self) -> tuple[int, int] | None:
-        """``(user ns fd, net ns fd)`` of the shared namespace, creating it when needed; None when
-        it cannot be created (``error`` says why)."""
-        with self._lock:
-            if self._fds is None or self.pid != os.getpid():
-                self._fds = self._create()
-                self.pid = os.getpid()
-            return self._fds
+    def __init__(self, key: str, fds: tuple[int, int], lock: threading.Lock) -> None:
+        self.key = key
+        self._fds: tuple[int, int] | None = fds
+        self._lock = lock
+        self.users: set[str] = set()
+        self.idle_since = 0.0
+        self._diag: socket.socket | None = None
 
-    def paths(self) -> tuple[str, str] | None:
-        """``(--user=…, --net=…)`` files to join, creating the namespace when needed."""
-        fds = self.fds()
+    @property
+    def fds(self) -> tuple[int, int]:
+        """The namespace descriptors; raises SpawnError once closed."""
+        fds = self._fds
         if fds is None:
-            return None
+            raise SpawnError(f"the network namespace of {self.key} is closed")
+        return fds
+
+    def paths(self) -> tuple[str, str]:
+        """``(--user=…, --net=…)`` files to join with ``nsenter``."""
+        fds = self.fds
         me = os.getpid()
         return f"/proc/{me}/fd/{fds[0]}", f"/proc/{me}/fd/{fds[1]}"
 
+    def dup(self) -> tuple[int, int]:
+        """New descriptors of the namespace (the caller closes them): safe to use from another
+        thread while the namespace may be released. Raises SpawnError once closed."""
+        with self._lock:
+            fds = self.fds
+            first = os.dup(fds[0])
+            try:
+                return first, os.dup(fds[1])
+            except OSError:
+                os.close(first)
+                raise
+
     def holds(self, pid: int) -> bool:
-        """True when process ``pid`` lives in this namespace (False before it exists)."""
-        if self._fds is None or self.pid != os.getpid():
+        """True when process ``pid`` lives in this namespace."""
+        fds = self._fds
+        if fds is None:
             return False
         try:
-            return os.stat(f"/proc/{pid}/ns/net").st_ino == os.fstat(self._fds[1]).st_ino
+            return os.stat(f"/proc/{pid}/ns/net").st_ino == os.fstat(fds[1]).st_ino
         except OSError:
             return False
 
-    def close(self) -> None:
-        """Let the namespace go (runs still inside keep it until they end)."""
-        with self._lock:
-            if self._fds is not None and self.pid == os.getpid():
-                for fd in self._fds:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-            self._fds = None
+    def diag(self, make: Callable[[tuple[int, int]], socket.socket]) -> socket.socket | None:
+        """A ``NETLINK_SOCK_DIAG`` socket of this namespace (made once by ``make``, from
+        duplicated descriptors): lists the namespace's listeners without walking processes."""
+        if self._diag is None and self._fds is not None:
+            try:
+                fds = self.dup()
+            except (OSError, SpawnError):
+                return None
+            try:
+                self._diag = make(fds)
+            except OSError:
+                return None
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        return self._diag
 
-    def _create(self) -> tuple[int, int] | None:
+    def close(self) -> None:
+        """Let the namespace go (processes still inside keep it until they end)."""
+        with self._lock:
+            fds, self._fds = self._fds, None
+            if self._diag is not None:
+                self._diag.close()
+                self._diag = None
+        for fd in fds or ():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Loopbacks:
+    """The network namespaces of this process, one per project, made on a run's first need."""
+
+    def __init__(self, make: Callable[[], tuple[int, int]] | None = None) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._fd_lock = threading.Lock()
+        self._by_key: dict[str, Loopback] = {}
+        self._pid = os.getpid()
+
+    def _reset_after_fork(self) -> None:
+        if self._pid != os.getpid():
+            # Inherited across a fork: the descriptors are the parent's to manage.
+            self._by_key = {}
+            self._pid = os.getpid()
+
+    def acquire(self, key: str, user: str) -> Loopback:
+        """Project ``key``'s namespace, held for ``user`` (a session id) until ``release``.
+        Raises SpawnError when it cannot be made."""
+        with self._lock:
+            self._reset_after_fork()
+            loop = self._by_key.get(key)
+            if loop is None:
+                loop = Loopback(key, self._create(), self._fd_lock)
+                self._by_key[key] = loop
+            loop.users.add(user)
+            return loop
+
+    def release(self, loop: Loopback, user: str) -> None:
+        """``user`` no longer needs ``loop``; idle namespaces beyond ``MAX_IDLE`` are closed."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            loop.users.discard(user)
+            if not loop.users:
+                loop.idle_since = time.monotonic()
+            idle = sorted(
+                (x for x in self._by_key.values() if not x.users), key=lambda x: x.idle_since
+            )
+            gone = idle[: max(0, len(idle) - MAX_IDLE)]
+            for x in gone:
+                del self._by_key[x.key]
+        for x in gone:
+            x.close()
+
+    def active(self) -> list[Loopback]:
+        """The namespaces some run holds now."""
+        with self._lock:
+            return [x for x in self._by_key.values() if x.users]
+
+    def projects(self) -> list[str]:
+        """The projects whose namespaces are held or kept."""
+        with self._lock:
+            return list(self._by_key)
+
+    def close(self) -> None:
+        """Let every namespace go (runs still inside keep theirs until they end)."""
+        with self._lock:
+            loops, self._by_key = list(self._by_key.values()), {}
+        for x in loops:
+            x.close()
+
+    def _create(self) -> tuple[int, int]:
+        if self._make is not None:
+            return self._make()
         from run_bash.sandbox.launcher import launcher
 
-        try:
-            fds = launcher().netns()
-        except SpawnError as e:
-            self.error = str(e)
-            return None
-        self.error = ""
-        return fds
+        return launcher().netns()
 
 
-NET_HOLDER = NetHolder()
+LOOPBACKS = Loopbacks()

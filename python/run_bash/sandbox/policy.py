@@ -248,7 +248,7 @@ class Policy:
     ``readable``/``writable``/``denied`` are absolute, normalized paths. ``read_only`` are
     paths under a writable grant that must stay read-only (Neovim's directories).
     ``network_allow`` are the user's ``host:port`` endpoints. Without them and without
-    ``allow_local_ports`` runs live in run_bash's own network namespace (``netholder.py``);
+    ``allow_local_ports`` runs live in their project's network namespace (``netholder.py``);
     with them they share the host's, where sandlock checks each loopback connect
     (``loopback.py``). ``blocked_local_ports`` (ports other local services listen on that are
     neither run_bash's own nor allowed) is informational: ``python -m run_bash policy`` lists it.
@@ -334,7 +334,7 @@ class Policy:
                     "the host's: only run_bash's own servers and allowed ports (sandlock checks "
                     "each connect; bubblewrap shares everything once network.allow is set)"
                     if self.network_allow or self.allow_local_ports
-                    else "run_bash's own network namespace: only run_bash's own servers"
+                    else "the project's own network namespace: only the servers of its runs"
                 ),
                 "allow_local_ports": data["allow_local_ports"],
                 "own_ports": data["own_ports"],
@@ -633,6 +633,10 @@ def build_policy(
         readable = ex(SYSTEM_READABLE, True) + ex(user_readable, True)
     tree = path_entries_tree(env.get("PATH", ""), home_dir, [*writable, *untrusted])
     readable += [p for p in tree if os.path.exists(p)]
+    # From a subdirectory git reads the whole work tree, and finds the repository by walking up
+    # through it, which must stay one filesystem (a mount point on the way stops it): the
+    # project's top level is readable, as it is on the host.
+    readable += [r for r in host_read.roots if r != cwd and is_under(cwd, r) and os.path.isdir(r)]
     readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
     # Under a writable grant a path is writable already (a read-only bind of it would narrow it).
     readable = [p for p in readable if not any(is_under(p, w) for w in writable)]

@@ -7,9 +7,10 @@ How the design's requirements map onto sandlock 0.9 (see doc/run_bash.txt, *run_
   mount namespace for it (inside a user namespace mapping the user's own ids when not root) and
   calls ``Sandbox.popen`` there: sandlock's supervisor is that run process, the confined command its
   child. Spawn failures are one ``SpawnError``; nothing runs unconfined.
-* **Temp dirs.** ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's private temp dir (a bind of
-  it), and ``TMPDIR=/tmp``: a hard-coded ``/tmp/x`` works and never reaches the host's ``/tmp`` and
-  the sockets in it. Granted paths under them (a project in ``/tmp``) are bound back in place.
+* **Temp dirs.** ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's temp space: a tmpfs of
+  ``max_temp_size`` mounted on its private dir in the run's mount namespace (``tempfs.py``), bound on
+  the three, and ``TMPDIR=/tmp``: a hard-coded ``/tmp/x`` works and never reaches the host's
+  ``/tmp`` and the sockets in it. Granted paths under them (a project in ``/tmp``) are bound back.
 * **Filesystem.** ``fs_readable`` / ``fs_writable`` from the policy (Landlock). Denied paths inside
   granted trees are covered by mounts (an empty tmpfs, /dev/null), Neovim's directories under a
   writable grant are read-only binds; ``fs_denied`` is left empty but for those directories that
@@ -23,14 +24,16 @@ How the design's requirements map onto sandlock 0.9 (see doc/run_bash.txt, *run_
   ``mkdir``/``symlink``): the runtime's guard (``guard.py``) watches them, as it does for every
   backend.
 * **Environment.** ``clean_env=True`` plus ``env=spec.env`` (sandlock's clean env is empty).
-* **Limits.** ``max_processes`` and ``max_memory`` (sandlock's supervisor), ``RLIMIT_FSIZE`` set in
-  the run process before ``popen`` (inherited by the command).
+* **Limits.** ``max_processes`` and ``max_memory`` (sandlock's supervisor: the run's mapped
+  memory), ``max_memory`` again as the run's memory cgroup where one can be made (``cgroups.py``:
+  the run process joins it first), ``RLIMIT_FSIZE`` set in the run process before ``popen``
+  (inherited by the command), ``max_temp_size`` as the temp space's size.
 * **Capabilities.** The run process drops every capability after building its mounts, before
   sandlock forks the command.
-* **Network.** With no outside network configured, runs join run_bash's shared loopback-only
-  network namespace (``netholder.py``, the one bubblewrap runs join): host services are
-  unreachable, whenever they started, and no sandboxed listener can receive a host client's
-  connection. With ``network.allow`` or ``allow_local_ports``, runs share the host's network:
+* **Network.** With no outside network configured, runs join their project's loopback-only
+  network namespace (``netholder.py``, the one bubblewrap runs of the project join): host
+  services and other projects' servers are unreachable, whenever they started, and no sandboxed
+  listener can receive a host client's connection. With ``network.allow`` or ``allow_local_ports``, runs share the host's network:
   ``net_allow`` = the user's endpoints plus TCP to loopback, and each loopback ``connect`` is
   decided when it happens (``loopback.LoopbackGate``: only ports run_bash's sessions listen on and
   allowed ones); binds are limited to ports >= 1024 outside ``WELL_KNOWN_SERVICE_PORTS``. Abstract
@@ -57,12 +60,14 @@ from run_bash.config import Config, parse_size
 from run_bash.errors import SpawnError
 from run_bash.paths import expand, is_under
 from run_bash.sandbox import loopback
-from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once
+from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
+from run_bash.sandbox.cgroups import RunCgroup
 from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
-from run_bash.sandbox.netholder import NET_HOLDER
+from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
 from run_bash.sandbox.sandlock_options import SandlockOptions, map_extra_args
+from run_bash.sandbox.tempfs import full_notice, temp_size, tmpfs_data
 
 MIN_ABI = 6
 # TCP to loopback. 127.0.0.1 is also listed alone: with a policy_fn, sandlock 0.9.0 lets a
@@ -76,7 +81,7 @@ LOOPBACK = ("tcp://127.0.0.1:*", "tcp://127.0.0.0/8:*", "tcp://[::1]:*")
 @dataclass(frozen=True)
 class Layout:
     """Where a run lives: in its own mount namespace (private temp dirs, read-only protected
-    files) or not (degraded), and in run_bash's shared network namespace or the host's."""
+    files) or not (degraded), and in its project's network namespace or the host's."""
 
     mount_ns: bool = True
     shared_netns: bool = True
@@ -85,10 +90,22 @@ class Layout:
 class SandlockLaunched(LaunchedBase):
     """A command started through the namespace launcher; ``pid`` is the confined root's."""
 
-    def __init__(self, run: Run, session_id: str) -> None:
+    def __init__(
+        self,
+        run: Run,
+        session_id: str,
+        loopback: Loopback | None = None,
+        temp: int = 0,
+        max_memory: int = 0,
+    ) -> None:
         super().__init__(run.pid)
         self.run = run
         self.session_id = session_id
+        self.loopback = loopback
+        self.temp = temp  # the size of its temp space (0: none of its own)
+        if run.cgroups:  # made by the launcher (``launcher.cap_memory``)
+            memory = next(iter(run.cgroups))
+            self.cgroup = RunCgroup(session_id, dict(run.cgroups), memory, max_memory)
 
     def pidfd(self) -> int:
         return os.dup(self.run.pidfd)
@@ -115,8 +132,12 @@ class SandlockLaunched(LaunchedBase):
         return self.run.wait(STATUS_TIMEOUT_S)
 
     def close(self) -> None:
+        if self._closed:
+            return
         super().close()
         self.run.close()
+        if self.run.temp_full and self.temp:
+            self.note([full_notice(self.temp)])
 
 
 class Sandlock:
@@ -340,9 +361,14 @@ class Sandlock:
         return [bash, "-c", utf8_script(cmd)]
 
     def request(
-        self, policy: Policy, spec: RunSpec, layout: Layout
+        self,
+        policy: Policy,
+        spec: RunSpec,
+        layout: Layout,
+        temp: int = 0,
     ) -> tuple[dict[str, Any], list[str]]:
-        """What the launcher needs for one run (``launcher.run_child``), and notes."""
+        """What the launcher needs for one run (``launcher.run_child``), and notes. ``temp``: the
+        size of the run's temp space (0: the private dir as it is)."""
         kwargs, notes, denied = self._build(policy, spec, layout)
         if self.opts.allow_degraded:
             from sandlock import Protection
@@ -369,6 +395,10 @@ class Sandlock:
             "argv": self.argv(spec.cmd),
             "sandbox": kwargs,
             "tmp": os.path.realpath(spec.tmpdir),
+            # The run's temp space: a size-limited tmpfs on the private dir (tempfs.py).
+            "tmp_data": tmpfs_data(temp) if layout.mount_ns and temp else "",
+            # The whole run's memory cap, as a memory cgroup where the launcher can make one.
+            "memory_cap": int(policy.limits.max_memory),
             "mount_ns": layout.mount_ns,
             # Granted paths under the temp dirs, put back over the private dir, parents first.
             # Landlock's write grant of /tmp covers whatever is mounted below it, so only the
@@ -404,30 +434,44 @@ class Sandlock:
             spec.policy if isinstance(spec.policy, Policy) else build_policy(self.config, spec.cwd)
         )
         notes: list[str] = []
-        netns: tuple[int, int] | None = None
+        loop: Loopback | None = None
         if not host_network(policy):
-            netns = NET_HOLDER.fds() if self.mount_ns else None
-            if netns is None:
-                why = NET_HOLDER.error if self.mount_ns else "no mount namespace"
+            why = "no mount namespace"
+            if self.mount_ns:
+                try:
+                    loop = LOOPBACKS.acquire(project_of(policy), spec.session_id)
+                except SpawnError as e:
+                    why = str(e)
+            if loop is None:
                 notes.append(
-                    f"sandlock: run_bash's own network namespace is unavailable ({why}); runs "
-                    "share the host's loopback, each connect checked when it happens"
+                    f"sandlock: the project's own network namespace is unavailable ({why}); "
+                    "runs share the host's loopback, each connect checked when it happens"
                 )
-        layout = Layout(self.mount_ns, netns is not None)
         try:
-            req, adjusted = self.request(policy, spec, layout)
-        except Exception as e:
-            raise SpawnError(f"sandlock policy: {e}") from e
-        notes += adjusted
-        stderr = spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd
-        try:
-            run = launcher().spawn(req, spec.stdout_fd, stderr, netns or ())
-        except SpawnError as e:
-            raise SpawnError(
-                f"sandlock could not start the command: {e}; check `python -m run_bash policy` "
-                'or use sandbox.backend = "bubblewrap"'
-            ) from e
-        launched = SandlockLaunched(run, spec.session_id)
+            temp = temp_size(policy.limits.max_temp_size) if self.mount_ns else 0
+            if not self.mount_ns:
+                notes.append(
+                    "sandlock: no mount namespace, so the temp dir is on disk and "
+                    "sandbox.limits.max_temp_size is not enforced"
+                )
+            layout = Layout(self.mount_ns, loop is not None)
+            try:
+                req, adjusted = self.request(policy, spec, layout, temp)
+            except Exception as e:
+                raise SpawnError(f"sandlock policy: {e}") from e
+            notes += adjusted
+            stderr = spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd
+            try:
+                run = launcher().spawn(req, spec.stdout_fd, stderr, loop.fds if loop else ())
+            except SpawnError as e:
+                raise SpawnError(
+                    f"sandlock could not start the command: {e}; check `python -m run_bash "
+                    'policy` or use sandbox.backend = "bubblewrap"'
+                ) from e
+        except BaseException:
+            release(spec.session_id, None, loop)
+            raise
+        launched = SandlockLaunched(run, spec.session_id, loop, temp, policy.limits.max_memory)
         if not self._warned:
             self._warned = True
             launched.notices.extend(self.warnings())

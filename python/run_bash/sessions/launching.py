@@ -84,7 +84,7 @@ class Launching:
         pipe (``pipe_r``), launched process and tracker. Raises on failure (nothing is left)."""
         sid, backend = s.id, s.backend
         config = self._config()
-        self.temp.make(s, config)
+        self.temp.make(s)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         r = w = -1
         try:

@@ -9,8 +9,8 @@ that is not a coroutine returns at once. API::
     await mgr.kill(s.id); mgr.output(s.id, tail=50); mgr.list(); await mgr.shutdown()
     page = await mgr.wait(s.id, wait_for="ready", timeout=30)   # a match, the exit, or the timeout
 
-The parts: ``launching`` (policy, guard, files, spawn), ``tempspace`` (the run temp dirs and their
-cap), ``streaming`` (the capture path and live output), ``waiters`` (readiness and ``wait``),
+The parts: ``launching`` (policy, guard, files, spawn), ``tempspace`` (the run temp dirs),
+``streaming`` (the capture path and live output), ``waiters`` (readiness and ``wait``),
 ``retention`` (history, pins, the output budget) and ``forwarding`` (session servers to the host).
 This module keeps a run's life: start, approval holds, exit, timeout, kill, results and shutdown.
 
@@ -109,9 +109,7 @@ class SessionManager:
         def current() -> Config:
             return self.config
 
-        self.temp = TempSpace(
-            self.loop, self.environ, self.sessions.values, self._stop_over_cap, temp_root
-        )
+        self.temp = TempSpace(self.environ, temp_root)
         self.retention = Retention(
             self.sessions, current, self.state_dir, self._emit, self.change_set_kept
         )
@@ -353,7 +351,6 @@ class SessionManager:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
-        self.temp.schedule()
         log.debug(
             "started %s pid=%s backend=%s cwd=%s cmd=%r",
             s.id,
@@ -364,12 +361,6 @@ class SessionManager:
         )
         self.on_event("started", s.info())
         self.forwarding.update(later=True)
-
-    def _stop_over_cap(self, s: Session) -> None:
-        """A run's temp dir went over its cap (``TempSpace``): kill it now."""
-        s.killed = True
-        self._terminate(s)
-        self._kill_now(s)
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
 
@@ -449,6 +440,7 @@ class SessionManager:
             s.capture.total,
             s.leftovers,
         )
+        self.forwarding.update()  # its forwards go with it
         was_sent = s.result_sent
         self._send_result(s)
         if was_sent:
@@ -665,3 +657,6 @@ class SessionManager:
                 s.capture.close()
         shutil.rmtree(self.state_dir, ignore_errors=True)
         self.temp.close()
+        from run_bash.sandbox.cgroups import CGROUPS
+
+        CGROUPS.collect()  # cgroups of runs that were still dying when they ended

@@ -18,7 +18,7 @@ from run_bash.config import MAX_BG_AFTER_S, MAX_TIMEOUT_S, describe
 from run_bash.errors import UsageError
 from run_bash.matching import LineMatcher, compile_pattern
 from run_bash.output import Capture
-from run_bash.results import RunResult, SessionInfo
+from run_bash.results import ForwardedPort, RunResult, SessionInfo
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Launched
 
@@ -124,8 +124,8 @@ class Session:
         self.root_pid: int | None = None
         self.tracker: proc.Tracker | None = None
         self.tmpdir = ""
-        self.temp_cap = 0  # bytes its temp dir may hold
-        self.temp_used = 0  # bytes its temp dir held when last measured
+        # Ports of its servers forwarded to the host: port in its namespace -> host port.
+        self.forwarded: dict[int, int] = {}
         self.pipe_r = -1
         self.pidfd = -1
         self.result_sent = False
@@ -192,6 +192,9 @@ class Session:
             "notices": tuple(self.notices),
             "changes": self.changes,
             "ports": self.ports(),
+            "forwarded": tuple(
+                ForwardedPort(port, host) for port, host in sorted(self.forwarded.items())
+            ),
         }
 
     def ports(self) -> tuple[int, ...]:

@@ -60,6 +60,17 @@ def close_runs(state_dir: str) -> None:
         sys.stderr.write(f"run_bash: could not complete the audit log: {err}\n")
 
 
+def remove_cgroups() -> None:
+    """Remove the runs' cgroups this process made (``sandbox/cgroups.py``); those of a host that
+    died are removed by the next one."""
+    try:
+        from run_bash.sandbox.cgroups import CGROUPS
+
+        CGROUPS.close()
+    except Exception as err:
+        sys.stderr.write(f"run_bash: could not remove the runs' cgroups: {err}\n")
+
+
 def keeper(host_pid: int, dirs: list[str]) -> None:
     """Wait for the host; then kill whatever it left behind and exit with its status. A host that
     crashed or was killed leaves open runs: they get their audit lines first."""
@@ -101,6 +112,7 @@ def host(dirs: list[str]) -> None:
     finally:
         proc.sweep_all_descendants(grace_s=0.3)
         close_runs(dirs[0])
+        remove_cgroups()
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
     os._exit(code)

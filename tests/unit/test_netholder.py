@@ -1,0 +1,105 @@
+"""The projects' network namespaces (``sandbox/netholder.py``): one per project, held while a run
+of it lives, a bounded number kept idle. The kernel side (project B cannot reach project A's
+server) is tests/security/test_project_loopback.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from run_bash.errors import SpawnError
+from run_bash.sandbox.hostread import HostRead
+from run_bash.sandbox.netholder import MAX_IDLE, Loopbacks, project_of
+from run_bash.sandbox.policy import Limits, Policy
+
+
+def fake_namespaces() -> tuple[Loopbacks, list[tuple[int, int]]]:
+    made: list[tuple[int, int]] = []
+
+    def make() -> tuple[int, int]:
+        fds = (os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_RDONLY))
+        made.append(fds)
+        return fds
+
+    return Loopbacks(make), made
+
+
+def is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def test_one_namespace_per_project_held_by_its_runs():
+    loops, made = fake_namespaces()
+    a1 = loops.acquire("/p/a", "s1")
+    a2 = loops.acquire("/p/a", "s2")
+    b = loops.acquire("/p/b", "s3")
+    assert a1 is a2 and a1 is not b and len(made) == 2
+    loops.release(a1, "s1")
+    assert [x.key for x in loops.active()] == ["/p/a", "/p/b"]  # s2 still holds /p/a
+    loops.release(a2, "s2")
+    assert [x.key for x in loops.active()] == ["/p/b"]
+    assert all(is_open(fd) for fd in a1.fds)  # idle, kept for the project's next run
+    assert loops.acquire("/p/a", "s4") is a1 and len(made) == 2
+    loops.close()
+    assert not any(is_open(fd) for fds in made for fd in fds)
+
+
+def test_idle_namespaces_beyond_the_bound_are_closed_oldest_first():
+    loops, made = fake_namespaces()
+    held = [loops.acquire(f"/p/{i}", f"s{i}") for i in range(MAX_IDLE + 2)]
+    for i, lb in enumerate(held):
+        loops.release(lb, f"s{i}")
+    assert loops.projects() == [f"/p/{i}" for i in range(2, MAX_IDLE + 2)]
+    for lb in held[:2]:
+        with pytest.raises(SpawnError):
+            lb.dup()
+        assert not lb.holds(os.getpid())
+    assert not any(is_open(fd) for fds in made[:2] for fd in fds)
+    # A project whose namespace was closed gets a new one on its next run.
+    again = loops.acquire("/p/0", "s9")
+    assert again is not held[0] and len(made) == MAX_IDLE + 3
+    loops.close()
+
+
+def test_a_namespace_that_cannot_be_made_is_a_spawn_error():
+    def fail() -> tuple[int, int]:
+        raise SpawnError("user namespaces are not available")
+
+    loops = Loopbacks(fail)
+    with pytest.raises(SpawnError, match="not available"):
+        loops.acquire("/p/a", "s1")
+    assert loops.projects() == []
+
+
+def policy_for(cwd: Path, roots: tuple[str, ...]) -> Policy:
+    hr = HostRead(cwd=str(cwd), roots=roots, writable=(str(cwd),), denied=(), home="/home/u")
+    return Policy(
+        cwd=str(cwd),
+        home="/home/u",
+        readable=[],
+        writable=[str(cwd)],
+        denied=[],
+        limits=Limits(1, 1, 1),
+        host_read=hr,
+    )
+
+
+def test_the_project_is_the_work_tree_git_reports_else_the_working_directory(tmp_path):
+    top = tmp_path / "repo"
+    sub = top / "src" / "pkg"
+    sub.mkdir(parents=True)
+    assert project_of(policy_for(sub, (str(sub), str(top)))) == str(top.resolve())
+    assert project_of(policy_for(top, (str(top),))) == str(top.resolve())
+    plain = tmp_path / "notes"
+    plain.mkdir()
+    assert project_of(policy_for(plain, (str(plain),))) == str(plain.resolve())
+    # A root that does not hold the working directory (a linked worktree's) is not the project.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    assert project_of(policy_for(plain, (str(plain), str(other)))) == str(plain.resolve())
