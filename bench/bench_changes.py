@@ -65,7 +65,7 @@ def warm_runs(store: ChangeStore, project: str, runs: int, pause_s: float) -> di
     added, begins, finishes = [], [], []
     for i in range(runs):
         if pause_s:
-            time.sleep(pause_s)  # the agent's turn: the check after a quick end runs meanwhile
+            time.sleep(pause_s)  # the agent's turn
         t0 = time.perf_counter()
         tok = store.begin(f"w{pause_s}-{i}", project)
         t1 = time.perf_counter()
@@ -212,8 +212,8 @@ def run() -> list[Row]:
                 "value": b["warm"],
                 "unit": "ms",
                 "goal": "",
-                "note": f"begin {b['begin']:.1f} (waits for the previous run's check) + finish "
-                f"{b['finish']:.1f} ms",
+                "note": f"begin {b['begin']:.1f} + finish {b['finish']:.1f} ms (the check of an end "
+                "waits for a quiet project and gives way to the next run)",
             },
             {
                 "name": f"{label}: warm, full walk at every end",

@@ -160,9 +160,21 @@ function H.lines(req)
       "DiagnosticError"
     )
   end
-  add("why:    " .. tostring(v.reason or "it needs your approval"), "DiagnosticWarn")
+  local hits = require("run_bash.tool_format").reasons(v)
+  if #hits > 1 then
+    add(("why:    %d reasons to pause:"):format(#hits), "DiagnosticWarn")
+    for _, h in ipairs(hits) do
+      add(("        [%s] %s"):format(h.effect, h.reason), "DiagnosticWarn")
+    end
+  else
+    local class = hits[1] and (" [" .. hits[1].effect .. "]") or ""
+    add("why:    " .. tostring(v.reason or "it needs your approval") .. class, "DiagnosticWarn")
+  end
   if v.rule and v.rule ~= vim.NIL then
     add("rule:   " .. v.rule)
+  end
+  if type(v.undo_why) == "string" and v.undo_why ~= "" then
+    add("undo:   " .. v.undo_why)
   end
   add("cwd:    " .. (req.cwd or vim.fn.getcwd()))
   add("")

@@ -31,7 +31,7 @@ end
 ---@param filetype? string
 ---@return integer bufnr
 function H.open_scratch(name, filetype)
-  local buf = vim.fn.bufnr(name)
+  local buf = H.find_buffer(name)
   if buf == -1 or not vim.api.nvim_buf_is_valid(buf) then
     buf = vim.api.nvim_create_buf(false, true)
     vim.api.nvim_buf_set_name(buf, name)
@@ -60,6 +60,21 @@ function H.open_scratch(name, filetype)
   return buf
 end
 M.open_scratch = H.open_scratch
+
+--- The buffer named exactly `name` (not a pattern match: `run_bash://abc` must not find
+--- `run_bash://abc/changes`), or -1.
+---@param name string
+---@return integer
+function H.find_buffer(name)
+  local full = vim.fn.fnamemodify(name, ":p")
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    local n = vim.api.nvim_buf_get_name(b)
+    if n == name or n == full then
+      return b
+    end
+  end
+  return -1
+end
 
 --- Append `text` to `buf`, continuing its last line; keeps at most MAX_BUF_LINES lines.
 ---@param buf integer

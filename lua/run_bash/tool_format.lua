@@ -49,10 +49,22 @@ function M.prompt_text(a, answer)
   vim.list_extend(lines, vim.split(a.cmd, "\n", { plain = true }))
   table.insert(lines, fence)
   if verdict.pause == true then
-    local why = (not absent(verdict.reason) and verdict.reason ~= "") and verdict.reason
-      or "it matches the pause list"
-    local rule = not absent(verdict.rule) and fmt(" (rule: %s)", verdict.rule) or ""
-    table.insert(lines, "Paused: " .. why .. rule)
+    local hits = M.reasons(verdict)
+    if #hits <= 1 then
+      local why = (not absent(verdict.reason) and verdict.reason ~= "") and verdict.reason
+        or "it matches the pause list"
+      local rule = not absent(verdict.rule) and fmt(" (rule: %s)", verdict.rule) or ""
+      local class = hits[1] and fmt(" [%s]", hits[1].effect) or ""
+      table.insert(lines, "Paused: " .. why .. rule .. class)
+    else
+      table.insert(lines, "Paused: " .. #hits .. " reasons")
+      for _, h in ipairs(hits) do
+        table.insert(lines, fmt("- %s [%s]", h.reason, h.effect))
+      end
+    end
+    if not absent(verdict.undo_why) and verdict.undo_why ~= "" then
+      table.insert(lines, "Undo: " .. verdict.undo_why)
+    end
   end
   if not sandboxed then
     if a.skip_sandbox then
@@ -73,6 +85,21 @@ function M.prompt_text(a, answer)
   end
   table.insert(lines, "Directory: " .. tostring(absent(verdict.cwd) and "?" or verdict.cwd))
   return table.concat(lines, "\n")
+end
+
+--- Every reason the gate's answer gives to pause, with its effect class: `{ {effect, reason} }`
+--- (`effect` "reversible": undo takes it back; "irreversible": it does not).
+---@param answer table the gate's answer
+---@return { effect: string, reason: string }[]
+function M.reasons(answer)
+  local out = {}
+  for _, h in ipairs(type(answer.hits) == "table" and answer.hits or {}) do
+    if type(h) == "table" and type(h.reason) == "string" then
+      local effect = h.effect == "reversible" and "reversible" or "irreversible"
+      table.insert(out, { effect = effect, reason = h.reason })
+    end
+  end
+  return out
 end
 
 function H.fence(text)

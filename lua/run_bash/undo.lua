@@ -5,6 +5,7 @@ local M = {}
 local H = {}
 
 H.MAX_LISTED = 100 -- paths listed per section of the undo window
+H.MAX_MESSAGE = 10 -- paths not recovered named in the message after an undo
 
 local function rb()
   return require("run_bash")
@@ -121,6 +122,21 @@ function M.done_text(done)
   for _, e in ipairs(done.errors or {}) do
     table.insert(parts, ("failed: %s (%s)"):format(e.path, e.why))
   end
+  local lost = done.not_recovered or {}
+  if #lost > 0 then
+    local items = {}
+    for i, e in ipairs(lost) do
+      if i > H.MAX_MESSAGE then
+        table.insert(
+          items,
+          ("and %d more (:RunBashChanges %s)"):format(#lost - i + 1, done.undo_of)
+        )
+        break
+      end
+      table.insert(items, ("%s (%s)"):format(e.path, e.why))
+    end
+    table.insert(parts, "not recovered: " .. table.concat(items, ", "))
+  end
   if type(done.run) == "string" then
     local again = ("this undo is run %s (:RunBashUndo %s takes it back)"):format(done.run, done.run)
     table.insert(parts, again)
@@ -165,13 +181,23 @@ function M.undo(id, force)
       if choice ~= "accept" then
         return
       end
+      local touched = H.buffers(plan.project, { plan.restore, plan.remove })
       rb().undo(plan.run, { force = force }, function(done, uerr)
         if not done then
           return H.say(uerr or "no answer", vim.log.levels.ERROR)
         end
-        pcall(vim.cmd.checktime)
-        local failed = #(done.errors or {}) > 0
-        H.say(M.done_text(done), failed and vim.log.levels.WARN or vim.log.levels.INFO)
+        local unsaved = H.after_undo(touched)
+        local failed = #(done.errors or {}) > 0 or #(done.not_recovered or {}) > 0
+        local text = M.done_text(done)
+        if #unsaved > 0 then
+          text = text
+            .. ("; %d buffer(s) with unsaved changes were not reloaded and :w will not write them over the undo (:w! does): %s"):format(
+              #unsaved,
+              table.concat(unsaved, ", ")
+            )
+          failed = true
+        end
+        H.say(text, failed and vim.log.levels.WARN or vim.log.levels.INFO)
         vim.api.nvim_exec_autocmds(
           "User",
           { pattern = "RunBashUndo", data = done, modeline = false }
@@ -179,6 +205,76 @@ function M.undo(id, force)
       end)
     end)
   end)
+end
+
+--- Loaded buffers of files an undo will restore or remove: `{ {buf, name} }`.
+---@param project string the project's path (as the host shows it)
+---@param lists string[][] project-relative paths
+function H.buffers(project, lists)
+  local root = vim.fn.fnamemodify(vim.fn.expand(project), ":p"):gsub("/$", "")
+  local wanted = {}
+  for _, list in ipairs(lists) do
+    for _, p in ipairs(list or {}) do
+      if type(p) == "string" and p:sub(1, 1) ~= '"' then -- quoted: an odd name, never a buffer's
+        wanted[root .. "/" .. p:gsub("/$", "")] = true
+      end
+    end
+  end
+  local out = {}
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    local name = vim.api.nvim_buf_is_loaded(buf) and vim.api.nvim_buf_get_name(buf) or ""
+    if name ~= "" and vim.bo[buf].buftype == "" and wanted[name] then
+      table.insert(out, { buf = buf, name = name })
+    end
+  end
+  return out
+end
+
+--- After an undo: buffers without unsaved changes are read again from disk; one with unsaved
+--- changes keeps them, and a plain `:w` of it is refused (it would write the run's content back
+--- over what undo restored) until `:w!` says so. Returns the names of those buffers.
+---@param touched { buf: integer, name: string }[]
+---@return string[]
+function H.after_undo(touched)
+  local unsaved = {}
+  for _, t in ipairs(touched) do
+    if vim.api.nvim_buf_is_valid(t.buf) then
+      if vim.bo[t.buf].modified then
+        table.insert(unsaved, vim.fn.fnamemodify(t.name, ":~:."))
+        H.guard(t.buf)
+      elseif vim.uv.fs_stat(t.name) then
+        vim.api.nvim_buf_call(t.buf, function()
+          pcall(vim.cmd, "silent! edit")
+        end)
+      end
+    end
+  end
+  pcall(vim.cmd.checktime)
+  return unsaved
+end
+
+--- Refuse a plain `:w` of `buf` (its file was restored by undo under its unsaved changes).
+---@param buf integer
+function H.guard(buf)
+  vim.b[buf].run_bash_undone = true
+  local group = vim.api.nvim_create_augroup("RunBashUndone" .. buf, { clear = true })
+  vim.api.nvim_create_autocmd("BufWritePre", {
+    group = group,
+    buffer = buf,
+    desc = "run_bash: :RunBashUndo restored this file under unsaved changes",
+    callback = function()
+      if vim.v.cmdbang == 1 then
+        vim.b[buf].run_bash_undone = nil
+        pcall(vim.api.nvim_del_augroup_by_id, group)
+        return
+      end
+      error(
+        "run_bash: :RunBashUndo restored this file while this buffer had unsaved changes; "
+          .. ":w would write them over the undo. :e! reloads the file, :w! writes the buffer anyway",
+        0
+      )
+    end,
+  })
 end
 
 --- Completion: ids of runs whose change sets are kept, newest first.

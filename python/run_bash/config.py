@@ -165,6 +165,13 @@ def size(value: object) -> int:
     return parsed
 
 
+def size_or_zero(value: object) -> int:
+    """A size, or 0 (none at all)."""
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    return size(value)
+
+
 NOTIFY_AGENT_CHOICES = ("next_turn", "submit")
 
 
@@ -366,6 +373,10 @@ class UndoConfig:
     keep: int = option(50, int_range(1), "positive integer")
     # Total size of the store in bytes or e.g. "1G"; over it the oldest change sets go first.
     max_store: int = option(1024 * MIB, size, 'size such as "1G"')
+    # Largest ignored file (.gitignore) whose content is kept; larger ones are listed only.
+    ignored_file_max: int = option(MIB, size_or_zero, 'size such as "1M", or 0')
+    # Ignored content kept per project; an ignored directory that does not fit is listed only.
+    ignored_total: int = option(64 * MIB, size_or_zero, 'size such as "64M", or 0')
 
 
 @dataclass(frozen=True)

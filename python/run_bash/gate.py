@@ -11,6 +11,14 @@ The rules, in order: a command the user accepted "always" (same command, same sa
 pause-list hit, a Lua rule that says so or fails, Lua rules not evaluated yet, running without a
 sandbox, or a caller that asks (``ask``) need the user; anything else runs at once.
 
+Effects, not text: each pause-list reason has an effect class (``reversible``: undo takes it
+back; ``irreversible``: everything else, every user rule included). Under a confining backend, a
+command whose every reason is reversible runs without asking when the change store says undo
+covers what those reasons name (``Undo``: every target inside the recorded project and outside
+what undo does not keep); its answer carries ``undoable`` and what was checked (``cover``), which
+is checked again on the snapshot taken just before the run starts. ``pauselist.ask_reversible``
+(``ask_reversible``) brings the question back.
+
 Pure: no pynvim, no I/O.
 """
 
@@ -31,6 +39,7 @@ NO_MATCH = "no pause-list rule matched"
 # Who decided, as the audit log's `decided_by` says.
 DECIDED_BY = {
     "auto": "no approval needed",
+    "auto_undoable": "no approval needed: every reason is reversible and undo covers it",
     "user_accept": "the user accepted",
     "user_always": "the user accepted, for the rest of the session",
     "user_always_cached": "accepted earlier for the rest of the session",
@@ -58,6 +67,21 @@ class Where:
     unavailable: str = ""
     # How the backend was chosen ("auto: sandlock works here (…)").
     chosen_because: str = ""
+
+
+@dataclass(frozen=True)
+class Undo:
+    """What the change store says about a command whose every pause reason is reversible:
+    ``covered``, else ``why`` not; ``spec`` is what was checked (plain data, checked again
+    before the run starts)."""
+
+    covered: bool
+    why: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+
+
+REVERSIBLE = "reversible"
+IRREVERSIBLE = "irreversible"
 
 
 @dataclass(frozen=True)
@@ -98,6 +122,18 @@ class Answer(Wire):
     cwd: str = ""
     # How the backend was chosen ("auto: sandlock works here (…)").
     chosen_because: str = ""
+    # The pause list's effect class of the command ("reversible" only when every reason is;
+    # None: nothing paused), and every reason with its class and targets.
+    effect: str | None = None
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    # Every reason is reversible and undo covers it: it runs without asking.
+    undoable: bool = False
+    # Every reason is reversible but it asks: why (undo does not cover it, or ask_reversible).
+    undo_why: str = ""
+    # What undo was asked to cover (checked again before the run starts).
+    cover: dict[str, Any] | None = None
+    # Every simple command the pause list saw (argv), for what undo must cover.
+    commands: list[list[str]] = field(default_factory=list)
 
 
 def lua_results(value: object, calls: Sequence[Sequence[Any]]) -> list[LuaResult] | None:
@@ -140,14 +176,19 @@ def decide(
     results: Sequence[LuaResult] | None = None,
     always: bool = False,
     source: str = "user",
+    undo: Undo | None = None,
+    ask_reversible: bool = False,
 ) -> Answer:
-    """The gate's answer. ``verdict`` is the pause list's (``Verdict.to_dict()``)."""
+    """The gate's answer. ``verdict`` is the pause list's (``Verdict.to_dict()``); ``undo`` what
+    the change store says about its reversible reasons (None: not asked)."""
     pause = bool(verdict.get("pause"))
     reason = str(verdict.get("reason") or NO_MATCH)
     rule = verdict.get("rule")
     command = verdict.get("command")
     calls = [[name, list(argv)] for name, argv in verdict.get("lua_calls") or []]
     pending = bool(calls) and results is None and not pause
+    hits = [dict(h) for h in verdict.get("hits") or [] if isinstance(h, Mapping)]
+    effect = verdict.get("effect") if pause else None
     if not pause and results:
         for (name, argv), res in zip(calls, results, strict=True):
             if not res.pause:
@@ -159,6 +200,37 @@ def decide(
             else:
                 reason = f"{_quote(command)} matches your pause-list rule for {name}"
             break
+    if pause and rule is not None and not any(h.get("rule") == rule for h in hits):
+        # A reason the pause list's verdict does not list (a Lua rule): the user's own rules ask.
+        hits.append(
+            {
+                "reason": reason,
+                "rule": rule,
+                "command": command,
+                "effect": IRREVERSIBLE,
+                "targets": None,
+            }
+        )
+        effect = IRREVERSIBLE
+    reversible = (
+        pause
+        and effect == REVERSIBLE
+        and bool(hits)
+        and all(h.get("effect") == REVERSIBLE for h in hits)
+    )
+    undoable = False
+    undo_why = ""
+    if reversible:
+        if ask_reversible:
+            undo_why = "pauselist.ask_reversible asks about what undo can take back too"
+        elif not where.sandboxed:
+            undo_why = "undo takes back what a sandboxed run does; this one has no sandbox"
+        elif undo is None:
+            undo_why = "undo was not asked"
+        elif not undo.covered:
+            undo_why = f"undo cannot take it all back: {undo.why}"
+        else:
+            undoable = not pending and not ask
     if not pause and pending:
         reason = "your Lua pause-list rules were not evaluated: asking to be safe"
     elif not pause and not where.sandboxed:
@@ -170,7 +242,7 @@ def decide(
             reason = 'it runs without a sandbox: `sandbox.backend` is "none"'
     elif not pause and ask:
         reason = "the caller asks to confirm it"
-    needs = pause or pending or not where.sandboxed or ask
+    needs = (pause and not undoable) or pending or not where.sandboxed or ask
     return Answer(
         decision_id=decision_id,
         needs_approval=needs and not always,
@@ -189,6 +261,12 @@ def decide(
         lua_pending=pending,
         always=always and needs,
         source=source,
+        effect=effect if pause else None,
+        hits=hits,
+        undoable=undoable,
+        undo_why=undo_why,
+        cover=dict(undo.spec) if undoable and undo is not None else None,
+        commands=[list(a) for a in verdict.get("commands") or [] if isinstance(a, (list, tuple))],
     )
 
 
@@ -237,7 +315,13 @@ class Gate:
     def drop(self, decision_id: str) -> Answer | None:
         return self._answers.pop(decision_id, None)
 
-    def with_results(self, answer: Answer, results: Sequence[LuaResult]) -> Answer:
+    def with_results(
+        self,
+        answer: Answer,
+        results: Sequence[LuaResult],
+        undo: Undo | None = None,
+        ask_reversible: bool = False,
+    ) -> Answer:
         """``answer`` again, with the Lua rules' results folded in."""
         verdict = {
             "pause": answer.pause,
@@ -245,6 +329,9 @@ class Gate:
             "rule": answer.rule,
             "command": answer.command,
             "lua_calls": answer.lua_calls,
+            "effect": answer.effect,
+            "hits": answer.hits,
+            "commands": answer.commands,
         }
         where = Where(answer.backend, answer.sandboxed, answer.unavailable, answer.chosen_because)
         new = decide(
@@ -257,5 +344,7 @@ class Gate:
             results=results,
             always=self.is_always(answer.source, answer.cmd, answer.sandboxed),
             source=answer.source,
+            undo=undo,
+            ask_reversible=ask_reversible,
         )
         return replace(new, lua_calls=answer.lua_calls, cwd=answer.cwd)

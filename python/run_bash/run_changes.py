@@ -12,7 +12,13 @@ been killed and nothing is left to wait for but the store.
 
 What a session carries (``Session.changes``, sent to Lua and written to the audit log): None while
 nothing is known (undo off, not started, still running); ``{"not_recorded": why}``; or
-``{"summary", "counts", "paths"}`` (``summary`` is "" when the run changed nothing).
+``{"summary", "counts", "paths", "undo"}`` (``summary`` is "" when the run changed nothing;
+``undo`` is the command that takes the run back, when there is something to take back).
+
+The approval gate asks this hook whether undo covers what a command's reversible pause reasons
+name (``coverage``, from the project's index in memory: it never waits for the store), and a run
+started on that answer is checked again on the snapshot taken just before it starts
+(``confirm``): what changed in between makes it ask after all.
 """
 
 from __future__ import annotations
@@ -24,14 +30,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from run_bash.config import UndoConfig
 from run_bash.errors import UsageError
 
 if TYPE_CHECKING:  # the store is imported on first use: the host starts without it
-    from run_bash.changes import ChangeSet, ChangeStore, Limits, NotRecorded, Token
+    from run_bash.changes import ChangeSet, ChangeStore, Limits, NotRecorded, Snapshot, Token
 
 log = logging.getLogger("run_bash")
 
@@ -43,6 +50,13 @@ TOO_BIG_RECHECK_S = 1800.0
 DIFF_MAX_BYTES = 8 * 1024 * 1024  # a longer diff is cut (a buffer of it would stall the editor)
 # A run whose change set could not be written at host shutdown within this time has none.
 SHUTDOWN_FINISH_S = 3.0
+PROJECT_CACHE_S = 5.0  # how long the gate trusts where a directory's project is
+QUIET = "\0"  # marks a reason not to record that is no news to the agent (no project here)
+
+
+class _Backend(Protocol):
+    @property
+    def isolates(self) -> bool: ...
 
 
 class Run(Protocol):
@@ -54,11 +68,95 @@ class Run(Protocol):
     notices: list[str]
     changes: dict[str, Any] | None
     change_token: Token | None
+    # What undo must cover for the run to go without asking (None: it was not asked about),
+    # and why it must ask after all (set by ``begin``).
+    cover: CoverSpec | None
+    hold: str | None
+
+    @property
+    def backend(self) -> _Backend: ...
 
 
 def describe(cs: ChangeSet) -> dict[str, Any]:
     """A finished run's change set as a session carries it."""
-    return {"summary": cs.summary(), "counts": cs.counts(), "paths": cs.brief()}
+    out = {"summary": cs.summary(), "counts": cs.counts(), "paths": cs.brief()}
+    if cs.changes:
+        out["undo"] = f":RunBashUndo {cs.run_id}"
+    return out
+
+
+@dataclass(frozen=True)
+class CoverSpec:
+    """What undo must cover for a command to run without asking: ``paths`` (absolute), git's own
+    effects (``git``: the repository's index does not count) or, when a reason's targets are not
+    known (``everything``), every place the sandbox lets the run write."""
+
+    cwd: str
+    paths: tuple[str, ...] = ()
+    git: bool = False
+    everything: bool = False
+
+
+@dataclass(frozen=True)
+class Cover:
+    """The gate's question answered: ``why`` undo does not cover it ("" when it does)."""
+
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.why
+
+
+GLOB_CHARS = frozenset("*?[")
+
+
+# Commands that can make a path name something else before a later command of the same line
+# acts on it: a symlink to outside what undo keeps (``ln -s .git x; rm -rf x/*``), or content
+# moved into a covered target (``mv .git/objects build/; rm -rf build``). With one of them in
+# the line, a reversible reason goes without asking only when everything the run can write is
+# covered.
+RESHAPERS = frozenset({"ln", "mv", "link", "rename", "symlink"})
+
+
+def cover_spec(
+    cwd: str,
+    hits: Sequence[Mapping[str, Any]],
+    home: str | None,
+    commands: Sequence[Sequence[str]] = (),
+) -> CoverSpec:
+    """The paths the pause list's reversible reasons name, as absolute paths (a glob stands for
+    the directory it is in; ``~`` for ``home``); git's reasons stand for the whole project.
+    ``commands`` (every simple command the pause list saw) with one of ``RESHAPERS``: every
+    place the run can write."""
+    base = os.path.realpath(cwd)
+    paths: list[str] = []
+    git = False
+    everything = any(argv and argv[0] in RESHAPERS for argv in commands)
+    for hit in hits:
+        targets = hit.get("targets")
+        if hit.get("rule") == "git":
+            git = True
+        if not isinstance(targets, (list, tuple)):
+            everything = True
+            continue
+        for t in targets:
+            if not isinstance(t, str) or not t:
+                everything = True
+                continue
+            if t == "~" or t.startswith("~/"):
+                if not home:
+                    everything = True
+                    continue
+                t = home + t[1:]
+            elif t.startswith("~"):
+                everything = True  # another user's home
+                continue
+            parts = t.split("/")
+            cut = next((i for i, p in enumerate(parts) if GLOB_CHARS & set(p)), len(parts))
+            t = "/".join(parts[:cut]) or ("/" if t.startswith("/") else ".")
+            paths.append(os.path.normpath(os.path.join(base, t)))
+    return CoverSpec(base, tuple(dict.fromkeys(paths)), git, everything)
 
 
 def _limits(config: UndoConfig) -> Limits:
@@ -69,6 +167,8 @@ def _limits(config: UndoConfig) -> Limits:
         max_files=config.max_files,
         keep=config.keep,
         max_store=config.max_store,
+        ignored_file_max=config.ignored_file_max,
+        ignored_total=config.ignored_total,
     )
 
 
@@ -103,6 +203,11 @@ class RunChanges:
         self._kept: set[str] = set()
         self._too_big: dict[str, tuple[float, NotRecorded]] = {}  # project -> (when, outcome)
         self.diff_max = DIFF_MAX_BYTES
+        # What a sandboxed run in a directory may write: (grants, verified caches), from the
+        # sandbox's rules (``policy.writable_grants``); set by the service. None: the project.
+        self.grants: Callable[[str], tuple[list[str], list[str]]] | None = None
+        self._projects: dict[str, tuple[float, str | None, str | None]] = {}  # cwd -> found
+        self._warming: set[str] = set()
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -153,35 +258,74 @@ class RunChanges:
 
     async def begin(self, s: Run) -> None:
         """Snapshot the run's project before its command is spawned. Never raises: a run that
-        cannot be recorded gets the notice "changes not recorded: <why>" and runs anyway."""
+        cannot be recorded gets the notice "changes not recorded: <why>" and runs anyway.
+
+        A run the gate let through because undo covers it (``s.cover``) is checked again on
+        this snapshot; when undo no longer covers it, ``s.cover`` gets why (a ``Cover``) and the
+        caller asks the user before it starts (the snapshot is dropped)."""
         if not self.recording:
+            if s.cover is not None:
+                s.cover, s.hold = None, "undo is off (undo.enabled)"
             return
+        writable = self._writable(s.cwd) if s.backend.isolates else None
+        spec = s.cover
         try:
-            token, why = await self._call(self._begin, s.id, s.cwd, s.cmd)
+            token, why, uncovered = await self._call(
+                self._begin, s.id, s.cwd, s.cmd, writable, spec
+            )
         except Exception as err:
             log.exception("recording the changes of %s failed", s.id)
-            token, why = None, f"internal error ({err}; details in the log)"
+            token, why, uncovered = None, f"internal error ({err}; details in the log)", None
+        if uncovered is not None or (spec is not None and why is not None):
+            s.cover = None
+            s.hold = uncovered or f"undo cannot record this run: {(why or '').removeprefix(QUIET)}"
+            return
         if why is not None:
-            s.notices.append(f"changes not recorded: {why}")
+            quiet = why.startswith(QUIET)
+            why = why.removeprefix(QUIET)
+            if not quiet:
+                s.notices.append(f"changes not recorded: {why}")
             s.changes = {"not_recorded": why}
         else:
             s.change_token = token
 
-    def _begin(self, run_id: str, cwd: str, cmd: str) -> tuple[Token | None, str | None]:
-        """(token, None), or (None, why the run is not recorded)."""
+    def _writable(self, cwd: str) -> list[str] | None:
+        if self.grants is None:
+            return None
+        grants, _caches = self.grants(cwd)
+        return [os.path.realpath(g) for g in grants]
+
+    def _begin(
+        self,
+        run_id: str,
+        cwd: str,
+        cmd: str,
+        writable: list[str] | None = None,
+        spec: CoverSpec | None = None,
+    ) -> tuple[Token | None, str | None, str | None]:
+        """(token, None, None), (None, why the run is not recorded, None), or (None, None, why
+        undo does not cover what the gate let through). A quiet reason (no project here) is
+        marked with a leading ``QUIET``."""
         from run_bash.changes import NotRecorded
 
         store = self.store
         project = store.project_for(cwd)[0]
         known = self._too_big.get(project) if project else None
         if known is not None and time.monotonic() - known[0] < TOO_BIG_RECHECK_S:
-            return None, known[1].reason
-        got = store.begin(run_id, cwd, label=cmd)
+            return None, known[1].reason, None
+        got = store.begin(run_id, cwd, label=cmd, writable=writable)
         if project and isinstance(got, NotRecorded) and got.lasting:
             self._too_big[project] = (time.monotonic(), got)
         elif project:
             self._too_big.pop(project, None)
-        return (None, got.reason) if isinstance(got, NotRecorded) else (got, None)
+        if isinstance(got, NotRecorded):
+            return None, (QUIET if got.quiet else "") + got.reason, None
+        if spec is not None:
+            why = self._covers(got.project, got.before, spec, writable)
+            if why:
+                store.abandon(got)
+                return None, None, why
+        return got, None, None
 
     def _finish(self, token: Token) -> ChangeSet:
         cs = self.store.finish(token)
@@ -208,6 +352,76 @@ class RunChanges:
                 await self._call(self.store.abandon, token)
             except Exception:
                 log.exception("abandoning the change set of %s failed", s.id)
+
+    # -- the approval gate's question -----------------------------------------------------------
+
+    def coverage(self, spec: CoverSpec) -> Cover:
+        """Whether undo covers ``spec`` now, from the project's index in memory. Never blocks on
+        the project: an index not built yet is built on a worker meanwhile, and the answer is
+        no ("not known yet")."""
+        if not self.recording:
+            return Cover("undo is off (undo.enabled)")
+        project, why = self._project(spec.cwd)
+        if project is None:
+            return Cover(f"changes are not recorded here: {why}")
+        store = self.store
+        proj = store._projects.get(store._key(project))
+        snap = proj.snapshot if proj is not None else None
+        if snap is None:
+            self.warm(spec.cwd)
+            return Cover("the project's undo index is not built yet (it is being built now)")
+        why = self._covers(project, snap, spec, self._writable(spec.cwd))
+        return Cover(why or "")
+
+    def _project(self, cwd: str) -> tuple[str | None, str | None]:
+        """``store.project_for``, remembered for a few seconds (the gate asks on the loop)."""
+        now = time.monotonic()
+        got = self._projects.get(cwd)
+        if got is None or now - got[0] > PROJECT_CACHE_S:
+            found = self.store.project_for(cwd)
+            got = (now, *found)
+            if len(self._projects) > 256:
+                self._projects.clear()
+            self._projects[cwd] = got
+        return got[1], got[2]
+
+    def _covers(
+        self, project: str, snap: Snapshot, spec: CoverSpec, writable: list[str] | None
+    ) -> str | None:
+        from run_bash.changes.coverage import covers
+
+        paths = list(spec.paths)
+        if spec.git:
+            paths = [project]
+        if spec.everything:
+            if writable is None:
+                return "its effect is only known at run time, and the run has no sandbox"
+            caches = set()
+            if self.grants is not None:
+                caches = {os.path.realpath(c) for c in self.grants(spec.cwd)[1]}
+            paths += [w for w in writable if w not in caches]
+        return covers(snap, project, paths, git=spec.git and not spec.everything)
+
+    def warm(self, cwd: str) -> None:
+        """Build the index of ``cwd``'s project on a worker (nothing is recorded)."""
+        if not self.recording or cwd in self._warming:
+            return
+        self._warming.add(cwd)
+        writable = self._writable(cwd)
+
+        def work() -> None:
+            from run_bash.changes import Token
+
+            try:
+                got = self.store.begin(f"warm-{os.getpid()}", cwd, writable=writable)
+                if isinstance(got, Token):
+                    self.store.abandon(got)
+            except Exception:
+                log.exception("building the undo index of %s failed", cwd)
+            finally:
+                self._warming.discard(cwd)
+
+        self._pool.submit(work)
 
     def finish_now(
         self,

@@ -33,7 +33,7 @@ from run_bash.config import (
     parse_config,
 )
 from run_bash.errors import ConfigError, RunBashError, UsageError
-from run_bash.gate import ANSWERS, Answer, Gate, Where, decide, lua_results
+from run_bash.gate import ANSWERS, REVERSIBLE, Answer, Gate, Undo, Where, decide, lua_results
 from run_bash.journal import Journal
 from run_bash.matching import compile_pattern
 from run_bash.results import RunResult, Wire, plain
@@ -118,6 +118,8 @@ class Service:
         self.config: Config = parse_config({})
         self.gate = Gate()
         self._held: dict[str, Answer] = {}  # session id -> the answer the user is asked about
+        # Runs started without asking because undo covers them, until their snapshot says so.
+        self._held_answers: dict[str, Answer] = {}
         self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
         self._temp_root = self.environ.get("RUN_BASH_TEMP_DIR") if state_dir is None else None
         self._mgr: SessionManager | None = None
@@ -163,6 +165,11 @@ class Service:
         if sid in self._lined:
             return
         self._lined.add(sid)
+        undoable = self._held_answers.pop(sid, None)
+        if undoable is not None:  # it started on undo's word: that was the decision
+            cwd = str(run.get("cwd") or undoable.cwd)
+            self._decision_line(undoable, cwd, "auto_undoable", session_id=sid)
+            self.journal.decided(sid)
         self.audit.run(run)
         self.journal.closed(sid)
 
@@ -184,7 +191,15 @@ class Service:
                 loop=self.loop,
                 home=self.environ.get("HOME"),
             )
+            self._changes.grants = self._grants
         return self._changes
+
+    def _grants(self, cwd: str) -> tuple[list[str], list[str]]:
+        """What a sandboxed run in ``cwd`` may write by the rules, and the verified caches."""
+        from run_bash.sandbox.policy import writable_grants
+
+        hidden = self._changes.private_paths() if self._changes is not None else []
+        return writable_grants(self.config, cwd, env=self.environ, hidden=hidden)
 
     @property
     def mgr(self) -> SessionManager:
@@ -198,7 +213,26 @@ class Service:
                 environ=self.environ,
                 changes=self.recorder,
             )
+            self._mgr.on_hold = self._on_hold
         return self._mgr
+
+    def _on_hold(self, s: Session) -> None:
+        """A run the gate let through because undo covered it, which the snapshot taken just
+        before it started says undo does not cover after all: it asks the user now."""
+        answer = self._held_answers.pop(s.id, None)
+        if answer is None:
+            return
+        why = s.hold or "undo does not cover it"
+        held = replace(
+            answer,
+            needs_approval=True,
+            undoable=False,
+            undo_why=f"undo cannot take it all back now: {why}",
+            cover=None,
+        )
+        self._held[s.id] = held
+        s.notices[:] = [n for n in s.notices if not n.startswith("ran without asking")]
+        self.emit("approve", {"id": s.id, "cwd": s.cwd, "answer": held.to_wire()})
 
     # -- configuration -------------------------------------------------------------------------------
 
@@ -318,8 +352,37 @@ class Service:
             results=lua_results(results, verdict["lua_calls"]),
             always=self.gate.is_always(source, cmd, where.sandboxed),
             source=source,
+            undo=self._undo_cover(verdict, cwd, where),
+            ask_reversible=self._ask_reversible(),
         )
         return replace(answer, cwd=cwd)
+
+    def _ask_reversible(self) -> bool:
+        """``pauselist.ask_reversible``, as the pause list reads it."""
+        from run_bash.checker import ask_reversible
+
+        return ask_reversible(self.config.pauselist)
+
+    def _undo_cover(self, verdict: Mapping[str, Any], cwd: str, where: Where) -> Undo | None:
+        """What the change store says about a verdict whose every reason is reversible (None
+        for any other: nothing to ask it)."""
+        hits = verdict.get("hits") or []
+        if not (verdict.get("pause") and verdict.get("effect") == REVERSIBLE and hits):
+            return None
+        if not where.sandboxed:
+            return None
+        from run_bash.run_changes import cover_spec
+
+        commands = [a for a in verdict.get("commands") or [] if isinstance(a, (list, tuple))]
+        spec = cover_spec(cwd, hits, self.environ.get("HOME"), commands)
+        cover = self.recorder.coverage(spec)
+        plain_spec = {
+            "cwd": spec.cwd,
+            "paths": list(spec.paths),
+            "git": spec.git,
+            "everything": spec.everything,
+        }
+        return Undo(cover.ok, cover.why, plain_spec)
 
     def _gate(self, cmd: str, opts: Mapping[str, Any]) -> Answer:
         """The answer for ``cmd`` under ``opts`` (check's and run's common options)."""
@@ -335,7 +398,15 @@ class Service:
         answer = self.gate.take(decision_id, cmd, skip)
         results = lua_results(opts.get("lua_results"), answer.lua_calls)
         if results is not None:
-            answer = self.gate.with_results(answer, results)
+            where = Where(answer.backend, answer.sandboxed, answer.unavailable)
+            verdict = {
+                "pause": answer.pause,
+                "effect": answer.effect,
+                "hits": answer.hits,
+                "commands": answer.commands,
+            }
+            undo = self._undo_cover(verdict, answer.cwd or os.getcwd(), where)
+            answer = self.gate.with_results(answer, results, undo, self._ask_reversible())
         if ask and not answer.ask:
             answer = replace(answer, ask=True, needs_approval=True, always=False)
         return answer
@@ -390,6 +461,16 @@ class Service:
             "wait_for": opts.get("wait_for"),
         }
         consent = approved or unsandboxed_ok
+        if answer.undoable and not consent:
+            from run_bash.run_changes import CoverSpec
+
+            cover = answer.cover or {}
+            kwargs["cover"] = CoverSpec(
+                str(cover.get("cwd") or opts.get("cwd") or ""),
+                tuple(cover.get("paths") or ()),
+                bool(cover.get("git")),
+                bool(cover.get("everything")),
+            )
         if answer.needs_approval and not consent:
             s = self.mgr.start(cmd, hold=True, **kwargs)
             self._held[s.id] = answer = replace(answer, cwd=s.cwd)
@@ -405,8 +486,17 @@ class Service:
         if consent:
             decided_by = ANSWERS[how]
         s = self.mgr.start(cmd, unsandboxed_ok=not answer.sandboxed, defer=True, **kwargs)
-        self._decision_line(answer, s.cwd, decided_by, session_id=s.id)
-        self._open(s)
+        if "cover" in kwargs:
+            # Its decision line waits: the snapshot before it starts may still make it ask.
+            self._held_answers[s.id] = replace(answer, cwd=s.cwd)
+            s.notices.append(
+                "ran without asking: every reason to pause is reversible and undo covers it "
+                f"(the user can take it back with :RunBashUndo {s.id})"
+            )
+            self._open(s, held=answer)
+        else:
+            self._decision_line(answer, s.cwd, decided_by, session_id=s.id)
+            self._open(s)
         return s.info().to_wire()
 
     @staticmethod

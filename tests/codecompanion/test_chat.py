@@ -483,3 +483,58 @@ def test_codecompanion_rules_files_reach_the_host(chat: Chat) -> None:
     )
     assert "TEAM.md" in text and ".cc.lua" in text, text
     assert not (work / "TEAM.md").exists() and not (work / ".cc.lua").exists()
+
+
+# -- effects, not text: what undo can take back does not ask -----------------------------------------
+
+
+def _project_with_junk(chat: Chat) -> Path:
+    work = Path(chat.ed.work)
+    (work / "package.json").write_text("{}\n")  # the working directory is a project
+    junk = work / "junk"
+    (junk / "sub").mkdir(parents=True)
+    (junk / "sub" / "f").write_text("keep me\n")
+    chat.round({"cmd": "true"})  # the project's index: built by a first run
+    return junk
+
+
+def test_a_reversible_command_undo_covers_runs_without_asking(chat: Chat) -> None:
+    chat.setup()
+    chat.require_sandbox()
+    junk = _project_with_junk(chat)
+    text = chat.round({"cmd": "rm -rf junk"})  # no key pressed: nothing may ask
+    assert text.startswith(f"Success.\n{NOTE}")
+    assert "ran without asking" in text and ":RunBashUndo " in text
+    assert "Changed files: D junk/ (1 file)" in text
+    assert not junk.exists()
+    assert chat.decisions()[-1] == ("rm -rf junk", "auto_undoable")
+    rid = text.split(":RunBashUndo ")[1].split(")")[0]
+    done = chat.ed.lua("local d, e = require('run_bash').undo(...); return d or e", rid)
+    assert done["removed"] == [] and "junk/sub/f" in done["restored"], done
+    assert (junk / "sub" / "f").read_text() == "keep me\n"
+
+
+def test_an_irreversible_command_still_asks_and_says_so(chat: Chat) -> None:
+    chat.setup()
+    chat.require_sandbox()
+    _project_with_junk(chat)
+    (cid,) = chat.submit({"cmd": "kill -9 999999; rm -rf junk"})
+    chat.wait_pending()
+    buf = chat.buffer()
+    assert "[irreversible]" in buf and "[reversible]" in buf
+    chat.press("g4")
+    chat.result(cid)
+    assert (Path(chat.ed.work) / "junk").exists()
+
+
+def test_ask_reversible_brings_the_question_back(chat: Chat) -> None:
+    chat.setup("{ pauselist = { ask_reversible = true } }")
+    chat.require_sandbox()
+    junk = _project_with_junk(chat)
+    (cid,) = chat.submit({"cmd": "rm -rf junk"})
+    chat.wait_pending()
+    assert "ask_reversible" in chat.buffer()
+    chat.press("g2")
+    chat.result(cid)
+    assert not junk.exists()
+    assert chat.decisions()[-1] == ("rm -rf junk", "user_accept")

@@ -397,3 +397,120 @@ def test_string_typed_consent_flags_are_refused_through_the_lua_api(editor, targ
         assert r["status"] == "failed" and f"`{name}` should be true or false" in r["error"]
     assert floats(editor) == [] and (target / "file").read_text() == "keep me"
     assert editor.lua("return require('run_bash').request('sessions')") == []
+
+
+# -- effects, not text: what undo can take back runs without asking ---------------------------------
+
+
+def project(editor) -> Path:
+    """A repository with a small build/ (ignored, within the undo budget) and a node_modules/
+    over it, its undo index built (a first run)."""
+    import subprocess
+
+    p = editor.work / "proj"
+    (p / "build" / "obj").mkdir(parents=True)
+    (p / "build" / "obj" / "a.o").write_bytes(b"\x7fELF object")
+    (p / "node_modules" / "pkg").mkdir(parents=True)
+    for i in range(20):
+        (p / "node_modules" / "pkg" / f"m{i}.js").write_text("x" * 1000)
+    (p / ".gitignore").write_text("build/\nnode_modules/\n")
+    (p / "src.txt").write_text("source\n")
+    subprocess.run(["git", "init", "-q", str(p)], check=True)
+    editor.run_sync({"cmd": "true", "cwd": str(p)})
+    return p
+
+
+def check(editor, cmd, cwd):
+    return editor.lua("return require('run_bash').check(...)", cmd, {"cwd": str(cwd)})
+
+
+@pytest.mark.parametrize("backend", ["sandlock", "bubblewrap"])
+def test_reversible_commands_that_undo_covers_do_not_ask(editor, backend):
+    from tests.integration.test_undo import available
+
+    if not available(backend):
+        pytest.skip(f"{backend} is not available here")
+    editor.lua(
+        "require('run_bash').setup(...)",
+        {"sandbox": {"backend": backend}, "undo": {"ignored_total": "8K"}},
+    )
+    p = project(editor)
+    a = check(editor, "rm -rf build", p)
+    assert a["needs_approval"] is False and a["undoable"] is True
+    assert [h["effect"] for h in a["hits"]] == ["reversible"]
+    # Irreversible: asks, and says which class.
+    b = check(editor, "git push --force origin main", p)
+    assert b["needs_approval"] is True and b["effect"] == "irreversible"
+    # Reversible, but undo does not keep what it names: asks, and says why.
+    c = check(editor, "rm -rf node_modules", p)
+    assert c["needs_approval"] is True and c["effect"] == "reversible"
+    assert "node_modules" in c["undo_why"] and "over undo.ignored_total" in c["undo_why"]
+    d = check(editor, "rm -rf /tmp/elsewhere", p)
+    assert d["needs_approval"] is True and "outside the project" in d["undo_why"]
+    # A line that can make a target name something else first (a symlink, content moved into
+    # it): only when everything the run can write is covered, which .git never is.
+    for line in ("ln -s .git x; rm -rf x/*", "mv .git/objects build/; rm -rf build"):
+        e = check(editor, line, p)
+        assert e["needs_approval"] is True and ".git" in e["undo_why"], (line, e)
+    # Run it: no window, the result says so and how to undo, and undo brings build/ back.
+    r = editor.run_sync({"cmd": "rm -rf build", "cwd": str(p)})
+    assert floats(editor) == []
+    assert r["exit_code"] == 0 and not (p / "build").exists()
+    assert any("ran without asking" in n for n in r["notices"])
+    assert r["changes"]["undo"] == f":RunBashUndo {r['id']}"
+    done = editor.lua("local d, e = require('run_bash').undo(...); return d or e", r["id"])
+    assert done["restored"] == ["build", "build/obj", "build/obj/a.o"], done
+    assert (p / "build" / "obj" / "a.o").read_bytes() == b"\x7fELF object"
+
+
+def test_the_opt_out_asks_again_and_the_window_shows_each_class(editor):
+    from tests.integration.test_undo import first_available
+
+    backend = first_available()
+    if backend == "none":
+        pytest.skip("no confining backend here")
+    editor.lua(
+        "require('run_bash').setup(...)",
+        {"sandbox": {"backend": backend}, "pauselist": {"ask_reversible": True}},
+    )
+    p = project(editor)
+    a = check(editor, "rm -rf build", p)
+    assert a["needs_approval"] is True and "ask_reversible" in a["undo_why"]
+    editor.nvim.command(f"cd {p}")
+    editor.nvim.command("RunBash kill -9 999999; rm -rf build")
+    text = wait_for(lambda: floats(editor))[0]
+    assert "2 reasons to pause" in text
+    assert "[irreversible]" in text and "[reversible]" in text
+    editor.nvim.input("q")
+    wait_for(lambda: floats(editor) == [])
+    assert (p / "build").exists()
+
+
+def test_what_changed_between_the_answer_and_the_start_asks_after_all(editor):
+    """The gate's answer is checked again on the snapshot taken just before the run starts: a
+    big file appearing under the target in between makes the run wait for the user."""
+    from tests.integration.test_undo import first_available
+
+    backend = first_available()
+    if backend == "none":
+        pytest.skip("no confining backend here")
+    editor.lua(
+        "require('run_bash').setup(...)",
+        {"sandbox": {"backend": backend}, "undo": {"ignored_file_max": "4K"}},
+    )
+    p = project(editor)
+    a = check(editor, "rm -rf build", p)
+    assert a["needs_approval"] is False
+    # build/ is ignored: a file in it over undo.ignored_file_max is one undo cannot keep.
+    (p / "build" / "huge.bin").write_bytes(os.urandom(10_000))
+    editor.lua(
+        "_G.__res = nil; require('run_bash').run({ cmd = 'rm -rf build', cwd = ..., "
+        "decision_id = select(2, ...) }, function(r) _G.__res = r end)",
+        str(p),
+        a["decision_id"],
+    )
+    text = wait_for(lambda: floats(editor))[0]
+    assert "undo cannot take it all back now" in text and "huge.bin" in text
+    editor.nvim.input("q")
+    wait_for(lambda: editor.lua("return _G.__res"))
+    assert (p / "build" / "huge.bin").exists()

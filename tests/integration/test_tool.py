@@ -393,6 +393,31 @@ def test_real_checker_decisions_in_the_sandbox(tool: Tool) -> None:
     assert gate == [False, True, True, False, False]
 
 
+def test_the_tool_asks_only_about_what_undo_cannot_take_back(tool: Tool) -> None:
+    """Effects, not text: in a project whose undo covers `build/`, the tool does not ask before
+    `rm -rf build`; it asks before a signal, a mix of both, and again with the opt-out."""
+    if not tool.sandboxed():
+        pytest.skip("the default sandbox backend is not available here")
+    work = tool.ed.work
+    (work / "package.json").write_text("{}\n")
+    (work / "build").mkdir()
+    (work / "build" / "out.js").write_text("built\n")
+    tool.ed.run_sync({"cmd": "true", "cwd": str(work)})  # the project's undo index
+    ask = """
+        local t = require('run_bash.tool')
+        local out = {}
+        for _, cmd in ipairs(...) do
+          table.insert(out, t.needs_approval({ args = { cmd = cmd } }, {}))
+        end
+        return out
+        """
+    cmds = ["rm -rf build", "kill -9 999999", "rm -rf build; kill -9 999999"]
+    assert tool.ed.lua(ask, cmds) == [False, True, True]
+    tool.setup(lua="{ pauselist = { ask_reversible = true } }")
+    tool.ed.run_sync({"cmd": "true", "cwd": str(work)})
+    assert tool.ed.lua(ask, cmds) == [True, True, True]
+
+
 def test_lua_function_pause_rule_is_honoured(tool: Tool) -> None:
     if not tool.sandboxed():
         pytest.skip("the default sandbox backend is not available here")
@@ -731,6 +756,11 @@ def test_the_change_set_line_follows_the_output(tool: Tool) -> None:
 
 
 def test_an_agent_run_reports_what_it_changed_unless_undo_is_off(nosandbox: Tool) -> None:
+    # Outside a project nothing is recorded, and the agent is not told (there is nothing there
+    # to protect); the result's `changes` says why.
+    rec = nosandbox.call({"cmd": "echo loose > loose.txt"})
+    assert rec["llm"] == "Success.\nOutput:\n\n(no output)"
+    (nosandbox.ed.work / "package.json").write_text("{}\n")  # the working directory: a project
     rec = nosandbox.call({"cmd": "echo made > made.txt"})
     assert rec["llm"].startswith("Success.\n")
     assert rec["llm"].endswith("Output:\n\n(no output)\n\nChanged files: A made.txt"), rec["llm"]

@@ -23,7 +23,7 @@ from tests.unit.changes_util import (
 
 pytestmark = pytest.mark.nvim
 
-IGNORED = ("build", "run.log")  # ignored by the test repository's .gitignore: not covered
+IGNORED = ()  # the test repository's ignored files (build/, run.log) are small: covered too
 
 
 def available(name: str) -> bool:
@@ -137,21 +137,31 @@ def test_a_non_git_project(ed, tmp_path, backend):
     use(ed, backend)
     proj = tmp_path / "plain"
     proj.mkdir()
+    (proj / "package.json").write_text("{}\n")  # a project file makes it a project
     sh("mkdir -p a/b emptydir && echo 1 > a/b/c && echo 2 > top && chmod +x top", proj)
     undone_byte_exact(ed, proj, "rm -rf a emptydir && echo 3 >> top && mkdir new && echo n > new/f")
 
 
 @pytest.mark.parametrize("backend", CONFINING_BACKENDS)
-def test_git_clean_fdx_reports_ignored_files_as_not_recovered(ed, tmp_path, backend):
-    use(ed, backend)
+def test_git_clean_fdx_brings_back_ignored_files_within_the_budget(ed, tmp_path, backend):
+    use(ed, backend, ignored_total="16K")
     proj = repo(tmp_path)
-    r, done = undone_byte_exact(ed, proj, "git clean -q -fdx")
+    sh(
+        "echo node_modules/ >> .gitignore && mkdir -p node_modules/pkg && "
+        "for i in $(seq 1 40); do head -c 1024 /dev/zero > node_modules/pkg/f$i; done",
+        proj,
+    )
+    before = tree_hash(proj, skip=("node_modules",))
+    r = run(ed, "git clean -q -fdx", proj)
     summary = r["changes"]["summary"]
-    assert "not recovered: " in summary and "build/ (ignored)" in summary, summary
-    assert "run.log (ignored)" in summary
-    lost = {x["path"] for x in done["not_recovered"]}
-    assert {"build", "run.log"} <= lost
-    assert not (proj / "build").exists() and not (proj / "run.log").exists()
+    assert "D build/ (1 file)" in summary and "D run.log" in summary, summary
+    # Over the budget: named, with its size, as not recoverable.
+    assert "not recovered: node_modules/ (ignored, 40 KiB, over undo.ignored_total)" in summary
+    done = undo(ed, r["id"])
+    assert done["errors"] == [] and done["conflicts"] == [], done
+    assert [x["path"] for x in done["not_recovered"]] == ["node_modules"]
+    assert tree_hash(proj, skip=("node_modules",)) == before
+    assert not (proj / "node_modules").exists()
 
 
 def test_changes_is_a_diff_buffer_and_the_undo_float_restores_on_confirm(ed, tmp_path):
@@ -298,3 +308,98 @@ def test_undo_after_neovim_restarts(tmp_path):
             done = undo(second, rid)
     assert sorted(done["removed"]) == ["n.txt"]
     assert tree_hash(proj, skip=IGNORED) == before
+
+
+def test_an_unsaved_buffer_is_not_written_over_the_undo(ed, tmp_path):
+    """Undo under a buffer with unsaved changes: it warns, names the buffer, and a plain :w is
+    refused (it would write the run's content back); :w! writes it; an unmodified buffer of
+    another restored file is reloaded (the control)."""
+    use(ed, first_available())
+    proj = repo(tmp_path)
+    app, mod = proj / "src" / "app.py", proj / "src" / "pkg" / "mod.py"
+    r = run(ed, "echo by-run >> src/app.py && echo by-run >> src/pkg/mod.py", proj)
+    ed.nvim.command(f"edit {mod}")
+    mod_buf = ed.nvim.current.buffer.number
+    ed.nvim.command(f"edit {app}")
+    ed.nvim.current.buffer.append("typed by the user")  # unsaved, on top of the run's content
+    assert ed.lua("return vim.bo.modified")
+    ed.nvim.command(f"RunBashUndo {r['id']}")
+    wait_for(lambda: float_lines(ed))
+    ed.nvim.input("a")
+    msg = wait_for(
+        lambda: [m for m in ed.lua("return _G.__msgs") if f"undid run {r['id']}" in m[0]]
+    )
+    assert "1 buffer(s) with unsaved changes were not reloaded" in msg[-1][0], msg
+    assert "src/app.py" in msg[-1][0]
+    assert app.read_text() == "print(1)\nchanged\n"  # restored on disk
+    err = ed.lua("local ok, e = pcall(vim.cmd, 'write'); return ok and '' or tostring(e)")
+    assert ":RunBashUndo restored this file" in err
+    assert app.read_text() == "print(1)\nchanged\n"  # :w refused: the undo stands
+    ed.nvim.command("write!")
+    assert app.read_text().endswith("typed by the user\n")  # :w! writes the buffer anyway
+    assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", mod_buf) == ["x = 1"]
+    ed.nvim.command("bwipeout! " + str(mod_buf))
+    ed.nvim.command("enew!")
+
+
+def test_the_message_after_undo_lists_what_was_not_recovered(ed, tmp_path):
+    use(ed, first_available(), ignored_total="1K")
+    proj = repo(tmp_path)
+    sh("head -c 3000 /dev/zero > big.log", proj)
+    r = run(ed, "rm -f big.log && echo x >> notes.md", proj)
+    ed.nvim.command(f"RunBashUndo {r['id']}")
+    wait_for(lambda: float_lines(ed))
+    ed.nvim.input("a")
+    msg = wait_for(
+        lambda: [m for m in ed.lua("return _G.__msgs") if f"undid run {r['id']}" in m[0]]
+    )
+    text = msg[-1][0]
+    assert "not recovered: big.log (not recovered: ignored, 2.9 KiB, over undo.ignored_total)" in (
+        text
+    ), text
+
+
+def test_the_changes_buffer_is_named_as_the_help_says(ed, tmp_path):
+    use(ed, first_available())
+    proj = repo(tmp_path)
+    r = run(ed, "echo x >> notes.md", proj)
+    ed.nvim.command(f"RunBash echo {r['id']}")  # an output buffer run_bash://<id2> meanwhile
+    ed.nvim.command(f"RunBashChanges {r['id']}")
+    name = f"run_bash://{r['id']}/changes"
+    buf = wait_for(lambda: ed.lua("return vim.b.run_bash_run and vim.api.nvim_get_current_buf()"))
+    assert ed.lua("return vim.fn.bufname(...)", buf) == name
+    assert ed.lua("return vim.bo[...].filetype", buf) == "diff"
+    ed.nvim.command("close")
+
+
+@pytest.mark.parametrize("backend", CONFINING_BACKENDS)
+def test_gitignore_exposure_never_deletes_secrets_env(ed, tmp_path, backend):
+    """The issue's case through the host: a run drops `secrets/` from .gitignore; undo must not
+    delete secrets/.env (whether undo kept it within the budget or not)."""
+    use(ed, backend, ignored_total=0)  # secrets/ not kept: the dangerous case
+    proj = repo(tmp_path)
+    sh("mkdir secrets && echo TOKEN=s3cret > secrets/.env && echo secrets/ >> .gitignore", proj)
+    r = run(ed, "sed -i '/secrets/d' .gitignore && echo more >> notes.md", proj)
+    assert sorted(r["changes"]["paths"]) == ["M .gitignore", "M notes.md"], r["changes"]
+    done = undo(ed, r["id"])
+    assert done["errors"] == [] and done["removed"] == []
+    assert (proj / "secrets" / ".env").read_text() == "TOKEN=s3cret\n"
+    assert "secrets/" in (proj / ".gitignore").read_text()
+
+
+@pytest.mark.parametrize("backend", CONFINING_BACKENDS)
+def test_a_write_through_a_shared_mapping_is_in_the_runs_change_set(ed, tmp_path, backend):
+    """inotify has no event for a write through a shared mmap, but reports the file when the
+    mapping goes, which is before the run's end: the change set has it at once."""
+    use(ed, backend)
+    proj = repo(tmp_path)
+    code = (
+        "import mmap, os; fd = os.open('src/app.py', os.O_RDWR); m = mmap.mmap(fd, 0); "
+        "os.close(fd); m[0:5] = b'PRINT'; os._exit(0)"
+    )
+    r = run(ed, f'python3 -c "{code}"', proj)
+    assert r["exit_code"] == 0, r["output"]
+    assert (proj / "src" / "app.py").read_text().startswith("PRINT")
+    assert r["changes"]["paths"] == ["M src/app.py"], r["changes"]
+    undo(ed, r["id"])
+    assert (proj / "src" / "app.py").read_text() == "print(1)\nchanged\n"

@@ -53,6 +53,7 @@ def proj(tmp_path) -> Path:
     (p / "src").mkdir(parents=True)
     (p / "src" / "app.py").write_text("print('hi')\n")
     (p / "notes.md").write_text("notes\n")
+    (p / "Makefile").write_text("all:\n")
     return p
 
 
@@ -116,7 +117,8 @@ async def test_a_run_in_home_is_not_recorded_and_says_so(svc):
     assert r["changes"] == {
         "not_recorded": "the project would be your home directory (run in a project directory)"
     }
-    assert any(n.startswith("changes not recorded: the project would be") for n in r["notices"])
+    # No news for the agent (there is nothing to protect there): no note in its result.
+    assert not any("changes not recorded" in n for n in r["notices"])
     [line] = audit_lines(svc, "run")
     assert line["changes"]["not_recorded"].startswith("the project would be your home")
 
@@ -189,6 +191,13 @@ class _Run:
     notices: list = dataclasses.field(default_factory=list)
     changes: dict | None = None
     change_token: object = None
+    cover: object = None
+    hold: str | None = None
+    backend: object = dataclasses.field(default_factory=lambda: _NoSandbox())
+
+
+class _NoSandbox:
+    isolates = False
 
 
 async def test_host_shutdown_forgets_a_run_snapshotted_but_never_started(svc, proj):

@@ -5,60 +5,70 @@ call may walk the project and read files that a sandboxed command controls.
 
 How it works
 ------------
-``ChangeStore.begin(run_id, cwd)`` snapshots the run's project before the command starts;
-``finish(token)`` snapshots it again when the run is over and keeps the difference, the run's
-*change set*. A snapshot is one walk of the project (snapshot.py): every path's type, mode and
-stat, and for covered files their content, stored once by SHA-256 in pack files (objects.py).
-The previous snapshot is the stat cache of the next walk, so only files whose (mode, size,
-mtime, ctime, inode) changed are read again. inotify (watch.py) makes the common case cheap:
-``begin`` skips its walk when nothing happened since the last one, and ``finish`` lists again
-only the directories with events (a full walk when a directory or a ``.gitignore`` was created,
-removed or moved, or events were lost). Such a quick end is then checked by a full walk on a
-thread of the store, shortly after (or by the next ``begin``, ``get`` or ``undo`` of that
-project if it comes first): what inotify cannot report, a write through a shared ``mmap``, is
-added to that run's change set ("some changes were found by the full check after the run"),
-except in directories that changed again after the run ended (those changes are not the run's).
-``quick_finish=False`` makes every ``finish`` a full walk.
+``ChangeStore.begin(run_id, cwd)`` records the run's project before the command starts;
+``finish(token)`` records it again when the run is over and keeps the difference, the run's
+*change set*. A snapshot (snapshot.py, walk.py) holds every path's type, mode and stat, and for
+covered files their content, stored once by SHA-256 in pack files (objects.py). Each project has
+an index in memory: its latest snapshot plus an inotify watcher (watch.py) on every directory
+walked. A start and an end list again only the directories with events (a new directory is
+walked whole), so a run that changes nothing reads nothing; the previous snapshot is the stat
+cache, so only files whose (mode, size, mtime, ctime, inode) changed are read again. The whole
+project is walked when the watcher cannot vouch (the first run of a host in a project, an event
+overflow, a file system where changes can come from elsewhere: ``project.trusted_fs``), and by a
+start after a run changed an ignore file (it classifies again).
 
-``undo(run_id)`` puts back, path by path, the state the run started from: modified and deleted
-files byte-exact with their permission bits, symlinks with their target, directories the run
-removed (empty ones too) with their mode; it removes what the run added. A path that changed
-again since the run ended is a conflict, left alone unless forced. The undo is a run of its own
-(begin, apply, finish), so it has a change set and can be undone.
+What inotify cannot see: a write through a shared ``mmap`` is reported when the mapping goes
+(``IN_CLOSE_WRITE`` on the last reference), and every process of a run is gone before its
+``finish``; a write through a hard link whose other name is outside the watched directories, or
+by a process outside run_bash that keeps a writable shared mapping, is not. A full walk checks
+each quick end once the project has been quiet for ``CHECK_DELAY_S`` (on the store's own thread,
+stopped at the next directory by a run that wants the project): what it finds is added to that
+run's change set ("some changes were found by the full check after the run") unless a run
+started since or the directory changed again after the run ended. Undo itself never trusts the
+index: it compares each path with what the run left before it touches it.
 
 Why not git plumbing ("ghost snapshots": a private GIT_DIR and GIT_INDEX_FILE with the project as
 work tree)? Measured on the same 5,000-file / 50 MB project (bench/bench_changes.py), it was
-slower: its first snapshot alone took 1.2-5 s against 0.6-1.4 s for this store's begin+finish
-(one loose object per file, and creating a file costs 0.65 ms on the test machine's file
-system), and ``git add -A`` + ``write-tree`` at both ends of a warm run cost 47-135 ms against
-this store's full-walk end alone (33-85 ms), let alone its quick end (2-18 ms). It also cannot
-do the job alone: git keeps
-only 644/755 modes and no empty directories (a side walk would be needed anyway), and a host
-git reading a tree that a sandboxed command is changing can be made to open a FIFO (and hang)
-or follow a directory swapped for a symlink between its lstat and its open. This store needs no
-git at all: no hooks, filters, attributes, fsmonitor or config can apply, because nothing runs.
+slower: its first snapshot alone took 1.2-5 s against 0.5-0.8 s for this store's begin+finish,
+and ``git add -A`` + ``write-tree`` at both ends of a warm run cost 47-135 ms against 2-3 ms here.
+It also cannot do the job alone: git keeps only 644/755 modes and no empty directories, and a
+host git reading a tree that a sandboxed command is changing can be made to open a FIFO (and
+hang) or follow a directory swapped for a symlink between its lstat and its open. This store
+needs no git at all: no hooks, filters, attributes, fsmonitor or config can apply.
+
+Why not staged runs (an overlay whose upper layer is the change set)? Unprivileged overlayfs
+refuses ``rename(2)`` of a directory from the lower layer (EXDEV: ``git mv src lib`` fails), and
+a background session's writes would be invisible to the runs after it until merged; the index
+gives the same cost without changing what a command sees.
+
+``undo(run_id)`` puts back, path by path, the state the run started from (undoing.py, restore.py):
+modified and deleted files byte-exact with their permission bits, symlinks with their target,
+directories the run removed (empty ones too) with their mode; it removes what the run added.
+It never deletes or overwrites bytes the store does not hold (see below). A path that changed
+again since the run ended is a conflict, left alone unless forced. The undo is a run of its own
+(begin, apply, finish), so it has a change set and can be undone.
 
 What is covered
 ---------------
-The project is the git top level of the run's cwd (nearest ancestor with ``.git``), else the
-cwd; never ``/``, ``$HOME`` or a directory that contains ``$HOME`` (then "changes not recorded:
-the project would be your home directory"). When the git top level is ``$HOME`` itself (a
-dotfiles repository), the cwd alone is the project. Covered: regular files up to
-``max_file_size`` (content and permission bits), symlinks (target), directories (mode; empty
-ones too), in the project and in nested repositories inside it (their work trees are covered
-like the rest, each with its own ignore rules, as git applies them).
+The project (project.py) is the git top level of the run's cwd, else the nearest directory with
+a project file (``MARKERS``) that the user can write; never ``/``, ``$HOME`` or a directory that
+contains ``$HOME``; elsewhere nothing is recorded. Only the part the run's sandbox may write is
+walked (its *scope*). Covered: regular files up to ``max_file_size`` (content and permission
+bits), symlinks (target), directories (mode; empty ones too), in the project and in nested
+repositories (each with its own ignore rules, as git applies them). Ignored paths (``.gitignore``
+files and ``.git/info/exclude``; not the user's global excludes) are covered within a budget:
+each ignored file up to ``ignored_file_max``, ``ignored_total`` bytes of ignored content per
+project, an ignored directory whole or not at all (walk.py decides new ones in path order).
+A run's end classifies with the ignore rules from its start, and never enters a directory its
+start did not enter: a run cannot change what undo covers.
 
 What is not, and why (each is listed in the change set, never silently dropped)
 -------------------------------------------------------------------------------
-- Paths ignored by the project's ``.gitignore`` files and ``.git/info/exclude``: "not tracked:
-  build/ (ignored)" when they change, "not recovered" when the run deleted them. An ignored
-  directory is not entered (its own stat is compared). The user's global ``core.excludesFile``
-  is deliberately not used: coverage then depends only on the project, and what it lists (editor
-  files, often ``.env``) is better kept than lost. Ignore rules never uncover a path already
-  covered (as in git, where ignore rules do not apply to tracked files): a command cannot hide
-  its changes by editing ``.gitignore``.
-- Files over ``max_file_size`` (default 10 MiB): listed, content not kept; an added one is
-  removed by undo when unchanged since the run.
+- Ignored content beyond the budget: "not recovered: node_modules/ (ignored, 312 MB, over
+  undo.ignored_total)". An ignored directory not covered is not entered (its own stat is
+  compared).
+- Files over ``max_file_size`` (default 10 MiB): listed, content not kept.
+- Unreadable files and directories, files that keep changing while read: compared by stat.
 - FIFOs, sockets and devices: listed from ``lstat`` alone, never opened (so never blocking).
 - ``.git`` itself (refs, index, objects of the user's repository): never read for content, never
   written; "not tracked: .git/ (repository data)" when it changed. Undo of ``git commit`` or
@@ -69,6 +79,12 @@ What is not, and why (each is listed in the change set, never silently dropped)
 - Owners, timestamps, extended attributes, ACLs and hard links are not restored (a restored file
   is a new file, owned by the user, with the current time: build tools see it as changed).
   Setuid/setgid bits on files are kept.
+
+Undo never deletes or overwrites bytes it does not hold: a path that existed before the run and
+whose content was not kept is "left in place" (or "not recovered" when the run deleted it); a
+path the run created whose content was not kept is removed only when it is a file born during
+the run (``statx`` birth time) and unchanged since; a file is renamed aside and checked there
+before it is removed or replaced, and put back if it changed.
 
 Safety
 ------

@@ -97,11 +97,18 @@ class Change:
         return "mode" if b[KIND] == "d" else "content"
 
     def reason(self, e: Entry) -> str:
+        """Why the content of ``e`` is not kept, e.g. "ignored, 312 MB, over
+        undo.ignored_total"."""
         k = e[KIND]
         if k == "b":
             return f"over {human_size(self.max_file_size)}" if self.max_file_size else "too large"
         if k == "u":
             return str(e[DATA] or "unreadable")
+        if k == "i":
+            size = e[SIZE]
+            shown = f"more than {human_size(-size)}" if size < 0 else human_size(size)
+            why = f", {e[DATA]}" if e[DATA] else ""
+            return f"ignored, {shown}{why}"
         return REASONS.get(k, k)
 
     @property
@@ -141,6 +148,7 @@ class ChangeSet:
     max_file_size: int = 0
     seq: int = 0
     label: str | None = None  # what ran (the command), for lists and headers
+    scope: tuple[str, ...] = ("",)  # the directories walked (see Snapshot.scope)
 
     def __post_init__(self) -> None:
         for ch in self.changes:
@@ -161,6 +169,7 @@ class ChangeSet:
             "label": self.label,
             "note": self.note,
             "max_file_size": self.max_file_size,
+            "scope": list(self.scope),
             "changes": [
                 [c.path, entry_to_json(c.before), entry_to_json(c.after)] for c in self.changes
             ],
@@ -182,6 +191,7 @@ class ChangeSet:
             note=d.get("note"),
             max_file_size=int(d.get("max_file_size") or 0),
             seq=int(d.get("seq") or 0),
+            scope=tuple(str(x) for x in d.get("scope") or [""]),
         )
 
     # -- views -----------------------------------------------------------------------------------

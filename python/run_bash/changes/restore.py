@@ -15,13 +15,28 @@ import os
 import stat
 
 from .objects import digest
-from .snapshot import DIR_FLAGS, Entry, _stat_entry, open_regular
+from .snapshot import DIR_FLAGS, KIND, Entry, _stat_entry, open_regular, same_state, stat_key
 
 TEMP_PREFIX = ".run_bash-undo-"
 
 
 class Unsafe(Exception):
     """The path cannot be reached without leaving the project or following a symlink."""
+
+
+class Changed(Exception):
+    """The path is no longer what undo checked: it was left as it is."""
+
+
+def _matches(now: Entry | None, expect: Entry) -> bool:
+    """Whether a file renamed aside is still ``expect``: by content when both keep it, else by
+    inode, size, mode and mtime (a rename changes the ctime)."""
+    if now is None:
+        return False
+    if now[KIND] in "fl" and expect[KIND] == now[KIND]:
+        return same_state(now, expect)
+    a, b = stat_key(now), stat_key(expect)
+    return (a[0], a[1], a[2], a[4]) == (b[0], b[1], b[2], b[4])
 
 
 class Tree:
@@ -94,7 +109,10 @@ class Tree:
                 return _stat_entry("s", st)
             if st.st_size > self.max_file_size:
                 return _stat_entry("b", st)
-            got = open_regular(pfd, name)
+            try:
+                got = open_regular(pfd, name)
+            except PermissionError as err:
+                return _stat_entry("u", st, f"unreadable ({err.strerror})")
             if got is None:
                 return _stat_entry("u", st, "changing while read")
             fd, fst = got
@@ -107,25 +125,72 @@ class Tree:
         finally:
             os.close(pfd)
 
-    def remove(self, path: str) -> None:
-        """Remove a file, symlink, special file or empty directory (never a directory's content)."""
+    def remove(self, path: str, expect: Entry | None = None) -> None:
+        """Remove a file, symlink, special file or empty directory (never a directory's content).
+
+        With ``expect``, a file is removed only if it is still that: it is renamed aside first
+        and checked there, so nothing written to it after the check can be lost; otherwise it
+        is put back and Changed is raised."""
         pfd, name = self._parent(path)
         try:
             st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
                 os.rmdir(name, dir_fd=pfd)
-            else:
+            elif expect is None:
                 os.unlink(name, dir_fd=pfd)
+            else:
+                os.unlink(self._aside(pfd, name, expect), dir_fd=pfd)
         finally:
             os.close(pfd)
 
-    def write_file(self, path: str, data: bytes, mode: int) -> None:
-        pfd, name = self._parent(path, create=True)
+    def _aside(self, pfd: int, name: str, expect: Entry) -> str:
+        """Rename ``name`` to a temp name and check it is ``expect`` there; the temp name, or
+        Changed (after renaming it back)."""
+        tmp = _temp_name(pfd)
+        os.rename(name, tmp, src_dir_fd=pfd, dst_dir_fd=pfd)
+        if _matches(self._entry_at(pfd, tmp), expect):
+            return tmp
+        with contextlib.suppress(OSError):  # a new file took the name meanwhile: keep both
+            os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+        raise Changed(f"{name} changed while it was being undone")
+
+    def _entry_at(self, pfd: int, name: str) -> Entry | None:
         try:
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        fmt = stat.S_IFMT(st.st_mode)
+        if fmt == stat.S_IFLNK:
+            return _stat_entry("l", st, os.readlink(name, dir_fd=pfd))
+        if fmt != stat.S_IFREG or st.st_size > self.max_file_size:
+            return _stat_entry("s" if fmt != stat.S_IFREG else "b", st)
+        try:
+            got = open_regular(pfd, name)
+        except PermissionError:
+            return _stat_entry("u", st)
+        if got is None:
+            return _stat_entry("u", st)
+        fd, fst = got
+        try:
+            data = os.read(fd, fst.st_size + 1)
+        finally:
+            os.close(fd)
+        return ("f", stat.S_IMODE(fst.st_mode), len(data), fst.st_mtime_ns, fst.st_ctime_ns,
+                fst.st_ino, digest(data), False)  # fmt: skip
+
+    def write_file(self, path: str, data: bytes, mode: int, expect: Entry | None = None) -> None:
+        """Write ``path`` (through a temp file renamed into place). With ``expect``, a file now
+        at ``path`` is replaced only if it is still that (see ``remove``)."""
+        pfd, name = self._parent(path, create=True)
+        aside = None
+        try:
+            if expect is not None and expect[KIND] != "d":
+                with contextlib.suppress(FileNotFoundError):
+                    aside = self._aside(pfd, name, expect)
             tmp = _temp_name(pfd)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o600, dir_fd=pfd)  # fmt: skip
             try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600, dir_fd=pfd)  # fmt: skip
                 try:
                     view = memoryview(data)
                     while view:
@@ -137,7 +202,14 @@ class Tree:
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=pfd)
+                if aside is not None:
+                    with contextlib.suppress(OSError):
+                        os.rename(aside, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                    aside = None
                 raise
+            if aside is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(aside, dir_fd=pfd)
         finally:
             os.close(pfd)
 

@@ -1,35 +1,32 @@
-"""One walk of a project: what every path is, and the content of what is covered.
+"""What a project is at one moment: every path's type, mode and stat, and which content is kept.
 
-Safety: the walk opens each directory relative to its parent's fd with ``O_NOFOLLOW``, so a
-directory the command swapped for a symlink is never entered; regular files are opened with
-``O_NONBLOCK|O_NOFOLLOW|O_NOCTTY`` and checked with ``fstat`` before a byte is read; FIFOs,
-sockets and devices are listed from ``lstat`` alone and never opened. Nothing here writes into the
-project.
+The walk that builds a snapshot is in walk.py; this module holds the data, how two snapshots are
+compared (``same_state``, ``diff``) and how a partial walk is put into a whole one (``merge``),
+plus the safe file access both the walk and undo use.
 
-Incremental: a previous snapshot acts as the stat cache. A file whose (mode, size, mtime, ctime,
-inode) are unchanged keeps its recorded hash without being read, unless its times fell within
-``RACY_NS`` of the walk that recorded it (a second write in the same timestamp tick could then
-hide; such "racy" files are read again, like git's racy-index rule).
+Safety: directories are opened relative to their parent's fd with ``O_NOFOLLOW``, so a directory
+swapped for a symlink is never entered; regular files are resolved with ``O_PATH|O_NOFOLLOW`` and
+checked with ``fstat`` before a byte is read; FIFOs, sockets and devices are never opened.
 """
 
 from __future__ import annotations
 
-import contextlib
+import ctypes
 import os
 import stat
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .ignore import Rules, Source, parse
-from .objects import PackWriter
-
-# Entry = (kind, mode, size, mtime_ns, ctime_ns, ino, data, racy)
-#   kind "f" file (data: sha256 hex), "l" symlink (data: target), "d" directory,
-#   not covered (no content kept, compared by stat): "i" ignored, "b" over the size cap,
-#   "s" FIFO/socket/device, "u" unreadable or changing while read (data: why), "g" a .git entry,
-#   "c" over the file-count cap.
+# Entry = (kind, mode, size, mtime_ns, ctime_ns, ino, data, flag)
+#   Kept content ("covered"): "f" file (data: sha256 hex of the content kept in the store),
+#   "l" symlink (data: target), "d" directory (its entries are listed too).
+#   Not covered, compared by stat alone: "i" ignored beyond the budget (data: why; a directory's
+#   size is its tree's, negative when only a lower bound is known), "b" over ``max_file_size``,
+#   "s" FIFO/socket/device, "u" unreadable or changing while read (data: why), "g" a ``.git``
+#   entry, "c" over the file-count cap.
+#   ``flag``: for "f", the entry is racy (its times fell within RACY_NS of the walk: read again
+#   next time); for the kinds that keep no content, the file was created during the run that
+#   recorded it (undo may remove it: nothing that existed before is in it).
 # A plain tuple, not a NamedTuple: marshal (the snapshot's storage format) only writes exact
 # builtin types.
 Entry = tuple[str, int, int, int, int, int, str | None, bool]
@@ -42,7 +39,10 @@ CTIME: Final = 4
 INO: Final = 5
 DATA: Final = 6
 RACY: Final = 7
+BORN: Final = 7
 CONTENT_KINDS = frozenset("fld")
+# Kinds whose entries undo can remove when a run created them (no bytes from before are in them).
+FILE_KINDS = frozenset("fbsu")
 
 RACY_NS = 2_000_000_000  # covers coarse timestamp ticks up to 2 s (FAT, some network fs)
 IGNORE_FILE_MAX = 1 << 20  # bytes of a .gitignore or info/exclude that are read
@@ -50,6 +50,9 @@ IGNORE_FILE_MAX = 1 << 20  # bytes of a .gitignore or info/exclude that are read
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+IgnoreFile = bytes  # the content of an ignore file (``Snapshot.bytes`` shadows the name there)
 
 
 class TooManyFiles(Exception):
@@ -64,6 +67,19 @@ class Snapshot:
 
     Immutable once built: a later walk shares the child dicts of directories it found unchanged
     (so ``diff`` skips them by identity) and never edits them in place.
+
+    Besides the entries: ``gitignore`` and ``exclude`` are the ignore files the walk classified
+    paths with (by directory; ``exclude`` by the work tree of the repository whose
+    ``.git/info/exclude`` it is), so the walk at the end of a run classifies new paths with the
+    rules from before it. ``ign`` maps each ignored root (the topmost ignored path) to the bytes
+    of its tree; ``ign_used`` counts the bytes of ignored files whose content is kept (the
+    ``undo.ignored_total`` budget). ``holes`` names the directories holding entries whose content
+    is not kept, with their kinds (what the approval gate asks about). ``rules_stale``: a run
+    changed an ignore file, so the next start classifies again. ``limits`` are the
+    (max_file_size, ignored_file_max, ignored_total) the decisions were made under. ``scope``:
+    the directories walked (project-relative; ``("",)`` is the whole project), the part of the
+    project the runs could write. ``links``: files with more than one name, by inode (a write
+    through one name changes the others, and inotify reports only the name written through).
     """
 
     dirs: dict[str, dict[str, Entry]]
@@ -72,11 +88,33 @@ class Snapshot:
     nested: list[str] = field(default_factory=list)
     taken_ns: int = 0
     blob_bytes_added: int = 0
+    gitignore: dict[str, IgnoreFile] = field(default_factory=dict)
+    exclude: dict[str, IgnoreFile] = field(default_factory=dict)
+    ign: dict[str, int] = field(default_factory=dict)
+    ign_used: int = 0
+    holes: dict[str, str] = field(default_factory=dict)
+    rules_stale: bool = False
+    limits: tuple[int, int, int] = (0, 0, 0)
+    scope: tuple[str, ...] = ("",)
+    links: dict[str, int] = field(default_factory=dict)
 
     def entry(self, path: str) -> Entry | None:
         parent, _, name = path.rpartition("/")
         kids = self.dirs.get(parent)
         return None if kids is None else kids.get(name)
+
+    def ignored_root(self, path: str) -> str | None:
+        """The ignored root ``path`` is (or lies under), or None when it is not ignored."""
+        if not self.ign:
+            return None
+        if path in self.ign:
+            return path
+        parts = path.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            anc = "/".join(parts[:i])
+            if anc in self.ign:
+                return anc
+        return None
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -85,11 +123,36 @@ class Snapshot:
             "bytes": self.bytes,
             "nested": self.nested,
             "taken_ns": self.taken_ns,
+            "gitignore": self.gitignore,
+            "exclude": self.exclude,
+            "ign": self.ign,
+            "ign_used": self.ign_used,
+            "holes": self.holes,
+            "rules_stale": self.rules_stale,
+            "limits": self.limits,
+            "scope": self.scope,
+            "links": self.links,
         }
 
     @classmethod
     def from_data(cls, d: dict[str, Any]) -> Snapshot:
-        return cls(d["dirs"], d["files"], d["bytes"], list(d["nested"]), d["taken_ns"])
+        return cls(
+            d["dirs"],
+            d["files"],
+            d["bytes"],
+            list(d["nested"]),
+            d["taken_ns"],
+            0,
+            dict(d["gitignore"]),
+            dict(d["exclude"]),
+            dict(d["ign"]),
+            int(d["ign_used"]),
+            dict(d["holes"]),
+            bool(d["rules_stale"]),
+            tuple(d["limits"]),
+            tuple(d["scope"]),
+            dict(d["links"]),
+        )
 
 
 def entry_data(e: Entry) -> str:
@@ -103,24 +166,44 @@ def join(parent: str, name: str) -> str:
     return f"{parent}/{name}" if parent else name
 
 
+def stat_key(e: Entry) -> tuple[int, int, int, int, int]:
+    """(file type and mode, size, mtime, ctime, inode) of an entry, whatever its kind: how entries
+    whose content is not kept are compared (a directory's size does not count)."""
+    k = e[KIND]
+    if k == "f":
+        mode = e[MODE] | stat.S_IFREG
+    elif k == "d":
+        mode = e[MODE] | stat.S_IFDIR
+    else:
+        mode = e[MODE]
+    size = 0 if stat.S_ISDIR(mode) else e[SIZE]
+    return (mode, size, e[MTIME], e[CTIME], e[INO])
+
+
 def same_state(a: Entry | None, b: Entry | None) -> bool:
-    """Whether two entries describe the same thing for undo (content, mode, target, type)."""
+    """Whether two entries describe the same thing for undo (content, mode, target, type).
+
+    Two entries with content compare by it; when either keeps no content (ignored beyond the
+    budget, too large, unreadable, special), by what ``lstat`` says: the same inode with the same
+    times and size is the same file, however each walk could read it."""
     if a is None or b is None:
         return a is b
     k = a[KIND]
-    if k != b[KIND]:
-        return False
-    if k == "f":
-        return a[MODE] == b[MODE] and a[DATA] == b[DATA]
-    if k == "l":
-        return a[DATA] == b[DATA]
-    if k == "d":
+    if k in CONTENT_KINDS and b[KIND] == k:
+        if k == "f":
+            return a[MODE] == b[MODE] and a[DATA] == b[DATA]
+        if k == "l":
+            return a[DATA] == b[DATA]
         return a[MODE] == b[MODE]
-    return a[MODE : INO + 1] == b[MODE : INO + 1] and a[DATA] == b[DATA]
+    if k in CONTENT_KINDS and b[KIND] in CONTENT_KINDS:
+        return False
+    return stat_key(a) == stat_key(b)
 
 
 def diff(a: Snapshot, b: Snapshot) -> list[tuple[str, Entry | None, Entry | None]]:
     """Every path whose state differs between ``a`` and ``b``, sorted by path."""
+    if a is b or a.dirs is b.dirs:
+        return []
     out = []
     for d in a.dirs.keys() | b.dirs.keys():
         ka, kb = a.dirs.get(d), b.dirs.get(d)
@@ -182,23 +265,6 @@ def read_small(dir_fd: int, name: str, cap: int) -> bytes | None:
         os.close(got[0])
 
 
-def _exclude_source(dir_fd: int, base: str) -> Source | None:
-    """``.git/info/exclude`` of the repository whose work tree is the directory ``dir_fd``."""
-    fds = []
-    try:
-        fd = dir_fd
-        for part in (".git", "info"):
-            fd = os.open(part, DIR_FLAGS, dir_fd=fd)
-            fds.append(fd)
-        data = read_small(fd, "exclude", IGNORE_FILE_MAX)
-    except OSError:
-        return None
-    finally:
-        for fd in fds:
-            os.close(fd)
-    return Source(base, parse(data)) if data else None
-
-
 def open_dir(root_fd: int, rel: str) -> int:
     """An fd of the project directory ``rel``, reached without following any symlink."""
     fd = os.dup(root_fd)
@@ -213,64 +279,78 @@ def open_dir(root_fd: int, rel: str) -> int:
     return fd
 
 
-def rules_above(root_fd: int, rel: str) -> Rules:
-    """The ignore rules that apply to the entries of directory ``rel`` from the directories
-    above it (its own ``.gitignore`` is added by the walk), as a whole walk would build them."""
-    rules = Rules()
-    src = _exclude_source(root_fd, "")
-    if src is not None:
-        rules = rules.child(src)
-    if not rel:
-        return rules
-    parts = rel.split("/")
-    fd = os.dup(root_fd)
-    try:
-        acc = ""
-        for part in parts:
-            if acc:  # a nested repository restarts the rules, like in the walk
-                try:
-                    os.stat(".git", dir_fd=fd, follow_symlinks=False)
-                    rules = Rules()
-                    src = _exclude_source(fd, acc)
-                    if src is not None:
-                        rules = rules.child(src)
-                except OSError:
-                    pass
-            data = read_small(fd, ".gitignore", IGNORE_FILE_MAX)
-            if data:
-                rules = rules.child(Source(acc, parse(data)))
-            nfd = os.open(part, DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-            acc = join(acc, part)
-    finally:
-        os.close(fd)
-    return rules
+def stat_entry(kind: str, st: os.stat_result, data: str | None = None, flag: bool = False) -> Entry:
+    return (kind, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, data, flag)
 
 
-class LazyRules(Rules):
-    """``rules_above`` computed on first use (a directory listed again rarely needs it)."""
-
-    __slots__ = ("_args", "_real")
-
-    def __init__(self, root_fd: int, rel: str) -> None:
-        super().__init__()
-        self._args = (root_fd, rel)
-        self._real: Rules | None = None
-
-    def _get(self) -> Rules:
-        if self._real is None:
-            self._real = rules_above(*self._args)
-        return self._real
-
-    def child(self, source: Source | None) -> Rules:
-        return self._get().child(source)
-
-    def ignored(self, path: str, is_dir: bool) -> bool:
-        return self._get().ignored(path, is_dir)
+_stat_entry = stat_entry  # the name undo's Tree imports
 
 
-def _counts(kids: dict[str, Entry]) -> tuple[int, int]:
+# -- birth times (statx) -----------------------------------------------------------------------
+
+_AT_SYMLINK_NOFOLLOW = 0x100
+_STATX_BTIME = 0x800
+
+
+class _StatxTs(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_int64), ("tv_nsec", ctypes.c_uint32), ("_r", ctypes.c_int32)]
+
+
+class _Statx(ctypes.Structure):
+    _fields_ = [
+        ("stx_mask", ctypes.c_uint32),
+        ("stx_blksize", ctypes.c_uint32),
+        ("stx_attributes", ctypes.c_uint64),
+        ("stx_nlink", ctypes.c_uint32),
+        ("stx_uid", ctypes.c_uint32),
+        ("stx_gid", ctypes.c_uint32),
+        ("stx_mode", ctypes.c_uint16),
+        ("_s0", ctypes.c_uint16),
+        ("stx_ino", ctypes.c_uint64),
+        ("stx_size", ctypes.c_uint64),
+        ("stx_blocks", ctypes.c_uint64),
+        ("stx_attributes_mask", ctypes.c_uint64),
+        ("stx_atime", _StatxTs),
+        ("stx_btime", _StatxTs),
+        ("stx_ctime", _StatxTs),
+        ("stx_mtime", _StatxTs),
+        ("_rest", ctypes.c_uint64 * 48),  # struct statx is 256 bytes; room for a larger one
+    ]
+
+
+_statx: Any = None
+
+
+def born_after(dir_fd: int, name: str, ino: int, since_ns: int) -> bool:
+    """Whether the inode ``ino`` at ``name`` was created at or after ``since_ns`` (its birth
+    time, from ``statx``). False whenever that cannot be told (no birth time on this file
+    system, no ``statx``): the file is then treated as one that may hold earlier bytes."""
+    global _statx
+    if _statx is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.statx
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
+                           ctypes.POINTER(_Statx)]  # fmt: skip
+            _statx = fn
+        except (OSError, AttributeError):
+            _statx = False
+    if not _statx:
+        return False
+    buf = _Statx()
+    if _statx(dir_fd, os.fsencode(name), _AT_SYMLINK_NOFOLLOW, _STATX_BTIME, ctypes.byref(buf)):
+        return False
+    if not buf.stx_mask & _STATX_BTIME or buf.stx_ino != ino:
+        return False
+    born = int(buf.stx_btime.tv_sec) * 1_000_000_000 + int(buf.stx_btime.tv_nsec)
+    return born >= since_ns
+
+
+# -- putting a partial walk into a whole one ---------------------------------------------------
+
+
+def counts(kids: dict[str, Entry]) -> tuple[int, int]:
+    """(files, bytes of kept file content) of one directory's entries."""
     files = total = 0
     for e in kids.values():
         k = e[KIND]
@@ -281,16 +361,28 @@ def _counts(kids: dict[str, Entry]) -> tuple[int, int]:
     return files, total
 
 
+def ignored_bytes(snap: Snapshot, rel: str, kids: dict[str, Entry]) -> int:
+    """Bytes of ignored files kept among ``kids`` (the entries of directory ``rel``)."""
+    inside = bool(rel) and snap.ignored_root(rel) is not None
+    total = 0
+    for name, e in kids.items():
+        if e[KIND] == "f" and (inside or join(rel, name) in snap.ign):
+            total += e[SIZE]
+    return total
+
+
 def merge(prev: Snapshot, part: Snapshot) -> Snapshot:
     """``prev`` with the directories ``part`` listed again put in; the subtree of a directory
-    that is no longer one is dropped. Counts are adjusted by what changed."""
+    that is no longer one is dropped. Counts, ignored roots, the budget and the holes are
+    adjusted by what changed."""
     dirs = dict(prev.dirs)
     files, total = prev.files, prev.bytes
+    dropped: set[str] = set()
     for rel, kids in part.dirs.items():
         old = dirs.get(rel) or {}
         dirs[rel] = kids
-        f0, b0 = _counts(old)
-        f1, b1 = _counts(kids)
+        f0, b0 = counts(old)
+        f1, b1 = counts(kids)
         files += f1 - f0
         total += b1 - b0
         for name, e in old.items():
@@ -298,247 +390,41 @@ def merge(prev: Snapshot, part: Snapshot) -> Snapshot:
                 gone = join(rel, name)
                 for d in [d for d in dirs if d == gone or d.startswith(gone + "/")]:
                     if d not in part.dirs:
-                        f0, b0 = _counts(dirs.pop(d))
+                        f0, b0 = counts(dirs.pop(d))
                         files -= f0
                         total -= b0
-    return Snapshot(dirs, files, total, prev.nested, part.taken_ns, part.blob_bytes_added)
-
-
-class Reader:
-    """Reads and stores file content for one walk."""
-
-    def __init__(self, objects: PackWriter, max_file_size: int, now_ns: int) -> None:
-        self.objects = objects
-        self.max_file_size = max_file_size
-        self.cutoff = now_ns - RACY_NS
-        self.added = 0
-
-    def file(self, dir_fd: int, name: str, st: os.stat_result) -> Entry:
-        for _ in range(3):
-            got = self._once(dir_fd, name)
-            if got is not None:
-                if got[MODE] == 0:  # could not open: describe it by what lstat saw
-                    return _stat_entry("u", st, got[DATA])
-                return got
-        return ("u", st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                "changing while read", False)  # fmt: skip
-
-    def _once(self, dir_fd: int, name: str) -> Entry | None:
-        try:
-            got = open_regular(dir_fd, name)
-        except OSError as err:
-            return ("u", 0, 0, 0, 0, 0, f"unreadable ({err.strerror})", False)
-        if got is None:
-            return None  # gone or swapped since lstat: the caller retries through lstat
-        fd, st = got
-        try:
-            if st.st_size > self.max_file_size:
-                return _stat_entry("b", st)
-            data = os.read(fd, st.st_size + 1) if st.st_size else os.read(fd, 1)
-            st2 = os.fstat(fd)
-        except OSError as err:
-            return _stat_entry("u", st, f"unreadable ({err.strerror})")
-        finally:
-            os.close(fd)
-        if len(data) != st.st_size or (st2.st_size, st2.st_mtime_ns, st2.st_ctime_ns) != (
-            st.st_size,
-            st.st_mtime_ns,
-            st.st_ctime_ns,
-        ):
-            return None
-        h, added = self.objects.put(data)
-        self.added += added
-        racy = max(st.st_mtime_ns, st.st_ctime_ns) >= self.cutoff
-        return ("f", stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                st.st_ino, h, racy)  # fmt: skip
-
-
-def _stat_entry(kind: str, st: os.stat_result, data: str | None = None) -> Entry:
-    return (kind, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, data, False)
-
-
-def scan(
-    root_fd: int,
-    prev: Snapshot | None,
-    objects: PackWriter,
-    *,
-    max_files: int,
-    max_file_size: int,
-    skip: tuple[int, int] | None = None,
-    hard_files: int | None = None,
-    on_dir: Callable[[int, str, bool], None] | None = None,
-    known_only: bool = False,
-    only: list[str] | None = None,
-    clock: Callable[[], int] = time.time_ns,
-) -> Snapshot:
-    """Walk the project open at ``root_fd`` and return its snapshot.
-
-    ``prev`` is the stat cache and decides what stays covered: a path covered in ``prev`` stays
-    covered even if an ignore rule now matches it (git's rule for tracked files; it also keeps a
-    command from hiding its changes by editing ``.gitignore``). Files past ``max_files`` raise
-    TooManyFiles, unless ``hard_files`` is given: then they are listed as "c" (not covered) up to
-    ``hard_files`` entries. ``skip`` is the (dev, ino) of a directory never entered (the store).
-    ``on_dir(fd, rel, is_git)`` is called with the fd of every covered directory, and of each
-    ``.git`` directory (with the rel of the directory holding it), before its entries are read
-    (the store's inotify watches). With ``known_only``, only what ``prev`` covered is looked at:
-    a new directory or file is listed as "c" and neither entered nor read (the bounded fallback
-    after a run flooded the project).
-
-    With ``only`` (directories covered in ``prev``), just those directories are listed again,
-    and a subdirectory already covered in ``prev`` is not entered (a new one is walked whole):
-    the result holds only the directories it listed, for ``merge``; its counts are partial.
-    """
-    now = clock()
-    reader = Reader(objects, max_file_size, now)
-    prev_dirs = prev.dirs if prev is not None else {}
-    out: dict[str, dict[str, Entry]] = {}
-    files = 0
-    total = 0
-    seen = 0
-    nested: list[str] = []
-    stack: list[tuple[str, int, Rules]] = []
-    try:
-        if only is None:
-            root_rules = Rules()
-            src = _exclude_source(root_fd, "")
-            if src is not None:
-                root_rules = root_rules.child(src)
-            stack.append(("", os.dup(root_fd), root_rules))
-        else:
-            for rel in sorted(set(only), reverse=True):
-                stack.append((rel, open_dir(root_fd, rel), LazyRules(root_fd, rel)))
-        while stack:
-            rel, fd, rules = stack.pop()
-            try:
-                if on_dir is not None:
-                    on_dir(fd, rel, False)
-                with os.scandir(fd) as it:
-                    listing = list(it)
-                before = prev_dirs.get(rel) or {}
-                names = {e.name for e in listing}
-                if rel and ".git" in names:
-                    nested.append(rel)
-                    rules = Rules()  # a nested repository has its own rules, like in git
-                    src = _exclude_source(fd, rel)
-                    if src is not None:
-                        rules = rules.child(src)
-                loaded: list[Rules] = []
-
-                def here(
-                    rules: Rules = rules, fd: int = fd, rel: str = rel, loaded: list[Rules] = loaded
-                ) -> Rules:
-                    if not loaded:
-                        data = read_small(fd, ".gitignore", IGNORE_FILE_MAX)
-                        loaded.append(rules.child(Source(rel, parse(data))) if data else rules)
-                    return loaded[0]
-
-                if ".gitignore" not in names:
-                    loaded.append(rules)
-                kids: dict[str, Entry] = {}
-                for e in listing:
-                    name = e.name
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    seen += 1
-                    if hard_files is not None and seen > hard_files:
-                        raise TooManyFiles(hard_files)
-                    mode = st.st_mode
-                    old = before.get(name)
-                    if (  # the common case first: a file unchanged since the last walk
-                        old is not None
-                        and old[KIND] == "f"
-                        and not old[RACY]
-                        and old[MTIME] == st.st_mtime_ns
-                        and old[CTIME] == st.st_ctime_ns
-                        and old[SIZE] == st.st_size
-                        and old[INO] == st.st_ino
-                        and old[MODE] | stat.S_IFREG == mode
-                    ):
-                        files += 1
-                        if files > max_files and hard_files is None:
-                            raise TooManyFiles(max_files)
-                        total += old[SIZE]
-                        kids[name] = old
-                        continue
-                    fmt = stat.S_IFMT(mode)
-                    path = join(rel, name)
-                    if name == ".git":
-                        kids[name] = _stat_entry("g", st)
-                        if on_dir is not None and fmt == stat.S_IFDIR:
-                            with contextlib.suppress(OSError):
-                                gfd = os.open(name, DIR_FLAGS, dir_fd=fd)
-                                try:
-                                    on_dir(gfd, rel, True)
-                                finally:
-                                    os.close(gfd)
-                    elif known_only and old is None:
-                        kids[name] = _stat_entry("c", st)
-                    elif fmt == stat.S_IFDIR:
-                        if skip is not None and (st.st_dev, st.st_ino) == skip:
-                            continue
-                        if (old is None or old[KIND] != "d") and here().ignored(path, True):
-                            kids[name] = _stat_entry("i", st)
-                            continue
-                        if only is not None and old is not None and old[KIND] == "d":
-                            kids[name] = ("d", stat.S_IMODE(mode), 0, st.st_mtime_ns,
-                                          st.st_ctime_ns, st.st_ino, None, False)  # fmt: skip
-                            continue
-                        try:
-                            cfd = os.open(name, DIR_FLAGS, dir_fd=fd)
-                        except OSError as err:
-                            kids[name] = _stat_entry("u", st, f"unreadable ({err.strerror})")
-                            continue
-                        kids[name] = ("d", stat.S_IMODE(mode), 0, st.st_mtime_ns, st.st_ctime_ns,
-                                      st.st_ino, None, False)  # fmt: skip
-                        stack.append((path, cfd, here()))
-                    elif fmt == stat.S_IFREG or fmt == stat.S_IFLNK:
-                        if (old is None or old[KIND] not in "flbc") and here().ignored(path, False):
-                            kids[name] = _stat_entry("i", st)
-                            continue
-                        files += 1
-                        if files > max_files:
-                            if hard_files is None:
-                                raise TooManyFiles(max_files)
-                            if old is None or old[KIND] not in "flb":
-                                kids[name] = _stat_entry("c", st)
-                                continue
-                        key = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                        if (
-                            old is not None
-                            and not old[RACY]
-                            and old[KIND] in "flb"
-                            and key
-                            == (
-                                (old[MODE] | stat.S_IFREG) if old[KIND] == "f" else old[MODE],
-                                old[SIZE],
-                                old[MTIME],
-                                old[CTIME],
-                                old[INO],
-                            )
-                        ):
-                            entry = old
-                        elif fmt == stat.S_IFLNK:
-                            try:
-                                target = os.readlink(name, dir_fd=fd)
-                            except OSError as err:
-                                entry = _stat_entry("u", st, f"unreadable ({err.strerror})")
-                            else:
-                                entry = _stat_entry("l", st, target)
-                        elif st.st_size > max_file_size:
-                            entry = _stat_entry("b", st)
-                        else:
-                            entry = reader.file(fd, name, st)
-                        if entry[KIND] == "f":
-                            total += entry[SIZE]
-                        kids[name] = entry
-                    else:
-                        kids[name] = _stat_entry("s", st)
-                out[rel] = before if before and kids == before else kids
-            finally:
-                os.close(fd)
-    finally:
-        for _, fd, _ in stack:
-            os.close(fd)
-    return Snapshot(out, files, total, sorted(nested), now, reader.added)
+                        dropped.add(d)
+    relisted = part.dirs.keys() | dropped
+    ign = {k: v for k, v in prev.ign.items() if k.rpartition("/")[0] not in relisted}
+    ign.update(part.ign)
+    holes = {k: v for k, v in prev.holes.items() if k not in relisted}
+    holes.update(part.holes)
+    gitignore = {k: v for k, v in prev.gitignore.items() if k not in dropped}
+    gitignore.update(part.gitignore)
+    out = Snapshot(
+        dirs,
+        files,
+        total,
+        prev.nested,
+        part.taken_ns,
+        part.blob_bytes_added,
+        gitignore,
+        prev.exclude,
+        ign,
+        0,
+        holes,
+        prev.rules_stale or part.rules_stale,
+        prev.limits,
+        prev.scope,
+        {k: v for k, v in prev.links.items() if k.rpartition("/")[0] not in relisted},
+    )
+    out.links.update(part.links)
+    # The budget: ``part.ign_used`` counted the relisted directories (and what it walked new);
+    # the rest is what ``prev`` counted outside them.
+    used = prev.ign_used
+    for rel in relisted:
+        before = prev.dirs.get(rel)
+        if before:
+            used -= ignored_bytes(prev, rel, before)
+    out.ign_used = max(0, used + part.ign_used)
+    return out

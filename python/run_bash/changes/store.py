@@ -9,13 +9,24 @@ Layout under the store root (0700; the host's state dir, outside every sandbox's
         path                     the project's path
         lock                     flock: one walk at a time per project, across hosts
         state.json               snapshot generation, active runs, recently ended runs
-        snap                     the latest snapshot (marshal; the stat cache of the next walk)
+        snap                     the latest snapshot written (marshal; the stat cache of the
+                                 first walk of the next host)
         snap-<gen>               older snapshots that runs still active began from
         runs/<seq>-<run>.json    change sets of runs that changed something
 
 ``state.json`` and ``snap`` are rewritten in place under the project lock (creating a file costs
 0.65 ms on the file system measured here; rewriting one, 3 us); each carries a check so a write
 torn by a crash reads as absent: the state restarts empty and the next walk reads every file.
+
+The index: the latest snapshot of each project is kept in memory with an inotify watcher
+(watch.py) that says which directories changed since. A run's start and end list again only those
+directories (a new directory is walked whole); a start with no event reads nothing. The whole
+project is walked only when the watcher cannot vouch: the first run of a host, an event queue
+overflow, an ignore file changed by a run, a file system inotify does not see whole
+(``project.trusted_fs``). Writing the snapshot to disk, checking a quick end with a full walk
+(what inotify cannot see), and collecting the store happen on the store's own thread when the
+project has been quiet for ``CHECK_DELAY_S``; a run that starts meanwhile makes that walk stop at
+the next directory and never waits for it.
 
 Threading: every public method may be called from any worker thread, concurrently; none may run
 on the RPC loop (they walk the project and read files the command controls). Per project, walks
@@ -36,24 +47,18 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from run_bash.statedir import human_size
 
 from .objects import Objects
-from .render import Change, ChangeSet, display_path, entry_from_json, entry_to_json
-from .snapshot import (
-    DIR_FLAGS,
-    Entry,
-    Snapshot,
-    TooManyFiles,
-    diff,
-    merge,
-    same_state,
-    scan,
-)
+from .project import find_project, scope_of, trusted_fs
+from .records import Records
+from .render import Change, ChangeSet, entry_from_json, entry_to_json
+from .snapshot import DIR_FLAGS, Entry, Snapshot, TooManyFiles, diff, merge, same_state
+from .walk import RuleBook, WalkLimits, ignored_above, read_exclude, scan
 from .watch import Events, Watcher
 
 MIB = 1024 * 1024
@@ -63,7 +68,8 @@ RECENT_KEEP_S = 24 * 3600  # ended runs remembered for overlap detection
 PROJECT_IDLE_S = 30 * 24 * 3600  # a project unused this long is dropped whole
 WATCHED_PROJECTS = 8  # inotify instances kept (the default per-user limit is 128)
 GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or when over max_store)
-SNAP_MAGIC = b"run_bash-snapshot-2\n"
+CLOCK_REALTIME_COARSE = 5  # Linux's clock id (the time module does not name it)
+SNAP_MAGIC = b"run_bash-snapshot-3\n"
 SNAP_HEAD = struct.Struct("<QQI")  # generation, payload length, crc32
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
@@ -83,6 +89,16 @@ class Limits:
     max_files: int = 100_000  # a project with more files is not recorded
     keep: int = 50  # change sets kept per project (runs that changed nothing are not kept)
     max_store: int = 1024 * MIB  # total bytes of the store; the oldest change sets go first
+    ignored_file_max: int = MIB  # larger ignored files are listed, not kept
+    ignored_total: int = 64 * MIB  # bytes of ignored content kept per project
+
+    def walk(self) -> WalkLimits:
+        return WalkLimits(
+            max_files=self.max_files,
+            max_file_size=self.max_file_size,
+            ignored_file_max=self.ignored_file_max,
+            ignored_total=self.ignored_total,
+        )
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,9 @@ class NotRecorded:
 
     reason: str
     lasting: bool = False
+    # Nothing here to record (no project, or none the sandbox can write): the run says so in its
+    # ``changes``, the agent's result carries no note about it.
+    quiet: bool = False
 
     def __str__(self) -> str:
         return f"changes not recorded: {self.reason}"
@@ -111,6 +130,18 @@ class Token:
     undo_of: str | None = None
     label: str | None = None
     done: bool = False
+    # The file systems' own (coarse) clock when the run began: a file born at or after it was
+    # made by the run (the walk's ``began_ns``).
+    born_ns: int = 0
+
+
+def _coarse_now() -> int:
+    """The clock file timestamps are taken from (``CLOCK_REALTIME_COARSE``): never ahead of a
+    timestamp the kernel gives a file made after this call."""
+    try:
+        return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+    except OSError:
+        return time.time_ns() - 10_000_000  # a tick of a coarse clock is a few ms at most
 
 
 @dataclass
@@ -121,6 +152,7 @@ class _Pending:
     change_set: ChangeSet  # a private copy, amended if the check finds what inotify missed
     before: Snapshot
     after: Snapshot
+    began_ns: int = 0
 
 
 class _Plan(TypedDict):
@@ -132,13 +164,20 @@ class _Plan(TypedDict):
     lost: list[tuple[Change, str]]
 
 
+class _Stop(Exception):
+    """A check's walk gives way to a run that wants the project (checks.py)."""
+
+
 @dataclass
 class _Project:
-    snapshot: Snapshot | None = None  # the latest state (after a quick run end: memory only)
+    snapshot: Snapshot | None = None  # the latest state (memory; written to disk when quiet)
     disk: Snapshot | None = None  # what the ``snap`` file of generation ``gen`` holds
     gen: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: _Pending | None = None
+    version: int = 0  # bumped whenever ``snapshot`` changes (the watcher vouches for one)
+    waiting: int = 0  # runs waiting for the lock: a check's walk stops for them
+    trusted: bool | None = None  # inotify sees every change on its file system
 
 
 def _proc_start(pid: int) -> str | None:
@@ -194,7 +233,7 @@ def _read_snapshot(path: str) -> tuple[int, Snapshot] | None:
         return None
 
 
-class ChangeStore:
+class ChangeStore(Records):
     """Snapshots, change sets and undo for every project, in one directory.
 
     Args:
@@ -202,8 +241,8 @@ class ChangeStore:
         limits: what is covered and kept.
         home: the user's home directory, never a project (default ``$HOME``).
         quick_finish: end a run by listing again only the directories inotify saw change, and
-            check it with a full walk shortly after, off the caller's thread (False: every run
-            ends with a full walk).
+            check it with a full walk when the project is quiet, off the caller's thread
+            (False: every run ends with a full walk).
     """
 
     def __init__(
@@ -220,10 +259,11 @@ class ChangeStore:
         self._projects: dict[str, _Project] = {}
         self._watchers: dict[str, Watcher] = {}  # insertion order = least recently used first
         self.walks = 0  # full walks done (the figures and tests read it)
-        self.quick_walks = 0  # run ends that listed only the directories with events
+        self.quick_walks = 0  # starts and ends that listed only the directories with events
         self.amended = 0  # change sets completed by the check after a quick end
+        self.stopped = 0  # checks that gave way to a run
         self.quick_finish = quick_finish
-        self._to_check: dict[str, str] = {}  # project key -> path, quick ends not yet checked
+        self._to_check: dict[str, tuple[str, float]] = {}  # key -> (project, when due)
         self._checking = 0  # checks the store's thread is running now
         self._checker: threading.Thread | None = None
         self._wake = threading.Condition(self._mu)
@@ -269,20 +309,36 @@ class ChangeStore:
             os.close(fd)
 
     @contextlib.contextmanager
-    def _locked(self, key: str, project: str) -> Iterator[_Project]:
+    def _locked(self, key: str, project: str, check: bool = False) -> Iterator[_Project]:
+        """The project, locked. A run (``check`` False) that has to wait makes a check's walk
+        stop for it (``_Project.waiting``)."""
         with self._mu:
             proj = self._projects.setdefault(key, _Project())
-        with self._gc_lock(), proj.lock:
-            pdir = self._pdir(key)
-            if not os.path.isdir(pdir):
-                os.makedirs(os.path.join(pdir, "runs"), mode=0o700, exist_ok=True)
-                _write_atomic(os.path.join(pdir, "path"), os.fsencode(project), self._tmp)
-            fd = os.open(os.path.join(pdir, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield proj
-            finally:
-                os.close(fd)
+            if not check:
+                proj.waiting += 1
+        counted = not check
+        try:
+            with self._gc_lock(), proj.lock:
+                if counted:
+                    with self._mu:
+                        proj.waiting -= 1
+                    counted = False
+                pdir = self._pdir(key)
+                if not os.path.isdir(pdir):
+                    os.makedirs(os.path.join(pdir, "runs"), mode=0o700, exist_ok=True)
+                    _write_atomic(os.path.join(pdir, "path"), os.fsencode(project), self._tmp)
+                fd = os.open(
+                    os.path.join(pdir, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+                )
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    yield proj
+                finally:
+                    os.close(fd)
+        finally:
+            if counted:
+                with self._mu:
+                    proj.waiting -= 1
 
     @property
     def _tmp(self) -> str:
@@ -323,16 +379,24 @@ class ChangeStore:
         got = _read_snapshot(os.path.join(self._pdir(key), "snap"))
         # A lost or torn cache only costs a full read of the project.
         snap = got[1] if got is not None and got[0] == gen else None
-        proj.snapshot, proj.disk, proj.gen = snap, snap, gen
+        self._set(proj, snap)
+        proj.disk, proj.gen = snap, gen
         return snap
 
-    def _save_snapshot(
-        self, key: str, proj: _Project, state: dict[str, Any], snap: Snapshot
-    ) -> None:
-        """Make ``snap`` the project's latest snapshot. The one it replaces is kept as
-        ``snap-<gen>`` while an active run began from it (a collection must keep its blobs)."""
-        if proj.disk is not None and proj.gen == state["gen"] and snap.dirs == proj.disk.dirs:
+    @staticmethod
+    def _set(proj: _Project, snap: Snapshot | None) -> None:
+        if snap is not proj.snapshot:
             proj.snapshot = snap
+            proj.version += 1
+
+    def _save_snapshot(self, key: str, proj: _Project, state: dict[str, Any]) -> None:
+        """Write the project's latest snapshot to disk. The one it replaces is kept as
+        ``snap-<gen>`` while an active run began from it (a collection must keep its blobs)."""
+        snap = proj.snapshot
+        if snap is None or snap is proj.disk:
+            return
+        if proj.disk is not None and proj.gen == state["gen"] and snap.dirs == proj.disk.dirs:
+            proj.disk = snap
             return
         pdir = self._pdir(key)
         old = state["gen"]
@@ -345,7 +409,7 @@ class ChangeStore:
         head = SNAP_MAGIC + SNAP_HEAD.pack(gen, len(payload), zlib.crc32(payload))
         _write_inplace(cur, head + payload)
         state["gen"] = gen
-        proj.snapshot, proj.disk, proj.gen = snap, snap, gen
+        proj.disk, proj.gen = snap, gen
         self._drop_old_snapshots(key, state)
 
     def _drop_old_snapshots(self, key: str, state: dict[str, Any]) -> None:
@@ -367,9 +431,16 @@ class ChangeStore:
             return w
 
     def close(self) -> None:
-        """Finish pending checks and release the inotify instances (the host's shutdown). The
-        store stays usable."""
+        """Finish pending checks, write the snapshots and release the inotify instances (the
+        host's shutdown). The store stays usable."""
         self.settle()
+        with self._mu:
+            keys = [(k, p) for k, p in self._projects.items() if p.snapshot is not p.disk]
+        for key, proj in keys:
+            with contextlib.suppress(OSError), self._locked(key, "", check=True):
+                state = self._read_state(key)
+                self._save_snapshot(key, proj, state)
+                self._write_state(key, state)
         with self._mu:
             for w in self._watchers.values():
                 w.close()
@@ -379,16 +450,21 @@ class ChangeStore:
         self,
         project: str,
         prev: Snapshot | None,
-        finishing: bool,
         watcher: Watcher,
+        *,
+        book: RuleBook | None = None,
+        roots: tuple[str, ...] = ("",),
+        finishing: bool = False,
+        began_ns: int = 0,
         known_only: bool = False,
         only: list[str] | None = None,
         events: Events | None = None,
+        stop: _Project | None = None,
     ) -> Snapshot:
         lim = self.limits
         if only is None:
             self.walks += 1
-            watcher.begin_walk(events)
+            saved = watcher.begin_walk(events)
         else:
             self.quick_walks += 1
         try:
@@ -396,21 +472,41 @@ class ChangeStore:
         except FileNotFoundError:
             if not finishing:
                 raise
-            return Snapshot({}, taken_ns=time.time_ns())  # the run removed the project itself
+            return Snapshot({}, taken_ns=time.time_ns(), scope=roots)  # the project is gone
+        add = watcher.add if watcher.usable else None
+
+        def on_dir(dfd: int, rel: str, holder: bool) -> None:
+            if stop is not None and stop.waiting:
+                raise _Stop
+            if add is not None:
+                add(dfd, rel, holder)
+
         try:
-            kw: dict[str, Any] = {
-                "max_files": lim.max_files,
-                "max_file_size": lim.max_file_size,
-                "skip": self._store_id,
-            }
+            kw: dict[str, Any] = {}
             if known_only:
-                kw.update(max_files=1 << 62, known_only=True)
-            elif only is not None:
-                kw.update(max_files=1 << 62, only=only)
-            elif finishing:
+                kw.update(limits=WalkLimits(1 << 62, *lim.walk().key), known_only=True)
+            else:
+                kw["limits"] = lim.walk()
+            if finishing and only is None and not known_only:
                 kw["hard_files"] = HARD_FILES_FACTOR * lim.max_files
             with self.objects.writer() as w:
-                snap = scan(fd, prev, w, on_dir=watcher.add if watcher.usable else None, **kw)
+                snap = scan(
+                    fd,
+                    prev,
+                    w,
+                    rules=book,
+                    finishing=finishing,
+                    began_ns=began_ns,
+                    skip=self._store_id,
+                    on_dir=on_dir if (add is not None or stop is not None) else None,
+                    only=only,
+                    roots=roots,
+                    **kw,
+                )
+        except _Stop:
+            if only is None:
+                watcher.abort_walk(saved)  # as if this walk never started
+            raise
         finally:
             os.close(fd)
         self._written += snap.blob_bytes_added
@@ -419,51 +515,60 @@ class ChangeStore:
     # -- public API ------------------------------------------------------------------------------
 
     def project_for(self, cwd: str) -> tuple[str | None, str | None]:
-        """The project of a run started in ``cwd``: (path, None), or (None, why not).
-
-        The project is the git top level of ``cwd`` (the nearest ancestor holding ``.git``), else
-        ``cwd`` itself; when that top level is ``$HOME`` or ``/``, ``cwd`` alone. Never ``/``,
-        ``$HOME`` or a directory that contains ``$HOME``.
-        """
-        try:
-            cwd = os.path.realpath(cwd)
-            if not os.path.isdir(cwd):
-                return None, f"{cwd} is not a directory"
-        except OSError as err:
-            return None, f"cannot resolve {cwd}: {err.strerror}"
-        top = None
-        d = cwd
-        while True:
-            if os.path.lexists(os.path.join(d, ".git")):
-                top = d
-                break
-            parent = os.path.dirname(d)
-            if parent == d:
-                break
-            d = parent
-        project = top if top is not None and not self._too_wide(top) else cwd
-        if project == "/":
-            return None, "the project would be / (run in a project directory)"
-        if self._too_wide(project):
-            return None, "the project would be your home directory (run in a project directory)"
-        return project, None
-
-    def _too_wide(self, path: str) -> bool:
-        return path == "/" or path == self.home or self.home.startswith(path.rstrip("/") + "/")
+        """The project of a run started in ``cwd``: (path, None), or (None, why not). See
+        project.py: the git top level, else the nearest directory with a project file."""
+        return find_project(cwd, self.home)
 
     def begin(
-        self, run_id: str, cwd: str, *, undo_of: str | None = None, label: str | None = None
+        self,
+        run_id: str,
+        cwd: str,
+        *,
+        undo_of: str | None = None,
+        label: str | None = None,
+        writable: Sequence[str] | None = None,
     ) -> Token | NotRecorded:
         """Record the project's state before a run starts (the command must not start before this
-        returns). ``label`` (the command) is kept with the change set. Returns a Token for
-        ``finish``, or NotRecorded with the reason."""
+        returns). ``label`` (the command) is kept with the change set. ``writable``: the paths the
+        run's sandbox may write (None: the run has no sandbox); only their part of the project is
+        walked. Returns a Token for ``finish``, or NotRecorded with the reason."""
         project, why = self.project_for(cwd)
         if project is None:
-            return NotRecorded(why or "no project")
-        return self._begin(run_id, project, undo_of, label)
+            return NotRecorded(why or "no project", quiet=True)
+        roots, why = scope_of(project, writable)
+        if roots is None:
+            return NotRecorded(why or "nothing to record", quiet=True)
+        inside = self._ignored_scope(project, roots)
+        if inside is not None:
+            return NotRecorded(f"{inside} is ignored (.gitignore): nothing to keep", quiet=True)
+        return self._begin(run_id, project, undo_of, label, roots)
+
+    @staticmethod
+    def _ignored_scope(project: str, roots: tuple[str, ...]) -> str | None:
+        """An ignored directory a scope root lies in (a run in ``node_modules/x``), or None."""
+        if roots == ("",):
+            return None
+        try:
+            fd = os.open(project, DIR_FLAGS)
+        except OSError:
+            return None
+        try:
+            for r in roots:
+                with contextlib.suppress(OSError):
+                    got = ignored_above(fd, r)
+                    if got is not None:
+                        return os.path.join(project, got)
+        finally:
+            os.close(fd)
+        return None
 
     def _begin(
-        self, run_id: str, project: str, undo_of: str | None, label: str | None = None
+        self,
+        run_id: str,
+        project: str,
+        undo_of: str | None,
+        label: str | None = None,
+        roots: tuple[str, ...] = ("",),
     ) -> Token | NotRecorded:
         try:
             self._init()
@@ -474,22 +579,19 @@ class ChangeStore:
             with self._locked(key, project) as proj:
                 state = self._read_state(key)
                 self._live(state)
-                self._check_locked(key, proj, state)
+                proj.pending = None  # its check is not due any more: a run starts now
                 prev = self._load_snapshot(key, proj, state)
                 watcher = self._watcher(key)
-                if prev is not None and watcher.gen == state["gen"] and not watcher.changed():
-                    snap = prev  # inotify saw nothing since the last walk
-                else:
-                    snap = self._scan(project, prev, False, watcher)
+                snap = self._now(project, proj, prev, watcher, roots)
                 if snap.bytes > self.limits.max_store:
                     return NotRecorded(
                         f"the project's files take {human_size(snap.bytes)}, more than the store's "
                         f"{human_size(self.limits.max_store)} (undo.max_store)",
                         lasting=True,
                     )
-                self._save_snapshot(key, proj, state, snap)
-                watcher.end_walk(state["gen"])
-                now = time.time_ns()
+                self._set(proj, snap)
+                watcher.end_walk(proj.version)
+                now, born = time.time_ns(), _coarse_now()
                 state["active"][run_id] = {"host": self._me, "gen": state["gen"], "began": now}
                 self._write_state(key, state)
         except TooManyFiles as err:
@@ -499,10 +601,77 @@ class ChangeStore:
             )
         except OSError as err:
             return NotRecorded(f"cannot read the project {project} ({err.strerror or err})")
-        token = Token(run_id, project, key, snap, state["gen"], now, undo_of, label)
+        token = Token(run_id, project, key, snap, state["gen"], now, undo_of, label, born_ns=born)
         with self._mu:
             self._active[run_id] = token
+        self._schedule(key, project)  # write the snapshot when quiet
         return token
+
+    def _trusted(self, project: str, proj: _Project) -> bool:
+        if proj.trusted is None:
+            try:
+                fd = os.open(project, DIR_FLAGS)
+            except OSError:
+                return False
+            try:
+                proj.trusted = trusted_fs(fd)
+            finally:
+                os.close(fd)
+        return proj.trusted
+
+    def _vouched(
+        self, project: str, proj: _Project, prev: Snapshot | None, watcher: Watcher
+    ) -> bool:
+        """Whether ``prev`` plus the watcher's events are the project now."""
+        return (
+            prev is not None
+            and prev is proj.snapshot
+            and watcher.valid
+            and watcher.gen == proj.version
+            and self._trusted(project, proj)
+        )
+
+    def _now(
+        self,
+        project: str,
+        proj: _Project,
+        prev: Snapshot | None,
+        watcher: Watcher,
+        roots: tuple[str, ...],
+    ) -> Snapshot:
+        """The project as a run is about to start (classified with the ignore rules on disk)."""
+        if self._vouched(project, proj, prev, watcher):
+            assert prev is not None
+            ev = watcher.take()
+            same_rules = (
+                prev.scope == roots
+                and not prev.rules_stale
+                and not ev.rules
+                and self._exclude(project) == prev.exclude.get("")
+            )
+            if same_rules and not ev.unknown:
+                if not ev:
+                    return prev
+                with contextlib.suppress(OSError):
+                    part = self._scan(
+                        project, prev, watcher, only=sorted(ev.touched & prev.dirs.keys())
+                    )
+                    snap = self._relink(project, prev, merge(prev, part), part, watcher)
+                    if snap.files <= self.limits.max_files:
+                        return snap
+        base = prev if prev is not None and prev.scope == roots else None
+        return self._scan(project, base, watcher, roots=roots)
+
+    @staticmethod
+    def _exclude(project: str) -> bytes | None:
+        try:
+            fd = os.open(project, DIR_FLAGS)
+        except OSError:
+            return None
+        try:
+            return read_exclude(fd) or None
+        finally:
+            os.close(fd)
 
     def finish(self, token: Token) -> ChangeSet:
         """Record what the run changed since ``begin``. Call it once the run is over (exit,
@@ -517,20 +686,43 @@ class ChangeStore:
         with self._locked(key, project) as proj:
             state = self._read_state(key)
             self._live(state)
-            self._check_locked(key, proj, state)
             prev = self._load_snapshot(key, proj, state)
+            if prev is not None and prev.scope != token.before.scope:
+                prev = None
             watcher = self._watcher(key)
-            after, complete, quick = self._quick_after(project, proj, state, prev, watcher)
+            book = RuleBook(frozen=token.before)
+            after, rules_changed = self._quick_after(project, proj, prev, watcher, token)
+            quick = after is not None
+            complete = True
             if after is None:
+                base = prev or token.before
                 try:
                     try:
-                        after = self._scan(project, prev or token.before, True, watcher)
+                        after = self._scan(
+                            project,
+                            base,
+                            watcher,
+                            book=book,
+                            roots=token.before.scope,
+                            finishing=True,
+                            began_ns=token.born_ns,
+                        )
                     except TooManyFiles as err:
                         # Still account for everything that was there before; new paths are
                         # listed where they start, neither entered nor read.
                         complete = False
                         note = f"the run left {err} in the project: new paths are not tracked"
-                        after = self._scan(project, token.before, True, watcher, known_only=True)
+                        after = self._scan(
+                            project,
+                            token.before,
+                            watcher,
+                            book=RuleBook(frozen=token.before),
+                            roots=token.before.scope,
+                            finishing=True,
+                            began_ns=token.born_ns,
+                            known_only=True,
+                        )
+                    rules_changed = after.rules_stale
                 except OSError as err:
                     after, complete = None, False
                     note = f"cannot read the project {project} ({err.strerror or err})"
@@ -553,19 +745,17 @@ class ChangeStore:
                 label=token.label,
                 note=note,
                 max_file_size=self.limits.max_file_size,
+                scope=token.before.scope,
             )
-            if quick:
-                # Kept in memory only: the check that follows writes the full walk's snapshot
-                # (a crash before it costs the next host one full walk, nothing else).
-                proj.snapshot = after
-                watcher.end_walk(state["gen"])
-                self._drop_old_snapshots(key, state)
-            elif after is not None:
-                self._save_snapshot(key, proj, state, after)
+            if after is not None:
+                if rules_changed:
+                    after.rules_stale = True
+                self._set(proj, after)
                 if complete:  # a partial walk must not let the next start skip its walk
-                    watcher.end_walk(state["gen"])
+                    watcher.end_walk(proj.version)
             else:
-                self._drop_old_snapshots(key, state)
+                self._set(proj, None)
+            self._drop_old_snapshots(key, state)
             if cs.changes:
                 runs = os.path.join(self._pdir(key), "runs")
                 last = max((int(n[:8]) for n in os.listdir(runs) if n[:8].isdigit()), default=0)
@@ -578,147 +768,99 @@ class ChangeStore:
                 self._pruned += self._prune_runs(key, self.limits.keep)
             if quick and after is not None:
                 copy = ChangeSet.from_json(cs.to_json())
-                proj.pending = _Pending(project, copy, token.before, after)
+                proj.pending = _Pending(project, copy, token.before, after, token.born_ns)
             self._write_state(key, state)
-        if quick:
-            self._schedule_check(key, project)
-        self._maybe_collect()
+        self._schedule(key, project)
         return cs
 
     def _quick_after(
         self,
         project: str,
         proj: _Project,
-        state: dict[str, Any],
         prev: Snapshot | None,
         watcher: Watcher,
-    ) -> tuple[Snapshot | None, bool, bool]:
+        token: Token,
+    ) -> tuple[Snapshot | None, bool]:
         """The project now, listing again only the directories inotify saw change: (snapshot,
-        complete, quick), or (None, ...) when a full walk is needed."""
-        if not (
-            self.quick_finish
-            and prev is not None
-            and prev is proj.snapshot
-            and watcher.valid
-            and watcher.gen == state["gen"]
-        ):
-            return None, True, False
+        an ignore file changed), or (None, …) when a full walk is needed."""
+        if not self.quick_finish or not self._vouched(project, proj, prev, watcher):
+            return None, False
+        assert prev is not None
         ev = watcher.take()
-        if ev.structural or ev.unknown:
-            return None, True, False
+        if ev.unknown:
+            return None, False
+        if not ev:
+            return prev, False  # nothing happened: nothing to list
         try:
             part = self._scan(
-                project, prev, True, watcher, only=sorted(ev.touched & prev.dirs.keys())
+                project,
+                prev,
+                watcher,
+                book=RuleBook(frozen=token.before),
+                finishing=True,
+                began_ns=token.born_ns,
+                only=sorted(ev.touched & prev.dirs.keys()),
             )
+            after = self._relink(project, prev, merge(prev, part), part, watcher, token=token)
         except OSError:
-            return None, True, False
-        after = merge(prev, part)
+            return None, False
         if after.files > self.limits.max_files:
-            return None, True, False
-        return after, True, True
+            return None, False
+        return after, ev.rules
 
-    def _schedule_check(self, key: str, project: str) -> None:
-        with self._mu:
-            self._to_check[key] = project
-            if self._checker is None or not self._checker.is_alive():
-                self._checker = threading.Thread(
-                    target=self._check_loop, name="run_bash-changes-check", daemon=True
-                )
-                self._checker.start()
-            self._wake.notify_all()
+    def _relink(
+        self,
+        project: str,
+        prev: Snapshot,
+        snap: Snapshot,
+        part: Snapshot,
+        watcher: Watcher,
+        token: Token | None = None,
+    ) -> Snapshot:
+        """``snap`` with the directories of every other name of a hard-linked file that changed
+        listed again too: a write through one name changes them all, and inotify reported only
+        the directory of the name written through."""
+        if not prev.links and not part.links:
+            return snap
+        changed = set()
+        for path, ino in part.links.items() | {(p, i) for p, i in prev.links.items()
+                                              if p.rpartition("/")[0] in part.dirs}:  # fmt: skip
+            if not same_state(prev.entry(path), snap.entry(path)):
+                changed.add(ino)
+        if not changed:
+            return snap
+        dirs = {
+            p.rpartition("/")[0]
+            for p, i in prev.links.items()
+            if i in changed and p.rpartition("/")[0] not in part.dirs
+        }
+        dirs &= snap.dirs.keys()
+        if not dirs:
+            return snap
+        book = RuleBook(frozen=token.before) if token is not None else None
+        more = self._scan(
+            project,
+            snap,
+            watcher,
+            book=book,
+            finishing=token is not None,
+            began_ns=token.born_ns if token is not None else 0,
+            only=sorted(dirs),
+        )
+        return merge(snap, more)
 
-    def _check_loop(self) -> None:
-        while True:
-            with self._mu:
-                if not self._to_check:
-                    self._wake.wait(timeout=60.0)
-                    if not self._to_check:
-                        self._checker = None
-                        return
-                key, project = self._to_check.popitem()
-                self._checking += 1
-            try:
-                self._check(key, project)
-            except Exception:  # a failed check leaves the quick change set; never kill the loop
-                log.exception("run_bash: checking the end of a run in %s failed", project)
-            finally:
-                with self._mu:
-                    self._checking -= 1
-                    self._wake.notify_all()
+    def _schedule(self, key: str, project: str) -> None:
+        """Check, write and collect once the project is quiet (checks.py)."""
+        from .checks import schedule
 
-    def _check(self, key: str, project: str) -> None:
-        with self._locked(key, project) as proj:
-            if proj.pending is None:
-                return
-            state = self._read_state(key)
-            self._check_locked(key, proj, state)
-            self._write_state(key, state)
+        schedule(self, key, project)
 
     def settle(self) -> None:
         """Run now the checks still due after quick run ends (``get``, ``undo`` and ``close``
         call it, so what they read is complete)."""
-        with self._mu:
-            due = dict(self._to_check)
-            self._to_check.clear()
-        for key, project in due.items():
-            self._check(key, project)
-        with self._mu:
-            while self._checking:
-                self._wake.wait()
+        from .checks import settle
 
-    def _check_locked(self, key: str, proj: _Project, state: dict[str, Any]) -> None:
-        """Walk the whole project after a quick run end; add to that run's change set what
-        inotify did not report (writes through a shared mmap). Changes in directories with
-        events since the run ended are someone else's and are not added."""
-        pend = proj.pending
-        if pend is None:
-            return
-        proj.pending = None
-        watcher = self._watcher(key)
-        since = watcher.take()
-        latest = self._load_snapshot(key, proj, state)
-        try:
-            full = self._scan(pend.project, latest, False, watcher, events=since)
-        except (TooManyFiles, OSError):
-            return  # the watcher stays invalid: the next start walks and decides
-        self._save_snapshot(key, proj, state, full)
-        late = watcher.take()  # changes during the walk: it may have missed them
-        since.merge(late)
-        if not late:
-            watcher.end_walk(state["gen"])
-        if since.unknown or latest is not pend.after:
-            return
-        moved = since.moved
-        missed = []
-        for path, _was, now in diff(pend.after, full):
-            parent = path.rpartition("/")[0]
-            if parent in since.touched or parent not in pend.after.dirs:
-                continue
-            if any(a in moved for a in _ancestors(path)):
-                continue
-            missed.append((path, now))
-        if not missed:
-            return
-        cs = pend.change_set
-        by_path = {c.path: c for c in cs.changes}
-        for path, now in missed:
-            ch = by_path.get(path) or Change(path, pend.before.entry(path), None)
-            ch.after = now
-            by_path[path] = ch
-        cs.changes = sorted(
-            (c for c in by_path.values() if not same_state(c.before, c.after)),
-            key=lambda c: os.fsencode(c.path),
-        )
-        cs.__post_init__()
-        extra = "some changes were found by the full check after the run (inotify missed them)"
-        cs.note = f"{cs.note}; {extra}" if cs.note else extra
-        runs = os.path.join(self._pdir(key), "runs")
-        if not cs.seq:
-            last = max((int(n[:8]) for n in os.listdir(runs) if n[:8].isdigit()), default=0)
-            state["seq"] = cs.seq = max(state["seq"], last) + 1
-        rec = json.dumps(cs.to_json(), separators=(",", ":")).encode()
-        _write_inplace(os.path.join(runs, f"{cs.seq:08d}-{cs.run_id}.json"), rec)
-        self.amended += 1
+        settle(self)
 
     def abandon(self, token: Token) -> None:
         """Forget a begun run that will never start (its command could not be spawned)."""
@@ -731,95 +873,6 @@ class ChangeStore:
             self._load_snapshot(token.key, proj, state)
             self._drop_old_snapshots(token.key, state)
             self._write_state(token.key, state)
-
-    # -- reading change sets ---------------------------------------------------------------------
-
-    def _records(self) -> list[tuple[str, int, str, str]]:
-        """Every kept change set as (project key, seq, run id, file path), oldest first per project."""
-        out: list[tuple[str, int, str, str]] = []
-        base = os.path.join(self.root, "projects")
-        try:
-            keys = os.listdir(base)
-        except FileNotFoundError:
-            return out
-        for key in keys:
-            runs = os.path.join(base, key, "runs")
-            with contextlib.suppress(OSError):
-                for name in os.listdir(runs):
-                    seq, _, rest = name.partition("-")
-                    if seq.isdigit() and rest.endswith(".json"):
-                        out.append((key, int(seq), rest[:-5], os.path.join(runs, name)))
-        out.sort(key=lambda r: (r[0], r[1]))
-        return out
-
-    def get(self, run_id: str) -> ChangeSet | None:
-        """The kept change set of ``run_id`` (the latest one with that id), or None."""
-        self.settle()
-        found = None
-        for _key, _seq, rid, path in self._records():
-            if rid == run_id:
-                cs = self._read_record(path)
-                if cs is not None and (found is None or cs.ended > found.ended):
-                    found = cs
-        return found
-
-    def latest(self, project: str | None = None) -> ChangeSet | None:
-        """The most recent kept change set (in ``project`` when given)."""
-        self.settle()
-        best = None
-        key = self._key(project) if project else None
-        for k, _seq, _rid, path in self._records():
-            if key is None or k == key:
-                cs = self._read_record(path)
-                if cs is not None and (best is None or cs.ended > best.ended):
-                    best = cs
-        return best
-
-    def runs(self) -> list[dict[str, Any]]:
-        """Every kept change set, newest first, as {run, project, ended, counts, undo_of, label}."""
-        self.settle()
-        out: list[dict[str, Any]] = []
-        for _k, _seq, _rid, path in self._records():
-            cs = self._read_record(path)
-            if cs is not None:
-                out.append(
-                    {
-                        "run": cs.run_id,
-                        "project": display_path(cs.project),
-                        "ended": cs.ended,
-                        "counts": cs.counts(),
-                        "undo_of": cs.undo_of,
-                        "label": cs.label,
-                    }
-                )
-        out.sort(key=lambda r: -r["ended"])
-        return out
-
-    def kept_ids(self) -> set[str]:
-        """The run ids whose change sets are kept now. Cheap (lists the run directories, reads
-        no record, waits for no check): for callers deciding what to remember about a run."""
-        return {rid for _k, _seq, rid, _path in self._records()}
-
-    @staticmethod
-    def _read_record(path: str) -> ChangeSet | None:
-        try:
-            with open(path, "rb") as f:
-                return ChangeSet.from_json(json.load(f))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def changes(self, run_id: str) -> list[dict[str, Any]] | None:
-        """``[{path, kind, skipped?}]`` for ``run_id``; None when no change set is kept for it."""
-        cs = self.get(run_id)
-        return None if cs is None else cs.to_list()
-
-    def diff_text(self, run_id: str) -> str | None:
-        """The run's change set as a unified diff (binary files by size and hash), or None."""
-        cs = self.get(run_id)
-        if cs is None:
-            return None
-        self._init()
-        return cs.unified_diff(self.objects)
 
     # -- undo (undoing.py) ----------------------------------------------------------------------
 

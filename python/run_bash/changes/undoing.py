@@ -4,26 +4,59 @@ would restore, remove, leave as a conflict and not recover)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 from typing import TYPE_CHECKING, Any
 
 from .objects import DamagedBlob
 from .render import Change, ChangeSet, display_path
-from .restore import Tree, Unsafe
-from .snapshot import CONTENT_KINDS, DIR_FLAGS, KIND, MODE, Entry, entry_data, same_state
+from .restore import Changed, Tree, Unsafe
+from .snapshot import (
+    BORN,
+    CONTENT_KINDS,
+    DIR_FLAGS,
+    FILE_KINDS,
+    KIND,
+    MODE,
+    Entry,
+    Snapshot,
+    entry_data,
+    same_state,
+)
 from .store import ID_ALPHABET, Token, _Plan
 
 if TYPE_CHECKING:
     from .store import ChangeStore
 
 
-def _plan(cs: ChangeSet, tree: Tree, force: bool) -> _Plan:
+def _held(snap: Snapshot | None, path: str, cur: Entry | None) -> bool:
+    """Whether the content now at ``path`` is in the store: the undo's own start recorded it
+    (``snap``), or, without one (a plan), it is of a kind a walk keeps."""
+    if cur is None:
+        return True
+    if cur[KIND] not in CONTENT_KINDS:
+        return False
+    if snap is None:
+        return True
+    e = snap.entry(path)
+    return e is not None and e[KIND] in CONTENT_KINDS and same_state(e, cur)
+
+
+def _plan(cs: ChangeSet, tree: Tree, force: bool, snap: Snapshot | None = None) -> _Plan:
+    """Each change: restore, remove, a conflict, or left as it is (``lost``, with why).
+
+    Undo never deletes or overwrites bytes the store does not hold: a path that existed before
+    the run and whose content was not kept is left alone ("left in place" while it exists, "not
+    recovered" when the run deleted it); a path the run created whose content was not kept is
+    removed only when it is a file the run created (its birth time) that has not changed since;
+    with ``force``, a path that changed since the run is replaced only when the undo's own start
+    kept what it holds now."""
     restore: list[tuple[Change, Entry, Entry | None]] = []
     remove: list[tuple[Change, Entry | None]] = []
     conflicts: list[tuple[Change, str]] = []
     lost: list[tuple[Change, str]] = []
-    same: list[Change] = []
     for ch in cs.changes:
         b, a = ch.before, ch.after
         try:
@@ -35,17 +68,27 @@ def _plan(cs: ChangeSet, tree: Tree, force: bool) -> _Plan:
             conflicts.append((ch, f"cannot read it ({err.strerror})"))
             continue
         if b is not None and b[KIND] not in CONTENT_KINDS:
-            lost.append((ch, ch.reason(b)))
+            where = "not recovered" if cur is None else "left in place"
+            lost.append((ch, f"{where}: {ch.reason(b)}"))
             continue
-        if b is None and a is not None and a[KIND] in "iguc":
-            lost.append((ch, f"{ch.reason(a)}: left in place"))
+        if b is None and a is not None and a[KIND] not in CONTENT_KINDS:
+            removable = (
+                a[BORN] and a[KIND] in FILE_KINDS and not stat.S_ISDIR(a[MODE]) and cur is not None
+            )
+            if removable and same_state(cur, a):
+                remove.append((ch, cur))
+            elif cur is not None:
+                lost.append((ch, f"left in place: {ch.reason(a)}, made by the run"))
             continue
         if same_state(cur, b):
-            same.append(ch)
             continue
         if not same_state(cur, a):
             conflicts.append((ch, _why_conflict(cur)))
             if not force:
+                continue
+            if not _held(snap, ch.path, cur):
+                assert cur is not None
+                lost.append((ch, f"left in place: changed since the run, {ch.reason(cur)}"))
                 continue
         if b is None:
             remove.append((ch, cur))
@@ -105,10 +148,11 @@ def undo(
     if not os.path.lexists(cs.project) and os.path.isdir(os.path.dirname(cs.project)):
         with contextlib.suppress(FileExistsError):
             os.mkdir(cs.project)  # the run removed the project directory itself
-    token = store._begin(new_id, cs.project, run_id, f"undo of run {run_id}")
+    token = store._begin(new_id, cs.project, run_id, f"undo of run {run_id}", cs.scope)
     restored: list[str] = []
     removed: list[str] = []
     errors: list[tuple[Change, str]] = []
+    left: list[tuple[Change, str]] = []
     try:
         fd = os.open(cs.project, DIR_FLAGS)
     except OSError as err:
@@ -117,7 +161,7 @@ def undo(
         raise FileNotFoundError(f"cannot open the project {cs.project}: {err.strerror}") from None
     try:
         tree = Tree(fd, store.limits.max_file_size)
-        p = _plan(cs, tree, force)
+        p = _plan(cs, tree, force, token.before if isinstance(token, Token) else None)
         # Deepest first: a directory the run created goes after what it holds; a path that
         # must change type loses its current form before the old one comes back.
         doomed = [(ch, cur) for ch, cur in p["remove"]]
@@ -131,14 +175,21 @@ def undo(
             if cur is None:
                 continue
             try:
-                tree.remove(ch.path)
+                tree.remove(ch.path, cur)
                 if ch.before is None:
                     removed.append(ch.path)
-            except (OSError, Unsafe) as err:
+            except Changed as err:
+                left.append((ch, f"left in place: {err}"))
+            except OSError as err:
+                if err.errno == errno.ENOTEMPTY:
+                    left.append((ch, "left in place: it holds paths left in place or made since"))
+                else:
+                    errors.append((ch, _os_why(err)))
+            except Unsafe as err:
                 errors.append((ch, _os_why(err)))
-        failed = {ch.path for ch, _ in errors}
+        failed = {ch.path for ch, _ in errors} | {ch.path for ch, _ in left}
         dir_modes: list[tuple[str, int]] = []
-        for ch, b, _cur in sorted(p["restore"], key=lambda x: x[0].path.count("/")):
+        for ch, b, cur in sorted(p["restore"], key=lambda x: x[0].path.count("/")):
             if ch.path in failed:
                 continue
             try:
@@ -148,8 +199,11 @@ def undo(
                 elif b[KIND] == "l":
                     tree.symlink(ch.path, entry_data(b))
                 else:
-                    tree.write_file(ch.path, store.objects.get(entry_data(b)), b[MODE])
+                    expect = cur if cur is not None and cur[KIND] != "d" else None
+                    tree.write_file(ch.path, store.objects.get(entry_data(b)), b[MODE], expect)
                 restored.append(ch.path)
+            except Changed as err:
+                left.append((ch, f"left in place: {err}"))
             except DamagedBlob as err:
                 errors.append((ch, str(err)))
             except (OSError, Unsafe) as err:
@@ -173,7 +227,9 @@ def undo(
             {"path": display_path(ch.path), "why": w + (" (forced)" if force else "")}
             for ch, w in conflicts
         ],
-        "not_recovered": [{"path": display_path(ch.path), "why": w} for ch, w in p["lost"]],
+        "not_recovered": [
+            {"path": display_path(ch.path), "why": w} for ch, w in [*p["lost"], *left]
+        ],
         "errors": [{"path": display_path(ch.path), "why": w} for ch, w in errors],
         "recorded": recorded,
     }

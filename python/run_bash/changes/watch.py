@@ -3,11 +3,10 @@
 A Watcher holds one inotify instance per project, with a watch on every directory the last walk
 covered (and each ``.git`` directory), added through ``/proc/self/fd/N`` so the watch lands on
 the very inode the walk opened. A run's start skips its walk when nothing happened; a run's end
-lists again only the directories with events, unless the structure changed (a directory or a
-``.gitignore`` created, removed or moved), events were lost, or a watch could not be added:
-then it walks everything. What inotify cannot see (writes through a shared ``mmap``, changes
-made on another machine of a network file system) is found by the full walk that checks every
-such quick end shortly after (see the package docstring).
+lists again only the directories with events (a new directory is walked whole), unless events
+were lost or a watch could not be added: then it walks everything. A changed ``.gitignore``
+makes the next start classify the project again. What inotify cannot see is listed in the
+package docstring, with how the store stays correct anyway.
 
 Non-blocking throughout: the instance is ``IN_NONBLOCK``; reading it never waits.
 """
@@ -35,6 +34,8 @@ from run_bash.inotify import (
     Inotify,
 )
 
+IN_UNMOUNT = 0x2000
+
 MASK = (
     IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
     | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK
@@ -45,21 +46,23 @@ STRUCTURE = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
 class Events:
     """What happened since the last walk, as far as inotify can tell."""
 
-    __slots__ = ("moved", "structural", "touched", "unknown")
+    __slots__ = ("moved", "rules", "structural", "touched", "unknown")
 
     def __init__(self) -> None:
         self.touched: set[str] = set()  # directories (project-relative) with a changed entry
         self.moved: set[str] = set()  # directories created, removed or moved (and what was in them)
-        self.structural = False  # a directory or a .gitignore was created, removed or moved
+        self.structural = False  # a directory was created, removed or moved
+        self.rules = False  # a .gitignore was written, created, removed or moved
         self.unknown = False  # events were lost (overflow) or came from an unknown watch
 
     def __bool__(self) -> bool:
-        return bool(self.touched) or self.structural or self.unknown
+        return bool(self.touched) or self.structural or self.unknown or self.rules
 
     def merge(self, other: Events) -> None:
         self.touched |= other.touched
         self.moved |= other.moved
         self.structural |= other.structural
+        self.rules |= other.rules
         self.unknown |= other.unknown
 
 
@@ -72,6 +75,7 @@ class Watcher:
         self._wds: dict[tuple[int, int], int] = {}
         self._by_wd: dict[int, tuple[str, bool]] = {}  # wd -> (directory rel, is a .git dir)
         self._failed = False
+        self._carry: Events | None = None  # events given back by a walk that was stopped
         self._ino: Inotify | None = None
         with contextlib.suppress(OSError):
             self._ino = Inotify()
@@ -80,9 +84,11 @@ class Watcher:
     def usable(self) -> bool:
         return self._ino is not None
 
-    def add(self, dir_fd: int, rel: str, is_git: bool = False) -> None:
-        """Watch the directory open at ``dir_fd`` (once per inode); ``rel`` is where it is now
-        (for a ``.git`` directory: the directory that holds it)."""
+    def add(self, dir_fd: int, rel: str, holder: bool = False) -> None:
+        """Watch the directory open at ``dir_fd`` (once per inode); ``rel`` is where it is now.
+        ``holder``: a directory whose entries are not listed (a ``.git``, an ignored directory
+        not entered): its events mark ``rel``, the directory holding it, whose listing shows
+        its own stat."""
         if self._ino is None:
             return
         try:
@@ -99,18 +105,30 @@ class Watcher:
                 self._failed = True  # ENOSPC (max_user_watches) or no /proc: walk every time
                 return
             self._wds[key] = wd
-        self._by_wd[wd] = (rel, is_git)
+        self._by_wd[wd] = (rel, holder)
 
-    def begin_walk(self, into: Events | None = None) -> None:
+    def begin_walk(self, into: Events | None = None) -> tuple[bool, int, bool, Events]:
         """Drop pending events (the walk about to start sees what they announced; ``into``
         gets them). Until ``end_walk``, the watcher vouches for nothing (a walk that fails
-        leaves it so)."""
+        leaves it so). Returns what ``abort_walk`` needs to undo this."""
         ev = self.take()
         if into is not None:
             into.merge(ev)
+            ev = into
+        saved = (self.valid, self.gen, self._failed, ev)
         self._failed = False
         self.valid = False
         self.gen = -1
+        return saved
+
+    def abort_walk(self, saved: tuple[bool, int, bool, Events]) -> None:
+        """A walk stopped before its end: the watcher vouches again for what it did before, and
+        the events that walk took are read again by the next ``take``."""
+        self.valid, self.gen, failed, ev = saved
+        self._failed |= failed
+        if self._carry is None:
+            self._carry = Events()
+        self._carry.merge(ev)
 
     def end_walk(self, gen: int) -> None:
         """The walk that just ended is the state the watches now guard."""
@@ -124,6 +142,8 @@ class Watcher:
     def take(self) -> Events:
         """Read every pending event."""
         ev = Events()
+        if self._carry is not None:
+            ev, self._carry = self._carry, None
         if self._ino is None:
             ev.unknown = True
             return ev
@@ -134,7 +154,7 @@ class Watcher:
             ev.unknown = True
             return ev
         for wd, mask, name in events:
-            if mask & IN_Q_OVERFLOW:
+            if mask & (IN_Q_OVERFLOW | IN_UNMOUNT):
                 self.valid = False
                 ev.unknown = True
                 continue
@@ -149,17 +169,20 @@ class Watcher:
             if where is None:
                 ev.unknown = True
                 continue
-            rel, is_git = where
+            rel, holder = where
             ev.touched.add(rel)
-            if is_git:
-                continue  # the .git entry of ``rel`` changed: listing ``rel`` re-stats it
+            if holder:
+                continue  # an entry of a directory not listed: listing ``rel`` re-stats it
             if mask & (IN_DELETE_SELF | IN_MOVE_SELF) or (mask & IN_ISDIR and mask & STRUCTURE):
                 ev.structural = True
             if name:
                 if name == ".gitignore":
-                    ev.structural = True  # ignore rules changed
+                    ev.rules = True
                 if mask & IN_ISDIR:
-                    ev.touched.add(f"{rel}/{name}" if rel else name)
+                    sub = f"{rel}/{name}" if rel else name
+                    ev.touched.add(sub)
+                    if mask & STRUCTURE:
+                        ev.moved.add(sub)
         return ev
 
     def close(self) -> None:

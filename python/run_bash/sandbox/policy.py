@@ -15,11 +15,11 @@ import fnmatch
 import glob
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from run_bash.config import Config, LimitsConfig
+from run_bash.config import Config, LimitsConfig, SandboxConfig
 from run_bash.paths import expand, expand_rules, is_under
 from run_bash.sandbox import loopback
 from run_bash.sandbox.hostread import Discovery, HostRead, RulesName
@@ -502,6 +502,55 @@ def default_rules() -> dict[str, list[str]]:
     }
 
 
+Expand = Callable[[Iterable[str], bool], list[str]]
+
+
+def _granted(cfg: SandboxConfig, ex: Expand) -> list[str]:
+    """The writable grants of the rules (the user's ``fs_writable``, else the defaults)."""
+    user = cfg.rules.fs_writable
+    return ex(DEFAULT_WRITABLE if user is None else user, True)
+
+
+def _denied(cfg: SandboxConfig, ex: Expand, hidden: Iterable[str]) -> list[str]:
+    user = cfg.rules.fs_denied
+    denied = _expand_globs(ex(DEFAULT_DENIED if user is None else user, False))
+    if user is not None:
+        # The system's own secrets stay denied whatever the rules say.
+        denied += [p for p in _expand_globs(ex(DEFAULT_DENIED, False)) if p.startswith("/etc/")]
+    denied += [os.path.normpath(os.path.abspath(p)) for p in hidden]
+    return list(dict.fromkeys(denied))
+
+
+def writable_grants(
+    config: Config | None,
+    cwd: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    home: str | None = None,
+    hidden: Iterable[str] = (),
+) -> tuple[list[str], list[str]]:
+    """(grants, caches): the directories a run in ``cwd`` may write by the rules, and those of
+    them that are verified shared caches (``VERIFIED_CACHES``: every entry checked against its
+    hash when used, so nothing written there is trusted later). Device files, the run's private
+    temp directory and the repository's git directories (which the host-read set adds) are not
+    in it. What ``build_policy`` grants starts from the same lists; nothing is read but the
+    paths' existence."""
+    env = os.environ if env is None else env
+    cfg = (config or Config()).sandbox
+    cwd = os.path.normpath(os.path.abspath(cwd))
+    home_dir = os.path.normpath(home or env.get("HOME") or os.path.expanduser("~"))
+
+    def ex(paths: Iterable[str], must_exist: bool) -> list[str]:
+        return expand_rules(paths, must_exist=must_exist, env=env, home=home_dir, base=cwd)
+
+    denied = _denied(cfg, ex, hidden)
+    grants = [
+        p for p in dict.fromkeys(_granted(cfg, ex)) if not any(is_under(p, d) for d in denied)
+    ]
+    caches = set(ex(VERIFIED_CACHES, True))
+    return grants, [g for g in grants if g in caches]
+
+
 def build_policy(
     config: Config | None,
     cwd: str,
@@ -542,8 +591,7 @@ def build_policy(
 
     # -- writable ---------------------------------------------------------------------------------
     user_writable = rules.fs_writable
-    writable = ex(DEFAULT_WRITABLE if user_writable is None else user_writable, True)
-    writable = ex(SYSTEM_WRITABLE, True) + writable
+    writable = ex(SYSTEM_WRITABLE, True) + _granted(cfg, ex)
     if user_writable is not None:
         for raw in SHARED_SOCKET_DIRS:
             shared = expand(raw, env=env, home=home_dir, base=cwd)
@@ -556,13 +604,7 @@ def build_policy(
                     break
 
     # -- denied -----------------------------------------------------------------------------------
-    user_denied = rules.fs_denied
-    denied = _expand_globs(ex(DEFAULT_DENIED if user_denied is None else user_denied, False))
-    if user_denied is not None:
-        # The system's own secrets stay denied whatever the rules say.
-        denied += [p for p in _expand_globs(ex(DEFAULT_DENIED, False)) if p.startswith("/etc/")]
-    denied += [os.path.normpath(os.path.abspath(p)) for p in hidden]
-    denied = list(dict.fromkeys(denied))
+    denied = _denied(cfg, ex, hidden)
     writable = [p for p in dict.fromkeys(writable) if not any(is_under(p, d) for d in denied)]
 
     # -- the host-read set: what the host later loads from the writable places ---------------------

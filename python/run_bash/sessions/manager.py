@@ -67,7 +67,7 @@ from run_bash.sessions.waiters import Waiters
 from run_bash.statedir import make_state_dir
 
 if TYPE_CHECKING:
-    from run_bash.run_changes import RunChanges
+    from run_bash.run_changes import CoverSpec, RunChanges
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
@@ -94,6 +94,8 @@ class SessionManager:
         self.config = config
         self.changes = changes
         self.closing = False
+        # Called with a run that must wait for the user after all (``start(cover=…)``).
+        self.on_hold: Callable[[Session], None] = lambda s: None
         self.loop = loop or asyncio.get_event_loop()
         self.on_event = on_event or (lambda _name, _payload: None)
         self.environ = dict(os.environ if environ is None else environ)
@@ -200,6 +202,7 @@ class SessionManager:
         hold: bool = False,
         sid: str | None = None,
         wait_for: object = None,
+        cover: CoverSpec | None = None,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
@@ -210,6 +213,8 @@ class SessionManager:
         ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one. A run whose
         changes are recorded is always deferred: its project is snapshotted first, off the loop.
         ``wait_for``: a background run's result comes as soon as a line of output matches it.
+        ``cover``: the gate let it through because undo covers it; the snapshot taken before it
+        starts checks that again, and the run is held for the user (``on_hold``) if not.
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.default_timeout)
@@ -233,6 +238,7 @@ class SessionManager:
             sid = new_id(self.sessions)
         s = Session(sid, text, cwd, backend, bg_s)
         s.live = live
+        s.cover = cover
         s.timeout_s, s.timeout_given = timeout_s, timeout_given
         s.result_future = self.loop.create_future()
         if ready is not None:
@@ -243,7 +249,7 @@ class SessionManager:
         if hold:
             s.status = "awaiting_approval"
             return s
-        if defer or (self.changes is not None and self.changes.recording):
+        if defer or cover is not None or (self.changes is not None and self.changes.recording):
             self._launch_soon(s)
             return s
         try:
@@ -259,6 +265,7 @@ class SessionManager:
         if s is None or s.status != "awaiting_approval":
             return False
         s.status = "running"
+        s.hold = None
         s.started_at, s.started_mono = time.time(), time.monotonic()
         self._launch_soon(s)
         return True
@@ -292,6 +299,13 @@ class SessionManager:
         session's result instead of an exception."""
         if self.changes is not None and not s.killed:
             await self.changes.begin(s)
+        elif s.cover is not None:
+            s.cover, s.hold = None, "undo is off"
+        if s.hold is not None and not s.killed and not self.closing:
+            # Undo does not cover what the gate let through on that ground: ask after all.
+            s.status = "awaiting_approval"
+            self.on_hold(s)
+            return
         if self.closing:
             s.killed = True
         await self._prepare_and_launch(s)

@@ -24,6 +24,7 @@ from run_bash.sandbox.base import Backend, Launched
 
 if TYPE_CHECKING:
     from run_bash.changes import Token
+    from run_bash.run_changes import CoverSpec
 
 MAX_CMD_CHARS = 100_000
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
@@ -152,6 +153,10 @@ class Session:
         # What the run changed in its project (``run_changes``), and its store token meanwhile.
         self.changes: dict[str, Any] | None = None
         self.change_token: Token | None = None
+        # What undo must cover for it to start without asking (the gate let it through on
+        # that), and why it asks after all when the snapshot before it says otherwise.
+        self.cover: CoverSpec | None = None
+        self.hold: str | None = None
         # Readiness (`wait_for` on run) and `wait` calls, fed by the capture path.
         self.waiters: list[Waiter] = []
         self.ready_waiter: Waiter | None = None
