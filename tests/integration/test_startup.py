@@ -218,6 +218,7 @@ def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(edi
     up = imported(log)
     # Loaded before the first command (while nobody waited): the pause list and the change store.
     assert {"run_bash.checker.analysis", "run_bash.checker.rules", "run_bash.changes.store"} <= up
+    (Path(editor.work) / "pyproject.toml").write_text("")  # a project: its runs are recorded
     r = editor.run_sync({"cmd": "echo hi > made.txt", "unsandboxed_ok": backend == "none"}, 60)
     assert r["exit_code"] == 0 and r["backend"] == backend, r
     assert "made.txt" in r["changes"]["summary"], r  # the run was recorded

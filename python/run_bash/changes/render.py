@@ -363,7 +363,7 @@ def _diff_one(c: Change, blobs: BlobSource) -> list[str]:
     if text_old is None or text_new is None:
         lines.append(f"Binary files a/{p} and b/{p} differ ({_describe(b)} -> {_describe(a)})")
         return lines
-    import difflib  # only a diff needs it: never on a run's path (see the host's boot.py)
+    import difflib  # only a diff needs it: not loaded at the host's start (test_startup.py)
 
     body = difflib.unified_diff(
         text_old.splitlines(keepends=True),
