@@ -8,8 +8,9 @@
 --- Two ways to wait for it: `ensure_host()` blocks until it answers (for the synchronous API:
 --- `request`, `check`, CodeCompanion's approval); `when_ready(fn)` never blocks: `fn` runs after
 --- the host's `ready` event (a run asked for while the host starts is queued, not failed).
---- Once Neovim is exiting no host starts: Neovim stops its jobs once and then waits for every
---- one to exit, so a host started after that (by a deferred request) would keep it waiting.
+--- Once Neovim is exiting no host starts: `stop()` (VimLeavePre) already stopped the host, and a
+--- request scheduled or deferred into the exit would start a whole new one only for Neovim to close
+--- its channel (measured: it does not keep Neovim waiting, but costs a start and its processes).
 local M = {}
 local H = {}
 

@@ -248,7 +248,12 @@ class Service:
         so that the first command does not pay for it: the pause list's checker, the change
         store when runs are recorded, and the backend's availability (which waits for the
         sandbox launcher the host started first thing). What no run needs (health, diffs,
-        undo, the command line) stays unloaded until it is used."""
+        undo, the command line) stays unloaded until it is used.
+
+        All of it runs here, on the loop's thread, before ``ready``: an earlier change that moved
+        the sandbox guard's and policy's imports and the guard's ``Keeper`` onto executor threads
+        hung one full test run in three at teardown (a Neovim ``:qa!``), for a cause not found;
+        so start-up creates nothing on another thread and the guard stays imported eagerly."""
         import importlib
 
         importlib.import_module("run_bash.checker")

@@ -145,8 +145,8 @@ vim.cmd('qa!')
 
 
 def test_nothing_starts_a_host_while_neovim_exits(tmp_path):
-    """Neovim stops its jobs once when it exits and then waits for every one of them: a host
-    started after that (a deferred request) kept it waiting for ever."""
+    """A request scheduled or deferred into Neovim's exit (after VimLeavePre stopped the host)
+    started a whole new host only for Neovim to close its channel; it is refused now."""
     if NVIM is None:
         pytest.skip("no Neovim")
     script = tmp_path / "init.lua"
