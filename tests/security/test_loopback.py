@@ -294,7 +294,7 @@ import select, socket
 socks = []
 for _ in range({n}):
     l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1); socks.append(l)
-print('LISTENING', ' '.join(str(l.getsockname()[1]) for l in socks), flush=True)
+print('LISTENING ' + ' '.join(str(l.getsockname()[1]) for l in socks) + ' ALL', flush=True)
 while True:
     for l in select.select(socks, [], [])[0]:
         c, _ = l.accept(); c.sendall(b'HI'); c.close()
@@ -307,8 +307,10 @@ def test_forwards_are_limited_per_session(sbx):
     n = MAX_FORWARDED_PER_SESSION + 2
     s = sbx.start(MANY.format(n=n), timeout=60, bg_after=0.1)
     try:
-        out = wait_text(sbx, s, ("LISTENING",))
+        # The whole line, not just its start: `python3 -u` writes print's pieces one by one.
+        out = wait_text(sbx, s, (" ALL",))
         ports = [int(p) for p in out.split("LISTENING", 1)[1].split()[:n]]
+        assert len(ports) == n, out
 
         def all_said() -> Any:
             info = info_of(sbx, s.id)
