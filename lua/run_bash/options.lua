@@ -104,6 +104,16 @@ function M.setup_done()
   return H.setup_done
 end
 
+--- Whether the options name no sandbox (`sandbox.backend = "none"` or `false`): the host then
+--- skips starting the sandbox launcher with itself. Only a hint for start-up; the host's own reading
+--- of the options decides everything else, and a launcher is started when a run needs one.
+---@return boolean
+function M.names_no_sandbox()
+  local cand = H.pending or H.good
+  local backend = cand and vim.tbl_get(cand.data or {}, "sandbox", "backend")
+  return backend == "none" or backend == false
+end
+
 --- The host exited: the next one is sent the options again.
 function M.host_exited()
   H.setup_done = false

@@ -229,3 +229,24 @@ def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(edi
     got = editor.lua("local d, e = require('run_bash').diff(...); return { d = d, e = e }", r["id"])
     assert got.get("e") is None and "+hi" in got["d"]["text"], got
     assert {"run_bash.health", "difflib"} <= imported(log)
+
+
+@pytest.mark.parametrize("backend", ["none", "sandlock"])
+def test_the_launcher_starts_with_the_host_only_when_the_options_may_sandbox(editor, backend):
+    """The host starts the sandbox launcher with itself (it comes up while the host imports),
+    except when the options name no sandbox: then it would be a second Python for nothing. The
+    host's log says which; the sandlock case is the control."""
+    from tests.integration.test_host import backend_available
+
+    if backend != "none" and not backend_available(backend):
+        pytest.skip(f"{backend} unavailable here")
+    log = Path(editor.lua("return require('run_bash.host').log_path()"))
+    before = log.stat().st_size if log.exists() else 0
+    editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+    assert editor.lua("return require('run_bash').request('sessions')") == []  # the host is up
+    with log.open("rb") as f:
+        f.seek(before)
+        said = f.read().decode()
+    started = "sandbox launcher: started with the host" in said
+    skipped = "sandbox launcher: not started with the host" in said
+    assert (started, skipped) == ((False, True) if backend == "none" else (True, False)), said

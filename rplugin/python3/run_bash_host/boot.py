@@ -16,6 +16,7 @@ inherits by accident can write into it.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -37,8 +38,6 @@ from run_bash.sandbox import proc  # noqa: E402
 
 
 def _setup_logging() -> None:
-    import logging
-
     path = os.environ.get("RUN_BASH_LOG")
     level = os.environ.get("RUN_BASH_LOG_LEVEL", "INFO").upper()
     logger = logging.getLogger("run_bash")
@@ -98,7 +97,10 @@ def host(dirs: list[str]) -> None:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    start_launcher()
+    if os.environ.pop("RUN_BASH_NO_EARLY_LAUNCHER", "") != "1":
+        start_launcher()
+    else:  # the options name no sandbox: a second Python for nothing
+        logging.getLogger("run_bash").info("sandbox launcher: not started with the host")
     try:
         import pynvim
     except Exception as err:
@@ -140,6 +142,7 @@ def start_launcher() -> None:
         from run_bash.sandbox.launcher import launcher
 
         launcher().begin()
+        logging.getLogger("run_bash").info("sandbox launcher: started with the host")
     except Exception:
         pass
 
