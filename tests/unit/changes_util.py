@@ -6,6 +6,8 @@ import hashlib
 import os
 import stat
 import subprocess
+import time
+from typing import Any
 
 GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -119,3 +121,18 @@ SCENARIOS = {
     "git clean -fd": "git clean -q -fd",
     "git checkout and git stash": "git stash -q -u && git checkout -q -b other",
 }
+
+
+def begin(store: Any, run_id: str, cwd: str | os.PathLike[str]) -> Any:
+    """``store.begin`` for a run; returns its token once the coarse clock (file birth times) has
+    left the tick the run began in. A file born in that tick counts as older than the run (undo
+    keeps it rather than delete bytes that may predate the run), and these tests' "runs" start
+    at once, where a real one starts a sandbox first."""
+    from run_bash.changes import Token
+    from run_bash.changes.store import CLOCK_REALTIME_COARSE
+
+    tok = store.begin(run_id, str(cwd))
+    assert isinstance(tok, Token), tok
+    while time.clock_gettime_ns(CLOCK_REALTIME_COARSE) <= tok.born_ns:
+        time.sleep(0.001)
+    return tok

@@ -14,7 +14,7 @@ import pytest
 
 from run_bash.changes import ChangeStore, Limits, NotRecorded, Token
 
-from .changes_util import SCENARIO_SETUP, SCENARIOS, dir_bytes, git_repo, sh, tree_hash
+from .changes_util import SCENARIO_SETUP, SCENARIOS, begin, dir_bytes, git_repo, sh, tree_hash
 
 
 @pytest.fixture
@@ -34,12 +34,6 @@ def repo(tmp_path):
     p = tmp_path / "proj"
     git_repo(p)
     return p
-
-
-def begin(store, run_id, cwd) -> Token:
-    tok = store.begin(run_id, str(cwd))
-    assert isinstance(tok, Token), tok
-    return tok
 
 
 def run_and_undo(store, proj, cmd, run_id="r1", skip=()):

@@ -10,16 +10,14 @@ import pwd
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 from run_bash.changes import ChangeStore, Limits, NotRecorded, Token
 from run_bash.changes.coverage import covers
 from run_bash.changes.snapshot import born_after
-from run_bash.changes.store import CLOCK_REALTIME_COARSE
 
-from .changes_util import git_repo, sh, tree_hash
+from .changes_util import begin, git_repo, sh, tree_hash
 
 
 @pytest.fixture
@@ -38,17 +36,6 @@ def repo(tmp_path):
     p = tmp_path / "proj"
     git_repo(p)
     return p
-
-
-def begin(store, run_id, cwd) -> Token:
-    """Begin a run; return once the coarse clock (file birth times) has left the tick the run
-    began in: a file born in that tick counts as older than the run, and the tests' "runs" start
-    at once, where a real one starts a sandbox first."""
-    tok = store.begin(run_id, str(cwd))
-    assert isinstance(tok, Token), tok
-    while time.clock_gettime_ns(CLOCK_REALTIME_COARSE) <= tok.born_ns:
-        time.sleep(0.001)
-    return tok
 
 
 def test_a_file_born_in_the_tick_the_run_began_counts_as_older(tmp_path):
