@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -400,6 +401,7 @@ class Service:
         without it the run is held (status ``awaiting_approval``), an ``approve`` event asks Lua,
         and the user's answer comes back through ``decide``.
         """
+        received = time.monotonic()
         opts = options("run", spec, RUN_OPTIONS)
         cmd = check_cmd(opts.get("cmd"))
         if opts.get("wait_for") is not None:
@@ -419,6 +421,7 @@ class Service:
             "live": live,
             "sid": answer.decision_id,
             "wait_for": opts.get("wait_for"),
+            "marks": {"rpc": received, "gate": time.monotonic()},
         }
         consent = approved or unsandboxed_ok
         if answer.undoable and not consent:

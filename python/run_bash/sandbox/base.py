@@ -105,6 +105,8 @@ class Launched(Protocol):
 
     pid: int
     notices: list[str]
+    # Stages of the backend's own start (``time.monotonic()``), for ``make bench``.
+    stages: dict[str, float]
     # The project's network namespace the run lives in (None: the host's, or its own).
     loopback: Loopback | None
 
@@ -152,6 +154,7 @@ class LaunchedBase:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.notices: list[str] = []
+        self.stages: dict[str, float] = {}
         self._status: int | None = None
         self._closed = False
 

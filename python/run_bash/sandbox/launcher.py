@@ -342,6 +342,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
     """
     chan = socket.socket(fileno=fds[0])
     stage = "setting up the run"
+    marks = {"launcher": time.monotonic()}
     kwargs: dict[str, Any] = {}
     cgroups: dict[str, int] = {}
     try:
@@ -378,6 +379,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         if req.get("mount_ns", True):
             stage = "building the run's namespace"
             temp = enter_namespaces(req, netns)
+            marks["namespace"] = time.monotonic()
         for fd in netns:
             os.close(fd)
         if req.get("probe"):
@@ -400,8 +402,10 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
             sandbox = Sandbox(**kwargs, policy_fn=LoopbackGate(**gate, ask=_ask_owned))
         else:
             sandbox = Sandbox(**kwargs)
+        marks["sandbox"] = time.monotonic()
         stage = "starting the command"
         proc = sandbox.popen(req["argv"])
+        marks["popen"] = time.monotonic()
     except BaseException as e:  # reported to the host; nothing else may run
         why = _describe(e)
         if stage == "starting the command":
@@ -415,7 +419,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         # The output pipe belongs to the command now: EOF must come when it is done with it.
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        _send(chan, {"pid": proc.pid, "cgroups": cgroups}, [pidfd])
+        _send(chan, {"pid": proc.pid, "cgroups": cgroups, "marks": marks}, [pidfd])
         os.close(pidfd)
     except BaseException:  # the host gave up on this run: it must not go on unobserved
         with contextlib.suppress(BaseException):
@@ -677,6 +681,8 @@ class Run:
         self.temp_full = False
         # The run's memory cgroups (directory -> cgroup version), made by the launcher.
         self.cgroups: dict[str, int] = {}
+        # When the run process reached each stage of its start (``time.monotonic()``).
+        self.marks: dict[str, float] = {}
 
     def wait(self, timeout: float | None = None) -> int:
         """The root's exit status (>= 0) or ``-signal``; ``-SIGKILL`` when the run's supervisor
@@ -872,6 +878,9 @@ class Launcher:
         cgroups = msg.get("cgroups")
         if isinstance(cgroups, dict):
             run.cgroups = {str(d): int(v) for d, v in cgroups.items()}
+        marks = msg.get("marks")
+        if isinstance(marks, dict):
+            run.marks = {str(k): float(v) for k, v in marks.items()}
         return run
 
     def _fds(self, req: dict[str, Any], count: int, netns: Sequence[int] = ()) -> list[int]:

@@ -564,6 +564,7 @@ def build_policy(
     agent_rules: Sequence[RulesName] = (),
     project_files: Sequence[str] = (),
     untrusted: Iterable[str] = (),
+    on_stage: Callable[[str], None] | None = None,
 ) -> Policy:
     """The effective policy for commands run in ``cwd``.
 
@@ -575,7 +576,8 @@ def build_policy(
     git is asked again only when the repository changed); ``agent_rules`` are the rules files
     CodeCompanion is configured with, ``project_files`` the files in the project it runs
     (``per_project_config``); ``untrusted`` are places earlier runs could write (links
-    there are never followed when granting PATH trees). Raises HostReadError when the git layout
+    there are never followed when granting PATH trees). ``on_stage("hostread")`` is called once
+    the host-read set is known (``make bench`` times it). Raises HostReadError when the git layout
     cannot be read.
     """
     env = os.environ if env is None else env
@@ -618,6 +620,8 @@ def build_policy(
         project_files=project_files,
         path_writable=rules.path_writable,
     )
+    if on_stage is not None:
+        on_stage("hostread")
     # Everyday git from a subdirectory or a linked worktree writes the repository's git dir.
     writable += [g for g in host_read.grant if g not in writable]
     warnings += host_read.warnings

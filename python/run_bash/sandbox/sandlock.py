@@ -103,6 +103,7 @@ class SandlockLaunched(LaunchedBase):
         self.session_id = session_id
         self.loopback = loopback
         self.temp = temp  # the size of its temp space (0: none of its own)
+        self.stages.update(run.marks)
         if run.cgroups:  # made by the launcher (``launcher.cap_memory``)
             memory = next(iter(run.cgroups))
             self.cgroup = RunCgroup(session_id, dict(run.cgroups), memory, max_memory)

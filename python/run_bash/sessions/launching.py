@@ -63,6 +63,7 @@ class Launching:
         (git, the project's files): never on the loop for a deferred run. Raises on failure."""
         if not s.backend.isolates:
             return None, None
+        s.mark("prepare")
         # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
         # finds them in the same listener scan it uses to block other local services.
         policy = build_policy(
@@ -75,14 +76,19 @@ class Launching:
             untrusted=self.keeper.untrusted(),
             # The change store is never reachable from inside, whatever the rules grant.
             hidden=self.changes.private_paths() if self.changes is not None else (),
+            on_stage=s.mark,
         )
+        s.mark("policy")
         assert policy.host_read is not None
-        return policy, self.keeper.prepare(s.id, policy.host_read)
+        scope = self.keeper.prepare(s.id, policy.host_read)
+        s.mark("guard")
+        return policy, scope
 
     def spawn(self, s: Session, prepared: Prepared) -> None:
         """Build the run's files and environment, and spawn it: ``s`` gets its temp dir, capture,
         pipe (``pipe_r``), launched process and tracker. Raises on failure (nothing is left)."""
         sid, backend = s.id, s.backend
+        s.mark("spawn")
         config = self._config()
         self.temp.make(s)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
@@ -109,7 +115,11 @@ class Launching:
                 session_id=sid,
                 policy=prepared[0],
             )
+            s.mark("files")
             s.launched = backend.spawn(spec)
+            s.mark("spawned")
+            for stage, at in s.launched.stages.items():
+                s.marks.setdefault(stage, at)
         except BaseException:
             self.keeper.release(sid)
             for fd in (r, w):

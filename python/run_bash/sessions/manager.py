@@ -203,6 +203,7 @@ class SessionManager:
         sid: str | None = None,
         wait_for: object = None,
         cover: CoverSpec | None = None,
+        marks: Mapping[str, float] | None = None,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
@@ -215,6 +216,7 @@ class SessionManager:
         ``wait_for``: a background run's result comes as soon as a line of output matches it.
         ``cover``: the gate let it through because undo covers it; the snapshot taken before it
         starts checks that again, and the run is held for the user (``on_hold``) if not.
+        ``marks``: the stages the request went through before it came here (``Session.marks``).
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.default_timeout)
@@ -237,6 +239,8 @@ class SessionManager:
         if sid is None or sid in self.sessions:
             sid = new_id(self.sessions)
         s = Session(sid, text, cwd, backend, bg_s)
+        s.marks.update(marks or {})
+        s.mark("queued")
         s.live = live
         s.cover = cover
         s.timeout_s, s.timeout_given = timeout_s, timeout_given
@@ -299,6 +303,7 @@ class SessionManager:
         session's result instead of an exception."""
         if self.changes is not None and not s.killed:
             await self.changes.begin(s)
+            s.mark("snapshot")
         elif s.cover is not None:
             s.cover, s.hold = None, "undo is off"
         if s.hold is not None and not s.killed and not self.closing:
@@ -371,11 +376,13 @@ class SessionManager:
         self._on_root_exit(s)
 
     def _on_root_exit(self, s: Session) -> None:
+        s.mark("exit")
         self.loop.create_task(self._finish(s))
 
     async def _finish(self, s: Session) -> None:
         assert s.launched is not None and s.tracker is not None
         status = await self.loop.run_in_executor(None, s.launched.reap)
+        s.mark("reaped")
         s.ended_mono = time.monotonic()
         if status is not None and status < 0:
             s.signal = -status
@@ -389,6 +396,7 @@ class SessionManager:
         s.timers.clear()
         # Stop what the command left behind, then read what it wrote before the pipe closes.
         n = await self._sweep(s)
+        s.mark("swept")
         if n and not s.killed and not s.timed_out:
             s.leftovers = n
         try:
@@ -411,6 +419,7 @@ class SessionManager:
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id, text, s.exit_code)
+        s.mark("checked")
         for notice in [*s.launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)
@@ -430,6 +439,7 @@ class SessionManager:
         # belong above this line: the change set must show the project as the run left it.
         if self.changes is not None:
             await self.changes.finish(s)
+            s.mark("changes")
         self.waiters.settle_all(s)
         log.debug(
             "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
@@ -551,6 +561,7 @@ class SessionManager:
             ready=s.ready,
             matched_line=s.matched_line,
             ready_after_s=s.ready_after_s,
+            timing=dict(s.marks) or None,
         )
 
     def _send_result(self, s: Session) -> None:
@@ -559,6 +570,7 @@ class SessionManager:
         if s.background and s.running:
             self.forwarding.update()  # the first result says which ports the host can reach
         s.result_sent = True
+        s.mark("result")
         self.waiters.stop_readiness(s)
         if s.background and s.running and s.capture is not None:
             # What the caller saw counts as read: `output` then returns only newer output.
