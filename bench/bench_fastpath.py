@@ -71,11 +71,26 @@ STAGES = (
     ("host-read set", "hostread"),
     ("policy", "policy"),
     ("guard", "guard"),
+    ("claim", "claimed"),
     ("spawn", "spawned"),
+    ("spawn", "took_spare"),
     ("exec", "exit"),
     ("exit", "result"),
 )
-ORDER = ("RPC", "gate", "snapshot", "policy", "host-read set", "guard", "spawn", "exec", "exit")
+ORDER = (
+    "RPC",
+    "gate",
+    "snapshot",
+    "policy",
+    "host-read set",
+    "guard",
+    "claim",
+    "spawn",
+    "exec",
+    "exit",
+)
+# Seconds between two measured runs (RUN_BASH_BENCH_GAP): an agent's turn between commands.
+GAP = float(os.environ.get("RUN_BASH_BENCH_GAP", "0"))
 
 
 def breakdown(t0: float, t_cb: float, marks: dict[str, float]) -> dict[str, float]:
@@ -108,6 +123,8 @@ def series(nvim: Any, project: str, backend: str) -> dict[str, Any]:
     stages: list[dict[str, float]] = []
     spares = 0
     for _ in range(RUNS):
+        if GAP:
+            time.sleep(GAP)
         bash_ms, t0, t_cb, result = nvim.exec_lua(LUA_PAIR, spec)
         assert result.get("exit_code") == 0, result
         bash.append(bash_ms)

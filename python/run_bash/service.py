@@ -262,6 +262,8 @@ class Service:
         self.mgr.agent_rules = rules
         self.mgr.project_config = project_config
         chosen = self.mgr.choice()
+        # The first command's sandbox, ready before it comes (Neovim's directory is the host's).
+        self.mgr.prepare_for(os.getcwd())
         return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}
 
     def facts(self) -> dict[str, Any]:

@@ -337,7 +337,8 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
     never returns.
 
     ``fds``: the run's channel, its stdout and stderr, then (optionally) the project's network
-    namespace's user and network namespace descriptors. ``spare_cg``: the cgroup the spare
+    namespace's user and network namespace descriptors, then (with ``stdin`` in the request) the
+    command's stdin (a prepared sandbox's command pipe, ``spare.py``; else /dev/null). ``spare_cg``: the cgroup the spare
     moved into while it waited (``SpareCgroup``).
     """
     chan = socket.socket(fileno=fds[0])
@@ -345,6 +346,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
     marks = {"launcher": time.monotonic()}
     kwargs: dict[str, Any] = {}
     cgroups: dict[str, int] = {}
+    stdin = fds.pop() if req.get("stdin") and len(fds) > 3 else devnull
     try:
         if "netns" in req:  # a new loopback-only network namespace (netholder.py)
             stage = "creating a network namespace"
@@ -368,10 +370,10 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         stage = "capping the run's memory"
         cgroups = cap_memory(int(req.get("memory_cap") or 0), spare_cg)
         out, err = fds[1], fds[2]
-        os.dup2(devnull, 0)
+        os.dup2(stdin, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        for fd in (out, err):
+        for fd in {out, err, stdin} - {devnull}:
             if fd > 2:
                 os.close(fd)
         netns = fds[3:5]
@@ -416,7 +418,9 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         os._exit(1)
     try:
         pidfd = os.pidfd_open(proc.pid)
-        # The output pipe belongs to the command now: EOF must come when it is done with it.
+        # The output pipe belongs to the command now: EOF must come when it is done with it (and
+        # a prepared sandbox's command pipe is the command's to read).
+        os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         _send(chan, {"pid": proc.pid, "cgroups": cgroups, "marks": marks}, [pidfd])
@@ -825,9 +829,17 @@ class Launcher:
                         raise SpawnError(f"the sandbox launcher is not answering: {e}") from e
 
     def request(
-        self, req: dict[str, Any], stdout: int, stderr: int, netns: Sequence[int] = ()
+        self,
+        req: dict[str, Any],
+        stdout: int,
+        stderr: int,
+        netns: Sequence[int] = (),
+        stdin: int = -1,
     ) -> tuple[socket.socket, dict[str, Any], list[int]]:
-        """Send one request; return the run's channel and its first message (with its fds)."""
+        """Send one request; return the run's channel and its first message (with its fds).
+        ``stdin``: the command's stdin (else /dev/null)."""
+        if stdin >= 0:
+            req = {**req, "stdin": True}
         payload = pickle.dumps(req, protocol=pickle.HIGHEST_PROTOCOL)
         if len(payload) > MAX_REQUEST_BYTES:
             raise SpawnError("the sandbox policy is too large to send to the launcher")
@@ -835,7 +847,8 @@ class Launcher:
             socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
         )
         try:
-            self._send(payload, [theirs.fileno(), stdout, stderr, *netns])
+            extra = [stdin] if stdin >= 0 else []
+            self._send(payload, [theirs.fileno(), stdout, stderr, *netns, *extra])
         except BaseException:
             ours.close()
             raise
@@ -863,10 +876,15 @@ class Launcher:
         return ours, msg, fds
 
     def spawn(
-        self, req: dict[str, Any], stdout: int, stderr: int, netns: Sequence[int] = ()
+        self,
+        req: dict[str, Any],
+        stdout: int,
+        stderr: int,
+        netns: Sequence[int] = (),
+        stdin: int = -1,
     ) -> Run:
         """Start one run; raises SpawnError (nothing ran) when it could not be started."""
-        chan, msg, fds = self.request(req, stdout, stderr, netns)
+        chan, msg, fds = self.request(req, stdout, stderr, netns, stdin)
         pid = msg.get("pid")
         if not isinstance(pid, int) or isinstance(pid, bool) or len(fds) != 1:
             chan.close()

@@ -173,6 +173,13 @@ class Loopbacks:
         for x in gone:
             x.close()
 
+    def current(self, key: str) -> Loopback | None:
+        """Project ``key``'s namespace as runs get it now (None: none is kept)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return None
+            return self._by_key.get(key)
+
     def active(self) -> list[Loopback]:
         """The namespaces some run holds now."""
         with self._lock:

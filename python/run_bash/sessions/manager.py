@@ -61,6 +61,7 @@ from run_bash.sessions.forwarding import Forwarding
 from run_bash.sessions.launching import Launching, Prepared
 from run_bash.sessions.retention import Retention
 from run_bash.sessions.session import Session, new_id, ready_pattern, validate_request
+from run_bash.sessions.spares import Spares
 from run_bash.sessions.streaming import Streams
 from run_bash.sessions.tempspace import TempSpace
 from run_bash.sessions.waiters import Waiters
@@ -116,6 +117,9 @@ class SessionManager:
         self.streams = Streams(self.loop, current, self._emit, self._match)
         self.waiters = Waiters(self.loop, self.streams, self._send_result)
         self.forwarding = Forwarding(self.loop, self.sessions, current)
+        self.spares = Spares(
+            current, self.environ, self.temp, lambda cwd: self.launching.policy(cwd)
+        )
         self.launching = Launching(
             current,
             self.environ,
@@ -126,6 +130,7 @@ class SessionManager:
             self.streams.report_stop,
             lambda s: self._kill_now(s, force=True),
             changes,
+            self.spares,
         )
 
     def _emit(self, name: str, payload: Wire) -> None:
@@ -165,9 +170,19 @@ class SessionManager:
     # -- backends ----------------------------------------------------------------------------------
 
     def configure(self, config: Config) -> None:
-        """Use ``config`` from now on (runs already started keep theirs)."""
+        """Use ``config`` from now on (runs already started keep theirs; prepared sandboxes go)."""
         self.config = config
         self._backends.clear()
+        self.spares.clear()
+
+    def prepare_for(self, cwd: str) -> None:
+        """Prepare the sandbox of a first run in ``cwd`` (``spares``); returns at once."""
+        if self.closing:
+            return
+        with contextlib.suppress(RunBashError):
+            backend, _why = self.resolve_backend()
+            if backend.isolates:
+                self.spares.want(cwd, backend)
 
     def backend(self, name: str) -> Backend:
         """The backend instance ``name`` (created once)."""
@@ -324,9 +339,11 @@ class SessionManager:
             if s.backend.isolates:
                 prepared = await self.loop.run_in_executor(None, self.launching.prepare, s)
             else:
-                prepared = None, None  # nothing to prepare: start on this tick, as before
-            if s.killed:
+                prepared = None, None, None  # nothing to prepare: start on this tick, as before
+            if s.killed or self.closing:
                 self.keeper.release(s.id)
+                if prepared[2] is not None:
+                    self.spares.discard(prepared[2], "its run was killed before it started")
                 raise SessionError("killed before it started; nothing ran")
             self._launch(s, prepared)
         except Exception as err:
@@ -414,8 +431,10 @@ class SessionManager:
         s.capture.close()
         out_cfg = self.config.output
         s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
+        s.mark("drained")
         with contextlib.suppress(Exception):
             s.launched.close()
+        s.mark("closed")
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id, text, s.exit_code)
@@ -457,6 +476,8 @@ class SessionManager:
             self.on_event("exited", self._ended(s))
         s.done.set()
         self.prune()
+        if s.backend.isolates and not self.closing:
+            self.spares.want(s.cwd, s.backend)
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
@@ -649,6 +670,7 @@ class SessionManager:
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
         self.closing = True
+        self.spares.close()
         self.keeper.shutdown()
         self.forwarding.close()
         for s in self.sessions.values():
