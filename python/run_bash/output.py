@@ -390,11 +390,17 @@ def cap_text(text: str, max_chars: int, path: str | None, *, force_note: bool = 
     if len(text) <= max_chars:
         return text + (f"\n[full output: {path}]" if path else "")
     where = f"; full output: {path}" if path else ""
-    budget = max_chars - 120
+    # The note's own length (with the largest count it can hold) comes out of the budget, so a
+    # long output path never pushes the text past max_chars.
+    note = len(f"\n[… {len(text)} characters cut{where} …]\n")
+    if note > max_chars // 2:  # a path too long to name in so little room
+        where = ""
+        note = len(f"\n[… {len(text)} characters cut …]\n")
+    budget = max(0, max_chars - note)
     head_n = int(budget * HEAD_SHARE)
     tail_n = budget - head_n
     head = text[:head_n]
-    tail = text[-tail_n:]
+    tail = text[len(text) - tail_n :]
     # Cut at line boundaries where that loses little.
     nl = head.rfind("\n")
     if nl > head_n * 0.8:

@@ -36,46 +36,66 @@ def selected_backends(default: tuple[str, ...] = CONFINING_BACKENDS) -> list[str
 
 
 _AVAIL: dict[str, Any] = {}
-# Confining backends that ran at least one security test in this session.
+# The test running now (set in pytest_runtest_setup), so a backend that runs can be said in its
+# report: under pytest-xdist the reports are what reaches the controller, which decides.
+_CURRENT: list[pytest.Item] = []
+# Over the session, from the reports: did a security test use a sandbox, and which confining
+# backends ran at least one.
+SANDBOX_TESTS: list[str] = []
 RAN: set[str] = set()
+UNAVAILABLE: dict[str, str] = {}
 
 
 def backend_or_skip(name: str, config: Config, counts: bool = True) -> None:
     if name not in _AVAIL:
         _AVAIL[name] = get_backend(name, config).availability()
     avail = _AVAIL[name]
+    item = _CURRENT[-1] if _CURRENT else None
     if not avail.ok:
+        if item is not None:
+            item.user_properties.append(("run_bash_unavailable", f"{name}: {avail.reason}"))
         pytest.skip(f"{name} unavailable: {avail.reason}")
-    if counts:
-        RAN.add(name)
+    if counts and item is not None:
+        item.user_properties.append(("run_bash_confined", name))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _CURRENT[:] = [item]
+    if "sbx" in getattr(item, "fixturenames", ()) and "tests/security" in item.nodeid:
+        item.user_properties.append(("run_bash_sandbox_test", item.nodeid))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for key, value in report.user_properties:
+        if key == "run_bash_sandbox_test":
+            SANDBOX_TESTS.append(str(value))
+        elif key == "run_bash_confined" and report.passed and report.when == "call":
+            RAN.add(str(value))
+        elif key == "run_bash_unavailable":
+            name, _, why = str(value).partition(": ")
+            UNAVAILABLE[name] = why
 
 
 def user_namespaces_work() -> bool:
     """Whether this user can create a user namespace at all, asked of the kernel without run_bash
     (util-linux's ``unshare``): both confining backends need one."""
     try:
-        return (
-            subprocess.run(
-                ["unshare", "--user", "true"], capture_output=True, timeout=10
-            ).returncode
-            == 0
-        )
+        done = subprocess.run(["unshare", "--user", "true"], capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return False
+    return done.returncode == 0
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run when security tests were selected but no confining backend ran them. The one
-    exception, said as loudly: a machine where this user cannot create user namespaces (asked of
-    the kernel, not of run_bash), where no backend can confine and every command asks."""
-    uses_sandbox = [
-        item
-        for item in session.items
-        if "sbx" in getattr(item, "fixturenames", ()) and "tests/security" in item.nodeid
-    ]
-    if uses_sandbox and not RAN and exitstatus == pytest.ExitCode.OK:
-        reasons = "; ".join(f"{n}: {a.reason}" for n, a in _AVAIL.items()) or "none selected"
-        fail = not _AVAIL or user_namespaces_work()
+    """Fail the run when security tests ran but no confining backend ran one of them (decided
+    where the reports meet: the only process, or pytest-xdist's controller). The one exception,
+    said as loudly: a machine where this user cannot create user namespaces (asked of the kernel,
+    not of run_bash), where no backend can confine and every command asks."""
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller sees every report
+    if SANDBOX_TESTS and not RAN and exitstatus == pytest.ExitCode.OK:
+        reasons = "; ".join(f"{n}: {why}" for n, why in UNAVAILABLE.items()) or "none selected"
+        fail = not UNAVAILABLE or user_namespaces_work()
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.ensure_newline()

@@ -30,6 +30,17 @@ def test_cap_text_keeps_head_and_longer_tail():
     assert "/tmp/out.log" in out
 
 
+def test_cap_text_holds_with_a_long_output_path():
+    """The cut note names the output file; however long its path, the text stays within the cap
+    (a path too long for the room is left out of the note)."""
+    text = "".join(f"{i}\n" for i in range(20000))
+    for path in ("/" + "d" * 200 + "/out.log", "/" + "d" * 900 + "/out.log"):
+        out = cap_text(text, 1000, path)
+        assert len(out) <= 1000, (len(path), len(out))
+        assert out.startswith("0\n") and out.endswith("19999\n")
+    assert "/out.log" in cap_text(text, 1000, "/" + "d" * 200 + "/out.log")
+
+
 def test_capture_bounds_memory(tmp_path):
     c = Capture(str(tmp_path / "o.log"), cap=1 << 30)
     for _ in range(100):
