@@ -60,6 +60,7 @@ from typing import Any
 
 from run_bash.errors import SpawnError
 from run_bash.sandbox.cgroups import SpareCgroup, cap_memory, enter_new
+from run_bash.sandbox.spare import lift
 from run_bash.sandbox.tempfs import is_full
 
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -892,6 +893,9 @@ class Launcher:
                 os.close(fd)
             raise SpawnError(f"the sandbox launcher answered {msg!r}")
         chan.settimeout(None)
+        if stdin >= 0:  # a prepared sandbox: its descriptors live across runs (spare.lift)
+            chan = socket.socket(fileno=lift(chan.detach()))
+            fds[0] = lift(fds[0])
         run = Run(chan, pid, fds[0])
         cgroups = msg.get("cgroups")
         if isinstance(cgroups, dict):

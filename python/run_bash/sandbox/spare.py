@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import resource
 import select
 import stat
 import threading
@@ -120,6 +121,25 @@ def mounts() -> MountWatch:
         if _MOUNTS is None:
             _MOUNTS = MountWatch()
         return _MOUNTS
+
+
+def high_fd_base() -> int:
+    """Where a spare's descriptors are kept: far above the low numbers programs pick for
+    ``dup2`` (a spare's descriptors live across runs, and an embedding process — a test, a
+    plugin host — may ``dup2`` over a number it thinks is free)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(3, min(soft // 2, 16384))
+
+
+def lift(fd: int) -> int:
+    """``fd`` moved to a close-on-exec number at or above ``high_fd_base()`` (the old number is
+    closed); ``fd`` itself when that fails."""
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, high_fd_base())
+    except OSError:
+        return fd
+    os.close(fd)
+    return high
 
 
 def pipe_room(fd: int) -> int:

@@ -218,6 +218,12 @@ class TreeScan:
             return None
         return _Walk(tuple(found), truncated, dirs, self._seq, mounts)
 
+    def close(self) -> None:
+        """Drop every watch (the host is exiting); later calls walk every time."""
+        with self._find_lock:
+            self._reset()
+            self._no_ino = True
+
     def _reset(self) -> None:
         """Too many directories watched (trees that are no longer walked): start over."""
         if self._ino is not None:

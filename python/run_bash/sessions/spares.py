@@ -31,7 +31,7 @@ from run_bash.config import Config
 from run_bash.sandbox.base import Backend, RunSpec
 from run_bash.sandbox.netholder import project_of
 from run_bash.sandbox.policy import Policy, build_env
-from run_bash.sandbox.spare import Spare, mounts
+from run_bash.sandbox.spare import Spare, lift, mounts
 from run_bash.sessions.session import Session, new_id
 from run_bash.sessions.tempspace import TempSpace
 
@@ -168,6 +168,7 @@ class Spares:
             raise
         os.close(out_w)
         os.close(cmd_r)
+        out_r, cmd_w = lift(out_r), lift(cmd_w)
         spare.tmpdir, spare.pipe_r, spare.cmd_w = tmpdir, out_r, cmd_w
         spare.project = project_of(policy)
         return spare
