@@ -31,6 +31,7 @@ from run_bash.config import Config
 from run_bash.sandbox.base import Backend, RunSpec
 from run_bash.sandbox.netholder import project_of
 from run_bash.sandbox.policy import Policy, build_env
+from run_bash.sandbox.proc import descendants
 from run_bash.sandbox.spare import Spare, lift, mounts
 from run_bash.sessions.session import Session, new_id
 from run_bash.sessions.tempspace import TempSpace
@@ -44,6 +45,19 @@ WAIT_S = 5.0
 # The size of a spare's output pipe (as a run's: fewer wake-ups for chatty commands).
 PIPE_SIZE = 1024 * 1024
 F_SETPIPE_SZ = 1031
+
+
+def spare_rss(spare: Spare) -> int:
+    """The resident memory (KiB) of a spare's processes: the backend's own and the waiting bash
+    (shared pages are counted in each)."""
+    pids = [spare.launched.pid, *descendants(spare.launched.pid)]
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
 
 
 class Spares:
@@ -88,6 +102,37 @@ class Spares:
         if self._closed:
             return "the host is exiting"
         return ""
+
+    def describe(self, backend: Backend) -> tuple[bool, str]:
+        """Whether spares are made for ``backend`` and a line saying so (for health): how many
+        are ready and their memory, or why none are made."""
+        why = self.off_because(backend)
+        if why:
+            return False, f"off: {why}; every sandboxed command builds its sandbox when it starts"
+        if not backend.isolates:
+            return False, "off: commands run without a sandbox; nothing to prepare"
+        ready = self.ready()
+        rss = sum(spare_rss(sp) for sp in ready)
+        text = (
+            f"active (sandbox.prepare): {len(ready)} ready ({rss / 1024:.1f} MiB resident), "
+            f"{self.taken} run(s) took one, {self.discarded} discarded"
+        )
+        if self.error:
+            text += f"; the last preparation failed: {self.error}"
+        return True, text
+
+    def settle(self, timeout: float = WAIT_S) -> bool:
+        """Wait (off the loop) until no preparation is running; whether none is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = list(self._pending.values())
+            if not pending:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            concurrent.futures.wait(pending, left)
 
     def ready(self) -> list[Spare]:
         """The spares kept now."""
