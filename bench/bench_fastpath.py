@@ -108,14 +108,25 @@ def breakdown(t0: float, t_cb: float, marks: dict[str, float]) -> dict[str, floa
     return out
 
 
-def setup(nvim: Any, backend: str, undo: bool) -> None:
+def setup(nvim: Any, backend: str, undo: bool, prepare: bool = True) -> None:
     nvim.exec_lua(
         "require('run_bash').setup(...); assert(require('run_bash').request('sessions'))",
-        {"sandbox": {"backend": backend}, "undo": {"enabled": undo}},
+        {"sandbox": {"backend": backend, "prepare": prepare}, "undo": {"enabled": undo}},
     )
 
 
-def series(nvim: Any, project: str, backend: str) -> dict[str, Any]:
+# How each confining backend is measured: (label, sandbox.prepare, seconds between runs). With
+# preparation off every run builds its sandbox (the path before #23); back to back, the next
+# run's sandbox is still being made when it comes; with a pause (an agent's turn between two
+# commands is seconds long) it is ready.
+MODES = (
+    ("prepare off", False, 0.0),
+    ("prepared, back to back", True, 0.0),
+    ("prepared, 0.1 s apart", True, 0.1),
+)
+
+
+def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str, Any]:
     spec = {"cmd": "true", "cwd": project, "approved": True, "unsandboxed_ok": True}
     for _ in range(WARMUP):
         nvim.exec_lua(LUA_PAIR, spec)
@@ -123,8 +134,8 @@ def series(nvim: Any, project: str, backend: str) -> dict[str, Any]:
     stages: list[dict[str, float]] = []
     spares = 0
     for _ in range(RUNS):
-        if GAP:
-            time.sleep(GAP)
+        if gap:
+            time.sleep(gap)
         bash_ms, t0, t_cb, result = nvim.exec_lua(LUA_PAIR, spec)
         assert result.get("exit_code") == 0, result
         bash.append(bash_ms)
@@ -207,12 +218,15 @@ def run() -> list[Row]:
             (f"{BIG_FILES:,}-file git project, undo on", big, True),
         ):
             for backend in backends():
-                setup(nvim, backend, undo)
-                if undo:  # the first snapshot reads every file: not what is measured here
-                    nvim.exec_lua(LUA_PAIR, {"cmd": "true", "cwd": project, "approved": True,
-                                             "unsandboxed_ok": True})  # fmt: skip
-                    time.sleep(1.0)
-                rows += rows_of(label, series(nvim, project, backend))
+                modes = MODES if backend != "none" else (("", True, GAP),)
+                for mode, prepare, gap in modes:
+                    setup(nvim, backend, undo, prepare)
+                    if undo:  # the first snapshot reads every file: not what is measured here
+                        nvim.exec_lua(LUA_PAIR, {"cmd": "true", "cwd": project, "approved": True,
+                                                 "unsandboxed_ok": True})  # fmt: skip
+                        time.sleep(1.0)
+                    where = f"{label}, {mode}" if mode else label
+                    rows += rows_of(where, series(nvim, project, backend, gap))
         rows[0]["note"] += f"; load average {load}"
     finally:
         if nvim is not None:
