@@ -105,6 +105,9 @@ class RunSpec:
     stderr_fd: int | None = None
     # The command's stdin (a prepared sandbox's command pipe, ``spare.py``); None: /dev/null.
     stdin_fd: int | None = None
+    # A prepared sandbox (``spare.py``): it does not hold its project's network namespace in use
+    # until a run takes it (``Loopbacks.hold``).
+    prepared: bool = False
 
 
 class Launched(Protocol):

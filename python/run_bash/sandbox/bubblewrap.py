@@ -545,7 +545,7 @@ class Bubblewrap:
         notes: list[str] = []
         if not policy.network_allow:
             try:
-                loop = LOOPBACKS.acquire(project_of(policy), spec.session_id)
+                loop = LOOPBACKS.acquire(project_of(policy), spec.session_id, not spec.prepared)
             except SpawnError as e:
                 if not self._warned_net:
                     self._warned_net = True
@@ -616,6 +616,8 @@ class Bubblewrap:
         """The started run of a spare a run takes (its notes said now)."""
         launched = spare.launched
         assert isinstance(launched, BwrapLaunched)
+        if launched.loopback is not None and not LOOPBACKS.hold(launched.loopback, spare.tag):
+            raise SpawnError("the project's network namespace was let go")
         launched.notices.extend(once(self._said, spare.notes))
         return launched
 

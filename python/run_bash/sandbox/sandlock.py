@@ -480,7 +480,7 @@ class Sandlock:
         req["argv"] = argv
         return req, [*notes, *adjusted, *policy.warnings], temp
 
-    def _loop(self, policy: Policy, user: str) -> tuple[Loopback | None, str]:
+    def _loop(self, policy: Policy, user: str, hold: bool = True) -> tuple[Loopback | None, str]:
         """The project's network namespace, held for ``user``, or None and why (the host's
         network)."""
         if host_network(policy):
@@ -488,7 +488,7 @@ class Sandlock:
         if not self.mount_ns:
             return None, "no mount namespace"
         try:
-            return LOOPBACKS.acquire(project_of(policy), user), ""
+            return LOOPBACKS.acquire(project_of(policy), user, hold), ""
         except SpawnError as e:
             return None, str(e)
 
@@ -497,7 +497,7 @@ class Sandlock:
     ) -> tuple[SandlockLaunched, list[str], dict[str, Any]]:
         """Start ``argv`` in the sandbox of ``spec``; ``before(request)`` is called first."""
         policy = self._policy(spec)
-        loop, why = self._loop(policy, spec.session_id)
+        loop, why = self._loop(policy, spec.session_id, not spec.prepared)
         try:
             req, notes, temp = self._plan(spec, policy, argv, loop, why)
             if before is not None:
@@ -552,6 +552,8 @@ class Sandlock:
         """The started run of a spare a run takes (its notes said now)."""
         launched = spare.launched
         assert isinstance(launched, SandlockLaunched)
+        if launched.loopback is not None and not LOOPBACKS.hold(launched.loopback, spare.tag):
+            raise SpawnError("the project's network namespace was let go")
         self._tell(launched, spare.notes)
         return launched
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from run_bash import fsdeps
 from run_bash.config import Config
+from run_bash.errors import SpawnError
 from run_bash.output import Capture, OutputBudget
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import RunSpec
@@ -185,6 +186,11 @@ class Launching:
             config, tmpdir=spare.tmpdir, session_id=spare.tag, base_env=self.environ
         )
         try:
+            launched = s.backend.adopt(spare)
+        except SpawnError as err:
+            self.spares.discard(spare, str(err))
+            return False
+        try:
             spare.send(s.cmd)
         except OSError as err:
             self.spares.discard(spare, f"it did not take the command ({err.strerror})")
@@ -192,7 +198,7 @@ class Launching:
         self._dropped(s, dropped)
         s.tmpdir = spare.tmpdir
         s.pipe_r, spare.pipe_r = spare.pipe_r, -1
-        s.launched = s.backend.adopt(spare)
+        s.launched = launched
         s.mark("took_spare")
         return True
 

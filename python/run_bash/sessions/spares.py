@@ -203,6 +203,7 @@ class Spares:
                 session_id=tag,
                 policy=policy,
                 stdin_fd=cmd_r,
+                prepared=True,
             )
             spare = backend.prepare(spec)
         except BaseException:
