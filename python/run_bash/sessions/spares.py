@@ -47,15 +47,23 @@ PIPE_SIZE = 1024 * 1024
 F_SETPIPE_SZ = 1031
 
 
-def spare_rss(spare: Spare) -> int:
-    """The resident memory (KiB) of a spare's processes: the backend's own and the waiting bash
-    (shared pages are counted in each)."""
+def spare_memory(spare: Spare) -> int:
+    """The memory (KiB) a spare's processes hold of their own (private pages: what ending them
+    frees): the backend's own processes (sandlock's supervisor is the waiting bash's parent, a
+    fork of the launcher) and the waiting bash."""
     pids = [spare.launched.pid, *descendants(spare.launched.pid)]
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open(f"/proc/{spare.launched.pid}/stat") as f,
+    ):
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        if parent != os.getpid():
+            pids.append(parent)
     total = 0
     for pid in pids:
-        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/status") as f:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
                     total += int(line.split()[1])
     return total
 
@@ -112,9 +120,9 @@ class Spares:
         if not backend.isolates:
             return False, "off: commands run without a sandbox; nothing to prepare"
         ready = self.ready()
-        rss = sum(spare_rss(sp) for sp in ready)
+        own = sum(spare_memory(sp) for sp in ready)
         text = (
-            f"active (sandbox.prepare): {len(ready)} ready ({rss / 1024:.1f} MiB resident), "
+            f"active (sandbox.prepare): {len(ready)} ready ({own / 1024:.1f} MiB of their own), "
             f"{self.taken} run(s) took one, {self.discarded} discarded"
         )
         if self.error:
