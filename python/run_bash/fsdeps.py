@@ -2,13 +2,14 @@
 
 ``recording()`` notes, for the thread that runs a computation, the metadata of everything it looked
 at through ``os``: each path it stat'ed or lstat'ed, listed, opened, read a link of or checked
-access to (``os.path``, ``glob`` and ``os.walk`` go through these). ``Reads.still()`` looks at
+access to (``os.path``, ``glob`` and ``os.walk`` go through these), and each entry a listing by
+``os.scandir`` yielded (its type and metadata are read through the entry). ``Reads.still()`` looks at
 each again: the same signature (inode, type, mode, size, change and modification times) means the
 computation would see the same: writing a file or adding, removing or renaming an entry of a
 directory moves its change time, which user space cannot set back. Two changes within one
 timestamp tick can look like one, so a recording that saw a change time younger than
 ``SETTLED_NS`` is never reused. Anything the recording cannot vouch for (a call relative to a
-directory descriptor, an ``fstat``) makes it never reusable.
+directory descriptor, a descriptor given for a path) makes it never reusable.
 
 Parts that keep their own proof of freshness (the tree scan's inotify watches) read unrecorded
 (``unrecorded()``) and add a check instead (``add_check``).
@@ -59,6 +60,8 @@ class Reads:
         self.started_ns = time.time_ns()
 
     def note(self, path: object, follow: bool) -> None:
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
         if not isinstance(path, (str, bytes)):
             self.usable = False  # a descriptor: nothing to look at again by name
             return
@@ -122,6 +125,52 @@ def _wrap_path_call(name: str, follow: bool) -> Callable[..., Any]:
     return wrapped
 
 
+class _Listing:
+    """``os.scandir``'s iterator, noting each entry it yields (a caller may look at an entry's
+    type or metadata through the entry, which does not go through ``os.stat``): its own
+    signature, and for a symlink what it leads to too."""
+
+    def __init__(self, it: Any, rec: Reads) -> None:
+        self._it = it
+        self._rec = rec
+
+    def __iter__(self) -> _Listing:
+        return self
+
+    def __next__(self) -> Any:
+        entry = next(self._it)
+        path = entry.path
+        self._rec.note(path, False)
+        if entry.is_symlink():
+            self._rec.note(path, True)
+        return entry
+
+    def __enter__(self) -> _Listing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._it.close()
+
+
+def _wrap_scandir() -> Callable[..., Any]:
+    orig = _original["scandir"]
+
+    def wrapped(path: Any = ".") -> Any:
+        rec = _current()
+        if rec is None:
+            return orig(path)
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            rec.usable = False  # a descriptor: nothing to look at again by name
+            return orig(path)
+        rec.note(path, True)
+        return _Listing(orig(path), rec)
+
+    return wrapped
+
+
 def _wrap_open() -> Callable[..., Any]:
     orig = _original["open"]
 
@@ -143,7 +192,7 @@ def _install() -> None:
     os.stat = _wrap_stat("stat")
     os.lstat = _wrap_stat("lstat")
     os.listdir = _wrap_path_call("listdir", True)
-    os.scandir = _wrap_path_call("scandir", True)
+    os.scandir = _wrap_scandir()
     os.readlink = _wrap_path_call("readlink", False)
     os.access = _wrap_path_call("access", True)
     os.open = _wrap_open()
