@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,12 +42,17 @@ _original: dict[str, Any] = {}
 _STAT, _LSTAT = os.stat, os.lstat
 
 
-def sig_of(path: str | bytes, follow: bool) -> Sig:
-    """The signature of ``path`` now (``follow``: of what a symlink leads to)."""
+def sig_of(path: str | bytes, follow: bool, full: bool = True) -> Sig:
+    """The signature of ``path`` now (``follow``: of what a symlink leads to). A directory
+    looked at without being listed or opened (``full`` false: a stat, as ``realpath`` does for
+    each parent) is its identity, mode and owner: its times move with every entry added
+    anywhere in it, which a stat of it does not read."""
     try:
         st = _STAT(path) if follow else _LSTAT(path)
     except OSError as e:
         return ("E", e.errno)
+    if not full and stat.S_ISDIR(st.st_mode):
+        return ("D", st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid)
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
@@ -54,33 +60,35 @@ class Reads:
     """What one computation read (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.sigs: dict[tuple[str | bytes, bool], Sig] = {}
+        self.sigs: dict[tuple[str | bytes, bool, bool], Sig] = {}
         self.checks: list[Callable[[], bool]] = []
         self.usable = True
         self.started_ns = time.time_ns()
 
-    def note(self, path: object, follow: bool) -> None:
+    def note(self, path: object, follow: bool, full: bool = True) -> None:
         if isinstance(path, os.PathLike):
             path = os.fspath(path)
         if not isinstance(path, (str, bytes)):
             self.usable = False  # a descriptor: nothing to look at again by name
             return
-        key = (path, follow)
+        key = (path, follow, full)
         if key not in self.sigs:
-            self.sigs[key] = sig_of(path, follow)
+            self.sigs[key] = sig_of(path, follow, full)
 
     @property
     def settled(self) -> bool:
         """Whether every change time it saw is old enough to trust an equal one later."""
         young = self.started_ns - SETTLED_NS
-        return all(s[0] == "E" or (s[5] < young and s[4] < young) for s in self.sigs.values())
+        return all(
+            s[0] in ("E", "D") or (s[5] < young and s[4] < young) for s in self.sigs.values()
+        )
 
     def still(self) -> bool:
         """Whether the computation would read exactly the same now."""
         if not self.usable or not self.settled:
             return False
-        for (path, follow), sig in self.sigs.items():
-            if sig_of(path, follow) != sig:
+        for (path, follow, full), sig in self.sigs.items():
+            if sig_of(path, follow, full) != sig:
                 return False
         return all(check() for check in self.checks)
 
@@ -103,13 +111,13 @@ def _wrap_stat(name: str) -> Callable[..., Any]:
             if kwargs.get("dir_fd") is not None or args:
                 rec.usable = False
             else:
-                rec.note(path, bool(kwargs.get("follow_symlinks", default_follow)))
+                rec.note(path, bool(kwargs.get("follow_symlinks", default_follow)), False)
         return orig(path, *args, **kwargs)
 
     return wrapped
 
 
-def _wrap_path_call(name: str, follow: bool) -> Callable[..., Any]:
+def _wrap_path_call(name: str, follow: bool, full: bool = True) -> Callable[..., Any]:
     orig = _original[name]
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -119,7 +127,7 @@ def _wrap_path_call(name: str, follow: bool) -> Callable[..., Any]:
             if kwargs.get("dir_fd") is not None:
                 rec.usable = False
             else:
-                rec.note(path, follow and kwargs.get("follow_symlinks", True))
+                rec.note(path, follow and kwargs.get("follow_symlinks", True), full)
         return orig(*args, **kwargs)
 
     return wrapped
@@ -140,9 +148,9 @@ class _Listing:
     def __next__(self) -> Any:
         entry = next(self._it)
         path = entry.path
-        self._rec.note(path, False)
+        self._rec.note(path, False, False)
         if entry.is_symlink():
-            self._rec.note(path, True)
+            self._rec.note(path, True, False)
         return entry
 
     def __enter__(self) -> _Listing:
@@ -191,10 +199,10 @@ def _install() -> None:
         _original[name] = getattr(os, name)
     os.stat = _wrap_stat("stat")
     os.lstat = _wrap_stat("lstat")
-    os.listdir = _wrap_path_call("listdir", True)
+    os.listdir = _wrap_path_call("listdir", True)  # a listing: the directory's times count
     os.scandir = _wrap_scandir()
     os.readlink = _wrap_path_call("readlink", False)
-    os.access = _wrap_path_call("access", True)
+    os.access = _wrap_path_call("access", True, full=False)
     os.open = _wrap_open()
 
 

@@ -142,3 +142,20 @@ def test_the_tree_scan_walks_again_after_lost_events(tmp_path):
         assert any(p == str(tmp_path / "d/r/.git") for p, _k in scan.find(str(tmp_path))[0])
     finally:
         scan.close()
+
+
+def test_a_parent_looked_at_is_its_identity_a_listed_one_its_entries(tmp_path):
+    """realpath lstat's every parent: a file added to a parent does not change what it found,
+    but a directory that was listed changed."""
+    (tmp_path / "proj").mkdir()
+    with fsdeps.recording() as looked:
+        os.path.realpath(tmp_path / "proj")
+    with fsdeps.recording() as listed:
+        os.listdir(tmp_path)
+    settle(looked)
+    settle(listed)
+    (tmp_path / "unrelated").write_text("x")
+    assert looked.still()
+    assert not listed.still()
+    os.rename(tmp_path / "proj", tmp_path / "proj2")  # the control: the path leads elsewhere
+    assert not looked.still()
