@@ -13,6 +13,7 @@ import os
 import psutil
 
 from run_bash.config import parse_config
+from tests.conftest import until
 from tests.security.conftest import Runner
 from tests.security.test_hostread import git
 
@@ -145,3 +146,21 @@ def test_a_protected_file_created_after_preparation_reaches_the_next_run(sbx, wo
     assert "took_spare" not in s.marks
     assert "end" in r.output
     assert (world.project / ".envrc").read_text() == "export A=1\n"
+
+
+def test_the_next_sandbox_is_made_beside_a_long_run(sbx, world):
+    """A server or a build keeps running: the next command's sandbox is made beside it, not
+    only when it ends."""
+    s = sbx.start("sleep 60", timeout=90)
+    try:
+
+        async def prepared() -> bool:
+            return await until(lambda: sbx.mgr.spares.ready() or sbx.mgr.spares._pending, 30)
+
+        assert sbx.loop.run_until_complete(prepared())
+        assert settled(sbx) == 1
+        assert s.running
+        r, took = run_marked(sbx, "echo beside")
+        assert took and r.output.strip() == "beside"
+    finally:
+        sbx.kill(s)

@@ -136,8 +136,6 @@ class Launching:
             except BaseException:
                 self.keeper.release(s.id)
                 raise
-            # The next command's sandbox is made while this one runs.
-            self.spares.want(s.cwd, s.backend)
         return policy, scope, spare
 
     def spawn(self, s: Session, prepared: Prepared) -> None:

@@ -72,6 +72,8 @@ if TYPE_CHECKING:
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
+# How long a run runs before the next command's sandbox is made beside it (``spares``).
+PREPARE_BESIDE_S = 0.25
 
 log = logging.getLogger("run_bash")
 
@@ -371,6 +373,11 @@ class SessionManager:
             self.loop.call_soon(self._on_root_exit, s)
         if not s.background or s.timeout_given:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
+        if s.backend.isolates:
+            # A command still running after a moment (a build, a server) has the next command's
+            # sandbox made beside it; a short one's is made after it ends, so that making it
+            # never takes a core from the command itself.
+            s.timers.append(self.loop.call_later(PREPARE_BESIDE_S, self._prepare_beside, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
         log.debug(
@@ -385,6 +392,10 @@ class SessionManager:
         self.forwarding.update(later=True)
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
+
+    def _prepare_beside(self, s: Session) -> None:
+        if s.running and not self.closing:
+            self.spares.want(s.cwd, s.backend)
 
     def _on_pidfd(self, s: Session) -> None:
         self.loop.remove_reader(s.pidfd)

@@ -1,8 +1,10 @@
 """Prepared sandboxes of one host (``sandbox/spare.py``): at most one per project, made before the
 project's next run needs it.
 
-When one is made (``want``): when a run starts (the next one is prepared while it runs), when a run
-ends and its project has none, and after ``setup()`` for the host's working directory. Making one
+When one is made (``want``): when a run ends and its project has none, beside a run still going
+after ``PREPARE_BESIDE_S`` (a build, a server: the next command may come before it ends; a short
+run's is made after it, so making it never takes a core from the command), and after ``setup()``
+for the host's working directory. Making one
 computes the policy a run in that directory would get now (``Launching.policy``) and asks the
 backend to ``prepare`` it; a newer one replaces the older one of the same project, and at most
 ``MAX_SPARES`` are kept in all (the oldest go first). Preparing runs on this part's own worker
