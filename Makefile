@@ -17,6 +17,10 @@ PLENARY_REPO := https://github.com/nvim-lua/plenary.nvim
 PLENARY_REV := b9fd5226c2f76c951fc8ed5923d85e4de065e509
 PYTEST_ARGS ?=
 FILE ?=
+# Test processes (pytest-xdist); whole files go to one process, so a module's Neovim is shared.
+# JOBS=1 runs in one process.
+JOBS ?= 2
+XDIST = $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadfile,)
 
 .PHONY: help deps run test test-unit test-integration lint format bench deps-codecompanion clean
 
@@ -49,12 +53,12 @@ run: deps
 # it optional, so the sandbox tests must pass both ways.
 NO_BWRAP_TESTS := tests/security tests/contract tests/integration/test_health.py tests/unit/test_auto_backend.py
 
-## test: lint, then every test, then the sandbox tests again with bwrap hidden (FILE=path runs one file)
+## test: lint, then every test, then the sandbox tests again with bwrap hidden (FILE=path runs one file; JOBS=n processes, default 2)
 test: deps lint
-	@$(PY) -m pytest $(if $(FILE),$(FILE),tests) $(PYTEST_ARGS)
+	@$(PY) -m pytest $(XDIST) $(if $(FILE),$(FILE),tests) $(PYTEST_ARGS)
 	@if [ -z "$(FILE)" ] && command -v bwrap >/dev/null 2>&1; then \
 	  echo "run_bash: the sandbox tests again, with bubblewrap hidden (RUN_BASH_BWRAP=)"; \
-	  RUN_BASH_BWRAP= $(PY) -m pytest $(NO_BWRAP_TESTS) $(PYTEST_ARGS); \
+	  RUN_BASH_BWRAP= $(PY) -m pytest $(XDIST) $(NO_BWRAP_TESTS) $(PYTEST_ARGS); \
 	fi
 
 ## test-unit: tests that need no Neovim and no sandbox
