@@ -604,13 +604,15 @@ class Bubblewrap:
         """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
         the spare's tag and temp dir). Raises SpawnError."""
         policy = self._policy(spec)
-        loop = spare.launched.loopback
+        launched = spare.launched
+        if not isinstance(launched, BwrapLaunched):
+            return None
+        loop = launched.loopback
         if not policy.network_allow and (
             loop is None or LOOPBACKS.current(project_of(policy)) is not loop
         ):
             return None  # a run now would join (or try again to join) another namespace
-        cgroup = spare.launched.cgroup
-        return (self._plan(spec, policy, TRAMPOLINE, loop, cgroup), loop)
+        return (self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup), loop)
 
     def adopt(self, spare: Spare) -> BwrapLaunched:
         """The started run of a spare a run takes (its notes said now)."""

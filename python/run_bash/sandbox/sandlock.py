@@ -540,7 +540,10 @@ class Sandlock:
         """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
         the spare's tag and temp dir). Raises SpawnError."""
         policy = self._policy(spec)
-        loop = spare.launched.loopback
+        launched = spare.launched
+        if not isinstance(launched, SandlockLaunched):
+            return None
+        loop = launched.loopback
         if loop is None and not host_network(policy):
             return None  # a run now would try again to join the project's namespace
         if loop is not None and LOOPBACKS.current(project_of(policy)) is not loop:

@@ -35,10 +35,21 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from run_bash.sandbox.base import LaunchedBase
+
+class Process(Protocol):
+    """What a spare needs of its backend's started run (``base.Launched``)."""
+
+    pid: int
+    session_id: str
+
+    def pidfd(self) -> int: ...
+
+    def kill_all(self) -> None: ...
+
+    def close(self) -> None: ...
+
 
 # The program a spare runs: it reads "<length>\n<command>" from its stdin (read byte-exact: the
 # length in bytes, read in the C locale), takes stdin from /dev/null and runs the command in
@@ -163,7 +174,7 @@ class Spare:
 
     backend: object
     cwd: str
-    launched: LaunchedBase
+    launched: Process
     key: object
     paths: tuple[str, ...]
     idents: tuple[Ident, ...]
