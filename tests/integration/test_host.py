@@ -255,7 +255,9 @@ def test_prepared_sandboxes_die_with_neovim_and_the_host(tmp_path, backend, end)
               "-c", "runtime plugin/run_bash.lua"],
     )  # fmt: skip
     try:
-        nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+        nvim.exec_lua(
+            "require('run_bash').setup({ sandbox = { backend = ..., prepare = true } })", backend
+        )
         nvim.exec_lua(
             "_G.__r = nil; require('run_bash').run({ cmd = 'true', cwd = ... },"
             " function(r) _G.__r = r end)",

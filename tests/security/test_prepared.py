@@ -11,11 +11,18 @@ from __future__ import annotations
 import os
 
 import psutil
+import pytest
 
 from run_bash.config import parse_config
 from tests.conftest import until
 from tests.security.conftest import Runner
 from tests.security.test_hostread import git
+
+
+@pytest.fixture
+def sbx(sbx: Runner) -> Runner:
+    """The suite's runner with preparation on (``sandbox.prepare``; off by default)."""
+    return sbx.with_config(sandbox={"prepare": True})
 
 
 def settled(sbx: Runner) -> int:
@@ -105,7 +112,13 @@ def test_a_new_configuration_throws_prepared_sandboxes_away(sbx, world):
     r, took = run_marked(sbx, f"echo x > {extra}/a && echo wrote")
     assert took and "wrote" not in r.output and not (extra / "a").exists()
     assert settled(sbx) == 1
-    raw = {"sandbox": {"backend": sbx.name, "rules": {"fs_writable": [".", str(extra)]}}}
+    raw = {
+        "sandbox": {
+            "backend": sbx.name,
+            "prepare": True,
+            "rules": {"fs_writable": [".", str(extra)]},
+        }
+    }
     sbx.mgr.configure(parse_config(raw))
     assert sbx.mgr.spares.ready() == []
     r, took = run_marked(sbx, f"echo x > {extra}/a && echo wrote")
