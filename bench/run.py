@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark and print one table, with ratios against plain `bash -c`.
 
 Numbers are printed, never asserted: these machines are noisy. Sections: host (cold start, RPC round
-trip), runtime (end-to-end `true`, a 200 MB output flood, 50 background sessions), and the checker,
+trip), coldstart (a fresh Neovim's first run until its result, bench_coldstart.py), runtime (end-to-end `true`, a 200 MB output flood, 50 background sessions), and the checker,
 sandbox, host-read set, change-store and waiting benchmarks in bench_checker.py / bench_sandbox.py /
 bench_hostread.py / bench_changes.py / bench_wait.py, and change sets through the host with undo on and off in bench_undo.py, and one
 run broken down by stage per backend, with and without prepared sandboxes, in bench_fastpath.py
@@ -349,6 +349,7 @@ def main() -> int:
         ("runtime", lambda: runtime_rows(base_ms)),
     ]
     for name in (
+        "bench_coldstart",
         "bench_checker",
         "bench_sandbox",
         "bench_hostread",

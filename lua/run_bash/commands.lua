@@ -225,7 +225,7 @@ function M.start_in_buffer(cmd, spec)
     vim.b[buf].run_bash_session = info.id
     vim.cmd("wincmd p")
   end
-  if info.status == "awaiting_approval" then
+  if info.status == "awaiting_approval" or info.status == "queued" then
     rb().on_started(info.id, open)
   else
     open()

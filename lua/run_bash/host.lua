@@ -1,9 +1,16 @@
 --- The Python host's lifecycle: start, ready, exit, restart, and the RPC request helper.
 ---
---- The host is a pynvim remote plugin started on first use (never at startup):
---- `jobstart({python, boot.py}, { rpc = true })`. This module owns the process and its channel;
---- the options it is sent live in `run_bash.options`, the callers waiting on its events in
---- `run_bash.events` (told here when the host exits).
+--- The host is a pynvim remote plugin started by `setup()` (in the background: nothing waits for
+--- it) or on first use, never at startup: `jobstart({python, boot.py}, { rpc = true })`. This
+--- module owns the process and its channel; the options it is sent live in `run_bash.options`,
+--- the callers waiting on its events in `run_bash.events` (told here when the host exits).
+---
+--- Two ways to wait for it: `ensure_host()` blocks until it answers (for the synchronous API:
+--- `request`, `check`, CodeCompanion's approval); `when_ready(fn)` never blocks: `fn` runs after
+--- the host's `ready` event (a run asked for while the host starts is queued, not failed).
+--- Once Neovim is exiting no host starts: `stop()` (VimLeavePre) already stopped the host, and a
+--- request scheduled or deferred into the exit would start a whole new one only for Neovim to close
+--- its channel (measured: it does not keep Neovim waiting, but costs a start and its processes).
 local M = {}
 local H = {}
 
@@ -16,6 +23,10 @@ H.stderr = {}
 H.expected_exit = false
 H.ready = false -- the host answered (a ping or its `ready` event)
 H.starting = false -- a caller waits for the host to answer its first ping
+H.waiting = {} ---@type fun(chan: integer|nil, err: string|nil)[] callers of `when_ready`
+H.start_timer = nil -- stops a host that does not say `ready` in time
+-- How long a starting host may take to say `ready` before the callers waiting for it fail.
+H.START_TIMEOUT_MS = 30000
 
 ---@param msg string
 ---@param level? integer
@@ -100,8 +111,13 @@ function H.on_exit(job, code)
   if tail ~= "" then
     err = err .. ": " .. tail
   end
+  local why = err
+  if not was_ready then
+    why = H.timed_out and H.timed_out_msg() or H.did_not_start(M.python())
+  end
   -- Every caller still waiting must hear about it: a chat never hangs on a dead host.
   require("run_bash.events").host_exited(err)
+  H.flush(nil, why)
   if had_chan and not H.expected_exit and not H.starting then
     if was_ready then
       M.notify(
@@ -109,14 +125,32 @@ function H.on_exit(job, code)
         vim.log.levels.ERROR
       )
     else
-      M.notify(H.did_not_start(M.python()), vim.log.levels.ERROR)
+      M.notify(why, vim.log.levels.ERROR)
     end
   end
 end
 
---- Start the host process without waiting for it; it says `ready` when it is up.
+--- Whether Neovim is exiting (`v:exiting` is set before VimLeavePre).
+---@return boolean
+function H.exiting()
+  return vim.v.exiting ~= vim.NIL
+end
+
+---@return string
+function H.timed_out_msg()
+  return ("the Python host did not answer within %g s (%s). See :checkhealth run_bash"):format(
+    H.START_TIMEOUT_MS / 1000,
+    M.python()
+  )
+end
+
+--- Start the host process without waiting for it; it says `ready` when it is up. Refused while
+--- Neovim exits.
 ---@return integer|nil chan, string|nil err
 function M.start()
+  if H.exiting() then
+    return nil, "Neovim is exiting: the run_bash host is not started again"
+  end
   local python = M.python()
   if vim.fn.executable(python) ~= 1 then
     local msg = ("Python not found: %s (run `make deps` in %s, or set g:run_bash_python)"):format(
@@ -153,19 +187,83 @@ function M.start()
     return nil, ("could not start %s: %s"):format(python, tostring(job))
   end
   H.job, H.chan = job, job
+  H.timed_out = false
   pcall(vim.rpcnotify, job, "run_bash.hello")
+  H.start_timer = vim.defer_fn(function()
+    if H.job == job and not H.ready then
+      H.timed_out = true
+      pcall(vim.fn.jobstop, job) -- its exit fails the callers waiting for it
+    end
+  end, H.START_TIMEOUT_MS)
   return job
+end
+
+--- The host answered: stop the start timer.
+function H.answered()
+  H.ready = true
+  if H.start_timer then
+    pcall(function()
+      H.start_timer:stop()
+      H.start_timer:close()
+    end)
+    H.start_timer = nil
+  end
+end
+
+--- Call the callers waiting for the host, in the order they asked: `fn(chan)`, or `fn(nil, err)`
+--- when it could not start.
+---@param chan integer|nil
+---@param err? string
+function H.flush(chan, err)
+  while #H.waiting > 0 do
+    local fn = table.remove(H.waiting, 1)
+    local ok, cerr = pcall(fn, chan, err)
+    if not ok then
+      M.notify("internal error: " .. tostring(cerr), vim.log.levels.ERROR)
+    end
+  end
+end
+
+--- Whether the host is up and has its options: a request now is answered without starting
+--- anything.
+---@return boolean
+function M.is_up()
+  return H.chan ~= nil and H.ready and require("run_bash.options").setup_done()
+end
+
+--- Call `fn(chan)` once the host is up and has its options, or `fn(nil, err)` when it cannot
+--- start. Never waits: when the host is not up, it is started in the background (if it is not
+--- starting already) and `fn` runs after its `ready` event; callers run in the order they asked.
+---@param fn fun(chan: integer|nil, err: string|nil)
+function M.when_ready(fn)
+  if #H.waiting == 0 and M.is_up() then
+    fn(H.chan)
+    return
+  end
+  table.insert(H.waiting, fn)
+  if not H.chan then
+    local _, err = M.start()
+    if err then
+      H.flush(nil, err)
+    end
+  elseif H.ready then
+    -- Up, but its options were not sent yet (a new host a synchronous call woke).
+    vim.schedule(M.on_ready)
+  end
 end
 
 --- The host is up (`ready` event, or a ping answered): send the options, and learn which runs
 --- can be undone (for completion).
 function M.on_ready()
   if H.chan and not H.ready then
-    H.ready = true
+    H.answered()
   end
   local options = require("run_bash.options")
   if H.chan and not options.setup_done() then
     options.send_setup(H.chan)
+  end
+  if H.chan and H.ready then
+    H.flush(H.chan)
   end
   local chan = H.chan
   if chan then
@@ -203,11 +301,15 @@ function M.ensure_host()
       return nil, H.did_not_start(M.python())
     end
     H.starting = false
-    H.ready = true
+    H.answered()
   end
   local options = require("run_bash.options")
   if not options.setup_done() then
-    return options.send_setup(H.chan)
+    local chan, serr = options.send_setup(H.chan)
+    if chan then
+      H.flush(chan) -- runs queued while the host started asked before this caller
+    end
+    return chan, serr
   end
   return H.chan
 end
@@ -255,7 +357,10 @@ function M.stop()
     return
   end
   H.expected_exit = true
-  pcall(vim.rpcrequest, H.chan, "run_bash.shutdown")
+  if H.ready then
+    -- (A host still starting has no sessions: its keeper cleans up after it.)
+    pcall(vim.rpcrequest, H.chan, "run_bash.shutdown")
+  end
   pcall(vim.fn.jobstop, H.job)
 end
 
@@ -264,5 +369,7 @@ end
 function M.job()
   return H.job
 end
+
+M._H = H
 
 return M

@@ -3,6 +3,7 @@
 --- The host owns the sessions; this module asks it and registers the callers waiting on a
 --- session's events (`run_bash.events` owns those listeners and the sessions mirror).
 local M = {}
+local H = {}
 
 local events = require("run_bash.events")
 local gate = require("run_bash.gate")
@@ -17,14 +18,96 @@ function M.on_started(id, cb)
   table.insert(events.listeners.started[id], cb)
 end
 
+--- Runs asked for while the host starts, by the id they were given: sent once it is up.
+---@type table<string, { spec: table, on_result?: fun(result: table), on_output?: fun(text: string) }>
+H.queued = {}
+
+--- A new id for a queued run: 6 characters of a-z and 0-9 (the host accepts any such id that
+--- no session, held run or undo of it uses, and refuses a taken one).
+---@return string
+function H.new_id()
+  local chars = "abcdefghijkmnpqrstuvwxyz23456789" -- 32 of them: one per 5 bits
+  while true do
+    local bytes = assert((vim.uv or vim.loop).random(6))
+    local id = {}
+    for i = 1, 6 do
+      local k = bytes:byte(i) % #chars + 1
+      id[i] = chars:sub(k, k)
+    end
+    local sid = table.concat(id)
+    if not H.queued[sid] and not events.sessions[sid] then
+      return sid
+    end
+  end
+end
+
+--- The end of a queued run that never reached the host (cancelled, or the host did not start):
+--- its `on_result`, once.
+---@param id string
+---@param result table
+function H.end_queued(id, result)
+  local q = H.queued[id]
+  H.queued[id] = nil
+  events.listeners.started[id] = nil
+  if q and q.on_result then
+    local ok, err = pcall(q.on_result, result)
+    if not ok then
+      host.notify("result handler failed: " .. tostring(err), vim.log.levels.ERROR)
+    end
+  end
+end
+
+--- Queue `spec` until the host is up (it starts in the background): returns at once with the
+--- run's id and status "queued"; the run is sent as soon as the host says `ready`.
+---@return table|nil info, string|nil err
+function H.queue(spec, on_result, on_output)
+  if not host.chan() then
+    local _, err = host.start()
+    if err then
+      return nil, err
+    end
+  end
+  local id = H.new_id()
+  -- Where the user was when they asked, not where Neovim is when the host is up.
+  spec = vim.tbl_extend("force", spec, { id = id, cwd = spec.cwd or vim.fn.getcwd() })
+  H.queued[id] = { spec = spec, on_result = on_result, on_output = on_output }
+  host.when_ready(function(chan, err)
+    local q = H.queued[id]
+    if not q then
+      return -- killed while it waited
+    end
+    if not chan then
+      return H.end_queued(id, { id = id, cmd = spec.cmd, status = "failed", error = err })
+    end
+    H.queued[id] = nil
+    local info, rerr = H.start(q.spec, q.on_result, q.on_output)
+    if not info then
+      H.queued[id] = q
+      H.end_queued(id, { id = id, cmd = spec.cmd, status = "failed", error = rerr })
+    end
+  end)
+  return { id = id, cmd = spec.cmd, cwd = spec.cwd, status = "queued" }
+end
+
 --- Start a command. `on_result(result)` is called exactly once (result.error on failure).
 --- Without `approved`, the host holds a command that needs the user's approval and the approval
 --- window asks first (`ask` always asks); `approved = true` says the caller already asked.
+--- While the host starts, the run is queued (status "queued", never blocking the editor) and
+--- sent when it is up; `on_started` and `kill` work on its id meanwhile.
 ---@param spec table { cmd, cwd?, timeout?, bg_after?, skip_sandbox?, approved?, ask?, live?, decision_id? }
 ---@param on_result? fun(result: table)
 ---@param on_output? fun(text: string)
 ---@return table|nil info, string|nil err
 function M.run(spec, on_result, on_output)
+  if type(spec) == "table" and spec.id == nil and not host.is_up() then
+    return H.queue(spec, on_result, on_output)
+  end
+  return H.start(spec, on_result, on_output)
+end
+
+--- Send a run to the host (waiting for it if it is starting: see `M.run`).
+---@return table|nil info, string|nil err
+function H.start(spec, on_result, on_output)
   local chan, herr = host.ensure_host() -- the options, and with them the Lua rules, are in force
   if not chan then
     return nil, herr
@@ -125,6 +208,33 @@ end
 ---@param cb? fun(reply: { result?: table, error?: string })
 ---@return table|nil info, string|nil err
 function M.kill(id, cb)
+  local cancelled = {}
+  for qid in pairs(H.queued) do
+    if id == nil or id == qid then
+      table.insert(cancelled, qid)
+    end
+  end
+  for _, qid in ipairs(cancelled) do
+    local result = {
+      id = qid,
+      cmd = H.queued[qid].spec.cmd,
+      status = "cancelled",
+      error = "the run was cancelled before the host started; nothing ran",
+    }
+    H.end_queued(qid, result)
+    if cb and id ~= nil then
+      pcall(cb, { result = result })
+    end
+  end
+  if id ~= nil and #cancelled > 0 then
+    return { id = id, status = "cancelled" }
+  end
+  if id == nil and not (host.chan() and host.is_ready()) then
+    if cb then
+      pcall(cb, { result = { count = #cancelled } })
+    end
+    return { count = #cancelled } -- a host that is not up has no sessions yet
+  end
   local token = events.new_token()
   if cb then
     events.listeners.reply[token] = cb

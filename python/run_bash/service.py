@@ -40,7 +40,7 @@ from run_bash.matching import compile_pattern
 from run_bash.results import RunResult, Wire, plain
 from run_bash.sandbox.base import choose_backend, get_backend
 from run_bash.sandbox.hostread import RulesName
-from run_bash.sessions import Session, SessionManager, check_cmd, new_id
+from run_bash.sessions import Session, SessionManager, caller_id, check_cmd, new_id
 
 if TYPE_CHECKING:
     from run_bash.run_changes import RunChanges
@@ -93,6 +93,7 @@ RUN_OPTIONS = frozenset(
         "lua_results",
         "source",
         "wait_for",
+        "id",
     }
 )
 WAIT_OPTIONS = frozenset({"wait_for", "timeout"})
@@ -237,8 +238,32 @@ class Service:
     # -- configuration -------------------------------------------------------------------------------
 
     def hello(self) -> None:
-        """Say ``ready``: Lua started the host without waiting and sends its options on this."""
+        """Say ``ready``: Lua started the host without waiting and sends its options on this.
+        What every run needs is loaded first (``preload``): nobody waits for a host that is
+        starting, and the first command then finds it done."""
+        self.preload()
         self.emit("ready", {})
+
+    def preload(self) -> None:
+        """Load what every run needs and answer the backend question for the options in force,
+        so that the first command does not pay for it: the pause list's checker, the change
+        store when runs are recorded, and the backend's availability (which waits for the
+        sandbox launcher the host started first thing). What no run needs (health, diffs,
+        undo, the command line) stays unloaded until it is used.
+
+        All of it runs here, on the loop's thread, before ``ready``: an earlier change that moved
+        the sandbox guard's and policy's imports and the guard's ``Keeper`` onto executor threads
+        hung one full test run in three at teardown (a Neovim ``:qa!``), for a cause not found;
+        so start-up creates nothing on another thread and the guard stays imported eagerly."""
+        import importlib
+
+        importlib.import_module("run_bash.checker")
+        if self.recorder.recording:
+            importlib.import_module("run_bash.changes")
+        try:
+            self.mgr.choice()
+        except Exception:  # asked again, and reported, at setup and at the first run
+            log.exception("backend check at start-up")
 
     def setup(self, opts: object = None, codecompanion: object = None) -> dict[str, Any]:
         """Validate and apply the user's options; return notices and what the tool needs to know.
@@ -262,6 +287,11 @@ class Service:
         self.mgr.agent_rules = rules
         self.mgr.project_config = project_config
         chosen = self.mgr.choice()
+        if not chosen.backend.isolates:
+            # The host started the sandbox launcher early, guessing a confining backend.
+            from run_bash.sandbox.launcher import launcher
+
+            launcher().release_unused()
         # The first command's sandbox, ready before it comes (Neovim's directory is the host's).
         self.mgr.prepare_for(os.getcwd())
         return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}
@@ -295,9 +325,22 @@ class Service:
         backend, why = self.mgr.resolve_backend(requested)
         return Where(backend.name, bool(backend.isolates), why, self.mgr.choice(requested).reason)
 
-    def _new_id(self) -> str:
+    def _taken(self) -> dict[str, object]:
+        """Every id in use: sessions, answers the gate keeps, undos."""
         taken = {**self.mgr.sessions, **dict.fromkeys(self.gate.ids())}
-        return new_id({**taken, **dict.fromkeys(self._undo_ids)})
+        return {**taken, **dict.fromkeys(self._undo_ids)}
+
+    def _new_id(self) -> str:
+        return new_id(self._taken())
+
+    def _caller_id(self, value: object) -> str | None:
+        """The id the caller chose for its run (``id``), checked: well formed and not in use."""
+        sid = text("id", value)
+        if sid is None:
+            return None
+        if caller_id(sid) in self._taken():
+            raise UsageError(f"the id {sid!r} is taken: leave `id` out for a new one")
+        return sid
 
     def _answer(
         self, cmd: str, *, skip: bool, ask: bool, results: object, source: str, cwd: str
@@ -401,11 +444,13 @@ class Service:
         the user starts only with the caller's word that the user agreed (``approved``, or
         ``unsandboxed_ok`` for running without a sandbox; ``answer`` says how, for the audit log);
         without it the run is held (status ``awaiting_approval``), an ``approve`` event asks Lua,
-        and the user's answer comes back through ``decide``.
+        and the user's answer comes back through ``decide``. ``id``: the id the caller already
+        gave the run (Lua queues runs asked for while the host starts), else a new one.
         """
         received = time.monotonic()
         opts = options("run", spec, RUN_OPTIONS)
         cmd = check_cmd(opts.get("cmd"))
+        sid = self._caller_id(opts.get("id"))
         if opts.get("wait_for") is not None:
             compile_pattern(opts.get("wait_for"))  # a bad pattern is refused before the gate runs
         approved = flag("approved", opts.get("approved"))
@@ -421,7 +466,7 @@ class Service:
             "bg_after": opts.get("bg_after"),
             "skip_sandbox": answer.skip_sandbox,
             "live": live,
-            "sid": answer.decision_id,
+            "sid": sid or answer.decision_id,
             "wait_for": opts.get("wait_for"),
             "marks": {"rpc": received, "gate": time.monotonic()},
         }

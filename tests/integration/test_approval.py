@@ -33,6 +33,12 @@ def setup(editor, backend="none"):
     editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
 
 
+def host_up(editor):
+    """Wait for the host setup() started: a run then gets the host's answer at once (while it
+    starts, a run waits in Lua's queue and the answer reaches its callback)."""
+    assert editor.lua("return require('run_bash').request('sessions')") is not None
+
+
 @pytest.fixture
 def target(editor):
     path = editor.work / "victim"
@@ -148,7 +154,11 @@ def test_safe_sandboxed_command_opens_no_window(editor):
         lambda: (
             (
                 ls := editor.lua(
-                    "return vim.api.nvim_buf_get_lines(vim.fn.bufnr(...), 0, -1, false)", name
+                    """
+                    local buf = vim.fn.bufnr(...)
+                    return buf ~= -1 and vim.api.nvim_buf_get_lines(buf, 0, -1, false) or {}
+                    """,
+                    name,
                 )
             )
             and ls[-1].startswith("[")
@@ -173,6 +183,7 @@ def test_bang_always_asks_and_shows_without_sandbox(editor):
 def test_api_run_without_approval_is_held_and_asks(editor, target):
     """`require('run_bash').run()` enforces the pause list too: the window asks, nothing runs."""
     setup(editor)
+    host_up(editor)
     info = editor.lua(
         """
         _G.__r = nil
@@ -362,15 +373,28 @@ def test_runbashlog_opens_the_audit_log_read_only(editor, target):
     [{"approved": "no"}, {"skip_sandbox": True, "unsandboxed_ok": "false"}, {"ask": 1}],
     ids=["approved", "unsandboxed_ok", "ask"],
 )
-def test_string_typed_consent_flags_are_refused_through_the_lua_api(editor, target, flags):
-    """`run({cmd = "rm -rf zz", approved = "no"})` used to run a paused command without asking."""
+@pytest.mark.parametrize("started", [True, False], ids=["host up", "host starting"])
+def test_string_typed_consent_flags_are_refused_through_the_lua_api(editor, target, flags, started):
+    """`run({cmd = "rm -rf zz", approved = "no"})` used to run a paused command without asking.
+    While the host starts the run waits in Lua's queue: the host's refusal reaches its callback."""
     setup(editor)
-    info, err = editor.lua(
-        "local info, err = require('run_bash').run(...); return { info, err }",
+    if started:
+        host_up(editor)
+    got = editor.lua(
+        """
+        _G.__r = nil
+        local info, err = require('run_bash').run(..., function(r) _G.__r = r end)
+        return { info = info, err = err }
+        """,
         {"cmd": f"rm -rf {target}", **flags},
     )
     name = next(k for k, v in flags.items() if not isinstance(v, bool))
-    assert info is None and f"`{name}` should be true or false" in err
+    if started:
+        assert got.get("info") is None and f"`{name}` should be true or false" in got["err"]
+    else:
+        assert got["info"]["status"] == "queued", got
+        r = wait_for(lambda: editor.lua("return _G.__r"))
+        assert r["status"] == "failed" and f"`{name}` should be true or false" in r["error"]
     assert floats(editor) == [] and (target / "file").read_text() == "keep me"
     assert editor.lua("return require('run_bash').request('sessions')") == []
 

@@ -87,7 +87,7 @@ def test_a_crashed_host_fails_pending_runs_and_strands_nothing(editor, backend):
     )
     job_pid = editor.nvim.funcs.jobpid(editor.lua("return require('run_bash')._job()"))
     keeper = psutil.Process(job_pid)
-    host = keeper.children()[0]
+    host = wait_for(keeper.children)[0]  # the run may be queued while the host starts
 
     def running(interval: str) -> list[int]:
         found = []

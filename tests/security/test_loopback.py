@@ -17,6 +17,7 @@ import contextlib
 import re
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,6 +90,14 @@ def host_client(port: int, text: bytes = b"password") -> str:
         return f"refused: {e}"
 
 
+def give_port(go: Path, port: int) -> None:
+    """Hand LATE_CLIENT its port: written beside ``go`` and renamed onto it, so the client, which
+    waits for the name to exist, never reads a file still being written."""
+    tmp = go.with_name(go.name + ".tmp")
+    tmp.write_text(str(port))
+    tmp.rename(go)
+
+
 def modes(sbx: Runner) -> list[tuple[str, Runner]]:
     out = [("own namespace", sbx)]
     if sbx.name == "sandlock":
@@ -103,7 +112,7 @@ def test_a_host_service_started_after_the_run_began_is_unreachable(sbx, world):
         s = rb.start(LATE_CLIENT, timeout=30, bg_after=0.1)
         wait_text(rb, s, ("READY",))
         with listening_tcp() as (port, seen):
-            go.write_text(str(port))
+            give_port(go, port)
             r = rb.wait(s)
         assert CONTROL in r.output, (mode, r.output)
         assert "CONNECTED" not in r.output and "refused" in r.output, (mode, r.output)
@@ -120,7 +129,7 @@ def test_an_allowed_port_is_reachable_in_the_host_network_mode(sbx, world):
         go = world.project / "go"
         s = rb.start(LATE_CLIENT, timeout=30, bg_after=0.1)
         wait_text(rb, s, ("READY",))
-        go.write_text(str(port))
+        give_port(go, port)
         r = rb.wait(s)
     assert "CONNECTED" in r.output, r.output
     assert b"hello" in seen
@@ -294,7 +303,7 @@ import select, socket
 socks = []
 for _ in range({n}):
     l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1); socks.append(l)
-print('LISTENING', ' '.join(str(l.getsockname()[1]) for l in socks), flush=True)
+print('LISTENING ' + ' '.join(str(l.getsockname()[1]) for l in socks) + ' ALL', flush=True)
 while True:
     for l in select.select(socks, [], [])[0]:
         c, _ = l.accept(); c.sendall(b'HI'); c.close()
@@ -307,8 +316,10 @@ def test_forwards_are_limited_per_session(sbx):
     n = MAX_FORWARDED_PER_SESSION + 2
     s = sbx.start(MANY.format(n=n), timeout=60, bg_after=0.1)
     try:
-        out = wait_text(sbx, s, ("LISTENING",))
+        # The whole line, not just its start: `python3 -u` writes print's pieces one by one.
+        out = wait_text(sbx, s, (" ALL",))
         ports = [int(p) for p in out.split("LISTENING", 1)[1].split()[:n]]
+        assert len(ports) == n, out
 
         def all_said() -> Any:
             info = info_of(sbx, s.id)

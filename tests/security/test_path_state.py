@@ -87,7 +87,14 @@ def use_the_venv(world: World, venv: Path) -> None:
 
 def run_outside(world: World, script: str) -> None:
     """A shell of the user's, outside the sandbox, in the project, with their PATH."""
-    subprocess.run(["/bin/sh", "-c", script], env=world.env, capture_output=True, cwd=world.project)
+    subprocess.run(
+        ["/bin/sh", "-c", script],
+        env=world.env,
+        capture_output=True,
+        cwd=world.project,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(
@@ -193,19 +200,19 @@ def test_the_project_on_path_is_compared_by_state(sbx, world):
     an existing program changed, or a file made executable by a later run, is moved out."""
     (world.project / "tool").write_text("#!/bin/sh\necho real\n")
     (world.project / "tool").chmod(0o755)
-    (world.project / "script").write_text(f"#!/bin/sh\n{payload(world, 'xbit')}\n")
+    (world.project / "rb-xbit").write_text(f"#!/bin/sh\n{payload(world, 'xbit')}\n")
     world.env["PATH"] = f".:{world.env['PATH']}"
     rb = sbx.with_config()
     r = rb.run(f"echo {CONTROL}; echo '{payload(world, 'dot')}' >> tool; echo end")
     assert CONTROL in r.output
     assert not (world.project / "tool").exists(), r.notices
     assert any("tool" in n and "PATH" in n for n in r.notices), r.notices
-    r = rb.run(f"echo ok > notes.txt && echo {CONTROL}; chmod +x script; echo end")
+    r = rb.run(f"echo ok > notes.txt && echo {CONTROL}; chmod +x rb-xbit; echo end")
     assert CONTROL in r.output and (world.project / "notes.txt").exists()
-    assert not (world.project / "script").exists() or not os.access(
-        world.project / "script", os.X_OK
+    assert not (world.project / "rb-xbit").exists() or not os.access(
+        world.project / "rb-xbit", os.X_OK
     ), r.notices
-    run_outside(world, "tool; script")
+    run_outside(world, "tool; rb-xbit")
     assert pwned(world) == []
 
 

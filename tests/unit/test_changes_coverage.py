@@ -10,11 +10,14 @@ import pwd
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
 from run_bash.changes import ChangeStore, Limits, NotRecorded, Token
 from run_bash.changes.coverage import covers
+from run_bash.changes.snapshot import born_after
+from run_bash.changes.store import CLOCK_REALTIME_COARSE
 
 from .changes_util import git_repo, sh, tree_hash
 
@@ -38,9 +41,35 @@ def repo(tmp_path):
 
 
 def begin(store, run_id, cwd) -> Token:
+    """Begin a run; return once the coarse clock (file birth times) has left the tick the run
+    began in: a file born in that tick counts as older than the run, and the tests' "runs" start
+    at once, where a real one starts a sandbox first."""
     tok = store.begin(run_id, str(cwd))
     assert isinstance(tok, Token), tok
+    while time.clock_gettime_ns(CLOCK_REALTIME_COARSE) <= tok.born_ns:
+        time.sleep(0.001)
     return tok
+
+
+def test_a_file_born_in_the_tick_the_run_began_counts_as_older(tmp_path):
+    """Birth times come from a coarse clock, so a file made just before the run began can carry
+    the run's first tick: a birth time equal to the run's start counts as older (undo keeps the
+    file), and only a later one as born during the run (the control). The birth time is read
+    with coreutils' ``stat``, not with the code under test."""
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    out = subprocess.run(["stat", "-c", "%.9W %i", str(f)], capture_output=True, text=True)
+    secs, ino = out.stdout.split()
+    if out.returncode != 0 or secs.startswith(("0.", "-")):
+        pytest.skip("this file system gives no birth time")
+    whole, frac = secs.split(".")
+    born = int(whole) * 10**9 + int(frac)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert not born_after(fd, "f", int(ino), born)
+        assert born_after(fd, "f", int(ino), born - 1)
+    finally:
+        os.close(fd)
 
 
 # -- the .gitignore exposure: undo never deletes what it never stored ------------------------------

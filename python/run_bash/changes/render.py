@@ -8,7 +8,6 @@ git does (``"a\\nb"``, ``"caf\\351"``), so the text is always valid UTF-8.
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -364,6 +363,8 @@ def _diff_one(c: Change, blobs: BlobSource) -> list[str]:
     if text_old is None or text_new is None:
         lines.append(f"Binary files a/{p} and b/{p} differ ({_describe(b)} -> {_describe(a)})")
         return lines
+    import difflib  # only a diff needs it: not loaded at the host's start (test_startup.py)
+
     body = difflib.unified_diff(
         text_old.splitlines(keepends=True),
         text_new.splitlines(keepends=True),

@@ -322,9 +322,11 @@ _statx: Any = None
 
 
 def born_after(dir_fd: int, name: str, ino: int, since_ns: int) -> bool:
-    """Whether the inode ``ino`` at ``name`` was created at or after ``since_ns`` (its birth
-    time, from ``statx``). False whenever that cannot be told (no birth time on this file
-    system, no ``statx``): the file is then treated as one that may hold earlier bytes."""
+    """Whether the inode ``ino`` at ``name`` was created after ``since_ns`` (its birth time, from
+    ``statx``; ``since_ns`` is a reading of the coarse clock file times come from). A file born
+    in the same tick as ``since_ns`` may have been made just before it, so it counts as older:
+    undo then keeps it rather than delete bytes that may predate the run. False too whenever
+    that cannot be told (no birth time on this file system, no ``statx``)."""
     global _statx
     if _statx is None:
         try:
@@ -343,7 +345,7 @@ def born_after(dir_fd: int, name: str, ino: int, since_ns: int) -> bool:
     if not buf.stx_mask & _STATX_BTIME or buf.stx_ino != ino:
         return False
     born = int(buf.stx_btime.tv_sec) * 1_000_000_000 + int(buf.stx_btime.tv_nsec)
-    return born >= since_ns
+    return born > since_ns
 
 
 # -- putting a partial walk into a whole one ---------------------------------------------------

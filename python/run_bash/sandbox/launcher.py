@@ -64,6 +64,7 @@ from run_bash.sandbox.spare import lift
 from run_bash.sandbox.tempfs import is_full
 
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+Req = dict[str, Any]  # a request to the launcher
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 MAX_FDS = 8
 START_TIMEOUT_S = 30.0
@@ -339,8 +340,8 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
 
     ``fds``: the run's channel, its stdout and stderr, then (optionally) the project's network
     namespace's user and network namespace descriptors, then (with ``stdin`` in the request) the
-    command's stdin (a prepared sandbox's command pipe, ``spare.py``; else /dev/null). ``spare_cg``: the cgroup the spare
-    moved into while it waited (``SpareCgroup``).
+    command's stdin (a prepared sandbox's command pipe, ``spare.py``; else /dev/null).
+    ``spare_cg``: the cgroup the spare moved into while it waited (``SpareCgroup``).
     """
     chan = socket.socket(fileno=fds[0])
     stage = "setting up the run"
@@ -731,6 +732,10 @@ class Launcher:
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._owner = -1
+        # Started by ``begin`` and not yet heard from: (process, our end of its socket, the
+        # pid that started it).
+        self._begun: tuple[subprocess.Popen[bytes], socket.socket, int] | None = None
+        self._runs = 0  # runs started through this process's fork servers
 
     @property
     def pid(self) -> int | None:
@@ -738,7 +743,40 @@ class Launcher:
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
+    def begin(self) -> None:
+        """Start the fork server without waiting for it to say it is ready: the host does this
+        first thing, so the fork server comes up (a Python of its own) while the host imports;
+        ``ensure`` waits for it. Raises SpawnError when it cannot be started."""
+        with self._lock:
+            if self._begun is None and not self._alive():
+                self._begun = (*self._spawn(), os.getpid())
+
+    def release_unused(self) -> None:
+        """Stop the fork server when no run was ever started through it (a run dies with it):
+        the host starts it early, guessing a confining backend, and its setup may find none.
+        It starts again when something needs it."""
+        with self._lock:
+            begun = self._take_begun()
+            if begun is not None:
+                self._proc, self._sock, self._owner = begun[0], begun[1], os.getpid()
+            if self._runs == 0 and self._owner == os.getpid():
+                self._stop()
+
+    def _take_begun(self) -> tuple[subprocess.Popen[bytes], socket.socket] | None:
+        """The fork server ``begin`` started, if this process started it (one inherited across
+        a fork is not ours)."""
+        begun, self._begun = self._begun, None
+        if begun is None or begun[2] != os.getpid():
+            return None
+        return begun[0], begun[1]
+
     def _start(self) -> None:
+        begun = self._take_begun()
+        proc, ours = begun if begun is not None else self._spawn()
+        self._await(proc, ours)
+
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], socket.socket]:
+        """Start the fork server's process: (it, our end of its control socket)."""
         ours, theirs = socket.socketpair(
             socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
         )
@@ -769,6 +807,10 @@ class Launcher:
             raise SpawnError(f"cannot start the sandbox launcher: {e}") from e
         finally:
             theirs.close()
+        return proc, ours
+
+    def _await(self, proc: subprocess.Popen[bytes], ours: socket.socket) -> None:
+        """Wait for the fork server ``_spawn`` started to say it is ready; raises SpawnError."""
         try:
             msg, _fds = _recv(ours, START_TIMEOUT_S)
         except (OSError, ValueError) as e:
@@ -830,15 +872,9 @@ class Launcher:
                         raise SpawnError(f"the sandbox launcher is not answering: {e}") from e
 
     def request(
-        self,
-        req: dict[str, Any],
-        stdout: int,
-        stderr: int,
-        netns: Sequence[int] = (),
-        stdin: int = -1,
+        self, req: Req, stdout: int, stderr: int, netns: Sequence[int] = (), stdin: int = -1
     ) -> tuple[socket.socket, dict[str, Any], list[int]]:
-        """Send one request; return the run's channel and its first message (with its fds).
-        ``stdin``: the command's stdin (else /dev/null)."""
+        """Send one request; return the run's channel and its first message (with its fds)."""
         if stdin >= 0:
             req = {**req, "stdin": True}
         payload = pickle.dumps(req, protocol=pickle.HIGHEST_PROTOCOL)
@@ -848,8 +884,8 @@ class Launcher:
             socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
         )
         try:
-            extra = [stdin] if stdin >= 0 else []
-            self._send(payload, [theirs.fileno(), stdout, stderr, *netns, *extra])
+            sent = [theirs.fileno(), stdout, stderr, *netns, *([stdin] if stdin >= 0 else [])]
+            self._send(payload, sent)
         except BaseException:
             ours.close()
             raise
@@ -877,14 +913,11 @@ class Launcher:
         return ours, msg, fds
 
     def spawn(
-        self,
-        req: dict[str, Any],
-        stdout: int,
-        stderr: int,
-        netns: Sequence[int] = (),
-        stdin: int = -1,
+        self, req: Req, stdout: int, stderr: int, netns: Sequence[int] = (), stdin: int = -1
     ) -> Run:
-        """Start one run; raises SpawnError (nothing ran) when it could not be started."""
+        """Start one run; raises SpawnError (nothing ran) when it could not be started.
+        ``stdin``: the command's stdin (a prepared sandbox's command pipe; else /dev/null)."""
+        self._runs += 1
         chan, msg, fds = self.request(req, stdout, stderr, netns, stdin)
         pid = msg.get("pid")
         if not isinstance(pid, int) or isinstance(pid, bool) or len(fds) != 1:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 MAX_CMD_CHARS = 100_000
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+# What an id a caller chose may hold (``caller_id``).
+ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def new_id(taken: Mapping[str, object]) -> str:
@@ -36,6 +38,14 @@ def new_id(taken: Mapping[str, object]) -> str:
         sid = "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
         if sid not in taken:
             return sid
+
+
+def caller_id(value: str) -> str:
+    """An id a caller chose for its run (a run Lua queued while the host started): 6 to 16
+    characters of a-z and 0-9, as safe in file names as ``new_id``'s. Raises UsageError."""
+    if not 6 <= len(value) <= 16 or not all(c in ID_CHARS for c in value):
+        raise UsageError(f"`id` should be 6 to 16 characters of a-z and 0-9, not {value!r}")
+    return value
 
 
 def check_cmd(cmd: object) -> str:

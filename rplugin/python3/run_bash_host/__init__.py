@@ -86,6 +86,9 @@ class RunBashHost:
             self._call("hello", args)
         except Exception:
             log.exception("internal error in hello")
+            # Runs queued in Lua wait for ``ready``: they are sent now and get the error itself
+            # (from setup, or their own request), not a timeout.
+            self._emit("ready", {})
 
     @rpc_export("run_bash.setup", sync=True)
     @boundary

@@ -25,6 +25,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RPLUGIN = os.path.dirname(HERE)
 ROOT = os.path.dirname(os.path.dirname(RPLUGIN))
 sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
+# The host keeps its bytecode cache (``__pycache__`` beside the plugin's own modules, as ``make
+# deps`` writes it) even when PYTHONDONTWRITEBYTECODE is set in the user's environment: without
+# it every start compiles every module again, the largest part of a cold start. A checkout that
+# is not writable just keeps compiling. (The fork server runs with -E, which ignores the
+# variable, so it already did.)
+sys.dont_write_bytecode = False
 
 from run_bash.keeper import become_worker, keep  # noqa: E402  (needs the sys.path above)
 from run_bash.sandbox import proc  # noqa: E402
@@ -92,10 +98,17 @@ def host(dirs: list[str]) -> None:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    code = 0
+    start_launcher()
     try:
         import pynvim
-
+    except Exception as err:
+        sys.stderr.write(
+            f"run_bash: Python {sys.version.split()[0]} ({sys.executable}) cannot import pynvim: "
+            f"{err}. Run `make deps` in the plugin directory.\n"
+        )
+        os._exit(3)  # the keeper cleans up
+    code = 0
+    try:
         # start_host loads the plugins named on argv: exactly our package directory.
         sys.argv = ["run_bash_host", HERE]
         pynvim.start_host()
@@ -118,16 +131,21 @@ def host(dirs: list[str]) -> None:
     os._exit(code)
 
 
+def start_launcher() -> None:
+    """Start the sandbox launcher's fork server now, without waiting for it: it starts (a Python
+    of its own) on the other core while this process imports pynvim and the host, and the first
+    sandboxed run or the backend check at setup finds it up (``Launcher.begin``). Best effort:
+    a failure is met again, and reported, where the launcher is needed."""
+    try:
+        from run_bash.sandbox.launcher import launcher
+
+        launcher().begin()
+    except Exception:
+        pass
+
+
 def main() -> None:
     proc.set_child_subreaper()
-    try:
-        import pynvim  # noqa: F401  (fail early, in the job's stderr, with the real reason)
-    except Exception as err:
-        sys.stderr.write(
-            f"run_bash: Python {sys.version.split()[0]} ({sys.executable}) cannot import pynvim: "
-            f"{err}. Run `make deps` in the plugin directory.\n"
-        )
-        sys.exit(3)
     from run_bash.journal import reconcile_stale
     from run_bash.statedir import make_state_dir, make_temp_root, state_root
 

@@ -1,0 +1,265 @@
+"""Cold start: a fresh Neovim's first run until its result, against a fresh Neovim that does nothing.
+
+``run() -> list[dict]`` for ``bench/run.py``; also runnable alone: ``python bench/bench_coldstart.py``.
+
+Every Neovim here is a new process (the real binary, not a wrapper script), with its own XDG
+directories and a small scratch project as its working directory. Times are taken from the
+process's start (``CLOCK_MONOTONIC``, which both Python and ``vim.uv.hrtime()`` read) to the run's
+result callback. Rows, for ``none`` and every confining backend that works here:
+
+* **at once**: ``setup()`` and the run right after it, as a script started with Neovim does: the
+  host starts in the background and the run waits in Lua's queue until it is up;
+* **no setup**: the run is the first use of run_bash (it starts the host);
+* **host up**: ``setup()`` started the host and it answered; from the run request to its result;
+* the editor's longest main-loop stall from ``setup()`` to the first result (the queue never waits).
+
+Baselines: ``nvim --headless +qa`` and a fresh Neovim's ``vim.system({"bash", "-c", "true"}):wait()``,
+both from the process's start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "python") not in sys.path:
+    sys.path.insert(0, str(ROOT / "python"))
+
+Row = dict[str, Any]
+
+# Writes "<hrtime of the result> <hrtime of the request> <worst stall ms> <exit code> <error>"
+# to $COLD_OUT, then quits. $COLD_MODE: "at_once", "no_setup" or "host_up".
+SCRIPT = r"""
+local out, mode, backend = vim.env.COLD_OUT, vim.env.COLD_MODE, vim.env.COLD_BACKEND
+-- The main loop's worst stall: a tick every 5 ms runs through vim.schedule, so a synchronous
+-- call (an RPC request waiting for the host, as user input would) delays it.
+local worst, last = 0, vim.uv.hrtime()
+local timer = vim.uv.new_timer()
+timer:start(5, 5, vim.schedule_wrap(function()
+  local now = vim.uv.hrtime()
+  worst = math.max(worst, (now - last) / 1e6 - 5)
+  last = now
+end))
+local function finish(t_req, r)
+  local t = vim.uv.hrtime()
+  timer:stop()
+  local f = assert(io.open(out, "w"))
+  f:write(("%d %d %.3f %s %s\n"):format(t, t_req, worst, tostring(r.exit_code), tostring(r.error)))
+  f:close()
+  vim.cmd("qa!")
+end
+local rb = require("run_bash")
+if mode ~= "no_setup" then
+  rb.setup({ sandbox = { backend = backend } })
+end
+if mode == "host_up" then
+  vim.wait(60000, function() return require("run_bash.host").is_up() end, 1)
+  worst, last = 0, vim.uv.hrtime()
+end
+local t_req = vim.uv.hrtime()
+local spec = { cmd = "true", cwd = vim.fn.getcwd(), unsandboxed_ok = backend == "none" or nil }
+if mode == "no_setup" then
+  spec.unsandboxed_ok = nil
+end
+local info, err = rb.run(spec, function(r) finish(t_req, r) end)
+if not info then finish(t_req, { error = err }) end
+"""
+
+BASELINE_SYSTEM = r"""
+vim.system({ "bash", "-c", "true" }):wait()
+local f = assert(io.open(vim.env.COLD_OUT, "w"))
+f:write(("%d\n"):format(vim.uv.hrtime()))
+f:close()
+vim.cmd("qa!")
+"""
+
+
+def real_nvim() -> str:
+    """The Neovim binary itself (``scripts/nvim-path`` may name a launcher script)."""
+    found = subprocess.run(
+        [str(ROOT / "scripts" / "nvim-path")], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    prog = subprocess.run(
+        [found, "--clean", "--headless", "+lua io.stdout:write(vim.v.progpath)", "+qa"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return prog or found
+
+
+class Cold:
+    """Fresh Neovims in an isolated home, started in a small scratch project."""
+
+    def __init__(self, root: str) -> None:
+        self.nvim = real_nvim()
+        self.root = Path(root)
+        self.project = self.root / "proj"
+        self.project.mkdir()
+        for name in ("README", "main.py", "Makefile"):
+            (self.project / name).write_text(f"{name}\n")
+        self.script = self.root / "cold.lua"
+        self.script.write_text(SCRIPT)
+        self.baseline = self.root / "baseline.lua"
+        self.baseline.write_text(BASELINE_SYSTEM)
+        self.out = self.root / "out"
+        self.env = dict(os.environ)
+        for sub in ("config", "data", "state", "cache", "runtime"):
+            (self.root / sub).mkdir(mode=0o700)
+            self.env[f"XDG_{sub.upper()}_HOME" if sub != "runtime" else "XDG_RUNTIME_DIR"] = str(
+                self.root / sub
+            )
+
+    def _nvim(self, *args: str, env: dict[str, str] | None = None) -> int:
+        """Start a Neovim with run_bash on its runtimepath; the monotonic time it started."""
+        with contextlib.suppress(FileNotFoundError):
+            self.out.unlink()
+        argv = [self.nvim, "--clean", "--headless", "-n", "--cmd", f"set rtp^={ROOT}"]
+        argv += ["-c", "runtime plugin/run_bash.lua", *args]
+        t0 = time.monotonic_ns()
+        subprocess.run(
+            argv,
+            cwd=self.project,
+            env={**self.env, **(env or {}), "COLD_OUT": str(self.out)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+        )
+        return t0
+
+    def first_run(self, mode: str, backend: str) -> tuple[float, float]:
+        """(ms to the result: from the process's start, or for "host_up" from the request; the
+        editor's worst stall in ms)."""
+        t0 = self._nvim(
+            "-c", f"luafile {self.script}", env={"COLD_MODE": mode, "COLD_BACKEND": backend}
+        )
+        t_result, t_req, stall, code, err = self.out.read_text().split(maxsplit=4)
+        if code != "0":
+            raise RuntimeError(f"the first run failed ({mode}, {backend}): {err.strip()}")
+        start = int(t_req) if mode == "host_up" else t0
+        return (int(t_result) - start) / 1e6, float(stall)
+
+    def bare(self) -> float:
+        """``nvim --headless +qa``: the whole process, in ms."""
+        t0 = time.monotonic_ns()
+        subprocess.run(
+            [self.nvim, "--clean", "--headless", "-n", "+qa"],
+            cwd=self.project,
+            env=self.env,
+            check=True,
+        )
+        return (time.monotonic_ns() - t0) / 1e6
+
+    def system_true(self) -> float:
+        """A fresh Neovim's ``vim.system`` bash ``true``: from its start to the command's end."""
+        t0 = self._nvim("-c", f"luafile {self.baseline}")
+        return (int(self.out.read_text()) - t0) / 1e6
+
+
+def _stats(values: list[float]) -> str:
+    return f"median of {len(values)}; range {min(values):.0f}-{max(values):.0f} ms"
+
+
+def backends() -> list[str]:
+    from run_bash.config import parse_config
+    from run_bash.sandbox.base import BACKEND_NAMES, get_backend
+
+    config = parse_config({})
+    return [n for n in BACKEND_NAMES if n == "none" or get_backend(n, config).availability().ok]
+
+
+def run(n: int = 8) -> list[Row]:
+    rows: list[Row] = []
+    root = tempfile.mkdtemp(prefix="run_bash-cold-")
+    try:
+        cold = Cold(root)
+        bare = [cold.bare() for _ in range(n)]
+        system = [cold.system_true() for _ in range(n)]
+        rows.append(
+            {
+                "name": "baseline: nvim --headless +qa",
+                "value": statistics.median(bare),
+                "unit": "ms",
+                "goal": "",
+                "note": _stats(bare),
+            }
+        )
+        rows.append(
+            {
+                "name": "baseline: fresh nvim, vim.system true",
+                "value": statistics.median(system),
+                "unit": "ms",
+                "goal": "",
+                "note": _stats(system) + "; from the process's start",
+            }
+        )
+        for backend in backends():
+            cold.first_run("at_once", backend)  # the host's bytecode, the kernel's caches
+            at_once = [cold.first_run("at_once", backend) for _ in range(n)]
+            times = [t for t, _ in at_once]
+            rows.append(
+                {
+                    "name": f"cold start ({backend}): setup + run at once",
+                    "value": statistics.median(times),
+                    "unit": "ms",
+                    "goal": "< 150 ms",
+                    "note": _stats(times) + "; fresh Neovim's start to the first result",
+                }
+            )
+            stalls = [s for _, s in at_once]
+            rows.append(
+                {
+                    "name": f"cold start ({backend}): editor's worst stall",
+                    "value": max(stalls),
+                    "unit": "ms",
+                    "goal": "",
+                    "note": f"median {statistics.median(stalls):.1f} ms; from setup() to the "
+                    "result (the run waits in a queue, not in the editor)",
+                }
+            )
+            up = [cold.first_run("host_up", backend)[0] for _ in range(n)]
+            rows.append(
+                {
+                    "name": f"cold start ({backend}): first run, host up",
+                    "value": statistics.median(up),
+                    "unit": "ms",
+                    "goal": "",
+                    "note": _stats(up) + "; setup() started the host; request to result",
+                }
+            )
+        no_setup = [cold.first_run("no_setup", "auto")[0] for _ in range(n)]
+        rows.append(
+            {
+                "name": "cold start (auto): first use, no setup()",
+                "value": statistics.median(no_setup),
+                "unit": "ms",
+                "goal": "",
+                "note": _stats(no_setup) + "; the run starts the host, default options",
+            }
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def main() -> int:
+    for row in run():
+        note = f"  ({row['note']})" if row.get("note") else ""
+        goal = f"  [goal {row['goal']}]" if row.get("goal") else ""
+        print(f"{row['name']:52} {row['value']:9.2f} {row['unit']}{goal}{note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

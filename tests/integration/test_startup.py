@@ -1,0 +1,231 @@
+"""Start-up in a real headless Neovim: setup() starts the host in the background, a run asked for
+meanwhile waits in a queue (never in the editor) and gets its result, nothing starts a host while
+Neovim exits, and what no run needs is not imported."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import NVIM, ROOT, alive, descendants, wait_for
+
+pytestmark = pytest.mark.nvim
+
+
+def test_a_run_asked_for_while_the_host_starts_is_queued_and_gets_its_result(editor):
+    got = editor.lua(
+        """
+        _G.__r, _G.__started = nil, nil
+        local rb = require('run_bash')
+        rb.setup({ sandbox = { backend = 'none' } })
+        local info, err = rb.run({ cmd = 'echo queued-ok', unsandboxed_ok = true },
+          function(r) _G.__r = r end)
+        assert(info, err)
+        rb.on_started(info.id, function(s) _G.__started = s.id end)
+        return { info = info, up = require('run_bash.host').is_up() }
+        """
+    )
+    # run() came back before the host was up: it never waited for it.
+    assert got["up"] is False and got["info"]["status"] == "queued", got
+    r = wait_for(lambda: editor.lua("return _G.__r"), timeout=30)
+    assert r["id"] == got["info"]["id"] and r["exit_code"] == 0, r
+    assert r["output"] == "queued-ok\n"
+    assert editor.lua("return _G.__started") == r["id"]
+    listed = editor.lua("return require('run_bash').request('sessions')")
+    assert [s["id"] for s in listed] == [r["id"]]
+
+
+def test_runs_queued_together_all_start_and_a_killed_one_never_runs(editor):
+    work = Path(editor.work)
+    got = editor.lua(
+        """
+        _G.__rs, _G.__kill = {}, nil
+        local rb = require('run_bash')
+        rb.setup({ sandbox = { backend = 'none' } })
+        local ids = {}
+        for _, name in ipairs({ 'first', 'killed', 'third' }) do
+          local info = assert(rb.run({ cmd = 'touch ' .. name, unsandboxed_ok = true },
+            function(r) _G.__rs[name] = r end))
+          ids[name] = info.id
+        end
+        rb.kill(ids.killed, function(reply) _G.__kill = reply end)
+        return ids
+        """
+    )
+    rs = wait_for(lambda: (rs := editor.lua("return _G.__rs")) and len(rs) == 3 and rs)
+    assert rs["killed"]["status"] == "cancelled" and "nothing ran" in rs["killed"]["error"]
+    assert editor.lua("return _G.__kill")["result"]["id"] == got["killed"]
+    for name in ("first", "third"):  # the queue did run the others (the control)
+        assert rs[name]["exit_code"] == 0 and rs[name]["id"] == got[name], rs[name]
+        assert (work / name).exists()
+    assert not (work / "killed").exists()
+    listed = {s["id"] for s in editor.lua("return require('run_bash').request('sessions')")}
+    assert listed == {got["first"], got["third"]}
+
+
+def test_a_host_that_cannot_start_fails_each_queued_run_once(editor, tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nexec /usr/bin/env -i PATH=/usr/bin:/bin python3 -I -S "$@"\n')
+    fake.chmod(0o755)
+    editor.nvim.vars["run_bash_python"] = str(fake)
+    editor.lua(
+        """
+        _G.__rs = {}
+        vim.notify = function() end
+        local rb = require('run_bash')
+        rb.setup({ sandbox = { backend = 'none' } })
+        for i = 1, 2 do
+          assert(rb.run({ cmd = 'true', unsandboxed_ok = true }, function(r)
+            table.insert(_G.__rs, r)
+          end))
+        end
+        """
+    )
+    rs = wait_for(lambda: (rs := editor.lua("return _G.__rs")) and len(rs) == 2 and rs, 30)
+    for r in rs:
+        assert "did not start" in r["error"] and "pynvim" in r["error"], r
+    editor.lua("vim.wait(300)")  # nothing comes twice
+    assert len(editor.lua("return _G.__rs")) == 2
+
+
+def test_a_host_that_never_answers_fails_the_queued_runs(editor, tmp_path):
+    """A host stuck before its `ready` (a hang in an import) must not hang the queue."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexec sleep 300\n")
+    fake.chmod(0o755)
+    editor.nvim.vars["run_bash_python"] = str(fake)
+    editor.lua(
+        """
+        _G.__r = nil
+        vim.notify = function() end
+        require('run_bash.host')._H.START_TIMEOUT_MS = 500
+        local rb = require('run_bash')
+        rb.setup({ sandbox = { backend = 'none' } })
+        assert(rb.run({ cmd = 'true', unsandboxed_ok = true }, function(r) _G.__r = r end))
+        """
+    )
+    r = wait_for(lambda: editor.lua("return _G.__r"), 30)
+    assert "did not answer within 0.5 s" in r["error"], r
+    assert editor.lua("return require('run_bash')._job()") is None
+
+
+EXIT_SCRIPT = """
+vim.opt.rtp:prepend(vim.env.RB_ROOT)
+vim.cmd('runtime plugin/run_bash.lua')
+local rb = require('run_bash')
+rb.setup({ sandbox = { backend = 'none' } })
+assert(rb.request('sessions'))
+local said = {}
+local function note(what)
+  table.insert(said, what)
+  local f = assert(io.open(vim.env.RB_SAID, 'w'))
+  f:write(table.concat(said, '\\n'))
+  f:close()
+end
+-- Requests made while Neovim exits, after VimLeavePre stopped the host: a deferred one (as the
+-- host's own list of undoable runs, asked 1 s after it is up) and a scheduled one. They run while
+-- Neovim waits for its jobs to exit.
+vim.api.nvim_create_autocmd('VimLeave', { callback = function()
+  vim.schedule(function()
+    vim.wait(5000, function() return rb._job() == nil end, 10)
+    local v, err = rb.request('sessions')
+    note('scheduled: ' .. tostring(err) .. ' job ' .. tostring(rb._job()))
+  end)
+  vim.defer_fn(function()
+    local v, err = rb.request('sessions')
+    note('deferred: ' .. tostring(err) .. ' job ' .. tostring(rb._job()))
+  end, 0)
+end })
+vim.cmd('qa!')
+"""
+
+
+def test_nothing_starts_a_host_while_neovim_exits(tmp_path):
+    """A request scheduled or deferred into Neovim's exit (after VimLeavePre stopped the host)
+    started a whole new host only for Neovim to close its channel; it is refused now."""
+    if NVIM is None:
+        pytest.skip("no Neovim")
+    script = tmp_path / "init.lua"
+    script.write_text(EXIT_SCRIPT)
+    said = tmp_path / "said"
+    proc = subprocess.Popen(
+        [NVIM, "--clean", "--headless", "-n", "-u", str(script)],
+        env={**__import__("os").environ, "RB_ROOT": str(ROOT), "RB_SAID": str(said)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pids: list[int] = []
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(30)
+        pids = descendants(proc.pid)
+        assert proc.poll() is not None, "Neovim did not exit: something started a host"
+    finally:
+        for pid in [*pids, proc.pid]:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+    lines = said.read_text().splitlines()
+    # Both requests ran (the control): one was refused, the other answered by the host that
+    # was still exiting or refused too; neither left a new host behind.
+    assert any(line.startswith("scheduled:") for line in lines), lines
+    assert any(line.startswith("deferred:") for line in lines), lines
+    scheduled = next(line for line in lines if line.startswith("scheduled:"))
+    assert "Neovim is exiting" in scheduled and scheduled.endswith("job nil"), lines
+    assert all(line.endswith("job nil") or "exiting" in line for line in lines), lines
+    wait_for(lambda: not alive(pids), timeout=8)
+
+
+# Modules no run needs: imported only when used (a diff, an undo, health, the command line).
+NOT_FOR_A_RUN = (
+    "run_bash.health",
+    "run_bash.agent",
+    "run_bash.checker_cli",
+    "run_bash.sandbox.cli",
+    "run_bash.__main__",
+    "run_bash.changes.undoing",
+    "run_bash.changes.restore",
+    "difflib",
+)
+
+
+def imported(log: Path) -> set[str]:
+    """Every module named in a ``-X importtime`` log."""
+    names = set()
+    for line in log.read_text().splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(editor, tmp_path):
+    from tests.integration.test_host import backend_available
+
+    log = tmp_path / "imports.log"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec "{ROOT}/.venv/bin/python" -X importtime "$@" 2>>"{log}"\n')
+    python.chmod(0o755)
+    if not (ROOT / ".venv/bin/python").exists():
+        pytest.skip("no .venv (run `make deps`)")
+    backend = "sandlock" if backend_available("sandlock") else "none"
+    editor.nvim.vars["run_bash_python"] = str(python)
+    editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+    assert editor.lua("return require('run_bash').request('sessions')") == []
+    up = imported(log)
+    # Loaded before the first command (while nobody waited): the pause list and the change store.
+    assert {"run_bash.checker.analysis", "run_bash.checker.rules", "run_bash.changes.store"} <= up
+    (Path(editor.work) / "pyproject.toml").write_text("")  # a project: its runs are recorded
+    r = editor.run_sync({"cmd": "echo hi > made.txt", "unsandboxed_ok": backend == "none"}, 60)
+    assert r["exit_code"] == 0 and r["backend"] == backend, r
+    assert "made.txt" in r["changes"]["summary"], r  # the run was recorded
+    after_run = imported(log)
+    assert not set(NOT_FOR_A_RUN) & after_run, sorted(set(NOT_FOR_A_RUN) & after_run)
+    # The control: the log does see modules loaded later, on use.
+    assert editor.lua("return require('run_bash').request('health')")
+    got = editor.lua("local d, e = require('run_bash').diff(...); return { d = d, e = e }", r["id"])
+    assert got.get("e") is None and "+hi" in got["d"]["text"], got
+    assert {"run_bash.health", "difflib"} <= imported(log)
