@@ -3,7 +3,9 @@
 Numbers are printed, never asserted: these machines are noisy. Sections: host (cold start, RPC round
 trip), coldstart (a fresh Neovim's first run until its result, bench_coldstart.py), runtime (end-to-end `true`, a 200 MB output flood, 50 background sessions), and the checker,
 sandbox, host-read set, change-store and waiting benchmarks in bench_checker.py / bench_sandbox.py /
-bench_hostread.py / bench_changes.py / bench_wait.py, and change sets through the host with undo on and off in bench_undo.py.
+bench_hostread.py / bench_changes.py / bench_wait.py, and change sets through the host with undo on and off in bench_undo.py, and one
+run broken down by stage per backend, with and without prepared sandboxes, in bench_fastpath.py
+(`make bench ARGS=fastpath` runs that section alone).
 """
 
 from __future__ import annotations
@@ -355,6 +357,7 @@ def main() -> int:
         "bench_undo",
         "bench_history",
         "bench_wait",
+        "bench_fastpath",
     ):
         if (ROOT / "bench" / f"{name}.py").exists():
             mod = importlib.import_module(name)

@@ -121,6 +121,8 @@ def report(config: Config, mgr: SessionManager) -> list[Item]:
     else:
         items.append(_item("ok", f"commands run in the {backend.name} sandbox ({chosen.reason})"))
     items.append(memory_cap())
+    active, text = mgr.spares.describe(backend)
+    items.append(_item("ok" if active else "info", f"prepared sandboxes: {text}"))
     for notice in config.notices:
         items.append(_item("warn", f"config: {notice}"))
     return items

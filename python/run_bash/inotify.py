@@ -36,6 +36,33 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.inotify_init1.argtypes = [ctypes.c_int]
 _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
 _libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+
+# Filesystems changed only through this kernel, where inotify sees every change: ext2/3/4, xfs,
+# btrfs, tmpfs, f2fs, zfs, bcachefs, reiserfs, jfs and overlayfs (a container's layers below it
+# do not change). Not: network and FUSE filesystems (changed elsewhere), proc and sysfs.
+LOCAL_FS = frozenset(
+    {
+        0xEF53,
+        0x58465342,
+        0x9123683E,
+        0x01021994,
+        0xF2F52010,
+        0x2FC12FC1,
+        0xCA451A4E,
+        0x52654973,
+        0x3153464A,
+        0x794C7630,
+    }
+)
+
+
+def sees_every_change(path: str) -> bool:
+    """Whether inotify sees every change of the filesystem holding ``path`` (``LOCAL_FS``)."""
+    buf = ctypes.create_string_buffer(256)
+    if _libc.statfs(os.fsencode(path), buf) != 0:
+        return False
+    return ctypes.c_long.from_buffer(buf).value in LOCAL_FS
 
 
 class Inotify:

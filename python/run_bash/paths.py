@@ -116,3 +116,27 @@ def is_under(path: str, parent: str) -> bool:
     if parent == "/":
         return path.startswith("/")
     return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+class Tops:
+    """A set of normalized absolute directories; ``path in tops`` is ``any(is_under(path, t)
+    for t in tops)`` in one look-up per component of ``path`` (whatever the set's size)."""
+
+    def __init__(self, parents: Iterable[str]) -> None:
+        self._set = frozenset(p.rstrip("/") or "/" for p in parents)
+        self._root = "/" in self._set
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str) or not path.startswith("/"):
+            return False
+        if self._root:
+            return True
+        p = path.rstrip("/")
+        while p:
+            if p in self._set:
+                return True
+            p = p[: p.rfind("/")]
+        return False
+
+    def __bool__(self) -> bool:
+        return bool(self._set)

@@ -103,6 +103,9 @@ class RunResult(SessionInfo):
     ready: str | None = None
     matched_line: str | None = None
     ready_after_s: float | None = None
+    # When each stage of the run was reached, in ``time.monotonic()`` seconds of the host (the
+    # same clock as Neovim's ``vim.uv.hrtime()``): what ``make bench`` breaks a run down by.
+    timing: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

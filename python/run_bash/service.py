@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -291,6 +292,8 @@ class Service:
             from run_bash.sandbox.launcher import launcher
 
             launcher().release_unused()
+        # The first command's sandbox, ready before it comes (Neovim's directory is the host's).
+        self.mgr.prepare_for(os.getcwd())
         return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}
 
     def facts(self) -> dict[str, Any]:
@@ -444,6 +447,7 @@ class Service:
         and the user's answer comes back through ``decide``. ``id``: the id the caller already
         gave the run (Lua queues runs asked for while the host starts), else a new one.
         """
+        received = time.monotonic()
         opts = options("run", spec, RUN_OPTIONS)
         cmd = check_cmd(opts.get("cmd"))
         sid = self._caller_id(opts.get("id"))
@@ -464,6 +468,7 @@ class Service:
             "live": live,
             "sid": sid or answer.decision_id,
             "wait_for": opts.get("wait_for"),
+            "marks": {"rpc": received, "gate": time.monotonic()},
         }
         consent = approved or unsandboxed_ok
         if answer.undoable and not consent:

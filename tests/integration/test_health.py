@@ -46,9 +46,21 @@ def test_health_says_which_backend_auto_chose_and_why(editor):
             f"commands run in the {chosen['backend']} sandbox (auto: {chosen['backend']} works here"
             in text
         )
+        assert "prepared sandboxes: off: sandbox.prepare = false" in text  # the default
+        editor.lua("require('run_bash').setup({ sandbox = { prepare = true } })")
+        assert "OK prepared sandboxes: active (sandbox.prepare)" in health_text(editor)
     else:
         assert "commands run WITHOUT a sandbox (auto: no sandbox works here" in text
+        assert "prepared sandboxes: off" in text
     assert chosen["chosen_because"].startswith("auto: ")
+
+
+def test_health_says_why_prepared_sandboxes_are_off(editor):
+    editor.lua("require('run_bash').setup({ sandbox = { prepare = false } })")
+    text = health_text(editor)
+    assert "prepared sandboxes: off: sandbox.prepare = false" in text
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none', prepare = true } })")
+    assert "prepared sandboxes: off: the none backend has nothing to prepare" in health_text(editor)
 
 
 def test_health_says_whether_the_memory_cap_holds_for_the_whole_run(editor):

@@ -228,3 +228,67 @@ def test_setup_reports_a_backend_problem(editor, tmp_path):
     assert editor.lua("return require('run_bash').request('sessions') ~= nil")
     msgs = wait_for(lambda: editor.lua("return _G.__msgs"))
     assert any("missing.toml does not exist" in m for m, _ in msgs), msgs
+
+
+def trampolines(pid: int) -> list[int]:
+    """The waiting bashes of prepared sandboxes below ``pid``."""
+    found = []
+    for child in descendants(pid, "bash"):
+        with contextlib.suppress(psutil.Error):
+            if any("read -r __n" in a for a in psutil.Process(child).cmdline()):
+                found.append(child)
+    return found
+
+
+@pytest.mark.parametrize("end", ["qa!", "host crash"])
+@pytest.mark.parametrize("backend", ["sandlock", "bubblewrap"])
+def test_prepared_sandboxes_die_with_neovim_and_the_host(tmp_path, backend, end):
+    if NVIM is None:
+        pytest.skip("no Neovim")
+    if not backend_available(backend):
+        pytest.skip(f"{backend} is not available here")
+    import pynvim
+
+    nvim = pynvim.attach(
+        "child",
+        argv=[NVIM, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={ROOT}",
+              "-c", "runtime plugin/run_bash.lua"],
+    )  # fmt: skip
+    try:
+        nvim.exec_lua(
+            "require('run_bash').setup({ sandbox = { backend = ..., prepare = true } })", backend
+        )
+        nvim.exec_lua(
+            "_G.__r = nil; require('run_bash').run({ cmd = 'true', cwd = ... },"
+            " function(r) _G.__r = r end)",
+            str(tmp_path),
+        )
+        wait_for(lambda: nvim.exec_lua("return _G.__r"), timeout=30)
+        pid = nvim.funcs.getpid()
+        # One for the host's directory (prepared at setup), one for tmp_path after its run.
+        wait_for(lambda: len(trampolines(pid)) >= 1, timeout=30)
+        keeper = psutil.Process(
+            nvim.funcs.jobpid(nvim.exec_lua("return require('run_bash')._job()"))
+        )
+        host = keeper.children()[0]
+        # Each waiting bash and the sandbox's own processes above it, up to the host.
+        spares: set[int] = set()
+        for t in trampolines(pid):
+            with contextlib.suppress(psutil.Error):
+                for p in [psutil.Process(t), *psutil.Process(t).parents()]:
+                    if p.pid in (host.pid, keeper.pid, pid):
+                        break
+                    spares.add(p.pid)
+        assert spares
+        if end == "host crash":
+            host.kill()
+            wait_for(lambda: not alive(list(spares)), timeout=8)
+        else:
+            with contextlib.suppress(Exception):
+                nvim.command("qa!")
+            wait_for(lambda: not alive([*spares, keeper.pid, host.pid]), timeout=8)
+    finally:
+        with contextlib.suppress(Exception):
+            nvim.command("qa!")
+        with contextlib.suppress(Exception):
+            nvim.close()

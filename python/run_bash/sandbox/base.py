@@ -10,11 +10,15 @@ Contract (``Backend`` below)::
 
     name: ClassVar[str]          # a REGISTRY name = config value = module name
     isolates: ClassVar[bool]     # False for "none": every command then needs approval
+    prepares: ClassVar[bool]     # True when it can prepare a run's sandbox ahead (spare.py)
     __init__(config: Config)     # the effective config (config.parse_config)
     availability() -> Availability   # cheap after the first call (cached)
     validate() -> list[str]      # config problems that would make every run fail (setup errors)
     warnings() -> list[str]      # config notes worth saying once (options applied differently)
     spawn(spec) -> Launched      # raises SpawnError; never runs unconfined
+    prepare(spec) -> Spare       # (prepares) a spare: the sandbox of spec around TRAMPOLINE
+    spare_key(spare, spec) -> object  # (prepares) what spare must equal (spare.key) to serve spec
+    adopt(spare) -> Launched     # (prepares) the spare a run takes, as its Launched
 
 ``Launched.pid`` must exit when the command's root process exits; ``Launched.pidfd()`` gives a new
 pidfd of it (the runtime waits on it). ``Launched.reap()`` is called once
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
     from run_bash.sandbox.cgroups import RunCgroup
     from run_bash.sandbox.netholder import Loopback
     from run_bash.sandbox.policy import Policy
+    from run_bash.sandbox.spare import Spare
 
 __all__ = [
     "AUTO",
@@ -98,6 +103,11 @@ class RunSpec:
     policy: Policy | None = None
     # Where stderr goes when it is not ``stdout_fd`` (the command line passes its own stderr).
     stderr_fd: int | None = None
+    # The command's stdin (a prepared sandbox's command pipe, ``spare.py``); None: /dev/null.
+    stdin_fd: int | None = None
+    # A prepared sandbox (``spare.py``): it does not hold its project's network namespace in use
+    # until a run takes it (``Loopbacks.hold``).
+    prepared: bool = False
 
 
 class Launched(Protocol):
@@ -105,6 +115,11 @@ class Launched(Protocol):
 
     pid: int
     notices: list[str]
+    # The tag its processes carry in their environment (``RUN_BASH_SESSION``): the session's id,
+    # or the prepared sandbox's it ran in ("" when the runtime's own id applies).
+    session_id: str
+    # Stages of the backend's own start (``time.monotonic()``), for ``make bench``.
+    stages: dict[str, float]
     # The project's network namespace the run lives in (None: the host's, or its own).
     loopback: Loopback | None
 
@@ -122,6 +137,7 @@ class Backend(Protocol):
 
     name: ClassVar[str]
     isolates: ClassVar[bool]
+    prepares: ClassVar[bool]
 
     def __init__(self, config: Config) -> None: ...
 
@@ -132,6 +148,12 @@ class Backend(Protocol):
     def warnings(self) -> list[str]: ...
 
     def spawn(self, spec: RunSpec) -> Launched: ...
+
+    def prepare(self, spec: RunSpec) -> Spare: ...
+
+    def spare_key(self, spare: Spare, spec: RunSpec) -> object: ...
+
+    def adopt(self, spare: Spare) -> Launched: ...
 
 
 class LaunchedBase:
@@ -152,6 +174,7 @@ class LaunchedBase:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.notices: list[str] = []
+        self.stages: dict[str, float] = {}
         self._status: int | None = None
         self._closed = False
 
@@ -284,6 +307,7 @@ class BrokenBackend:
 
     name: ClassVar[str] = ""
     isolates: ClassVar[bool] = True
+    prepares: ClassVar[bool] = False
     error: ClassVar[BaseException | None] = None
 
     def __init__(self, config: Config) -> None:
@@ -301,6 +325,15 @@ class BrokenBackend:
         return []
 
     def spawn(self, spec: RunSpec) -> Launched:
+        raise SpawnError(self.availability().reason)
+
+    def prepare(self, spec: RunSpec) -> Spare:
+        raise SpawnError(self.availability().reason)
+
+    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+        return None
+
+    def adopt(self, spare: Spare) -> Launched:
         raise SpawnError(self.availability().reason)
 
 

@@ -39,6 +39,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
+from dataclasses import replace
 from functools import cache, lru_cache
 from typing import ClassVar
 
@@ -50,6 +52,7 @@ from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path
+from run_bash.sandbox.spare import TRAMPOLINE, Ident, Spare, identities, mounts
 from run_bash.sandbox.tempfs import MIN_SIZE, temp_size, tmpfs_data
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -242,6 +245,7 @@ class Bubblewrap:
 
     name: ClassVar[str] = "bubblewrap"
     isolates: ClassVar[bool] = True
+    prepares: ClassVar[bool] = True
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
@@ -499,21 +503,49 @@ class Bubblewrap:
         return self._pid_mode
 
     def spawn(self, spec: RunSpec) -> BwrapLaunched:
+        launched, notes, _key = self._start(spec, spec.cmd)
+        launched.notices.extend(once(self._said, notes))
+        return launched
+
+    def _policy(self, spec: RunSpec) -> Policy:
         avail = self.availability()
         if not avail.ok:
             raise SpawnError(f"bubblewrap unavailable: {avail.reason}; {avail.advice}")
         policy = spec.policy
         if not isinstance(policy, Policy):
             policy = build_policy(self.config, spec.cwd)
+        return policy
+
+    def _plan(
+        self,
+        spec: RunSpec,
+        policy: Policy,
+        cmd: str,
+        loop: Loopback | None,
+        cgroup: RunCgroup | None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment of ``cmd`` in the sandbox of ``spec``."""
         env = dict(spec.env)
         # Inside, the private temp dir is /tmp.
         env["TMPDIR"] = "/tmp"
+        temp = temp_size(policy.limits.max_temp_size)
+        run = replace(spec, cmd=cmd)
+        argv = self.argv(
+            policy, run, loop.paths() if loop else None, cgroup.procs if cgroup else (), temp
+        )
+        return argv, env
+
+    def _start(
+        self, spec: RunSpec, cmd: str, before: Callable[[list[str]], None] | None = None
+    ) -> tuple[BwrapLaunched, list[str], tuple[list[str], dict[str, str]]]:
+        """Start ``cmd`` in the sandbox of ``spec``; ``before(argv)`` is called first."""
+        policy = self._policy(spec)
         loop: Loopback | None = None
         cgroup: RunCgroup | None = None
         notes: list[str] = []
         if not policy.network_allow:
             try:
-                loop = LOOPBACKS.acquire(project_of(policy), spec.session_id)
+                loop = LOOPBACKS.acquire(project_of(policy), spec.session_id, not spec.prepared)
             except SpawnError as e:
                 if not self._warned_net:
                     self._warned_net = True
@@ -528,16 +560,15 @@ class Bubblewrap:
                 )
             except OSError as e:
                 raise SpawnError(f"bubblewrap: cannot make the run's memory cgroup: {e}") from e
-            temp = temp_size(policy.limits.max_temp_size)
-            argv = self.argv(
-                policy, spec, loop.paths() if loop else None, cgroup.procs if cgroup else (), temp
-            )
+            argv, env = self._plan(spec, policy, cmd, loop, cgroup)
+            if before is not None:
+                before(argv)
             try:
                 proc = subprocess.Popen(
                     argv,
                     cwd="/",
                     env=env,
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL if spec.stdin_fd is None else spec.stdin_fd,
                     stdout=spec.stdout_fd,
                     stderr=spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd,
                     close_fds=True,
@@ -551,5 +582,62 @@ class Bubblewrap:
             raise
         launched = BwrapLaunched(proc)
         launched.session_id, launched.cgroup, launched.loopback = spec.session_id, cgroup, loop
-        launched.notices.extend(once(self._said, [*notes, *self.warnings(), *policy.warnings]))
+        return launched, [*notes, *self.warnings(), *policy.warnings], (argv, env)
+
+    # -- prepared sandboxes (spare.py) -----------------------------------------------------------
+
+    def prepare(self, spec: RunSpec) -> Spare:
+        """Start the trampoline in the sandbox a run of ``spec`` would get (``spec.stdin_fd``:
+        its command pipe). Raises SpawnError."""
+        gen = mounts().generation()
+        if gen is None:
+            raise SpawnError("the mount table cannot be watched (/proc/self/mountinfo)")
+        policy = self._policy(spec)
+        paths = self._held(policy, spec)
+        held: list[tuple[Ident, ...]] = []
+        launched, notes, key = self._start(
+            spec, TRAMPOLINE, lambda _argv: held.append(identities(paths))
+        )
+        return Spare(self, spec.cwd, launched, (key, launched.loopback), paths, held[0], gen, notes)
+
+    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+        """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
+        the spare's tag and temp dir). Raises SpawnError."""
+        policy = self._policy(spec)
+        launched = spare.launched
+        if not isinstance(launched, BwrapLaunched):
+            return None
+        loop = launched.loopback
+        if not policy.network_allow and (
+            loop is None or LOOPBACKS.current(project_of(policy)) is not loop
+        ):
+            return None  # a run now would join (or try again to join) another namespace
+        return (self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup), loop)
+
+    def adopt(self, spare: Spare) -> BwrapLaunched:
+        """The started run of a spare a run takes (its notes said now)."""
+        launched = spare.launched
+        assert isinstance(launched, BwrapLaunched)
+        if launched.loopback is not None and not LOOPBACKS.hold(launched.loopback, spare.tag):
+            raise SpawnError("the project's network namespace was let go")
+        launched.notices.extend(once(self._said, spare.notes))
         return launched
+
+    @staticmethod
+    def _held(policy: Policy, spec: RunSpec) -> tuple[str, ...]:
+        """Every path a run of ``policy`` holds by inode: its binds, hidden paths, cwd and temp
+        dir."""
+        binds = [p for _k, p in policy.protect_binds()]
+        return tuple(
+            dict.fromkeys(
+                [
+                    spec.cwd,
+                    os.path.realpath(spec.tmpdir),
+                    *policy.readable,
+                    *policy.writable,
+                    *policy.read_only,
+                    *binds,
+                    *policy.denied,
+                ]
+            )
+        )

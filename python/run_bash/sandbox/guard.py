@@ -300,10 +300,13 @@ class Keeper:
             return list(dict.fromkeys(scope.notices))
 
     def shutdown(self) -> None:
-        """Stop the watcher (the host is exiting)."""
-        if self._stop_w >= 0:
+        """Stop the watcher (the host is exiting) and the tree scan's watches."""
+        self.discovery.trees.close()
+        stop_w, self._stop_w = self._stop_w, -1
+        if stop_w >= 0:
             with contextlib.suppress(OSError):
-                os.write(self._stop_w, b"x")
+                os.write(stop_w, b"x")
+            os.close(stop_w)  # the watcher sees the byte, then the end of the pipe
 
     # -- the check -------------------------------------------------------------------------------
 
@@ -647,6 +650,9 @@ class Keeper:
                 return
             if self._stop_r in ready:
                 ino.close()
+                stop_r, self._stop_r = self._stop_r, -1
+                with contextlib.suppress(OSError):
+                    os.close(stop_r)
                 return
             try:
                 events = ino.read()

@@ -60,9 +60,11 @@ from typing import Any
 
 from run_bash.errors import SpawnError
 from run_bash.sandbox.cgroups import SpareCgroup, cap_memory, enter_new
+from run_bash.sandbox.spare import lift
 from run_bash.sandbox.tempfs import is_full
 
 TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+Req = dict[str, Any]  # a request to the launcher
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 MAX_FDS = 8
 START_TIMEOUT_S = 30.0
@@ -337,13 +339,16 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
     never returns.
 
     ``fds``: the run's channel, its stdout and stderr, then (optionally) the project's network
-    namespace's user and network namespace descriptors. ``spare_cg``: the cgroup the spare
-    moved into while it waited (``SpareCgroup``).
+    namespace's user and network namespace descriptors, then (with ``stdin`` in the request) the
+    command's stdin (a prepared sandbox's command pipe, ``spare.py``; else /dev/null).
+    ``spare_cg``: the cgroup the spare moved into while it waited (``SpareCgroup``).
     """
     chan = socket.socket(fileno=fds[0])
     stage = "setting up the run"
+    marks = {"launcher": time.monotonic()}
     kwargs: dict[str, Any] = {}
     cgroups: dict[str, int] = {}
+    stdin = fds.pop() if req.get("stdin") and len(fds) > 3 else devnull
     try:
         if "netns" in req:  # a new loopback-only network namespace (netholder.py)
             stage = "creating a network namespace"
@@ -367,10 +372,10 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         stage = "capping the run's memory"
         cgroups = cap_memory(int(req.get("memory_cap") or 0), spare_cg)
         out, err = fds[1], fds[2]
-        os.dup2(devnull, 0)
+        os.dup2(stdin, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        for fd in (out, err):
+        for fd in {out, err, stdin} - {devnull}:
             if fd > 2:
                 os.close(fd)
         netns = fds[3:5]
@@ -378,6 +383,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         if req.get("mount_ns", True):
             stage = "building the run's namespace"
             temp = enter_namespaces(req, netns)
+            marks["namespace"] = time.monotonic()
         for fd in netns:
             os.close(fd)
         if req.get("probe"):
@@ -400,8 +406,10 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
             sandbox = Sandbox(**kwargs, policy_fn=LoopbackGate(**gate, ask=_ask_owned))
         else:
             sandbox = Sandbox(**kwargs)
+        marks["sandbox"] = time.monotonic()
         stage = "starting the command"
         proc = sandbox.popen(req["argv"])
+        marks["popen"] = time.monotonic()
     except BaseException as e:  # reported to the host; nothing else may run
         why = _describe(e)
         if stage == "starting the command":
@@ -412,10 +420,12 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         os._exit(1)
     try:
         pidfd = os.pidfd_open(proc.pid)
-        # The output pipe belongs to the command now: EOF must come when it is done with it.
+        # The output pipe belongs to the command now: EOF must come when it is done with it (and
+        # a prepared sandbox's command pipe is the command's to read).
+        os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        _send(chan, {"pid": proc.pid, "cgroups": cgroups}, [pidfd])
+        _send(chan, {"pid": proc.pid, "cgroups": cgroups, "marks": marks}, [pidfd])
         os.close(pidfd)
     except BaseException:  # the host gave up on this run: it must not go on unobserved
         with contextlib.suppress(BaseException):
@@ -677,6 +687,8 @@ class Run:
         self.temp_full = False
         # The run's memory cgroups (directory -> cgroup version), made by the launcher.
         self.cgroups: dict[str, int] = {}
+        # When the run process reached each stage of its start (``time.monotonic()``).
+        self.marks: dict[str, float] = {}
 
     def wait(self, timeout: float | None = None) -> int:
         """The root's exit status (>= 0) or ``-signal``; ``-SIGKILL`` when the run's supervisor
@@ -860,9 +872,11 @@ class Launcher:
                         raise SpawnError(f"the sandbox launcher is not answering: {e}") from e
 
     def request(
-        self, req: dict[str, Any], stdout: int, stderr: int, netns: Sequence[int] = ()
+        self, req: Req, stdout: int, stderr: int, netns: Sequence[int] = (), stdin: int = -1
     ) -> tuple[socket.socket, dict[str, Any], list[int]]:
         """Send one request; return the run's channel and its first message (with its fds)."""
+        if stdin >= 0:
+            req = {**req, "stdin": True}
         payload = pickle.dumps(req, protocol=pickle.HIGHEST_PROTOCOL)
         if len(payload) > MAX_REQUEST_BYTES:
             raise SpawnError("the sandbox policy is too large to send to the launcher")
@@ -870,7 +884,8 @@ class Launcher:
             socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
         )
         try:
-            self._send(payload, [theirs.fileno(), stdout, stderr, *netns])
+            sent = [theirs.fileno(), stdout, stderr, *netns, *([stdin] if stdin >= 0 else [])]
+            self._send(payload, sent)
         except BaseException:
             ours.close()
             raise
@@ -898,11 +913,12 @@ class Launcher:
         return ours, msg, fds
 
     def spawn(
-        self, req: dict[str, Any], stdout: int, stderr: int, netns: Sequence[int] = ()
+        self, req: Req, stdout: int, stderr: int, netns: Sequence[int] = (), stdin: int = -1
     ) -> Run:
-        """Start one run; raises SpawnError (nothing ran) when it could not be started."""
+        """Start one run; raises SpawnError (nothing ran) when it could not be started.
+        ``stdin``: the command's stdin (a prepared sandbox's command pipe; else /dev/null)."""
         self._runs += 1
-        chan, msg, fds = self.request(req, stdout, stderr, netns)
+        chan, msg, fds = self.request(req, stdout, stderr, netns, stdin)
         pid = msg.get("pid")
         if not isinstance(pid, int) or isinstance(pid, bool) or len(fds) != 1:
             chan.close()
@@ -910,10 +926,16 @@ class Launcher:
                 os.close(fd)
             raise SpawnError(f"the sandbox launcher answered {msg!r}")
         chan.settimeout(None)
+        if stdin >= 0:  # a prepared sandbox: its descriptors live across runs (spare.lift)
+            chan = socket.socket(fileno=lift(chan.detach()))
+            fds[0] = lift(fds[0])
         run = Run(chan, pid, fds[0])
         cgroups = msg.get("cgroups")
         if isinstance(cgroups, dict):
             run.cgroups = {str(d): int(v) for d, v in cgroups.items()}
+        marks = msg.get("marks")
+        if isinstance(marks, dict):
+            run.marks = {str(k): float(v) for k, v in marks.items()}
         return run
 
     def _fds(self, req: dict[str, Any], count: int, netns: Sequence[int] = ()) -> list[int]:

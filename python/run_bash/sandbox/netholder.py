@@ -144,26 +144,39 @@ class Loopbacks:
             self._by_key = {}
             self._pid = os.getpid()
 
-    def acquire(self, key: str, user: str) -> Loopback:
+    def acquire(self, key: str, user: str, hold: bool = True) -> Loopback:
         """Project ``key``'s namespace, held for ``user`` (a session id) until ``release``.
-        Raises SpawnError when it cannot be made."""
+        ``hold=False`` (a prepared sandbox): not held, so an idle namespace may still be let go
+        (a run taking the sandbox then ``hold``s it, or finds it gone). Raises SpawnError when
+        it cannot be made."""
         with self._lock:
             self._reset_after_fork()
             loop = self._by_key.get(key)
             if loop is None:
                 loop = Loopback(key, self._create(), self._fd_lock)
+                loop.idle_since = time.monotonic()
                 self._by_key[key] = loop
-            loop.users.add(user)
+            if hold:
+                loop.users.add(user)
             return loop
+
+    def hold(self, loop: Loopback, user: str) -> bool:
+        """Hold ``loop`` for ``user`` if it is still its project's namespace; whether it is."""
+        with self._lock:
+            if self._pid != os.getpid() or self._by_key.get(loop.key) is not loop:
+                return False
+            loop.users.add(user)
+            return True
 
     def release(self, loop: Loopback, user: str) -> None:
         """``user`` no longer needs ``loop``; idle namespaces beyond ``MAX_IDLE`` are closed."""
         with self._lock:
             if self._pid != os.getpid():
                 return
-            loop.users.discard(user)
-            if not loop.users:
-                loop.idle_since = time.monotonic()
+            if user in loop.users:  # (a prepared sandbox never held it)
+                loop.users.discard(user)
+                if not loop.users:
+                    loop.idle_since = time.monotonic()
             idle = sorted(
                 (x for x in self._by_key.values() if not x.users), key=lambda x: x.idle_since
             )
@@ -172,6 +185,13 @@ class Loopbacks:
                 del self._by_key[x.key]
         for x in gone:
             x.close()
+
+    def current(self, key: str) -> Loopback | None:
+        """Project ``key``'s namespace as runs get it now (None: none is kept)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return None
+            return self._by_key.get(key)
 
     def active(self) -> list[Loopback]:
         """The namespaces some run holds now."""

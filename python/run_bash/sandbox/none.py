@@ -6,8 +6,10 @@ import subprocess
 from typing import ClassVar
 
 from run_bash.config import Config
+from run_bash.errors import SpawnError
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec
 from run_bash.sandbox.proc import bash_path
+from run_bash.sandbox.spare import Spare
 
 
 class PopenLaunched(LaunchedBase):
@@ -26,6 +28,7 @@ class NoSandbox:
 
     name: ClassVar[str] = "none"
     isolates: ClassVar[bool] = False
+    prepares: ClassVar[bool] = False
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
@@ -56,3 +59,12 @@ class NoSandbox:
             restore_signals=True,
         )
         return PopenLaunched(proc)
+
+    def prepare(self, spec: RunSpec) -> Spare:
+        raise SpawnError("nothing to prepare without a sandbox")
+
+    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+        return None
+
+    def adopt(self, spare: Spare) -> PopenLaunched:
+        raise SpawnError("nothing to prepare without a sandbox")

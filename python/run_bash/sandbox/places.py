@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
-from run_bash.paths import is_under
+from run_bash.paths import Tops
 
 
 class Places:
@@ -18,12 +18,13 @@ class Places:
         self.paths = tuple(dict.fromkeys(os.path.normpath(p) for p in paths))
         self._realpath = realpath
         self.real = tuple(dict.fromkeys(realpath(p) for p in self.paths))
+        self._tops = Tops(self.paths)
+        self._real_tops = Tops(self.real)
 
     def __contains__(self, path: str) -> bool:
-        if any(is_under(path, p) for p in self.paths):
+        if path in self._tops:
             return True
-        real = self._realpath(path)
-        return any(is_under(real, p) for p in self.real)
+        return self._realpath(path) in self._real_tops
 
 
 class RealPaths:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from run_bash.config import Config, LimitsConfig, SandboxConfig
-from run_bash.paths import expand, expand_rules, is_under
+from run_bash.paths import Tops, expand, expand_rules, is_under
 from run_bash.sandbox import loopback
 from run_bash.sandbox.hostread import Discovery, HostRead, RulesName
 from run_bash.sandbox.proc import SESSION_TAG
@@ -544,9 +544,8 @@ def writable_grants(
         return expand_rules(paths, must_exist=must_exist, env=env, home=home_dir, base=cwd)
 
     denied = _denied(cfg, ex, hidden)
-    grants = [
-        p for p in dict.fromkeys(_granted(cfg, ex)) if not any(is_under(p, d) for d in denied)
-    ]
+    no = Tops(denied)
+    grants = [p for p in dict.fromkeys(_granted(cfg, ex)) if p not in no]
     caches = set(ex(VERIFIED_CACHES, True))
     return grants, [g for g in grants if g in caches]
 
@@ -564,6 +563,7 @@ def build_policy(
     agent_rules: Sequence[RulesName] = (),
     project_files: Sequence[str] = (),
     untrusted: Iterable[str] = (),
+    on_stage: Callable[[str], None] | None = None,
 ) -> Policy:
     """The effective policy for commands run in ``cwd``.
 
@@ -575,7 +575,8 @@ def build_policy(
     git is asked again only when the repository changed); ``agent_rules`` are the rules files
     CodeCompanion is configured with, ``project_files`` the files in the project it runs
     (``per_project_config``); ``untrusted`` are places earlier runs could write (links
-    there are never followed when granting PATH trees). Raises HostReadError when the git layout
+    there are never followed when granting PATH trees). ``on_stage("hostread")`` is called once
+    the host-read set is known (``make bench`` times it). Raises HostReadError when the git layout
     cannot be read.
     """
     env = os.environ if env is None else env
@@ -605,7 +606,8 @@ def build_policy(
 
     # -- denied -----------------------------------------------------------------------------------
     denied = _denied(cfg, ex, hidden)
-    writable = [p for p in dict.fromkeys(writable) if not any(is_under(p, d) for d in denied)]
+    in_denied = Tops(denied)
+    writable = [p for p in dict.fromkeys(writable) if p not in in_denied]
 
     # -- the host-read set: what the host later loads from the writable places ---------------------
     host_read = (discovery or Discovery()).discover(
@@ -618,6 +620,8 @@ def build_policy(
         project_files=project_files,
         path_writable=rules.path_writable,
     )
+    if on_stage is not None:
+        on_stage("hostread")
     # Everyday git from a subdirectory or a linked worktree writes the repository's git dir.
     writable += [g for g in host_read.grant if g not in writable]
     warnings += host_read.warnings
@@ -637,17 +641,16 @@ def build_policy(
     # through it, which must stay one filesystem (a mount point on the way stops it): the
     # project's top level is readable, as it is on the host.
     readable += [r for r in host_read.roots if r != cwd and is_under(cwd, r) and os.path.isdir(r)]
-    readable = [p for p in dict.fromkeys(readable) if not any(is_under(p, d) for d in denied)]
+    readable = [p for p in dict.fromkeys(readable) if p not in in_denied]
     # Under a writable grant a path is writable already (a read-only bind of it would narrow it).
-    readable = [p for p in readable if not any(is_under(p, w) for w in writable)]
-    readable = [p for p in readable if not any(q != p and is_under(p, q) for q in readable)]
+    in_writable = Tops(writable)
+    readable = [p for p in readable if p not in in_writable]
+    # A path under another readable one is granted with it.
+    in_readable = Tops(readable)
+    readable = [p for p in readable if p == "/" or os.path.dirname(p) not in in_readable]
 
     # -- read-only carve-outs ---------------------------------------------------------------------
-    read_only = [
-        p
-        for p in ex(NEVER_WRITABLE, False)
-        if any(is_under(p, w) for w in writable) and not any(is_under(p, d) for d in denied)
-    ]
+    read_only = [p for p in ex(NEVER_WRITABLE, False) if p in in_writable and p not in in_denied]
     protected = list(host_read.members)
     sealed = list(host_read.sealed)
     git_dirs = list(host_read.git_dirs)

@@ -53,6 +53,7 @@ import contextlib
 import os
 import select
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -67,6 +68,7 @@ from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
 from run_bash.sandbox.sandlock_options import SandlockOptions, map_extra_args
+from run_bash.sandbox.spare import TRAMPOLINE, Ident, Spare, identities, mounts
 from run_bash.sandbox.tempfs import full_notice, temp_size, tmpfs_data
 
 MIN_ABI = 6
@@ -103,6 +105,7 @@ class SandlockLaunched(LaunchedBase):
         self.session_id = session_id
         self.loopback = loopback
         self.temp = temp  # the size of its temp space (0: none of its own)
+        self.stages.update(run.marks)
         if run.cgroups:  # made by the launcher (``launcher.cap_memory``)
             memory = next(iter(run.cgroups))
             self.cgroup = RunCgroup(session_id, dict(run.cgroups), memory, max_memory)
@@ -145,6 +148,7 @@ class Sandlock:
 
     name: ClassVar[str] = "sandlock"
     isolates: ClassVar[bool] = True
+    prepares: ClassVar[bool] = True
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
@@ -427,42 +431,81 @@ class Sandlock:
         return req, notes
 
     def spawn(self, spec: RunSpec) -> SandlockLaunched:
+        launched, notes, _req = self._start(spec, self.argv(spec.cmd))
+        self._tell(launched, notes)
+        return launched
+
+    def _tell(self, launched: LaunchedBase, notes: list[str]) -> None:
+        """Give a started run the notes it should carry (configuration warnings once)."""
+        if not self._warned:
+            self._warned = True
+            launched.notices.extend(self.warnings())
+        launched.notices.extend(once(self._said, notes))
+
+    def _policy(self, spec: RunSpec) -> Policy:
         avail = self.availability()
         if not avail.ok:
             raise SpawnError(f"sandlock unavailable: {avail.reason}; {avail.advice}")
-        policy = (
+        return (
             spec.policy if isinstance(spec.policy, Policy) else build_policy(self.config, spec.cwd)
         )
+
+    def _plan(
+        self,
+        spec: RunSpec,
+        policy: Policy,
+        argv: list[str],
+        loop: Loopback | None,
+        why: str = "",
+    ) -> tuple[dict[str, Any], list[str], int]:
+        """The launcher's request for ``spec`` in the namespace ``loop`` (``why`` there is none),
+        the notes about it, and the size of its temp space."""
         notes: list[str] = []
-        loop: Loopback | None = None
-        if not host_network(policy):
-            why = "no mount namespace"
-            if self.mount_ns:
-                try:
-                    loop = LOOPBACKS.acquire(project_of(policy), spec.session_id)
-                except SpawnError as e:
-                    why = str(e)
-            if loop is None:
-                notes.append(
-                    f"sandlock: the project's own network namespace is unavailable ({why}); "
-                    "runs share the host's loopback, each connect checked when it happens"
-                )
+        if not host_network(policy) and loop is None:
+            notes.append(
+                f"sandlock: the project's own network namespace is unavailable ({why}); "
+                "runs share the host's loopback, each connect checked when it happens"
+            )
+        temp = temp_size(policy.limits.max_temp_size) if self.mount_ns else 0
+        if not self.mount_ns:
+            notes.append(
+                "sandlock: no mount namespace, so the temp dir is on disk and "
+                "sandbox.limits.max_temp_size is not enforced"
+            )
+        layout = Layout(self.mount_ns, loop is not None)
         try:
-            temp = temp_size(policy.limits.max_temp_size) if self.mount_ns else 0
-            if not self.mount_ns:
-                notes.append(
-                    "sandlock: no mount namespace, so the temp dir is on disk and "
-                    "sandbox.limits.max_temp_size is not enforced"
-                )
-            layout = Layout(self.mount_ns, loop is not None)
-            try:
-                req, adjusted = self.request(policy, spec, layout, temp)
-            except Exception as e:
-                raise SpawnError(f"sandlock policy: {e}") from e
-            notes += adjusted
+            req, adjusted = self.request(policy, spec, layout, temp)
+        except Exception as e:
+            raise SpawnError(f"sandlock policy: {e}") from e
+        req["argv"] = argv
+        return req, [*notes, *adjusted, *policy.warnings], temp
+
+    def _loop(self, policy: Policy, user: str, hold: bool = True) -> tuple[Loopback | None, str]:
+        """The project's network namespace, held for ``user``, or None and why (the host's
+        network)."""
+        if host_network(policy):
+            return None, ""
+        if not self.mount_ns:
+            return None, "no mount namespace"
+        try:
+            return LOOPBACKS.acquire(project_of(policy), user, hold), ""
+        except SpawnError as e:
+            return None, str(e)
+
+    def _start(
+        self, spec: RunSpec, argv: list[str], before: Callable[[dict[str, Any]], None] | None = None
+    ) -> tuple[SandlockLaunched, list[str], dict[str, Any]]:
+        """Start ``argv`` in the sandbox of ``spec``; ``before(request)`` is called first."""
+        policy = self._policy(spec)
+        loop, why = self._loop(policy, spec.session_id, not spec.prepared)
+        try:
+            req, notes, temp = self._plan(spec, policy, argv, loop, why)
+            if before is not None:
+                before(req)
             stderr = spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd
+            stdin = -1 if spec.stdin_fd is None else spec.stdin_fd
             try:
-                run = launcher().spawn(req, spec.stdout_fd, stderr, loop.fds if loop else ())
+                run = launcher().spawn(req, spec.stdout_fd, stderr, loop.fds if loop else (), stdin)
             except SpawnError as e:
                 raise SpawnError(
                     f"sandlock could not start the command: {e}; check `python -m run_bash "
@@ -472,11 +515,72 @@ class Sandlock:
             release(spec.session_id, None, loop)
             raise
         launched = SandlockLaunched(run, spec.session_id, loop, temp, policy.limits.max_memory)
-        if not self._warned:
-            self._warned = True
-            launched.notices.extend(self.warnings())
-        launched.notices.extend(once(self._said, [*notes, *policy.warnings]))
+        return launched, notes, req
+
+    # -- prepared sandboxes (spare.py) -----------------------------------------------------------
+
+    def prepare(self, spec: RunSpec) -> Spare:
+        """Start the trampoline in the sandbox a run of ``spec`` would get (``spec.stdin_fd``:
+        its command pipe). Raises SpawnError."""
+        gen = mounts().generation()
+        if gen is None:
+            raise SpawnError("the mount table cannot be watched (/proc/self/mountinfo)")
+        held: list[tuple[tuple[str, ...], tuple[Ident, ...]]] = []
+
+        def before(req: dict[str, Any]) -> None:
+            paths = self._held(req, spec)
+            held.append((tuple(paths), identities(paths)))
+
+        launched, notes, req = self._start(spec, self.argv_trampoline(), before)
+        key = (req, launched.loopback)
+        paths, idents = held[0]
+        return Spare(self, spec.cwd, launched, key, paths, idents, gen, notes)
+
+    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+        """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
+        the spare's tag and temp dir). Raises SpawnError."""
+        policy = self._policy(spec)
+        launched = spare.launched
+        if not isinstance(launched, SandlockLaunched):
+            return None
+        loop = launched.loopback
+        if loop is None and not host_network(policy):
+            return None  # a run now would try again to join the project's namespace
+        if loop is not None and LOOPBACKS.current(project_of(policy)) is not loop:
+            return None  # the project's namespace is another one now
+        req, _notes, _temp = self._plan(spec, policy, self.argv_trampoline(), loop)
+        return (req, loop)
+
+    def adopt(self, spare: Spare) -> SandlockLaunched:
+        """The started run of a spare a run takes (its notes said now)."""
+        launched = spare.launched
+        assert isinstance(launched, SandlockLaunched)
+        if launched.loopback is not None and not LOOPBACKS.hold(launched.loopback, spare.tag):
+            raise SpawnError("the project's network namespace was let go")
+        self._tell(launched, spare.notes)
         return launched
+
+    def argv_trampoline(self) -> list[str]:
+        return [bash_path() or "/bin/bash", "-c", TRAMPOLINE]
+
+    @staticmethod
+    def _held(req: dict[str, Any], spec: RunSpec) -> list[str]:
+        """Every path a run of ``req`` holds by inode: its Landlock grants, cwd, binds, hidden
+        paths and temp dir."""
+        kw = req["sandbox"]
+        return list(
+            dict.fromkeys(
+                [
+                    spec.cwd,
+                    req["tmp"],
+                    *kw["fs_readable"],
+                    *kw["fs_writable"],
+                    *(p for _k, p in req["reexpose"]),
+                    *(p for _k, p in req["binds"]),
+                    *req["hide"],
+                ]
+            )
+        )
 
 
 def utf8_script(cmd: str) -> str:

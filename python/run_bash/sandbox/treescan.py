@@ -3,7 +3,7 @@ that is itself a git directory.
 
 ``TreeScan`` walks the trees a run can write after each run; an unchanged directory (same inode,
 ctime and mtime) is not listed again, so a walk of an unchanged tree costs one ``lstat`` per
-directory. ``nested_git_dirs`` lists the worktree and submodule git directories inside a common
+directory, and a tree inotify says is unchanged is not walked at all. ``nested_git_dirs`` lists the worktree and submodule git directories inside a common
 directory.
 """
 
@@ -15,6 +15,8 @@ import stat
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from run_bash import fsdeps, inotify
 
 # Nested submodule git dirs (modules/a/modules/b/...) and worktree admin dirs looked at per repo.
 MAX_GIT_DIRS = 512
@@ -44,14 +46,59 @@ def looks_like_git_dir(names: Iterable[str] | str) -> bool:
     return "HEAD" in have and ({"objects", "refs"} <= have or "commondir" in have)
 
 
+# What changes a directory's listing (``_DirInfo``): entries created, removed or renamed, the
+# directory itself removed, moved or its mode changed.
+STRUCTURE = (
+    inotify.IN_CREATE
+    | inotify.IN_DELETE
+    | inotify.IN_MOVED_FROM
+    | inotify.IN_MOVED_TO
+    | inotify.IN_DELETE_SELF
+    | inotify.IN_MOVE_SELF
+    | inotify.IN_ATTRIB
+)
+# Trees with more directories than this are walked every time (each watched directory costs
+# kernel memory, and the change store watches the project's directories too).
+MAX_WATCHED_DIRS = 20_000
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The last walk of one tree: what it found, and the directories it saw with the change
+    count of each at that time (``TreeScan``)."""
+
+    found: tuple[tuple[str, str], ...]
+    truncated: bool
+    dirs: dict[str, int]  # directory -> its change count when walked
+    seq: int  # the scan's event count when walked
+    mounts: int
+
+
 class TreeScan:
     """Finds every ``.git`` entry and bare repository under a tree. A directory whose (inode,
     ctime, mtime) is unchanged since the last walk is not listed again (ctime cannot be set back
-    from user space), so a walk of an unchanged tree costs one lstat per directory."""
+    from user space), so a walk of an unchanged tree costs one lstat per directory.
+
+    Where inotify sees every change of the tree (``inotify.sees_every_change``), each directory
+    walked is watched for what changes its listing (``STRUCTURE``), and a tree none of whose
+    directories changed since its last walk is not walked again at all: its last result is
+    returned. Events are read when ``find`` is called, so a change made before the call is
+    always seen. Lost events (the queue overflowed), a watch that could not be added, a change
+    of the mount table, or a tree on a filesystem changed elsewhere (NFS, FUSE) mean a walk.
+    """
 
     def __init__(self) -> None:
         self._dirs: dict[str, _DirInfo] = {}
         self._lock = threading.Lock()
+        self._find_lock = threading.Lock()
+        self._ino: inotify.Inotify | None = None
+        self._no_ino = False
+        self._wd_of: dict[str, int] = {}  # watched directory -> wd
+        self._dir_of: dict[int, str] = {}  # wd -> directory
+        self._gen: dict[str, int] = {}  # directory -> how many changes were seen in it
+        self._seq = 0  # every event seen
+        self._walks: dict[tuple[str, frozenset[str]], _Walk] = {}
+        self._local: dict[int, bool] = {}  # st_dev -> inotify sees every change there
 
     def find(
         self, root: str, skip: frozenset[str] = frozenset()
@@ -60,6 +107,135 @@ class TreeScan:
         repository directory (kind "bare") under ``root``; symlinked directories are not entered,
         nor those in ``skip`` (kept read-only whole: nothing can appear in them). The flag says
         the walk stopped at ``MAX_SCAN_DIRS`` directories."""
+        with self._find_lock, fsdeps.unrecorded():
+            found, truncated = self._find(root, skip)
+        # A computation that used this answer holds while the tree gives the same one.
+        same = sorted(found)
+        fsdeps.add_check(lambda: (sorted(self.find(root, skip)[0]), truncated) == (same, False))
+        return found, truncated
+
+    def _find(self, root: str, skip: frozenset[str]) -> tuple[list[tuple[str, str]], bool]:
+        mounts = _mount_generation()
+        self._read_events()
+        last = self._walks.get((root, skip))
+        if last is not None and self._unchanged(last, mounts):
+            return list(last.found), last.truncated
+        found, truncated, seen = self._walk(root, skip)
+        walk = self._watch(found, truncated, seen, mounts)
+        key = (root, skip)
+        if walk is None:
+            self._walks.pop(key, None)
+        else:
+            if len(self._walks) > 64:
+                self._walks.clear()
+            self._walks[key] = walk
+        return found, truncated
+
+    def _unchanged(self, last: _Walk, mounts: int | None) -> bool:
+        if mounts is None or mounts != last.mounts:
+            return False
+        if last.seq == self._seq:
+            return True
+        gen = self._gen
+        return all(gen.get(d, -1) == g for d, g in last.dirs.items())
+
+    def _read_events(self) -> None:
+        ino = self._ino
+        if ino is None:
+            return
+        try:
+            events = ino.read()
+        except OSError:
+            events = [(-1, inotify.IN_Q_OVERFLOW, "")]
+        for wd, mask, name in events:
+            self._seq += 1
+            if mask & inotify.IN_Q_OVERFLOW:
+                self._forget_all()
+                continue
+            d = self._dir_of.get(wd)
+            if d is None:
+                continue
+            if mask & inotify.IN_IGNORED:
+                del self._dir_of[wd]
+                if self._wd_of.get(d) == wd:
+                    del self._wd_of[d]
+            elif mask & inotify.IN_ATTRIB and name:
+                continue  # an entry's attributes: the listing is the same
+            self._gen[d] = self._gen.get(d, 0) + 1
+
+    def _forget_all(self) -> None:
+        """Events were lost: every directory counts as changed."""
+        self._walks.clear()
+        for d in self._gen:
+            self._gen[d] += 1
+
+    def _watch(
+        self,
+        found: list[tuple[str, str]],
+        truncated: bool,
+        seen: dict[str, _DirInfo],
+        mounts: int | None,
+    ) -> _Walk | None:
+        """Watch every directory of a walk; the walk as a result to keep, or None when its
+        tree cannot be trusted to report its changes."""
+        if truncated or mounts is None or len(seen) > MAX_WATCHED_DIRS or self._no_ino:
+            return None
+        if self._ino is None:
+            try:
+                self._ino = inotify.Inotify()
+            except OSError:
+                self._no_ino = True
+                return None
+        ino = self._ino
+        dirs: dict[str, int] = {}
+        for d, info in seen.items():
+            wd = self._wd_of.get(d)
+            if wd is None:
+                try:
+                    st = os.lstat(d)
+                    dev = st.st_dev
+                    if dev not in self._local:
+                        self._local[dev] = inotify.sees_every_change(d)
+                    if not self._local[dev]:
+                        return None
+                    wd = ino.add(d, STRUCTURE | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)
+                    # Changed between the walk and the watch: the next call walks again.
+                    after = os.lstat(d)
+                except OSError:
+                    return None
+                old = self._dir_of.get(wd)
+                if old is not None and old != d:
+                    self._wd_of.pop(old, None)  # the same directory under a new name
+                self._wd_of[d] = wd
+                self._dir_of[wd] = d
+                self._gen.setdefault(d, 0)
+                if (after.st_ino, after.st_ctime_ns, after.st_mtime_ns) != info.ident:
+                    self._gen[d] += 1
+                    return None
+            dirs[d] = self._gen.get(d, 0)
+        if len(self._wd_of) > 4 * MAX_WATCHED_DIRS:
+            self._reset()
+            return None
+        return _Walk(tuple(found), truncated, dirs, self._seq, mounts)
+
+    def close(self) -> None:
+        """Drop every watch (the host is exiting); later calls walk every time."""
+        with self._find_lock:
+            self._reset()
+            self._no_ino = True
+
+    def _reset(self) -> None:
+        """Too many directories watched (trees that are no longer walked): start over."""
+        if self._ino is not None:
+            self._ino.close()
+        self._ino = None
+        self._wd_of.clear()
+        self._dir_of.clear()
+        self._walks.clear()
+
+    def _walk(
+        self, root: str, skip: frozenset[str]
+    ) -> tuple[list[tuple[str, str]], bool, dict[str, _DirInfo]]:
         found: list[tuple[str, str]] = []
         seen: dict[str, _DirInfo] = {}
         cache = self._dirs  # read without the lock: entries are replaced whole, never mutated
@@ -104,7 +280,7 @@ class TreeScan:
                     for path in [p for p in self._dirs if p.startswith(prefix) and p not in seen]:
                         del self._dirs[path]
                 self._dirs.update(seen)
-        return found, truncated
+        return found, truncated, seen
 
     @staticmethod
     def _list(d: str, ident: tuple[int, int, int]) -> _DirInfo:
@@ -125,6 +301,12 @@ class TreeScan:
         except OSError:
             pass
         return _DirInfo(ident, dotgit, looks_like_git_dir(names), tuple(subdirs))
+
+
+def _mount_generation() -> int | None:
+    from run_bash.sandbox.spare import mounts
+
+    return mounts().generation()
 
 
 def _make_listable(d: str) -> None:

@@ -1,5 +1,7 @@
 """Launching a run: its policy and the guard of what the host reads from its project (prepared off
-the loop), then its temp dir, output file and pipe, its environment, and the backend's spawn."""
+the loop), then its temp dir, output file and pipe, its environment, and the backend's spawn; or,
+when the project's prepared sandbox fits it exactly (``spares.py``), that sandbox, given the
+command."""
 
 from __future__ import annotations
 
@@ -7,25 +9,32 @@ import contextlib
 import fcntl
 import os
 import shutil
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from run_bash import fsdeps
 from run_bash.config import Config
+from run_bash.errors import SpawnError
 from run_bash.output import Capture, OutputBudget
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import RunSpec
 from run_bash.sandbox.guard import Keeper, Scope
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sandbox.policy import Policy, build_env, build_policy
+from run_bash.sandbox.spare import Spare
 from run_bash.sessions.session import Session
 from run_bash.sessions.tempspace import TempSpace
 
 if TYPE_CHECKING:
     from run_bash.run_changes import RunChanges
+    from run_bash.sessions.spares import Spares
 
 PIPE_SIZE = 1024 * 1024
+MEMO_SIZE = 32
 
-Prepared = tuple[Policy | None, Scope | None]
+# The run's policy, its guard, and the prepared sandbox it takes (None: none of them applies).
+Prepared = tuple[Policy | None, Scope | None, Spare | None]
 
 
 class Launching:
@@ -43,6 +52,7 @@ class Launching:
         report_stop: Callable[[Session], None],
         on_tamper: Callable[[Session], None],
         changes: RunChanges | None = None,
+        spares: Spares | None = None,
     ) -> None:
         self._config = config
         self.environ = environ
@@ -53,53 +63,157 @@ class Launching:
         self._report_stop = report_stop
         self._on_tamper = on_tamper
         self.changes = changes
+        self.spares = spares
         # CodeCompanion's rules files and per-project config (sent from Lua at setup).
         self.agent_rules: tuple[RulesName, ...] = ()
         self.project_config: tuple[str, ...] = ()
         self._warned: set[str] = set()
+        # Policies kept with what computing them read (``policy``).
+        self._memo: dict[tuple[object, ...], tuple[Config, Policy, fsdeps.Reads]] = {}
+        self._memo_lock = threading.Lock()
+
+    def policy(self, cwd: str, on_stage: Callable[[str], None] | None = None) -> Policy:
+        """The policy of a sandboxed run in ``cwd`` now. Host I/O (git, the project's files):
+        never on the loop. Raises on failure.
+
+        Computed again only when something it read changed: the last policy of the same inputs
+        is kept with what computing it read (``fsdeps``), and used while that is all still the
+        same (stat signatures, and the tree scan's own inotify watches).
+        """
+        config = self._config()
+        # The change store is never reachable from inside, whatever the rules grant.
+        hidden = tuple(self.changes.private_paths()) if self.changes is not None else ()
+        untrusted = tuple(self.keeper.untrusted())
+        key = (cwd, id(config), self.agent_rules, self.project_config, untrusted, hidden)
+        with self._memo_lock:
+            hit = self._memo.get(key)
+        if hit is not None and hit[0] is config and hit[2].still():
+            if on_stage is not None:
+                on_stage("hostread")
+            return hit[1]
+        with fsdeps.recording() as reads:
+            policy = build_policy(
+                config,
+                cwd,
+                env=self.environ,
+                discovery=self.keeper.discovery,
+                agent_rules=self.agent_rules,
+                project_files=self.project_config,
+                untrusted=untrusted,
+                hidden=hidden,
+                # Which ports other local services listen on is for `python -m run_bash
+                # policy` to show; no run's sandbox depends on it (loopback connects are
+                # decided when they happen).
+                scan_ports=False,
+                on_stage=on_stage,
+            )
+        with self._memo_lock:
+            if reads.usable and reads.settled:
+                if len(self._memo) >= MEMO_SIZE:
+                    self._memo.clear()
+                self._memo[key] = (config, policy, reads)
+            else:
+                self._memo.pop(key, None)
+        return policy
 
     def prepare(self, s: Session) -> Prepared:
-        """The run's policy and the guard of what the host reads from its project. Host I/O
-        (git, the project's files): never on the loop for a deferred run. Raises on failure."""
+        """The run's policy, the guard of what the host reads from its project, and the prepared
+        sandbox it takes when one fits exactly (``spares``). Host I/O (git, the project's files):
+        never on the loop for a deferred run. Raises on failure."""
         if not s.backend.isolates:
-            return None, None
-        # Ports served by this host's own descendants (earlier sessions) stay reachable; the policy
-        # finds them in the same listener scan it uses to block other local services.
-        policy = build_policy(
-            self._config(),
-            s.cwd,
-            env=self.environ,
-            discovery=self.keeper.discovery,
-            agent_rules=self.agent_rules,
-            project_files=self.project_config,
-            untrusted=self.keeper.untrusted(),
-            # The change store is never reachable from inside, whatever the rules grant.
-            hidden=self.changes.private_paths() if self.changes is not None else (),
-        )
+            return None, None, None
+        s.mark("prepare")
+        policy = self.policy(s.cwd, on_stage=s.mark)
+        s.mark("policy")
         assert policy.host_read is not None
-        return policy, self.keeper.prepare(s.id, policy.host_read)
+        scope = self.keeper.prepare(s.id, policy.host_read)
+        s.mark("guard")
+        spare = None
+        if self.spares is not None:
+            try:
+                spare = self.spares.claim(s, policy)
+                s.mark("claimed")
+            except BaseException:
+                self.keeper.release(s.id)
+                raise
+        return policy, scope, spare
 
     def spawn(self, s: Session, prepared: Prepared) -> None:
         """Build the run's files and environment, and spawn it: ``s`` gets its temp dir, capture,
         pipe (``pipe_r``), launched process and tracker. Raises on failure (nothing is left)."""
-        sid, backend = s.id, s.backend
+        sid = s.id
+        s.mark("spawn")
         config = self._config()
-        self.temp.make(s)
         out_path = os.path.join(self.state_dir, f"{sid}.log")
-        r = w = -1
+        spare = prepared[2]
         try:
             s.capture = Capture(out_path, config.output.file_cap, budget=self._budget())
             self._report_stop(s)
+            if spare is not None and not self._take(s, spare, config):
+                spare = None
+            if spare is None:
+                self._start(s, prepared, config)
+        except BaseException:
+            self.keeper.release(sid)
+            if s.capture:
+                s.capture.close()
+                s.capture = None
+                with contextlib.suppress(OSError):
+                    os.unlink(out_path)
+            if s.tmpdir:
+                shutil.rmtree(s.tmpdir, ignore_errors=True)
+            raise
+        assert s.launched is not None
+        s.tracker = proc.Tracker(s.launched.session_id or sid, s.launched.pid)
+        if prepared[1] is not None:
+            s.notices.extend(prepared[1].notices)
+            prepared[1].attach(lambda: self._on_tamper(s))
+        s.notices.extend(s.launched.notices)
+
+    def _dropped(self, s: Session, dropped: list[str]) -> None:
+        for name in dropped:
+            if name not in self._warned:
+                self._warned.add(name)
+                s.notices.append(f"environment variable {name} looks secret; not passed")
+
+    def _take(self, s: Session, spare: Spare, config: Config) -> bool:
+        """Start ``s`` in its prepared sandbox: the waiting bash gets the command. False when
+        the spare is gone (it is discarded; the run starts the usual way)."""
+        assert self.spares is not None
+        _env, dropped = build_env(
+            config, tmpdir=spare.tmpdir, session_id=spare.tag, base_env=self.environ
+        )
+        try:
+            launched = s.backend.adopt(spare)
+        except SpawnError as err:
+            self.spares.discard(spare, str(err))
+            return False
+        try:
+            spare.send(s.cmd)
+        except OSError as err:
+            self.spares.discard(spare, f"it did not take the command ({err.strerror})")
+            return False
+        self._dropped(s, dropped)
+        s.tmpdir = spare.tmpdir
+        s.pipe_r, spare.pipe_r = spare.pipe_r, -1
+        s.launched = launched
+        s.mark("took_spare")
+        return True
+
+    def _start(self, s: Session, prepared: Prepared, config: Config) -> None:
+        """Start ``s`` the usual way: its temp dir, output pipe, environment and the backend's
+        spawn."""
+        sid, backend = s.id, s.backend
+        self.temp.make(s)
+        r = w = -1
+        try:
             r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             with contextlib.suppress(OSError):
                 fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer wake-ups for chatty commands
             # The write end must block: a command writing faster than we read should wait, not fail.
             os.set_blocking(w, True)
             env, dropped = build_env(config, tmpdir=s.tmpdir, session_id=sid, base_env=self.environ)
-            for name in dropped:
-                if name not in self._warned:
-                    self._warned.add(name)
-                    s.notices.append(f"environment variable {name} looks secret; not passed")
+            self._dropped(s, dropped)
             spec = RunSpec(
                 cmd=s.cmd,
                 cwd=s.cwd,
@@ -109,23 +223,15 @@ class Launching:
                 session_id=sid,
                 policy=prepared[0],
             )
+            s.mark("files")
             s.launched = backend.spawn(spec)
+            s.mark("spawned")
+            for stage, at in s.launched.stages.items():
+                s.marks.setdefault(stage, at)
         except BaseException:
-            self.keeper.release(sid)
             for fd in (r, w):
                 if fd >= 0:
                     os.close(fd)
-            if s.capture:
-                s.capture.close()
-                s.capture = None
-                with contextlib.suppress(OSError):
-                    os.unlink(out_path)
-            shutil.rmtree(s.tmpdir, ignore_errors=True)
             raise
         os.close(w)
         s.pipe_r = r
-        s.tracker = proc.Tracker(sid, s.launched.pid)
-        if prepared[1] is not None:
-            s.notices.extend(prepared[1].notices)
-            prepared[1].attach(lambda: self._on_tamper(s))
-        s.notices.extend(s.launched.notices)

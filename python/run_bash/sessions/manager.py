@@ -61,6 +61,7 @@ from run_bash.sessions.forwarding import Forwarding
 from run_bash.sessions.launching import Launching, Prepared
 from run_bash.sessions.retention import Retention
 from run_bash.sessions.session import Session, new_id, ready_pattern, validate_request
+from run_bash.sessions.spares import Spares
 from run_bash.sessions.streaming import Streams
 from run_bash.sessions.tempspace import TempSpace
 from run_bash.sessions.waiters import Waiters
@@ -71,6 +72,8 @@ if TYPE_CHECKING:
 
 KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
+# How long a run runs before the next command's sandbox is made beside it (``spares``).
+PREPARE_BESIDE_S = 0.25
 
 log = logging.getLogger("run_bash")
 
@@ -116,6 +119,9 @@ class SessionManager:
         self.streams = Streams(self.loop, current, self._emit, self._match)
         self.waiters = Waiters(self.loop, self.streams, self._send_result)
         self.forwarding = Forwarding(self.loop, self.sessions, current)
+        self.spares = Spares(
+            current, self.environ, self.temp, lambda cwd: self.launching.policy(cwd)
+        )
         self.launching = Launching(
             current,
             self.environ,
@@ -126,6 +132,7 @@ class SessionManager:
             self.streams.report_stop,
             lambda s: self._kill_now(s, force=True),
             changes,
+            self.spares,
         )
 
     def _emit(self, name: str, payload: Wire) -> None:
@@ -165,9 +172,19 @@ class SessionManager:
     # -- backends ----------------------------------------------------------------------------------
 
     def configure(self, config: Config) -> None:
-        """Use ``config`` from now on (runs already started keep theirs)."""
+        """Use ``config`` from now on (runs already started keep theirs; prepared sandboxes go)."""
         self.config = config
         self._backends.clear()
+        self.spares.clear()
+
+    def prepare_for(self, cwd: str) -> None:
+        """Prepare the sandbox of a first run in ``cwd`` (``spares``); returns at once."""
+        if self.closing:
+            return
+        with contextlib.suppress(RunBashError):
+            backend, _why = self.resolve_backend()
+            if backend.isolates:
+                self.spares.want(cwd, backend)
 
     def backend(self, name: str) -> Backend:
         """The backend instance ``name`` (created once)."""
@@ -203,6 +220,7 @@ class SessionManager:
         sid: str | None = None,
         wait_for: object = None,
         cover: CoverSpec | None = None,
+        marks: Mapping[str, float] | None = None,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
@@ -215,6 +233,7 @@ class SessionManager:
         ``wait_for``: a background run's result comes as soon as a line of output matches it.
         ``cover``: the gate let it through because undo covers it; the snapshot taken before it
         starts checks that again, and the run is held for the user (``on_hold``) if not.
+        ``marks``: the stages the request went through before it came here (``Session.marks``).
         """
         text, timeout_s, bg_s, timeout_given = validate_request(
             cmd, timeout, bg_after, float(self.config.default_timeout)
@@ -237,6 +256,8 @@ class SessionManager:
         if sid is None or sid in self.sessions:
             sid = new_id(self.sessions)
         s = Session(sid, text, cwd, backend, bg_s)
+        s.marks.update(marks or {})
+        s.mark("queued")
         s.live = live
         s.cover = cover
         s.timeout_s, s.timeout_given = timeout_s, timeout_given
@@ -299,6 +320,7 @@ class SessionManager:
         session's result instead of an exception."""
         if self.changes is not None and not s.killed:
             await self.changes.begin(s)
+            s.mark("snapshot")
         elif s.cover is not None:
             s.cover, s.hold = None, "undo is off"
         if s.hold is not None and not s.killed and not self.closing:
@@ -319,9 +341,11 @@ class SessionManager:
             if s.backend.isolates:
                 prepared = await self.loop.run_in_executor(None, self.launching.prepare, s)
             else:
-                prepared = None, None  # nothing to prepare: start on this tick, as before
-            if s.killed:
+                prepared = None, None, None  # nothing to prepare: start on this tick, as before
+            if s.killed or self.closing:
                 self.keeper.release(s.id)
+                if prepared[2] is not None:
+                    self.spares.discard(prepared[2], "its run was killed before it started")
                 raise SessionError("killed before it started; nothing ran")
             self._launch(s, prepared)
         except Exception as err:
@@ -349,6 +373,11 @@ class SessionManager:
             self.loop.call_soon(self._on_root_exit, s)
         if not s.background or s.timeout_given:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
+        if s.backend.isolates:
+            # A command still running after a moment (a build, a server) has the next command's
+            # sandbox made beside it; a short one's is made after it ends, so that making it
+            # never takes a core from the command itself.
+            s.timers.append(self.loop.call_later(PREPARE_BESIDE_S, self._prepare_beside, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
         log.debug(
@@ -364,6 +393,10 @@ class SessionManager:
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
 
+    def _prepare_beside(self, s: Session) -> None:
+        if s.running and not self.closing:
+            self.spares.want(s.cwd, s.backend)
+
     def _on_pidfd(self, s: Session) -> None:
         self.loop.remove_reader(s.pidfd)
         os.close(s.pidfd)
@@ -371,11 +404,13 @@ class SessionManager:
         self._on_root_exit(s)
 
     def _on_root_exit(self, s: Session) -> None:
+        s.mark("exit")
         self.loop.create_task(self._finish(s))
 
     async def _finish(self, s: Session) -> None:
         assert s.launched is not None and s.tracker is not None
         status = await self.loop.run_in_executor(None, s.launched.reap)
+        s.mark("reaped")
         s.ended_mono = time.monotonic()
         if status is not None and status < 0:
             s.signal = -status
@@ -389,6 +424,7 @@ class SessionManager:
         s.timers.clear()
         # Stop what the command left behind, then read what it wrote before the pipe closes.
         n = await self._sweep(s)
+        s.mark("swept")
         if n and not s.killed and not s.timed_out:
             s.leftovers = n
         try:
@@ -406,11 +442,14 @@ class SessionManager:
         s.capture.close()
         out_cfg = self.config.output
         s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
+        s.mark("drained")
         with contextlib.suppress(Exception):
             s.launched.close()
+        s.mark("closed")
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id, text, s.exit_code)
+        s.mark("checked")
         for notice in [*s.launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)
@@ -430,6 +469,7 @@ class SessionManager:
         # belong above this line: the change set must show the project as the run left it.
         if self.changes is not None:
             await self.changes.finish(s)
+            s.mark("changes")
         self.waiters.settle_all(s)
         log.debug(
             "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
@@ -447,6 +487,8 @@ class SessionManager:
             self.on_event("exited", self._ended(s))
         s.done.set()
         self.prune()
+        if s.backend.isolates and not self.closing:
+            self.spares.want(s.cwd, s.backend)
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
@@ -551,6 +593,7 @@ class SessionManager:
             ready=s.ready,
             matched_line=s.matched_line,
             ready_after_s=s.ready_after_s,
+            timing=dict(s.marks) or None,
         )
 
     def _send_result(self, s: Session) -> None:
@@ -559,6 +602,7 @@ class SessionManager:
         if s.background and s.running:
             self.forwarding.update()  # the first result says which ports the host can reach
         s.result_sent = True
+        s.mark("result")
         self.waiters.stop_readiness(s)
         if s.background and s.running and s.capture is not None:
             # What the caller saw counts as read: `output` then returns only newer output.
@@ -637,6 +681,7 @@ class SessionManager:
     def close_now(self) -> None:
         """Synchronous last resort: KILL every session's processes and remove the state directory."""
         self.closing = True
+        self.spares.close()
         self.keeper.shutdown()
         self.forwarding.close()
         for s in self.sessions.values():

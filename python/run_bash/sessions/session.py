@@ -164,6 +164,15 @@ class Session:
         self.ready: str | None = None
         self.matched_line: str | None = None
         self.ready_after_s: float | None = None
+        # When each stage of the run was reached (``time.monotonic()``; ``make bench`` reads them
+        # from the result's ``timing``): rpc, gate, queued, snapshot, policy, hostread, guard,
+        # spawn, spawned (and the backend's own stages), first_byte, exit, reaped, swept,
+        # checked, changes, result.
+        self.marks: dict[str, float] = {}
+
+    def mark(self, stage: str) -> None:
+        """Note that the run reached ``stage`` now (the first time counts)."""
+        self.marks.setdefault(stage, time.monotonic())
 
     @property
     def running(self) -> bool:

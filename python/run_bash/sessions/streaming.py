@@ -48,6 +48,8 @@ class Streams:
             if not data:
                 self.close_pipe(s)
                 break
+            if not got:
+                s.mark("first_byte")
             got += len(data)
             assert s.capture is not None
             s.capture.feed(data)

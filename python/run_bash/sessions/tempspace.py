@@ -35,7 +35,11 @@ class TempSpace:
 
     def make(self, s: Session) -> None:
         """Give run ``s`` its temp dir."""
-        s.tmpdir = tempfile.mkdtemp(prefix=f"tmp-{s.id}-", dir=self.root)
+        s.tmpdir = self.make_dir(s.id)
+
+    def make_dir(self, name: str) -> str:
+        """A new temp dir for run ``name`` (a session, or a prepared sandbox)."""
+        return tempfile.mkdtemp(prefix=f"tmp-{name}-", dir=self.root)
 
     def close(self) -> None:
         """Remove every run temp dir."""

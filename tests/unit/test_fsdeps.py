@@ -1,0 +1,161 @@
+"""#23: what the policy memo and the tree scan rely on to skip work, and when they must not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from run_bash import fsdeps
+from run_bash.paths import Tops, is_under
+from run_bash.sandbox.treescan import TreeScan
+
+
+def settle(rec: fsdeps.Reads) -> None:
+    """Make a recording old enough to trust (as if it were taken ``SETTLED_NS`` later)."""
+    rec.started_ns += fsdeps.SETTLED_NS + 1_000_000_000
+
+
+def age(*paths: os.PathLike[str] | str) -> None:
+    """Give files change times in the past: a recording may then be reused."""
+    for p in paths:
+        os.utime(p, (time.time() - 10, time.time() - 10))
+
+
+def test_a_recording_holds_until_something_it_read_changes(tmp_path):
+    f = tmp_path / "f"
+    f.write_text("a")
+    with fsdeps.recording() as rec:
+        assert os.path.exists(f)
+        assert not os.path.exists(tmp_path / "absent")
+    settle(rec)
+    assert rec.usable and rec.still()
+    f.write_text("b")  # the same size: the change and modification times tell
+    assert not rec.still()
+
+
+def test_a_file_that_appears_where_none_was_is_seen(tmp_path):
+    with fsdeps.recording() as rec:
+        assert not os.path.exists(tmp_path / ".envrc")
+    settle(rec)
+    assert rec.still()
+    (tmp_path / ".envrc").write_text("x")
+    assert not rec.still()
+
+
+def test_an_entry_of_a_listing_that_changes_mode_is_seen(tmp_path):
+    """A chmod changes no directory listing; the entries a scandir yielded are noted."""
+    (tmp_path / "tool").write_text("#!/bin/sh\n")
+    with fsdeps.recording() as rec, os.scandir(tmp_path) as it:
+        names = [e.name for e in it if e.is_file()]
+    assert names == ["tool"]
+    settle(rec)
+    assert rec.still()
+    os.chmod(tmp_path / "tool", 0o755)
+    assert not rec.still()
+
+
+def test_a_young_change_time_is_never_trusted(tmp_path):
+    (tmp_path / "f").write_text("a")
+    with fsdeps.recording() as rec:
+        os.stat(tmp_path / "f")
+    assert not rec.settled and not rec.still()  # written just now: within one tick of a change
+    age(tmp_path / "f")
+    with fsdeps.recording() as rec2:
+        os.stat(tmp_path / "f")
+    # The file's change time is still now (utime moves it); the control: aged recording holds.
+    settle(rec2)
+    assert rec2.still()
+
+
+def test_a_read_it_cannot_name_makes_it_unusable(tmp_path):
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        with fsdeps.recording() as rec, pytest.raises(FileNotFoundError):
+            os.stat("x", dir_fd=fd)
+        settle(rec)
+        assert not rec.usable and not rec.still()
+        with fsdeps.recording() as control:
+            assert not os.path.exists(tmp_path / "x")
+        settle(control)
+        assert control.usable and control.still()
+    finally:
+        os.close(fd)
+
+
+def test_recording_puts_os_back_and_sees_only_its_thread(tmp_path):
+    before = os.stat
+    with fsdeps.recording():
+        assert os.stat is not before
+    assert os.stat is before
+
+
+def test_a_check_added_by_a_part_must_hold_too(tmp_path):
+    state = {"ok": True}
+    with fsdeps.recording() as rec:
+        fsdeps.add_check(lambda: state["ok"])
+    settle(rec)
+    assert rec.still()
+    state["ok"] = False
+    assert not rec.still()
+
+
+def test_tops_is_is_under_any(tmp_path):
+    tops = Tops(["/a/b", "/c/", "/x/y/z"])
+    for path in ("/a/b", "/a/b/c", "/a/bc", "/a", "/c", "/c/d/e", "/x/y", "/x/y/z/w", "rel", "/"):
+        assert (path in tops) == any(is_under(path, t) for t in ("/a/b", "/c", "/x/y/z"))
+    assert "/anything" in Tops(["/"])
+    assert not Tops([])
+
+
+def git_init(path) -> None:
+    subprocess.run(["git", "init", "-q", str(path)], check=True, capture_output=True)
+
+
+def test_the_tree_scan_sees_a_repository_made_after_its_last_walk(tmp_path):
+    (tmp_path / "a/b").mkdir(parents=True)
+    scan = TreeScan()
+    try:
+        assert scan.find(str(tmp_path)) == ([], False)
+        assert scan.find(str(tmp_path)) == ([], False)  # unchanged: not walked again
+        git_init(tmp_path / "a/b/new")
+        found, _ = scan.find(str(tmp_path))
+        assert any(p == str(tmp_path / "a/b/new/.git") for p, _k in found), found
+        # A repository moved in from elsewhere (a rename, not a create) is seen too.
+        other = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+        git_init(other)
+        os.rename(other, tmp_path / "a/moved")
+        assert any(p == str(tmp_path / "a/moved/.git") for p, _k in scan.find(str(tmp_path))[0])
+    finally:
+        scan.close()
+
+
+def test_the_tree_scan_walks_again_after_lost_events(tmp_path):
+    (tmp_path / "d").mkdir()
+    scan = TreeScan()
+    try:
+        scan.find(str(tmp_path))
+        scan._forget_all()  # what a queue overflow does
+        git_init(tmp_path / "d/r")
+        assert any(p == str(tmp_path / "d/r/.git") for p, _k in scan.find(str(tmp_path))[0])
+    finally:
+        scan.close()
+
+
+def test_a_parent_looked_at_is_its_identity_a_listed_one_its_entries(tmp_path):
+    """realpath lstat's every parent: a file added to a parent does not change what it found,
+    but a directory that was listed changed."""
+    (tmp_path / "proj").mkdir()
+    with fsdeps.recording() as looked:
+        os.path.realpath(tmp_path / "proj")
+    with fsdeps.recording() as listed:
+        os.listdir(tmp_path)
+    settle(looked)
+    settle(listed)
+    (tmp_path / "unrelated").write_text("x")
+    assert looked.still()
+    assert not listed.still()
+    os.rename(tmp_path / "proj", tmp_path / "proj2")  # the control: the path leads elsewhere
+    assert not looked.still()
