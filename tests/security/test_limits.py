@@ -166,13 +166,26 @@ def whole_run_cap(name: str) -> None:
         pytest.skip(f"no memory cgroup here ({why}): the cap is per process (documented)")
 
 
-# Allocates {mb} MB and touches every page, then holds it until the other one ({other}) holds its
-# own too (it says TOGETHER, a word its command line does not hold) or 20 s pass. The run's temp dir is shared by the two.
+# Allocates {mb} MB and touches every page, then says TOGETHER (a word its command line does not
+# hold) if the other one ({other}) holds its own memory at the same time. "Holds" is a lock on its
+# file in the run's temp dir (shared by the two), taken before the file gets its name: the kernel
+# drops it when the process dies, so a hog the cap killed after it had its memory does not count.
+# Each stays until the other has looked (its seen- file) or has died, or 20 s pass.
 PAIRED_HOG = (
-    "python3 -c \"import os, time; b = bytearray({mb} << 20); open(os.environ['TMPDIR'] + "
-    "'/held-{mark}', 'w').close(); end = time.time() + 20\n"
-    "while time.time() < end:\n"
-    "    if os.path.exists(os.environ['TMPDIR'] + '/held-{other}'): print('TOGE' + 'THER', flush=True); break\n"
+    'python3 -c "import fcntl, os, time\n'
+    "b = bytearray({mb} << 20); t = os.environ['TMPDIR']; end = time.time() + 20\n"
+    "me = open(t + '/.held-{mark}', 'w'); fcntl.flock(me, fcntl.LOCK_EX)\n"
+    "os.rename(t + '/.held-{mark}', t + '/held-{mark}')\n"
+    "def alive(f):\n"
+    "    try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); return False\n"
+    "    except OSError: return True\n"
+    "other = None\n"
+    "while other is None and time.time() < end:\n"
+    "    try: other = open(t + '/held-{other}')\n"
+    "    except OSError: time.sleep(0.02)\n"
+    "if other is not None and alive(other): print('TOGE' + 'THER', flush=True)\n"
+    "open(t + '/seen-{mark}', 'w').close()\n"
+    "while other and time.time() < end and not os.path.exists(t + '/seen-{other}') and alive(other):\n"
     '    time.sleep(0.02)"'
 )
 
