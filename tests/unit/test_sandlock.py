@@ -18,7 +18,8 @@ from run_bash.sandbox.loopback import (
     local_ports_allowed,
 )
 from run_bash.sandbox.policy import Limits, Policy
-from run_bash.sandbox.sandlock import Layout, Sandlock, map_extra_args
+from run_bash.sandbox.sandlock import Layout, Sandlock
+from run_bash.sandbox.sandlock_options import map_extra_args
 
 pytest.importorskip("sandlock")
 

@@ -57,9 +57,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from run_bash.config import Config, parse_size
+from run_bash.config import Config
 from run_bash.errors import SpawnError
-from run_bash.paths import expand, is_under
+from run_bash.paths import is_under
 from run_bash.sandbox import loopback
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
 from run_bash.sandbox.cgroups import RunCgroup
@@ -67,14 +67,11 @@ from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
-from run_bash.sandbox.sandlock_options import SandlockOptions, map_extra_args
+from run_bash.sandbox.sandlock_options import SandlockOptions, sdk_fields, utf8_script
 from run_bash.sandbox.spare import TRAMPOLINE, Ident, Spare, identities, mounts
 from run_bash.sandbox.tempfs import full_notice, temp_size, tmpfs_data
 
 MIN_ABI = 6
-# TCP to loopback. 127.0.0.1 is also listed alone: with a policy_fn, sandlock 0.9.0 lets a
-# loopback connect through only to addresses named one by one (the CIDR entry is ignored).
-LOOPBACK = ("tcp://127.0.0.1:*", "tcp://127.0.0.0/8:*", "tcp://[::1]:*")
 
 
 # -- the backend ---------------------------------------------------------------------------------
@@ -257,108 +254,14 @@ class Sandlock:
     ) -> tuple[dict[str, Any], list[str], list[str]]:
         """``sandbox_kwargs`` and every denied path (the policy's and the profile's)."""
         layout = layout or Layout(self.mount_ns, not host_network(policy))
-        notes: list[str] = []
-        private = os.path.realpath(spec.tmpdir)
-        readable = list(policy.readable)
-        writable = list(policy.writable)
-        denied = list(policy.denied)
-        net_allow = list(policy.network_allow)
-        extra: dict[str, Any] = {}
-        limits: dict[str, Any] = {
-            "max_processes": policy.limits.max_processes,
-            "max_memory": policy.limits.max_memory,
-        }
-
-        merged: dict[str, Any] = {}
-        if self.opts.profile:
-            merged.update(self.options.profile_fields())
-        if self.opts.extra_args:
-            mapped, _ = map_extra_args(list(self.opts.extra_args))
-            for k, v in mapped.items():
-                if k in ("max_memory", "max_processes"):
-                    merged[k] = v[-1]
-                else:
-                    merged[k] = list(merged.get(k, [])) + v
-
-        def grant(paths: Any) -> list[str]:
-            out = []
-            for p in paths or []:
-                e = expand(str(p), base=spec.cwd)
-                if e is not None:
-                    out.append(e)
-            return out
-
-        readable += [p for p in grant(merged.pop("fs_readable", [])) if os.path.exists(p)]
-        for p in grant(merged.pop("fs_writable", [])):
-            if p == "/" or (p in TEMP_DIRS and not layout.mount_ns):
-                notes.append(
-                    f"profile: writable {p} dropped (shared temp dirs hold other programs' "
-                    "sockets; each run has a private TMPDIR)"
-                )
-                continue
-            if p in TEMP_DIRS:
-                notes.append(f"profile: writable {p} is the run's private temp dir")
-                continue
-            if os.path.exists(p):
-                writable.append(p)
-        denied += grant(merged.pop("fs_denied", []))
-        net_allow += [str(x) for x in merged.pop("net_allow", [])]
-        for k in ("max_memory", "max_processes"):
-            if k in merged:
-                v = merged.pop(k)
-                if k == "max_processes":
-                    limits[k] = min(int(v), limits[k])
-                else:
-                    size = parse_size(str(v)) if not isinstance(v, int) else v
-                    if size:
-                        limits[k] = min(size, limits[k])
-        for k in ("clean_env", "env", "cwd", "workdir", "fs_mount", "fs_mount_ro", "chroot"):
-            if merged.pop(k, None) is not None:
-                notes.append(f"profile field {k} ignored: run_bash sets it")
-        for k in ("uid", "gid", "name", "image", "on_exit", "on_error", "fs_storage"):
-            merged.pop(k, None)
-        extra.update(merged)  # net_deny, http_*, extra_deny_syscalls, max_open_files, ...
-
-        every_denied = list(dict.fromkeys(denied))
-        if layout.mount_ns:
-            # Existing denied and read-only paths are mounts in the run's namespace
-            # (``request``); a non-empty deny list would make sandlock 0.9.0 open every file on
-            # the command's behalf, which breaks opening a symlink itself (O_PATH|O_NOFOLLOW:
-            # tar restoring a symlink's mode). What is left for it: Neovim's directories under
-            # a writable grant that do not exist yet (nothing may be created in them).
-            denied = [p for p in policy.read_only if not os.path.lexists(p)]
-        else:
-            # Read-only carve-outs (Neovim's directories under a writable grant) are denied:
-            # Landlock cannot make a subtree of a writable grant read-only, and sandlock's deny
-            # check can.
-            denied += list(policy.read_only)
-            # Nor the sealed parts of the host-read set (PATH units, hooks holders): denied, as
-            # no mount can make them read-only here.
-            denied += list(policy.sealed)
-
-        if layout.mount_ns:
-            # The temp dirs are the private dir's binds; its own path may be hidden under them.
-            temp = [t for t in TEMP_DIRS if os.path.isdir(t) and not os.path.islink(t)]
-            tmpdir = "/tmp"
-        else:
-            temp, tmpdir = [private], private
-        kwargs: dict[str, Any] = {
-            "fs_readable": list(dict.fromkeys(readable)),
-            "fs_writable": list(dict.fromkeys([*writable, *temp])),
-            "fs_denied": list(dict.fromkeys(denied)),
-            "clean_env": True,
-            "env": {**spec.env, "TMPDIR": tmpdir},
-            "cwd": spec.cwd,
-            "max_processes": int(limits["max_processes"]),
-            "max_memory": int(limits["max_memory"]),
-            "net_allow": list(dict.fromkeys(net_allow + list(LOOPBACK))),
-            "net_allow_bind": ["*"],
-            "name": f"run_bash-{spec.session_id}"[:64],
-        }
-        if not layout.shared_netns:
-            kwargs["net_deny_bind"] = loopback.denied_binds()
-        kwargs.update(extra)
-        return kwargs, notes, every_denied
+        return sdk_fields(
+            policy,
+            spec,
+            mount_ns=layout.mount_ns,
+            shared_netns=layout.shared_netns,
+            profile=self.options.profile_fields() if self.opts.profile else {},
+            extra_args=list(self.opts.extra_args or ()),
+        )
 
     def argv(self, cmd: str) -> list[str]:
         bash = bash_path() or "/bin/bash"
@@ -581,30 +484,6 @@ class Sandlock:
                 ]
             )
         )
-
-
-def utf8_script(cmd: str) -> str:
-    """``cmd`` as a bash script that is valid UTF-8 and runs the same bytes.
-
-    sandlock passes argv through UTF-8 strings: a command holding invalid UTF-8 (from Lua, as
-    surrogate escapes) would not run at all. Such a command becomes ``eval $'…'``, every byte that
-    is not plain printable ASCII written as ``\\xHH``, so bash gets exactly the original bytes, as
-    under the other backends.
-    """
-    try:
-        cmd.encode("utf-8")
-    except UnicodeEncodeError:
-        pass
-    else:
-        return cmd
-    out = []
-    for byte in os.fsencode(cmd):
-        char = chr(byte)
-        if 0x20 <= byte < 0x7F and char not in "'\\":
-            out.append(char)
-        else:
-            out.append(f"\\x{byte:02x}")
-    return "eval $'" + "".join(out) + "'"
 
 
 def host_network(policy: Policy) -> bool:
