@@ -44,19 +44,20 @@ except OSError as e:
     print('refused', e)
 EOF"""
 
-# A sandboxed server: accepts connections on {port} and prints what each one sent.
+# A sandboxed server: accepts connections on {port} and prints what each one sent. One string per
+# print: `python3 -u` writes print's pieces one by one, and a reader may see the first alone.
 SERVER = """python3 -u - <<'EOF'
 import socket
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     l.bind(('127.0.0.1', {port})); l.listen(8)
 except OSError as e:
-    print('BIND-FAILED', e.errno, flush=True); raise SystemExit
+    print('BIND-FAILED ' + str(e.errno), flush=True); raise SystemExit
 print('LISTENING', flush=True)
 while True:
     c, _ = l.accept(); c.settimeout(1)
     try:
-        print('GOT', c.recv(100), flush=True)
+        print('GOT ' + repr(c.recv(100)), flush=True)
     except OSError:
         print('GOT nothing', flush=True)
     c.close()
