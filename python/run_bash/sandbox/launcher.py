@@ -17,23 +17,23 @@ Processes::
 
 The fork server keeps one spare child blocked on the request socket, so a request wakes one process
 and the fork is already done; once the spare has taken a request, the server forks the next one.
-The spare becomes the run: it moves itself into the run's cgroups (``cgroups.py``), takes fds
-0/1/2 = /dev/null and the run's output pipe; unshares a mount namespace (as a normal user inside a
-new user namespace that maps the user's own uid and gid; with the project's network namespace,
-inside the user namespace that owns it); makes every mount private; mounts the run's temp space (a
-tmpfs of ``max_temp_size``, ``tempfs.py``) on its private dir, binds it on the three temp dirs and
-puts back the granted paths that lie under them (a project under ``/tmp``); makes the request's
-binds in order (Neovim's directories read-only, then ``Policy.protect_binds()``: ``.git``
-directories onto themselves, the existing members of the host-read set read-only); drops every
-capability; sets ``RLIMIT_FSIZE``; then calls ``Sandbox.popen`` (sandlock's supervisor runs in this
-child). It reports over its own
-channel (a socket pair the host created) the confined process's pid with a pidfd of it, then its
-exit status and whether the temp space was full.
+The spare becomes the run: it moves itself into the run's cgroups (``cgroups.py``), takes fds 0/1/2
+= /dev/null and the run's output pipe; unshares a mount namespace (as a normal user inside a new
+user namespace that maps the user's own uid and gid; with the project's network namespace, inside
+the user namespace that owns it); makes every mount private; mounts the run's temp space (a tmpfs
+of ``max_temp_size``, ``tempfs.py``) on its private dir, binds it on the three temp dirs and puts
+back the granted paths that lie under them (a project under ``/tmp``); makes the request's binds in
+order (Neovim's directories read-only, then ``Policy.protect_binds()``: ``.git`` directories onto
+themselves, the existing members of the host-read set read-only); drops every capability; sets
+``RLIMIT_FSIZE``; then calls ``Sandbox.popen`` (sandlock's supervisor runs in this child). It
+reports over its own channel (a socket pair the host created) the confined process's pid with a
+pidfd of it, then its exit status and whether the temp space was full.
 
 Lifetime: the fork server gets SIGHUP when the host dies and exits (and when its spare sees the
 control socket's EOF); each spare and run is SIGKILLed when the fork server dies
-(``PR_SET_PDEATHSIG``), and sandlock's confined process is SIGKILLed when its supervisor dies. Escaped processes are reparented to the host
-(the nearest subreaper), which sweeps them as before; when the host itself is gone, its keeper does.
+(``PR_SET_PDEATHSIG``), and sandlock's confined process is SIGKILLed when its supervisor dies.
+Escaped processes are reparented to the host (the nearest subreaper), which sweeps them as before;
+when the host itself is gone, its keeper does.
 
 Failures before the command runs come back as one ``{"error": …}`` message (the host raises
 ``SpawnError``); nothing runs unconfined.
@@ -60,6 +60,7 @@ from typing import Any
 
 from run_bash.errors import SpawnError
 from run_bash.sandbox.cgroups import SpareCgroup, cap_memory, enter_new
+from run_bash.sandbox.loopback import connect_loopback
 from run_bash.sandbox.spare import lift
 from run_bash.sandbox.tempfs import is_full
 
@@ -154,42 +155,32 @@ def join_netns(netns: Sequence[int]) -> None:
     _check(_libc.setns(netns[1], CLONE_NEWNET), "setns(network namespace)")
 
 
-def _connect_loopback(port: int) -> socket.socket:
-    """A TCP connection to ``port`` on this namespace's loopback (IPv4, else IPv6)."""
-    errors: list[OSError] = []
-    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.settimeout(5)
-        try:
-            sock.connect((host, port))
-            return sock
-        except OSError as e:
-            sock.close()
-            errors.append(e)
-    raise errors[0]
-
-
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 IFF_UP = 0x1
 
 
 def make_netns() -> list[int]:
     """Unshare a network namespace whose only interface is ``lo``, up, inside a user namespace
-    of its own that maps the caller's ids to themselves; return descriptors of the two
-    namespaces (user, network). They live as long as someone holds a descriptor or a process
-    in them. In a child of the fork server, which exits right after (it is single-threaded, as
-    ``unshare(CLONE_NEWUSER)`` needs)."""
+    of its own that maps the caller's ids to themselves (a privileged caller where user
+    namespaces are forbidden: in the current one, whose descriptor fills the user slot;
+    privileged joiners skip it); return descriptors of the two namespaces (user, network). They
+    live while someone holds a descriptor or a process in them. In a child of the fork server,
+    which exits right after (single-threaded, as ``unshare(CLONE_NEWUSER)`` needs)."""
     import fcntl
     import struct
 
     uid, gid = os.getuid(), os.getgid()
-    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+        # Inside the new namespace nobody holds CAP_SETGID in the parent one, root included.
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    else:
         err = ctypes.get_errno()
-        raise OSError(err, f"user namespaces are not available to this user ({os.strerror(err)})")
-    # Inside the new namespace nobody holds CAP_SETGID in the parent one, root included.
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        if not _privileged() or _libc.unshare(CLONE_NEWNET) != 0:
+            raise OSError(
+                err, f"user namespaces are not available to this user ({os.strerror(err)})"
+            )
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         req = struct.pack("16sH14x", b"lo", 0)
         flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, req))[1]
@@ -366,7 +357,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         if "connect" in req:  # a connection into a project's network namespace (forward.py)
             stage = "connecting"
             join_netns(fds[3:5])
-            sock = _connect_loopback(int(req["connect"]))
+            sock = connect_loopback(int(req["connect"]))
             _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
             os._exit(0)
         stage = "capping the run's memory"

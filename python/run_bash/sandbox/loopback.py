@@ -305,3 +305,18 @@ class LoopbackGate:
         held = self.ask(port) & inodes
         self._verified.update(held)
         return bool(held)
+
+
+def connect_loopback(port: int) -> socket.socket:
+    """A TCP connection to ``port`` on this namespace's loopback (IPv4, else IPv6)."""
+    errors: list[OSError] = []
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.settimeout(5)
+        try:
+            sock.connect((host, port))
+            return sock
+        except OSError as e:
+            sock.close()
+            errors.append(e)
+    raise errors[0]
