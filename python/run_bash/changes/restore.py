@@ -115,13 +115,7 @@ class Tree:
                 return _stat_entry("u", st, f"unreadable ({err.strerror})")
             if got is None:
                 return _stat_entry("u", st, "changing while read")
-            fd, fst = got
-            try:
-                data = os.read(fd, fst.st_size + 1)
-            finally:
-                os.close(fd)
-            return ("f", stat.S_IMODE(fst.st_mode), len(data), fst.st_mtime_ns, fst.st_ctime_ns,
-                    fst.st_ino, digest(data), False)  # fmt: skip
+            return _file_entry(*got)
         finally:
             os.close(pfd)
 
@@ -170,13 +164,7 @@ class Tree:
             return _stat_entry("u", st)
         if got is None:
             return _stat_entry("u", st)
-        fd, fst = got
-        try:
-            data = os.read(fd, fst.st_size + 1)
-        finally:
-            os.close(fd)
-        return ("f", stat.S_IMODE(fst.st_mode), len(data), fst.st_mtime_ns, fst.st_ctime_ns,
-                fst.st_ino, digest(data), False)  # fmt: skip
+        return _file_entry(*got)
 
     def write_file(self, path: str, data: bytes, mode: int, expect: Entry | None = None) -> None:
         """Write ``path`` (through a temp file renamed into place). With ``expect``, a file now
@@ -282,3 +270,13 @@ def _replace(pfd: int, tmp: str, name: str) -> None:
     except IsADirectoryError:
         os.rmdir(name, dir_fd=pfd)
         os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+
+
+def _file_entry(fd: int, fst: os.stat_result) -> Entry:
+    """The entry of the regular file open at ``fd`` (``open_regular``'s answer); closes ``fd``."""
+    try:
+        data = os.read(fd, fst.st_size + 1)
+    finally:
+        os.close(fd)
+    return ("f", stat.S_IMODE(fst.st_mode), len(data), fst.st_mtime_ns, fst.st_ctime_ns,
+            fst.st_ino, digest(data), False)  # fmt: skip
