@@ -129,6 +129,8 @@ class Launched(Protocol):
 
     def terminate(self, sig: int) -> None: ...
 
+    def kill_remaining(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -203,6 +205,15 @@ class LaunchedBase:
 
     def kill_all(self) -> None:
         self.terminate(signal.SIGKILL)
+
+    def kill_remaining(self) -> None:
+        """SIGKILL whatever of an ended run is still in its cgroup (its processes were swept;
+        this catches one that left the tree): the runtime calls it before the post-run check,
+        then ``close`` on a worker."""
+        if self.cgroup is not None:
+            for pid in self.cgroup.pids():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
     def close(self) -> None:
         if self._closed:

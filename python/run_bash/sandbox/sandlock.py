@@ -134,6 +134,7 @@ class SandlockLaunched(LaunchedBase):
     def close(self) -> None:
         if self._closed:
             return
+        self.run.settle()
         super().close()
         self.run.close()
         if self.run.temp_full and self.temp:

@@ -54,14 +54,14 @@ from run_bash.results import (
     Wire,
 )
 from run_bash.sandbox import proc
-from run_bash.sandbox.base import Backend, Choice, choose_backend, get_backend
+from run_bash.sandbox.base import Backend, Choice, Launched, choose_backend, get_backend
 from run_bash.sandbox.guard import Keeper, quarantine_dir
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions.forwarding import Forwarding
 from run_bash.sessions.launching import Launching, Prepared
 from run_bash.sessions.retention import Retention
 from run_bash.sessions.session import Session, new_id, ready_pattern, validate_request
-from run_bash.sessions.spares import Spares
+from run_bash.sessions.spares import Spares, core_free
 from run_bash.sessions.streaming import Streams
 from run_bash.sessions.tempspace import TempSpace
 from run_bash.sessions.waiters import Waiters
@@ -374,10 +374,14 @@ class SessionManager:
         if not s.background or s.timeout_given:
             s.timers.append(self.loop.call_later(s.timeout_s, self._on_timeout, s))
         if s.backend.isolates:
-            # A command still running after a moment (a build, a server) has the next command's
-            # sandbox made beside it; a short one's is made after it ends, so that making it
-            # never takes a core from the command itself.
-            s.timers.append(self.loop.call_later(PREPARE_BESIDE_S, self._prepare_beside, s))
+            # The next command's sandbox is made beside this one at once when a core is free
+            # (the next command may come as soon as this one ends); else beside a command still
+            # running after a moment (a build, a server), and a short one's after it ends, so
+            # that making it never takes a core from the command itself.
+            if core_free():
+                self.loop.call_soon(self._prepare_beside, s)
+            else:
+                s.timers.append(self.loop.call_later(PREPARE_BESIDE_S, self._prepare_beside, s))
         if s.background:
             s.timers.append(self.loop.call_later(s.bg_after, self._send_result, s))
         log.debug(
@@ -443,21 +447,17 @@ class SessionManager:
         out_cfg = self.config.output
         s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
         s.mark("drained")
-        with contextlib.suppress(Exception):
-            s.launched.close()
-        s.mark("closed")
+        launched = s.launched
+        # Nothing of the run may outlive this point: what is left in its cgroup is killed now,
+        # before the post-run check; letting go of what it held (its cgroup once empty, its
+        # supervisor's exit, its network namespace, its temp dir: removing may take long) runs
+        # on a worker beside the check and the change set, which never read any of it.
+        launched.kill_remaining()
+        closing = self.loop.run_in_executor(None, self._let_go, launched, s.tmpdir)
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id, text, s.exit_code)
         s.mark("checked")
-        for notice in [*s.launched.notices, *kept]:
-            if notice not in s.notices:
-                s.notices.append(notice)
-        # A finished session is kept (sessions.keep_finished) as its summary and text only: the
-        # backend's objects (a sandbox, its guard's snapshots) go now.
-        s.root_pid, s.launched = s.launched.pid, None
-        # The run filled it: removing may take long, and is never the loop's to wait for.
-        await self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
         if s.timed_out:
             s.status = "timed_out"
         elif s.killed:
@@ -470,6 +470,14 @@ class SessionManager:
         if self.changes is not None:
             await self.changes.finish(s)
             s.mark("changes")
+        await closing
+        s.mark("closed")
+        for notice in [*launched.notices, *kept]:
+            if notice not in s.notices:
+                s.notices.append(notice)
+        # A finished session is kept (sessions.keep_finished) as its summary and text only: the
+        # backend's objects (a sandbox, its guard's snapshots) go now.
+        s.root_pid, s.launched = launched.pid, None
         self.waiters.settle_all(s)
         log.debug(
             "ended %s status=%s exit=%s duration=%.3fs bytes=%d leftovers=%d",
@@ -489,6 +497,13 @@ class SessionManager:
         self.prune()
         if s.backend.isolates and not self.closing:
             self.spares.want(s.cwd, s.backend)
+
+    @staticmethod
+    def _let_go(launched: Launched, tmpdir: str) -> None:
+        """Let go of what an ended run held (a worker thread; never raises)."""
+        with contextlib.suppress(Exception):
+            launched.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""

@@ -1,10 +1,14 @@
 """Prepared sandboxes of one host (``sandbox/spare.py``): at most one per project, made before the
 project's next run needs it.
 
-When one is made (``want``): when a run ends and its project has none, beside a run still going
-after ``PREPARE_BESIDE_S`` (a build, a server: the next command may come before it ends; a short
-run's is made after it, so making it never takes a core from the command), and after ``setup()``
-for the host's working directory. Making one
+When one is made (``want``): as soon as a run has started, when the machine has a core free
+beside the command (``core_free``: at least two CPUs, and no more runnable threads than CPUs),
+so that the next command, however soon it comes, finds its sandbox ready; else beside a run
+still going after ``PREPARE_BESIDE_S`` (a build, a server; a short run's is then made after it,
+so making it never takes the command's core); when a run ends and its project has none; and
+after ``setup()`` for the host's working directory. A spare made while a run is going may hold
+state that run then changes: the check at claim (below) is what guarantees a run gets the
+sandbox its policy says now. Making one
 computes the policy a run in that directory would get now (``Launching.policy``) and asks the
 backend to ``prepare`` it; a newer one replaces the older one of the same project, and at most
 ``MAX_SPARES`` are kept in all (the oldest go first). Preparing runs on this part's own worker
@@ -47,6 +51,23 @@ WAIT_S = 5.0
 # The size of a spare's output pipe (as a run's: fewer wake-ups for chatty commands).
 PIPE_SIZE = 1024 * 1024
 F_SETPIPE_SZ = 1031
+
+
+def core_free() -> bool:
+    """Whether a spare can be made beside a command that has just started without taking that
+    command's core: this process may use at least two CPUs, and the kernel's count of runnable
+    threads right now (``/proc/loadavg``: this thread and the command included) is no more than
+    that. False when it cannot be read."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except OSError:
+        cores = os.cpu_count() or 1
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return cores >= 2 and running <= cores
 
 
 def spare_memory(spare: Spare) -> int:
