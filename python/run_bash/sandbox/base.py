@@ -127,6 +127,8 @@ class Launched(Protocol):
 
     def reap(self) -> int: ...
 
+    def reaped(self) -> int | None: ...
+
     def terminate(self, sig: int) -> None: ...
 
     def kill_remaining(self) -> None: ...
@@ -193,9 +195,19 @@ class LaunchedBase:
         """Add ``notices`` not already there."""
         self.notices.extend(n for n in notices if n not in self.notices)
 
+    def _poll(self) -> int | None:
+        """The status when the root has exited and it can be had without waiting; else None."""
+        return None
+
     def reap(self) -> int:
         if self._status is None:
             self._status = self._wait()
+        return self._status
+
+    def reaped(self) -> int | None:
+        """``reap``'s answer when it needs no waiting (the root's exit was seen); else None."""
+        if self._status is None:
+            self._status = self._poll()
         return self._status
 
     def terminate(self, sig: int) -> None:

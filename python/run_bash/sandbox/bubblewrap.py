@@ -239,6 +239,9 @@ class BwrapLaunched(LaunchedBase):
     def _wait(self) -> int:
         return self.proc.wait()
 
+    def _poll(self) -> int | None:
+        return self.proc.poll()
+
 
 class Bubblewrap:
     """Namespaces and bind mounts through bubblewrap."""

@@ -283,6 +283,11 @@ class Keeper:
 
     # -- after a run -----------------------------------------------------------------------------
 
+    def guards(self, sid: str) -> bool:
+        """Whether run ``sid`` has a scope to check when it ends (``finish`` has work to do)."""
+        with self._lock:
+            return sid in self._scopes
+
     def finish(self, sid: str, output: str = "", exit_code: int | None = None) -> list[str]:
         """The post-run check of a run whose processes are all gone; its notices. ``output`` (the
         end of what the run printed) and ``exit_code`` tell whether a failure came from a PATH

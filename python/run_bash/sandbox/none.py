@@ -22,6 +22,9 @@ class PopenLaunched(LaunchedBase):
     def _wait(self) -> int:
         return self.proc.wait()
 
+    def _poll(self) -> int | None:
+        return self.proc.poll()
+
 
 class NoSandbox:
     """No confinement: the command sees the filesystem and network as the user does."""

@@ -413,7 +413,10 @@ class SessionManager:
 
     async def _finish(self, s: Session) -> None:
         assert s.launched is not None and s.tracker is not None
-        status = await self.loop.run_in_executor(None, s.launched.reap)
+        # The root's exit was seen: a backend that has its status at hand answers at once.
+        status = s.launched.reaped()
+        if status is None:
+            status = await self.loop.run_in_executor(None, s.launched.reap)
         s.mark("reaped")
         s.ended_mono = time.monotonic()
         if status is not None and status < 0:
@@ -431,8 +434,11 @@ class SessionManager:
         s.mark("swept")
         if n and not s.killed and not s.timed_out:
             s.leftovers = n
+        if s.pipe_r >= 0 and not s.pipe_eof.is_set():
+            self.streams.on_readable(s)  # what is in the pipe, and its end when it came
         try:
-            await asyncio.wait_for(s.pipe_eof.wait(), DRAIN_GRACE_S)
+            if not s.pipe_eof.is_set():
+                await asyncio.wait_for(s.pipe_eof.wait(), DRAIN_GRACE_S)
         except asyncio.TimeoutError:
             if s.pipe_r >= 0:
                 self.streams.on_readable(s)
@@ -456,7 +462,12 @@ class SessionManager:
         closing = self.loop.run_in_executor(None, self._let_go, launched, s.tmpdir)
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
-        kept = await self.loop.run_in_executor(None, self.keeper.finish, s.id, text, s.exit_code)
+        if self.keeper.guards(s.id):
+            kept = await self.loop.run_in_executor(
+                None, self.keeper.finish, s.id, text, s.exit_code
+            )
+        else:
+            kept = []
         s.mark("checked")
         if s.timed_out:
             s.status = "timed_out"
