@@ -177,3 +177,49 @@ def test_the_next_sandbox_is_made_beside_a_long_run(sbx, world):
         assert took and r.output.strip() == "beside"
     finally:
         sbx.kill(s)
+
+
+def _made_beside(sbx: Runner, world, change: str):
+    """Start a run that waits for ``go``, then runs ``change``; return it once the next
+    command's sandbox was made beside it (before the change)."""
+    sbx.run("true")
+    assert settled(sbx) == 1
+    go = world.project / "go"
+    s = sbx.start(f"while [ ! -e go ]; do sleep 0.02; done; {change}; echo changed", timeout=60)
+
+    async def made() -> bool:
+        return await until(lambda: bool(sbx.mgr.spares.ready()) and s.running, 30)
+
+    assert sbx.loop.run_until_complete(made())
+    assert settled(sbx) == 1
+    go.write_text("")
+    r = sbx.wait(s)
+    assert "changed" in r.output, r.output
+    go.unlink()
+    return r
+
+
+def test_a_sandbox_made_beside_a_run_is_taken_when_that_run_changed_nothing_it_holds(sbx, world):
+    """The control of the next test: a sandbox made while a run goes serves the next run."""
+    _made_beside(sbx, world, "echo plain > notes.txt")
+    before = sbx.mgr.spares.discarded
+    r, took = run_marked(sbx, "cat notes.txt")
+    assert took and r.output.strip() == "plain", r.output
+    assert sbx.mgr.spares.discarded == before
+
+
+def test_a_sandbox_made_beside_a_run_is_thrown_away_when_that_run_made_a_repository(sbx, world):
+    """The run going when the next sandbox was made creates a repository: the next run's policy
+    (computed when it claims) protects the new repository's config, so the sandbox made before
+    is thrown away, and the next run cannot write that config."""
+    _made_beside(sbx, world, "git init -q sub")
+    config = world.project / "sub/.git/config"
+    assert config.is_file()
+    text = config.read_text()
+    before = sbx.mgr.spares.discarded
+    s = sbx.start("echo '[core]fsmonitor = evil' >> sub/.git/config; echo end")
+    r = sbx.wait(s)
+    assert "took_spare" not in s.marks
+    assert sbx.mgr.spares.discarded == before + 1
+    assert "end" in r.output
+    assert config.read_text() == text
