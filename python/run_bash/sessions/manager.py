@@ -455,11 +455,13 @@ class SessionManager:
         s.mark("drained")
         launched = s.launched
         # Nothing of the run may outlive this point: what is left in its cgroup is killed now,
-        # before the post-run check; letting go of what it held (its cgroup once empty, its
-        # supervisor's exit, its network namespace, its temp dir: removing may take long) runs
-        # on a worker beside the check and the change set, which never read any of it.
+        # before the post-run check. Letting go of what it held runs on workers beside that
+        # check (which never reads any of it): its temp dir (the run filled it: removing may
+        # take long), gone before the change set is taken; its cgroup once empty, its
+        # supervisor's exit and its network namespace, beside the change set too.
         launched.kill_remaining()
-        closing = self.loop.run_in_executor(None, self._let_go, launched, s.tmpdir)
+        removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
+        closing = self.loop.run_in_executor(None, self._close, launched)
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         if self.keeper.guards(s.id):
@@ -476,6 +478,7 @@ class SessionManager:
         else:
             s.status = "exited"
         self._reap_strays()
+        await removing
         # Post-run checks that put project files back (the guard's restore of protected files)
         # belong above this line: the change set must show the project as the run left it.
         if self.changes is not None:
@@ -510,11 +513,10 @@ class SessionManager:
             self.spares.want(s.cwd, s.backend)
 
     @staticmethod
-    def _let_go(launched: Launched, tmpdir: str) -> None:
-        """Let go of what an ended run held (a worker thread; never raises)."""
+    def _close(launched: Launched) -> None:
+        """Let go of what an ended run's backend held (a worker thread; never raises)."""
         with contextlib.suppress(Exception):
             launched.close()
-        shutil.rmtree(tmpdir, ignore_errors=True)
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
