@@ -15,11 +15,14 @@ time the product's own path:
 * guard: its trusted states and watches (``guard.py``);
 * spawn: the run's files and the backend's start until it has a pid;
 * exec: until the command's root exits (the backend's set-up that is left, bash, ``true``);
-* exit: from the exit until the result (reap, sweep, the post-run check, the change set);
+* exit: from the exit until the result (reap, sweep, the post-run check, the change set, and
+  the backend's clean-up beside them);
 * result to Lua: until Lua's callback has the result.
 
 ``first byte`` (of ``echo``'s output, one run per project) is printed beside them. With a
-prepared sandbox (``sandbox.prepare``), ``spare`` says how many runs took one. ``run()`` returns
+prepared sandbox (``sandbox.prepare``), the note says how many runs took one, and how many had
+the next one made beside them as soon as they started (``spares.core_free``: a core was free;
+on a loaded machine it is made later, and runs back to back wait for it). ``run()`` returns
 rows for ``bench/run.py``; run this file directly to print them.
 """
 
@@ -132,7 +135,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
         nvim.exec_lua(LUA_PAIR, spec)
     bash: list[float] = []
     stages: list[dict[str, float]] = []
-    spares = 0
+    spares = beside = 0
     for _ in range(RUNS):
         if gap:
             time.sleep(gap)
@@ -141,6 +144,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
         bash.append(bash_ms)
         marks = result.get("timing") or {}
         spares += "took_spare" in marks
+        beside += "beside" in marks
         stages.append(breakdown(t0, t_cb, marks))
     echo = {**spec, "cmd": "echo x"}
     _b, t0, _t, result = nvim.exec_lua(LUA_PAIR, echo)
@@ -152,6 +156,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
         "stages": med,
         "first_byte": first,
         "spares": spares,
+        "beside": beside,
         "backend": backend,
     }
 
@@ -162,6 +167,8 @@ def rows_of(label: str, m: dict[str, Any]) -> list[Row]:
     parts = ", ".join(f"{k} {st[k]:.2f}" for k in (*ORDER, "result to Lua") if st[k] >= 0.005)
     first = f"; first byte of `echo x` {m['first_byte']:.1f} ms" if m["first_byte"] else ""
     spare = f"; {m['spares']}/{RUNS} runs took a prepared sandbox" if m["spares"] else ""
+    if m["spares"]:
+        spare += f", {m['beside']}/{RUNS} had the next one made beside them at once"
     goal = ""
     if m["backend"] == "none":
         goal = "<= 1.3x bash"

@@ -379,6 +379,7 @@ class SessionManager:
             # running after a moment (a build, a server), and a short one's after it ends, so
             # that making it never takes a core from the command itself.
             if core_free():
+                s.mark("beside")
                 self.loop.call_soon(self._prepare_beside, s)
             else:
                 s.timers.append(self.loop.call_later(PREPARE_BESIDE_S, self._prepare_beside, s))
