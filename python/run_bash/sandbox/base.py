@@ -133,6 +133,8 @@ class Launched(Protocol):
 
     def kill_remaining(self) -> None: ...
 
+    def ended(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -226,6 +228,12 @@ class LaunchedBase:
             for pid in self.cgroup.pids():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+
+    def ended(self) -> None:
+        """Add to ``notices`` what the run's result says about how it ended (processes the
+        kernel killed for memory), before what it held goes (``close``, which adds them too)."""
+        if self.cgroup is not None:
+            self.note(self.cgroup.notices())
 
     def close(self) -> None:
         if self._closed:

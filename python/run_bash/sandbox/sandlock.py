@@ -131,6 +131,11 @@ class SandlockLaunched(LaunchedBase):
             select.select([self.run.pidfd], [], [])
         return self.run.wait(STATUS_TIMEOUT_S)
 
+    def ended(self) -> None:
+        super().ended()
+        if self.run.temp_full and self.temp:
+            self.note([full_notice(self.temp)])
+
     def close(self) -> None:
         if self._closed:
             return

@@ -462,7 +462,7 @@ class SessionManager:
         # supervisor's exit and its network namespace, beside the change set too.
         launched.kill_remaining()
         removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
-        closing = self.loop.run_in_executor(None, self._close, launched)
+        closing = asyncio.ensure_future(self.loop.run_in_executor(None, self._close, launched))
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         if self.keeper.guards(s.id):
@@ -485,8 +485,9 @@ class SessionManager:
         if self.changes is not None:
             await self.changes.finish(s)
             s.mark("changes")
-        await closing
-        s.mark("closed")
+        # The result says how the run ended; what it held is let go by the time it is done
+        # (``done``: ``kill`` and the host's end wait for that).
+        launched.ended()
         for notice in [*launched.notices, *kept]:
             if notice not in s.notices:
                 s.notices.append(notice)
@@ -508,6 +509,8 @@ class SessionManager:
         self._send_result(s)
         if was_sent:
             self.on_event("exited", self._ended(s))
+        await closing
+        s.mark("closed")
         s.done.set()
         self.prune()
         if s.backend.isolates and not self.closing:
