@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from run_bash import startup
 from run_bash.audit import RUN_FIELDS, AuditLog
 from run_bash.backends import named_at_start
 from run_bash.boundary import arity, choice, flag, options, text
@@ -132,6 +133,7 @@ class Service:
         self._undo_ids: set[str] = set()  # ids given to undos (they are runs, not sessions)
         self.audit = AuditLog(None, 0)
         self._configure_audit()
+        startup.mark("service")  # run_bash's modules imported, this object made
 
     def _configure_audit(self) -> None:
         cfg = self.config.audit
@@ -247,6 +249,8 @@ class Service:
         if not gc.isenabled():  # the host started with collection off (``boot.py``)
             gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
             gc.enable()
+        startup.mark("ready")
+        log.info("start-up (ms from jobstart): %s", startup.report())
         self.emit("ready", {})
 
     def preload(self) -> None:

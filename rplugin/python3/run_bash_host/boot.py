@@ -40,7 +40,10 @@ sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
 # variable, so it already did.)
 sys.dont_write_bytecode = False
 
-from run_bash.backends import named_at_start  # noqa: E402  (needs the sys.path above)
+from run_bash import startup  # noqa: E402  (needs the sys.path above)
+
+startup.mark("interpreter")
+from run_bash.backends import named_at_start  # noqa: E402
 from run_bash.keeper import become_worker, keep  # noqa: E402
 from run_bash.sandbox import proc  # noqa: E402
 
@@ -109,6 +112,7 @@ def host(dirs: list[str]) -> None:
         start_launcher()
     else:  # the options name no sandbox: a second Python for nothing
         logging.getLogger("run_bash").info("sandbox launcher: not started with the host")
+    startup.mark("fork")
     try:
         import pynvim
     except Exception as err:
@@ -121,6 +125,7 @@ def host(dirs: list[str]) -> None:
     try:
         # start_host loads the plugins named on argv: exactly our package directory.
         sys.argv = ["run_bash_host", HERE]
+        startup.mark("pynvim")
         pynvim.start_host()
     except (EOFError, KeyboardInterrupt):
         pass  # the channel closed: Neovim exited or stopped the job
