@@ -676,7 +676,7 @@ class Run:
         self.pid = pid
         self.pidfd = pidfd
         self._status: int | None = None
-        self._reported = False  # the status came, the run process may still be exiting
+        self.reported = False  # the status came; the run process exits right after (settle)
         # Whether the run's temp space was full when its command ended.
         self.temp_full = False
         # The run's memory cgroups (directory -> cgroup version), made by the launcher.
@@ -698,23 +698,11 @@ class Run:
             if isinstance(value, int) and not isinstance(value, bool):
                 status = value
             self.temp_full = bool(msg and msg.get("temp_full") is True)
-            self._reported = msg is not None
+            self.reported = msg is not None
         except (OSError, ValueError):
             pass
         self._status = status
         return status
-
-    def settle(self) -> None:
-        """Wait (at most ``EXIT_WAIT_S``) for the run process to exit after it reported the
-        status: its end of the channel closes then, and its cgroup can go at once (cgroups.py).
-        Not part of ``wait``: the status is the run's result, and this is only its clean-up."""
-        if not self._reported:
-            return
-        self._reported = False
-        with contextlib.suppress(OSError):
-            self.chan.settimeout(EXIT_WAIT_S)
-            while self.chan.recv(4096):
-                pass
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -63,7 +63,7 @@ from run_bash.paths import is_under
 from run_bash.sandbox import loopback
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
 from run_bash.sandbox.cgroups import RunCgroup
-from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
+from run_bash.sandbox.launcher import EXIT_WAIT_S, STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
@@ -136,10 +136,22 @@ class SandlockLaunched(LaunchedBase):
         if self.run.temp_full and self.temp:
             self.note([full_notice(self.temp)])
 
+    def settle(self) -> None:
+        """Wait (at most ``EXIT_WAIT_S``) for the run process to exit after it reported the
+        status: its end of the channel closes then, and its cgroup can go at once (cgroups.py).
+        Part of ``close``, not of ``reap``: the status is the run's result, this its clean-up."""
+        if not self.run.reported:
+            return
+        self.run.reported = False
+        with contextlib.suppress(OSError):
+            self.run.chan.settimeout(EXIT_WAIT_S)
+            while self.run.chan.recv(4096):
+                pass
+
     def close(self) -> None:
         if self._closed:
             return
-        self.run.settle()
+        self.settle()
         super().close()
         self.run.close()
         if self.run.temp_full and self.temp:

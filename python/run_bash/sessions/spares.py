@@ -53,21 +53,26 @@ PIPE_SIZE = 1024 * 1024
 F_SETPIPE_SZ = 1031
 
 
+def room_beside(cpus: int, runnable: int) -> bool:
+    """The rule of ``core_free``: at least two CPUs, and no more runnable threads than CPUs."""
+    return cpus >= 2 and runnable <= cpus
+
+
 def core_free() -> bool:
     """Whether a spare can be made beside a command that has just started without taking that
-    command's core: this process may use at least two CPUs, and the kernel's count of runnable
-    threads right now (``/proc/loadavg``: this thread and the command included) is no more than
-    that. False when it cannot be read."""
+    command's core (``room_beside``): the CPUs this process may use, and the kernel's count of
+    runnable threads right now (``/proc/loadavg``: this thread and the command included). False
+    when it cannot be read."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except OSError:
-        cores = os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
     try:
         with open("/proc/loadavg", "rb") as f:
-            running = int(f.read().split()[3].split(b"/")[0])
+            runnable = int(f.read().split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
         return False
-    return cores >= 2 and running <= cores
+    return room_beside(cpus, runnable)
 
 
 def spare_memory(spare: Spare) -> int:

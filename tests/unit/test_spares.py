@@ -1,0 +1,35 @@
+"""When the next command's sandbox is made beside a run that has just started
+(``sessions/spares.py``: ``core_free``, read from the kernel's own counts)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from run_bash.sessions.spares import room_beside
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PROBE = """
+import os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+from run_bash.sessions.spares import core_free
+os.sched_setaffinity(0, {int(sys.argv[2])})
+print(core_free())
+"""
+
+
+def test_a_core_is_free_beside_the_command_only_with_two_cpus_and_few_runnable_threads():
+    assert room_beside(2, 1) and room_beside(2, 2) and room_beside(8, 5)
+    assert not room_beside(2, 3)  # a busy machine: made after the command, or once it ran a while
+    assert not room_beside(1, 1)  # one CPU: it would take the command's core
+
+
+def test_a_process_on_one_cpu_reads_no_core_free():
+    """``core_free`` counts the CPUs this process may use (its affinity), not the machine's."""
+    cpu = min(os.sched_getaffinity(0))
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, ROOT, str(cpu)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
