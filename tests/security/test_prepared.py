@@ -223,3 +223,21 @@ def test_a_sandbox_made_beside_a_run_is_thrown_away_when_that_run_made_a_reposit
     assert sbx.mgr.spares.discarded == before + 1
     assert "end" in r.output
     assert config.read_text() == text
+
+
+def test_commands_back_to_back_each_take_a_prepared_sandbox(sbx, world):
+    """Each next command is sent as soon as the previous one's result came (its clean-up may
+    still be going on): the next sandbox is already asked for by then, and each run takes one."""
+    sbx.run("true")
+    assert settled(sbx) == 1
+    sessions = []
+    for i in range(5):
+        s = sbx.start(f"echo {i}")
+        r = sbx.first_result(s)
+        assert r.output.strip() == str(i), r.output
+        # The moment the result is there, the next command's sandbox is ready or being made.
+        assert sbx.mgr.spares.ready() or sbx.mgr.spares._pending
+        sessions.append(s)
+    assert all("took_spare" in s.marks for s in sessions), [sorted(s.marks) for s in sessions]
+    for s in sessions:
+        sbx.wait(s)

@@ -505,6 +505,10 @@ class SessionManager:
             s.leftovers,
         )
         self.forwarding.update()  # its forwards go with it
+        if s.backend.isolates and not self.closing:
+            # Asked for before the result goes: the next command may come at once, and then
+            # finds the sandbox made for it (or on its way), not the usual start.
+            self.spares.want(s.cwd, s.backend)
         was_sent = s.result_sent
         self._send_result(s)
         if was_sent:
@@ -513,8 +517,6 @@ class SessionManager:
         s.mark("closed")
         s.done.set()
         self.prune()
-        if s.backend.isolates and not self.closing:
-            self.spares.want(s.cwd, s.backend)
 
     @staticmethod
     def _close(launched: Launched) -> None:
