@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from run_bash.sessions.spares import room_beside
+from run_bash.sessions.spares import CPU_PRESSURE_FREE, calm, room_beside
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -26,6 +26,12 @@ def test_a_core_is_free_beside_the_command_only_with_two_cpus_and_few_runnable_t
     assert not room_beside(1, 1)  # one CPU: it would take the command's core
 
 
+def test_a_core_is_free_beside_the_command_only_with_two_cpus_and_little_cpu_pressure():
+    assert calm(2, 0.0) and calm(4, CPU_PRESSURE_FREE - 0.5)
+    assert not calm(2, CPU_PRESSURE_FREE)  # threads waited for a CPU: made later
+    assert not calm(1, 0.0)
+
+
 def test_a_process_on_one_cpu_reads_no_core_free():
     """``core_free`` counts the CPUs this process may use (its affinity), not the machine's."""
     cpu = min(os.sched_getaffinity(0))
@@ -33,3 +39,25 @@ def test_a_process_on_one_cpu_reads_no_core_free():
         [sys.executable, "-c", PROBE, ROOT, str(cpu)], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_only_a_run_that_came_back_to_back_has_the_next_sandbox_made_beside_it(tmp_path):
+    import time
+
+    from run_bash.config import parse_config
+    from run_bash.sessions.spares import BURST_S, Spares
+    from run_bash.sessions.tempspace import TempSpace
+
+    def no_policy(cwd: str):
+        raise AssertionError("no sandbox is made here")
+
+    spares = Spares(lambda: parse_config({}), {}, TempSpace({}, str(tmp_path)), no_policy)
+    try:
+        now = time.monotonic()
+        assert not spares.in_burst("/p", now)  # the first run of a directory
+        spares.ended("/p")
+        assert spares.in_burst("/p", time.monotonic())  # the next one came at once
+        assert not spares.in_burst("/q", time.monotonic())  # another directory's first
+        assert not spares.in_burst("/p", time.monotonic() + BURST_S + 1)  # after an agent's turn
+    finally:
+        spares.close()

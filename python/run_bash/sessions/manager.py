@@ -378,7 +378,7 @@ class SessionManager:
             # (the next command may come as soon as this one ends); else beside a command still
             # running after a moment (a build, a server), and a short one's after it ends, so
             # that making it never takes a core from the command itself.
-            if core_free():
+            if self.spares.in_burst(s.cwd, s.started_mono) and core_free():
                 s.mark("beside")
                 self.loop.call_soon(self._prepare_beside, s)
             else:
@@ -505,6 +505,7 @@ class SessionManager:
             s.leftovers,
         )
         self.forwarding.update()  # its forwards go with it
+        self.spares.ended(s.cwd)
         if s.backend.isolates and not self.closing:
             # Asked for before the result goes: the next command may come at once, and then
             # finds the sandbox made for it (or on its way), not the usual start.

@@ -1,8 +1,9 @@
 """Prepared sandboxes of one host (``sandbox/spare.py``): at most one per project, made before the
 project's next run needs it.
 
-When one is made (``want``): as soon as a run has started, when the machine has a core free
-beside the command (``core_free``: at least two CPUs, and no more runnable threads than CPUs),
+When one is made (``want``): as soon as a run has started, when it came back to back with the
+run before it (``in_burst``) and the machine has a core free beside the command (``core_free``:
+at least two CPUs, and little CPU pressure lately),
 so that the next command, however soon it comes, finds its sandbox ready; else beside a run
 still going after ``PREPARE_BESIDE_S`` (a build, a server; a short run's is then made after it,
 so making it never takes the command's core); when a run ends and its project has none; and
@@ -53,20 +54,41 @@ PIPE_SIZE = 1024 * 1024
 F_SETPIPE_SZ = 1031
 
 
+# A run that starts within this long after the previous run in its directory ended is part of a
+# burst (commands back to back): the next sandbox is then made beside it at once (``in_burst``).
+BURST_S = 0.05
+# The CPU pressure (``/proc/pressure/cpu``, "some avg10": the share of the last 10 s in which some
+# thread waited for a CPU, in %) below which a core counts as free beside a command.
+CPU_PRESSURE_FREE = 10.0
+
+
 def room_beside(cpus: int, runnable: int) -> bool:
-    """The rule of ``core_free``: at least two CPUs, and no more runnable threads than CPUs."""
+    """``core_free``'s rule where the kernel keeps no CPU pressure: at least two CPUs, and no more
+    runnable threads right now than CPUs."""
     return cpus >= 2 and runnable <= cpus
+
+
+def calm(cpus: int, pressure: float) -> bool:
+    """``core_free``'s rule: at least two CPUs, and threads seldom waited for one lately."""
+    return cpus >= 2 and pressure < CPU_PRESSURE_FREE
 
 
 def core_free() -> bool:
     """Whether a spare can be made beside a command that has just started without taking that
-    command's core (``room_beside``): the CPUs this process may use, and the kernel's count of
-    runnable threads right now (``/proc/loadavg``: this thread and the command included). False
-    when it cannot be read."""
+    command's core, in the kernel's own counts: the CPUs this process may use, and the CPU
+    pressure of the last 10 s (``calm``; it counts the spares made beside commands too, so a
+    machine they crowd stops getting them), else the runnable threads right now
+    (``/proc/loadavg``, ``room_beside``). False when neither can be read."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except OSError:
         cpus = os.cpu_count() or 1
+    try:
+        with open("/proc/pressure/cpu", "rb") as f:
+            some = f.readline().split()
+        return calm(cpus, float(dict(kv.split(b"=", 1) for kv in some[1:])[b"avg10"]))
+    except (OSError, ValueError, IndexError, KeyError):
+        pass
     try:
         with open("/proc/loadavg", "rb") as f:
             runnable = int(f.read().split()[3].split(b"/")[0])
@@ -120,6 +142,7 @@ class Spares:
             max_workers=2, thread_name_prefix="run_bash-spare"
         )
         self._closed = False
+        self._ended: dict[str, float] = {}  # cwd -> when its last run ended (``in_burst``)
         # What health says: the last preparation's failure, and how many runs took a spare.
         self.error = ""
         self.taken = 0
@@ -176,6 +199,21 @@ class Spares:
             return list(self._ready.values())
 
     # -- making ----------------------------------------------------------------------------------
+
+    def ended(self, cwd: str) -> None:
+        """A run in ``cwd`` ended now."""
+        if len(self._ended) > 256:
+            self._ended.clear()
+        self._ended[cwd] = time.monotonic()
+
+    def in_burst(self, cwd: str, started: float) -> bool:
+        """Whether a run in ``cwd`` that started at ``started`` came within ``BURST_S`` of the end
+        of the run before it there (commands back to back): the next one may come as soon, and
+        its sandbox is made beside this run at once. An agent's command after a turn of its own
+        comes later: the sandbox made after the run is then ready in time, and making it never
+        takes a core from the run's own end."""
+        last = self._ended.get(cwd)
+        return last is not None and started - last <= BURST_S
 
     def want(self, cwd: str, backend: Backend) -> None:
         """Prepare the sandbox of the next run in ``cwd`` unless one is ready or on its way.
