@@ -11,6 +11,9 @@ result callback. Rows, for ``none`` and every confining backend that works here:
   host starts in the background and the run waits in Lua's queue until it is up;
 * **no setup**: the run is the first use of run_bash (it starts the host);
 * **host up**: ``setup()`` started the host and it answered; from the run request to its result;
+* **the host's start-up**: where the "at once" hosts' time went, from the host's own log
+  (``run_bash/startup.py``: interpreter and boot imports, fork, pynvim imported, run_bash imported
+  and the service made, ready after the preload), medians in ms from ``jobstart``;
 * the editor's longest main-loop stall from ``setup()`` to the first result (the queue never waits).
 
 Baselines: ``nvim --headless +qa`` and a fresh Neovim's ``vim.system({"bash", "-c", "true"}):wait()``,
@@ -150,6 +153,20 @@ class Cold:
         start = int(t_req) if mode == "host_up" else t0
         return (int(t_result) - start) / 1e6, float(stall)
 
+    def startup_marks(self) -> dict[str, float]:
+        """The median of each start-up mark (``run_bash/startup.py``) over the hosts logged since
+        the last call, in ms from ``jobstart``; the log is emptied."""
+        log = self.root / "state" / "nvim" / "run_bash.log"
+        per: dict[str, list[float]] = {}
+        with contextlib.suppress(FileNotFoundError):
+            for line in log.read_text().splitlines():
+                _, found, marks = line.partition("start-up (ms from jobstart): ")
+                for part in marks.split(", ") if found else ():
+                    name, _, ms = part.rpartition(" +")
+                    per.setdefault(name, []).append(float(ms))
+            log.unlink()
+        return {name: statistics.median(v) for name, v in per.items()}
+
     def bare(self) -> float:
         """``nvim --headless +qa``: the whole process, in ms."""
         t0 = time.monotonic_ns()
@@ -206,6 +223,7 @@ def run(n: int = 8) -> list[Row]:
         )
         for backend in backends():
             cold.first_run("at_once", backend)  # the host's bytecode, the kernel's caches
+            cold.startup_marks()  # (not counted)
             at_once = [cold.first_run("at_once", backend) for _ in range(n)]
             times = [t for t, _ in at_once]
             rows.append(
@@ -217,6 +235,18 @@ def run(n: int = 8) -> list[Row]:
                     "note": _stats(times) + "; fresh Neovim's start to the first result",
                 }
             )
+            marks = cold.startup_marks()
+            if marks:
+                rows.append(
+                    {
+                        "name": f"cold start ({backend}): the host's start-up",
+                        "value": marks.get("ready", 0.0),
+                        "unit": "ms",
+                        "goal": "",
+                        "note": "medians, ms from jobstart: "
+                        + ", ".join(f"{k} {v:.0f}" for k, v in marks.items()),
+                    }
+                )
             stalls = [s for _, s in at_once]
             rows.append(
                 {

@@ -168,7 +168,8 @@ function M.start()
     RUN_BASH_LOG = M.log_path(),
     RUN_BASH_AUDIT = require("run_bash.audit_log").path(),
     RUN_BASH_UNDO = require("run_bash.undo").path(),
-    RUN_BASH_NO_EARLY_LAUNCHER = require("run_bash.options").names_no_sandbox() and "1" or nil,
+    RUN_BASH_BACKEND = require("run_bash.options").named_backend(),
+    RUN_BASH_STARTED_NS = tostring(vim.uv.hrtime()), -- start-up's marks count from here
   }
   local ok, job = pcall(vim.fn.jobstart, { python, boot }, {
     rpc = true,

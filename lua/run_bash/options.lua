@@ -104,14 +104,17 @@ function M.setup_done()
   return H.setup_done
 end
 
---- Whether the options name no sandbox (`sandbox.backend = "none"` or `false`): the host then
---- skips starting the sandbox launcher with itself. Only a hint for start-up; the host's own reading
---- of the options decides everything else, and a launcher is started when a run needs one.
----@return boolean
-function M.names_no_sandbox()
+--- The backend the options name (`sandbox.backend`; `false` is "none"), or nil: only a hint for
+--- the host's start-up (it skips the sandbox launcher and the backend check before `ready` when it
+--- is "none"). The host's own reading of the options decides everything else.
+---@return string|nil
+function M.named_backend()
   local cand = H.pending or H.good
   local backend = cand and vim.tbl_get(cand.data or {}, "sandbox", "backend")
-  return backend == "none" or backend == false
+  if backend == false then
+    return "none"
+  end
+  return type(backend) == "string" and backend or nil
 end
 
 --- The host exited: the next one is sent the options again.

@@ -5,9 +5,19 @@ sandbox package (which imports the backends) both read it, and neither needs the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["AUTO", "BACKENDS", "BACKEND_NAMES", "CONFINING_BACKENDS", "REGISTRY", "BackendEntry"]
+__all__ = [
+    "AUTO",
+    "BACKENDS",
+    "BACKEND_NAMES",
+    "CONFINING_BACKENDS",
+    "NAMED_BACKEND_ENV",
+    "REGISTRY",
+    "BackendEntry",
+    "named_at_start",
+]
 
 
 @dataclass(frozen=True)
@@ -32,3 +42,14 @@ BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
 CONFINING_BACKENDS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.isolates)
 # `sandbox.backend = "auto"`: the first confining backend above that is available here, else none.
 AUTO = "auto"
+
+# The backend the user's options name, as Lua saw them when it started the host (``host.lua``).
+NAMED_BACKEND_ENV = "RUN_BASH_BACKEND"
+
+
+def named_at_start(environ: Mapping[str, str]) -> str | None:
+    """The backend the options named when the host was started (``RUN_BASH_BACKEND``), or None.
+    Only a hint for start-up work done before the options arrive (which launcher to start, which
+    backend to check before ``ready``); the options themselves decide every run."""
+    name = environ.get(NAMED_BACKEND_ENV)
+    return name if name in BACKENDS or name == AUTO else None

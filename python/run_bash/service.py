@@ -16,6 +16,7 @@ is answered by a ``reply`` event carrying the caller's token, from a worker thre
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -23,7 +24,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from run_bash import startup
 from run_bash.audit import RUN_FIELDS, AuditLog
+from run_bash.backends import named_at_start
 from run_bash.boundary import arity, choice, flag, options, text
 from run_bash.config import (
     DEFAULT_WAIT_S,
@@ -130,6 +133,7 @@ class Service:
         self._undo_ids: set[str] = set()  # ids given to undos (they are runs, not sessions)
         self.audit = AuditLog(None, 0)
         self._configure_audit()
+        startup.mark("service")  # run_bash's modules imported, this object made
 
     def _configure_audit(self) -> None:
         cfg = self.config.audit
@@ -242,6 +246,11 @@ class Service:
         What every run needs is loaded first (``preload``): nobody waits for a host that is
         starting, and the first command then finds it done."""
         self.preload()
+        if not gc.isenabled():  # the host started with collection off (``boot.py``)
+            gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
+            gc.enable()
+        startup.mark("ready")
+        log.info("start-up (ms from jobstart): %s", startup.report())
         self.emit("ready", {})
 
     def preload(self) -> None:
@@ -260,6 +269,8 @@ class Service:
         importlib.import_module("run_bash.checker")
         if self.recorder.recording:
             importlib.import_module("run_bash.changes")
+        if named_at_start(self.environ) == "none":
+            return  # the options name no sandbox: checking one would start the launcher for nothing
         try:
             self.mgr.choice()
         except Exception:  # asked again, and reported, at setup and at the first run

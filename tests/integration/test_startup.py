@@ -251,3 +251,14 @@ def test_the_launcher_starts_with_the_host_only_when_the_options_may_sandbox(edi
     started = "sandbox launcher: started with the host" in said
     skipped = "sandbox launcher: not started with the host" in said
     assert (started, skipped) == ((False, True) if backend == "none" else (True, False)), said
+    # Nor did anything else start it before the first run: the backend check before `ready` is
+    # skipped too (it would ask a launcher, started for it and closed again at setup).
+    r = editor.lua(
+        "return require('run_bash').request('run', { cmd = 'echo ran', unsandboxed_ok = true })"
+    )
+    sessions = "return require('run_bash').request('sessions')"
+    wait_for(lambda: editor.lua(sessions)[0]["status"] == "exited", timeout=30)
+    with log.open("rb") as f:
+        f.seek(before)
+        said = f.read().decode()
+    assert ("sandbox launcher: fork server" in said) == (backend != "none"), (r, said)

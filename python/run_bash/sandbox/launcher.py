@@ -46,6 +46,7 @@ import contextlib
 import ctypes
 import gc
 import json
+import logging
 import os
 import pickle
 import select
@@ -532,6 +533,7 @@ def serve(ctl_fd: int, host: int) -> None:
     # Objects that exist now are never collected: a run's child then copies fewer pages of
     # the fork server's memory (a collection would touch every object it tracks).
     gc.freeze()
+    gc.enable()  # off while the fork server started (``Launcher._spawn``)
     global _QUERIES
     queries, _QUERIES = socket.socketpair(
         socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
@@ -778,7 +780,8 @@ class Launcher:
         package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         path = [package, *(p for p in sys.path if p and p != package)]
         code = (
-            f"import sys; sys.path[:0] = {path!r}; "
+            # No garbage collection while it imports (``serve`` freezes what it loaded).
+            f"import gc; gc.disable(); import sys; sys.path[:0] = {path!r}; "
             "from run_bash.sandbox.launcher import serve; "
             f"serve({theirs.fileno()}, {os.getpid()})"
         )
@@ -798,6 +801,7 @@ class Launcher:
             raise SpawnError(f"cannot start the sandbox launcher: {e}") from e
         finally:
             theirs.close()
+        logging.getLogger("run_bash").info("sandbox launcher: fork server %d started", proc.pid)
         return proc, ours
 
     def _await(self, proc: subprocess.Popen[bytes], ours: socket.socket) -> None:
