@@ -203,7 +203,13 @@ def imported(log: Path) -> set[str]:
     return names
 
 
-def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(editor, tmp_path):
+@pytest.mark.parametrize("wanted", ["sandlock", "none"])
+def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(
+    editor, tmp_path, wanted
+):
+    """What runs need is loaded before the first one; what no run needs is not loaded; with
+    options that name no sandbox, neither is the sandlock SDK (the sandlock case is the control
+    where sandlock works here)."""
     from tests.integration.test_host import backend_available
 
     log = tmp_path / "imports.log"
@@ -212,7 +218,7 @@ def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(edi
     python.chmod(0o755)
     if not (ROOT / ".venv/bin/python").exists():
         pytest.skip("no .venv (run `make deps`)")
-    backend = "sandlock" if backend_available("sandlock") else "none"
+    backend = "sandlock" if wanted == "sandlock" and backend_available("sandlock") else "none"
     editor.nvim.vars["run_bash_python"] = str(python)
     editor.lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
     assert editor.lua("return require('run_bash').request('sessions')") == []
@@ -225,6 +231,7 @@ def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(edi
     assert "made.txt" in r["changes"]["summary"], r  # the run was recorded
     after_run = imported(log)
     assert not set(NOT_FOR_A_RUN) & after_run, sorted(set(NOT_FOR_A_RUN) & after_run)
+    assert ("sandlock" in after_run) == (backend == "sandlock"), backend
     # The control: the log does see modules loaded later, on use.
     assert editor.lua("return require('run_bash').request('health')")
     got = editor.lua("local d, e = require('run_bash').diff(...); return { d = d, e = e }", r["id"])

@@ -10,7 +10,7 @@ The project of a run (``project_of``) is the top level of its git work tree as g
 policy's host-read roots), else its working directory: runs in subdirectories of one repository
 share a loopback, runs in two repositories do not.
 
-A namespace is made by a child of the sandbox launcher's fork server (``launcher.make_netns``: a
+A namespace is made by a child of the sandbox launcher's fork server (``namespaces.make_netns``: a
 user namespace mapping the user's own ids, a network namespace in it, ``lo`` brought up), which
 sends descriptors of both namespaces and exits; this process keeps the namespace alive by holding
 them. Bubblewrap runs join with ``nsenter`` (``Loopback.paths()``), sandlock runs through the

@@ -63,7 +63,8 @@ from run_bash.paths import is_under
 from run_bash.sandbox import loopback
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
 from run_bash.sandbox.cgroups import RunCgroup
-from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, TEMP_DIRS, Run, launcher
+from run_bash.sandbox.launcher import STATUS_TIMEOUT_S, Run, launcher
+from run_bash.sandbox.namespaces import TEMP_DIRS
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group

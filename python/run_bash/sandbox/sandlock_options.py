@@ -12,7 +12,7 @@ from run_bash.config import SandlockConfig, parse_size
 from run_bash.paths import expand
 from run_bash.sandbox import loopback
 from run_bash.sandbox.base import RunSpec
-from run_bash.sandbox.launcher import TEMP_DIRS
+from run_bash.sandbox.namespaces import TEMP_DIRS
 from run_bash.sandbox.policy import Policy
 
 # -- extra_args of the sandlock CLI ---------------------------------------------------------------
