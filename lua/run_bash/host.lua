@@ -8,9 +8,10 @@
 --- Two ways to wait for it: `ensure_host()` blocks until it answers (for the synchronous API:
 --- `request`, `check`, CodeCompanion's approval); `when_ready(fn)` never blocks: `fn` runs after
 --- the host's `ready` event (a run asked for while the host starts is queued, not failed).
---- Once Neovim is exiting no host starts: `stop()` (VimLeavePre) already stopped the host, and a
---- request scheduled or deferred into the exit would start a whole new one only for Neovim to close
---- its channel (measured: it does not keep Neovim waiting, but costs a start and its processes).
+--- Once Neovim is exiting no host starts: `stop()` (VimLeavePre) already stopped the host, and
+--- Neovim signals its jobs once and then waits for every one to exit while callbacks (a job's
+--- on_exit, the deferred list of undoable runs) still run: a host started from one of them is
+--- never signalled and its channel never closed, so `:qa!` would wait for it for ever.
 local M = {}
 local H = {}
 

@@ -323,7 +323,7 @@ class SandboxConfig:
     limits: LimitsConfig = table(LimitsConfig)
     # Keep the sandbox of a project's next command ready (one per project, used only when it is
     # exactly the sandbox that command gets): a sandboxed command then starts in a few ms.
-    prepare: bool = option(False, boolean, "boolean")
+    prepare: bool = option(True, boolean, "boolean")
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,8 @@ vim.cmd('qa!')
 
 def test_nothing_starts_a_host_while_neovim_exits(tmp_path):
     """A request scheduled or deferred into Neovim's exit (after VimLeavePre stopped the host)
-    started a whole new host only for Neovim to close its channel; it is refused now."""
+    starts no host (one started while Neovim waits for its jobs keeps it waiting for ever:
+    ``test_exit.py``)."""
     if NVIM is None:
         pytest.skip("no Neovim")
     script = tmp_path / "init.lua"

@@ -21,7 +21,8 @@ from tests.security.test_hostread import git
 
 @pytest.fixture
 def sbx(sbx: Runner) -> Runner:
-    """The suite's runner with preparation on (``sandbox.prepare``; off by default)."""
+    """The suite's runner with preparation on (``sandbox.prepare``, the default), whatever the
+    suite's own configuration says."""
     return sbx.with_config(sandbox={"prepare": True})
 
 
