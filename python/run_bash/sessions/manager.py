@@ -506,12 +506,13 @@ class SessionManager:
         )
         self.forwarding.update()  # its forwards go with it
         self.spares.ended(s.cwd)
-        if s.backend.isolates and not self.closing:
-            # Asked for before the result goes: the next command may come at once, and then
-            # finds the sandbox made for it (or on its way), not the usual start.
-            self.spares.want(s.cwd, s.backend)
         was_sent = s.result_sent
         self._send_result(s)
+        if s.backend.isolates and not self.closing:
+            # Asked for as soon as the result is on its way (making it must not delay that),
+            # before the run's clean-up: the next command may come at once, and then finds the
+            # sandbox made for it (or on its way), not the usual start.
+            self.spares.want(s.cwd, s.backend)
         if was_sent:
             self.on_event("exited", self._ended(s))
         await closing
