@@ -58,8 +58,10 @@ F_SETPIPE_SZ = 1031
 # burst (commands back to back): the next sandbox is then made beside it at once (``in_burst``).
 BURST_S = 0.05
 # The CPU pressure (``/proc/pressure/cpu``, "some avg10": the share of the last 10 s in which some
-# thread waited for a CPU, in %) below which a core counts as free beside a command.
-CPU_PRESSURE_FREE = 10.0
+# thread waited for a CPU, in %) below which a core counts as free beside a command. Commands back
+# to back and the spares made beside them alone keep a 2-core machine at 10-13 %; a machine where
+# threads queue for the CPUs (a build with more jobs than cores) is far above.
+CPU_PRESSURE_FREE = 25.0
 
 
 def room_beside(cpus: int, runnable: int) -> bool:
