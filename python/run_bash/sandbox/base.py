@@ -38,8 +38,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import select
 import signal
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -108,6 +110,33 @@ class RunSpec:
     # A prepared sandbox (``spare.py``): it does not hold its project's network namespace in use
     # until a run takes it (``Loopbacks.hold``).
     prepared: bool = False
+
+
+# How long ``kill_and_wait`` waits for SIGKILLed processes to exit (one in uninterruptible sleep
+# finishes its system call first).
+KILL_WAIT_S = 2.0
+
+
+def kill_and_wait(pids: Iterable[int], timeout: float = KILL_WAIT_S) -> None:
+    """SIGKILL ``pids`` through pidfds (never a pid reused meanwhile) and wait until each has
+    exited: its pidfd is readable then, after any system call it was in has finished."""
+    fds = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue  # already gone
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        fds.append(fd)
+    deadline = time.monotonic() + timeout
+    try:
+        for fd in fds:
+            with contextlib.suppress(OSError, ValueError):
+                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 class Launched(Protocol):
@@ -222,12 +251,11 @@ class LaunchedBase:
 
     def kill_remaining(self) -> None:
         """SIGKILL whatever of an ended run is still in its cgroup (its processes were swept;
-        this catches one that left the tree): the runtime calls it before the post-run check,
-        then ``close`` on a worker."""
+        this catches one that left the tree) and wait until each has exited, so that no write of
+        theirs still in flight lands after the post-run check: the runtime calls it before that
+        check, then ``close`` on a worker."""
         if self.cgroup is not None:
-            for pid in self.cgroup.pids():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            kill_and_wait(self.cgroup.pids())
 
     def ended(self) -> None:
         """Add to ``notices`` what the run's result says about how it ended (processes the

@@ -1,0 +1,25 @@
+"""``kill_and_wait``: what is left of an ended run is SIGKILLed and has exited when it returns (the
+post-run check then reads nothing a run's in-flight write could still change)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from run_bash.sandbox.base import kill_and_wait
+
+
+def test_each_process_has_exited_when_it_returns():
+    procs = [subprocess.Popen(["sleep", "300"]) for _ in range(3)]
+    pids = [p.pid for p in procs]
+    # The control: they are alive (not yet reapable) before.
+    assert all(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in pids)
+    kill_and_wait(pids)
+    for p in procs:
+        got, status = os.waitpid(p.pid, os.WNOHANG)  # exited already: reaped without waiting
+        assert got == p.pid and os.WIFSIGNALED(status), (got, status)
+        p.returncode = -9
+
+
+def test_a_pid_that_is_gone_is_skipped():
+    kill_and_wait([2**22 + 1])  # beyond the kernel's largest pid: never a process
