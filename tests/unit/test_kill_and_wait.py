@@ -23,3 +23,9 @@ def test_each_process_has_exited_when_it_returns():
 
 def test_a_pid_that_is_gone_is_skipped():
     kill_and_wait([2**22 + 1])  # beyond the kernel's largest pid: never a process
+
+
+def test_a_backends_own_process_is_killed_too_but_not_waited_for():
+    p = subprocess.Popen(["sleep", "300"])
+    kill_and_wait([p.pid], unconfined=[p.pid])
+    assert p.wait(timeout=30) == -9

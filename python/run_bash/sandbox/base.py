@@ -117,9 +117,13 @@ class RunSpec:
 KILL_WAIT_S = 2.0
 
 
-def kill_and_wait(pids: Iterable[int], timeout: float = KILL_WAIT_S) -> None:
+def kill_and_wait(
+    pids: Iterable[int], timeout: float = KILL_WAIT_S, unconfined: Iterable[int] = ()
+) -> None:
     """SIGKILL ``pids`` through pidfds (never a pid reused meanwhile) and wait until each has
-    exited: its pidfd is readable then, after any system call it was in has finished."""
+    exited: its pidfd is readable then, after any system call it was in has finished. The
+    ``unconfined`` ones (a backend's own process) are killed but not waited for."""
+    skip = set(unconfined)
     fds = []
     for pid in pids:
         try:
@@ -128,6 +132,9 @@ def kill_and_wait(pids: Iterable[int], timeout: float = KILL_WAIT_S) -> None:
             continue  # already gone
         with contextlib.suppress(OSError):
             signal.pidfd_send_signal(fd, signal.SIGKILL)
+        if pid in skip:
+            os.close(fd)
+            continue
         fds.append(fd)
     deadline = time.monotonic() + timeout
     try:
@@ -255,7 +262,13 @@ class LaunchedBase:
         theirs still in flight lands after the post-run check: the runtime calls it before that
         check, then ``close`` on a worker."""
         if self.cgroup is not None:
-            kill_and_wait(self.cgroup.pids())
+            kill_and_wait(self.cgroup.pids(), unconfined=self.unconfined())
+
+    def unconfined(self) -> set[int]:
+        """The backend's own processes in the run's cgroup, outside the confinement (none here):
+        ``kill_remaining`` kills them with the rest but does not wait for their exit (the
+        backend's clean-up, ``close``, does)."""
+        return set()
 
     def ended(self) -> None:
         """Add to ``notices`` what the run's result says about how it ended (processes the

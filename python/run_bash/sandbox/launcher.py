@@ -222,7 +222,9 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        _send(chan, {"pid": proc.pid, "cgroups": cgroups, "marks": marks}, [pidfd])
+        # This process is sandlock's supervisor from here on (the confined root's parent).
+        msg = {"pid": proc.pid, "supervisor": os.getpid(), "cgroups": cgroups, "marks": marks}
+        _send(chan, msg, [pidfd])
         os.close(pidfd)
     except BaseException:  # the host gave up on this run: it must not go on unobserved
         with contextlib.suppress(BaseException):
@@ -482,6 +484,8 @@ class Run:
         self.pidfd = pidfd
         self._status: int | None = None
         self.reported = False  # the status came; the run process exits right after (settle)
+        # The run process (sandlock's supervisor, outside the confinement), 0 when unknown.
+        self.supervisor = 0
         # Whether the run's temp space was full when its command ended.
         self.temp_full = False
         # The run's memory cgroups (directory -> cgroup version), made by the launcher.
@@ -726,6 +730,9 @@ class Launcher:
             chan = socket.socket(fileno=lift(chan.detach()))
             fds[0] = lift(fds[0])
         run = Run(chan, pid, fds[0])
+        supervisor = msg.get("supervisor")
+        if isinstance(supervisor, int) and not isinstance(supervisor, bool):
+            run.supervisor = supervisor
         cgroups = msg.get("cgroups")
         if isinstance(cgroups, dict):
             run.cgroups = {str(d): int(v) for d, v in cgroups.items()}

@@ -111,6 +111,11 @@ class SandlockLaunched(LaunchedBase):
     def pidfd(self) -> int:
         return os.dup(self.run.pidfd)
 
+    def unconfined(self) -> set[int]:
+        """Sandlock's supervisor (the run process): it exits once the confined root is gone,
+        and ``settle`` waits for that."""
+        return {self.run.supervisor} if self.run.supervisor else set()
+
     def kill_all(self) -> None:
         """SIGKILL the whole run: its group, its tree and processes tagged with its session."""
         signal_group(self.pid, signal.SIGKILL)
