@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from run_bash import startup
 from run_bash.audit import RUN_FIELDS, AuditLog
-from run_bash.backends import named_at_start
+from run_bash.backends import BACKENDS, named_at_start
 from run_bash.boundary import arity, choice, flag, options, text
 from run_bash.config import (
     DEFAULT_WAIT_S,
@@ -269,10 +269,13 @@ class Service:
         importlib.import_module("run_bash.checker")
         if self.recorder.recording:
             importlib.import_module("run_bash.changes")
-        if named_at_start(self.environ) == "none":
+        named = named_at_start(self.environ)
+        if named == "none":
             return  # the options name no sandbox: checking one would start the launcher for nothing
         try:
-            self.mgr.choice()
+            # The backend the options name (its answer is kept for setup's new objects), else
+            # the one "auto" picks.
+            self.mgr.choice(named if named in BACKENDS else None)
         except Exception:  # asked again, and reported, at setup and at the first run
             log.exception("backend check at start-up")
 

@@ -64,6 +64,8 @@ VIRTUAL_ROOTS = ("/proc", "/dev")
 # PATH; set to an empty string it hides bubblewrap from run_bash altogether (the test suite runs
 # once that way, as on a machine without it).
 BWRAP_ENV = "RUN_BASH_BWRAP"
+# Probe results by (bwrap, bash, unshare) path: (availability, pid mode, pid note).
+PROBED: dict[tuple[str | None, str | None, str | None], tuple[Availability, str, str]] = {}
 
 
 @lru_cache(maxsize=1)
@@ -265,6 +267,17 @@ class Bubblewrap:
         return self._availability
 
     def _probe(self) -> Availability:
+        """What bwrap can do here. Asked once per host for the same programs (``PROBED``): every
+        ``setup()`` makes new backend objects, and the probe runs bwrap three times (tens of ms
+        while the editor waits for setup's answer)."""
+        key = (bwrap_path(), bash_path(), unshare_path())
+        hit = PROBED.get(key)
+        if hit is None:
+            hit = PROBED[key] = (self._probe_now(), self._pid_mode, self._pid_note)
+        availability, self._pid_mode, self._pid_note = hit
+        return availability
+
+    def _probe_now(self) -> Availability:
         bwrap = bwrap_path()
         if bwrap is None:
             return Availability(

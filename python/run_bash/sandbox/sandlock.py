@@ -87,6 +87,10 @@ class Layout:
     shared_netns: bool = True
 
 
+# The answer of the mount-namespace probe in this process, once asked (``Sandlock._probe_namespace``).
+NAMESPACE_PROBE: list[str] = []
+
+
 class SandlockLaunched(LaunchedBase):
     """A command started through the namespace launcher; ``pid`` is the confined root's."""
 
@@ -242,15 +246,21 @@ class Sandlock:
         return Availability(True, version=f"{version}, mount namespace")
 
     def _probe_namespace(self) -> str:
-        """Build a run's mount namespace once, running nothing; "" when it works, else why not."""
+        """Build a run's mount namespace once per host, running nothing; "" when it works, else
+        why not. (Every ``setup()`` makes new backend objects: the answer is kept, not asked of
+        the launcher again while the editor waits for setup's reply.)"""
         import shutil
         import tempfile
 
+        if NAMESPACE_PROBE:
+            return NAMESPACE_PROBE[0]
         tmp = tempfile.mkdtemp(prefix="run_bash-probe-")
         try:
-            return launcher().probe({"tmp": tmp, "mount_ns": True})
+            why = launcher().probe({"tmp": tmp, "mount_ns": True})
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        NAMESPACE_PROBE[:] = [why]
+        return why
 
     def validate(self) -> list[str]:
         """Problems that would make every run fail: a profile that is missing or does not load."""
