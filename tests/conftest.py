@@ -92,6 +92,36 @@ def descendants(pid: int, name: str | None = None) -> list[int]:
     return out
 
 
+def run_nvim_script(tmp_path: Path, script: str, timeout: float, **env: str) -> list[int]:
+    """Run a fresh headless Neovim with ``script`` as its init.lua, in ``tmp_path``, with
+    ``RB_ROOT`` (this checkout) and ``env`` in its environment; wait up to ``timeout`` s for it
+    to exit. Returns the processes below it when the wait ended (all killed before this returns,
+    Neovim too); raises AssertionError when Neovim had not exited."""
+    assert NVIM is not None
+    init = tmp_path / "init.lua"
+    init.write_text(script)
+    proc = subprocess.Popen(
+        [NVIM, "--clean", "--headless", "-n", "-u", str(init)],
+        cwd=tmp_path,
+        env={**os.environ, "RB_ROOT": str(ROOT), **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pids: list[int] = []
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+        pids = descendants(proc.pid)
+        exited = proc.poll() is not None
+    finally:
+        for pid in [*pids, proc.pid]:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+    assert exited, "Neovim did not exit"
+    return pids
+
+
 def alive(pids: list[int]) -> list[int]:
     out = []
     for pid in pids:

@@ -245,10 +245,12 @@ class Service:
         """Say ``ready``: Lua started the host without waiting and sends its options on this.
         What every run needs is loaded first (``preload``): nobody waits for a host that is
         starting, and the first command then finds it done."""
-        self.preload()
-        if not gc.isenabled():  # the host started with collection off (``boot.py``)
-            gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
-            gc.enable()
+        try:
+            self.preload()
+        finally:
+            if not gc.isenabled():  # the host started with collection off (``boot.py``)
+                gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
+                gc.enable()
         startup.mark("ready")
         log.info("start-up (ms from jobstart): %s", startup.report())
         self.emit("ready", {})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 
 STARTED_ENV = "RUN_BASH_STARTED_NS"
 _MARKS: list[tuple[str, int]] = []
@@ -20,7 +21,7 @@ def mark(name: str) -> None:
     _MARKS.append((name, time.monotonic_ns()))
 
 
-def report(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+def report(environ: Mapping[str, str] = os.environ) -> str:
     """The marks so far as ``name +ms`` from the job's start (or from the first mark when Lua did
     not say when it started the job), e.g. ``boot +31.0, pynvim +72.4, ready +158.9``."""
     try:

@@ -12,15 +12,11 @@ a callback runs grows with it.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.conftest import NVIM, ROOT, alive, descendants, wait_for
+from tests.conftest import NVIM, alive, run_nvim_script, wait_for
 from tests.integration.test_host import backend_available
 
 pytestmark = pytest.mark.nvim
@@ -64,27 +60,11 @@ def test_a_request_while_neovim_waits_for_its_jobs_starts_no_host(tmp_path: Path
         pytest.skip("no Neovim")
     if not backend_available(backend):
         pytest.skip(f"{backend} is not available here")
-    script = tmp_path / "init.lua"
-    script.write_text(SCRIPT)
     said = tmp_path / "said"
-    proc = subprocess.Popen(
-        [NVIM, "--clean", "--headless", "-n", "-u", str(script)],
-        cwd=tmp_path,
-        env={**os.environ, "RB_ROOT": str(ROOT), "RB_SAID": str(said), "RB_BACKEND": backend},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    pids: list[int] = []
     try:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(60)
-        pids = descendants(proc.pid)
-        assert proc.poll() is not None, f"Neovim did not exit: {said.read_text()}"
-    finally:
-        for pid in [*pids, proc.pid]:
-            with contextlib.suppress(psutil.Error):
-                psutil.Process(pid).kill()
+        run_nvim_script(tmp_path, SCRIPT, 60, RB_SAID=str(said), RB_BACKEND=backend)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {said.read_text()}") from None
     lines = said.read_text().splitlines()
     assert "prepared true" in lines, lines  # the default prepared the next run's sandbox
     # The control: the request was made, from inside the exit, and was refused.

@@ -4,14 +4,11 @@ Neovim exits, and what no run needs is not imported."""
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.conftest import NVIM, ROOT, alive, descendants, wait_for
+from tests.conftest import NVIM, ROOT, alive, run_nvim_script, wait_for
 
 pytestmark = pytest.mark.nvim
 
@@ -150,26 +147,11 @@ def test_nothing_starts_a_host_while_neovim_exits(tmp_path):
     ``test_exit.py``)."""
     if NVIM is None:
         pytest.skip("no Neovim")
-    script = tmp_path / "init.lua"
-    script.write_text(EXIT_SCRIPT)
     said = tmp_path / "said"
-    proc = subprocess.Popen(
-        [NVIM, "--clean", "--headless", "-n", "-u", str(script)],
-        env={**__import__("os").environ, "RB_ROOT": str(ROOT), "RB_SAID": str(said)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    pids: list[int] = []
     try:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(30)
-        pids = descendants(proc.pid)
-        assert proc.poll() is not None, "Neovim did not exit: something started a host"
-    finally:
-        for pid in [*pids, proc.pid]:
-            with contextlib.suppress(psutil.Error):
-                psutil.Process(pid).kill()
+        pids = run_nvim_script(tmp_path, EXIT_SCRIPT, 30, RB_SAID=str(said))
+    except AssertionError as e:
+        raise AssertionError(f"{e}: something started a host") from None
     lines = said.read_text().splitlines()
     # Both requests ran (the control): one was refused, the other answered by the host that
     # was still exiting or refused too; neither left a new host behind.

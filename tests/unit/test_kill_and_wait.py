@@ -14,7 +14,7 @@ def test_each_process_has_exited_when_it_returns():
     pids = [p.pid for p in procs]
     # The control: they are alive (not yet reapable) before.
     assert all(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in pids)
-    kill_and_wait(pids)
+    assert kill_and_wait(pids)  # all of them exited within the wait
     for p in procs:
         got, status = os.waitpid(p.pid, os.WNOHANG)  # exited already: reaped without waiting
         assert got == p.pid and os.WIFSIGNALED(status), (got, status)

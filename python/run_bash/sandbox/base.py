@@ -119,10 +119,11 @@ KILL_WAIT_S = 2.0
 
 def kill_and_wait(
     pids: Iterable[int], timeout: float = KILL_WAIT_S, unconfined: Iterable[int] = ()
-) -> None:
-    """SIGKILL ``pids`` through pidfds (never a pid reused meanwhile) and wait until each has
-    exited: its pidfd is readable then, after any system call it was in has finished. The
-    ``unconfined`` ones (a backend's own process) are killed but not waited for."""
+) -> bool:
+    """SIGKILL ``pids`` through pidfds (never a pid reused meanwhile) and wait at most
+    ``timeout`` until each has exited (its pidfd is readable then, after any system call it was
+    in has finished); whether all have. The ``unconfined`` ones (a backend's own process) are
+    killed but not waited for."""
     skip = set(unconfined)
     fds = []
     for pid in pids:
@@ -137,13 +138,18 @@ def kill_and_wait(
             continue
         fds.append(fd)
     deadline = time.monotonic() + timeout
+    exited = True
     try:
         for fd in fds:
-            with contextlib.suppress(OSError, ValueError):
-                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            try:
+                ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            except (OSError, ValueError):
+                continue
+            exited = exited and bool(ready)
     finally:
         for fd in fds:
             os.close(fd)
+    return exited
 
 
 class Launched(Protocol):
@@ -167,7 +173,7 @@ class Launched(Protocol):
 
     def terminate(self, sig: int) -> None: ...
 
-    def kill_remaining(self) -> None: ...
+    def kill_remaining(self, timeout: float = KILL_WAIT_S) -> bool: ...
 
     def ended(self) -> None: ...
 
@@ -256,13 +262,15 @@ class LaunchedBase:
     def kill_all(self) -> None:
         self.terminate(signal.SIGKILL)
 
-    def kill_remaining(self) -> None:
+    def kill_remaining(self, timeout: float = KILL_WAIT_S) -> bool:
         """SIGKILL whatever of an ended run is still in its cgroup (its processes were swept;
-        this catches one that left the tree) and wait until each has exited, so that no write of
-        theirs still in flight lands after the post-run check: the runtime calls it before that
-        check, then ``close`` on a worker."""
-        if self.cgroup is not None:
-            kill_and_wait(self.cgroup.pids(), unconfined=self.unconfined())
+        this catches one that left the tree) and wait at most ``timeout`` until each has exited
+        (whether all have), so that no write of theirs still in flight lands after the post-run
+        check: the runtime calls it before that check (without waiting first, on its loop; then,
+        only if something is still exiting, on a worker), then ``close`` on a worker."""
+        if self.cgroup is None:
+            return True
+        return kill_and_wait(self.cgroup.pids(), timeout, self.unconfined())
 
     def unconfined(self) -> set[int]:
         """The backend's own processes in the run's cgroup, outside the confinement (none here):

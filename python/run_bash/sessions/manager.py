@@ -460,7 +460,8 @@ class SessionManager:
         # check (which never reads any of it): its temp dir (the run filled it: removing may
         # take long), gone before the change set is taken; its cgroup once empty, its
         # supervisor's exit and its network namespace, beside the change set too.
-        launched.kill_remaining()
+        if not launched.kill_remaining(timeout=0.0):  # the loop never waits for an exit
+            await self.loop.run_in_executor(None, launched.kill_remaining)
         removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
         closing = asyncio.ensure_future(self.loop.run_in_executor(None, self._close, launched))
         # What the host reads from the project is checked now that nothing of the run is left.
