@@ -118,24 +118,31 @@ KILL_WAIT_S = 2.0
 
 
 def kill_and_wait(
-    pids: Iterable[int], timeout: float = KILL_WAIT_S, unconfined: Iterable[int] = ()
+    members: Callable[[], Iterable[int]],
+    timeout: float = KILL_WAIT_S,
+    unconfined: Iterable[int] = (),
 ) -> bool:
-    """SIGKILL ``pids`` through pidfds (never a pid reused meanwhile) and wait at most
-    ``timeout`` until each has exited (its pidfd is readable then, after any system call it was
-    in has finished); whether all have. The ``unconfined`` ones (a backend's own process) are
-    killed but not waited for."""
+    """SIGKILL the processes ``members()`` lists (a cgroup's) and wait at most ``timeout`` until
+    each has exited (its pidfd is readable then, after any system call it was in has finished);
+    whether all have. Each is signalled through a pidfd opened first and only if ``members()``
+    still lists it then: a pid that was reused meanwhile is never signalled. The ``unconfined``
+    ones (a backend's own process) are killed but not waited for."""
     skip = set(unconfined)
+    opened: dict[int, int] = {}
+    for pid in members():
+        with contextlib.suppress(OSError):  # already gone
+            opened[pid] = os.pidfd_open(pid)
+    listed = set(members()) if opened else set()
     fds = []
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            continue  # already gone
-        with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-        if pid in skip:
+    for pid, fd in opened.items():
+        if pid not in listed or pid in skip:
+            if pid in listed:
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
             os.close(fd)
             continue
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
         fds.append(fd)
     deadline = time.monotonic() + timeout
     exited = True
@@ -270,7 +277,7 @@ class LaunchedBase:
         only if something is still exiting, on a worker), then ``close`` on a worker."""
         if self.cgroup is None:
             return True
-        return kill_and_wait(self.cgroup.pids(), timeout, self.unconfined())
+        return kill_and_wait(self.cgroup.pids, timeout, self.unconfined())
 
     def unconfined(self) -> set[int]:
         """The backend's own processes in the run's cgroup, outside the confinement (none here):
