@@ -222,7 +222,7 @@ def test_a_runs_processes_are_in_its_cgroup_from_the_start(sbx):
         "for f in $(find /sys/fs/cgroup -maxdepth 6 -name cgroup.procs -o -maxdepth 6 "
         "-name 'memory.*limit*' -o -maxdepth 6 -name memory.max 2>/dev/null); do "
         '( echo 0 > "$f" ) 2>/dev/null && echo "ESCAPED $f"; '
-        '( echo -1 > "$f" ) 2>/dev/null && echo "RAISED $f"; done; echo TRIED; sleep 30 & wait'
+        '( echo -1 > "$f" ) 2>/dev/null && echo "RAISED $f"; done; sleep 30 & echo TRIED; wait'
     )
     s = sbx.start(escape, bg_after=0.1, timeout=60)
     try:
