@@ -161,7 +161,7 @@ class Cold:
         with contextlib.suppress(FileNotFoundError):
             for line in log.read_text().splitlines():
                 _, found, marks = line.partition("start-up (ms from jobstart): ")
-                for part in marks.split(", ") if found else ():
+                for part in marks.split("; ")[0].split(", ") if found else ():
                     name, _, ms = part.rpartition(" +")
                     per.setdefault(name, []).append(float(ms))
             log.unlink()

@@ -19,12 +19,13 @@ import asyncio
 import gc
 import logging
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from run_bash import startup
+from run_bash import codecache, startup
 from run_bash.audit import RUN_FIELDS, AuditLog
 from run_bash.backends import BACKENDS, named_at_start
 from run_bash.boundary import arity, choice, flag, options, text
@@ -247,12 +248,19 @@ class Service:
         starting, and the first command then finds it done."""
         try:
             self.preload()
+            codecache.save()  # what start-up compiled (if anything), for the next start
         finally:
             if not gc.isenabled():  # the host started with collection off (``boot.py``)
                 gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
                 gc.enable()
         startup.mark("ready")
-        log.info("start-up (ms from jobstart): %s", startup.report())
+        kept, compiled = codecache.stats()
+        log.info(
+            "start-up (ms from jobstart): %s; dataclass methods: %d kept, %d compiled",
+            startup.report(),
+            kept,
+            compiled,
+        )
         self.emit("ready", {})
 
     def preload(self) -> None:
@@ -303,11 +311,11 @@ class Service:
         self.mgr.agent_rules = rules
         self.mgr.project_config = project_config
         chosen = self.mgr.choice()
-        if not chosen.backend.isolates:
-            # The host started the sandbox launcher early, guessing a confining backend.
-            from run_bash.sandbox.launcher import launcher
-
-            launcher().release_unused()
+        launcher_module = sys.modules.get("run_bash.sandbox.launcher")
+        if not chosen.backend.isolates and launcher_module is not None:
+            # The host started the sandbox launcher early, guessing a confining backend (a
+            # host that never loaded the launcher has none to stop).
+            launcher_module.launcher().release_unused()
         # The first command's sandbox, ready before it comes (Neovim's directory is the host's).
         self.mgr.prepare_for(os.getcwd())
         return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}

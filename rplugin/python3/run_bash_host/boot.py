@@ -40,9 +40,10 @@ sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
 # variable, so it already did.)
 sys.dont_write_bytecode = False
 
-from run_bash import startup  # noqa: E402  (needs the sys.path above)
+from run_bash import codecache, startup  # noqa: E402  (needs the sys.path above)
 
 startup.mark("interpreter")
+codecache.install()  # before the first dataclass: their methods' code is kept between starts
 from run_bash.backends import named_at_start  # noqa: E402
 from run_bash.keeper import become_worker, keep  # noqa: E402
 from run_bash.sandbox import proc  # noqa: E402
@@ -113,6 +114,11 @@ def host(dirs: list[str]) -> None:
     else:  # the options name no sandbox: a second Python for nothing
         logging.getLogger("run_bash").info("sandbox launcher: not started with the host")
     startup.mark("fork")
+    # asyncio imports ssl when it can (9 ms here); the host never speaks TLS. While pynvim (and
+    # asyncio with it) is imported, ssl reads as missing; anything later imports it as usual.
+    blocked = "ssl" not in sys.modules
+    if blocked:
+        sys.modules["ssl"] = None  # type: ignore[assignment]
     try:
         import pynvim
     except Exception as err:
@@ -121,6 +127,9 @@ def host(dirs: list[str]) -> None:
             f"{err}. Run `make deps` in the plugin directory.\n"
         )
         os._exit(3)  # the keeper cleans up
+    finally:
+        if blocked:
+            del sys.modules["ssl"]
     code = 0
     try:
         # start_host loads the plugins named on argv: exactly our package directory.
