@@ -159,3 +159,64 @@ def test_a_parent_looked_at_is_its_identity_a_listed_one_its_entries(tmp_path):
     assert not listed.still()
     os.rename(tmp_path / "proj", tmp_path / "proj2")  # the control: the path leads elsewhere
     assert not looked.still()
+
+
+async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
+    tmp_path, monkeypatch
+):
+    """A run arriving while its spare's preparation computes the same policy takes that answer
+    (one computation); a policy of another directory is computed beside it (the control: the
+    count sees a second computation when there is one)."""
+    import asyncio
+    import threading
+
+    from run_bash.config import parse_config
+    from run_bash.sessions import SessionManager, launching
+
+    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
+    real = launching.build_policy
+    calls: list[str] = []
+    first_in, go = threading.Event(), threading.Event()
+
+    def counted(config, cwd, **kw):
+        calls.append(cwd)
+        first_in.set()
+        assert go.wait(30)
+        return real(config, cwd, **kw)
+
+    monkeypatch.setattr(launching, "build_policy", counted)
+    projects = [tmp_path / "a", tmp_path / "b"]
+    for p in projects:
+        (p / ".git").mkdir(parents=True)
+    m = SessionManager(
+        parse_config({"sandbox": {"backend": "sandlock"}}),
+        loop=asyncio.get_running_loop(),
+        state_dir=str(tmp_path / "state"),
+    )
+    try:
+        got: dict[str, list[object]] = {"a": [], "b": []}
+
+        def ask(project):
+            got[project.name].append(m.launching.policy(str(project)))
+
+        same = [threading.Thread(target=ask, args=(projects[0],)) for _ in range(2)]
+        same[0].start()
+        assert first_in.wait(30)
+        same[1].start()
+        other = threading.Thread(target=ask, args=(projects[1],))
+        other.start()
+        def waiting_on_a() -> bool:  # the second "a" is at the gate, or computing itself
+            gates = list(m.launching._computing.values())
+            return len(calls) >= 3 or any(gate[1] >= 2 for gate in gates)
+
+        deadline = time.monotonic() + 30
+        while not (len(calls) >= 2 and waiting_on_a()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        go.set()
+        for t in [*same, other]:
+            t.join(30)
+        assert sorted(calls) == [str(projects[0]), str(projects[1])], calls  # a: one computation
+        assert got["a"][0] is got["a"][1] and len(got["b"]) == 1
+    finally:
+        go.set()
+        await m.shutdown()

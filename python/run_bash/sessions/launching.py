@@ -11,7 +11,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from run_bash import fsdeps
 from run_bash.config import Config
@@ -71,6 +71,8 @@ class Launching:
         # Policies kept with what computing them read (``policy``).
         self._memo: dict[tuple[object, ...], tuple[Config, Policy, fsdeps.Reads]] = {}
         self._memo_lock = threading.Lock()
+        # Keys being computed: a lock each and how many callers hold or wait for it.
+        self._computing: dict[tuple[object, ...], list[Any]] = {}
 
     def policy(self, cwd: str, on_stage: Callable[[str], None] | None = None) -> Policy:
         """The policy of a sandboxed run in ``cwd`` now. Host I/O (git, the project's files):
@@ -85,12 +87,47 @@ class Launching:
         hidden = tuple(self.changes.private_paths()) if self.changes is not None else ()
         untrusted = tuple(self.keeper.untrusted())
         key = (cwd, id(config), self.agent_rules, self.project_config, untrusted, hidden)
+        hit = self._kept(key, config)
+        if hit is not None:
+            if on_stage is not None:
+                on_stage("hostread")
+            return hit
+        # One computation per key at a time: a run arriving while its spare's preparation
+        # computes the same policy waits for that answer instead of racing it for the GIL.
+        with self._memo_lock:
+            gate = self._computing.setdefault(key, [threading.Lock(), 0])
+            gate[1] += 1
+        try:
+            with gate[0]:
+                hit = self._kept(key, config)
+                if hit is not None:
+                    if on_stage is not None:
+                        on_stage("hostread")
+                    return hit
+                return self._compute(key, config, cwd, untrusted, hidden, on_stage)
+        finally:
+            with self._memo_lock:
+                gate[1] -= 1
+                if not gate[1]:
+                    del self._computing[key]
+
+    def _kept(self, key: tuple[object, ...], config: Config) -> Policy | None:
+        """The policy kept for ``key`` while everything computing it read is still the same."""
         with self._memo_lock:
             hit = self._memo.get(key)
         if hit is not None and hit[0] is config and hit[2].still():
-            if on_stage is not None:
-                on_stage("hostread")
             return hit[1]
+        return None
+
+    def _compute(
+        self,
+        key: tuple[object, ...],
+        config: Config,
+        cwd: str,
+        untrusted: tuple[str, ...],
+        hidden: tuple[str, ...],
+        on_stage: Callable[[str], None] | None,
+    ) -> Policy:
         with fsdeps.recording() as reads:
             policy = build_policy(
                 config,

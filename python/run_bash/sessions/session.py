@@ -6,8 +6,8 @@ Plain data and validation: no I/O beyond reading /proc for a running session's p
 from __future__ import annotations
 
 import asyncio
+import os
 import re
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from run_bash.run_changes import CoverSpec
 
 MAX_CMD_CHARS = 100_000
-ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # 32 letters: a random byte % 32 is uniform
 # What an id a caller chose may hold (``caller_id``).
 ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
@@ -35,7 +35,7 @@ ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 def new_id(taken: Mapping[str, object]) -> str:
     """A short random id (6 chars, ~1e9 values) not in ``taken``."""
     while True:
-        sid = "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
+        sid = "".join(ID_ALPHABET[b % len(ID_ALPHABET)] for b in os.urandom(6))
         if sid not in taken:
             return sid
 
