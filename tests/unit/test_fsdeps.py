@@ -161,9 +161,7 @@ def test_a_parent_looked_at_is_its_identity_a_listed_one_its_entries(tmp_path):
     assert not looked.still()
 
 
-async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
-    tmp_path, monkeypatch
-):
+async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(tmp_path, monkeypatch):
     """A run arriving while its spare's preparation computes the same policy takes that answer
     (one computation); a policy of another directory is computed beside it (the control: the
     count sees a second computation when there is one)."""
@@ -205,6 +203,7 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
         same[1].start()
         other = threading.Thread(target=ask, args=(projects[1],))
         other.start()
+
         def waiting_on_a() -> bool:  # the second "a" is at the gate, or computing itself
             gates = list(m.launching._computing.values())
             return len(calls) >= 3 or any(gate[1] >= 2 for gate in gates)
