@@ -479,8 +479,8 @@ class SessionManager:
             s.status = "killed"
         else:
             s.status = "exited"
-        self._reap_strays()
-        await removing
+        if s.change_token is not None:  # its change set must not see the run's temp dir
+            await removing
         # Post-run checks that put project files back (the guard's restore of protected files)
         # belong above this line: the change set must show the project as the run left it.
         if self.changes is not None:
@@ -516,7 +516,9 @@ class SessionManager:
             self.spares.want(s.cwd, s.backend)
         if was_sent:
             self.on_event("exited", self._ended(s))
+        await removing
         await closing
+        self._reap_strays()  # orphans of runs that exited (this process is their subreaper)
         s.mark("closed")
         s.done.set()
         self.prune()
