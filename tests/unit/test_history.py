@@ -40,6 +40,7 @@ async def test_only_the_last_n_finished_sessions_are_kept_with_their_files(tmp_p
     m = manager(tmp_path, sessions={"keep_finished": 3})
     try:
         results = [await run(m, f"echo run{i}") for i in range(8)]
+        await m.sessions[results[-1].id].done.wait()  # its clean-up done, the oldest forgotten
         kept = [r.id for r in results[-3:]]
         assert [info.id for info in m.list()] == kept
         assert forgotten(m) == [r.id for r in results[:5]]

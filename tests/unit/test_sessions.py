@@ -210,6 +210,7 @@ async def test_private_tmpdir_is_removed_after_the_run(mgr):
     r = await run(mgr, 'echo "$TMPDIR"; touch "$TMPDIR/x"')
     tmp = r.output.strip()
     assert tmp.startswith(mgr.temp_root + "/")
+    await mgr.sessions[r.id].done.wait()  # the run has let go of what it held
     assert not os.path.exists(tmp)
 
 
@@ -236,6 +237,7 @@ async def test_a_runs_temp_dir_is_its_tmpdir_and_goes_with_it(tmp_path):
         r = await asyncio.wait_for(m.wait_result(s.id), 30)
         assert r.status == "exited" and r.output.strip() == s.tmpdir, r
         assert os.path.dirname(s.tmpdir) == m.temp_root
+        await asyncio.wait_for(s.done.wait(), 30)  # the run has let go of what it held
         assert not os.path.exists(s.tmpdir)
     finally:
         await m.shutdown()
