@@ -11,6 +11,18 @@ timestamp tick can look like one, so a recording that saw a change time younger 
 ``SETTLED_NS`` is never reused. Anything the recording cannot vouch for (a call relative to a
 directory descriptor, a descriptor given for a path) makes it never reusable.
 
+Looking again at every path costs a stat each (a few hundred for a sandbox policy: the PATH
+directories' entries, the home directory's tool caches). So the first look that finds them all
+the same also arms inotify watches (one instance per process, ``_Watches``): on each path, on
+each directory above it, and on the nearest existing directory above a path that does not exist.
+The watches are added before that look, so a change after it is an event. While armed,
+``still()`` stats only what inotify cannot vouch for (a path through a symlink, a relative path, a
+filesystem that can change elsewhere: network, FUSE, proc) and reads the events instead: an event
+on a watched inode itself, an entry of a listed directory, or a name of a recorded path or of a
+directory above one means "look again" (a full look, which re-arms); so does a lost event (the
+queue overflowed), a watch the kernel dropped, or a change of the mount table. Everything else (a
+sibling file written in the home directory) is ignored.
+
 Parts that keep their own proof of freshness (the tree scan's inotify watches) read unrecorded
 (``unrecorded()``) and add a check instead (``add_check``).
 
@@ -21,6 +33,7 @@ are noted), and put back when no recording is left.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import stat
@@ -28,6 +41,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from run_bash import inotify
 
 # A change time younger than this when recorded makes the recording not reusable.
 SETTLED_NS = 2_000_000_000
@@ -56,14 +71,216 @@ def sig_of(path: str | bytes, follow: bool, full: bool = True) -> Sig:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+Key = tuple[Any, bool, bool]  # (path, follow, full)
+
+# What a watch reports: its inode's own changes and its entries' (for a directory).
+WATCH_MASK = (
+    inotify.IN_MODIFY
+    | inotify.IN_ATTRIB
+    | inotify.IN_CLOSE_WRITE
+    | inotify.ENTRIES
+    | inotify.IN_DONT_FOLLOW
+)
+ANY_NAME = "/"  # in a watch's names: every entry of the directory matters (no name has a "/")
+# What changes an entry's recorded signature: the entry itself, or the inode's metadata. Its
+# content too (``CONTENT``), except for a device, FIFO or socket, whose size and times do not
+# move when it is written to or read (``/dev/null``).
+METADATA = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.IN_IGNORED
+CONTENT = inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE
+EVENT_LOG = 4096  # events kept for armed recordings that have not looked since
+MAX_WATCHES = 20_000  # beyond this many, recordings are looked at by stat only
+
+
+class _Watches:
+    """The process's inotify instance for armed recordings, and the events it has seen, each
+    numbered (``seq``), the last ``EVENT_LOG`` of them kept."""
+
+    def __init__(self) -> None:
+        self.ino = inotify.Inotify()
+        self.lock = threading.Lock()
+        self.seq = 0
+        self.log: collections.deque[tuple[int, int, int, str]] = collections.deque(maxlen=EVENT_LOG)
+        self.lost = 0  # events up to this one may be missing (overflow, a failed read)
+        self.wds: set[int] = set()  # live watches
+
+    def add(self, path: str) -> int | None:
+        """The watch on ``path`` (the kernel's: the same inode gets the same one); None when it
+        cannot be had."""
+        with self.lock:
+            if len(self.wds) >= MAX_WATCHES:
+                return None
+            try:
+                wd = self.ino.add(path, WATCH_MASK)
+            except OSError:
+                return None
+            self.wds.add(wd)
+            return wd
+
+    def pump(self) -> int:
+        """Read what is queued; the number of the last event."""
+        with self.lock:
+            try:
+                events = self.ino.read()
+            except OSError:
+                events = [(-1, inotify.IN_Q_OVERFLOW, "")]
+            for wd, mask, name in events:
+                self.seq += 1
+                if mask & inotify.IN_Q_OVERFLOW:
+                    self.lost = self.seq
+                if mask & inotify.IN_IGNORED:  # the kernel dropped the watch (its inode is gone)
+                    self.wds.discard(wd)
+                self.log.append((self.seq, wd, mask, name))
+            return self.seq
+
+    def since(self, seq: int) -> list[tuple[int, int, int, str]] | None:
+        """The events after ``seq``; None when some of them may be missing."""
+        with self.lock:
+            if self.lost > seq or (self.log and self.log[0][0] > seq + 1):
+                return None
+            return [e for e in self.log if e[0] > seq]
+
+
+_WATCHES: list[_Watches | None] = []
+_WATCHES_LOCK = threading.Lock()
+
+
+def _watches() -> _Watches | None:
+    """The process's instance (made on first use); None when inotify cannot be had."""
+    with _WATCHES_LOCK:
+        if not _WATCHES:
+            try:
+                _WATCHES.append(_Watches())
+            except OSError:
+                _WATCHES.append(None)
+        return _WATCHES[0]
+
+
+def _mount_generation() -> int | None:
+    from run_bash.sandbox.spare import mounts
+
+    return mounts().generation()
+
+
+class _Armed:
+    """A recording's watches: ``names[wd]`` maps the entry names that matter in that watched
+    directory ("" for the inode itself, ``ANY_NAME`` for all) to whether its content events do;
+    ``slow`` the paths looked at by stat every time; ``seq`` the last event accounted for."""
+
+    def __init__(self, names: dict[int, dict[str, bool]], slow: list[Key], mounts: int) -> None:
+        self.names = names
+        self.slow = slow
+        self.mounts = mounts
+        self.seq = 0
+
+    def quiet(self, w: _Watches) -> bool:
+        """Whether nothing that matters happened since ``seq`` (and if so, account for it)."""
+        latest = w.pump()
+        events = w.since(self.seq)
+        if events is None or _mount_generation() != self.mounts:
+            return False
+        for _seq, wd, mask, name in events:
+            if mask & inotify.IN_Q_OVERFLOW:
+                return False
+            names = self.names.get(wd)
+            if names is None:
+                continue
+            if mask & inotify.IN_IGNORED or ANY_NAME in names:
+                return False
+            content = names.get(name)
+            if content is not None and mask & (METADATA | (CONTENT if content else 0)):
+                return False
+        self.seq = latest
+        return True
+
+
+def _arm(sigs: dict[Key, Sig]) -> _Armed | None:
+    """Watches for every recorded path that inotify can vouch for (see the module docstring);
+    None when there can be none (no inotify, no view of the mount table)."""
+    w = _watches()
+    mounts = _mount_generation()
+    if w is None or mounts is None:
+        return None
+    armed = _Armed({}, [], mounts)
+    armed.seq = w.pump()
+    lstats: dict[str, os.stat_result | None] = {}
+    local: dict[int, bool] = {}
+
+    def look(path: str) -> os.stat_result | None:
+        if path not in lstats:
+            try:
+                lstats[path] = _LSTAT(path)
+            except OSError:
+                lstats[path] = None
+        return lstats[path]
+
+    def watch(path: str, st: os.stat_result, name: str, child: os.stat_result | None) -> bool:
+        """Watch the directory or file ``path`` (``st``) for changes to its entry ``name`` (the
+        inode ``child``, None when absent) or, for "", to itself."""
+        if st.st_dev not in local:
+            local[st.st_dev] = inotify.sees_every_change(path)
+        if not local[st.st_dev]:
+            return False
+        wd = w.add(path)
+        if wd is None:
+            return False
+        target = st if name == "" else child
+        content = target is None or not _special(target.st_mode)
+        names = armed.names.setdefault(wd, {})
+        names[name] = names.get(name, False) or content
+        return True
+
+    for key in sigs:
+        path, follow, full = key
+        if not isinstance(path, str) or not path.startswith("/") or path != os.path.normpath(path):
+            armed.slow.append(key)
+            continue
+        ok = True
+        parts = path.split("/")[1:] if path != "/" else []
+        here = "/"
+        st = look(here)
+        for i, part in enumerate(parts):
+            # Each directory above the path, while it exists: its entry on the way matters.
+            below = os.path.join(here, part)
+            nxt = look(below)
+            if st is None or not stat.S_ISDIR(st.st_mode) or not watch(here, st, part, nxt):
+                ok = False
+                break
+            if nxt is None:  # does not exist (yet): its parent's entry is all there is to watch
+                break
+            if stat.S_ISLNK(nxt.st_mode) and (i < len(parts) - 1 or follow):
+                ok = False  # through a symlink: what it leads to can change elsewhere
+                break
+            here, st = below, nxt
+        else:
+            # The path itself: its own changes, and for a listed directory every entry.
+            listed = st is not None and full and stat.S_ISDIR(st.st_mode)
+            if (
+                st is None
+                or not watch(path, st, "", None)
+                or (listed and not watch(path, st, ANY_NAME, None))
+            ):
+                ok = False
+        if not ok:
+            armed.slow.append(key)
+    return armed
+
+
+def _special(mode: int) -> bool:
+    """A device, FIFO or socket: written to and read without its metadata moving."""
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 class Reads:
     """What one computation read (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.sigs: dict[tuple[str | bytes, bool, bool], Sig] = {}
+        self.sigs: dict[Key, Sig] = {}
         self.checks: list[Callable[[], bool]] = []
         self.usable = True
         self.started_ns = time.time_ns()
+        self._armed: _Armed | None = None
+        self._lock = threading.Lock()
+        self.looks = 0  # full looks (every path stat'ed again) so far
 
     def note(self, path: object, follow: bool, full: bool = True) -> None:
         if isinstance(path, os.PathLike):
@@ -87,9 +304,19 @@ class Reads:
         """Whether the computation would read exactly the same now."""
         if not self.usable or not self.settled:
             return False
-        for (path, follow, full), sig in self.sigs.items():
-            if sig_of(path, follow, full) != sig:
-                return False
+        with self._lock:
+            armed, w = self._armed, _WATCHES[0] if _WATCHES else None
+            if armed is not None and w is not None and armed.quiet(w):
+                keys: Any = armed.slow  # inotify vouches for the rest
+            else:
+                # Watches first, then the look: a change after the look is an event.
+                armed = self._armed = _arm(self.sigs)
+                keys = self.sigs
+                self.looks += 1
+            for key in keys:
+                if sig_of(*key) != self.sigs[key]:
+                    self._armed = None
+                    return False
         return all(check() for check in self.checks)
 
 

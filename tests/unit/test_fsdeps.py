@@ -219,3 +219,117 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(tmp
     finally:
         go.set()
         await m.shutdown()
+
+
+# -- armed recordings: inotify instead of a stat of every path ----------------------------------
+
+
+def armed_recording(tmp_path, reads) -> fsdeps.Reads:
+    """A settled recording of ``reads()``, looked at once (which arms its watches)."""
+    from run_bash import inotify
+
+    if not inotify.sees_every_change(str(tmp_path)):
+        pytest.skip("the test directory is on a filesystem inotify cannot vouch for")
+    with fsdeps.recording() as rec:
+        reads()
+    settle(rec)
+    assert rec.still() and rec.looks == 1
+    assert rec.still() and rec.looks == 1, "armed: the second look reads events, not stats"
+    return rec
+
+
+def tree(tmp_path):
+    """tmp/a/b/f (a file), tmp/a/listed/ (a listed directory), tmp/a/other (a sibling), a
+    hard link to f elsewhere, tmp/a/link (a symlink to tmp/a/target); all with old times."""
+    b = tmp_path / "a" / "b"
+    b.mkdir(parents=True)
+    f = b / "f"
+    f.write_text("one")
+    listed = tmp_path / "a" / "listed"
+    listed.mkdir()
+    (listed / "x").write_text("x")
+    (tmp_path / "a" / "other").write_text("o")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.link(f, elsewhere / "hard")
+    (tmp_path / "a" / "target").write_text("t")
+    os.symlink(tmp_path / "a" / "target", tmp_path / "a" / "link")
+    age(f, b, listed, listed / "x", tmp_path / "a", tmp_path / "a" / "target", elsewhere)
+    return f
+
+
+def reads_of(tmp_path, f):
+    def reads():
+        os.stat(f)
+        os.listdir(tmp_path / "a" / "listed")
+        os.stat(tmp_path / "a" / "link")  # through a symlink: looked at by stat every time
+        assert not os.path.exists(tmp_path / "absent" / "x")
+
+    return reads
+
+
+def write_keeping_times(path, text):
+    st = os.stat(path)
+    path.write_text(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda t, f: write_keeping_times(f, "two"), id="same-size-write-times-kept"),
+        pytest.param(lambda t, f: (t / "elsewhere" / "hard").write_text("TWO"), id="via-hardlink"),
+        pytest.param(lambda t, f: os.chmod(f, 0o600), id="chmod"),
+        pytest.param(lambda t, f: f.unlink(), id="removed"),
+        pytest.param(
+            lambda t, f: (os.rename(t / "a", t / "a2"), f.parent.mkdir(parents=True), f.touch()),
+            id="a-directory-above-replaced",
+        ),
+        pytest.param(lambda t, f: (t / "a" / "listed" / "new").touch(), id="listed-entry-added"),
+        pytest.param(
+            lambda t, f: ((t / "absent").mkdir(), (t / "absent" / "x").touch()), id="absent-made"
+        ),
+        pytest.param(
+            lambda t, f: (
+                os.unlink(t / "a" / "link"),
+                os.symlink(t / "a" / "other", t / "a" / "link"),
+            ),
+            id="symlink-retargeted",
+        ),
+    ],
+)
+def test_an_armed_recording_sees_every_change_to_what_it_read(tmp_path, change):
+    f = tree(tmp_path)
+    rec = armed_recording(tmp_path, reads_of(tmp_path, f))
+    change(tmp_path, f)
+    assert not rec.still()
+
+
+def test_an_armed_recording_ignores_what_it_did_not_read(tmp_path):
+    """Writes to a sibling, to a file in a directory above and to /dev/null, and a directory made
+    where an absent path's parent would be but not the path: nothing it read changed. The first
+    three are not even a look; the last is a look (a name on its way) that still holds."""
+    f = tree(tmp_path)
+    rec = armed_recording(tmp_path, lambda: (reads_of(tmp_path, f)(), os.stat("/dev/null")))
+    (tmp_path / "a" / "other").write_text("changed")
+    (tmp_path / "a" / "b" / "sibling").write_text("new")
+    with open("/dev/null", "w") as null:
+        null.write("x")
+    assert rec.still() and rec.looks == 1
+    (tmp_path / "absent").mkdir()
+    assert rec.still() and rec.looks == 2
+    assert rec.still() and rec.looks == 2  # armed again
+    (tmp_path / "absent" / "x").touch()  # the control: the path itself now exists
+    assert not rec.still()
+
+
+def test_events_it_could_not_keep_mean_a_look(tmp_path):
+    """More events than the log keeps (here: unrelated ones) and it looks again, by stat."""
+    f = tree(tmp_path)
+    rec = armed_recording(tmp_path, reads_of(tmp_path, f))
+    noise = tmp_path / "a" / "b"
+    for i in range(fsdeps.EVENT_LOG + 10):
+        (noise / f"n{i % 50}").write_text(str(i))
+    assert rec.still() and rec.looks == 2
+    f.write_text("changed")  # the control
+    assert not rec.still()

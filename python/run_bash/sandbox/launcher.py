@@ -234,9 +234,8 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
     try:
         # The root is this process's child: the kernel's word on its exit, read without reaping
         # it, goes to the host at once; sandlock's own wait (its clean-up, a few ms) follows.
-        status = _exited(pidfd)
-        if status is None:
-            status = _exit_status(proc.wait())
+        seen = _exited(pidfd)
+        status = _exit_status(proc.wait()) if seen is None else seen
     finally:
         with contextlib.suppress(BaseException):
             _send(chan, {"status": status, "temp_full": temp >= 0 and is_full(temp)})
