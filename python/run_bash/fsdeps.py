@@ -17,7 +17,8 @@ the same also arms inotify watches (one instance per process, ``_Watches``): on 
 each directory above it, and on the nearest existing directory above a path that does not exist.
 The watches are added before that look, so a change after it is an event. While armed,
 ``still()`` stats only what inotify cannot vouch for (a path through a symlink, a relative path, a
-filesystem that can change elsewhere: network, FUSE, proc) and reads the events instead: an event
+filesystem that can change elsewhere: network, FUSE, proc; a file where runs may write, which a
+mapping made before the watch changes without an event) and reads the events instead: an event
 on a watched inode itself, an entry of a listed directory, or a name of a recorded path or of a
 directory above one means "look again" (a full look, which re-arms); so does a lost event (the
 queue overflowed), a watch the kernel dropped, or a change of the mount table. Everything else (a
@@ -39,10 +40,11 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from run_bash import inotify
+from run_bash.paths import Tops
 
 # A change time younger than this when recorded makes the recording not reusable.
 SETTLED_NS = 2_000_000_000
@@ -193,9 +195,11 @@ class _Armed:
         return True
 
 
-def _arm(sigs: dict[Key, Sig]) -> _Armed | None:
+def _arm(sigs: dict[Key, Sig], writable: Tops) -> _Armed | None:
     """Watches for every recorded path that inotify can vouch for (see the module docstring);
-    None when there can be none (no inotify, no view of the mount table)."""
+    None when there can be none (no inotify, no view of the mount table). A file under
+    ``writable`` is left to stat: a process that mapped it shared and writable before the watch
+    existed changes it without an event (its times move)."""
     w = _watches()
     mounts = _mount_generation()
     if w is None or mounts is None:
@@ -254,7 +258,7 @@ def _arm(sigs: dict[Key, Sig]) -> _Armed | None:
         else:
             # The path itself: its own changes, and for a listed directory every entry.
             listed = st is not None and full and stat.S_ISDIR(st.st_mode)
-            if (
+            if (st is not None and stat.S_ISREG(st.st_mode) and path in writable) or (
                 st is None
                 or not watch(path, st, "", None)
                 or (listed and not watch(path, st, ANY_NAME, None))
@@ -300,8 +304,9 @@ class Reads:
             s[0] in ("E", "D") or (s[5] < young and s[4] < young) for s in self.sigs.values()
         )
 
-    def still(self) -> bool:
-        """Whether the computation would read exactly the same now."""
+    def still(self, writable: Iterable[str] = ()) -> bool:
+        """Whether the computation would read exactly the same now. ``writable``: directories
+        where other processes may write (their files are always stat'ed, see ``_arm``)."""
         if not self.usable or not self.settled:
             return False
         with self._lock:
@@ -310,7 +315,8 @@ class Reads:
                 keys: Any = armed.slow  # inotify vouches for the rest
             else:
                 # Watches first, then the look: a change after the look is an event.
-                armed = self._armed = _arm(self.sigs)
+                tops = Tops(os.path.realpath(p) for p in writable if isinstance(p, str))
+                armed = self._armed = _arm(self.sigs, tops)
                 keys = self.sigs
                 self.looks += 1
             for key in keys:

@@ -333,3 +333,29 @@ def test_events_it_could_not_keep_mean_a_look(tmp_path):
     assert rec.still() and rec.looks == 2
     f.write_text("changed")  # the control
     assert not rec.still()
+
+
+def test_a_file_where_runs_may_write_is_stat_ed_every_time(tmp_path):
+    """A file under a writable directory can change through a shared writable mapping made
+    before the watch, without an event: it is looked at by stat on every check."""
+    import mmap
+
+    f = tmp_path / "w" / "conf"
+    f.parent.mkdir()
+    f.write_bytes(b"a" * 4096)
+    age(f)
+    with open(f, "r+b") as fh:
+        mapped = mmap.mmap(fh.fileno(), 4096)
+    try:
+        with fsdeps.recording() as rec:
+            os.stat(f)
+        settle(rec)
+        assert rec.still([str(tmp_path / "w")]) and rec.looks == 1
+        before = fsdeps.sig_of(str(f), True)
+        mapped[:1] = b"b"
+        mapped.flush()
+        if fsdeps.sig_of(str(f), True) == before:
+            pytest.skip("this filesystem does not move a file's times on a mapped write")
+        assert not rec.still([str(tmp_path / "w")])
+    finally:
+        mapped.close()

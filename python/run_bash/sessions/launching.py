@@ -115,7 +115,7 @@ class Launching:
         """The policy kept for ``key`` while everything computing it read is still the same."""
         with self._memo_lock:
             hit = self._memo.get(key)
-        if hit is not None and hit[0] is config and hit[2].still():
+        if hit is not None and hit[0] is config and hit[2].still(hit[1].writable):
             return hit[1]
         return None
 
