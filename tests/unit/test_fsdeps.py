@@ -359,3 +359,44 @@ def test_a_file_where_runs_may_write_is_stat_ed_every_time(tmp_path):
         assert not rec.still([str(tmp_path / "w")])
     finally:
         mapped.close()
+
+
+async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_path):
+    """The policy memo passes the directories its policies let runs write to: a file the
+    policy read there (the project's git config) is never left to inotify alone; a file it
+    read elsewhere (the user's git config) is (the control)."""
+    import asyncio
+
+    from run_bash.config import parse_config
+    from run_bash.sessions import SessionManager
+
+    home = tmp_path / "home"
+    project = home / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = x\n")
+    for p in (project / ".git" / "config", home / ".gitconfig"):
+        age(p)
+    m = SessionManager(
+        parse_config({"sandbox": {"backend": "sandlock"}}),
+        loop=asyncio.get_running_loop(),
+        state_dir=str(tmp_path / "state"),
+        environ={**os.environ, "HOME": str(home)},
+    )
+    try:
+        old = fsdeps.SETTLED_NS
+        fsdeps.SETTLED_NS = 0  # fresh test files count as settled
+        try:
+            first = m.launching.policy(str(project))
+            assert m.launching.policy(str(project)) is first  # kept, and armed by that look
+        finally:
+            fsdeps.SETTLED_NS = old
+        (reads,) = [hit[2] for hit in m.launching._memo.values()]
+        armed = reads._armed
+        assert armed is not None
+        slow = {k[0] for k in armed.slow}
+        recorded = {k[0] for k in reads.sigs}
+        assert str(project / ".git" / "config") in recorded & slow
+        assert str(home / ".gitconfig") in recorded - slow
+    finally:
+        await m.shutdown()

@@ -71,6 +71,9 @@ class Launching:
         # Policies kept with what computing them read (``policy``).
         self._memo: dict[tuple[object, ...], tuple[Config, Policy, fsdeps.Reads]] = {}
         self._memo_lock = threading.Lock()
+        # Every directory a policy of this host let runs write to: a run may still be there (in
+        # the background), and a file it mapped changes without an inotify event (``fsdeps``).
+        self._writable: frozenset[str] = frozenset()
         # Keys being computed: a lock each and how many callers hold or wait for it.
         self._computing: dict[tuple[object, ...], list[Any]] = {}
 
@@ -115,7 +118,7 @@ class Launching:
         """The policy kept for ``key`` while everything computing it read is still the same."""
         with self._memo_lock:
             hit = self._memo.get(key)
-        if hit is not None and hit[0] is config and hit[2].still(hit[1].writable):
+        if hit is not None and hit[0] is config and hit[2].still(self._writable):
             return hit[1]
         return None
 
@@ -145,6 +148,7 @@ class Launching:
                 on_stage=on_stage,
             )
         with self._memo_lock:
+            self._writable = self._writable | frozenset(policy.writable)
             if reads.usable and reads.settled:
                 if len(self._memo) >= MEMO_SIZE:
                     self._memo.clear()
