@@ -13,16 +13,17 @@ directory descriptor, a descriptor given for a path) makes it never reusable.
 
 Looking again at every path costs a stat each (a few hundred for a sandbox policy: the PATH
 directories' entries, the home directory's tool caches). So the first look that finds them all
-the same also arms inotify watches (one instance per process, ``_Watches``): on each path, on
-each directory above it, and on the nearest existing directory above a path that does not exist.
-The watches are added before that look, so a change after it is an event. While armed,
-``still()`` stats only what inotify cannot vouch for (a path through a symlink, a relative path, a
-filesystem that can change elsewhere: network, FUSE, proc; a file where runs may write, which a
-mapping made before the watch changes without an event) and reads the events instead: an event
-on a watched inode itself, an entry of a listed directory, or a name of a recorded path or of a
-directory above one means "look again" (a full look, which re-arms); so does a lost event (the
-queue overflowed), a watch the kernel dropped, or a change of the mount table. Everything else (a
-sibling file written in the home directory) is ignored.
+the same also arms inotify watches (one instance per process, ``_Watches``): on each file it read
+(its content and attributes) and on each directory above a path (its entries: a name made,
+removed or renamed on the way, or the directory itself moved). The watches are added before that
+look, so a change after it is an event. While armed, ``still()`` stats only what inotify does not
+vouch for: directories (watching one for its files' changes costs the kernel a walk of every
+entry it has cached), paths through a symlink or relative ones, files on a filesystem that can
+change elsewhere (network, FUSE, proc), and files where runs may write (a shared mapping made
+before the watch changes them without an event). It reads the events instead: one on a watched
+file, or on a directory for a name on the way to a recorded path or for itself, means a full look
+(which arms again); so does a lost event (the queue overflowed) or a change of the mount table.
+Everything else (a sibling file written in the home directory) is ignored.
 
 Parts that keep their own proof of freshness (the tree scan's inotify watches) read unrecorded
 (``unrecorded()``) and add a check instead (``add_check``).
@@ -75,19 +76,21 @@ def sig_of(path: str | bytes, follow: bool, full: bool = True) -> Sig:
 
 Key = tuple[Any, bool, bool]  # (path, follow, full)
 
-# What a watch reports: its inode's own changes and its entries' (for a directory).
-WATCH_MASK = (
+# A directory is watched for its entries only (a name made, removed or renamed; the directory
+# itself moved or removed): that costs the kernel nothing per entry. Watching a directory for
+# what happens to the files in it (writes, attributes) makes the kernel flag every entry it has
+# cached, which for a large /tmp takes tens of milliseconds; so directories are stat'ed instead.
+DIR_MASK = inotify.ENTRIES | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW
+# A file (or symlink, device, FIFO, socket) is watched itself: its content and attributes.
+FILE_MASK = (
     inotify.IN_MODIFY
     | inotify.IN_ATTRIB
     | inotify.IN_CLOSE_WRITE
-    | inotify.ENTRIES
+    | inotify.IN_DELETE_SELF
+    | inotify.IN_MOVE_SELF
     | inotify.IN_DONT_FOLLOW
 )
-ANY_NAME = "/"  # in a watch's names: every entry of the directory matters (no name has a "/")
-# What changes an entry's recorded signature: the entry itself, or the inode's metadata. Its
-# content too (``CONTENT``), except for a device, FIFO or socket, whose size and times do not
-# move when it is written to or read (``/dev/null``).
-METADATA = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.IN_IGNORED
+# Writes to a device, FIFO or socket leave its size and times as they were (``/dev/null``).
 CONTENT = inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE
 EVENT_LOG = 4096  # events kept for armed recordings that have not looked since
 MAX_WATCHES = 20_000  # beyond this many, recordings are looked at by stat only
@@ -105,14 +108,14 @@ class _Watches:
         self.lost = 0  # events up to this one may be missing (overflow, a failed read)
         self.wds: set[int] = set()  # live watches
 
-    def add(self, path: str) -> int | None:
+    def add(self, path: str, mask: int) -> int | None:
         """The watch on ``path`` (the kernel's: the same inode gets the same one); None when it
         cannot be had."""
         with self.lock:
             if len(self.wds) >= MAX_WATCHES:
                 return None
             try:
-                wd = self.ino.add(path, WATCH_MASK)
+                wd = self.ino.add(path, mask)
             except OSError:
                 return None
             self.wds.add(wd)
@@ -164,13 +167,14 @@ def _mount_generation() -> int | None:
 
 
 class _Armed:
-    """A recording's watches: ``names[wd]`` maps the entry names that matter in that watched
-    directory ("" for the inode itself, ``ANY_NAME`` for all) to whether its content events do;
+    """A recording's watches: ``dirs[wd]`` are the entry names that matter in that watched
+    directory; ``files[wd]`` whether writes to that watched file matter (not for a device);
     ``slow`` the paths looked at by stat every time; ``seq`` the last event accounted for."""
 
-    def __init__(self, names: dict[int, dict[str, bool]], slow: list[Key], mounts: int) -> None:
-        self.names = names
-        self.slow = slow
+    def __init__(self, mounts: int) -> None:
+        self.dirs: dict[int, set[str]] = {}
+        self.files: dict[int, bool] = {}
+        self.slow: list[Key] = []
         self.mounts = mounts
         self.seq = 0
 
@@ -183,13 +187,11 @@ class _Armed:
         for _seq, wd, mask, name in events:
             if mask & inotify.IN_Q_OVERFLOW:
                 return False
-            names = self.names.get(wd)
-            if names is None:
-                continue
-            if mask & inotify.IN_IGNORED or ANY_NAME in names:
-                return False
-            content = names.get(name)
-            if content is not None and mask & (METADATA | (CONTENT if content else 0)):
+            names = self.dirs.get(wd)
+            if names is not None and (not name or name in names):
+                return False  # the directory itself, or an entry on the way to a path
+            content = self.files.get(wd)
+            if content is not None and (content or mask & ~CONTENT):
                 return False
         self.seq = latest
         return True
@@ -204,10 +206,11 @@ def _arm(sigs: dict[Key, Sig], writable: Tops) -> _Armed | None:
     mounts = _mount_generation()
     if w is None or mounts is None:
         return None
-    armed = _Armed({}, [], mounts)
+    armed = _Armed(mounts)
     armed.seq = w.pump()
     lstats: dict[str, os.stat_result | None] = {}
     local: dict[int, bool] = {}
+    wds: dict[str, int | None] = {}  # each path is added once
 
     def look(path: str) -> os.stat_result | None:
         if path not in lstats:
@@ -217,24 +220,15 @@ def _arm(sigs: dict[Key, Sig], writable: Tops) -> _Armed | None:
                 lstats[path] = None
         return lstats[path]
 
-    def watch(path: str, st: os.stat_result, name: str, child: os.stat_result | None) -> bool:
-        """Watch the directory or file ``path`` (``st``) for changes to its entry ``name`` (the
-        inode ``child``, None when absent) or, for "", to itself."""
-        if st.st_dev not in local:
-            local[st.st_dev] = inotify.sees_every_change(path)
-        if not local[st.st_dev]:
-            return False
-        wd = w.add(path)
-        if wd is None:
-            return False
-        target = st if name == "" else child
-        content = target is None or not _special(target.st_mode)
-        names = armed.names.setdefault(wd, {})
-        names[name] = names.get(name, False) or content
-        return True
+    def add(path: str, st: os.stat_result, mask: int) -> int | None:
+        if path not in wds:
+            if st.st_dev not in local:
+                local[st.st_dev] = inotify.sees_every_change(path)
+            wds[path] = w.add(path, mask) if local[st.st_dev] else None
+        return wds[path]
 
     for key in sigs:
-        path, follow, full = key
+        path, follow, _full = key
         if not isinstance(path, str) or not path.startswith("/") or path != os.path.normpath(path):
             armed.slow.append(key)
             continue
@@ -246,9 +240,11 @@ def _arm(sigs: dict[Key, Sig], writable: Tops) -> _Armed | None:
             # Each directory above the path, while it exists: its entry on the way matters.
             below = os.path.join(here, part)
             nxt = look(below)
-            if st is None or not stat.S_ISDIR(st.st_mode) or not watch(here, st, part, nxt):
+            wd = add(here, st, DIR_MASK) if st is not None and stat.S_ISDIR(st.st_mode) else None
+            if wd is None:
                 ok = False
                 break
+            armed.dirs.setdefault(wd, set()).add(part)
             if nxt is None:  # does not exist (yet): its parent's entry is all there is to watch
                 break
             if stat.S_ISLNK(nxt.st_mode) and (i < len(parts) - 1 or follow):
@@ -256,14 +252,20 @@ def _arm(sigs: dict[Key, Sig], writable: Tops) -> _Armed | None:
                 break
             here, st = below, nxt
         else:
-            # The path itself: its own changes, and for a listed directory every entry.
-            listed = st is not None and full and stat.S_ISDIR(st.st_mode)
-            if (st is not None and stat.S_ISREG(st.st_mode) and path in writable) or (
+            # The path itself: a file is watched; a directory is stat'ed (see DIR_MASK), and so
+            # is a file where runs may write.
+            if (
                 st is None
-                or not watch(path, st, "", None)
-                or (listed and not watch(path, st, ANY_NAME, None))
+                or stat.S_ISDIR(st.st_mode)
+                or (stat.S_ISREG(st.st_mode) and path in writable)
             ):
                 ok = False
+            else:
+                wd = add(path, st, FILE_MASK)
+                if wd is None:
+                    ok = False
+                else:
+                    armed.files[wd] = armed.files.get(wd, False) or not _special(st.st_mode)
         if not ok:
             armed.slow.append(key)
     return armed
@@ -297,6 +299,11 @@ class Reads:
             self.sigs[key] = sig_of(path, follow, full)
 
     @property
+    def armed(self) -> bool:
+        """Whether inotify watches stand in for the stats (see the module docstring)."""
+        return self._armed is not None
+
+    @property
     def settled(self) -> bool:
         """Whether every change time it saw is old enough to trust an equal one later."""
         young = self.started_ns - SETTLED_NS
@@ -316,7 +323,7 @@ class Reads:
             else:
                 # Watches first, then the look: a change after the look is an event.
                 tops = Tops(os.path.realpath(p) for p in writable if isinstance(p, str))
-                armed = self._armed = _arm(self.sigs, tops)
+                self._armed = _arm(self.sigs, tops)
                 keys = self.sigs
                 self.looks += 1
             for key in keys:

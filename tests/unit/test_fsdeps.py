@@ -234,13 +234,14 @@ def armed_recording(tmp_path, reads) -> fsdeps.Reads:
         reads()
     settle(rec)
     assert rec.still() and rec.looks == 1
+    assert rec.armed
     assert rec.still() and rec.looks == 1, "armed: the second look reads events, not stats"
     return rec
 
 
 def tree(tmp_path):
     """tmp/a/b/f (a file), tmp/a/listed/ (a listed directory), tmp/a/other (a sibling), a
-    hard link to f elsewhere, tmp/a/link (a symlink to tmp/a/target); all with old times."""
+    hard link to f elsewhere, tmp/s/link (a symlink to tmp/s/target); all with old times."""
     b = tmp_path / "a" / "b"
     b.mkdir(parents=True)
     f = b / "f"
@@ -252,9 +253,11 @@ def tree(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     os.link(f, elsewhere / "hard")
-    (tmp_path / "a" / "target").write_text("t")
-    os.symlink(tmp_path / "a" / "target", tmp_path / "a" / "link")
-    age(f, b, listed, listed / "x", tmp_path / "a", tmp_path / "a" / "target", elsewhere)
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "target").write_text("t")
+    (tmp_path / "s" / "other").write_text("o")
+    os.symlink(tmp_path / "s" / "target", tmp_path / "s" / "link")
+    age(f, b, listed, listed / "x", tmp_path / "a", tmp_path / "s" / "target", elsewhere)
     return f
 
 
@@ -262,7 +265,7 @@ def reads_of(tmp_path, f):
     def reads():
         os.stat(f)
         os.listdir(tmp_path / "a" / "listed")
-        os.stat(tmp_path / "a" / "link")  # through a symlink: looked at by stat every time
+        os.stat(tmp_path / "s" / "link")  # through a symlink: looked at by stat every time
         assert not os.path.exists(tmp_path / "absent" / "x")
 
     return reads
@@ -291,8 +294,8 @@ def write_keeping_times(path, text):
         ),
         pytest.param(
             lambda t, f: (
-                os.unlink(t / "a" / "link"),
-                os.symlink(t / "a" / "other", t / "a" / "link"),
+                os.unlink(t / "s" / "link"),
+                os.symlink(t / "s" / "other", t / "s" / "link"),
             ),
             id="symlink-retargeted",
         ),
@@ -318,6 +321,7 @@ def test_an_armed_recording_ignores_what_it_did_not_read(tmp_path):
     assert rec.still() and rec.looks == 1
     (tmp_path / "absent").mkdir()
     assert rec.still() and rec.looks == 2
+    assert rec.armed
     assert rec.still() and rec.looks == 2  # armed again
     (tmp_path / "absent" / "x").touch()  # the control: the path itself now exists
     assert not rec.still()
@@ -327,9 +331,10 @@ def test_events_it_could_not_keep_mean_a_look(tmp_path):
     """More events than the log keeps (here: unrelated ones) and it looks again, by stat."""
     f = tree(tmp_path)
     rec = armed_recording(tmp_path, reads_of(tmp_path, f))
-    noise = tmp_path / "a" / "b"
-    for i in range(fsdeps.EVENT_LOG + 10):
-        (noise / f"n{i % 50}").write_text(str(i))
+    noise = tmp_path / "a" / "b" / "noise"
+    for _ in range(fsdeps.EVENT_LOG // 2 + 10):  # two events each: made, removed
+        noise.touch()
+        noise.unlink()
     assert rec.still() and rec.looks == 2
     f.write_text("changed")  # the control
     assert not rec.still()
@@ -350,6 +355,8 @@ def test_a_file_where_runs_may_write_is_stat_ed_every_time(tmp_path):
         with fsdeps.recording() as rec:
             os.stat(f)
         settle(rec)
+        assert rec.still([str(tmp_path / "w")]) and rec.looks == 1
+        assert rec.armed
         assert rec.still([str(tmp_path / "w")]) and rec.looks == 1
         before = fsdeps.sig_of(str(f), True)
         mapped[:1] = b"b"
@@ -392,6 +399,7 @@ async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_pat
         finally:
             fsdeps.SETTLED_NS = old
         (reads,) = [hit[2] for hit in m.launching._memo.values()]
+        assert reads.armed
         armed = reads._armed
         assert armed is not None
         slow = {k[0] for k in armed.slow}
@@ -400,3 +408,15 @@ async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_pat
         assert str(home / ".gitconfig") in recorded - slow
     finally:
         await m.shutdown()
+
+
+def test_a_file_whose_directory_above_is_replaced_is_seen(tmp_path):
+    """Only the file is recorded (no directory on its way is a key): a directory above it moved
+    away and made again, with a file of the same name, is an event on that directory."""
+    f = tree(tmp_path)
+    rec = armed_recording(tmp_path, lambda: os.stat(f))
+    assert len(rec.sigs) == 1
+    os.rename(tmp_path / "a", tmp_path / "a2")
+    f.parent.mkdir(parents=True)
+    f.write_text("one")
+    assert not rec.still()
