@@ -364,14 +364,22 @@ class RunChanges:
         project, why = self._project(spec.cwd)
         if project is None:
             return Cover(f"changes are not recorded here: {why}")
-        store = self.store
-        proj = store._projects.get(store._key(project))
-        snap = proj.snapshot if proj is not None else None
+        snap = self._snapshot(project)
         if snap is None:
             self.warm(spec.cwd)
             return Cover("the project's undo index is not built yet (it is being built now)")
         why = self._covers(project, snap, spec, self._writable(spec.cwd))
         return Cover(why or "")
+
+    def indexed(self, cwd: str) -> bool:
+        """Whether the index of ``cwd``'s project is in memory (never builds it)."""
+        project, _why = self._project(cwd)
+        return project is not None and self._snapshot(project) is not None
+
+    def _snapshot(self, project: str) -> Snapshot | None:
+        store = self.store
+        proj = store._projects.get(store._key(project))
+        return proj.snapshot if proj is not None else None
 
     def _project(self, cwd: str) -> tuple[str | None, str | None]:
         """``store.project_for``, remembered for a few seconds (the gate asks on the loop)."""

@@ -52,3 +52,44 @@ async def test_a_bad_setup_names_every_key_and_keeps_the_previous_config(svc, op
         assert f"`{key}`" in str(err.value)
     assert svc.config.default_timeout == 42 and svc.config.sandbox.backend == "none"
     assert svc.mgr.config is svc.config
+
+
+async def test_setup_builds_the_undo_index_of_neovims_project(tmp_path, monkeypatch):
+    """The gate answers the first command in Neovim's project from its undo index: setup builds
+    it. Another project's index is built only when asked about (the control)."""
+    from run_bash.run_changes import CoverSpec
+
+    home = tmp_path / "home"
+    projects = [home / "here", home / "other"]
+    for p in projects:
+        p.mkdir(parents=True)
+        (p / "pyproject.toml").write_text("")
+        (p / "a.txt").write_text("a\n")
+    monkeypatch.chdir(projects[0])
+    service = Service(
+        asyncio.get_running_loop(),
+        lambda _name, _payload: None,
+        environ={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(home),
+            "RUN_BASH_UNDO": str(tmp_path / "undo"),
+        },
+        state_dir=str(tmp_path / "state"),
+    )
+    try:
+        service.setup({"sandbox": {"backend": "none"}})
+        changes = service.mgr.changes
+        assert changes is not None and changes.recording
+
+        def cover(project):
+            return changes.coverage(CoverSpec(cwd=str(project), paths=(str(project / "a.txt"),)))
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not changes.indexed(str(projects[0])):  # nothing asked about it
+            assert asyncio.get_running_loop().time() < deadline, "the index was never built"
+            await asyncio.sleep(0.01)
+        assert cover(projects[0]).ok, cover(projects[0])
+        assert not changes.indexed(str(projects[1]))
+        assert "not built yet" in cover(projects[1]).why  # asking builds it
+    finally:
+        await service.mgr.shutdown()

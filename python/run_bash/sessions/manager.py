@@ -178,13 +178,17 @@ class SessionManager:
         self.spares.clear()
 
     def prepare_for(self, cwd: str) -> None:
-        """Prepare the sandbox of a first run in ``cwd`` (``spares``); returns at once."""
+        """Prepare for a first run in ``cwd``: its sandbox (``spares``) and its project's undo
+        index (the gate can then say at once whether undo covers the first command, and its
+        snapshot is not a walk of the whole project). Returns at once."""
         if self.closing:
             return
         with contextlib.suppress(RunBashError):
             backend, _why = self.resolve_backend()
             if backend.isolates:
                 self.spares.want(cwd, backend)
+        if self.changes is not None:
+            self.changes.warm(cwd)
 
     def backend(self, name: str) -> Backend:
         """The backend instance ``name`` (created once)."""
