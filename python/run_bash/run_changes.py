@@ -386,7 +386,9 @@ class RunChanges:
         now = time.monotonic()
         got = self._projects.get(cwd)
         if got is None or now - got[0] > PROJECT_CACHE_S:
-            found = self.store.project_for(cwd)
+            from run_bash.changes.project import find_project, home_of
+
+            found = find_project(cwd, home_of(self.home))  # the store's own question, no store
             got = (now, *found)
             if len(self._projects) > 256:
                 self._projects.clear()
@@ -412,7 +414,7 @@ class RunChanges:
 
     def warm(self, cwd: str) -> None:
         """Build the index of ``cwd``'s project on a worker (nothing is recorded)."""
-        if not self.recording or cwd in self._warming:
+        if not self.recording or cwd in self._warming or self._project(cwd)[0] is None:
             return
         self._warming.add(cwd)
         writable = self._writable(cwd)

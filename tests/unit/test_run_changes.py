@@ -21,11 +21,13 @@ from tests.unit.changes_util import tree_hash
 
 
 @pytest.fixture
-async def svc(tmp_path):
+async def svc(tmp_path, monkeypatch):
     events: list[tuple[str, dict]] = []
     audit = tmp_path / "audit.jsonl"
     home = tmp_path / "home"
     home.mkdir()
+    # Neovim's directory (setup prepares its project): none here, not the test runner's.
+    monkeypatch.chdir(home)
     service = Service(
         asyncio.get_running_loop(),
         lambda name, payload: events.append((name, payload)),

@@ -118,6 +118,11 @@ def _has_marker(d: str) -> bool:
     return any(os.path.lexists(os.path.join(d, m)) for m in MARKERS)
 
 
+def home_of(home: str | None) -> str:
+    """The home directory that is never a project: ``home``, else ``$HOME``; resolved."""
+    return os.path.realpath(home or os.path.expanduser("~"))
+
+
 def find_project(cwd: str, home: str) -> tuple[str | None, str | None]:
     """(project, None), or (None, why nothing is recorded)."""
     try:

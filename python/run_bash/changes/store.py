@@ -54,7 +54,7 @@ from typing import Any, TypedDict
 from run_bash.statedir import human_size
 
 from .objects import Objects
-from .project import find_project, scope_of, trusted_fs
+from .project import find_project, home_of, scope_of, trusted_fs
 from .records import Records
 from .render import Change, ChangeSet, entry_from_json, entry_to_json
 from .snapshot import DIR_FLAGS, Entry, Snapshot, TooManyFiles, diff, merge, same_state
@@ -254,7 +254,7 @@ class ChangeStore(Records):
     ) -> None:
         self.root = os.path.abspath(root)
         self.limits = limits or Limits()
-        self.home = os.path.realpath(home or os.path.expanduser("~"))
+        self.home = home_of(home)
         self._mu = threading.Lock()
         self._projects: dict[str, _Project] = {}
         self._watchers: dict[str, Watcher] = {}  # insertion order = least recently used first
