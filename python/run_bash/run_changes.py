@@ -381,14 +381,18 @@ class RunChanges:
         proj = store._projects.get(store._key(project))
         return proj.snapshot if proj is not None else None
 
+    def _find_project(self, cwd: str) -> tuple[str | None, str | None]:
+        """``store.project_for`` without making the store."""
+        from run_bash.changes.project import find_project, home_of
+
+        return find_project(cwd, home_of(self.home))
+
     def _project(self, cwd: str) -> tuple[str | None, str | None]:
         """``store.project_for``, remembered for a few seconds (the gate asks on the loop)."""
         now = time.monotonic()
         got = self._projects.get(cwd)
         if got is None or now - got[0] > PROJECT_CACHE_S:
-            from run_bash.changes.project import find_project, home_of
-
-            found = find_project(cwd, home_of(self.home))  # the store's own question, no store
+            found = self._find_project(cwd)
             got = (now, *found)
             if len(self._projects) > 256:
                 self._projects.clear()
@@ -414,8 +418,8 @@ class RunChanges:
 
     def warm(self, cwd: str) -> None:
         """Build the index of ``cwd``'s project on a worker (nothing is recorded)."""
-        if not self.recording or cwd in self._warming or self._project(cwd)[0] is None:
-            return
+        if not self.recording or cwd in self._warming or self._find_project(cwd)[0] is None:
+            return  # (asked afresh: the gate's few seconds of memory are for its own questions)
         self._warming.add(cwd)
         writable = self._writable(cwd)
 
