@@ -93,3 +93,36 @@ async def test_setup_builds_the_undo_index_of_neovims_project(tmp_path, monkeypa
         assert "not built yet" in cover(projects[1]).why  # asking builds it
     finally:
         await service.mgr.shutdown()
+
+
+async def test_a_directory_that_becomes_a_project_after_setup_is_recorded_at_once(
+    tmp_path, monkeypatch
+):
+    """Setup looks for Neovim's project to build its index; finding none then is not remembered
+    by the gate: a project made right after (`git init`, a package.json) is covered at once."""
+    from run_bash.run_changes import CoverSpec
+
+    work = tmp_path / "home" / "work"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    service = Service(
+        asyncio.get_running_loop(),
+        lambda _name, _payload: None,
+        environ={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path / "home"),
+            "RUN_BASH_UNDO": str(tmp_path / "undo"),
+        },
+        state_dir=str(tmp_path / "state"),
+    )
+    try:
+        service.setup({"sandbox": {"backend": "none"}})
+        (work / "package.json").write_text("{}\n")
+        (work / "a.txt").write_text("a\n")
+        info = service.run({"cmd": "true", "unsandboxed_ok": True})
+        r = (await asyncio.wait_for(service.mgr.wait_result(info["id"]), 30)).to_wire()
+        assert r["exit_code"] == 0 and "not_recorded" not in (r.get("changes") or {}), r
+        cover = service.recorder.coverage(CoverSpec(cwd=str(work), paths=(str(work / "a.txt"),)))
+        assert cover.ok, cover.why
+    finally:
+        await service.mgr.shutdown()
