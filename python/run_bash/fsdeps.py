@@ -93,7 +93,18 @@ FILE_MASK = (
 # Writes to a device, FIFO or socket leave its size and times as they were (``/dev/null``).
 CONTENT = inotify.IN_MODIFY | inotify.IN_CLOSE_WRITE
 EVENT_LOG = 4096  # events kept for armed recordings that have not looked since
-MAX_WATCHES = 20_000  # beyond this many, recordings are looked at by stat only
+
+
+def _max_watches(path: str = "/proc/sys/fs/inotify/max_user_watches") -> int:
+    """How many watches armed recordings may hold: an eighth of the user's limit, at most 4096
+    (a policy needs a few hundred). The guard's and the undo index's watches, which keep runs
+    safe and undoable, must never find the limit used up by this, which only saves time."""
+    try:
+        with open(path) as f:
+            limit = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        limit = 8192
+    return max(0, min(4096, limit // 8))
 
 
 class _Watches:
@@ -107,12 +118,13 @@ class _Watches:
         self.log: collections.deque[tuple[int, int, int, str]] = collections.deque(maxlen=EVENT_LOG)
         self.lost = 0  # events up to this one may be missing (overflow, a failed read)
         self.wds: set[int] = set()  # live watches
+        self.max = _max_watches()
 
     def add(self, path: str, mask: int) -> int | None:
         """The watch on ``path`` (the kernel's: the same inode gets the same one); None when it
-        cannot be had."""
+        cannot be had, or when this instance holds its share already (``_max_watches``)."""
         with self.lock:
-            if len(self.wds) >= MAX_WATCHES:
+            if len(self.wds) >= self.max:
                 return None
             try:
                 wd = self.ino.add(path, mask)

@@ -420,3 +420,25 @@ def test_a_file_whose_directory_above_is_replaced_is_seen(tmp_path):
     f.parent.mkdir(parents=True)
     f.write_text("one")
     assert not rec.still()
+
+
+def test_watches_take_at_most_an_eighth_of_the_users_limit(tmp_path, monkeypatch):
+    """The guard's watches keep runs safe and must not find the limit used up by these, which
+    only save time: at most an eighth of the user's limit (4096 at most); with none left, every
+    path is stat'ed and changes are still seen."""
+    limit = tmp_path / "max_user_watches"
+    for value, share in (("8192\n", 1024), ("1000000\n", 4096), ("80\n", 10), ("junk", 1024)):
+        limit.write_text(value)
+        assert fsdeps._max_watches(str(limit)) == share
+    w = fsdeps._watches()
+    if w is None:
+        pytest.skip("no inotify here")
+    monkeypatch.setattr(w, "max", 0)
+    f = tree(tmp_path)
+    with fsdeps.recording() as rec:
+        os.stat(f)
+    settle(rec)
+    assert rec.still() and rec.still() and rec.looks == 1
+    assert len(rec._armed.slow) == len(rec.sigs)  # nothing watched: every path by stat
+    f.write_text("two")
+    assert not rec.still()
