@@ -417,17 +417,20 @@ class RunChanges:
         return covers(snap, project, paths, git=spec.git and not spec.everything)
 
     def warm(self, cwd: str) -> None:
-        """Build the index of ``cwd``'s project on a worker (nothing is recorded)."""
-        if not self.recording or cwd in self._warming or self._find_project(cwd)[0] is None:
-            return  # (asked afresh: the gate's few seconds of memory are for its own questions)
+        """Build the index of ``cwd``'s project on a worker (nothing is recorded; a directory
+        that is no project gets nothing, not even the store). Returns at once."""
+        if not self.recording or cwd in self._warming:
+            return
         self._warming.add(cwd)
-        writable = self._writable(cwd)
 
         def work() -> None:
             from run_bash.changes import Token
 
             try:
-                got = self.store.begin(f"warm-{os.getpid()}", cwd, writable=writable)
+                # Asked afresh: the gate's few seconds of memory (``_project``) are its own.
+                if self._find_project(cwd)[0] is None:
+                    return
+                got = self.store.begin(f"warm-{os.getpid()}", cwd, writable=self._writable(cwd))
                 if isinstance(got, Token):
                     self.store.abandon(got)
             except Exception:

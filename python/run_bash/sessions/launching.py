@@ -91,28 +91,25 @@ class Launching:
         untrusted = tuple(self.keeper.untrusted())
         key = (cwd, id(config), self.agent_rules, self.project_config, untrusted, hidden)
         hit = self._kept(key, config)
-        if hit is not None:
-            if on_stage is not None:
-                on_stage("hostread")
-            return hit
-        # One computation per key at a time: a run arriving while its spare's preparation
-        # computes the same policy waits for that answer instead of racing it for the GIL.
-        with self._memo_lock:
-            gate = self._computing.setdefault(key, [threading.Lock(), 0])
-            gate[1] += 1
-        try:
-            with gate[0]:
-                hit = self._kept(key, config)
-                if hit is not None:
-                    if on_stage is not None:
-                        on_stage("hostread")
-                    return hit
-                return self._compute(key, config, cwd, untrusted, hidden, on_stage)
-        finally:
+        if hit is None:
+            # One computation per key at a time: a run arriving while its spare's preparation
+            # computes the same policy waits for that answer instead of racing it for the GIL.
             with self._memo_lock:
-                gate[1] -= 1
-                if not gate[1]:
-                    del self._computing[key]
+                gate = self._computing.setdefault(key, [threading.Lock(), 0])
+                gate[1] += 1
+            try:
+                with gate[0]:
+                    hit = self._kept(key, config)
+                    if hit is None:
+                        return self._compute(key, config, cwd, untrusted, hidden, on_stage)
+            finally:
+                with self._memo_lock:
+                    gate[1] -= 1
+                    if not gate[1]:
+                        del self._computing[key]
+        if on_stage is not None:
+            on_stage("hostread")
+        return hit
 
     def _kept(self, key: tuple[object, ...], config: Config) -> Policy | None:
         """The policy kept for ``key`` while everything computing it read is still the same."""
