@@ -248,7 +248,6 @@ class Service:
         starting, and the first command then finds it done."""
         try:
             self.preload()
-            codecache.save()  # what start-up compiled (if anything), for the next start
         finally:
             if not gc.isenabled():  # the host started with collection off (``boot.py``)
                 gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
@@ -262,6 +261,7 @@ class Service:
             compiled,
         )
         self.emit("ready", {})
+        codecache.save()  # what start-up compiled (if anything), for the next start
 
     def preload(self) -> None:
         """Load what every run needs and answer the backend question for the options in force,
