@@ -123,13 +123,15 @@ SCENARIOS = {
 }
 
 
+CLOCK_REALTIME_COARSE = 5  # Linux's clock id (the time module does not name it)
+
+
 def begin(store: Any, run_id: str, cwd: str | os.PathLike[str]) -> Any:
     """``store.begin`` for a run; returns its token once the coarse clock (file birth times) has
-    left the tick the run began in. A file born in that tick counts as older than the run (undo
-    keeps it rather than delete bytes that may predate the run), and these tests' "runs" start
-    at once, where a real one starts a sandbox first."""
+    passed the stamp the run began at. A file born with that stamp counts as older than the run
+    (undo keeps it rather than delete bytes that may predate the run), and these tests' "runs"
+    start at once, where a real one starts a sandbox first."""
     from run_bash.changes import Token
-    from run_bash.changes.store import CLOCK_REALTIME_COARSE
 
     tok = store.begin(run_id, str(cwd))
     assert isinstance(tok, Token), tok

@@ -10,14 +10,16 @@ import pwd
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
 from run_bash.changes import ChangeStore, Limits, NotRecorded, Token
 from run_bash.changes.coverage import covers
 from run_bash.changes.snapshot import born_after
+from run_bash.changes.store import file_clock
 
-from .changes_util import begin, git_repo, sh, tree_hash
+from .changes_util import CLOCK_REALTIME_COARSE, begin, git_repo, sh, tree_hash
 
 
 @pytest.fixture
@@ -57,6 +59,59 @@ def test_a_file_born_in_the_tick_the_run_began_counts_as_older(tmp_path):
         assert born_after(fd, "f", int(ino), born - 1)
     finally:
         os.close(fd)
+
+
+def _fine_stamp(d) -> None:
+    """Make the kernel hand out a fine-grained file time (Linux 6.13+ multigrain timestamps): a
+    file whose times were just read is changed, which also raises the floor every later stamp
+    starts from, so files made right after carry stamps ahead of the coarse clock."""
+    a = d / "stamp-bump"
+    a.write_bytes(b"")
+    os.stat(a)
+    with open(a, "ab") as fh:
+        fh.write(b"x")
+
+
+def test_the_run_start_stamp_is_after_every_file_made_before_it(tmp_path):
+    """A file made just before a run began must never look born during it (undo would delete
+    bytes from before). Its stamp can be ahead of the coarse clock; the run's start stamp
+    (``file_clock``) is the kernel's own stamp, never behind it. Control: a file made after the
+    start stamp is stamped at or after it."""
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    ahead_of_coarse = 0
+    for i in range(200):
+        _fine_stamp(tmp_path)
+        before = tmp_path / f"before{i}"
+        before.write_bytes(b"")
+        coarse = time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+        start = file_clock(str(store_dir))
+        after = tmp_path / f"after{i}"
+        after.write_bytes(b"")
+        b, a = before.stat().st_mtime_ns, after.stat().st_mtime_ns
+        ahead_of_coarse += b > coarse
+        assert b <= start <= a, (b, start, a)
+        before.unlink()
+        after.unlink()
+    print(f"stamps ahead of the coarse clock: {ahead_of_coarse}/200")
+
+
+def test_a_file_the_run_moved_in_is_kept_though_made_just_before_it_began(tmp_path, home, repo):
+    """The undo of a run that moved an unkept ignored file into the project keeps that file even
+    when it was made with a fine-grained stamp just before the run began. Control: the file the
+    run made is removed."""
+    sh("mkdir -p vendor && echo vendor/ >> .gitignore", repo)
+    store = store_with(tmp_path, home, max_file_size=10_000, ignored_total=1000)
+    for i in range(5):
+        _fine_stamp(tmp_path)
+        (repo / "vendor" / "blob").write_bytes(os.urandom(30000))
+        tok = begin(store, f"r{i}", repo)
+        sh("head -c 20000 /dev/urandom > made.bin && mv vendor/blob moved.bin", repo)
+        store.finish(tok)
+        store.undo(f"r{i}")
+        assert not (repo / "made.bin").exists()
+        assert (repo / "moved.bin").stat().st_size == 30000
+        (repo / "moved.bin").unlink()
 
 
 # -- the .gitignore exposure: undo never deletes what it never stored ------------------------------

@@ -17,6 +17,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .project import trusted_fs
+
 # Entry = (kind, mode, size, mtime_ns, ctime_ns, ino, data, flag)
 #   Kept content ("covered"): "f" file (data: sha256 hex of the content kept in the store),
 #   "l" symlink (data: target), "d" directory (its entries are listed too).
@@ -323,10 +325,11 @@ _statx: Any = None
 
 def born_after(dir_fd: int, name: str, ino: int, since_ns: int) -> bool:
     """Whether the inode ``ino`` at ``name`` was created after ``since_ns`` (its birth time, from
-    ``statx``; ``since_ns`` is a reading of the coarse clock file times come from). A file born
-    in the same tick as ``since_ns`` may have been made just before it, so it counts as older:
+    ``statx``; ``since_ns`` is the stamp of a file made when the run began, ``store.file_clock``).
+    A file born with the same stamp may have been made just before it, so it counts as older:
     undo then keeps it rather than delete bytes that may predate the run. False too whenever
-    that cannot be told (no birth time on this file system, no ``statx``)."""
+    that cannot be told: no birth time on this file system, no ``statx``, or a file system
+    whose stamps may come from another machine's clock (network and FUSE file systems)."""
     global _statx
     if _statx is None:
         try:
@@ -337,7 +340,7 @@ def born_after(dir_fd: int, name: str, ino: int, since_ns: int) -> bool:
             _statx = fn
         except (OSError, AttributeError):
             _statx = False
-    if not _statx:
+    if not _statx or not trusted_fs(dir_fd):
         return False
     buf = _Statx()
     if _statx(dir_fd, os.fsencode(name), _AT_SYMLINK_NOFOLLOW, _STATX_BTIME, ctypes.byref(buf)):

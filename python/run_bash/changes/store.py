@@ -68,7 +68,6 @@ RECENT_KEEP_S = 24 * 3600  # ended runs remembered for overlap detection
 PROJECT_IDLE_S = 30 * 24 * 3600  # a project unused this long is dropped whole
 WATCHED_PROJECTS = 8  # inotify instances kept (the default per-user limit is 128)
 GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or when over max_store)
-CLOCK_REALTIME_COARSE = 5  # Linux's clock id (the time module does not name it)
 SNAP_MAGIC = b"run_bash-snapshot-3\n"
 SNAP_HEAD = struct.Struct("<QQI")  # generation, payload length, crc32
 ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
@@ -130,18 +129,29 @@ class Token:
     undo_of: str | None = None
     label: str | None = None
     done: bool = False
-    # The file systems' own (coarse) clock when the run began: a file born at or after it was
-    # made by the run (the walk's ``began_ns``).
+    # The stamp the kernel gave a file made when the run began (``file_clock``): a file born
+    # after it was made by the run (the walk's ``began_ns``).
     born_ns: int = 0
 
 
-def _coarse_now() -> int:
-    """The clock file timestamps are taken from (``CLOCK_REALTIME_COARSE``): never ahead of a
-    timestamp the kernel gives a file made after this call."""
+def file_clock(where: str) -> int:
+    """The time the kernel stamps on a file made now: the times of a new nameless file
+    (``O_TMPFILE``) in the directory ``where``. Every file made before this call has a stamp at
+    or before it, every file made after at or after it. A clock reading is not that: since
+    Linux 6.13 a file's stamp may be finer than ``CLOCK_REALTIME_COARSE`` and ahead of it
+    (multigrain timestamps), so a file made just before a coarse reading can look newer.
+    Without ``O_TMPFILE``, or when the stamp is a whole second (a file system that keeps only
+    seconds, where it may be behind a finer stamp of a file elsewhere), the fine clock: ahead of
+    every stamp made before, so undo keeps what it cannot tell apart."""
     try:
-        return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+        fd = os.open(where, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
     except OSError:
-        return time.time_ns() - 10_000_000  # a tick of a coarse clock is a few ms at most
+        return time.time_ns()
+    try:
+        stamp = os.fstat(fd).st_mtime_ns
+    finally:
+        os.close(fd)
+    return stamp if stamp % 1_000_000_000 else time.time_ns()
 
 
 @dataclass
@@ -591,7 +601,7 @@ class ChangeStore(Records):
                     )
                 self._set(proj, snap)
                 watcher.end_walk(proj.version)
-                now, born = time.time_ns(), _coarse_now()
+                now, born = time.time_ns(), file_clock(self.root)
                 state["active"][run_id] = {"host": self._me, "gen": state["gen"], "began": now}
                 self._write_state(key, state)
         except TooManyFiles as err:
