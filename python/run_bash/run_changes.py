@@ -329,8 +329,18 @@ class RunChanges:
 
     def _finish(self, token: Token) -> ChangeSet:
         cs = self.store.finish(token)
-        self._kept = self.store.kept_ids()  # this run's, less what retention dropped meanwhile
+        if cs.changes:  # kept (what retention drops meanwhile: ``refresh_kept``)
+            self._kept = self._kept | {token.run_id}
         return cs
+
+    async def refresh_kept(self) -> None:
+        """Learn which change sets are kept now (a run's just recorded, less what retention
+        dropped meanwhile); ``is_kept`` answers from it. Lists every project's change sets: the
+        manager calls it after a recorded run's result, not before."""
+        try:
+            self._kept = await self._call(self.store.kept_ids)
+        except Exception:
+            log.exception("listing the kept change sets failed")
 
     async def finish(self, s: Run) -> None:
         """Record what the run changed; its summary goes on the session (``changes``)."""

@@ -147,6 +147,8 @@ async def test_the_kept_predicate_follows_retention(svc, proj):
     assert svc.mgr.change_set_kept(first["id"]) is True
     second = await run(svc, "echo 2 > two.txt", proj)
     assert svc.mgr.change_set_kept(second["id"]) is True
+    # What retention dropped is learnt once the run is done (after its result).
+    await asyncio.wait_for(svc.mgr.sessions[second["id"]].done.wait(), 30)
     assert svc.mgr.change_set_kept(first["id"]) is False
 
 

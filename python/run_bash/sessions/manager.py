@@ -397,7 +397,9 @@ class SessionManager:
             s.cwd,
             s.cmd,
         )
-        self.on_event("started", s.info())
+        # Spawned this instant: nothing of it listens yet (listing ports reads every process of
+        # the host and /proc/net; the sessions list and later events say what it listens on).
+        self.on_event("started", s.info(ports=False))
         self.forwarding.update(later=True)
 
     # -- exit, timeout, kill -----------------------------------------------------------------------
@@ -487,6 +489,7 @@ class SessionManager:
             await removing
         # Post-run checks that put project files back (the guard's restore of protected files)
         # belong above this line: the change set must show the project as the run left it.
+        recorded = s.change_token is not None
         if self.changes is not None:
             await self.changes.finish(s)
             s.mark("changes")
@@ -523,6 +526,8 @@ class SessionManager:
         await removing
         await closing
         self._reap_strays()  # orphans of runs that exited (this process is their subreaper)
+        if recorded and self.changes is not None:
+            await self.changes.refresh_kept()  # before ``prune`` asks ``is_kept``
         s.mark("closed")
         s.done.set()
         self.prune()
@@ -557,6 +562,11 @@ class SessionManager:
         return len(members)
 
     def _reap_strays(self) -> None:
+        try:  # the kernel's word that some child has exited, reaping none: else nothing to do
+            if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                return
+        except ChildProcessError:
+            return
         roots = {o.launched.pid for o in self.sessions.values() if o.running and o.launched}
         for pid in proc.children(os.getpid()):
             if pid not in roots and proc.is_zombie(pid):

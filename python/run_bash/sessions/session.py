@@ -187,8 +187,9 @@ class Session:
         end = self.ended_mono if self.ended_mono is not None else time.monotonic()
         return round(end - self.started_mono, 3)
 
-    def fields(self) -> dict[str, Any]:
-        """The ``SessionInfo`` fields of this session now."""
+    def fields(self, ports: bool = True) -> dict[str, Any]:
+        """The ``SessionInfo`` fields of this session now (``ports``: False leaves the listening
+        ports out, for a run spawned this instant: nothing of it listens yet)."""
         return {
             "id": self.id,
             "cmd": self.cmd,
@@ -210,7 +211,7 @@ class Session:
             "output_bytes": self.capture.total if self.capture else 0,
             "notices": tuple(self.notices),
             "changes": self.changes,
-            "ports": self.ports(),
+            "ports": self.ports() if ports else (),
             "forwarded": tuple(
                 ForwardedPort(port, host) for port, host in sorted(self.forwarded.items())
             ),
@@ -224,6 +225,6 @@ class Session:
 
         return tuple(listening_ports(self.tracker.members()))
 
-    def info(self) -> SessionInfo:
-        """The summary for lists, completion and events."""
-        return SessionInfo(**self.fields())
+    def info(self, ports: bool = True) -> SessionInfo:
+        """The summary for lists, completion and events (``ports``: see ``fields``)."""
+        return SessionInfo(**self.fields(ports))
