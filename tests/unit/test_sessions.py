@@ -435,3 +435,30 @@ async def test_a_carriage_return_cannot_hide_text_from_agent_live_view_or_output
     assert r.output == shown
     assert "".join(p.data for n, p in mgr.events if n == "output" and p.id == s.id) == shown
     assert mgr.output(s.id, tail=5).output == shown
+
+
+async def test_an_orphan_that_left_its_run_is_reaped_when_it_exits(mgr):
+    """A process that left its run (its own session, no tag: the sweep cannot know it) is
+    reparented to the host, its subreaper; once it exits it is reaped at the next run's end,
+    not kept as a zombie. Control: it was a zombie child of this process before that run."""
+    r = await run(mgr, "setsid env -i /bin/sleep 0.6 >/dev/null 2>&1 & echo $!; sleep 0.2")
+    pid = int(r.output.split()[0])
+    await asyncio.wait_for(mgr.sessions[r.id].done.wait(), 30)
+    await until(lambda: proc_state(pid) == "Z", 10)
+    assert proc_parent(pid) == os.getpid()
+    r2 = await run(mgr, "true")
+    await asyncio.wait_for(mgr.sessions[r2.id].done.wait(), 30)
+    assert not os.path.exists(f"/proc/{pid}")
+
+
+def proc_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def proc_parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])

@@ -74,6 +74,7 @@ KILL_GRACE_S = proc.KILL_GRACE_S
 DRAIN_GRACE_S = 0.3
 # How long a run runs before the next command's sandbox is made beside it (``spares``).
 PREPARE_BESIDE_S = 0.25
+_WALL = 0x40000000  # waitid: children of any exit signal (Linux's __WALL)
 
 log = logging.getLogger("run_bash")
 
@@ -563,7 +564,7 @@ class SessionManager:
 
     def _reap_strays(self) -> None:
         try:  # the kernel's word that some child has exited, reaping none: else nothing to do
-            if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WALL) is None:
                 return
         except ChildProcessError:
             return
