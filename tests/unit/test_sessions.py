@@ -441,7 +441,7 @@ async def test_an_orphan_that_left_its_run_is_reaped_when_it_exits(mgr):
     """A process that left its run (its own session, no tag: the sweep cannot know it) is
     reparented to the host, its subreaper; once it exits it is reaped at the next run's end,
     not kept as a zombie. Control: it was a zombie child of this process before that run."""
-    r = await run(mgr, "setsid env -i /bin/sleep 0.6 >/dev/null 2>&1 & echo $!; sleep 0.2")
+    r = await run(mgr, "setsid env -i /bin/sleep 1 >/dev/null 2>&1 & echo $!; sleep 0.5")
     pid = int(r.output.split()[0])
     await asyncio.wait_for(mgr.sessions[r.id].done.wait(), 30)
     await until(lambda: proc_state(pid) == "Z", 10)
