@@ -41,10 +41,10 @@ def repo(tmp_path):
 
 
 def test_a_file_born_in_the_tick_the_run_began_counts_as_older(tmp_path):
-    """Birth times come from a coarse clock, so a file made just before the run began can carry
-    the run's first tick: a birth time equal to the run's start counts as older (undo keeps the
-    file), and only a later one as born during the run (the control). The birth time is read
-    with coreutils' ``stat``, not with the code under test."""
+    """File times are coarse (a tick, or a floor shared by every file since), so a file made
+    just before the run began can carry the run's start stamp: a birth time equal to it counts
+    as older (undo keeps the file), and only a later one as born during the run (the control).
+    The birth time is read with coreutils' ``stat``, not with the code under test."""
     f = tmp_path / "f"
     f.write_bytes(b"x")
     out = subprocess.run(["stat", "-c", "%.9W %i", str(f)], capture_output=True, text=True)
