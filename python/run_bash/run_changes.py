@@ -336,11 +336,15 @@ class RunChanges:
     async def refresh_kept(self) -> None:
         """Learn which change sets are kept now (a run's just recorded, less what retention
         dropped meanwhile); ``is_kept`` answers from it. Lists every project's change sets: the
-        manager calls it after a recorded run's result, not before."""
+        manager calls it after a recorded run's result, not before. A run recorded while the
+        listing was made stays counted (the listing may have missed its change set)."""
+        before = self._kept
         try:
-            self._kept = await self._call(self.store.kept_ids)
+            listed = await self._call(self.store.kept_ids)
         except Exception:
             log.exception("listing the kept change sets failed")
+            return
+        self._kept = listed | (self._kept - before)
 
     async def finish(self, s: Run) -> None:
         """Record what the run changed; its summary goes on the session (``changes``)."""

@@ -337,3 +337,31 @@ def test_the_store_is_denied_whatever_the_rules_grant(tmp_path):
     assert str(store) not in plain.denied  # the control: without it, the grant would cover it
     policy = build_policy(cfg, str(tmp_path), scan_ports=False, hidden=[str(store)])
     assert str(store) in policy.denied
+
+
+async def test_a_run_recorded_while_the_kept_sets_are_listed_stays_counted(svc, proj):
+    """``refresh_kept`` lists the kept change sets on a worker while another run may finish: a
+    run recorded during the listing (so missing from it) stays counted as kept. Control: a run
+    whose change set retention dropped is not counted once a later listing says so."""
+    svc.setup({"sandbox": {"backend": "none"}, "undo": {"keep": 1}})
+    first = await run(svc, "echo 1 > one.txt", proj)
+    rc = svc.recorder
+    real = rc.store.kept_ids
+    during: list[str] = []
+
+    def listing() -> set[str]:
+        got = real()  # the listing is made, then a run's change set is recorded
+        tok = rc.store.begin("meanwhile", str(proj))
+        (proj / "three.txt").write_text("3\n")
+        rc._finish(tok)
+        during.append("meanwhile")
+        return got
+
+    rc.store.kept_ids = listing  # type: ignore[method-assign]
+    try:
+        await rc.refresh_kept()
+    finally:
+        rc.store.kept_ids = real  # type: ignore[method-assign]
+    assert during and rc.is_kept("meanwhile")
+    await rc.refresh_kept()  # a listing made after it: retention (keep = 1) dropped the first
+    assert rc.is_kept("meanwhile") and not rc.is_kept(first["id"])

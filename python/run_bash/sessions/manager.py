@@ -486,11 +486,11 @@ class SessionManager:
             s.status = "killed"
         else:
             s.status = "exited"
-        if s.change_token is not None:  # its change set must not see the run's temp dir
+        recorded = s.change_token is not None
+        if recorded:  # its change set must not see the run's temp dir
             await removing
         # Post-run checks that put project files back (the guard's restore of protected files)
         # belong above this line: the change set must show the project as the run left it.
-        recorded = s.change_token is not None
         if self.changes is not None:
             await self.changes.finish(s)
             s.mark("changes")
