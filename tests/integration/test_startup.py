@@ -4,6 +4,8 @@ Neovim exits, and what no run needs is not imported."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -189,9 +191,9 @@ def imported(log: Path) -> set[str]:
 def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(
     editor, tmp_path, wanted
 ):
-    """What runs need is loaded before the first one; what no run needs is not loaded; with
-    options that name no sandbox, neither is the sandlock SDK (the sandlock case is the control
-    where sandlock works here)."""
+    """What runs need is loaded before the first one; what no run needs is not loaded; nor is
+    the sandlock SDK, whatever the backend: the sandbox launcher loads it and says what the
+    backend check needs (the sandlock case runs its command under sandlock where it works)."""
     from tests.integration.test_host import backend_available
 
     log = tmp_path / "imports.log"
@@ -213,7 +215,7 @@ def test_the_host_loads_what_runs_need_before_the_first_one_and_nothing_else(
     assert "made.txt" in r["changes"]["summary"], r  # the run was recorded
     after_run = imported(log)
     assert not set(NOT_FOR_A_RUN) & after_run, sorted(set(NOT_FOR_A_RUN) & after_run)
-    assert ("sandlock" in after_run) == (backend == "sandlock"), backend
+    assert "sandlock" not in after_run, backend
     # The control: the log does see modules loaded later, on use.
     assert editor.lua("return require('run_bash').request('health')")
     got = editor.lua("local d, e = require('run_bash').diff(...); return { d = d, e = e }", r["id"])
@@ -251,3 +253,48 @@ def test_the_launcher_starts_with_the_host_only_when_the_options_may_sandbox(edi
         f.seek(before)
         said = f.read().decode()
     assert ("sandbox launcher: fork server" in said) == (backend != "none"), (r, said)
+
+
+def test_the_fork_server_forked_from_the_host_holds_nothing_of_the_host(editor):
+    """The host forks its sandbox launcher while it has one thread: the fork server must hold
+    none of the host's descriptors (the RPC channel's and stderr's pipes to Neovim, the log
+    file), only /dev/null on fds 0-2 and its own sockets and pipes, and have a session of its
+    own. Control: the host itself holds those pipes and the log, so the check sees them."""
+    import psutil
+
+    from tests.integration.test_host import backend_available
+
+    if not backend_available("sandlock"):
+        pytest.skip("sandlock unavailable here")
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'sandlock' } })")
+    r = editor.run_sync({"cmd": "echo ran"}, 60)
+    assert r["exit_code"] == 0 and r["backend"] == "sandlock", r
+    keeper = psutil.Process(
+        editor.nvim.funcs.jobpid(editor.lua("return require('run_bash')._job()"))
+    )
+    host = keeper.children()[0]
+    log = Path(editor.lua("return require('run_bash.host').log_path()"))
+    assert "(forked)" in log.read_text()
+
+    def fds(pid: int) -> dict[int, str]:
+        out = {}
+        for name in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                out[int(name)] = os.readlink(f"/proc/{pid}/fd/{name}")
+        return out
+
+    host_fds = fds(host.pid)
+    # The control: the host's channels to Neovim (RPC out on fd 1, stderr on 2; libuv makes
+    # them socket pairs) and its log are open files a careless fork would share.
+    assert all(host_fds[fd].startswith(("pipe:", "socket:")) for fd in (1, 2)), host_fds
+    assert str(log) in host_fds.values(), host_fds
+    server = next(
+        c for c in host.children() if c.cmdline() == host.cmdline() and os.getsid(c.pid) == c.pid
+    )
+    held = fds(server.pid)
+    assert [held.get(fd) for fd in (0, 1, 2)] == ["/dev/null"] * 3, held
+    # Nothing the host has open is open in the fork server (a file shared by both would be
+    # the same inode here; each end of a socket pair has its own).
+    assert set(held.values()) & set(host_fds.values()) <= {"/dev/null"}, (held, host_fds)
+    others = [t for fd, t in held.items() if fd > 2]
+    assert all(t.startswith(("socket:", "pipe:")) for t in others), held

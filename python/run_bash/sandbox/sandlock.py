@@ -193,21 +193,18 @@ class Sandlock:
         return self._availability
 
     def _probe(self) -> Availability:
-        try:
-            import sandlock
-        except ImportError as e:
-            return Availability(
-                False,
-                f"the sandlock Python package is not installed ({e})",
-                "run `make deps` in the plugin directory (installs sandlock into its .venv)",
-            )
         if bash_path() is None:
             return Availability(False, "bash not found", "install bash")
+        # The fork server loads sandlock and says what it found (the host never imports it).
         try:
-            abi = int(sandlock.landlock_abi_version())
-        except Exception as e:  # the native library failed to load
-            return Availability(False, f"sandlock cannot load: {e}", "reinstall sandlock")
-        version = f"sandlock {getattr(sandlock, '__version__', '?')}, Landlock ABI {abi}"
+            facts = launcher().sandlock_facts()
+        except SpawnError as e:
+            return Availability(False, str(e), "run `make deps` in the plugin directory")
+        abi = facts.get("abi")
+        if not isinstance(abi, int) or isinstance(abi, bool):
+            why = facts.get("error") or "no Landlock ABI reported"
+            return Availability(False, f"sandlock cannot load: {why}", "reinstall sandlock")
+        version = f"sandlock {facts.get('version', '?')}, Landlock ABI {abi}"
         if abi < 1:
             return Availability(
                 False,
@@ -223,11 +220,7 @@ class Sandlock:
                 "sandbox.backends.sandlock.allow_degraded = true (weaker confinement)",
                 version,
             )
-        try:
-            launcher().ensure()
-        except SpawnError as e:
-            return Availability(False, str(e), "run `make deps` in the plugin directory", version)
-        why = self._probe_namespace()
+        why = self._probe_namespace(facts)
         if why and not self.opts.allow_degraded:
             return Availability(
                 False,
@@ -245,20 +238,23 @@ class Sandlock:
             return Availability(True, version=f"{version}; degraded: no mount namespace ({why})")
         return Availability(True, version=f"{version}, mount namespace")
 
-    def _probe_namespace(self) -> str:
-        """Build a run's mount namespace once per host, running nothing; "" when it works, else
-        why not. (Every ``setup()`` makes new backend objects: the answer is kept, not asked of
-        the launcher again while the editor waits for setup's reply.)"""
-        import shutil
-        import tempfile
-
+    def _probe_namespace(self, facts: dict[str, Any]) -> str:
+        """Whether a run's mount namespace can be built, once per host: "" when it can, else
+        why not. The fork server tried when it started (``facts``); asked of it again only if
+        it did not say. (Every ``setup()`` makes new backend objects: the answer is kept, not
+        asked again while the editor waits for setup's reply.)"""
         if NAMESPACE_PROBE:
             return NAMESPACE_PROBE[0]
-        tmp = tempfile.mkdtemp(prefix="run_bash-probe-")
-        try:
-            why = launcher().probe({"tmp": tmp, "mount_ns": True})
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        why = facts.get("namespace")
+        if not isinstance(why, str):
+            import shutil
+            import tempfile
+
+            tmp = tempfile.mkdtemp(prefix="run_bash-probe-")
+            try:
+                why = launcher().probe({"tmp": tmp, "mount_ns": True})
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
         NAMESPACE_PROBE[:] = [why]
         return why
 
@@ -308,7 +304,7 @@ class Sandlock:
         layout: Layout,
         temp: int = 0,
     ) -> tuple[dict[str, Any], list[str]]:
-        """What the launcher needs for one run (``launcher.run_child``), and notes. ``temp``: the
+        """What the launcher needs for one run (``forkserver.run_child``), and notes. ``temp``: the
         size of the run's temp space (0: the private dir as it is)."""
         kwargs, notes, denied = self._build(policy, spec, layout)
         if self.opts.allow_degraded:

@@ -142,6 +142,14 @@ def high_fd_base() -> int:
     return max(3, min(soft // 2, 16384))
 
 
+def grow_fd_table() -> None:
+    """Make this process's descriptor table reach ``high_fd_base()`` now. Call it while the
+    process has one thread: the kernel grows a table shared by several threads only after an
+    RCU grace period (5-10 ms here), which the first prepared sandbox would otherwise wait for."""
+    with contextlib.suppress(OSError):
+        os.close(fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, high_fd_base()))
+
+
 def lift(fd: int) -> int:
     """``fd`` moved to a close-on-exec number at or above ``high_fd_base()`` (the old number is
     closed); ``fd`` itself when that fails."""

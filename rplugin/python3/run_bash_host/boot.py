@@ -111,7 +111,12 @@ def host(dirs: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if named_at_start(os.environ) != "none":
         start_launcher()
-    else:  # the options name no sandbox: a second Python for nothing
+        # While the host has one thread its descriptor table grows at once (prepared sandboxes
+        # keep theirs high: spare.py). After the fork server's fork: its children copy its table.
+        from run_bash.sandbox.spare import grow_fd_table
+
+        grow_fd_table()
+    else:  # the options name no sandbox: no launcher, and no prepared sandboxes
         logging.getLogger("run_bash").info("sandbox launcher: not started with the host")
     startup.mark("fork")
     # asyncio imports ssl when it can (9 ms here); the host never speaks TLS. While pynvim (and
@@ -156,10 +161,11 @@ def host(dirs: list[str]) -> None:
 
 
 def start_launcher() -> None:
-    """Start the sandbox launcher's fork server now, without waiting for it: it starts (a Python
-    of its own) on the other core while this process imports pynvim and the host, and the first
-    sandboxed run or the backend check at setup finds it up (``Launcher.begin``). Best effort:
-    a failure is met again, and reported, where the launcher is needed."""
+    """Start the sandbox launcher's fork server now, without waiting for it: forked from this
+    process while it has one thread, it loads sandlock on the other core while this process
+    imports pynvim and the host, and the backend check before ``ready`` finds it up
+    (``Launcher.begin``). Best effort: a failure is met again, and reported, where the launcher
+    is needed."""
     try:
         from run_bash.sandbox.launcher import launcher
 
