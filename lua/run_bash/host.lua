@@ -191,7 +191,8 @@ function M.start()
   end
   H.job, H.chan = job, job
   H.timed_out = false
-  pcall(vim.rpcnotify, job, "run_bash.hello")
+  -- The options go with it (when they are plain data): the host applies them while it starts.
+  pcall(vim.rpcnotify, job, "run_bash.hello", require("run_bash.options").early() or vim.NIL)
   H.start_timer = vim.defer_fn(function()
     if H.job == job and not H.ready then
       H.timed_out = true

@@ -117,6 +117,24 @@ function M.named_backend()
   return type(backend) == "string" and backend or nil
 end
 
+--- The options to send with the host's `hello`, so that it applies them while it starts (its
+--- `setup` request then finds them in force): nil when there are none, or when path rules are
+--- given as functions (those are resolved against the host's defaults once it answers).
+---@return table|nil
+function M.early()
+  local cand = H.pending or H.good
+  if not cand then
+    return nil
+  end
+  local rules = vim.tbl_get(cand.data, "sandbox", "rules")
+  for _, v in pairs(type(rules) == "table" and rules or {}) do
+    if type(v) == "function" then
+      return nil
+    end
+  end
+  return { opts = cand.data, codecompanion = require("run_bash.agent_files").collect() or vim.NIL }
+end
+
 --- The host exited: the next one is sent the options again.
 function M.host_exited()
   H.setup_done = false

@@ -55,7 +55,7 @@ Emit = Callable[[str, dict[str, Any]], None]
 
 # The RPC methods and their arguments, in order (more arguments than these are refused).
 RPC: dict[str, tuple[str, ...]] = {
-    "hello": (),
+    "hello": ("early",),
     "setup": ("opts", "codecompanion"),
     "check": ("cmd", "opts"),
     "run": ("spec",),
@@ -132,6 +132,8 @@ class Service:
         self._lined: set[str] = set()  # runs whose run line is written
         self._changes: RunChanges | None = None
         self._undo_ids: set[str] = set()  # ids given to undos (they are runs, not sessions)
+        # The options ``hello`` applied, until ``setup`` comes: (opts, codecompanion, notices).
+        self._early: tuple[object, object, list[str]] | None = None
         self.audit = AuditLog(None, 0)
         self._configure_audit()
         startup.mark("service")  # run_bash's modules imported, this object made
@@ -242,12 +244,14 @@ class Service:
 
     # -- configuration -------------------------------------------------------------------------------
 
-    def hello(self) -> None:
+    def hello(self, early: object = None) -> None:
         """Say ``ready``: Lua started the host without waiting and sends its options on this.
         What every run needs is loaded first (``preload``): nobody waits for a host that is
-        starting, and the first command then finds it done."""
+        starting, and the first command then finds it done. ``early``: the options Lua will send
+        with ``setup`` (``{opts =, codecompanion =}``), applied now, so that the first run's
+        sandbox and its project's undo index are made while the host starts."""
         try:
-            self.preload()
+            self.preload(early)
         finally:
             if not gc.isenabled():  # the host started with collection off (``boot.py``)
                 gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
@@ -263,7 +267,7 @@ class Service:
         self.emit("ready", {})
         codecache.save()  # what start-up compiled (if anything), for the next start
 
-    def preload(self) -> None:
+    def preload(self, early: object = None) -> None:
         """Load what every run needs and answer the backend question for the options in force,
         so that the first command does not pay for it: the pause list's checker, the change
         store when runs are recorded, and the backend's availability (which waits for the
@@ -277,11 +281,24 @@ class Service:
         import importlib
 
         importlib.import_module("run_bash.checker")
+        startup.mark("checker")
         if self.recorder.recording:
             importlib.import_module("run_bash.changes")
+        applied = isinstance(early, dict) and self._setup_early(
+            early.get("opts"), early.get("codecompanion")
+        )
         named = named_at_start(self.environ)
         if named == "none":
             return  # the options name no sandbox: checking one would start the launcher for nothing
+        if not (applied and self.config.sandbox.prepare):
+            # The policy of a run in Neovim's directory (what computing it reads the first time,
+            # PATH's trees and git's answers, is then known even if setup's options differ).
+            # With the options applied, the first run's prepared sandbox computes it already.
+            try:
+                self.mgr.launching.policy(os.getcwd())
+            except Exception:
+                log.debug("no policy for %s at start-up", os.getcwd(), exc_info=True)
+            startup.mark("policy")
         try:
             # The backend the options name (its answer is kept for setup's new objects), else
             # the one "auto" picks.
@@ -297,6 +314,10 @@ class Service:
         previous configuration then stays in force. ``codecompanion`` is what CodeCompanion reads
         from a project by itself (``lua/run_bash/agent_files.lua``), checked after every run.
         """
+        early, self._early = self._early, None
+        if early is not None and early[0] == opts and early[1] == codecompanion:
+            # The same options came with ``hello`` and are in force: what they made is kept.
+            return {**self.facts(), "notices": early[2]}
         rules, project_config = parse_codecompanion(codecompanion)
         config = parse_config(opts)
         chosen = choose_backend(config.sandbox.backend, lambda name: get_backend(name, config))
@@ -319,6 +340,19 @@ class Service:
         # The first command's sandbox, ready before it comes (Neovim's directory is the host's).
         self.mgr.prepare_for(os.getcwd())
         return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}
+
+    def _setup_early(self, opts: object, codecompanion: object) -> bool:
+        """Apply the options that came with ``hello`` (``setup``'s own path); when Lua's
+        ``setup`` then sends the same, its answer is this one. Options it refuses change
+        nothing: ``setup`` refuses them again, and Lua reports that. Whether they apply."""
+        try:
+            reply = self.setup(opts, codecompanion)
+        except Exception as err:
+            log.info("options sent with hello not applied now: %s", err)
+            return False
+        self._early = (opts, codecompanion, reply["notices"])
+        startup.mark("setup")
+        return True
 
     def facts(self) -> dict[str, Any]:
         """Where commands run and the limits that apply: what the tool's schema says."""

@@ -96,3 +96,57 @@ def test_a_broken_host_is_described_as_broken_not_as_no_sandbox(editor):
     editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
     desc = editor.lua("return require('run_bash.tool').create().schema['function'].description")
     assert "No sandbox is available" in desc and "not working" not in desc
+
+
+def startup_line(editor) -> str:
+    """The host's start-up marks (``run_bash/startup.py``) from its log."""
+    from pathlib import Path
+
+    log = Path(editor.lua("return require('run_bash.host').log_path()"))
+    lines = [ln for ln in log.read_text().splitlines() if "start-up (ms from jobstart)" in ln]
+    assert lines, "the host logged no start-up line"
+    return lines[-1]
+
+
+def test_the_options_go_with_the_hosts_hello_and_setup_keeps_what_they_made(editor):
+    """setup() starts the host and sends the options with its ``hello``: the host applies them
+    before it says ``ready`` (its start-up marks show ``setup`` before ``ready``), and Lua's
+    own setup request, with the same options, is answered as they made it: the notice they give
+    comes once, the limits are theirs. Control: options with a path rule given as a function
+    (resolved only once the host answers) are not sent early, and still apply."""
+    capture_notes(editor)
+    editor.lua(
+        "require('run_bash').setup({ default_timeout = 42, sandbox = { enabled = false } })"
+    )
+    assert editor.lua("return require('run_bash').facts().default_timeout") == 42
+    line = startup_line(editor)
+    assert "setup +" in line and line.index("setup +") < line.index("ready +"), line
+    msgs = wait_for(lambda: notes(editor))
+    assert [m for m, _ in msgs if "sandbox.enabled" in m] == [msgs[0][0]], msgs  # once
+    editor.lua("require('run_bash').stop()")
+    wait_for(lambda: editor.lua("return require('run_bash').is_running()") is False)
+    editor.lua(
+        """require('run_bash').setup({ default_timeout = 43, sandbox = { backend = 'none',
+             rules = { fs_writable = function(d) return d end } } })"""
+    )
+    assert editor.lua("return require('run_bash').facts().default_timeout") == 43
+    assert "setup +" not in startup_line(editor)
+
+
+def test_options_changed_while_the_host_starts_are_the_ones_in_force(editor):
+    """The options sent with ``hello`` are the first call's; a second setup() before the host
+    is up sends other options, and those are applied in full (nothing the first ones made is
+    kept in their place)."""
+    got = editor.lua(
+        """
+        local rb = require('run_bash')
+        rb.setup({ default_timeout = 11, sandbox = { backend = 'none' } })
+        rb.setup({ default_timeout = 12, sandbox = { backend = 'none' } })
+        return require('run_bash.host').is_up()
+        """
+    )
+    assert got is False  # both came before the host was up
+    assert editor.lua("return require('run_bash').facts().default_timeout") == 12
+    assert "setup +" in startup_line(editor)  # the first options were applied early
+    r = editor.run_sync({"cmd": "echo fine", "unsandboxed_ok": True})
+    assert r["output"] == "fine\n" and r["backend"] == "none", r
