@@ -298,3 +298,30 @@ def test_the_fork_server_forked_from_the_host_holds_nothing_of_the_host(editor):
     assert set(held.values()) & set(host_fds.values()) <= {"/dev/null"}, (held, host_fds)
     others = [t for fd, t in held.items() if fd > 2]
     assert all(t.startswith(("socket:", "pipe:")) for t in others), held
+
+
+def test_a_killed_forked_fork_server_is_replaced_and_runs_go_on(editor):
+    """The fork server forked at start is SIGKILLed: the next sandboxed command starts a new
+    one (a Python of its own now: the host has threads) and runs; the dead one is reaped by
+    then, not left a zombie."""
+    import psutil
+
+    from tests.integration.test_host import backend_available
+
+    if not backend_available("sandlock"):
+        pytest.skip("sandlock unavailable here")
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'sandlock' } })")
+    assert editor.run_sync({"cmd": "echo one"}, 60)["output"] == "one\n"
+    keeper = psutil.Process(
+        editor.nvim.funcs.jobpid(editor.lua("return require('run_bash')._job()"))
+    )
+    host = keeper.children()[0]
+    first = next(c for c in host.children() if c.cmdline() == host.cmdline())
+    first.kill()
+    wait_for(lambda: first.status() == psutil.STATUS_ZOMBIE)
+    r = editor.run_sync({"cmd": "echo two"}, 60)
+    assert r["output"] == "two\n" and r["backend"] == "sandlock", r
+    wait_for(lambda: not psutil.pid_exists(first.pid) or first.status() != psutil.STATUS_ZOMBIE)
+    servers = [c for c in host.children() if "forkserver" in " ".join(c.cmdline())]
+    assert len(servers) == 1 and servers[0].pid != first.pid, servers
+    assert not any(c.status() == psutil.STATUS_ZOMBIE for c in host.children())
