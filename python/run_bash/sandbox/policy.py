@@ -391,10 +391,14 @@ def path_entries_tree(path_var: str, home: str, untrusted: Iterable[str] = ()) -
     return list(tree)
 
 
-def trusted_realpath(path: str, untrusted: Iterable[str]) -> str | None:
+def trusted_realpath(
+    path: str, untrusted: Iterable[str], places: list[str] | None = None
+) -> str | None:
     """``path`` with its symlinks resolved, or None when one of them sits in a place a sandboxed
-    command can write (``untrusted``): a link planted there must never decide what is granted."""
-    places = [os.path.realpath(u) for u in untrusted]
+    command can write (``untrusted``): a link planted there must never decide what is granted.
+    ``places``: ``untrusted`` resolved already (a caller resolving many paths passes it)."""
+    if places is None:
+        places = [os.path.realpath(u) for u in untrusted]
     resolved = "/"
     parts = [p for p in os.path.normpath(path).split("/") if p]
     hops = 0
@@ -429,7 +433,7 @@ def _path_entries_tree(path_var: str, home: str, untrusted: tuple[str, ...] = ()
         if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
             continue
         entry = os.path.normpath(entry)
-        real = trusted_realpath(entry, untrusted)
+        real = trusted_realpath(entry, untrusted, places)
         for p in dict.fromkeys(x for x in (entry, real) if x):
             out.append(p)
             root = _tool_root(p)
@@ -446,7 +450,7 @@ def _path_entries_tree(path_var: str, home: str, untrusted: tuple[str, ...] = ()
                 link = os.path.join(real, name)
                 if not os.path.islink(link):
                     continue
-                target = trusted_realpath(link, untrusted)
+                target = trusted_realpath(link, untrusted, places)
                 if target is None:
                     continue
                 tree = os.path.dirname(target)
