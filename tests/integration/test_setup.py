@@ -115,9 +115,7 @@ def test_the_options_go_with_the_hosts_hello_and_setup_keeps_what_they_made(edit
     comes once, the limits are theirs. Control: options with a path rule given as a function
     (resolved only once the host answers) are not sent early, and still apply."""
     capture_notes(editor)
-    editor.lua(
-        "require('run_bash').setup({ default_timeout = 42, sandbox = { enabled = false } })"
-    )
+    editor.lua("require('run_bash').setup({ default_timeout = 42, sandbox = { enabled = false } })")
     assert editor.lua("return require('run_bash').facts().default_timeout") == 42
     line = startup_line(editor)
     assert "setup +" in line and line.index("setup +") < line.index("ready +"), line
