@@ -274,10 +274,13 @@ class Service:
         sandbox launcher the host started first thing). What no run needs (health, diffs,
         undo, the command line) stays unloaded until it is used.
 
-        All of it runs here, on the loop's thread, before ``ready``: an earlier change that moved
-        the sandbox guard's and policy's imports and the guard's ``Keeper`` onto executor threads
-        hung one full test run in three at teardown (a Neovim ``:qa!``), for a cause not found;
-        so start-up creates nothing on another thread and the guard stays imported eagerly."""
+        The loading runs here, on the loop's thread, before ``ready``: an earlier change that
+        moved the sandbox guard's and policy's imports and the guard's ``Keeper`` onto executor
+        threads hung one full test run in three at teardown (a Neovim ``:qa!``), for a cause not
+        found; so nothing is imported on another thread and the guard stays imported eagerly.
+        The options that came with ``hello`` (``early``) are applied once it is all loaded, by
+        ``setup`` itself: the workers that make the first run's sandbox and undo index start
+        then, as after any ``setup``."""
         import importlib
 
         importlib.import_module("run_bash.checker")
