@@ -118,13 +118,16 @@ function M.named_backend()
 end
 
 --- The options to send with the host's `hello`, so that it applies them while it starts (its
---- `setup` request then finds them in force): nil when there are none, or when path rules are
---- given as functions (those are resolved against the host's defaults once it answers).
+--- `setup` request then finds them in force): the defaults when `setup()` was never called (the
+--- host then knows CodeCompanion's files and prepares the first command's sandbox too), nil when
+--- path rules are given as functions (those are resolved against the host's defaults once it
+--- answers).
 ---@return table|nil
 function M.early()
   local cand = H.pending or H.good
   if not cand then
-    return nil
+    local cc = require("run_bash.agent_files").collect() or vim.NIL
+    return { opts = vim.empty_dict(), codecompanion = cc }
   end
   local rules = vim.tbl_get(cand.data, "sandbox", "rules")
   for _, v in pairs(type(rules) == "table" and rules or {}) do

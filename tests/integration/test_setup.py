@@ -148,3 +148,33 @@ def test_options_changed_while_the_host_starts_are_the_ones_in_force(editor):
     assert "setup +" in startup_line(editor)  # the first options were applied early
     r = editor.run_sync({"cmd": "echo fine", "unsandboxed_ok": True})
     assert r["output"] == "fine\n" and r["backend"] == "none", r
+
+
+def test_without_setup_the_defaults_go_with_hello(editor):
+    """First use without setup(): the defaults (and CodeCompanion's files) go with the host's
+    ``hello``, so the host prepares the first command's sandbox while it starts and the first
+    command takes it. A later setup() with the same (empty) options keeps it all; other options
+    apply in full."""
+    from tests.integration.test_host import backend_available
+
+    if not backend_available("sandlock"):
+        pytest.skip("sandlock unavailable here")
+    r = wait_for(
+        lambda: editor.lua(
+            """
+            if _G.__first == nil then
+              _G.__first = false
+              require('run_bash').run({ cmd = 'echo first' }, function(r) _G.__first = r end)
+            end
+            return _G.__first or nil
+            """
+        ),
+        timeout=60,
+    )
+    assert r["exit_code"] == 0 and r["backend"] == "sandlock", r
+    assert "took_spare" in (r.get("timing") or {}), r  # the sandbox made while the host started
+    assert "setup +" in startup_line(editor)
+    editor.lua("require('run_bash').setup({})")
+    assert editor.lua("return require('run_bash').facts().default_timeout") == 300
+    editor.lua("require('run_bash').setup({ default_timeout = 77 })")
+    assert editor.lua("return require('run_bash').facts().default_timeout") == 77
