@@ -359,7 +359,11 @@ def serve(ctl_fd: int, host: int) -> None:
         import run_bash.sandbox.loopback  # noqa: F401
         from run_bash.sandbox.cgroups import CGROUPS, host_dir
     except Exception as e:
-        ctl.send(json.dumps({"error": f"cannot import sandlock: {e}"}).encode())
+        if isinstance(e, ImportError) and e.name == "sandlock":
+            why = f"the sandlock Python package is not installed ({e})"
+        else:
+            why = f"cannot import sandlock: {e}"
+        ctl.send(json.dumps({"error": why}).encode())
         os._exit(1)
     # What the host's backend check needs, learnt here where sandlock is loaded anyway: the
     # host itself never imports it.
