@@ -287,21 +287,11 @@ class Service:
         startup.mark("checker")
         if self.recorder.recording:
             importlib.import_module("run_bash.changes")
-        applied = isinstance(early, dict) and self._setup_early(
-            early.get("opts"), early.get("codecompanion")
-        )
+        if isinstance(early, dict):
+            self._setup_early(early.get("opts"), early.get("codecompanion"))
         named = named_at_start(self.environ)
         if named == "none":
             return  # the options name no sandbox: checking one would start the launcher for nothing
-        if not (applied and self.config.sandbox.prepare):
-            # The policy of a run in Neovim's directory (what computing it reads the first time,
-            # PATH's trees and git's answers, is then known even if setup's options differ).
-            # With the options applied, the first run's prepared sandbox computes it already.
-            try:
-                self.mgr.launching.policy(os.getcwd())
-            except Exception:
-                log.debug("no policy for %s at start-up", os.getcwd(), exc_info=True)
-            startup.mark("policy")
         try:
             # The backend the options name (its answer is kept for setup's new objects), else
             # the one "auto" picks.
@@ -344,18 +334,17 @@ class Service:
         self.mgr.prepare_for(os.getcwd())
         return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}
 
-    def _setup_early(self, opts: object, codecompanion: object) -> bool:
+    def _setup_early(self, opts: object, codecompanion: object) -> None:
         """Apply the options that came with ``hello`` (``setup``'s own path); when Lua's
         ``setup`` then sends the same, its answer is this one. Options it refuses change
-        nothing: ``setup`` refuses them again, and Lua reports that. Whether they apply."""
+        nothing: ``setup`` refuses them again, and Lua reports that."""
         try:
             reply = self.setup(opts, codecompanion)
         except Exception as err:
             log.info("options sent with hello not applied now: %s", err)
-            return False
+            return
         self._early = (opts, codecompanion, reply["notices"])
         startup.mark("setup")
-        return True
 
     def facts(self) -> dict[str, Any]:
         """Where commands run and the limits that apply: what the tool's schema says."""
