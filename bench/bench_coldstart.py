@@ -12,8 +12,9 @@ result callback. Rows, for ``none`` and every confining backend that works here:
 * **no setup**: the run is the first use of run_bash (it starts the host);
 * **host up**: ``setup()`` started the host and it answered; from the run request to its result;
 * **the host's start-up**: where the "at once" hosts' time went, from the host's own log
-  (``run_bash/startup.py``: interpreter and boot imports, fork, pynvim imported, run_bash imported
-  and the service made, ready after the preload), medians in ms from ``jobstart``;
+  (``run_bash/startup.py``: interpreter and boot imports, fork (the sandbox launcher forked),
+  pynvim imported, run_bash imported and the service made, the checker loaded, setup (the options
+  that came with ``hello`` applied), ready), medians in ms from ``jobstart``;
 * the editor's longest main-loop stall from ``setup()`` to the first result (the queue never waits).
 
 Baselines: ``nvim --headless +qa`` and a fresh Neovim's ``vim.system({"bash", "-c", "true"}):wait()``,
