@@ -75,3 +75,29 @@ def test_every_run_has_one_decision_and_one_run_line(editor):
     assert (by_id[running]["status"], decided[running]) == ("lost", "user_accept")
     assert (by_id[waiting]["status"], decided[waiting]) == ("cancelled", "host_exit")
     assert (by_id[killed]["status"], decided[killed]) == ("killed", "user_accept")
+
+
+def test_runs_of_a_host_killed_with_its_keeper_are_closed_by_the_next_keeper(editor):
+    """The host and its keeper are both SIGKILLed (nothing of them writes the run line): the
+    next host's keeper finds their state dir and writes it, beside the new host's start. The
+    control: before the next host starts, the line is missing."""
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    path = Path(editor.lua("return require('run_bash.audit_log').path()"))
+    lost = editor.lua(
+        "local info, err = require('run_bash').run(...); return info or { error = err }",
+        {"cmd": "sleep 300", "bg_after": 1, "unsandboxed_ok": True},
+    )["id"]
+    keeper = psutil.Process(
+        editor.nvim.funcs.jobpid(editor.lua("return require('run_bash')._job()"))
+    )
+    wait_for(lambda: any(p.name() == "sleep" for p in keeper.children(recursive=True)))
+    tree = [keeper, *keeper.children(recursive=True)]
+    for p in tree:  # everything at once: nobody is left to write the run line
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(tree, timeout=10)
+    wait_for(lambda: editor.lua("return require('run_bash').is_running()") is False)
+    assert [r["event"] for r in lines_of(path, lost)] == ["decision"]  # the control
+    assert editor.lua("return require('run_bash').request('sessions')") == []  # a new host
+    ended = wait_for(lambda: [r for r in lines_of(path, lost) if r["event"] == "run"])
+    assert len(ended) == 1 and ended[0]["status"] == "lost", ended

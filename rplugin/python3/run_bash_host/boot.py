@@ -175,16 +175,22 @@ def start_launcher() -> None:
         pass
 
 
-def main() -> None:
-    proc.set_child_subreaper()
-    from run_bash.journal import reconcile_stale
-    from run_bash.statedir import make_state_dir, make_temp_root, state_root
-
-    # Hosts that died with their keeper left their state dirs: close their runs in the audit log.
+def reconcile_dead_hosts() -> None:
+    """Hosts that died with their keeper left their state dirs: close their runs in the audit
+    log (the keeper does it, beside the host's start)."""
     try:
+        from run_bash.journal import reconcile_stale
+        from run_bash.statedir import state_root
+
         reconcile_stale(state_root())
     except Exception as err:
         sys.stderr.write(f"run_bash: could not complete the audit log: {err}\n")
+
+
+def main() -> None:
+    proc.set_child_subreaper()
+    from run_bash.statedir import make_state_dir, make_temp_root
+
     # Output files and run temp dirs (statedir.py); both go when the host ends, however it ends.
     dirs = [make_state_dir(), make_temp_root()]
     os.environ["RUN_BASH_STATE_DIR"], os.environ["RUN_BASH_TEMP_DIR"] = dirs
@@ -202,6 +208,7 @@ def main() -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.close(devnull)
+        reconcile_dead_hosts()
         keeper(pid, dirs)
 
 
