@@ -106,6 +106,20 @@ CHANGES_OPTIONS = frozenset({"cwd"})
 UNDO_OPTIONS = frozenset({"cwd", "force"})
 
 
+def same_data(a: object, b: object) -> bool:
+    """Whether two values from Lua are the same data, types included (``True == 1`` and
+    ``1 == 1.0`` in Python, but the options' checks tell them apart)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(same_data(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple))
+        return len(a) == len(b) and all(same_data(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 class Service:
     """State of one host: config, the gate, sessions, the audit log."""
 
@@ -308,7 +322,7 @@ class Service:
         from a project by itself (``lua/run_bash/agent_files.lua``), checked after every run.
         """
         early, self._early = self._early, None
-        if early is not None and early[0] == opts and early[1] == codecompanion:
+        if early is not None and same_data(early[0], opts) and same_data(early[1], codecompanion):
             # The same options came with ``hello`` and are in force: what they made is kept.
             return {**self.facts(), "notices": early[2]}
         rules, project_config = parse_codecompanion(codecompanion)

@@ -126,3 +126,41 @@ async def test_a_directory_that_becomes_a_project_after_setup_is_recorded_at_onc
         assert cover.ok, cover.why
     finally:
         await service.mgr.shutdown()
+
+
+EARLY = {"default_timeout": 42, "sandbox": {"backend": "none", "prepare": True}}
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        {"default_timeout": 42, "sandbox": {"backend": "none", "prepare": 1}},  # 1 for true
+        {"default_timeout": 42.0, "sandbox": {"backend": "none", "prepare": True}},  # 42.0
+        {"default_timeout": 42, "sandbox": {"backend": "none"}},  # a key less
+    ],
+)
+async def test_setup_keeps_the_options_of_hello_only_when_they_are_the_same_data(svc, later):
+    """The options that came with ``hello`` are in force; a ``setup`` whose options are equal to
+    them in Python but not the same data (``1`` for ``true``, ``42.0`` for ``42``, a key less)
+    is checked and applied as any other: refused, or applied anew."""
+    svc.rpc("hello", ({"opts": EARLY, "codecompanion": None},))
+    applied = svc.config
+    assert applied.default_timeout == 42 and applied.sandbox.prepare is True
+    try:
+        svc.setup(later)
+    except ConfigError as err:
+        assert "`sandbox.prepare`" in str(err) or "`default_timeout`" in str(err)
+    else:
+        assert svc.config is not applied  # applied in full, not kept
+
+
+async def test_setup_with_the_options_of_hello_keeps_what_they_made(svc):
+    """The control of the test above: the very same data (a copy, as a second message from Lua
+    decodes to) gets the answer ``hello``'s options made; they stay in force, nothing is redone."""
+    import copy
+
+    svc.rpc("hello", ({"opts": EARLY, "codecompanion": None},))
+    applied = svc.config
+    reply = svc.setup(copy.deepcopy(EARLY))
+    assert reply["notices"] == [] and reply["default_timeout"] == 42
+    assert svc.config is applied
