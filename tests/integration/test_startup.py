@@ -355,3 +355,36 @@ def forked_servers(host):
             if c.cmdline() == host.cmdline():
                 out.append(c)
     return out
+
+
+def test_the_hosts_environment_stays_out_of_reach_of_runs_of_the_forked_fork_server(editor):
+    """The fork server and each run's supervisor are forks of the host: the environment the host
+    started with (Neovim's, here with a secret in it) is their /proc/PID/environ too. A sandboxed
+    command reads none of it, however it looks (its parent, every process it can see). Controls:
+    the host's view of the fork server's environ holds the secret, and the command reads its own
+    environ."""
+    import psutil
+
+    from tests.integration.test_host import backend_available
+
+    if not backend_available("sandlock"):
+        pytest.skip("sandlock unavailable here")
+    secret = "rb-host-secret-5a0d7c"
+    editor.lua("vim.env.RB_HOST_SECRET = ...", secret)  # before the host starts: its environment
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'sandlock' } })")
+    r = editor.run_sync(
+        {
+            "cmd": "cat /proc/$PPID/environ; for d in /proc/[0-9]*; do cat $d/environ; done; "
+            "cat /proc/self/environ | tr '\\0' '\\n' | grep -c '^RUN_BASH_SESSION='"
+        },
+        60,
+    )
+    assert r["backend"] == "sandlock", r
+    assert secret not in r["output"], r["output"]
+    assert r["output"].rstrip().endswith("1"), r["output"]  # its own environ: readable
+    keeper = psutil.Process(
+        editor.nvim.funcs.jobpid(editor.lua("return require('run_bash')._job()"))
+    )
+    server = next(iter(forked_servers(keeper.children()[0])))
+    with open(f"/proc/{server.pid}/environ", "rb") as f:
+        assert secret.encode() in f.read()  # the control: the secret is there to be read
