@@ -125,17 +125,14 @@ end
 ---@return table|nil
 function M.early()
   local cand = H.pending or H.good
-  if not cand then
-    local cc = require("run_bash.agent_files").collect() or vim.NIL
-    return { opts = vim.empty_dict(), codecompanion = cc }
-  end
-  local rules = vim.tbl_get(cand.data, "sandbox", "rules")
+  local rules = cand and vim.tbl_get(cand.data, "sandbox", "rules")
   for _, v in pairs(type(rules) == "table" and rules or {}) do
     if type(v) == "function" then
       return nil
     end
   end
-  return { opts = cand.data, codecompanion = require("run_bash.agent_files").collect() or vim.NIL }
+  local cc = require("run_bash.agent_files").collect() or vim.NIL
+  return { opts = cand and cand.data or vim.empty_dict(), codecompanion = cc }
 end
 
 --- The host exited: the next one is sent the options again.

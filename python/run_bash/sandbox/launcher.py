@@ -245,9 +245,8 @@ class Launcher:
         # pid that started it).
         self._begun: tuple[ServerProcess, socket.socket, int] | None = None
         self._runs = 0  # runs started through this process's fork servers
-        self._facts: dict[
-            str, Any
-        ] = {}  # what the fork server said of sandlock (``sandlock_facts``)
+        # What the fork server said of sandlock when it started (``sandlock_facts``).
+        self._facts: dict[str, Any] = {}
 
     @property
     def pid(self) -> int | None:

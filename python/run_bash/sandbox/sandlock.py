@@ -240,23 +240,13 @@ class Sandlock:
 
     def _probe_namespace(self, facts: dict[str, Any]) -> str:
         """Whether a run's mount namespace can be built, once per host: "" when it can, else
-        why not. The fork server tried when it started (``facts``); asked of it again only if
-        it did not say. (Every ``setup()`` makes new backend objects: the answer is kept, not
-        asked again while the editor waits for setup's reply.)"""
+        why not, as the fork server found when it started (``facts``; a server that did not say
+        counts as "cannot"). Every ``setup()`` makes new backend objects: the answer is kept."""
         if NAMESPACE_PROBE:
             return NAMESPACE_PROBE[0]
         why = facts.get("namespace")
-        if not isinstance(why, str):
-            import shutil
-            import tempfile
-
-            tmp = tempfile.mkdtemp(prefix="run_bash-probe-")
-            try:
-                why = launcher().probe({"tmp": tmp, "mount_ns": True})
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        NAMESPACE_PROBE[:] = [why]
-        return why
+        NAMESPACE_PROBE[:] = [why if isinstance(why, str) else "the sandbox launcher did not say"]
+        return NAMESPACE_PROBE[0]
 
     def validate(self) -> list[str]:
         """Problems that would make every run fail: a profile that is missing or does not load."""
