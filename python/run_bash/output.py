@@ -5,8 +5,11 @@ Pure apart from the output file it writes and reads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
+import threading
 from collections.abc import Callable
 
 HEAD_BYTES = 64 * 1024
@@ -173,6 +176,96 @@ class OutputBudget:
         self.used = max(0, self.used - n)
 
 
+def _reserve(fd: int, start: int, end: int) -> bool:
+    """Allocate ``start``..``end`` of ``fd``'s file past its end (best effort: a disk already
+    full, or a filesystem without fallocate, reserves nothing)."""
+    fallocate = _fallocate()
+    return fallocate is not None and fallocate(fd, _FALLOC_FL_KEEP_SIZE, start, end - start) == 0
+
+
+class ReadyFile:
+    """One output file made ahead of the run that takes it.
+
+    Creating a file costs a metadata write (about 0.15 ms here, more on a busy disk): ``refill``
+    does that on a worker after a run's result, and the next run's ``take`` only renames the
+    file to its own name. What ``take`` gets is checked first: still empty, linked once, the very
+    file made (an unsandboxed run can reach the state directory); else it is dropped. Its space
+    is reserved when a run takes it (``Capture``): a waiting file holds none.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._ready: tuple[int, str] | None = None  # fd, path
+        self._closed = False
+
+    def refill(self) -> None:
+        """Make the next output file when none is ready (a worker; never raises)."""
+        with self._lock:
+            if self._ready is not None or self._closed:
+                return
+        path = os.path.join(self.directory, f"ready-{secrets.token_hex(6)}.log")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return
+        with self._lock:
+            if self._ready is None and not self._closed:
+                self._ready = fd, path
+                return
+        _drop(fd, path)
+
+    def take(self, path: str) -> int | None:
+        """The ready file's descriptor, the file renamed to ``path``; None when there is none
+        (or it is no longer as made)."""
+        with self._lock:
+            ready, self._ready = self._ready, None
+        if ready is None:
+            return None
+        fd, made = ready
+        try:
+            st = os.fstat(fd)
+            same = os.lstat(made)
+            if (
+                st.st_size == 0
+                and st.st_nlink == 1
+                and (same.st_dev, same.st_ino) == (st.st_dev, st.st_ino)
+                and not os.path.lexists(path)
+            ):
+                os.rename(made, path)
+                return fd
+        except OSError:
+            pass
+        _drop(fd, made)
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            ready, self._ready = self._ready, None
+        if ready is not None:
+            _drop(ready[0], ready[1])
+
+
+def _unreserve(fd: int, size: int) -> None:
+    """Give back the space allocated past ``size``, the end of ``fd``'s file: a shrinking
+    truncate frees every block past the new end (growing by one byte first, as truncating to the
+    same size may keep them)."""
+    try:
+        os.ftruncate(fd, size + 1)
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
+def _drop(fd: int, path: str) -> None:
+    os.close(fd)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _describe(err: OSError) -> str:
     text = err.strerror or str(err)
     return text[:1].lower() + text[1:]
@@ -194,7 +287,10 @@ class Capture:
         *,
         budget: OutputBudget | None = None,
         write: Callable[[int, bytes | memoryview], int] = os.write,
+        ready: int | None = None,
     ) -> None:
+        """``ready``: the descriptor of the file at ``path``, open already and empty
+        (``ReadyFile.take``); else the file is created here."""
         self.path = path
         self.cap = cap
         self.budget = budget
@@ -210,6 +306,11 @@ class Capture:
         self.final: tuple[tuple[int, int], str] | None = None  # set by freeze()
         self.fd = -1
         self.reserved = 0  # the file's allocated space reaches this offset (RESERVE_BYTES)
+        self._release: tuple[int, int] | None = None  # ``close(later=True)``: fd, its size
+        if ready is not None:
+            self.fd = ready
+            self._reserve()
+            return
         try:
             self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except OSError as e:
@@ -221,23 +322,14 @@ class Capture:
         """Keep up to RESERVE_BYTES allocated past the end of the file (never past the cap).
         Best effort: a disk already full, or a filesystem without fallocate, reserves nothing."""
         end = min(self.on_disk + RESERVE_BYTES, self.cap + 4096)
-        fallocate = _fallocate()
-        if fallocate is None or self.fd < 0 or end <= self.reserved:
+        if self.fd < 0 or end <= self.reserved:
             return
-        start = max(self.on_disk, self.reserved)
-        if fallocate(self.fd, _FALLOC_FL_KEEP_SIZE, start, end - start) == 0:
+        if _reserve(self.fd, max(self.on_disk, self.reserved), end):
             self.reserved = end
 
     def _unreserve(self) -> None:
-        """Give back the space allocated past the end of the file: a shrinking truncate frees
-        every block past the new end (growing by one byte first, as truncating to the same size
-        may keep them)."""
         if self.reserved > self.on_disk:
-            try:
-                os.ftruncate(self.fd, self.on_disk + 1)
-                os.ftruncate(self.fd, self.on_disk)
-            except OSError:
-                pass
+            _unreserve(self.fd, self.on_disk)
             self.reserved = 0
 
     def _stop(self, why: str) -> None:
@@ -298,8 +390,15 @@ class Capture:
             )
             self._write(marker.encode(), output=False)
 
-    def close(self) -> None:
+    def close(self, *, later: bool = False) -> None:
+        """Close the file. ``later``: its reserved space is given back by ``release`` (a
+        worker, after the run's result: freeing blocks is a metadata write); the file itself is
+        closed now all the same, so that a delayed write error still says the file is short."""
         if self.fd >= 0:
+            if later and self.reserved > self.on_disk:
+                with contextlib.suppress(OSError):  # no descriptor to spare: given back now
+                    self._release = os.dup(self.fd), self.on_disk
+                    self.reserved = 0
             self._unreserve()
             try:
                 os.close(self.fd)
@@ -307,6 +406,13 @@ class Capture:
                 if self.stopped is None:
                     self.stopped = f"output file stopped at {self.written} bytes: {_describe(e)}"
             self.fd = -1
+
+    def release(self) -> None:
+        """Give back what ``close(later=True)`` kept reserved (any thread; idempotent)."""
+        held, self._release = self._release, None
+        if held is not None:
+            _unreserve(*held)
+            os.close(held[0])
 
     @property
     def dropped(self) -> int:
@@ -333,7 +439,9 @@ class Capture:
         Past the end of a file that stopped short it comes from the memory tail (with a line
         saying how much is lost when the tail no longer reaches back to ``offset``)."""
         if self.stopped is None or offset < self.written:
-            data, new, left = read_since(self.path, offset, max_bytes)
+            # Never past what was written: giving back reserved space grows the file by a byte
+            # for a moment (``_unreserve``).
+            data, new, left = read_since(self.path, offset, max_bytes, self.on_disk)
             if self.stopped is not None:
                 data = data[: max(0, self.written - offset)]
                 new = offset + len(data)
@@ -352,11 +460,11 @@ class Capture:
         bytes, and the offset they end at: from the file, or from the memory tail when the file
         stopped short."""
         if self.stopped is None:
-            return tail_lines(self.path, n, max_bytes, end)
+            return tail_lines(self.path, n, max_bytes, end, self.on_disk)
         stop = self.total if end is None else max(0, min(end, self.total))
         start = self.total - len(self.tail)
         if stop <= self.written or stop < start:
-            data, _ = tail_lines(self.path, n, max_bytes, min(stop, self.written))
+            data, _ = tail_lines(self.path, n, max_bytes, min(stop, self.written), self.on_disk)
             return data, stop
         data = bytes(self.tail[max(0, stop - start - max_bytes) : stop - start])
         lines = data.split(b"\n")
@@ -421,13 +529,18 @@ def last_lines(text: str, n: int = NOTICE_LINES, max_chars: int = NOTICE_CHARS) 
     return out
 
 
-def read_since(path: str, offset: int, max_bytes: int = READ_PAGE_BYTES) -> tuple[bytes, int, int]:
-    """Read at most ``max_bytes`` from ``offset``; return (data, new_offset, bytes_left_unread)."""
+def read_since(
+    path: str, offset: int, max_bytes: int = READ_PAGE_BYTES, limit: int | None = None
+) -> tuple[bytes, int, int]:
+    """Read at most ``max_bytes`` from ``offset``; return (data, new_offset, bytes_left_unread).
+    ``limit``: the file's known length (what the writer wrote); nothing past it is read."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
+            if limit is not None:
+                size = min(size, limit)
             f.seek(offset)
-            data = f.read(max_bytes)
+            data = f.read(max(0, min(max_bytes, size - offset)))
     except OSError:
         return b"", offset, 0
     if len(data) == max_bytes and offset + len(data) < size:
@@ -453,13 +566,19 @@ def _whole_page(data: bytes) -> bytes:
 
 
 def tail_lines(
-    path: str, n: int, max_bytes: int = READ_PAGE_BYTES, end: int | None = None
+    path: str,
+    n: int,
+    max_bytes: int = READ_PAGE_BYTES,
+    end: int | None = None,
+    limit: int | None = None,
 ) -> tuple[bytes, int]:
     """Return the last ``n`` lines (at most ``max_bytes``) of the file, or of its first ``end``
-    bytes, and the file size."""
+    bytes, and the file size (``limit``: its known length, as for ``read_since``)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
+            if limit is not None:
+                size = min(size, limit)
             stop = size if end is None else max(0, min(end, size))
             start = max(0, stop - max_bytes)
             f.seek(start)

@@ -197,7 +197,9 @@ class Service:
 
     def _open(self, s: Session, held: Answer | None = None) -> None:
         """Journal a run that began (and, when held, the decision line nobody has written yet)."""
-        run = {k: v for k, v in s.info().to_wire().items() if k in RUN_FIELDS}
+        # Before it started, or this instant: nothing of it listens yet (finding out would read
+        # every process of its tree).
+        run = {k: v for k, v in s.info(ports=False).to_wire().items() if k in RUN_FIELDS}
         decision = self._decision_record(held, s.cwd, "", session_id=s.id) if held else None
         self.journal.open(s.id, run, decision)
 
@@ -559,19 +561,25 @@ class Service:
         decided_by = "user_always_cached" if answer.always else "auto"
         if consent:
             decided_by = ANSWERS[how]
-        s = self.mgr.start(cmd, unsandboxed_ok=not answer.sandboxed, defer=True, **kwargs)
-        if "cover" in kwargs:
-            # Its decision line waits: the snapshot before it starts may still make it ask.
-            self._held_answers[s.id] = replace(answer, cwd=s.cwd)
-            s.notices.append(
-                "ran without asking: every reason to pause is reversible and undo covers it "
-                f"(the user can take it back with :RunBashUndo {s.id})"
-            )
-            self._open(s, held=answer)
-        else:
-            self._decision_line(answer, s.cwd, decided_by, session_id=s.id)
-            self._open(s)
-        return s.info().to_wire()
+
+        def opened(s: Session) -> None:
+            """The run's decision line and journal entry, before anything of it starts."""
+            if "cover" in kwargs:
+                # Its decision line waits: the snapshot before it starts may still make it ask.
+                self._held_answers[s.id] = replace(answer, cwd=s.cwd)
+                s.notices.append(
+                    "ran without asking: every reason to pause is reversible and undo covers "
+                    f"it (the user can take it back with :RunBashUndo {s.id})"
+                )
+                self._open(s, held=answer)
+            else:
+                self._decision_line(answer, s.cwd, decided_by, session_id=s.id)
+                self._open(s)
+
+        s = self.mgr.start(
+            cmd, unsandboxed_ok=not answer.sandboxed, defer=True, opened=opened, **kwargs
+        )
+        return s.info(ports=False).to_wire()  # it may have started this instant: see `_open`
 
     @staticmethod
     def _decision_record(

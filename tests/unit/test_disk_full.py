@@ -134,7 +134,10 @@ async def test_a_run_filling_its_temp_space_cannot_starve_output_capture(tmp_pat
             f = await asyncio.wait_for(m.wait_result(filler.id), 60)
             w = await asyncio.wait_for(m.wait_result(writer.id), 60)
             assert "No space left on device" in f.output and "FILLED 17" in f.output, f.output
-            # The files went to the run's own tmpfs: the disk lost only what output took.
+            # The files went to the run's own tmpfs: the disk lost only what output took (once
+            # the runs are let go of: their output files' reserved space comes back then).
+            for sid in (filler.id, writer.id):
+                await asyncio.wait_for(m.sessions[sid].done.wait(), 30)
             st = os.statvfs(disk)
             assert (free - st.f_bavail) * st.f_frsize < 4 * 1024 * 1024
             data = Path(w.output_file).read_text()

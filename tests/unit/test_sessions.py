@@ -12,6 +12,7 @@ import pytest
 
 from run_bash.config import parse_config
 from run_bash.errors import SessionError, SpawnError, UsageError
+from run_bash.sandbox.base import CONFINING_BACKENDS, get_backend
 from run_bash.sessions import SessionManager
 from tests.conftest import alive, until, wait_for
 
@@ -368,8 +369,9 @@ class FailingBackend:
 
 async def test_deferred_start_returns_at_once_and_reports_spawn_failure(mgr):
     mgr._backends["none"] = FailingBackend()
-    s = mgr.start("true", unsandboxed_ok=True, defer=True)
-    assert s.id in mgr.sessions and s.status == "running"
+    s = mgr.start("true", unsandboxed_ok=True, defer=True)  # never raises
+    # Nothing to build off the loop without a sandbox: it started (and failed) on the call.
+    assert s.id in mgr.sessions and s.status == "failed"
     r = await asyncio.wait_for(mgr.wait_result(s.id), 5)
     assert r.status == "failed"
     assert r.error == "cannot build the sandbox: test"
@@ -377,11 +379,27 @@ async def test_deferred_start_returns_at_once_and_reports_spawn_failure(mgr):
     assert os.listdir(mgr.state_dir) == []
 
 
-async def test_kill_before_a_deferred_start_prevents_it(mgr):
-    s = mgr.start("touch should-not-exist", unsandboxed_ok=True, defer=True, cwd=mgr.state_dir)
-    r = await mgr.kill(s.id)
-    assert r.status == "killed" and "killed before it started" in r.error
-    assert not os.path.exists(os.path.join(mgr.state_dir, "should-not-exist"))
+@pytest.mark.parametrize("backend", CONFINING_BACKENDS)
+async def test_kill_before_a_deferred_start_prevents_it(tmp_path, backend):
+    """A sandboxed run is built off the loop: killed before it is, it never starts."""
+    cfg = parse_config({"sandbox": {"backend": backend}})
+    if not get_backend(backend, cfg).availability().ok:
+        pytest.skip(f"{backend} is not available here")
+    m = SessionManager(cfg, loop=asyncio.get_running_loop(), state_dir=str(tmp_path / "state"))
+    os.makedirs(m.state_dir, mode=0o700)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    try:
+        s = m.start("touch should-not-exist", defer=True, cwd=str(proj))
+        r = await m.kill(s.id)
+        assert r.status == "killed" and "killed before it started" in r.error
+        assert not (proj / "should-not-exist").exists()
+        # Control: the same start, not killed, runs.
+        s = m.start("touch should-exist", defer=True, cwd=str(proj))
+        r = await asyncio.wait_for(m.wait_result(s.id), 60)
+        assert r.exit_code == 0 and (proj / "should-exist").exists()
+    finally:
+        await m.shutdown()
 
 
 async def test_results_are_dataclasses_with_one_plain_wire_form(mgr):
@@ -462,3 +480,56 @@ def proc_state(pid: int) -> str:
 def proc_parent(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def ready_made(m) -> tuple[str, str]:
+    """The output file and temp dir made ahead of the next run (after a run was let go of)."""
+    files = [f for f in os.listdir(m.state_dir) if f.startswith("ready-")]
+    dirs = [d for d in os.listdir(m.temp_root) if d.startswith("tmp-run-")]
+    assert len(files) == 1 and len(dirs) == 1, (files, dirs)
+    return os.path.join(m.state_dir, files[0]), os.path.join(m.temp_root, dirs[0])
+
+
+async def test_the_next_run_takes_the_files_made_ahead_of_it_only_as_made(mgr):
+    """After a run, its successor's output file and temp dir are made ahead of it; the next run
+    takes them (renamed to its own output file name). One an unsandboxed run changed meanwhile
+    (written to, linked elsewhere, a file put in the dir) is dropped, not taken."""
+    first = await run(mgr, "true")
+    await mgr.sessions[first.id].done.wait()
+    out, tmp = ready_made(mgr)
+    ino = os.stat(out).st_ino
+    r = await run(mgr, 'echo "$TMPDIR"; ls -A "$TMPDIR"')
+    assert r.output == f"{tmp}\n", r.output  # control: what was made ahead is what it took
+    assert os.stat(r.output_file).st_ino == ino and not os.path.exists(out)
+    await mgr.sessions[r.id].done.wait()
+    for tamper in ("write", "link", "plant"):
+        out, tmp = ready_made(mgr)
+        held = os.open(out, os.O_RDONLY)  # its inode number stays its own while held
+        ino = os.fstat(held).st_ino
+        if tamper == "write":
+            Path(out).write_text("planted by an earlier run\n")
+        elif tamper == "link":
+            os.link(out, out + ".kept")
+        else:
+            Path(tmp, "planted").write_text("x")
+        r = await run(mgr, 'echo "$TMPDIR"; ls -A "$TMPDIR"')
+        took_file = os.stat(r.output_file).st_ino == ino
+        took_dir = r.output == f"{tmp}\n"
+        if tamper == "plant":
+            assert took_file and not took_dir and "planted" not in r.output, r.output
+            assert not os.path.exists(tmp)
+        else:
+            assert not took_file and took_dir, tamper
+            assert not os.path.exists(out)
+            assert Path(r.output_file).read_text() == r.output
+        if tamper == "link":
+            os.unlink(out + ".kept")
+        os.close(held)
+        await mgr.sessions[r.id].done.wait()
+
+
+async def test_an_output_files_reserved_space_is_given_back_once_the_run_is_let_go_of(mgr):
+    r = await run(mgr, "echo hello")
+    await mgr.sessions[r.id].done.wait()
+    st = os.stat(r.output_file)
+    assert st.st_size == len("hello\n") and st.st_blocks * 512 <= 4096

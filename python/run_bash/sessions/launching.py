@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from run_bash import fsdeps
 from run_bash.config import Config
 from run_bash.errors import SpawnError
-from run_bash.output import Capture, OutputBudget
+from run_bash.output import Capture, OutputBudget, ReadyFile
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import RunSpec
 from run_bash.sandbox.guard import Keeper, Scope
@@ -68,6 +68,7 @@ class Launching:
         self.agent_rules: tuple[RulesName, ...] = ()
         self.project_config: tuple[str, ...] = ()
         self._warned: set[str] = set()
+        self.ready_file = ReadyFile(state_dir)
         # Policies kept with what computing them read (``policy``).
         self._memo: dict[tuple[object, ...], tuple[Config, Policy, fsdeps.Reads]] = {}
         self._memo_lock = threading.Lock()
@@ -185,7 +186,12 @@ class Launching:
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         spare = prepared[2]
         try:
-            s.capture = Capture(out_path, config.output.file_cap, budget=self._budget())
+            s.capture = Capture(
+                out_path,
+                config.output.file_cap,
+                budget=self._budget(),
+                ready=self.ready_file.take(out_path),
+            )
             self._report_stop(s)
             if spare is not None and not self._take(s, spare, config):
                 spare = None
@@ -207,6 +213,11 @@ class Launching:
             s.notices.extend(prepared[1].notices)
             prepared[1].attach(lambda: self._on_tamper(s))
         s.notices.extend(s.launched.notices)
+
+    def refill(self) -> None:
+        """Make the next run's output file and temp dir ahead of it (a worker; never raises)."""
+        self.ready_file.refill()
+        self.temp.refill()
 
     def _dropped(self, s: Session, dropped: list[str]) -> None:
         for name in dropped:

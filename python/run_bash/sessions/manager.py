@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from run_bash.boundary import working_dir
 from run_bash.config import Config, describe
 from run_bash.errors import RunBashError, SessionError, SpawnError, UsageError
-from run_bash.output import READ_PAGE_BYTES, OutputBudget, last_lines
+from run_bash.output import READ_PAGE_BYTES, Capture, OutputBudget, last_lines
 from run_bash.results import (
     LiveStart,
     OutputPage,
@@ -226,12 +226,16 @@ class SessionManager:
         wait_for: object = None,
         cover: CoverSpec | None = None,
         marks: Mapping[str, float] | None = None,
+        opened: Callable[[Session], None] | None = None,
     ) -> Session:
         """Start ``cmd``. Runs without a sandbox only when ``unsandboxed_ok`` (the user approved).
 
         Arguments are validated at once (errors raise). With ``defer`` the sandbox is built and the
-        command spawned on the next loop iteration, so an RPC handler returns without waiting for
-        it; a failure then becomes the session's result (``error``) instead of an exception. With
+        command spawned off the loop, so an RPC handler returns without waiting for it; a failure
+        then becomes the session's result (``error``) instead of an exception. A deferred run with
+        nothing to build or snapshot first (no sandbox, undo not recording) starts at once, its
+        failure a result all the same. ``opened``: called with the new session before anything of
+        it starts (the caller's journal of the run). With
         ``hold`` nothing starts: the session waits for the user's decision (``release`` or
         ``refuse``). ``sid``: the id to use (the gate's decision id), else a new one. A run whose
         changes are recorded is always deferred: its project is snapshotted first, off the loop.
@@ -275,8 +279,14 @@ class SessionManager:
         if hold:
             s.status = "awaiting_approval"
             return s
-        if defer or cover is not None or (self.changes is not None and self.changes.recording):
+        if opened is not None:
+            opened(s)
+        recording = self.changes is not None and self.changes.recording
+        if cover is not None or recording or (defer and backend.isolates):
             self._launch_soon(s)
+            return s
+        if defer:  # nothing to do off the loop first: a hop to a task would only add its latency
+            self._launch_now(s)
             return s
         try:
             self._launch(s, self.launching.prepare(s))
@@ -354,14 +364,28 @@ class SessionManager:
                 raise SessionError("killed before it started; nothing ran")
             self._launch(s, prepared)
         except Exception as err:
-            if not isinstance(err, RunBashError):
-                log.exception("could not start session %s", s.id)
-            s.status = "killed" if s.killed else "failed"
-            s.error = str(err) if isinstance(err, RunBashError) else f"internal error: {err}"
-            s.ended_mono = time.monotonic()
-            self._send_result(s)
-            s.done.set()
-            self.prune()
+            self._not_started(s, err)
+
+    def _launch_now(self, s: Session) -> None:
+        """Start a deferred run that needs nothing built off the loop (no sandbox to prepare,
+        no snapshot), on this tick; a failure becomes its result, as for any deferred run."""
+        try:
+            if self.closing:
+                raise SessionError("killed before it started; nothing ran")
+            self._launch(s, (None, None, None))
+        except Exception as err:
+            self._not_started(s, err)
+
+    def _not_started(self, s: Session, err: Exception) -> None:
+        """A deferred run could not start: ``err`` is its result."""
+        if not isinstance(err, RunBashError):
+            log.exception("could not start session %s", s.id)
+        s.status = "killed" if s.killed else "failed"
+        s.error = str(err) if isinstance(err, RunBashError) else f"internal error: {err}"
+        s.ended_mono = time.monotonic()
+        self._send_result(s)
+        s.done.set()
+        self.prune()
 
     def _launch(self, s: Session, prepared: Prepared) -> None:
         """Spawn the run (``Launching.spawn``) and watch it: its pipe, its exit, its timers."""
@@ -457,20 +481,22 @@ class SessionManager:
         if s.live:
             self.streams.flush_live(s)
         assert s.capture is not None
-        s.capture.close()
+        s.capture.close(later=True)  # its reserved space: given back after the result
         out_cfg = self.config.output
         s.capture.freeze(out_cfg.max_chars, out_cfg.max_line_chars)
         s.mark("drained")
         launched = s.launched
         # Nothing of the run may outlive this point: what is left in its cgroup is killed now,
-        # before the post-run check. Letting go of what it held runs on workers beside that
-        # check (which never reads any of it): its temp dir (the run filled it: removing may
-        # take long), gone before the change set is taken; its cgroup once empty, its
-        # supervisor's exit and its network namespace, beside the change set too.
+        # before the post-run check. What it held is let go on workers once its result is sent
+        # (its cgroup once empty, its supervisor's exit, its network namespace, its temp dir),
+        # except the temp dir of a recorded run: removed beside the post-run check (which never
+        # reads it), before the change set is taken.
         if not launched.kill_remaining(timeout=0.0):  # the loop never waits for an exit
             await self.loop.run_in_executor(None, launched.kill_remaining)
-        removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
-        closing = asyncio.ensure_future(self.loop.run_in_executor(None, self._close, launched))
+        recorded = s.change_token is not None
+        removing: asyncio.Future[None] | None = None
+        if recorded:  # its change set must not see the run's temp dir
+            removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
         # What the host reads from the project is checked now that nothing of the run is left.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         if self.keeper.guards(s.id):
@@ -486,8 +512,7 @@ class SessionManager:
             s.status = "killed"
         else:
             s.status = "exited"
-        recorded = s.change_token is not None
-        if recorded:  # its change set must not see the run's temp dir
+        if removing is not None:
             await removing
         # Post-run checks that put project files back (the guard's restore of protected files)
         # belong above this line: the change set must show the project as the run left it.
@@ -524,8 +549,12 @@ class SessionManager:
             self.spares.want(s.cwd, s.backend)
         if was_sent:
             self.on_event("exited", self._ended(s))
+        # What it held goes once the result is on its way: a worker doing it meanwhile would
+        # take the interpreter lock from the result's path on every system call of that path.
+        if removing is None:
+            removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
+        await self.loop.run_in_executor(None, self._let_go, launched, s.capture)
         await removing
-        await closing
         self._reap_strays()  # orphans of runs that exited (this process is their subreaper)
         if recorded and self.changes is not None:
             await self.changes.refresh_kept()  # before ``prune`` asks ``is_kept``
@@ -533,11 +562,16 @@ class SessionManager:
         s.done.set()
         self.prune()
 
-    @staticmethod
-    def _close(launched: Launched) -> None:
-        """Let go of what an ended run's backend held (a worker thread; never raises)."""
+    def _let_go(self, launched: Launched, capture: Capture) -> None:
+        """After an ended run's result (a worker thread; never raises): let go of what its
+        backend held and of its output file's reserved space, then make the next run's output
+        file and temp dir ahead of it."""
         with contextlib.suppress(Exception):
             launched.close()
+        with contextlib.suppress(OSError):
+            capture.release()
+        if not self.closing:
+            self.launching.refill()
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
@@ -754,6 +788,8 @@ class SessionManager:
             s.pipe_r = s.pidfd = -1
             if s.capture:
                 s.capture.close()
+                s.capture.release()
+        self.launching.ready_file.close()
         shutil.rmtree(self.state_dir, ignore_errors=True)
         self.temp.close()
         from run_bash.sandbox.cgroups import CGROUPS
