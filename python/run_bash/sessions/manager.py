@@ -280,7 +280,11 @@ class SessionManager:
             s.status = "awaiting_approval"
             return s
         if opened is not None:
-            opened(s)
+            try:
+                opened(s)
+            except BaseException:
+                del self.sessions[sid]
+                raise
         recording = self.changes is not None and self.changes.recording
         if cover is not None or recording or (defer and backend.isolates):
             self._launch_soon(s)
@@ -327,9 +331,17 @@ class SessionManager:
         return True
 
     def _launch_soon(self, s: Session) -> None:
-        self.loop.create_task(self._launch_deferred(s))
+        early: asyncio.Future[Prepared] | None = None
+        recording = self.changes is not None and self.changes.recording
+        if s.backend.isolates and not recording and s.cover is None and not self.closing:
+            # Nothing to snapshot first: the policy, the guard and the prepared sandbox's claim
+            # start on a worker now, while the caller (an RPC handler) still answers.
+            early = self.loop.run_in_executor(None, self.launching.prepare, s)
+        self.loop.create_task(self._launch_deferred(s, early))
 
-    async def _launch_deferred(self, s: Session) -> None:
+    async def _launch_deferred(
+        self, s: Session, early: asyncio.Future[Prepared] | None = None
+    ) -> None:
         """Deferred launch: the project's snapshot first, then the policy and the guard (they read
         files a sandbox can touch), both off the loop; then the spawn. A failure becomes the
         session's result instead of an exception."""
@@ -345,15 +357,20 @@ class SessionManager:
             return
         if self.closing:
             s.killed = True
-        await self._prepare_and_launch(s)
+        await self._prepare_and_launch(s, early)
         if s.launched is None and self.changes is not None:
             await self.changes.abandon(s)
 
-    async def _prepare_and_launch(self, s: Session) -> None:
+    async def _prepare_and_launch(
+        self, s: Session, early: asyncio.Future[Prepared] | None = None
+    ) -> None:
+        """``early``: its preparation, started already (``_launch_soon``)."""
         try:
-            if s.killed:
+            if early is not None:
+                prepared = await early  # what it took is let go below when it was killed since
+            elif s.killed:
                 raise SessionError("killed before it started; nothing ran")
-            if s.backend.isolates:
+            elif s.backend.isolates:
                 prepared = await self.loop.run_in_executor(None, self.launching.prepare, s)
             else:
                 prepared = None, None, None  # nothing to prepare: start on this tick, as before
