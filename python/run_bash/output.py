@@ -27,6 +27,7 @@ _FALLOC_FL_KEEP_SIZE = 0x01
 
 
 _FALLOCATE: list[Callable[[int, int, int, int], int] | None] = []
+_RELEASING = threading.Lock()  # ``Capture.release``
 
 
 def _fallocate() -> Callable[[int, int, int, int], int] | None:
@@ -409,7 +410,8 @@ class Capture:
 
     def release(self) -> None:
         """Give back what ``close(later=True)`` kept reserved (any thread; idempotent)."""
-        held, self._release = self._release, None
+        with _RELEASING:  # the host's end and the run's own clean-up may both come here
+            held, self._release = self._release, None
         if held is not None:
             _unreserve(*held)
             os.close(held[0])
