@@ -117,22 +117,46 @@ function M.named_backend()
   return type(backend) == "string" and backend or nil
 end
 
+--- Where `v` holds something that is not plain data (what a message to the host can carry: a
+--- function, say): its option path and its Lua type; nil when it is all plain data.
+---@param v any
+---@param path? string
+---@return string|nil path, string|nil kind
+function H.not_plain(v, path)
+  if type(v) == "table" then
+    for k, x in pairs(v) do
+      local here = path and (path .. "." .. tostring(k)) or tostring(k)
+      local where, kind = H.not_plain(k, here)
+      if not where then
+        where, kind = H.not_plain(x, here)
+      end
+      if where then
+        return where, kind
+      end
+    end
+    return nil
+  end
+  if v == vim.NIL or type(v) == "string" or type(v) == "number" or type(v) == "boolean" then
+    return nil
+  end
+  return path or "", type(v)
+end
+
 --- The options to send with the host's `hello`, so that it applies them while it starts (its
 --- `setup` request then finds them in force): the defaults when `setup()` was never called (the
 --- host then knows CodeCompanion's files and prepares the first command's sandbox too), nil when
---- path rules are given as functions (those are resolved against the host's defaults once it
---- answers).
+--- they are not plain data: path rules given as functions (resolved against the host's defaults
+--- once it answers), or a function where none belongs (`setup`'s own request reports that; a
+--- `hello` that cannot be sent would leave the host never ready).
 ---@return table|nil
 function M.early()
   local cand = H.pending or H.good
-  local rules = cand and vim.tbl_get(cand.data, "sandbox", "rules")
-  for _, v in pairs(type(rules) == "table" and rules or {}) do
-    if type(v) == "function" then
-      return nil
-    end
+  local opts = cand and cand.data or vim.empty_dict()
+  if H.not_plain(opts) then
+    return nil
   end
   local cc = require("run_bash.agent_files").collect() or vim.NIL
-  return { opts = cand and cand.data or vim.empty_dict(), codecompanion = cc }
+  return { opts = opts, codecompanion = cc }
 end
 
 --- The host exited: the next one is sent the options again.
@@ -152,6 +176,11 @@ function M.send_setup(chan)
     return H.fetch_facts(chan)
   end
   local data, problems = H.resolve_rule_functions(vim.deepcopy(cand.data), chan)
+  local where, kind = H.not_plain(data)
+  if where and #problems == 0 then
+    -- Refused here: a request cannot carry it (the host would never hear of these options).
+    table.insert(problems, ("`%s`: a %s is not an option value"):format(where, kind))
+  end
   local reply
   if #problems > 0 then
     reply = { error = "invalid config: " .. table.concat(problems, "; ") }

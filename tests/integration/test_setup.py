@@ -27,6 +27,28 @@ def test_a_bad_option_is_reported_at_setup_without_any_command(editor):
     assert "unknown option `bogus`" in msgs[0][0] and "`output.max_chars`" in msgs[0][0]
 
 
+def test_a_function_where_no_option_takes_one_is_a_config_error(editor):
+    """A Lua function where only data belongs cannot go to the host in a request: it is reported
+    at setup like any bad value (it once left the host's start waiting 30 s) and runs go on.
+    Control: the same options with a value there apply."""
+    capture_notes(editor)
+    editor.lua(
+        """require('run_bash').setup({ default_timeout = 77,
+             output = { max_chars = function() return 1 end } })"""
+    )
+    msgs = wait_for(lambda: notes(editor))
+    assert "`output.max_chars`: a function is not an option value" in msgs[0][0], msgs
+    facts = editor.lua("return require('run_bash').facts()")
+    assert facts["default_timeout"] != 77 and "output.max_chars" in facts["config_error"]
+    r = editor.run_sync({"cmd": "echo still", "unsandboxed_ok": True})
+    assert r["output"] == "still\n", r
+    editor.lua(
+        "require('run_bash').setup({ default_timeout = 77, output = { max_chars = 20000 } })"
+    )
+    facts = editor.lua("return require('run_bash').facts()")
+    assert facts["default_timeout"] == 77 and facts.get("config_error") is None, facts
+
+
 def test_the_previous_good_options_stay_in_force_and_the_error_comes_once(editor):
     capture_notes(editor)
     editor.lua(
