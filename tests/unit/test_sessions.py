@@ -529,7 +529,11 @@ async def test_the_next_run_takes_the_files_made_ahead_of_it_only_as_made(mgr):
 
 
 async def test_an_output_files_reserved_space_is_given_back_once_the_run_is_let_go_of(mgr):
-    r = await run(mgr, "echo hello")
-    await mgr.sessions[r.id].done.wait()
+    s = start(mgr, "echo hello; sleep 30")
+    await until(lambda: s.capture is not None and s.capture.total > 0)
+    # Control: while it runs, its output file keeps space reserved past what it wrote.
+    assert os.stat(s.capture.path).st_blocks * 512 >= 1024 * 1024
+    r = await mgr.kill(s.id)
+    await s.done.wait()
     st = os.stat(r.output_file)
     assert st.st_size == len("hello\n") and st.st_blocks * 512 <= 4096
