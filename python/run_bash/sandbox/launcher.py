@@ -197,14 +197,29 @@ class Forked:
 ServerProcess = subprocess.Popen[bytes] | Forked
 
 
+# Signals the host handles itself and the forked fork server leaves to their default action.
+CHILD_DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
     """Fork this (single-threaded) process into the fork server. The child is made what a
     fork server started as its own Python is: its own session, /dev/null on fds 0-2 (the RPC
     channel and the log are the host's), no other descriptor but its control socket, default
     signal handling and the same bare environment; then it serves and never returns."""
     host = os.getpid()
-    pid = os.fork()
+    # The host's handlers of these (``boot.py``: SIGTERM raises SystemExit) must never run in the
+    # child: one arriving before the child has made them the default (the keeper stops what a
+    # host that failed to start leaves) would print a traceback on the host's stderr, where Lua
+    # reads why the host did not start. Blocked across the fork; the child lets them in once they
+    # are the default and its stderr is /dev/null.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_DEFAULT_SIGNALS)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        raise
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return Forked(pid)
     try:  # the child
         ctl = theirs.detach()
@@ -215,7 +230,7 @@ def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
         with contextlib.suppress(Exception):
             if sys.stdin is not None and sys.stdin.fileno() > 2:
                 sys.stdin.close()
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        for sig in CHILD_DEFAULT_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -225,6 +240,7 @@ def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
             if int(name) > 2 and int(name) != ctl:
                 with contextlib.suppress(OSError):
                     os.close(int(name))
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         os.environ.clear()
         os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
         gc.disable()  # (``serve`` freezes what is loaded and turns collection on)
