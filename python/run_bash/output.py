@@ -249,10 +249,15 @@ class ReadyFile:
 
 
 def _unreserve(fd: int, size: int) -> None:
-    """Give back the space allocated past ``size``, the end of ``fd``'s file: a shrinking
-    truncate frees every block past the new end (growing by one byte first, as truncating to the
-    same size may keep them)."""
+    """Give back the space allocated past ``size``, the end of ``fd``'s file. A truncate to the
+    same size frees it on ext4 and tmpfs, and the file never looks longer than it is (readers
+    may be at it: the run's result is out). Where the blocks stay, a truncate that shrinks frees
+    them: the file grows by one byte first, for a moment."""
     try:
+        before = os.fstat(fd).st_blocks
+        os.ftruncate(fd, size)
+        if os.fstat(fd).st_blocks < before:
+            return
         os.ftruncate(fd, size + 1)
         os.ftruncate(fd, size)
     except OSError:
