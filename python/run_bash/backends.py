@@ -31,16 +31,22 @@ class BackendEntry:
 
 
 # The one list of backends. Modules are imported on first use, so a missing optional dependency of
-# one backend never breaks the others.
+# one backend never breaks the others. The order is ``auto``'s preference (``choose_backend``):
+# both confining backends enforce the same intent, and bubblewrap costs a command's file system
+# calls nothing, while sandlock's supervisor answers each open, stat, close and directory read
+# (``make bench``, a 5,000-file project: `git status` 14 ms against 62 ms, `grep -r` 52 ms
+# against 1.1 s). sandlock is taken first where the options need what only it enforces
+# (``Backend.falls_short``).
 REGISTRY: tuple[BackendEntry, ...] = (
-    BackendEntry("sandlock", "run_bash.sandbox.sandlock:Sandlock", True),
     BackendEntry("bubblewrap", "run_bash.sandbox.bubblewrap:Bubblewrap", True),
+    BackendEntry("sandlock", "run_bash.sandbox.sandlock:Sandlock", True),
     BackendEntry("none", "run_bash.sandbox.none:NoSandbox", False),
 )
 BACKENDS: dict[str, BackendEntry] = {e.name: e for e in REGISTRY}
 BACKEND_NAMES: tuple[str, ...] = tuple(BACKENDS)
 CONFINING_BACKENDS: tuple[str, ...] = tuple(e.name for e in REGISTRY if e.isolates)
-# `sandbox.backend = "auto"`: the first confining backend above that is available here, else none.
+# `sandbox.backend = "auto"`: the first confining backend above that is available here and enforces
+# the options in full, else the first available one, else none.
 AUTO = "auto"
 
 # The backend the user's options name, as Lua saw them when it started the host (``host.lua``).

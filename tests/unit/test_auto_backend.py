@@ -70,14 +70,54 @@ def test_auto_is_the_default_and_prefers_the_registry_order():
     assert names == list(CONFINING_BACKENDS[: CONFINING_BACKENDS.index(first_ok) + 1])
 
 
-@pytest.mark.skipif(not available("bubblewrap"), reason="bubblewrap unavailable")
-async def test_auto_falls_back_to_bubblewrap_and_runs_confined(make):
+async def test_auto_falls_back_to_the_next_backend_and_runs_confined(make):
+    broken, other = CONFINING_BACKENDS
+    if not available(other):
+        pytest.skip(f"{other} unavailable")
     m = make()
-    break_backend(m, "sandlock", "Landlock ABI 0")
-    s, r = await run(m, "echo confined; test -e /proc/1/environ && cat /proc/1/comm")
-    assert s.backend.name == "bubblewrap" and r.sandboxed is True
-    assert r.output.startswith("confined\n")
-    assert "sandlock unavailable: Landlock ABI 0" in m.choice().reason
+    break_backend(m, broken, "not built for this kernel")
+    s, r = await run(m, "echo confined; touch /usr/x 2>/dev/null || echo refused")
+    assert s.backend.name == other and r.sandboxed is True
+    assert r.output == "confined\nrefused\n", r.output
+    assert f"{broken} unavailable: not built for this kernel" in m.choice().reason
+
+
+# Options only sandlock enforces (bwrap cannot filter by port, and its runs have only their
+# project's loopback), and options written for sandlock.
+NEEDS_SANDLOCK = [
+    {"network": {"allow": ["192.0.2.1:443"]}},
+    {"network": {"allow_local_ports": [5432]}},
+    {"backends": {"sandlock": {"extra_args": ["--max-processes", "64"]}}},
+]
+
+
+@pytest.mark.parametrize("sandbox", NEEDS_SANDLOCK, ids=["allow", "local_ports", "sandlock_args"])
+async def test_auto_takes_sandlock_where_the_options_need_it(make, sandbox):
+    if not (available("sandlock") and available("bubblewrap")):
+        pytest.skip("needs both backends")
+    # Control: the same machine with default options takes bubblewrap, the cheaper one.
+    assert make().choice().backend.name == "bubblewrap"
+    m = make(sandbox=sandbox)
+    chosen = m.choice()
+    assert chosen.backend.name == "sandlock", chosen.reason
+    assert chosen.reason.startswith("auto: sandlock works here (")
+    assert "; bubblewrap not taken: " in chosen.reason
+    s, r = await run(m, "echo confined")
+    assert s.backend.name == "sandlock" and r.sandboxed and r.output == "confined\n"
+
+
+async def test_auto_takes_a_backend_that_falls_short_over_none_and_says_what_it_lacks(make):
+    if not available("bubblewrap"):
+        pytest.skip("bubblewrap unavailable")
+    m = make(sandbox={"network": {"allow": ["192.0.2.1:443"]}})
+    break_backend(m, "sandlock", "the kernel has no Landlock")
+    chosen = m.choice()
+    assert chosen.backend.name == "bubblewrap" and not chosen.unavailable
+    assert chosen.reason.startswith("auto: bubblewrap works here (")
+    assert " but cannot limit the network to sandbox.network.allow " in chosen.reason
+    assert chosen.reason.endswith("; sandlock unavailable: the kernel has no Landlock")
+    s, r = await run(m, "echo confined")
+    assert s.backend.name == "bubblewrap" and r.sandboxed
 
 
 async def test_auto_with_no_working_sandbox_asks_for_every_command(make):
@@ -88,8 +128,8 @@ async def test_auto_with_no_working_sandbox_asks_for_every_command(make):
         m.start("echo x", cwd=m.state_dir)
     s, r = await run(m, "echo approved", unsandboxed_ok=True)
     assert s.backend.name == "none" and r.output == "approved\n"
-    why = "no sandbox works here (sandlock unavailable: no sandlock here; bubblewrap unavailable: no bubblewrap here)"
-    assert why in r.notices
+    said = "; ".join(f"{n} unavailable: no {n} here" for n in CONFINING_BACKENDS)
+    assert f"no sandbox works here ({said})" in r.notices
 
 
 @pytest.mark.parametrize("name", CONFINING_BACKENDS)
@@ -138,8 +178,9 @@ async def test_setup_and_check_say_what_was_chosen_and_why(tmp_path, monkeypatch
         with pytest.raises(SpawnError, match="the kernel has no Landlock"):
             svc.check("ls")
         assert svc.check("ls", {"skip_sandbox": True})["backend"] == "none"
-        # The same kernel with "auto": no error, the next backend that works (or none).
-        reply = svc.setup({})
+        # The same kernel with "auto" and options only sandlock enforces: no error, the next
+        # backend that works (or none), and why sandlock was not taken.
+        reply = svc.setup({"sandbox": {"network": {"allow": ["192.0.2.1:443"]}}})
         assert "backend_error" not in reply and reply["backend"] != "sandlock"
         assert "sandlock unavailable: the kernel has no Landlock" in reply["chosen_because"]
     finally:

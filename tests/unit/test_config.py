@@ -81,7 +81,7 @@ def test_every_option_has_one_dotted_key():
     [
         (
             {"sandbox": {"backend": "docker"}},
-            '`sandbox.backend` should be "auto", "sandlock", "bubblewrap"',
+            '`sandbox.backend` should be "auto", "bubblewrap", "sandlock"',
         ),
         (
             {"sandbox": {"backends": {"sandlock": {"profile": 3}}}},

@@ -15,6 +15,7 @@ Contract (``Backend`` below)::
     availability() -> Availability   # cheap after the first call (cached)
     validate() -> list[str]      # config problems that would make every run fail (setup errors)
     warnings() -> list[str]      # config notes worth saying once (options applied differently)
+    falls_short() -> str         # what of the options it cannot enforce ("" = all; auto reads it)
     spawn(spec) -> Launched      # raises SpawnError; never runs unconfined
     prepare(spec) -> Spare       # (prepares) a spare: the sandbox of spec around TRAMPOLINE
     spare_key(spare, spec) -> object  # (prepares) what spare must equal (spare.key) to serve spec
@@ -202,6 +203,8 @@ class Backend(Protocol):
 
     def warnings(self) -> list[str]: ...
 
+    def falls_short(self) -> str: ...
+
     def spawn(self, spec: RunSpec) -> Launched: ...
 
     def prepare(self, spec: RunSpec) -> Spare: ...
@@ -345,7 +348,9 @@ def choose_backend(requested: str, get: Callable[[str], Backend]) -> Choice:
     """Resolve ``requested`` (a backend name or ``AUTO``) with ``get(name)`` giving instances.
 
     ``auto`` takes the first confining backend of ``REGISTRY`` whose ``availability()`` is ok (each
-    backend's own probe decides what it needs), else ``none``, where every command asks. A name
+    backend's own probe decides what it needs) and that enforces the options in full
+    (``falls_short()`` is ""); when every one that works falls short, the first that works, with
+    what it lacks in the reason; when none works, ``none``, where every command asks. A name
     given explicitly is used as it is; when it is unavailable, the choice carries an ``error``.
     """
     if requested != AUTO:
@@ -363,15 +368,26 @@ def choose_backend(requested: str, get: Callable[[str], Backend]) -> Choice:
             "sandbox (skip_sandbox, :RunBash!), which asks"
         )
         return Choice(get("none"), why, unavailable=why, error=error)
-    missing: list[str] = []
+    passed: list[str] = []  # why each backend before the chosen one was not taken
+    fallback: Choice | None = None  # the first that works but falls short
     for name in CONFINING_BACKENDS:
         backend = get(name)
         avail = backend.availability()
-        if avail.ok:
-            passed = f"; {'; '.join(missing)}" if missing else ""
-            return Choice(backend, f"auto: {name} works here ({avail.version}){passed}")
-        missing.append(f"{name} unavailable: {avail.reason}")
-    why = "no sandbox works here (" + "; ".join(missing) + ")"
+        if not avail.ok:
+            passed.append(f"{name} unavailable: {avail.reason}")
+            continue
+        short = backend.falls_short()
+        if not short:
+            after = f"; {'; '.join(passed)}" if passed else ""
+            return Choice(backend, f"auto: {name} works here ({avail.version}){after}")
+        passed.append(f"{name} not taken: {short}")
+        if fallback is None:
+            fallback = Choice(backend, f"auto: {name} works here ({avail.version}) but {short}")
+    if fallback is not None:
+        others = [p for p in passed if not p.startswith(f"{fallback.backend.name} ")]
+        after = f"; {'; '.join(others)}" if others else ""
+        return Choice(fallback.backend, fallback.reason + after)
+    why = "no sandbox works here (" + "; ".join(passed) + ")"
     return Choice(get("none"), f"auto: {why}", unavailable=why)
 
 
@@ -410,6 +426,9 @@ class BrokenBackend:
 
     def warnings(self) -> list[str]:
         return []
+
+    def falls_short(self) -> str:
+        return ""
 
     def spawn(self, spec: RunSpec) -> Launched:
         raise SpawnError(self.availability().reason)

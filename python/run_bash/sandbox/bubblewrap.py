@@ -438,6 +438,25 @@ class Bubblewrap:
         root = " (RLIMIT_NPROC does not apply to root)" if os.getuid() == 0 else ""
         return [f"bubblewrap: {self._pid_note}; max_processes is RLIMIT_NPROC only{root}"]
 
+    def falls_short(self) -> str:
+        """What of the options bwrap cannot enforce: ``auto`` then prefers sandlock."""
+        net = self.config.sandbox.network
+        short = []
+        if net.allow:
+            short.append(
+                "cannot limit the network to sandbox.network.allow (bwrap cannot filter by "
+                "port: runs would share the host's network)"
+            )
+        if net.allow_local_ports:
+            short.append(
+                "cannot open sandbox.network.allow_local_ports (its runs have only their "
+                "project's loopback)"
+            )
+        theirs = self.config.sandbox.backends.sandlock
+        if theirs.profile is not None or theirs.extra_args:
+            short.append("does not apply the options given to sandlock (backends.sandlock)")
+        return "; ".join(short)
+
     def argv(
         self,
         policy: Policy,

@@ -48,6 +48,9 @@ class NoSandbox:
     def warnings(self) -> list[str]:
         return []
 
+    def falls_short(self) -> str:
+        return ""
+
     def spawn(self, spec: RunSpec) -> PopenLaunched:
         bash = bash_path() or "bash"
         proc = subprocess.Popen(

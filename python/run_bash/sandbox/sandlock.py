@@ -169,7 +169,7 @@ class SandlockLaunched(LaunchedBase):
 
 
 class Sandlock:
-    """Landlock + seccomp through sandlock's Python SDK (the default backend)."""
+    """Landlock + seccomp through sandlock's Python SDK."""
 
     name: ClassVar[str] = "sandlock"
     isolates: ClassVar[bool] = True
@@ -255,6 +255,10 @@ class Sandlock:
     def warnings(self) -> list[str]:
         """One-time warnings about options that work differently here (extra_args)."""
         return self.options.warnings()
+
+    def falls_short(self) -> str:
+        """Nothing: every option is enforced here."""
+        return ""
 
     # -- building the sandbox ---------------------------------------------------------------------
 
