@@ -9,7 +9,8 @@ import pytest
 
 from run_bash.config import parse_config
 from run_bash.sandbox.base import RunSpec
-from run_bash.sandbox.bubblewrap import Bubblewrap, bwrap_args, kernel_has_pid_cap, pid_max_for
+from run_bash.sandbox.bubblewrap import Bubblewrap, bwrap_args
+from run_bash.sandbox.bwprobe import kernel_has_pid_cap, pid_max_for
 from run_bash.sandbox.policy import Limits, Policy
 
 

@@ -34,119 +34,43 @@ one stops the run at once and removes it.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
-from functools import cache, lru_cache
 from typing import ClassVar
 
 from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
+from run_bash.sandbox import bwprobe
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
+from run_bash.sandbox.bwprobe import (
+    RESERVED_PIDS,
+    RUN_INIT,
+    Key,
+    bwrap_path,
+    mount_path,
+    nsenter_path,
+    pid_max_for,
+    prlimit_path,
+    unshare_path,
+)
 from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path
 from run_bash.sandbox.spare import TRAMPOLINE, Ident, Spare, identities, mounts
-from run_bash.sandbox.tempfs import MIN_SIZE, temp_size, tmpfs_data
+from run_bash.sandbox.tempfs import temp_size, tmpfs_data
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
 VIRTUAL_ROOTS = ("/proc", "/dev")
 
 
-# The one place that finds bwrap. ``RUN_BASH_BWRAP`` names the binary to use instead of the one on
-# PATH; set to an empty string it hides bubblewrap from run_bash altogether (the test suite runs
-# once that way, as on a machine without it).
-BWRAP_ENV = "RUN_BASH_BWRAP"
 # Probe results by (bwrap, bash, unshare) path: (availability, pid mode, pid note).
-PROBED: dict[tuple[str | None, str | None, str | None], tuple[Availability, str, str]] = {}
-
-
-@lru_cache(maxsize=1)
-def bwrap_path() -> str | None:
-    """The bwrap binary run_bash uses, or None."""
-    chosen = os.environ.get(BWRAP_ENV)
-    if chosen is not None:
-        return chosen if chosen and os.access(chosen, os.X_OK) else None
-    return shutil.which("bwrap") or (
-        "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
-    )
-
-
-@cache
-def util_linux(name: str) -> str | None:
-    """A util-linux tool (``nsenter``, ``prlimit``, ``unshare``): the system's own first, then
-    whatever ``PATH`` has."""
-    for p in (f"/usr/bin/{name}", f"/bin/{name}"):
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which(name)
-
-
-def nsenter_path() -> str | None:
-    return util_linux("nsenter")
-
-
-def prlimit_path() -> str | None:
-    return util_linux("prlimit")
-
-
-def mount_path() -> str | None:
-    return util_linux("mount")
-
-
-def unshare_path() -> str | None:
-    return util_linux("unshare")
-
-
-# Each run starts in a pid namespace of its own (``unshare --pid --fork``) whose first process
-# becomes bwrap. Two things follow. The run ends, for the host, only when its whole namespace is
-# gone (the kernel kills every process of a namespace whose pid 1 exits and only then lets pid 1
-# be reaped), so nothing of the run can be mistaken for a leftover. And the namespace has its own
-# ``pid_max`` (Linux >= 6.14): the run's processes (threads count) are capped per run, for root
-# too, where RLIMIT_NPROC never applies. ``ns_last_pid`` is set to RESERVED_PIDS first: the kernel
-# hands out pids below that only once, so every pid the run gets comes from RESERVED_PIDS..pid_max
-# and the cap is exact (pid_max = RESERVED_PIDS + max_processes + 1 for bwrap's own init).
-RESERVED_PIDS = 300
-PID_MAX_LIMIT = 4194304
-PID_CAP_KERNEL = (6, 14)
-# The run's first process (pid 1 of its namespace; before bwrap when there is none), then bwrap:
-# ``sh -c RUN_INIT run_bash-init PID_MAX LAST_PID TMPFS_DATA DIR MOUNT CGROUP_PROCS… -- bwrap …``.
-# It moves itself into the run's cgroups (``cgroups.py``: everything the run starts is inside),
-# mounts the run's temp space on its private dir (``tempfs.py``; in the run's own mount namespace,
-# unseen by the host), caps the namespace's pids, and becomes bwrap. "-" skips a step.
-RUN_INIT = (
-    'cap=$1 last=$2 data=$3 dir=$4 mnt=$5; shift 5; while [ "$1" != -- ]; do echo 0 > "$1" || '
-    '{ echo "run_bash: cannot join the cgroup of this run" >&2; exit 125; }; shift; done; shift; '
-    'if [ "$data" != - ]; then "$mnt" -t tmpfs -o "nosuid,nodev,$data" run_bash-tmp "$dir" || '
-    '{ echo "run_bash: cannot mount the temp space of this run" >&2; exit 125; }; fi; '
-    'if [ "$cap" != - ]; then echo "$cap" > /proc/sys/kernel/pid_max && '
-    'echo "$last" > /proc/sys/kernel/ns_last_pid || '
-    '{ echo "run_bash: cannot cap the processes of this run" >&2; exit 125; }; fi; exec "$@"'
-)
-
-
-def kernel_has_pid_cap(release: str | None = None) -> bool:
-    """Whether ``pid_max`` is per pid namespace here (Linux >= 6.14). Before that, writing it
-    from a new namespace as root would change the whole machine's value: never attempted."""
-    text = release if release is not None else os.uname().release
-    parts = text.split(".")
-    try:
-        version = (int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0))
-    except (IndexError, ValueError):
-        return False
-    return version >= PID_CAP_KERNEL
-
-
-def pid_max_for(max_processes: int) -> int:
-    """The run namespace's ``pid_max`` that lets its command have ``max_processes`` processes."""
-    return min(PID_MAX_LIMIT, RESERVED_PIDS + max_processes + 1)
+PROBED: dict[Key, tuple[Availability, str, str]] = {}
 
 
 def _depth(p: str) -> int:
@@ -267,127 +191,15 @@ class Bubblewrap:
         return self._availability
 
     def _probe(self) -> Availability:
-        """What bwrap can do here. Asked once per host for the same programs (``PROBED``): every
-        ``setup()`` makes new backend objects, and the probe runs bwrap three times (tens of ms
-        while the editor waits for setup's answer)."""
-        key = (bwrap_path(), bash_path(), unshare_path())
-        hit = PROBED.get(key)
+        """What bwrap can do here (``bwprobe``: started as the host boots, made once per host
+        for the same programs; every ``setup()`` makes new backend objects)."""
+        k = bwprobe.key()
+        hit = PROBED.get(k)
         if hit is None:
-            hit = PROBED[key] = (self._probe_now(), self._pid_mode, self._pid_note)
+            ok, why, advice, version, mode, note = bwprobe.result()
+            hit = PROBED[k] = (Availability(ok, why, advice, version), mode, note)
         availability, self._pid_mode, self._pid_note = hit
         return availability
-
-    def _probe_now(self) -> Availability:
-        bwrap = bwrap_path()
-        if bwrap is None:
-            return Availability(
-                False, "bwrap not found", "install bubblewrap (apt/dnf/pacman install bubblewrap)"
-            )
-        if bash_path() is None:
-            return Availability(False, "bash not found", "install bash")
-        version = ""
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            version = subprocess.run(
-                [bwrap, "--version"], capture_output=True, text=True, timeout=5
-            ).stdout.strip()
-        probe = [
-            bwrap,
-            "--unshare-all",
-            "--unshare-user",
-            "--disable-userns",
-            "--die-with-parent",
-            "--cap-drop",
-            "ALL",
-            "--ro-bind",
-            "/",
-            "/",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "true",
-        ]
-        try:
-            res = subprocess.run(
-                probe,
-                capture_output=True,
-                text=True,
-                timeout=10,
-                stdin=subprocess.DEVNULL,
-                close_fds=True,
-            )
-        except (OSError, subprocess.SubprocessError) as e:
-            return Availability(
-                False, f"bwrap failed to run: {e}", "check the bwrap install", version
-            )
-        if res.returncode != 0:
-            err = (res.stderr or "").strip().splitlines()
-            why = err[-1] if err else f"exit {res.returncode}"
-            return Availability(
-                False,
-                f"bwrap cannot create namespaces: {why}",
-                "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
-                "on Ubuntu an AppArmor profile for bwrap) or use the sandlock backend",
-                version,
-            )
-        self._pid_mode, self._pid_note = self._probe_pid_namespace(probe[:-1])
-        return Availability(True, version=version)
-
-    def _probe_pid_namespace(self, sandbox: list[str]) -> tuple[str, str]:
-        """Try the run's pid namespace (with its process cap where the kernel has one) around a
-        bwrap sandbox running ``true``; return the mode runs use and, when it is not "capped",
-        why."""
-        unshare = unshare_path()
-        if unshare is None:
-            return "", "unshare not found (util-linux): no per-run process cap"
-        base = [unshare]
-        ids: list[str] = []
-        if os.getuid() != 0:
-            base += ["--user", "--map-root-user"]
-            ids = ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
-        base += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
-        mount = mount_path()
-        if mount is None:
-            return "", "mount not found (util-linux): no pid namespace or temp space per run"
-        tries: list[tuple[str, list[str]]] = []
-        probe_dir = tempfile.mkdtemp(prefix="run_bash-probe-")
-        data = tmpfs_data(MIN_SIZE)
-        if kernel_has_pid_cap():
-            cap = [str(pid_max_for(16)), str(RESERVED_PIDS)]
-            init = ["/bin/sh", "-c", RUN_INIT, "run_bash-init", *cap, data, probe_dir, mount, "--"]
-            tries.append(("capped", [*base, *init]))
-        init = ["/bin/sh", "-c", RUN_INIT, "run_bash-init", "-", "-", data, probe_dir, mount, "--"]
-        tries.append(("plain", [*base, *init]))
-        why = "" if kernel_has_pid_cap() else "Linux < 6.14 has no per-namespace pid_max"
-        try:
-            return self._try_pid_modes(tries, ids, sandbox, why)
-        finally:
-            shutil.rmtree(probe_dir, ignore_errors=True)
-
-    def _try_pid_modes(
-        self, tries: list[tuple[str, list[str]]], ids: list[str], sandbox: list[str], why: str
-    ) -> tuple[str, str]:
-        for mode, wrap in tries:
-            argv = [*wrap, *sandbox[:1], *ids, *sandbox[1:], "true"]
-            try:
-                res = subprocess.run(
-                    argv,
-                    capture_output=True,
-                    text=True,
-                    timeout=10,
-                    stdin=subprocess.DEVNULL,
-                    close_fds=True,
-                    env={"PATH": "/usr/bin:/bin"},
-                )
-            except (OSError, subprocess.SubprocessError) as e:
-                why = str(e)
-                continue
-            if res.returncode == 0:
-                note = "" if mode == "capped" else f"no per-run process cap ({why})"
-                return mode, note
-            lines = (res.stderr or "").strip().splitlines()
-            why = lines[-1] if lines else f"exit {res.returncode}"
-        return "", f"no pid namespace or temp space of its own per run ({why})"
 
     def validate(self) -> list[str]:
         """Problems that would make every run fail: extra arguments bwrap rejects."""

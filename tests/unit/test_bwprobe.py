@@ -1,0 +1,61 @@
+"""bubblewrap's probe (``bwprobe.py``), its commands started together: what it finds, kept once
+found, and why bwrap cannot work when it cannot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from run_bash.sandbox import bwprobe
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """Nothing probed yet; RUN_BASH_BWRAP as the test sets it."""
+    monkeypatch.setattr(bwprobe, "FOUND", {})
+    bwprobe.bwrap_path.cache_clear()
+    yield monkeypatch
+    bwprobe.bwrap_path.cache_clear()
+
+
+def test_the_probe_finds_a_working_bwrap_once_and_leaves_no_temp_dir(fresh, monkeypatch):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap not installed")
+    made: list[bwprobe.Probe] = []
+    real = bwprobe.Probe
+
+    def probe(bwrap: str) -> bwprobe.Probe:
+        made.append(real(bwrap))
+        return made[-1]
+
+    monkeypatch.setattr(bwprobe, "Probe", probe)
+    found = bwprobe.result()
+    ok, why, _advice, version, mode, _note = found
+    assert ok and why == "" and version.startswith("bubblewrap"), found
+    assert mode in ("capped", "plain"), found  # the run's pid namespace works here
+    assert bwprobe.result() is found and len(made) == 1  # kept: probed once
+    assert made[0].dir and not os.path.exists(made[0].dir)  # the pid probe's temp dir is gone
+
+
+def test_a_bwrap_that_cannot_make_namespaces_is_unavailable_with_its_words(fresh, tmp_path):
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo "bubblewrap 9"; exit 0; }\n'
+        'echo "bwrap: No permissions to create a new namespace" >&2; exit 1\n'
+    )
+    fake.chmod(0o755)
+    fresh.setenv("RUN_BASH_BWRAP", str(fake))
+    bwprobe.bwrap_path.cache_clear()
+    ok, why, advice, version, mode, _note = bwprobe.result()
+    assert not ok and mode == ""
+    assert why == "bwrap cannot create namespaces: bwrap: No permissions to create a new namespace"
+    assert "unprivileged user namespaces" in advice and version == "bubblewrap 9"
+
+
+def test_no_bwrap_is_unavailable(fresh):
+    fresh.setenv("RUN_BASH_BWRAP", "")
+    bwprobe.bwrap_path.cache_clear()
+    ok, why, advice, *_ = bwprobe.result()
+    assert (ok, why) == (False, "bwrap not found") and "install bubblewrap" in advice
