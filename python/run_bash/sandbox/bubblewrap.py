@@ -6,6 +6,8 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
   own pid, ipc, uts, cgroup, user (no nested user namespaces) and, by default, network namespaces;
   no capabilities; a new session (no TIOCSTI into a terminal); everything dies with the host.
 * ``--proc /proc --dev /dev``: a /proc that shows only the sandbox's processes, a minimal /dev.
+* ``--add-seccomp-fd``: the kernel interfaces a command has no use for (io_uring, bpf, keyctl,
+  modules, …; ``seccomp.py``) fail with EPERM, as under sandlock.
 * ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are the run's temp space: a tmpfs of ``max_temp_size``
   that the run's first process mounts on its private dir (``RUN_INIT``, ``tempfs.py``), bound on
   the three.
@@ -44,7 +46,7 @@ from typing import ClassVar
 from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under
-from run_bash.sandbox import bwprobe
+from run_bash.sandbox import bwprobe, seccomp
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
 from run_bash.sandbox.bwprobe import (
     RESERVED_PIDS,
@@ -71,6 +73,16 @@ VIRTUAL_ROOTS = ("/proc", "/dev")
 
 # Probe results by (bwrap, bash, unshare) path: (availability, pid mode, pid note).
 PROBED: dict[Key, tuple[Availability, str, str]] = {}
+
+
+def with_filter(argv: list[str], fd: int) -> list[str]:
+    """``argv`` with bwrap told to install the seccomp filter in ``fd`` (``seccomp.py``) on the
+    command; ``argv`` itself when there is none (``fd`` < 0). The filter's descriptor is not part
+    of what a prepared sandbox is compared by: the filter is the same for every run."""
+    if fd < 0:
+        return argv
+    at = argv.index(bwrap_path() or "bwrap") + 1
+    return [*argv[:at], "--add-seccomp-fd", str(fd), *argv[at:]]
 
 
 def _depth(p: str) -> int:
@@ -244,11 +256,20 @@ class Bubblewrap:
         return lines[-1] if lines else f"exit {res.returncode}"
 
     def warnings(self) -> list[str]:
-        """What the process limit becomes here when runs cannot be capped per run."""
-        if not self.availability().ok or not self._pid_note:
+        """What the process limit becomes here when runs cannot be capped per run, and that
+        there is no seccomp filter on an architecture ``seccomp.py`` has no numbers for."""
+        if not self.availability().ok:
             return []
-        root = " (RLIMIT_NPROC does not apply to root)" if os.getuid() == 0 else ""
-        return [f"bubblewrap: {self._pid_note}; max_processes is RLIMIT_NPROC only{root}"]
+        said = []
+        if self._pid_note:
+            root = " (RLIMIT_NPROC does not apply to root)" if os.getuid() == 0 else ""
+            said.append(f"bubblewrap: {self._pid_note}; max_processes is RLIMIT_NPROC only{root}")
+        if seccomp.program() is None:
+            said.append(
+                f"bubblewrap: no seccomp filter on {os.uname().machine} (io_uring, bpf, keyctl "
+                "and the other calls sandlock refuses stay open to commands)"
+            )
+        return said
 
     def falls_short(self) -> str:
         """What of the options bwrap cannot enforce: ``auto`` then prefers sandlock."""
@@ -411,19 +432,27 @@ class Bubblewrap:
             if before is not None:
                 before(argv)
             try:
+                flt = seccomp.program_fd()
+            except OSError as e:
+                raise SpawnError(f"bubblewrap: cannot make the run's seccomp filter: {e}") from e
+            try:
                 proc = subprocess.Popen(
-                    argv,
+                    with_filter(argv, flt),
                     cwd="/",
                     env=env,
                     stdin=subprocess.DEVNULL if spec.stdin_fd is None else spec.stdin_fd,
                     stdout=spec.stdout_fd,
                     stderr=spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd,
                     close_fds=True,
+                    pass_fds=(flt,) if flt >= 0 else (),
                     start_new_session=True,
                     restore_signals=True,
                 )
             except OSError as e:
                 raise SpawnError(f"bubblewrap could not start: {e}") from e
+            finally:
+                if flt >= 0:
+                    os.close(flt)
         except BaseException:
             release(spec.session_id, cgroup, loop)
             raise

@@ -11,12 +11,14 @@ same programs (``result``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
 from functools import cache, lru_cache
 
+from run_bash.sandbox import seccomp
 from run_bash.sandbox.proc import bash_path
 from run_bash.sandbox.tempfs import MIN_SIZE, tmpfs_data
 
@@ -123,8 +125,11 @@ def key() -> Key:
     return (bwrap_path(), bash_path(), unshare_path())
 
 
-def _start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str] | str:
-    """A probe command started (stdout and stderr captured), or why it could not start."""
+def _start(
+    argv: list[str], env: dict[str, str] | None = None, fd: int = -1
+) -> subprocess.Popen[str] | str:
+    """A probe command started (stdout and stderr captured; ``fd`` passed on when >= 0), or why
+    it could not start."""
     try:
         return subprocess.Popen(
             argv,
@@ -133,6 +138,7 @@ def _start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Pop
             stderr=subprocess.PIPE,
             text=True,
             close_fds=True,
+            pass_fds=(fd,) if fd >= 0 else (),
             env=env,
         )
     except (OSError, subprocess.SubprocessError) as e:
@@ -179,7 +185,17 @@ class Probe:
             "--dev",
             "/dev",
         ]
-        self.basic = _start([*self.sandbox, "true"])
+        # The runs' seccomp filter too (``seccomp.py``): a bwrap that cannot install it is not
+        # used (bubblewrap 0.5 or newer can).
+        flt = -1
+        with contextlib.suppress(OSError):
+            flt = seccomp.program_fd()
+        seccomp_args = ["--add-seccomp-fd", str(flt)] if flt >= 0 else []
+        try:
+            self.basic = _start([*self.sandbox, *seccomp_args, "true"], fd=flt)
+        finally:
+            if flt >= 0:
+                os.close(flt)
         self.dir = ""
         self.tries: list[tuple[str, list[str]]] = []
         self.why = "" if kernel_has_pid_cap() else "Linux < 6.14 has no per-namespace pid_max"
