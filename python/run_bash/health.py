@@ -120,6 +120,8 @@ def report(config: Config, mgr: SessionManager) -> list[Item]:
         )
     else:
         items.append(_item("ok", f"commands run in the {backend.name} sandbox ({chosen.reason})"))
+        # What works differently here (no per-run process cap, no seccomp filter, …).
+        items.extend(_item("warn", text) for text in backend.warnings())
     items.append(memory_cap())
     active, text = mgr.spares.describe(backend)
     items.append(_item("ok" if active else "info", f"prepared sandboxes: {text}"))

@@ -195,3 +195,21 @@ def test_the_original_configs_keep_working():
     assert legacy.sandbox.backends.sandlock.profile == "~/p.toml"
     for name in ("sandlock", "bubblewrap", "none"):
         assert parse_config({"sandbox": {"backend": name}}).sandbox.backend == name
+
+
+async def test_health_says_what_the_chosen_backend_lacks_here(make, monkeypatch):
+    if not available("bubblewrap"):
+        pytest.skip("bubblewrap unavailable")
+    from run_bash import health
+    from run_bash.sandbox import seccomp
+
+    m = make(sandbox={"backend": "bubblewrap"})
+
+    def warned() -> list[str]:
+        return [i["msg"] for i in health.report(m.config, m) if i["level"] == "warn"]
+
+    # Control: on this machine the filter exists, and health does not warn about it.
+    assert not [t for t in warned() if "seccomp" in t]
+    monkeypatch.setattr(seccomp, "program", lambda: None)  # an architecture without numbers
+    said = [t for t in warned() if "no seccomp filter" in t]
+    assert said and "io_uring, bpf, keyctl" in said[0], warned()
