@@ -12,6 +12,8 @@ import secrets
 import threading
 from collections.abc import Callable
 
+from run_bash.ahead import MadeAhead
+
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 READ_PAGE_BYTES = 64 * 1024
@@ -185,42 +187,26 @@ def _reserve(fd: int, start: int, end: int) -> bool:
 
 
 class ReadyFile:
-    """One output file made ahead of the run that takes it.
-
-    Creating a file costs a metadata write (about 0.15 ms here, more on a busy disk): ``refill``
-    does that on a worker after a run's result, and the next run's ``take`` only renames the
-    file to its own name. What ``take`` gets is checked first: still empty, linked once, the very
-    file made (an unsandboxed run can reach the state directory); else it is dropped. Its space
-    is reserved when a run takes it (``Capture``): a waiting file holds none.
-    """
+    """The next run's output file, made ahead of it (``ahead.MadeAhead``). A run's ``take``
+    renames it to the run's own name once it is checked: still empty, linked once, the very file
+    made. Its space is reserved when a run takes it (``Capture``): a waiting file holds none."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self._lock = threading.Lock()
-        self._ready: tuple[int, str] | None = None  # fd, path
-        self._closed = False
+        self._ahead: MadeAhead[tuple[int, str]] = MadeAhead(self._make, _drop_made)
+
+    def _make(self) -> tuple[int, str]:
+        path = os.path.join(self.directory, f"ready-{secrets.token_hex(6)}.log")
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), path
 
     def refill(self) -> None:
         """Make the next output file when none is ready (a worker; never raises)."""
-        with self._lock:
-            if self._ready is not None or self._closed:
-                return
-        path = os.path.join(self.directory, f"ready-{secrets.token_hex(6)}.log")
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except OSError:
-            return
-        with self._lock:
-            if self._ready is None and not self._closed:
-                self._ready = fd, path
-                return
-        _drop(fd, path)
+        self._ahead.refill()
 
     def take(self, path: str) -> int | None:
         """The ready file's descriptor, the file renamed to ``path``; None when there is none
         (or it is no longer as made)."""
-        with self._lock:
-            ready, self._ready = self._ready, None
+        ready = self._ahead.take()
         if ready is None:
             return None
         fd, made = ready
@@ -237,15 +223,11 @@ class ReadyFile:
                 return fd
         except OSError:
             pass
-        _drop(fd, made)
+        self._ahead.drop(ready)
         return None
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            ready, self._ready = self._ready, None
-        if ready is not None:
-            _drop(ready[0], ready[1])
+        self._ahead.close()
 
 
 def _unreserve(fd: int, size: int) -> None:
@@ -264,12 +246,10 @@ def _unreserve(fd: int, size: int) -> None:
         pass
 
 
-def _drop(fd: int, path: str) -> None:
-    os.close(fd)
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+def _drop_made(made: tuple[int, str]) -> None:
+    os.close(made[0])
+    with contextlib.suppress(OSError):
+        os.unlink(made[1])
 
 
 def _describe(err: OSError) -> str:

@@ -32,7 +32,8 @@ def test_the_probe_finds_a_working_bwrap_once_and_leaves_no_temp_dir(fresh, monk
 
     monkeypatch.setattr(bwprobe, "Probe", probe)
     found = bwprobe.result()
-    ok, why, _advice, version, mode, _note = found
+    avail, mode, _note = found
+    ok, why, version = avail.ok, avail.reason, avail.version
     assert ok and why == "" and version.startswith("bubblewrap"), found
     assert mode in ("capped", "plain"), found  # the run's pid namespace works here
     assert bwprobe.result() is found and len(made) == 1  # kept: probed once
@@ -48,7 +49,8 @@ def test_a_bwrap_that_cannot_make_namespaces_is_unavailable_with_its_words(fresh
     fake.chmod(0o755)
     fresh.setenv("RUN_BASH_BWRAP", str(fake))
     bwprobe.bwrap_path.cache_clear()
-    ok, why, advice, version, mode, _note = bwprobe.result()
+    avail, mode, _note = bwprobe.result()
+    ok, why, advice, version = avail.ok, avail.reason, avail.advice, avail.version
     assert not ok and mode == ""
     assert why == "bwrap cannot create namespaces: bwrap: No permissions to create a new namespace"
     assert "unprivileged user namespaces" in advice and version == "bubblewrap 9"
@@ -57,5 +59,21 @@ def test_a_bwrap_that_cannot_make_namespaces_is_unavailable_with_its_words(fresh
 def test_no_bwrap_is_unavailable(fresh):
     fresh.setenv("RUN_BASH_BWRAP", "")
     bwprobe.bwrap_path.cache_clear()
-    ok, why, advice, *_ = bwprobe.result()
+    avail, _mode, _note = bwprobe.result()
+    ok, why, advice = avail.ok, avail.reason, avail.advice
     assert (ok, why) == (False, "bwrap not found") and "install bubblewrap" in advice
+
+
+def test_a_filter_that_cannot_be_made_makes_bwrap_unavailable(fresh, monkeypatch):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap not installed")
+    from run_bash.sandbox import seccomp
+
+    def no_memfd() -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(seccomp, "program_fd", no_memfd)
+    avail, mode, _note = bwprobe.result()
+    # Runs could not install it either: bwrap is not used (the control: the first test here).
+    assert not avail.ok and mode == "", avail
+    assert "cannot make the seccomp filter: [Errno 38] Function not implemented" in avail.reason

@@ -51,7 +51,6 @@ from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, rel
 from run_bash.sandbox.bwprobe import (
     RESERVED_PIDS,
     RUN_INIT,
-    Key,
     bwrap_path,
     mount_path,
     nsenter_path,
@@ -69,10 +68,6 @@ from run_bash.sandbox.tempfs import temp_size, tmpfs_data
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
 # Provided by --proc / --dev, never bound from the host.
 VIRTUAL_ROOTS = ("/proc", "/dev")
-
-
-# Probe results by (bwrap, bash, unshare) path: (availability, pid mode, pid note).
-PROBED: dict[Key, tuple[Availability, str, str]] = {}
 
 
 def with_filter(argv: list[str], fd: int) -> list[str]:
@@ -203,14 +198,8 @@ class Bubblewrap:
         return self._availability
 
     def _probe(self) -> Availability:
-        """What bwrap can do here (``bwprobe``: started as the host boots, made once per host
-        for the same programs; every ``setup()`` makes new backend objects)."""
-        k = bwprobe.key()
-        hit = PROBED.get(k)
-        if hit is None:
-            ok, why, advice, version, mode, note = bwprobe.result()
-            hit = PROBED[k] = (Availability(ok, why, advice, version), mode, note)
-        availability, self._pid_mode, self._pid_note = hit
+        """What bwrap can do here (``bwprobe``: probed once per host for the same programs)."""
+        availability, self._pid_mode, self._pid_note = bwprobe.result()
         return availability
 
     def validate(self) -> list[str]:

@@ -6,12 +6,11 @@ per-run process cap?). ``auto`` asks bubblewrap first, on the host's way to ``re
 after another the three took 18-21 ms here, so they are started together (``Probe``), about 8 ms
 sooner done. (Started as the host boots instead, they competed with its imports and the
 launcher's for the two cores, and ``ready`` came no sooner.) The answer is kept per host for the
-same programs (``result``).
+same programs (``result``): every ``setup()`` makes new backend objects.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ import tempfile
 from functools import cache, lru_cache
 
 from run_bash.sandbox import seccomp
+from run_bash.sandbox.base import Availability
 from run_bash.sandbox.proc import bash_path
 from run_bash.sandbox.tempfs import MIN_SIZE, tmpfs_data
 
@@ -112,9 +112,10 @@ def pid_max_for(max_processes: int) -> int:
 
 # -- the probe ---------------------------------------------------------------------------------------
 
-# What the probe found (``result``): (works, why not, what to do, bwrap's version, the pid mode
-# runs use ("capped", "plain" or ""), why runs are not capped per run when they are not).
-Found = tuple[bool, str, str, str, str, str]
+# What the probe found (``result``): whether bwrap works here (why not, what to do, its
+# version), the pid mode runs use ("capped", "plain" or ""), and why runs are not capped per run
+# when they are not.
+Found = tuple[Availability, str, str]
 Key = tuple[str | None, str | None, str | None]
 # What the probe found, by (bwrap, bash, unshare) path: every ``setup()`` makes new backend
 # objects, and the probe is made once per host for the same programs.
@@ -187,15 +188,17 @@ class Probe:
         ]
         # The runs' seccomp filter too (``seccomp.py``): a bwrap that cannot install it is not
         # used (bubblewrap 0.5 or newer can).
-        flt = -1
-        with contextlib.suppress(OSError):
-            flt = seccomp.program_fd()
-        seccomp_args = ["--add-seccomp-fd", str(flt)] if flt >= 0 else []
         try:
-            self.basic = _start([*self.sandbox, *seccomp_args, "true"], fd=flt)
-        finally:
-            if flt >= 0:
-                os.close(flt)
+            flt = seccomp.program_fd()
+        except OSError as e:  # runs could not have it either
+            self.basic: subprocess.Popen[str] | str = f"cannot make the seccomp filter: {e}"
+        else:
+            seccomp_args = ["--add-seccomp-fd", str(flt)] if flt >= 0 else []
+            try:
+                self.basic = _start([*self.sandbox, *seccomp_args, "true"], fd=flt)
+            finally:
+                if flt >= 0:
+                    os.close(flt)
         self.dir = ""
         self.tries: list[tuple[str, list[str]]] = []
         self.why = "" if kernel_has_pid_cap() else "Linux < 6.14 has no per-namespace pid_max"
@@ -253,26 +256,21 @@ class Probe:
                 if self.first is not None:
                     _finish(self.first)
                 why = _last_line(err, code)
-                if code == 127 and isinstance(self.basic, str):
-                    return (
-                        False,
-                        f"bwrap failed to run: {why}",
-                        "check the bwrap install",
-                        version,
-                        "",
-                        "",
+                if isinstance(self.basic, str):
+                    failed = Availability(
+                        False, f"bwrap failed to run: {why}", "check the bwrap install", version
                     )
-                return (
+                    return failed, "", ""
+                cannot = Availability(
                     False,
                     f"bwrap cannot create namespaces: {why}",
                     "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
                     "on Ubuntu an AppArmor profile for bwrap) or use the sandlock backend",
                     version,
-                    "",
-                    "",
                 )
+                return cannot, "", ""
             mode, note = self._pid_mode()
-            return True, "", "", version, mode, note
+            return Availability(True, version=version), mode, note
         finally:
             if self.dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
@@ -286,16 +284,10 @@ def result() -> Found:
         return found
     bwrap, bash, _unshare = k
     if bwrap is None:
-        found = (
-            False,
-            "bwrap not found",
-            "install bubblewrap (apt/dnf/pacman install bubblewrap)",
-            "",
-            "",
-            "",
-        )
+        why = "install bubblewrap (apt/dnf/pacman install bubblewrap)"
+        found = Availability(False, "bwrap not found", why), "", ""
     elif bash is None:
-        found = (False, "bash not found", "install bash", "", "", "")
+        found = Availability(False, "bash not found", "install bash"), "", ""
     else:
         found = Probe(bwrap).result()
     FOUND[k] = found

@@ -14,9 +14,9 @@ import os
 import shutil
 import stat
 import tempfile
-import threading
 from collections.abc import Mapping
 
+from run_bash.ahead import MadeAhead
 from run_bash.sessions.session import Session
 from run_bash.statedir import make_temp_root
 
@@ -29,9 +29,9 @@ class TempSpace:
         # On a disk-backed filesystem (statedir.py); created on the first run.
         self._root = root
         # One temp dir made ahead of the run that takes it (``refill``, ``make``).
-        self._lock = threading.Lock()
-        self._ready: str | None = None
-        self._closed = False
+        self._ahead: MadeAhead[str] = MadeAhead(
+            lambda: self.make_dir("run"), lambda d: shutil.rmtree(d, ignore_errors=True)
+        )
 
     @property
     def root(self) -> str:
@@ -43,8 +43,7 @@ class TempSpace:
     def make(self, s: Session) -> None:
         """Give run ``s`` its temp dir: the one made ahead when it is still as made (an empty
         directory of this host's: an unsandboxed run can reach the root), else a new one."""
-        with self._lock:
-            ready, self._ready = self._ready, None
+        ready = self._ahead.take()
         if ready is not None:
             try:
                 st = os.lstat(ready)
@@ -56,24 +55,13 @@ class TempSpace:
                         return
             except OSError:
                 pass
-            shutil.rmtree(ready, ignore_errors=True)
+            self._ahead.drop(ready)
         s.tmpdir = self.make_dir(s.id)
 
     def refill(self) -> None:
         """Make the next run's temp dir when none is ready (a worker, after a run's result:
         making a directory is a metadata write the next run need not wait for). Never raises."""
-        with self._lock:
-            if self._ready is not None or self._closed:
-                return
-        try:
-            made = self.make_dir("run")
-        except OSError:
-            return
-        with self._lock:
-            if self._ready is None and not self._closed:
-                self._ready = made
-                return
-        shutil.rmtree(made, ignore_errors=True)
+        self._ahead.refill()
 
     def make_dir(self, name: str) -> str:
         """A new temp dir for run ``name`` (a session, or a prepared sandbox)."""
@@ -81,7 +69,6 @@ class TempSpace:
 
     def close(self) -> None:
         """Remove every run temp dir."""
-        with self._lock:
-            self._closed, self._ready = True, None
+        self._ahead.close()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
