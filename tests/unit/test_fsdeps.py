@@ -410,6 +410,45 @@ async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_pat
         await m.shutdown()
 
 
+async def test_a_policy_is_armed_by_whoever_computed_it(tmp_path):
+    """The watches that vouch for a kept policy are set when it is computed (by a spare's
+    preparation, beside no run), so the next run's check reads events instead of looking at
+    every file again; a change made after the computation is still seen (the control)."""
+    import asyncio
+
+    from run_bash.config import parse_config
+    from run_bash.sessions import SessionManager
+
+    home = tmp_path / "home"
+    project = home / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n\tbare = false\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = x\n")
+    for p in (project / ".git" / "config", home / ".gitconfig"):
+        age(p)
+    m = SessionManager(
+        parse_config({"sandbox": {"backend": "sandlock"}}),
+        loop=asyncio.get_running_loop(),
+        state_dir=str(tmp_path / "state"),
+        environ={**os.environ, "HOME": str(home)},
+    )
+    old = fsdeps.SETTLED_NS
+    fsdeps.SETTLED_NS = 0  # fresh test files count as settled
+    try:
+        first = m.launching.policy(str(project))
+        (reads,) = [hit[2] for hit in m.launching._memo.values()]
+        if fsdeps._watches() is None:
+            pytest.skip("no inotify here")
+        assert reads.armed and reads.looks == 1, "armed by the computation itself"
+        assert m.launching.policy(str(project)) is first
+        assert reads.looks == 1, "the kept policy's check read events, not every file"
+        (home / ".gitconfig").write_text("[user]\n\tname = someone else\n")
+        assert m.launching.policy(str(project)) is not first  # the control: the change is seen
+    finally:
+        fsdeps.SETTLED_NS = old
+        await m.shutdown()
+
+
 def test_a_file_whose_directory_above_is_replaced_is_seen(tmp_path):
     """Only the file is recorded (no directory on its way is a key): a directory above it moved
     away and made again, with a file of the same name, is an event on that directory."""

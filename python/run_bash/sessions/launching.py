@@ -147,12 +147,19 @@ class Launching:
             )
         with self._memo_lock:
             self._writable = self._writable | frozenset(policy.writable)
-            if reads.usable and reads.settled:
+            writable = self._writable
+            keep = reads.usable and reads.settled
+            if keep:
                 if len(self._memo) >= MEMO_SIZE:
                     self._memo.clear()
                 self._memo[key] = (config, policy, reads)
             else:
                 self._memo.pop(key, None)
+        if keep:
+            # The watches that vouch for what it read are set now, by whoever computed it (a
+            # spare's preparation, beside no run), not by the next run's first look: that is
+            # a few ms of inotify work on a run's path.
+            reads.still(writable)
         return policy
 
     def prepare(self, s: Session) -> Prepared:
