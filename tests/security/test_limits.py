@@ -147,6 +147,13 @@ def test_the_temp_cap_is_at_most_half_the_available_memory():
     assert temp_size(32 * MIB, available=8 << 30) == 32 * MIB
     assert temp_size(1, available=8 << 30) == MIB  # never below 1 MiB
     assert temp_size(32 * MIB + 1, available=8 << 30) == 32 * MIB + 4096  # whole pages
+    # Under the memory bound: never above half, at most a sixteenth below it, and the same
+    # while memory moves by a few pages (a prepared sandbox keeps fitting).
+    for available in (3 << 29, 1_000_000_000, (5 << 30) + 12345, 300 * MIB):
+        sizes = {temp_size(1 << 40, available=available + k * 4096) for k in range(0, 40, 3)}
+        assert len(sizes) == 1, (available, sizes)
+        (size,) = sizes
+        assert available // 2 * 15 // 16 <= size <= available // 2, (available, size)
 
 
 # Allocates {mb} MB and touches every page, prints {mark}, holds it for a while.

@@ -242,3 +242,29 @@ def test_commands_back_to_back_each_take_a_prepared_sandbox(sbx, world):
     assert all("took_spare" in s.marks for s in sessions), [sorted(s.marks) for s in sessions]
     for s in sessions:
         sbx.wait(s)
+
+
+def test_a_prepared_sandbox_fits_while_the_available_memory_moves(sbx, world, monkeypatch):
+    """Where half the available memory is less than ``max_temp_size``, it sizes the run's temp
+    space; memory moves by a few pages between a sandbox's preparation and the run that takes it,
+    and the run still takes it. The temp space stays within half of what is available."""
+    import itertools
+
+    from run_bash.sandbox import tempfs
+
+    wobble = itertools.count()
+    available = 1 << 30  # half of it (512 MiB) is under the cap below
+
+    def moving() -> int:
+        return available + (next(wobble) % 7) * 13 * tempfs.PAGE
+
+    monkeypatch.setattr(tempfs, "available_memory", moving)
+    rb = sbx.with_config(sandbox={"prepare": True, "limits": {"max_temp_size": "1G"}})
+    rb.run("true")
+    assert settled(rb) == 1
+    for _ in range(3):
+        r, took = run_marked(rb, "df -k /tmp | tail -1")
+        assert took, r.output
+        size_kib = int(r.output.split()[1])
+        assert 15 * available // 32 <= size_kib * 1024 <= available // 2, r.output
+        assert settled(rb) == 1

@@ -8,8 +8,8 @@ own mount namespace over the run's private temp dir (``sessions/tempspace.py``),
 the three directories; the host never sees it, and it goes away with the run's last process.
 
 A tmpfs lives in memory (and swap): the cap is ``sandbox.limits.max_temp_size``, but never more
-than half the memory available when the run starts (``MemAvailable`` + ``SwapFree``), so one run
-cannot fill the machine's memory with files. Where the run has a memory cgroup
+than half the memory available when the run starts (``MemAvailable`` + ``SwapFree``, rounded down
+to a sixteenth: ``memory_share``), so one run cannot fill the machine's memory with files. Where the run has a memory cgroup
 (``cgroups.py``), its temp files count against ``max_memory`` too. The number of files is capped
 as well (one per ``BYTES_PER_INODE`` of the size): a tmpfs inode costs kernel memory that the size
 does not count.
@@ -45,12 +45,21 @@ def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
     return found["MemAvailable"] + found.get("SwapFree", 0)
 
 
+def memory_share(available: int) -> int:
+    """Half of ``available``, rounded down to its top four bits (within a sixteenth below it):
+    memory moves by a few pages all the time, and a size that moved with it would make every
+    prepared sandbox (built with the size of a moment before) differ from the one a run gets."""
+    half = available // 2
+    step = 1 << max(20, half.bit_length() - 4)
+    return half // step * step
+
+
 def temp_size(limit: int, available: int | None = None) -> int:
     """The size of a run's temp space: ``limit`` (``max_temp_size``), at most half the memory
-    available now, rounded up to whole pages and at least ``MIN_SIZE``."""
+    available now (``memory_share``), rounded up to whole pages and at least ``MIN_SIZE``."""
     if available is None:
         available = available_memory()
-    size = limit if available is None else min(limit, available // 2)
+    size = limit if available is None else min(limit, memory_share(available))
     size = max(MIN_SIZE, size)
     return (size + PAGE - 1) // PAGE * PAGE
 
