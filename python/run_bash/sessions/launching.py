@@ -158,8 +158,10 @@ class Launching:
         if keep:
             # The watches that vouch for what it read are set now, by whoever computed it (a
             # spare's preparation, beside no run), not by the next run's first look: that is
-            # a few ms of inotify work on a run's path.
-            reads.still(writable)
+            # a few ms of inotify work on a run's path. Only a head start: the next check
+            # decides, so a failure here changes nothing.
+            with contextlib.suppress(Exception):
+                reads.still(writable)
         return policy
 
     def prepare(self, s: Session) -> Prepared:
