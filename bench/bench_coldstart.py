@@ -11,6 +11,8 @@ result callback. Rows, for ``none`` and every confining backend that works here:
   host starts in the background and the run waits in Lua's queue until it is up;
 * **no setup**: the run is the first use of run_bash (it starts the host);
 * **host up**: ``setup()`` started the host and it answered; from the run request to its result;
+* **1 s after ready**: the same a second later, once what the host starts after ``ready`` (the
+  first command's sandbox, the project's undo index) is done: a session's first command;
 * **the host's start-up**: where the "at once" hosts' time went, from the host's own log
   (``run_bash/startup.py``: interpreter and boot imports, fork (the sandbox launcher forked),
   pynvim imported, run_bash imported and the service made, the checker loaded, setup (the options
@@ -41,7 +43,7 @@ if str(ROOT / "python") not in sys.path:
 Row = dict[str, Any]
 
 # Writes "<hrtime of the result> <hrtime of the request> <worst stall ms> <exit code> <error>"
-# to $COLD_OUT, then quits. $COLD_MODE: "at_once", "no_setup" or "host_up".
+# to $COLD_OUT, then quits. $COLD_MODE: "at_once", "no_setup", "host_up" or "host_settled".
 SCRIPT = r"""
 local out, mode, backend = vim.env.COLD_OUT, vim.env.COLD_MODE, vim.env.COLD_BACKEND
 -- The main loop's worst stall: a tick every 5 ms runs through vim.schedule, so a synchronous
@@ -65,8 +67,11 @@ local rb = require("run_bash")
 if mode ~= "no_setup" then
   rb.setup({ sandbox = { backend = backend } })
 end
-if mode == "host_up" then
+if mode == "host_up" or mode == "host_settled" then
   vim.wait(60000, function() return require("run_bash.host").is_up() end, 1)
+  if mode == "host_settled" then -- what the host does after ready (the first sandbox) is done
+    vim.wait(1000, function() return false end, 10)
+  end
   worst, last = 0, vim.uv.hrtime()
 end
 local t_req = vim.uv.hrtime()
@@ -143,15 +148,15 @@ class Cold:
         return t0
 
     def first_run(self, mode: str, backend: str) -> tuple[float, float]:
-        """(ms to the result: from the process's start, or for "host_up" from the request; the
-        editor's worst stall in ms)."""
+        """(ms to the result: from the process's start, or for "host_up" and "host_settled"
+        from the request; the editor's worst stall in ms)."""
         t0 = self._nvim(
             "-c", f"luafile {self.script}", env={"COLD_MODE": mode, "COLD_BACKEND": backend}
         )
         t_result, t_req, stall, code, err = self.out.read_text().split(maxsplit=4)
         if code != "0":
             raise RuntimeError(f"the first run failed ({mode}, {backend}): {err.strip()}")
-        start = int(t_req) if mode == "host_up" else t0
+        start = int(t_req) if mode in ("host_up", "host_settled") else t0
         return (int(t_result) - start) / 1e6, float(stall)
 
     def startup_marks(self) -> dict[str, float]:
@@ -267,6 +272,17 @@ def run(n: int = 8) -> list[Row]:
                     "unit": "ms",
                     "goal": "",
                     "note": _stats(up) + "; setup() started the host; request to result",
+                }
+            )
+            settled = [cold.first_run("host_settled", backend)[0] for _ in range(n)]
+            rows.append(
+                {
+                    "name": f"cold start ({backend}): first run, 1 s after ready",
+                    "value": statistics.median(settled),
+                    "unit": "ms",
+                    "goal": "",
+                    "note": _stats(settled) + "; the host's first command once its start-up "
+                    "work (the first sandbox, the undo index) is done; request to result",
                 }
             )
         no_setup = [cold.first_run("no_setup", "auto")[0] for _ in range(n)]
