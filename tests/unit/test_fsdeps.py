@@ -368,10 +368,9 @@ def test_a_file_where_runs_may_write_is_stat_ed_every_time(tmp_path):
         mapped.close()
 
 
-async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_path):
-    """The policy memo passes the directories its policies let runs write to: a file the
-    policy read there (the project's git config) is never left to inotify alone; a file it
-    read elsewhere (the user's git config) is (the control)."""
+def policy_world(tmp_path):
+    """A home with a git config, a project in it with its own, both settled, and a manager of
+    the running loop whose policies read them: (home, project, manager)."""
     import asyncio
 
     from run_bash.config import parse_config
@@ -390,6 +389,14 @@ async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_pat
         state_dir=str(tmp_path / "state"),
         environ={**os.environ, "HOME": str(home)},
     )
+    return home, project, m
+
+
+async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_path):
+    """The policy memo passes the directories its policies let runs write to: a file the
+    policy read there (the project's git config) is never left to inotify alone; a file it
+    read elsewhere (the user's git config) is (the control)."""
+    home, project, m = policy_world(tmp_path)
     try:
         old = fsdeps.SETTLED_NS
         fsdeps.SETTLED_NS = 0  # fresh test files count as settled
@@ -414,24 +421,7 @@ async def test_a_policy_is_armed_by_whoever_computed_it(tmp_path):
     """The watches that vouch for a kept policy are set when it is computed (by a spare's
     preparation, beside no run), so the next run's check reads events instead of looking at
     every file again; a change made after the computation is still seen (the control)."""
-    import asyncio
-
-    from run_bash.config import parse_config
-    from run_bash.sessions import SessionManager
-
-    home = tmp_path / "home"
-    project = home / "project"
-    (project / ".git").mkdir(parents=True)
-    (project / ".git" / "config").write_text("[core]\n\tbare = false\n")
-    (home / ".gitconfig").write_text("[user]\n\tname = x\n")
-    for p in (project / ".git" / "config", home / ".gitconfig"):
-        age(p)
-    m = SessionManager(
-        parse_config({"sandbox": {"backend": "sandlock"}}),
-        loop=asyncio.get_running_loop(),
-        state_dir=str(tmp_path / "state"),
-        environ={**os.environ, "HOME": str(home)},
-    )
+    home, project, m = policy_world(tmp_path)
     old = fsdeps.SETTLED_NS
     fsdeps.SETTLED_NS = 0  # fresh test files count as settled
     try:

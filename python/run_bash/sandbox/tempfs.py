@@ -9,8 +9,8 @@ the three directories; the host never sees it, and it goes away with the run's l
 
 A tmpfs lives in memory (and swap): the cap is ``sandbox.limits.max_temp_size``, but never more
 than half the memory available when the run starts (``MemAvailable`` + ``SwapFree``, rounded down
-to a sixteenth: ``memory_share``), so one run cannot fill the machine's memory with files. Where the run has a memory cgroup
-(``cgroups.py``), its temp files count against ``max_memory`` too. The number of files is capped
+to a sixteenth: ``memory_share``), so one run cannot fill the machine's memory with files. Where
+the run has a memory cgroup (``cgroups.py``), its temp files count against ``max_memory`` too. The number of files is capped
 as well (one per ``BYTES_PER_INODE`` of the size): a tmpfs inode costs kernel memory that the size
 does not count.
 """

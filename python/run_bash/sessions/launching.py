@@ -155,11 +155,12 @@ class Launching:
                 self._memo[key] = (config, policy, reads)
             else:
                 self._memo.pop(key, None)
-        if keep:
-            # The watches that vouch for what it read are set now, by whoever computed it (a
-            # spare's preparation, beside no run), not by the next run's first look: that is
-            # a few ms of inotify work on a run's path. Only a head start: the next check
-            # decides, so a failure here changes nothing.
+        if keep and on_stage is None:
+            # Computed beside no run (a spare's preparation): the watches that vouch for what
+            # it read are set now, not by the next run's first look (a few ms of inotify work
+            # on a run's path). A run that computed its own leaves them to the next look, the
+            # preparation after it. Only a head start: the next check decides, so a failure
+            # here changes nothing.
             with contextlib.suppress(Exception):
                 reads.still(writable)
         return policy
