@@ -56,7 +56,7 @@ from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
-from run_bash.sandbox import gitask
+from run_bash.sandbox import gitask, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -129,6 +129,8 @@ class Scope:
     notices: list[str] = field(default_factory=list)
     wds: set[int] = field(default_factory=set)
     ended: bool = False
+    # The in-progress git operations of each git directory before the run (``sequencer.py``).
+    sequencer: dict[str, sequencer.State] = field(default_factory=dict)
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -249,6 +251,7 @@ class Keeper:
                     with contextlib.suppress(OSError):
                         st = os.lstat(g)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
+            scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             for pd in host_read.path_dirs:
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
@@ -302,6 +305,8 @@ class Keeper:
             self._refresh_all()
             hr = scope.host_read
             scope.notices += refusal_notices(hr.path_dirs, output, exit_code, hr.cwd)
+            for g, before in scope.sequencer.items():
+                scope.notices += sequencer.left_by_run(before, g, self._name(hr, g))
             return list(dict.fromkeys(scope.notices))
 
     def shutdown(self) -> None:
