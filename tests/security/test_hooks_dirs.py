@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
+
 from tests.security.conftest import CONTROL
 from tests.security.test_hostread import git, payload, pwned, unconfined_fires
 
@@ -120,3 +122,66 @@ def test_a_hooks_path_that_is_a_symlink_keeps_where_it_leads(sbx, world):
     git(world, "commit", "-q", "--allow-empty", "-m", "x")
     assert pwned(world) == []
     unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"])
+
+
+# -- what hooks lead to through symlinks ------------------------------------------------------------
+
+
+def linked_hooks(world, route: str) -> None:
+    """The user's hooks live in the work tree and are reached through symlinks, committed."""
+    p = world.project
+    (p / "scripts/lib").mkdir(parents=True)
+    (p / "scripts/pre-commit").write_text("#!/bin/sh\necho lint\n")
+    (p / "scripts/pre-commit").chmod(0o755)
+    (p / "scripts/lib/common.sh").write_text("echo common\n")
+    if route == "husky":
+        husky(world)
+        (p / ".husky/pre-commit").write_text(". .husky/lib/common.sh\n")
+        (p / ".husky/lib").symlink_to("../scripts/lib")
+    else:
+        h = p / ".git/hooks/pre-commit"
+        h.unlink(missing_ok=True)
+        if route == "chain":
+            (p / "tools").symlink_to("scripts")
+            h.symlink_to("../../tools/pre-commit")
+        else:
+            h.symlink_to("../../scripts/pre-commit")
+    git(world, "add", "-A", check=True)
+    git(world, "commit", "-qm", "hooks", check=True)
+
+
+LINKED_HOOK_ATTACKS = {
+    "append": ("direct", "echo '{p}' >> scripts/pre-commit"),
+    "chain": ("chain", "echo '{p}' >> scripts/pre-commit"),
+    "relink": (
+        "chain",
+        "mkdir evil && printf '#!/bin/sh\\n{p}\\n' > evil/pre-commit && "
+        "chmod +x evil/pre-commit && ln -sfn evil tools",
+    ),
+    "rename": (
+        "direct",
+        "mv scripts old && mkdir scripts && "
+        "printf '#!/bin/sh\\n{p}\\n' > scripts/pre-commit && chmod +x scripts/pre-commit",
+    ),
+    "linked_dir": ("husky", "echo '{p}' >> scripts/lib/common.sh"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(LINKED_HOOK_ATTACKS))
+def test_what_a_hook_link_leads_to_cannot_change(sbx, world, attack):
+    route, cmd = LINKED_HOOK_ATTACKS[attack]
+    linked_hooks(world, route)
+    cmd = cmd.format(p=payload(world, attack))
+    r = sbx.run(f"echo ok > other.txt && echo {CONTROL}; {cmd}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    git(world, "add", "other.txt")
+    git(world, "commit", "-qm", "x")
+    assert pwned(world) == [], (r.output, r.notices)
+
+
+@pytest.mark.parametrize("attack", sorted(LINKED_HOOK_ATTACKS))
+def test_hook_link_attacks_work_without_the_sandbox(sbx, world, attack):
+    route, cmd = LINKED_HOOK_ATTACKS[attack]
+    linked_hooks(world, route)
+    cmd = cmd.format(p=payload(world, attack))
+    unconfined_fires(sbx, world, cmd, ["commit", "-q", "--allow-empty", "-m", "y"])

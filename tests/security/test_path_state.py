@@ -229,3 +229,49 @@ def test_a_path_entry_that_leads_into_a_venv_through_a_symlink(sbx, world):
     assert snapshot(venv) == before, r.notices
     use_the_venv(world, venv)
     assert pwned(world) == []
+
+
+# -- a program on a PATH directory no run can write that leads into the project ---------------------
+
+
+def linked_tool(world: World) -> Path:
+    """``~/.local/bin/mytool`` leads into the project (``npm link``, ``ln -s``), through a link
+    in the project; ``~/.local/bin`` is on PATH."""
+    p = world.project
+    (p / "tools").mkdir()
+    (p / "tools/mytool").write_text("#!/bin/sh\necho real tool\n")
+    (p / "tools/mytool").chmod(0o755)
+    (p / "bin").mkdir()
+    (p / "bin/mytool").symlink_to("../tools/mytool")
+    lb = world.home / ".local/bin"
+    lb.mkdir(parents=True)
+    (lb / "mytool").symlink_to(p / "bin/mytool")
+    world.env["PATH"] = f"{lb}:{world.env['PATH']}"
+    return lb
+
+
+LINKED_TOOL_ATTACKS = {
+    "content": "printf '#!/bin/sh\\n{p}\\n' > tools/mytool",
+    "relink": "printf '#!/bin/sh\\n{p}\\n' > evil && chmod +x evil && ln -sfn ../evil bin/mytool",
+    "rename": "mv tools old && mkdir tools && printf '#!/bin/sh\\n{p}\\n' > tools/mytool && "
+    "chmod +x tools/mytool",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(LINKED_TOOL_ATTACKS))
+def test_a_read_only_path_link_into_the_project(sbx, world, attack):
+    linked_tool(world)
+    rb = sbx.with_config()
+    cmd = LINKED_TOOL_ATTACKS[attack].format(p=payload(world, attack))
+    r = rb.run(f"echo ok > other.txt && echo {CONTROL}; {cmd}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    run_outside(world, "mytool")
+    assert pwned(world) == [], (r.output, r.notices)
+
+
+@pytest.mark.parametrize("attack", sorted(LINKED_TOOL_ATTACKS))
+def test_read_only_path_link_attacks_work_without_the_sandbox(sbx, world, attack):
+    linked_tool(world)
+    sbx.with_config().unconfined().run(LINKED_TOOL_ATTACKS[attack].format(p=payload(world, attack)))
+    run_outside(world, "mytool")
+    assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"

@@ -19,6 +19,8 @@ policy:
   one of its parents, or ``/``.
 * **PATH.** Entries of the user's ``PATH`` that lie inside a writable grant (``pathguard.py``):
   read-only inside the run, or compared by state when they hold the project itself.
+* **Symlinks.** What a member leads to (a member that is a link, the links in a member
+  directory or a kept hooks holder), followed all the way (``link_ends``).
 * **Agent rules files.** CodeCompanion's configured rules files (``setup`` passes them) and the
   common names other agents use, in the project: the next chat reads them and the files their
   ``@`` references include (``agentrules.py``).
@@ -38,10 +40,17 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from run_bash.paths import expand, is_under
+from run_bash.paths import Tops, expand, is_under
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError, run_git
-from run_bash.sandbox.pathguard import PathDir, link_targets, path_dirs, reason
+from run_bash.sandbox.pathguard import (
+    PathDir,
+    followed,
+    link_targets,
+    path_dirs,
+    read_only_dirs,
+    reason,
+)
 from run_bash.sandbox.places import Places, RealPaths
 from run_bash.sandbox.treescan import MAX_GIT_DIRS, MAX_SCAN_DIRS, TreeScan, nested_git_dirs
 
@@ -398,19 +407,26 @@ class Discovery:
         ]
         pds = path_dirs(env.get("PATH", ""), granted, roots, exempt, real)
         writable_places = Places(granted, real)
+        pds += read_only_dirs(env.get("PATH", ""), writable_places, [pd.path for pd in pds])
         for pd in pds:
             if not pd.sealed:
                 continue
             why = reason(pd, cwd)
-            if os.path.islink(pd.unit):
+            if pd.outside:
+                why = f"{pd.path} is on your PATH and a program in it leads there"
+            elif os.path.islink(pd.unit):
                 members.append(pd.unit)  # the link itself must keep leading where it did
                 reasons[pd.unit] = why
             unit = real(pd.unit)
             if os.path.isdir(unit):
-                if unit in writable_places:
+                if unit in writable_places and not pd.outside:
                     sealed.append(unit)
                     reasons[unit] = why
-                sealed += link_targets(pd, writable_places)
+                kept = link_targets(pd, writable_places)
+                sealed += kept.files
+                members += kept.links
+                for p in (*kept.files, *kept.links):
+                    reasons.setdefault(p, why)
             else:  # not there yet, or not a directory: it must stay what it is
                 members.append(pd.unit)
                 reasons[pd.unit] = why
@@ -461,6 +477,7 @@ class Discovery:
 
         repos: list[Repo] = []
         git_dirs: list[str] = []
+        holders: list[str] = []
 
         def add(path: str) -> None:
             if path in in_granted:
@@ -499,6 +516,7 @@ class Discovery:
                 if holder is not None and holder in in_granted:
                     if os.path.isdir(holder) and not os.path.islink(holder):
                         sealed.append(holder)
+                        holders.append(holder)
                     else:
                         add(holder)
                     shown = os.path.relpath(hooks, repo.work_tree)
@@ -515,6 +533,11 @@ class Discovery:
             for name in (*WORK_TREE_MEMBERS, *project_files):
                 if not os.path.isabs(name):
                     add(os.path.join(r, name))
+
+        # What the members and the kept hooks holders lead to through symlinks is read with them.
+        more, whole = link_ends([*members, *holders], in_granted, roots, sealed, reasons)
+        members += more
+        sealed += whole
 
         return HostRead(
             cwd=cwd,
@@ -534,6 +557,75 @@ class Discovery:
             reasons=reasons,
             warnings=tuple(warnings),
         )
+
+
+# Entries looked at for symlinks in the member directories and what their links lead to.
+MAX_FOLLOWED = 4096
+MAX_FOLLOW_DEPTH = 4
+
+
+def link_ends(
+    paths: Sequence[str],
+    writable: Places,
+    roots: Sequence[str],
+    sealed: Sequence[str],
+    reasons: dict[str, str],
+) -> tuple[list[str], list[str]]:
+    """What the members ``paths`` lead to through symlinks inside a writable grant, followed all
+    the way: (members, directories to keep read-only whole). A member that is a symlink, or a
+    directory (a hooks directory, a hooks holder, a directory a link leads to) with symlinks in
+    it (to ``MAX_FOLLOW_DEPTH`` levels): every link on the way is kept as a link, a file (or a
+    name that does not exist yet) at the end is a member, a directory at the end is kept whole
+    and its own links followed. Raises HostReadError when there are more than ``MAX_FOLLOWED``
+    entries to look at, or a link leads to a directory that holds the project (nothing could be
+    kept then)."""
+    members: list[str] = []
+    whole: list[str] = []
+    kept = Tops(sealed)
+    seen: set[str] = set()
+    todo = [(p, p, 0) for p in paths]
+    looked = 0
+    while todo:
+        path, origin, depth = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        looked += 1
+        if looked > MAX_FOLLOWED:
+            raise HostReadError(
+                f"more than {MAX_FOLLOWED} entries lead from the files the host reads (through "
+                f"{origin}): too many to keep"
+            )
+        why = reasons.get(origin) or f"the host reads it through {origin}"
+        links, end = followed(path, writable)
+        for link in links:
+            if link != path:
+                members.append(link)
+                reasons.setdefault(link, why)
+        if end is not None and end != path and end not in kept:
+            if os.path.isdir(end):
+                if any(is_under(r, end) for r in roots):
+                    raise HostReadError(
+                        f"{path} leads to {end}, which holds the project: it cannot be kept "
+                        "read-only"
+                    )
+                whole.append(end)
+            else:
+                members.append(end)
+            reasons.setdefault(end, why)
+            todo.append((end, origin, depth))
+        if depth >= MAX_FOLLOW_DEPTH or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        try:
+            with os.scandir(path) as it:
+                for i, entry in enumerate(it):
+                    if i > MAX_FOLLOWED:
+                        break
+                    if entry.is_symlink() or entry.is_dir(follow_symlinks=False):
+                        todo.append((entry.path, origin, depth + 1))
+        except OSError:
+            continue
+    return members, whole
 
 
 def scan_roots(granted: Sequence[str]) -> list[str]:

@@ -9,7 +9,9 @@ outside the sandbox. Two mechanisms, one per kind of entry:
   ``bin`` is on ``PATH`` the whole venv (its ``*.pth`` files, ``sitecustomize.py``,
   ``usercustomize.py``, ``activate*`` and ``pyvenv.cfg`` run or decide what runs at every start
   of its Python). A symlink in the directory whose target lies in a writable grant gets its
-  target bound read-only too. A unit that does not exist yet is a member of the host-read set
+  target (followed all the way; the links on the way kept as links) bound read-only too. A
+  directory on ``PATH`` no run can write that holds such a link is compared after the run for
+  those links (``read_only_dirs``). A unit that does not exist yet is a member of the host-read set
   that does not exist: it may not appear (the run is stopped and it is removed).
 * **Full-state comparison**, for an entry that holds a project root (``.``, an empty entry, the
   project itself): binding it read-only would make the project read-only. Every entry's state
@@ -25,6 +27,7 @@ names entries runs may write: nothing protects what the host runs from those.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -32,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from run_bash.paths import is_under
+from run_bash.paths import Tops, is_under
 from run_bash.sandbox.places import Places
 
 OPTION = "sandbox.rules.path_writable"
@@ -49,13 +52,15 @@ class PathDir:
     ``path`` is the directory as ``PATH`` means it (relative entries resolved against a project
     root), ``later`` the entries after it, ``unit`` what is kept read-only for it (the directory,
     or the venv it is the ``bin`` of), ``sealed`` whether the unit is bound read-only inside the
-    run (False: it holds a project root and is compared by state only).
+    run (False: it holds a project root and is compared by state only), ``outside`` whether it
+    lies outside every writable grant (kept for its links into one: ``read_only_dirs``).
     """
 
     path: str
     later: tuple[str, ...]
     unit: str
     sealed: bool
+    outside: bool = False
 
 
 def venv_root(bin_dir: str) -> str | None:
@@ -120,24 +125,138 @@ def _unit(entry: str, roots: Sequence[str], realpath: Callable[[str], str]) -> t
     return entry, True
 
 
-def link_targets(pd: PathDir, writable: Places) -> list[str]:
-    """Regular files that symlinks in ``pd`` lead to inside a writable grant and outside its unit:
-    bound read-only beside the unit (the program a link runs is the target's content)."""
-    out: list[str] = []
+# Symlinks followed on the way to one target (the kernel's own limit).
+MAX_HOPS = 40
+
+
+def link_chain(path: str) -> tuple[list[str], str | None]:
+    """Resolve ``path`` one component at a time as the kernel does: every symlink met on the way
+    (a component or the end, each as an absolute path) and where it ends (None: a loop, or more
+    than ``MAX_HOPS`` links). A part that does not exist ends the walk there."""
+    parts = [c for c in os.path.abspath(path).split("/") if c]
+    links: list[str] = []
+    cur = "/"
+    while parts:
+        name = parts.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, name)
+        try:
+            st = os.lstat(nxt)
+        except OSError:
+            return links, os.path.normpath(os.path.join(nxt, *parts))
+        if not stat.S_ISLNK(st.st_mode):
+            cur = nxt
+            continue
+        if len(links) >= MAX_HOPS:
+            return links, None
+        links.append(nxt)
+        try:
+            text = os.readlink(nxt)
+        except OSError:
+            return links, None
+        parts = [c for c in text.split("/") if c] + parts
+        if text.startswith("/"):
+            cur = "/"
+    return links, cur
+
+
+def followed(path: str, writable: Places) -> tuple[list[str], str | None]:
+    """What keeps what ``path`` leads to: the symlinks on the way that lie inside a writable grant
+    (their text decides where it leads) and its end when that lies inside one (None: outside, or
+    a loop; a loop's links are kept as they are)."""
+    links, end = link_chain(path)
+    kept = [link for link in links if link in writable]
+    return kept, end if end is not None and end in writable else None
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the links of a directory lead to inside a writable grant: ``links`` (symlinks on the
+    way, kept as links), ``files`` (existing or not, kept as they are) and ``dirs`` (kept
+    read-only whole)."""
+
+    links: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()
+
+
+def link_targets(pd: PathDir, writable: Places) -> Kept:
+    """What the symlinks in ``pd`` lead to inside a writable grant and outside its unit, followed
+    all the way: bound read-only beside the unit (the program a link runs is the target's
+    content), the links on the way kept as they are."""
     try:
         with os.scandir(pd.path) as it:
             names = [e.name for e in it if e.is_symlink()][:MAX_ENTRIES]
     except OSError:
-        return out
+        return Kept()
+    links: list[str] = []
+    files: list[str] = []
+    real = _fast_real()
+    tops = Tops(writable.real)
     for name in names:
-        target = os.path.realpath(os.path.join(pd.path, name))
-        if is_under(target, pd.unit) or target not in writable:
+        path = os.path.join(pd.path, name)
+        # Most links of a PATH directory lead to the system: a quick resolution (directories
+        # remembered) tells which ones reach a writable grant before each is walked.
+        quick = _quick_end(path, real)
+        if quick is not None and quick[0] not in tops and not any(h in tops for h in quick[1]):
             continue
-        try:
+        on_way, target = followed(path, writable)
+        links += [link for link in on_way if not is_under(link, pd.unit)]
+        if target is None or is_under(target, pd.unit):
+            continue
+        with contextlib.suppress(OSError):
             if stat.S_ISREG(os.stat(target).st_mode):
-                out.append(target)
+                files.append(target)
+    return Kept(tuple(dict.fromkeys(links)), tuple(dict.fromkeys(files)))
+
+
+def _fast_real() -> Callable[[str], str]:
+    memo: dict[str, str] = {}
+
+    def real(d: str) -> str:
+        hit = memo.get(d)
+        if hit is None:
+            hit = memo[d] = os.path.realpath(d)
+        return hit
+
+    return real
+
+
+def _quick_end(path: str, real: Callable[[str], str]) -> tuple[str, tuple[str, ...]] | None:
+    """Where ``path`` ends, resolving its directories with ``real`` (remembered) and following
+    the links at the end by their text: (end, the links followed). None: no answer (a loop)."""
+    hops: list[str] = []
+    for _ in range(MAX_HOPS):
+        p = os.path.join(real(os.path.dirname(path)), os.path.basename(path))
+        try:
+            text = os.readlink(p)
         except OSError:
+            return p, tuple(hops)
+        hops.append(p)
+        path = os.path.normpath(os.path.join(os.path.dirname(p), text))
+    return None
+
+
+def read_only_dirs(path_var: str, writable: Places, skip: Iterable[str] = ()) -> list[PathDir]:
+    """Absolute ``PATH`` entries no run can write that hold a symlink leading into a writable
+    grant (``npm link``, ``ln -s ~/proj/bin/tool ~/.local/bin/``): each as a ``PathDir`` whose
+    unit is itself (nothing is bound for it; its links' targets are, ``link_targets``) and that is
+    compared after the run like the others (a program whose target changed is quarantined)."""
+    entries = [os.path.normpath(e) for e in path_var.split(os.pathsep) if os.path.isabs(e)]
+    skipped = set(skip)
+    out: list[PathDir] = []
+    for i, e in enumerate(entries):
+        if e in skipped or e in writable:
             continue
+        skipped.add(e)
+        pd = PathDir(e, tuple(entries[i + 1 :]), e, True, outside=True)
+        kept = link_targets(pd, writable)
+        if kept.files or kept.links:
+            out.append(pd)
     return out
 
 
@@ -256,12 +375,15 @@ def judge(
 ) -> Change | None:
     """Whether the entry ``name`` of ``pd``, compared with its state before the run, must go.
     A link whose text is unchanged counts as changed only when its target lies where a run can
-    write (the system's own programs are updated by the system)."""
+    write (the system's own programs are updated by the system); so does any entry of a directory
+    outside every writable grant."""
     path = os.path.join(pd.path, name)
     was = before.get(name) if before is not None else None
     now = entry_sig(path)
     if now == was or now is None or not runnable(path):
         return None  # unchanged, removed (a later entry is found instead) or not a program
+    if pd.outside and os.path.realpath(path) not in writable:
+        return None  # a directory no run writes: only what leads into a writable grant counts
     if was is None:
         later = shadowed(pd, name)
         if later is None:
@@ -317,7 +439,7 @@ def refusal_notices(
     hit = bool(_READ_ONLY_RE.search(output))
     out: list[str] = []
     for pd in units:
-        if not pd.sealed:
+        if not pd.sealed or pd.outside:
             continue
         rel = _show(pd.unit, cwd)
         if hit or pd.unit in output or rel in output:
