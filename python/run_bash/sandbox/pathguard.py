@@ -184,10 +184,11 @@ class Kept:
     dirs: tuple[str, ...] = ()
 
 
-def link_targets(pd: PathDir, writable: Places) -> Kept:
+def link_targets(pd: PathDir, writable: Places, read: set[str] | None = None) -> Kept:
     """What the symlinks in ``pd`` lead to inside a writable grant and outside its unit, followed
     all the way: bound read-only beside the unit (the program a link runs is the target's
-    content), the links on the way kept as they are."""
+    content), the links on the way kept as they are. ``read`` gets every directory whose entries
+    the quick resolution read (what the answer depends on besides ``pd`` itself)."""
     try:
         with os.scandir(pd.path) as it:
             names = [e.name for e in it if e.is_symlink()][:MAX_ENTRIES]
@@ -195,7 +196,7 @@ def link_targets(pd: PathDir, writable: Places) -> Kept:
         return Kept()
     links: list[str] = []
     files: list[str] = []
-    real = _fast_real()
+    real = _fast_real(read)
     tops = Tops(writable.real)
     for name in names:
         path = os.path.join(pd.path, name)
@@ -214,13 +215,15 @@ def link_targets(pd: PathDir, writable: Places) -> Kept:
     return Kept(tuple(dict.fromkeys(links)), tuple(dict.fromkeys(files)))
 
 
-def _fast_real() -> Callable[[str], str]:
+def _fast_real(read: set[str] | None = None) -> Callable[[str], str]:
     memo: dict[str, str] = {}
 
     def real(d: str) -> str:
         hit = memo.get(d)
         if hit is None:
             hit = memo[d] = os.path.realpath(d)
+            if read is not None:
+                read.add(hit)
         return hit
 
     return real
@@ -248,16 +251,51 @@ def read_only_dirs(path_var: str, writable: Places, skip: Iterable[str] = ()) ->
     compared after the run like the others (a program whose target changed is quarantined)."""
     entries = [os.path.normpath(e) for e in path_var.split(os.pathsep) if os.path.isabs(e)]
     skipped = set(skip)
+    seen: set[tuple[int, int]] = set()
+    tops = tuple(sorted(writable.real))
     out: list[PathDir] = []
     for i, e in enumerate(entries):
         if e in skipped or e in writable:
             continue
         skipped.add(e)
+        try:
+            st = os.stat(e)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue  # the same directory by another name (``/bin`` and ``/usr/bin``)
+        seen.add((st.st_dev, st.st_ino))
+        key = (e, tops)
+        if _still(_NO_LINKS.get(key)):
+            continue
         pd = PathDir(e, tuple(entries[i + 1 :]), e, True, outside=True)
-        kept = link_targets(pd, writable)
+        read: set[str] = {e}
+        kept = link_targets(pd, writable, read)
         if kept.files or kept.links:
             out.append(pd)
+            _NO_LINKS.pop(key, None)
+        else:
+            _NO_LINKS[key] = tuple((d, _dir_sig(d)) for d in sorted(read))
     return out
+
+
+# Read-only PATH directories none of whose links led into the writable grants, by (directory,
+# grants): the directories the answer read, each with its signature. Any entry added, removed or
+# replaced in one of them (a new link, an alternative re-pointed) changes its signature and the
+# directory is looked at again; nothing else can change where its links lead.
+_NO_LINKS: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, object], ...]] = {}
+
+
+def _dir_sig(d: str) -> object:
+    try:
+        st = os.stat(d)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _still(deps: tuple[tuple[str, object], ...] | None) -> bool:
+    return deps is not None and all(sig is not None and _dir_sig(d) == sig for d, sig in deps)
 
 
 # -------------------------------------------------------------------------------------------------
