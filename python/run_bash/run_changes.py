@@ -87,14 +87,17 @@ def describe(cs: ChangeSet) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CoverSpec:
-    """What undo must cover for a command to run without asking: ``paths`` (absolute), git's own
-    effects (``git``: the repository's index does not count) or, when a reason's targets are not
-    known (``everything``), every place the sandbox lets the run write."""
+    """What undo must cover for a command to run without asking: ``paths`` (absolute, ``..`` as
+    written), git's own effects (``git``: the repository's index does not count) or, when a
+    reason's targets are not known (``everything``), every place the sandbox lets the run
+    write. ``inplace``: a reason writes files in place, so a file with another name is not
+    covered."""
 
     cwd: str
     paths: tuple[str, ...] = ()
     git: bool = False
     everything: bool = False
+    inplace: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,13 +113,87 @@ class Cover:
 
 GLOB_CHARS = frozenset("*?[")
 
+# Commands that touch no file (a redirection is not a command: it makes a plain file), and
+# wrappers that start the command they name as it is (that command is listed on its own).
+INERT = frozenset(
+    {
+        "cd",
+        "pushd",
+        "popd",
+        "echo",
+        "printf",
+        "true",
+        "false",
+        ":",
+        "pwd",
+        "sleep",
+        "test",
+        "[",
+        "env",
+        "nice",
+        "nohup",
+        "timeout",
+        "time",
+        "command",
+        "builtin",
+        "exec",
+        "stdbuf",
+        "ionice",
+        "chrt",
+        "taskset",
+        "setsid",
+    }
+)
+# Commands known to make no name for data that exists (no symlink, hard link, rename, copy of a
+# symlink, mount) and to run no code of their own. Any other command in a line with a reversible
+# reason may make a target name something else before that reason acts on it (``ln -s .git x;
+# rm -rf x/*``, ``cp -s .git/HEAD x; truncate -s0 x``, ``python3 -c 'os.symlink(…)'``,
+# ``mv .git/objects build/; rm -rf build``): the line then goes without asking only when
+# everything the run can write is covered.
+PLAIN = INERT | frozenset(
+    {
+        "rm",
+        "rimraf",
+        "rmdir",
+        "unlink",
+        "truncate",
+        "shred",
+        "find",
+        "mkdir",
+        "touch",
+        "ls",
+        "cat",
+        "head",
+        "tail",
+        "wc",
+        "grep",
+    }
+)
+# Commands that, with nothing but ``INERT`` ones beside them, act on what the index shows: git
+# never writes through a symlink in the work tree (nor below one), and a symlink it checks out
+# is followed by no other command of the line.
+ALONE = frozenset({"git"})
+# The rules whose reversible reasons only unlink names (``rm``, ``find -delete``) or, for git,
+# replace a file by a new one: a file with another name keeps its data there. Any other
+# reversible reason (``truncate``, ``shred``) counts as writing files in place.
+UNLINKERS = frozenset({"rm", "rimraf", "find", "git"})
 
-# Commands that can make a path name something else before a later command of the same line
-# acts on it: a symlink to outside what undo keeps (``ln -s .git x; rm -rf x/*``), or content
-# moved into a covered target (``mv .git/objects build/; rm -rf build``). With one of them in
-# the line, a reversible reason goes without asking only when everything the run can write is
-# covered.
-RESHAPERS = frozenset({"ln", "mv", "link", "rename", "symlink"})
+
+def _reshaper(commands: Sequence[Sequence[str]]) -> str | None:
+    """The first command of the line that may make a name for existing data before another acts
+    on it (None: none can)."""
+    names = [argv[0] for argv in commands if argv]
+    if all(n in ALONE or n in INERT for n in names):
+        return None
+    return next((n for n in names if n not in PLAIN), None)
+
+
+def _absolute(base: str, path: str) -> str:
+    """``path`` from ``base``, without ``//`` and ``.``; ``..`` stays (the kernel resolves it
+    after what comes before it, which may be a symlink: ``coverage`` resolves it)."""
+    joined = path if path.startswith("/") else f"{base}/{path}"
+    kept = [p for p in joined.split("/") if p not in ("", ".")]
+    return "/" + "/".join(kept)
 
 
 def cover_spec(
@@ -127,16 +204,19 @@ def cover_spec(
 ) -> CoverSpec:
     """The paths the pause list's reversible reasons name, as absolute paths (a glob stands for
     the directory it is in; ``~`` for ``home``); git's reasons stand for the whole project.
-    ``commands`` (every simple command the pause list saw) with one of ``RESHAPERS``: every
+    ``commands`` (every simple command the pause list saw) with one that is not ``PLAIN``: every
     place the run can write."""
     base = os.path.realpath(cwd)
     paths: list[str] = []
     git = False
-    everything = any(argv and argv[0] in RESHAPERS for argv in commands)
+    everything = _reshaper(commands) is not None
+    inplace = False
     for hit in hits:
         targets = hit.get("targets")
         if hit.get("rule") == "git":
             git = True
+        if hit.get("rule") not in UNLINKERS:
+            inplace = True
         if not isinstance(targets, (list, tuple)):
             everything = True
             continue
@@ -155,8 +235,8 @@ def cover_spec(
             parts = t.split("/")
             cut = next((i for i, p in enumerate(parts) if GLOB_CHARS & set(p)), len(parts))
             t = "/".join(parts[:cut]) or ("/" if t.startswith("/") else ".")
-            paths.append(os.path.normpath(os.path.join(base, t)))
-    return CoverSpec(base, tuple(dict.fromkeys(paths)), git, everything)
+            paths.append(_absolute(base, t))
+    return CoverSpec(base, tuple(dict.fromkeys(paths)), git, everything, inplace)
 
 
 def _limits(config: UndoConfig) -> Limits:
@@ -419,8 +499,8 @@ class RunChanges:
         from run_bash.changes.coverage import covers
 
         paths = list(spec.paths)
-        if spec.git:
-            paths = [project]
+        if spec.git:  # the worktrees git's reasons name (checked too: ``git -C lnk``) and all
+            paths = [project, *paths]
         if spec.everything:
             if writable is None:
                 return "its effect is only known at run time, and the run has no sandbox"
@@ -428,7 +508,8 @@ class RunChanges:
             if self.grants is not None:
                 caches = {os.path.realpath(c) for c in self.grants(spec.cwd)[1]}
             paths += [w for w in writable if w not in caches]
-        return covers(snap, project, paths, git=spec.git and not spec.everything)
+        git = spec.git and not spec.everything
+        return covers(snap, project, paths, git=git, inplace=spec.inplace)
 
     def warm(self, cwd: str) -> None:
         """Build the index of ``cwd``'s project on a worker (nothing is recorded; a directory

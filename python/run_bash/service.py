@@ -455,6 +455,7 @@ class Service:
             "paths": list(spec.paths),
             "git": spec.git,
             "everything": spec.everything,
+            "inplace": spec.inplace,
         }
         return Undo(cover.ok, cover.why, plain_spec)
 
@@ -546,6 +547,7 @@ class Service:
                 tuple(cover.get("paths") or ()),
                 bool(cover.get("git")),
                 bool(cover.get("everything")),
+                bool(cover.get("inplace")),
             )
         if answer.needs_approval and not consent:
             s = self.mgr.start(cmd, hold=True, **kwargs)

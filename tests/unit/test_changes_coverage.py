@@ -364,3 +364,51 @@ def test_a_run_whose_writable_part_is_ignored_records_nothing(tmp_path, home, re
     # The control: a directory nothing ignores is recorded.
     tok = store_with(tmp_path, home).begin("r2", str(repo / "src"), writable=[str(repo / "src")])
     assert isinstance(tok, Token)
+
+
+def test_a_dotdot_is_resolved_after_what_comes_before_it(tmp_path, home, repo):
+    """The kernel resolves ``lnk/..`` at the symlink's target: ``lnk/../refs`` with ``lnk ->
+    .git/objects`` is ``.git/refs``, never ``refs``. A ``..`` is followed only over a directory
+    the index holds; the control: over a real directory it is the parent, as written."""
+    os.symlink(".git/objects", repo / "lnk")
+    store = store_with(tmp_path, home)
+    snap = begin(store, "r1", repo).before
+    p = str(repo)
+    assert "`..` after lnk, a symlink" in covers(snap, p, [f"{p}/lnk/../refs"])
+    assert "`..` after absent" in covers(snap, p, [f"{p}/absent/../src"])
+    assert "`..` after notes.md" in covers(snap, p, [f"{p}/notes.md/../src"])
+    assert "leads out of the project" in covers(snap, p, [f"{p}/../proj/build"])
+    assert covers(snap, p, [f"{p}/docs/../build", f"{p}/src/pkg/../../build"]) is None
+    assert "repository data" in covers(snap, p, [f"{p}/docs/../.git"])
+
+
+def test_a_nested_repository_counts_for_git_effects(tmp_path, home, repo):
+    """``git clean -ffd`` deletes an untracked nested repository, ``.git`` and all: only the
+    project's own ``.git`` does not count for git's effects. The control: without the nested
+    repository the same question is covered."""
+    sh("mkdir -p vendor/lib && cd vendor/lib && git init -q && echo 'int x;' > lib.c", repo)
+    store = store_with(tmp_path, home)
+    snap = begin(store, "r1", repo).before
+    p = str(repo)
+    assert "vendor/lib/.git is repository data" in covers(snap, p, [p], git=True)
+    sh("rm -rf vendor", repo)
+    snap = begin(store, "r2", repo).before
+    assert covers(snap, p, [p], git=True) is None
+
+
+def test_a_write_in_place_is_not_covered_for_a_file_with_another_name(tmp_path, home, repo):
+    """``truncate`` of a file hard-linked outside the project empties the outside name too,
+    which undo never sees: a file with more than one name is not covered for a write in place,
+    under a directory too. The controls: deleting it is (the other name keeps the data), and a
+    write in place of a file with one name is."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious\n")
+    os.link(outside, repo / "docs" / "notes.txt")
+    store = store_with(tmp_path, home)
+    snap = begin(store, "r1", repo).before
+    p = str(repo)
+    for target in (f"{p}/docs/notes.txt", f"{p}/docs"):
+        why = covers(snap, p, [target], inplace=True)
+        assert why is not None and "docs/notes.txt has more than one name" in why
+        assert covers(snap, p, [target]) is None
+    assert covers(snap, p, [f"{p}/docs/index.md", f"{p}/src"], inplace=True) is None

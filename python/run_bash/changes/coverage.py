@@ -5,16 +5,19 @@ holds everything that is at it now: the path does not exist (nothing to lose), o
 whose content is kept, or a directory in which nothing's content is missing from the store (no
 ignored tree over the budget, no file over the size limit, no unreadable or special file, no
 repository data). A path reached through a symlink, or outside the part of the project walked, is
-not covered: what it names is not in the index.
+not covered: what it names is not in the index. A ``..`` in a path is resolved as the kernel does,
+after what comes before it: only over a directory the index holds (a ``..`` after a symlink names
+the parent of the symlink's target, which the index does not know). A write in place reaches
+every name of a file: a file with more than one name (a hard link) is not covered by undo of one.
 """
 
 from __future__ import annotations
 
-import os
+import stat
 from collections.abc import Iterable
 
 from .render import Change, display_path
-from .snapshot import CONTENT_KINDS, KIND, Snapshot, join
+from .snapshot import CONTENT_KINDS, KIND, MODE, Snapshot, join
 
 KIND_WORDS = {
     "i": "ignored and over the undo budget",
@@ -24,16 +27,45 @@ KIND_WORDS = {
     "g": "repository data (.git)",
     "c": "over undo.max_files",
 }
+GIT_DIR = ".git"  # the project's own repository, which git's own effects write
 
 
 def _under(rel: str, root: str) -> bool:
     return not root or rel == root or rel.startswith(root + "/")
 
 
-def uncovered(snap: Snapshot, rel: str, *, git: bool = False) -> str | None:
+def _physical(snap: Snapshot, rel: str) -> tuple[str, str | None]:
+    """``rel`` with its ``..`` resolved as the kernel resolves them, and None; or why that
+    cannot be told from the index ("", why): a ``..`` after a symlink, a file, a path that does
+    not exist or one the index does not hold, or one that leads out of the project."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." not in parts:
+        return "/".join(parts), None
+    out: list[str] = []
+    for part in parts:
+        if part != "..":
+            out.append(part)
+            continue
+        if not out:
+            return "", f"{display_path(rel)} leads out of the project"
+        here = "/".join(out)
+        e = snap.entry(here)
+        if e is None or not (e[KIND] == "d" or (e[KIND] != "l" and stat.S_ISDIR(e[MODE]))):
+            what = "a symlink" if e is not None and e[KIND] == "l" else "no directory undo knows"
+            return "", f"{display_path(rel)} has `..` after {display_path(here)}, {what}"
+        out.pop()
+    return "/".join(out), None
+
+
+def uncovered(snap: Snapshot, rel: str, *, git: bool = False, inplace: bool = False) -> str | None:
     """Why undo does not cover the project-relative path ``rel`` (None: it does). ``git``: the
     effect is git's own (reset, checkout, restore, clean without ``-x``), which writes the
-    repository's index itself: its ``.git`` does not count."""
+    repository's index itself: the project's ``.git`` does not count (a nested repository's
+    does: ``git clean -ffd`` deletes it). ``inplace``: the effect writes files in place
+    (``truncate``, ``shred``): a file with another name under ``rel`` is not covered."""
+    rel, why = _physical(snap, rel)
+    if why is not None:
+        return why
     if not any(_under(rel, root) for root in snap.scope):
         return f"{display_path(rel or '.')} is outside what the sandbox can write"
     parts = rel.split("/") if rel else []
@@ -50,26 +82,35 @@ def uncovered(snap: Snapshot, rel: str, *, git: bool = False) -> str | None:
         if e[KIND] == "l":
             return f"{display_path(here)} is a symlink"
         if e[KIND] not in CONTENT_KINDS:
-            if git and e[KIND] == "g":
+            if git and here == GIT_DIR:
                 return None
             return f"{display_path(here)} is {_why(e, here)}"
         if e[KIND] == "f":
-            return None if i == len(parts) - 1 else f"{display_path(here)} is a file"
+            if i < len(parts) - 1:
+                return f"{display_path(here)} is a file"
+            break
         acc = here
-    return _hole_below(snap, rel, git)
+    return _hole_below(snap, rel, git) or (_linked_below(snap, rel) if inplace else None)
 
 
 def _hole_below(snap: Snapshot, rel: str, git: bool) -> str | None:
     for d in sorted(snap.holes):
         if not _under(d, rel):
             continue
-        kinds = snap.holes[d].replace("g", "") if git else snap.holes[d]
-        if not kinds:
-            continue
         for name, e in sorted(snap.dirs.get(d, {}).items()):
-            if e[KIND] in kinds:
-                path = join(d, name)
+            path = join(d, name)
+            if e[KIND] in snap.holes[d] and not (git and path == GIT_DIR):
                 return f"{display_path(path)} is {_why(e, path)}"
+    return None
+
+
+def _linked_below(snap: Snapshot, rel: str) -> str | None:
+    for path in sorted(snap.links):
+        if _under(path, rel):
+            return (
+                f"{display_path(path)} has more than one name (a hard link): a write in place "
+                "changes every name, and undo puts back only this one"
+            )
     return None
 
 
@@ -80,13 +121,21 @@ def _why(e: tuple[object, ...], path: str) -> str:
     return KIND_WORDS.get(kind, "not kept")
 
 
-def covers(snap: Snapshot, project: str, paths: Iterable[str], *, git: bool = False) -> str | None:
-    """None when undo covers every absolute, normalized path in ``paths``, else why not."""
+def covers(
+    snap: Snapshot,
+    project: str,
+    paths: Iterable[str],
+    *,
+    git: bool = False,
+    inplace: bool = False,
+) -> str | None:
+    """None when undo covers every absolute path in ``paths`` (``..`` in them as written: it is
+    resolved against the index), else why not."""
+    top = project.rstrip("/")
     for p in paths:
-        if p != project and not p.startswith(project.rstrip("/") + "/"):
+        if p != project and not p.startswith(top + "/"):
             return f"{p} is outside the project {project}"
-        rel = os.path.relpath(p, project)
-        why = uncovered(snap, "" if rel == "." else rel, git=git)
+        why = uncovered(snap, p[len(top) + 1 :], git=git, inplace=inplace)
         if why is not None:
             return why
     return None
