@@ -514,3 +514,31 @@ def test_a_worktree_style_git_dir_is_found_and_sealed_dirs_are_not_walked(tmp_pa
     assert (str(wt), "bare") in found and (str(venv / "src/pkg/.git"), "dotgit") in found
     found, _ = TreeScan().find(str(tmp_path), frozenset({str(venv)}))
     assert (str(wt), "bare") in found and not any(str(venv) in p for p, _k in found)
+
+
+def test_a_read_only_path_directory_is_looked_at_again_when_a_link_into_a_grant_appears(tmp_path):
+    """``read_only_dirs`` keeps "no link leads into a grant" per directory only while nothing it
+    read through changed: a link added later, or an alternative re-pointed into the project, is
+    found at the next computation (the control: the first answer, before either, is empty)."""
+    from run_bash.sandbox.pathguard import read_only_dirs
+    from run_bash.sandbox.places import Places
+
+    project, tools, alts = tmp_path / "proj", tmp_path / "bin", tmp_path / "alternatives"
+    for d in (project, tools, alts):
+        d.mkdir()
+    (project / "tool").write_text("#!/bin/sh\n")
+    (tmp_path / "system-tool").write_text("#!/bin/sh\n")
+    (alts / "alt").symlink_to(tmp_path / "system-tool")
+    (tools / "alt").symlink_to(alts / "alt")
+    grants = Places([str(project)])
+    path = f"{tools}{os.pathsep}{tools}"
+    assert read_only_dirs(path, grants) == []  # links lead out of the grant only
+    assert read_only_dirs(path, grants) == []  # kept
+    (alts / "alt").unlink()
+    (alts / "alt").symlink_to(project / "tool")  # an alternative re-pointed into the project
+    assert [pd.path for pd in read_only_dirs(path, grants)] == [str(tools)]
+    (alts / "alt").unlink()
+    (alts / "alt").symlink_to(tmp_path / "system-tool")
+    assert read_only_dirs(path, grants) == []
+    (tools / "new").symlink_to(project / "tool")  # a new link in the PATH directory itself
+    assert [pd.path for pd in read_only_dirs(path, grants)] == [str(tools)]
