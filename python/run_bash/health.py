@@ -123,6 +123,7 @@ def report(config: Config, mgr: SessionManager) -> list[Item]:
         # What works differently here (no per-run process cap, no seccomp filter, …).
         items.extend(_item("warn", text) for text in backend.warnings())
     items.append(memory_cap())
+    items.extend(relative_path_entries(mgr.environ.get("PATH", "")))
     active, text = mgr.spares.describe(backend)
     items.append(_item("ok" if active else "info", f"prepared sandboxes: {text}"))
     for notice in config.notices:
@@ -146,3 +147,20 @@ def memory_cap(cgroups: Cgroups | None = None) -> Item:
         "run Neovim where it may make cgroups: as root, or below a cgroup v2 directory delegated "
         "to you whose cgroup.subtree_control lists memory (:help run_bash-cgroups)",
     )
+
+
+def relative_path_entries(path_var: str) -> list[Item]:
+    """A warning for each relative ``PATH`` entry other than the current directory: the shell
+    resolves it in whatever directory it is in, while run_bash keeps it only in the project roots
+    (|run_bash-host-read|), so a program a run leaves in a subdirectory's copy runs there."""
+    relative = [e for e in dict.fromkeys(path_var.split(os.pathsep)) if e and e != "."]
+    relative = [e for e in relative if not os.path.isabs(e)]
+    return [
+        _item(
+            "warn",
+            f"PATH has a relative entry {e!r}: a program a run leaves in <any directory>/{e} "
+            "runs when you cd there (run_bash keeps it in the project roots only)",
+            "make it absolute (direnv's PATH_add does) or remove it",
+        )
+        for e in relative
+    ]

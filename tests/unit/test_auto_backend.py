@@ -213,3 +213,18 @@ async def test_health_says_what_the_chosen_backend_lacks_here(make, monkeypatch)
     monkeypatch.setattr(seccomp, "program", lambda: None)  # an architecture without numbers
     said = [t for t in warned() if "no seccomp filter" in t]
     assert said and "io_uring, bpf, keyctl" in said[0], warned()
+
+
+async def test_health_warns_of_relative_path_entries(make):
+    from run_bash import health
+
+    m = make(sandbox={"backend": "none"})
+
+    def warned() -> list[str]:
+        return [i["msg"] for i in health.report(m.config, m) if i["level"] == "warn"]
+
+    m.environ["PATH"] = "/usr/bin:.:/bin"  # control: absolute entries and "." say nothing
+    assert not [t for t in warned() if "relative entry" in t]
+    m.environ["PATH"] = "node_modules/.bin:/usr/bin:bin"
+    said = [t for t in warned() if "relative entry" in t]
+    assert len(said) == 2 and "node_modules/.bin" in said[0] and "'bin'" in said[1], said
