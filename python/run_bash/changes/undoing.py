@@ -193,13 +193,14 @@ def undo(
             if ch.path in failed:
                 continue
             try:
+                # What is there now was checked (``_plan``); it is replaced only if still that.
+                expect = cur if cur is not None and cur[KIND] != "d" else None
                 if b[KIND] == "d":
                     tree.mkdir(ch.path, b[MODE])
                     dir_modes.append((ch.path, b[MODE]))
                 elif b[KIND] == "l":
-                    tree.symlink(ch.path, entry_data(b))
+                    tree.symlink(ch.path, entry_data(b), expect)
                 else:
-                    expect = cur if cur is not None and cur[KIND] != "d" else None
                     tree.write_file(ch.path, store.objects.get(entry_data(b)), b[MODE], expect)
                 restored.append(ch.path)
             except Changed as err:
