@@ -222,6 +222,54 @@ def test_conflicts_are_left_alone_unless_forced(store, repo):
     assert (repo / "src" / "app.py").read_text() == "print(1)\n"
 
 
+@pytest.mark.parametrize("user_writes", [True, False], ids=["user writes", "control"])
+@pytest.mark.parametrize(
+    ("setup", "cmd", "path", "why"),
+    [
+        # restored where nothing was: never renamed over a file made meanwhile
+        ("echo old > notes.txt", "rm notes.txt", "notes.txt", "notes.txt was made"),
+        # a link put back over the run's link: only while that is still there
+        ("ln -s app.py src/lnk", "ln -sfn other src/lnk", "src/lnk", "lnk changed"),
+    ],
+    ids=["file", "symlink"],
+)
+def test_undo_never_writes_over_what_appears_after_it_looked(
+    store, repo, monkeypatch, setup, cmd, path, why, user_writes
+):
+    """The user writes the path between undo's look at it and its write: what they wrote stays,
+    byte for byte, and undo says so. Control: nobody writes, and the path is restored."""
+    from run_bash.changes import undoing
+
+    sh(setup, repo)
+    target = repo / path
+    before = os.readlink(target) if target.is_symlink() else target.read_bytes()
+    tok = begin(store, "r1", repo)
+    sh(cmd, repo)
+    store.finish(tok)
+    real = undoing._plan
+
+    def plan_then_user_writes(*args, **kwargs):
+        got = real(*args, **kwargs)
+        if user_writes:
+            if target.is_symlink():
+                target.unlink()
+            target.write_bytes(b"the user's new work\n")
+        return got
+
+    monkeypatch.setattr(undoing, "_plan", plan_then_user_writes)
+    res = store.undo("r1")
+    if user_writes:
+        assert res["restored"] == []
+        assert res["not_recovered"] == [
+            {"path": path, "why": f"left in place: {why} while it was being undone"}
+        ]
+        assert not target.is_symlink() and target.read_bytes() == b"the user's new work\n"
+    else:
+        assert res["restored"] == [path] and res["not_recovered"] == []
+        assert (os.readlink(target) if target.is_symlink() else target.read_bytes()) == before
+    assert not [n for n in os.listdir(target.parent) if n.startswith(".run_bash-undo-")]
+
+
 def test_an_undo_is_a_run_that_can_be_undone(store, repo):
     start = tree_hash(repo)
     tok = begin(store, "r1", repo)
@@ -301,8 +349,13 @@ def test_files_over_the_size_cap_are_listed_not_kept(tmp_path, home, repo):
     cs = store.finish(tok)
     assert "not tracked: big.bin (over 1000 B), big2.bin (over 1000 B)" in cs.summary()
     res = store.undo("r1")
-    assert res["restored"] == ["small.txt"] and res["removed"] == ["big2.bin"]
-    assert {x["path"] for x in res["not_recovered"]} == {"big.bin"}
+    # big2.bin was born during the run, but this undo cannot keep it (over the cap): it stays.
+    assert res["restored"] == ["small.txt"] and res["removed"] == []
+    assert {x["path"]: x["why"] for x in res["not_recovered"]} == {
+        "big.bin": "left in place: over 1000 B",
+        "big2.bin": "left in place: not kept by this undo (over 1000 B)",
+    }
+    assert (repo / "big2.bin").read_bytes() == bytes(5000)
 
 
 def test_a_project_over_the_file_cap_is_not_recorded(tmp_path, home, repo):

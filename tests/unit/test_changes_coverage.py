@@ -99,18 +99,19 @@ def test_the_run_start_stamp_is_after_every_file_made_before_it(tmp_path):
 def test_a_file_the_run_moved_in_is_kept_though_made_just_before_it_began(tmp_path, home, repo):
     """The undo of a run that moved an unkept ignored file into the project keeps that file even
     when it was made with a fine-grained stamp just before the run began. Control: the file the
-    run made is removed."""
+    run made (small enough to be kept) is removed."""
     sh("mkdir -p vendor && echo vendor/ >> .gitignore", repo)
     store = store_with(tmp_path, home, max_file_size=10_000, ignored_total=1000)
     for i in range(5):
         _fine_stamp(tmp_path)
-        (repo / "vendor" / "blob").write_bytes(os.urandom(30000))
+        blob = os.urandom(30000)
+        (repo / "vendor" / "blob").write_bytes(blob)
         tok = begin(store, f"r{i}", repo)
-        sh("head -c 20000 /dev/urandom > made.bin && mv vendor/blob moved.bin", repo)
+        sh("head -c 2000 /dev/urandom > made.bin && mv vendor/blob moved.bin", repo)
         store.finish(tok)
         store.undo(f"r{i}")
         assert not (repo / "made.bin").exists()
-        assert (repo / "moved.bin").stat().st_size == 30000
+        assert (repo / "moved.bin").read_bytes() == blob
         (repo / "moved.bin").unlink()
 
 
@@ -182,21 +183,34 @@ def test_each_ignored_file_is_kept_up_to_its_own_limit(tmp_path, home, repo):
     ]
 
 
-def test_a_file_the_run_made_is_removed_only_when_nothing_older_can_be_in_it(tmp_path, home, repo):
-    """Over-the-limit files the run added: one it created is removed by undo; one it moved in
-    from an ignored tree that was not kept (its bytes existed before) stays, and undo says so."""
+def test_a_file_the_run_made_is_removed_only_when_the_undo_keeps_it(tmp_path, home, repo):
+    """Files the run added: one it created small enough to be kept is removed by undo (undoing
+    the undo brings it back); one over the limit, though born during the run, stays (nothing
+    could bring it back, and it may hold older bytes); one it moved in from an ignored tree that
+    was not kept (its bytes existed before) stays. Undo says so for both."""
     sh(
         "mkdir -p vendor && head -c 30000 /dev/urandom > vendor/blob && echo vendor/ >> .gitignore",
         repo,
     )
+    blob = (repo / "vendor" / "blob").read_bytes()
     store = store_with(tmp_path, home, max_file_size=10_000, ignored_total=1000)
     tok = begin(store, "r1", repo)
-    sh("head -c 20000 /dev/urandom > made.bin && mv vendor/blob moved.bin", repo)
+    sh(
+        "head -c 2000 /dev/urandom > made.bin && head -c 20000 /dev/urandom > big.bin && "
+        "mv vendor/blob moved.bin",
+        repo,
+    )
     store.finish(tok)
-    res = store.undo("r1")
-    assert not (repo / "made.bin").exists()  # created by the run: nothing from before in it
-    assert (repo / "moved.bin").stat().st_size == 30000  # existed before: never deleted
-    assert {x["path"] for x in res["not_recovered"]} == {"moved.bin", "vendor"}
+    made, big = (repo / "made.bin").read_bytes(), (repo / "big.bin").read_bytes()
+    res = store.undo("r1", new_run_id="u1")
+    assert res["removed"] == ["made.bin"] and not (repo / "made.bin").exists()
+    assert (repo / "big.bin").read_bytes() == big  # born during the run, not kept: stays
+    assert (repo / "moved.bin").read_bytes() == blob  # existed before: never deleted
+    why = {x["path"]: x["why"] for x in res["not_recovered"]}
+    assert why["big.bin"] == "left in place: not kept by this undo (over 9.8 KiB)"
+    assert set(why) == {"big.bin", "moved.bin", "vendor"}
+    store.undo("u1")
+    assert (repo / "made.bin").read_bytes() == made  # what the undo removed, it gives back
 
 
 def test_a_mode_000_file_is_read_and_restored_not_a_conflict(tmp_path, home, repo):

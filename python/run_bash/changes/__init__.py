@@ -80,10 +80,12 @@ What is not, and why (each is listed in the change set, never silently dropped)
   is a new file, owned by the user, with the current time: build tools see it as changed).
   Setuid/setgid bits on files are kept.
 
-Undo never deletes or overwrites bytes it does not hold: a path that existed before the run and
-whose content was not kept is "left in place" (or "not recovered" when the run deleted it); a
-path the run created whose content was not kept is removed only when it is a file born during
-the run (``statx`` birth time) and unchanged since; a file is renamed aside and checked there
+Undo never deletes or overwrites bytes it cannot give back: what is at a path is removed or
+replaced only when the undo's own start keeps it (undoing the undo brings it back; without a
+recorded start, only the run's own output, when the run destroyed nothing unkept). A path that
+existed before the run and whose content was not kept is "left in place" (or "not recovered"
+when the run deleted it); a path the run created whose content was not kept is left in place,
+born during the run (``statx`` birth time) or not; a file is renamed aside and checked there
 before it is removed or replaced, and put back if it changed.
 
 Safety

@@ -10,9 +10,12 @@ target and renamed over it (``renameat`` replaces the name, never follows it).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import stat
+from collections.abc import Callable
+from typing import Any
 
 from .objects import digest
 from .snapshot import DIR_FLAGS, KIND, Entry, _stat_entry, open_regular, same_state, stat_key
@@ -145,7 +148,7 @@ class Tree:
         if _matches(self._entry_at(pfd, tmp), expect):
             return tmp
         with contextlib.suppress(OSError):  # a new file took the name meanwhile: keep both
-            os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+            _rename_noreplace(pfd, tmp, name)
         raise Changed(f"{name} changed while it was being undone")
 
     def _entry_at(self, pfd: int, name: str) -> Entry | None:
@@ -168,7 +171,31 @@ class Tree:
 
     def write_file(self, path: str, data: bytes, mode: int, expect: Entry | None = None) -> None:
         """Write ``path`` (through a temp file renamed into place). With ``expect``, a file now
-        at ``path`` is replaced only if it is still that (see ``remove``)."""
+        at ``path`` is replaced only if it is still that (see ``remove``); without, only if
+        nothing is there (Changed otherwise)."""
+
+        def make(pfd: int, tmp: str) -> None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600, dir_fd=pfd)  # fmt: skip
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+
+        self._put(path, make, expect)
+
+    def symlink(self, path: str, target: str, expect: Entry | None = None) -> None:
+        """Make ``path`` a symlink to ``target``; what is there now is handled as by
+        ``write_file``."""
+        self._put(path, lambda pfd, tmp: os.symlink(target, tmp, dir_fd=pfd), expect)
+
+    def _put(self, path: str, make: Callable[[int, str], None], expect: Entry | None) -> None:
+        """Make a temp name beside ``path`` (``make``) and rename it into place: over what is
+        there only after it was renamed aside and found to be ``expect``; with no ``expect``,
+        never over anything (a file made there meanwhile stays, and Changed is raised)."""
         pfd, name = self._parent(path, create=True)
         aside = None
         try:
@@ -177,41 +204,19 @@ class Tree:
                     aside = self._aside(pfd, name, expect)
             tmp = _temp_name(pfd)
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o600, dir_fd=pfd)  # fmt: skip
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    os.fchmod(fd, mode)
-                finally:
-                    os.close(fd)
-                _replace(pfd, tmp, name)
+                make(pfd, tmp)
+                _place(pfd, tmp, name)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=pfd)
                 if aside is not None:
-                    with contextlib.suppress(OSError):
-                        os.rename(aside, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+                    with contextlib.suppress(OSError):  # never over a file made meanwhile
+                        _rename_noreplace(pfd, aside, name)
                     aside = None
                 raise
             if aside is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(aside, dir_fd=pfd)
-        finally:
-            os.close(pfd)
-
-    def symlink(self, path: str, target: str) -> None:
-        pfd, name = self._parent(path, create=True)
-        try:
-            tmp = _temp_name(pfd)
-            os.symlink(target, tmp, dir_fd=pfd)
-            try:
-                _replace(pfd, tmp, name)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=pfd)
-                raise
         finally:
             os.close(pfd)
 
@@ -263,13 +268,47 @@ def _temp_name(pfd: int) -> str:
             return name
 
 
-def _replace(pfd: int, tmp: str, name: str) -> None:
-    """Rename ``tmp`` over ``name``; an empty directory in the way is removed first."""
-    try:
-        os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
-    except IsADirectoryError:
-        os.rmdir(name, dir_fd=pfd)
-        os.rename(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
+_RENAME_NOREPLACE = 1
+_renameat2: Any = None
+
+
+def _place(pfd: int, tmp: str, name: str) -> None:
+    """Rename ``tmp`` to ``name`` only if nothing is at ``name`` (an empty directory in the way
+    is removed first); Changed when something is: it is never replaced. ``renameat2`` with
+    ``RENAME_NOREPLACE``, else a hard link and an unlink (which never replace either)."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            fn = ctypes.CDLL(None, use_errno=True).renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                           ctypes.c_uint]  # fmt: skip
+            _renameat2 = fn
+        except (OSError, AttributeError):
+            _renameat2 = False
+    for _ in range(2):
+        try:
+            _rename_noreplace(pfd, tmp, name)
+            return
+        except FileExistsError:
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                break
+            try:
+                os.rmdir(name, dir_fd=pfd)
+            except OSError:
+                break
+    raise Changed(f"{name} was made while it was being undone")
+
+
+def _rename_noreplace(pfd: int, tmp: str, name: str) -> None:
+    if _renameat2:
+        if _renameat2(pfd, os.fsencode(tmp), pfd, os.fsencode(name), _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), name)
+    os.link(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd, follow_symlinks=False)
+    os.unlink(tmp, dir_fd=pfd)
 
 
 def _file_entry(fd: int, fst: os.stat_result) -> Entry:

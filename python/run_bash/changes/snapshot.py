@@ -28,7 +28,8 @@ from .project import trusted_fs
 #   entry, "c" over the file-count cap.
 #   ``flag``: for "f", the entry is racy (its times fell within RACY_NS of the walk: read again
 #   next time); for the kinds that keep no content, the file was created during the run that
-#   recorded it (undo may remove it: nothing that existed before is in it).
+#   recorded it (undo removes it only when its own start keeps it: a file born during a run
+#   may still hold older bytes, or be someone else's).
 # A plain tuple, not a NamedTuple: marshal (the snapshot's storage format) only writes exact
 # builtin types.
 Entry = tuple[str, int, int, int, int, int, str | None, bool]
@@ -43,7 +44,7 @@ DATA: Final = 6
 RACY: Final = 7
 BORN: Final = 7
 CONTENT_KINDS = frozenset("fld")
-# Kinds whose entries undo can remove when a run created them (no bytes from before are in them).
+# Kinds whose entries undo can remove when a run created them (and the undo's start keeps them).
 FILE_KINDS = frozenset("fbsu")
 
 RACY_NS = 2_000_000_000  # covers coarse timestamp ticks up to 2 s (FAT, some network fs)

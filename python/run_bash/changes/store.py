@@ -580,6 +580,31 @@ class ChangeStore(Records):
         label: str | None = None,
         roots: tuple[str, ...] = ("",),
     ) -> Token | NotRecorded:
+        got = self._start(project, roots, run_id)
+        if isinstance(got, NotRecorded):
+            return got
+        key, snap, gen, now, born = got
+        token = Token(run_id, project, key, snap, gen, now, undo_of, label, born_ns=born)
+        with self._mu:
+            self._active[run_id] = token
+        self._schedule(key, project)  # write the snapshot when quiet
+        return token
+
+    def peek(self, project: str, roots: tuple[str, ...] = ("",)) -> Snapshot | NotRecorded:
+        """The project now, as a run's start there would record it (its content kept in the
+        store), without starting a run; or NotRecorded with why a start would not be recorded.
+        What an undo's plan checks the paths it would replace against (``undoing.plan``)."""
+        got = self._start(project, roots, None)
+        if isinstance(got, NotRecorded):
+            return got
+        self._schedule(got[0], project)  # write the snapshot when quiet
+        return got[1]
+
+    def _start(
+        self, project: str, roots: tuple[str, ...], run_id: str | None
+    ) -> tuple[str, Snapshot, int, int, int] | NotRecorded:
+        """Walk the project as a run starts: (key, snapshot, generation, clock, file stamp), or
+        NotRecorded. With ``run_id``, the run is marked active."""
         try:
             self._init()
         except OSError as err:
@@ -589,7 +614,8 @@ class ChangeStore(Records):
             with self._locked(key, project) as proj:
                 state = self._read_state(key)
                 self._live(state)
-                proj.pending = None  # its check is not due any more: a run starts now
+                if run_id is not None:
+                    proj.pending = None  # its check is not due any more: a run starts now
                 prev = self._load_snapshot(key, proj, state)
                 watcher = self._watcher(key)
                 snap = self._now(project, proj, prev, watcher, roots)
@@ -602,8 +628,9 @@ class ChangeStore(Records):
                 self._set(proj, snap)
                 watcher.end_walk(proj.version)
                 now, born = time.time_ns(), file_clock(self.root)
-                state["active"][run_id] = {"host": self._me, "gen": state["gen"], "began": now}
-                self._write_state(key, state)
+                if run_id is not None:
+                    state["active"][run_id] = {"host": self._me, "gen": state["gen"], "began": now}
+                    self._write_state(key, state)
         except TooManyFiles as err:
             return NotRecorded(
                 f"the project has {err} (undo.max_files = {self.limits.max_files:,})",
@@ -611,11 +638,7 @@ class ChangeStore(Records):
             )
         except OSError as err:
             return NotRecorded(f"cannot read the project {project} ({err.strerror or err})")
-        token = Token(run_id, project, key, snap, state["gen"], now, undo_of, label, born_ns=born)
-        with self._mu:
-            self._active[run_id] = token
-        self._schedule(key, project)  # write the snapshot when quiet
-        return token
+        return key, snap, state["gen"], now, born
 
     def _trusted(self, project: str, proj: _Project) -> bool:
         if proj.trusted is None:

@@ -25,38 +25,67 @@ from .snapshot import (
     entry_data,
     same_state,
 )
-from .store import ID_ALPHABET, Token, _Plan
+from .store import ID_ALPHABET, NotRecorded, Token, _Plan
 
 if TYPE_CHECKING:
     from .store import ChangeStore
 
 
-def _held(snap: Snapshot | None, path: str, cur: Entry | None) -> bool:
-    """Whether the content now at ``path`` is in the store: the undo's own start recorded it
-    (``snap``), or, without one (a plan), it is of a kind a walk keeps."""
+def _held(snap: Snapshot | NotRecorded, ch: Change, cur: Entry | None, tainted: bool) -> bool:
+    """Whether what is at ``ch.path`` now (``cur``) can be given back after the undo removes or
+    replaces it: the undo's own start (``snap``) kept it, so undoing the undo brings it back.
+
+    When that start is not recorded, only the run's own output qualifies: the path exactly as
+    the run left it, with content its change set kept, and only when the run destroyed nothing
+    whose content was not kept (``tainted``: the run's output may then hold those bytes)."""
     if cur is None:
         return True
     if cur[KIND] not in CONTENT_KINDS:
         return False
-    if snap is None:
-        return True
-    e = snap.entry(path)
+    if isinstance(snap, NotRecorded):
+        a = ch.after
+        return not tainted and a is not None and a[KIND] in CONTENT_KINDS and same_state(cur, a)
+    e = snap.entry(ch.path)
     return e is not None and e[KIND] in CONTENT_KINDS and same_state(e, cur)
 
 
-def _plan(cs: ChangeSet, tree: Tree, force: bool, snap: Snapshot | None = None) -> _Plan:
+def _not_held(ch: Change, snap: Snapshot | NotRecorded, cur: Entry, tainted: bool) -> str:
+    """Why ``_held`` said no (a "left in place" reason)."""
+    if cur[KIND] not in CONTENT_KINDS:
+        return f"not kept by this undo ({ch.reason(cur)})"
+    if isinstance(snap, NotRecorded):
+        if tainted and same_state(cur, ch.after):
+            why = "it may hold content of paths the run changed that were not kept"
+        else:
+            why = "it is not as the run left it"
+        return f"not kept by this undo ({why}; the undo's own {snap})"
+    e = snap.entry(ch.path)
+    if e is not None and e[KIND] not in CONTENT_KINDS:
+        return f"not kept by this undo ({ch.reason(e)})"
+    return "not kept by this undo (it changed as the undo began)"
+
+
+def _plan(cs: ChangeSet, tree: Tree, force: bool, snap: Snapshot | NotRecorded) -> _Plan:
     """Each change: restore, remove, a conflict, or left as it is (``lost``, with why).
 
-    Undo never deletes or overwrites bytes the store does not hold: a path that existed before
+    ``snap`` is the undo's own start (or why it is not recorded). Undo never deletes or
+    overwrites bytes it cannot give back: whatever is at a path now is removed or replaced only
+    when ``snap`` keeps it, so that undoing the undo brings it back (``_held``; without a
+    recorded start, only the run's own untainted output). A run's output may hold
+    older bytes (``gzip`` of a file over the size cap, ``cp`` then ``rm``), and a file born
+    during the run may be someone else's (saved while a background run went on); neither is
+    destroyed on the strength of what the run's change set says. So: a path that existed before
     the run and whose content was not kept is left alone ("left in place" while it exists, "not
     recovered" when the run deleted it); a path the run created whose content was not kept is
-    removed only when it is a file the run created (its birth time) that has not changed since;
-    with ``force``, a path that changed since the run is replaced only when the undo's own start
-    kept what it holds now."""
+    removed only when it is a file born during the run, unchanged since, and the undo's start
+    kept it; a path that changed since the run is a conflict, replaced only with ``force`` and
+    under the same rule."""
     restore: list[tuple[Change, Entry, Entry | None]] = []
     remove: list[tuple[Change, Entry | None]] = []
     conflicts: list[tuple[Change, str]] = []
     lost: list[tuple[Change, str]] = []
+    # The run changed or deleted content that was not kept: its output may hold those bytes.
+    tainted = any(c.before is not None and c.before[KIND] not in CONTENT_KINDS for c in cs.changes)
     for ch in cs.changes:
         b, a = ch.before, ch.after
         try:
@@ -72,24 +101,29 @@ def _plan(cs: ChangeSet, tree: Tree, force: bool, snap: Snapshot | None = None) 
             lost.append((ch, f"{where}: {ch.reason(b)}"))
             continue
         if b is None and a is not None and a[KIND] not in CONTENT_KINDS:
-            removable = (
-                a[BORN] and a[KIND] in FILE_KINDS and not stat.S_ISDIR(a[MODE]) and cur is not None
-            )
-            if removable and same_state(cur, a):
-                remove.append((ch, cur))
-            elif cur is not None:
+            if cur is None:
+                continue
+            removable = a[BORN] and a[KIND] in FILE_KINDS and not stat.S_ISDIR(a[MODE])
+            if not (removable and same_state(cur, a)):
                 lost.append((ch, f"left in place: {ch.reason(a)}, made by the run"))
+            elif not _held(snap, ch, cur, tainted):
+                lost.append((ch, f"left in place: {_not_held(ch, snap, cur, tainted)}"))
+            else:
+                remove.append((ch, cur))
             continue
         if same_state(cur, b):
             continue
-        if not same_state(cur, a):
+        changed = not same_state(cur, a)
+        if changed and not force:
             conflicts.append((ch, _why_conflict(cur)))
-            if not force:
-                continue
-            if not _held(snap, ch.path, cur):
-                assert cur is not None
-                lost.append((ch, f"left in place: changed since the run, {ch.reason(cur)}"))
-                continue
+            continue
+        if not _held(snap, ch, cur, tainted):
+            assert cur is not None
+            since = "changed since the run, " if changed else ""
+            lost.append((ch, f"left in place: {since}{_not_held(ch, snap, cur, tainted)}"))
+            continue
+        if changed:
+            conflicts.append((ch, _why_conflict(cur)))
         if b is None:
             remove.append((ch, cur))
         else:
@@ -110,7 +144,7 @@ def plan(store: ChangeStore, run_id: str, force: bool = False) -> dict[str, Any]
     except FileNotFoundError:
         fd = -1  # the project directory itself is gone: everything is absent
     try:
-        p = _plan(cs, Tree(fd, store.limits.max_file_size), force)
+        p = _plan(cs, Tree(fd, store.limits.max_file_size), force, store.peek(cs.project, cs.scope))
     finally:
         if fd >= 0:
             os.close(fd)
@@ -161,7 +195,7 @@ def undo(
         raise FileNotFoundError(f"cannot open the project {cs.project}: {err.strerror}") from None
     try:
         tree = Tree(fd, store.limits.max_file_size)
-        p = _plan(cs, tree, force, token.before if isinstance(token, Token) else None)
+        p = _plan(cs, tree, force, token.before if isinstance(token, Token) else token)
         # Deepest first: a directory the run created goes after what it holds; a path that
         # must change type loses its current form before the old one comes back.
         doomed = [(ch, cur) for ch, cur in p["remove"]]
@@ -193,13 +227,14 @@ def undo(
             if ch.path in failed:
                 continue
             try:
+                # What is there now was checked (``_plan``); it is replaced only if still that.
+                expect = cur if cur is not None and cur[KIND] != "d" else None
                 if b[KIND] == "d":
                     tree.mkdir(ch.path, b[MODE])
                     dir_modes.append((ch.path, b[MODE]))
                 elif b[KIND] == "l":
-                    tree.symlink(ch.path, entry_data(b))
+                    tree.symlink(ch.path, entry_data(b), expect)
                 else:
-                    expect = cur if cur is not None and cur[KIND] != "d" else None
                     tree.write_file(ch.path, store.objects.get(entry_data(b)), b[MODE], expect)
                 restored.append(ch.path)
             except Changed as err:
