@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from tests.security.conftest import CONTROL
-from tests.security.test_hostread import git, payload, pwned, unconfined_fires
+from tests.security.test_hostread import git, hook, payload, pwned, unconfined_fires
 
 WRAPPER = """#!/bin/sh
 n=$(basename "$0")
@@ -185,3 +185,69 @@ def test_hook_link_attacks_work_without_the_sandbox(sbx, world, attack):
     linked_hooks(world, route)
     cmd = cmd.format(p=payload(world, attack))
     unconfined_fires(sbx, world, cmd, ["commit", "-q", "--allow-empty", "-m", "y"])
+
+
+# -- a new work tree of the project's own git dir: its hooks path is taken in that work tree -----
+
+
+def test_a_new_work_tree_of_the_project_takes_no_hooks_from_itself(sbx, world):
+    """A `.git` file in a subdirectory leading to the project's own (kept) git dir: git takes
+    the relative `.husky/_` in that subdirectory, which the run filled."""
+    husky(world)
+    sub = world.project / "sub"
+    attack = (
+        f"mkdir -p sub/.husky/_ && {hook(world, 'gitfile')} > sub/.husky/_/pre-commit && "
+        "chmod +x sub/.husky/_/pre-commit && echo 'gitdir: ../.git' > sub/.git"
+    )
+    r = sbx.run(f"echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert not os.path.lexists(sub / ".git")
+    assert any("sub/.git" in n and ".husky/_: pre-commit" in n for n in r.notices), r.notices
+    git(world, "commit", "-q", "--allow-empty", "-m", "x", cwd=sub)
+    assert pwned(world) == []
+    shutil.rmtree(sub)
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"], git_cwd=sub)
+
+
+def linked_worktree(world, name: str, hook_name: str, tag: str) -> str:
+    """Shell that adds a linked worktree and puts a hook into its own `.husky/_`."""
+    return (
+        f"git worktree add -q {name} && mkdir -p {name}/.husky/_ && "
+        f"{hook(world, tag)} > {name}/.husky/_/{hook_name} && chmod +x {name}/.husky/_/{hook_name}"
+    )
+
+
+def forget_worktree(world, name: str) -> None:
+    shutil.rmtree(world.project / name)
+    git(world, "worktree", "prune", check=True)
+
+
+def test_a_linked_worktree_takes_no_hooks_from_its_own_tree(sbx, world):
+    husky(world)
+    wt = world.project / "wt"
+    attack = linked_worktree(world, "wt", "pre-commit", "worktree")
+    r = sbx.run(f"echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert not os.path.lexists(wt / ".git")
+    assert any("wt/.git" in n and "not inert" in n for n in r.notices), r.notices
+    git(world, "commit", "-q", "--allow-empty", "-m", "x", cwd=wt)
+    assert pwned(world) == []
+    forget_worktree(world, "wt")
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"], git_cwd=wt)
+
+
+def test_a_linked_worktree_runs_nothing_on_git_status(sbx, world):
+    """`post-index-change` runs when `git status` (a shell prompt) refreshes the index."""
+    husky(world)
+    wt = world.project / "wt"
+    attack = (
+        f"{linked_worktree(world, 'wt', 'post-index-change', 'status')} && "
+        "touch -d @1000000000 wt/README"
+    )
+    r = sbx.run(f"echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert not os.path.lexists(wt / ".git"), r.notices
+    git(world, "status", cwd=wt)
+    assert pwned(world) == []
+    forget_worktree(world, "wt")
+    unconfined_fires(sbx, world, attack, ["status"], git_cwd=wt)

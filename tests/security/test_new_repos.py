@@ -16,6 +16,7 @@ from tests.security.test_hostread import (
     add_submodule,
     fsmonitor_cfg,
     git,
+    hook,
     pwned,
     unconfined_fires,
 )
@@ -112,3 +113,68 @@ def test_an_inert_repository_in_a_cache_stays(sbx, world):
     )
     assert CONTROL in r.output and r.notices == (), (r.output, r.notices)
     assert (world.home / ".npm/_cacache/tmp/plain/.git/HEAD").is_file()
+
+
+def test_a_module_git_dir_inside_a_new_repository(sbx, world):
+    """A new repository is inert, but its own `.git/modules/m` is not: `git submodule update
+    --init` there takes it up. Its nested git dirs are judged as those of a kept one."""
+    sub = world.project / "sub"
+    attack = (
+        "git init -q smsrc && git -C smsrc commit -q --allow-empty -m s && "
+        "git init -q sub && cd sub && "
+        "git -c protocol.file.allow=always submodule add -q ../smsrc m && git commit -qm sm && "
+        "git submodule deinit -q -f m && "
+        f"git -C .git/modules/m config core.fsmonitor 'touch {world.home}/PWNED-nested; false'"
+    )
+    r = sbx.run(f"echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert (sub / ".git/HEAD").is_file(), r.notices
+    assert not os.path.lexists(sub / ".git/modules/m"), r.notices
+    assert any("sub/.git/modules/m" in n and "core.fsmonitor" in n for n in r.notices), r.notices
+    update = ["-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init"]
+    git(world, *update, cwd=sub)
+    git(world, "status", cwd=sub / "m")
+    assert pwned(world) == []
+    shutil.rmtree(sub)
+    shutil.rmtree(world.project / "smsrc")
+    sbx.unconfined().run(attack)
+    git(world, *update, cwd=sub)
+    git(world, "status", cwd=sub / "m")
+    assert pwned(world), "the module git dir was not taken up: the test proves nothing"
+
+
+def test_a_new_repository_with_hooks_where_the_users_config_puts_them(sbx, world):
+    """The user's global `core.hooksPath = .githooks` is taken in every work tree: a new
+    repository with hooks there is not inert, one without them stays."""
+    with open(world.home / ".gitconfig", "a") as f:
+        f.write("[core]\n\thooksPath = .githooks\n")
+    sub = world.project / "sub"
+    attack = (
+        f"git init -q sub && mkdir sub/.githooks && {hook(world, 'global')} > "
+        "sub/.githooks/pre-commit && chmod +x sub/.githooks/pre-commit"
+    )
+    r = sbx.run(f"git init -q plain && mkdir plain/.githooks && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output, r.output
+    assert not os.path.lexists(sub / ".git")
+    assert any("sub/.git" in n and ".githooks: pre-commit" in n for n in r.notices), r.notices
+    assert (world.project / "plain/.git/HEAD").is_file(), r.notices
+    git(world, "commit", "-q", "--allow-empty", "-m", "x", cwd=sub)
+    assert pwned(world) == []
+    shutil.rmtree(sub)
+    unconfined_fires(sbx, world, attack, ["commit", "-q", "--allow-empty", "-m", "y"], git_cwd=sub)
+
+
+def test_a_linked_worktree_with_the_default_hooks_path_stays(sbx, world):
+    """The positive side: `git worktree add` in a project whose hooks are the kept
+    `.git/hooks` leaves a worktree the user's git works in, running the user's own hook."""
+    h = world.project / ".git/hooks/pre-commit"
+    h.write_text(f"#!/bin/sh\ntouch {world.home}/hook-ran\n")
+    h.chmod(0o755)
+    r = sbx.run(f"git worktree add -q wt && echo x > wt/new.txt && echo {CONTROL}")
+    assert CONTROL in r.output and r.notices == (), (r.output, r.notices)
+    wt = world.project / "wt"
+    assert (wt / ".git").is_file()
+    git(world, "add", "new.txt", cwd=wt, check=True)
+    git(world, "commit", "-qm", "x", cwd=wt, check=True)
+    assert (world.home / "hook-ran").exists()
+    assert pwned(world) == []

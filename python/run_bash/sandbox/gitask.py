@@ -441,3 +441,38 @@ def config_refs(git_dir: str, env: Mapping[str, str]) -> tuple[list[str], list[t
 
 def _abs(base: str, origin: str) -> str:
     return os.path.normpath(os.path.join(base, origin))
+
+
+def hooks_dir(where: str, env: Mapping[str, str], git_dir: str | None = None) -> tuple[str, str]:
+    """(git dir, hooks directory) as the user's git names them in the work tree ``where`` (the
+    ``.git`` entry there found as git finds it), or for the git directory ``git_dir`` run from
+    itself (a bare repository, a worktree or submodule git dir): ``git rev-parse --git-path
+    hooks`` in the user's own environment, so a relative ``core.hooksPath`` from their global or
+    system config, or from the repository's, is resolved as their git resolves it. Ask only about
+    a repository whose own config was judged inert (or is trusted): git reads it. Raises
+    HostReadError when git cannot tell (an error, a timeout)."""
+    pre = [f"--git-dir={git_dir}"] if git_dir else []
+    args = [
+        *pre,
+        "rev-parse",
+        "--path-format=absolute",
+        "--absolute-git-dir",
+        "--git-path",
+        "hooks",
+    ]
+    try:
+        rc, out, err = run_git(args, git_dir or where, env)
+    except HostReadError as e:
+        if "did not answer" not in str(e):
+            raise
+        raise HostReadError(
+            f"git did not say within {GIT_TIMEOUT_S:g} s which hooks directory it uses there "
+            "(a FIFO or a lease in its way)"
+        ) from None
+    lines = out.splitlines()
+    if rc != 0 or len(lines) != 2:
+        raise HostReadError(
+            f"git cannot tell which hooks directory it uses there "
+            f"({_last_line(err) or f'exit {rc}'})"
+        )
+    return os.path.normpath(lines[0]), os.path.normpath(lines[1])

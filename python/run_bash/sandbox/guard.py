@@ -27,8 +27,13 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
 * **After every run** (exit, kill, timeout) and again before the next run of a project starts if
   a repair failed: the same comparison for every member, plus the checks that have no trusted
   state to compare with: a new repository in any tree the run could write (or a new git dir
-  under a trusted one) must be inert, as git reads it (``gitask.judge_config``: only inert keys;
-  no active hooks; no commondir to a repository that is not trusted) or it is quarantined; each
+  under a trusted one or a new one, ``nested_git_dirs``) must be inert, as git reads it
+  (``gitask.judge_config``: only inert keys; no active hooks; no commondir to a repository that
+  is not trusted) or it is quarantined. So must every new work tree, also one of a trusted git
+  dir (a ``.git`` file or link that is not the kept one, ``git worktree add``): the hooks
+  directory the user's git names there (``gitask.hooks_dir``, their global config included; a
+  relative ``core.hooksPath`` is taken in that work tree) holds no hooks unless it is kept or no
+  run can write it; each
   writable ``PATH`` directory is compared entry by entry with its state before the run
   (``pathguard``: a program that changed, or a new one that shadows a later command, is
   quarantined, a retargeted link put back); an agent rules file whose ``@`` references may lead
@@ -48,6 +53,7 @@ import select
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -434,7 +440,9 @@ class Keeper:
         """A repository git can now reach that was not trusted before the run must be inert;
         otherwise its `.git` entry (or git directory) is quarantined. Looked for in every tree
         the run could write, and among the worktree and submodule git directories of each git
-        directory it could write into."""
+        directory it could write into and of each new repository. A `.git` file or link that
+        makes a new work tree for a trusted git dir is judged by the hooks directory git names
+        there (``_hooks_not_inert``)."""
         hr = scope.host_read
         trusted = self._trusted_git_dirs()
         found: list[tuple[str, str]] = []
@@ -453,9 +461,12 @@ class Keeper:
         for g in hr.git_dirs:
             found += [(n, "bare") for n in nested_git_dirs(g)]
         # `.git` entries before git directories: a link is judged while its target is there.
+        queue = deque(sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"))
         seen: set[str] = set()
+        kept = _Kept(hr.members)
         deadline = time.monotonic() + JUDGE_BUDGET_S
-        for path, kind in sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"):
+        while queue:
+            path, kind = queue.popleft()
             if path in hr.members or path in seen:
                 continue  # a trusted `.git` file or link: compared with its trusted state
             seen.add(path)
@@ -466,20 +477,29 @@ class Keeper:
                 target, why = path, "git cannot tell where it leads"
             if target is None:
                 continue
+            is_trusted = False
             with contextlib.suppress(OSError):
                 st = os.stat(target)
-                if (st.st_dev, st.st_ino) in trusted:
-                    continue
-            if not hr.is_writable(target):
-                continue  # a repository the run could not have written: the user's own
+                is_trusted = (st.st_dev, st.st_ino) in trusted
+            # A git dir that is kept (or the user's own, which no run could write) needs no
+            # judging; a `.git` file or link that is not the one it was kept with makes a new work
+            # tree for it, whose hooks directory git may find somewhere else.
+            own = is_trusted or not hr.is_writable(target)
+            if own and (kind == "bare" or (os.path.isdir(path) and not os.path.islink(path))):
+                continue
             if why is None and time.monotonic() > deadline:
                 why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
-            if why is None:
+            if why is None and not own:
                 try:
                     why = _not_inert(target, trusted)
                 except HostReadError as e:
                     why = str(e)
             if why is None:
+                why = _hooks_not_inert(hr, path, kind, target, kept)
+            if why is None:
+                if not own:
+                    # Its own worktree and submodule git dirs, as those of a kept one.
+                    queue += [(n, "bare") for n in nested_git_dirs(target)]
                 continue
             # The project (or a writable grant) itself made into a repository: its HEAD goes,
             # and it is none.
@@ -722,6 +742,49 @@ class Keeper:
                 self._check(scope)
             if tripped or grow:
                 self._refresh_all()
+
+
+class _Kept:
+    """Whether a path is a member of the host-read set (kept at its trusted state), by name or by
+    where it leads."""
+
+    def __init__(self, members: tuple[str, ...]) -> None:
+        self._members = members
+        self._names = frozenset(members)
+        self._real: frozenset[str] | None = None
+
+    def __contains__(self, path: str) -> bool:
+        if path in self._names:
+            return True
+        if self._real is None:
+            self._real = frozenset(os.path.realpath(m) for m in self._members)
+        return os.path.realpath(path) in self._real
+
+
+def _hooks_not_inert(hr: HostRead, path: str, kind: str, target: str, kept: _Kept) -> str | None:
+    """Why a new work tree (or new git dir) would run hooks a run could have written; None when it
+    would not. The hooks directory is the one the user's git names there (their own global and
+    system config included: a relative ``core.hooksPath`` is taken in the work tree), asked only
+    once the repository's own config passed (or is trusted). A hooks directory the host-read set
+    keeps was compared already; one no run can write is the user's own; any other one must hold no
+    hooks. Whatever git cannot answer counts as not inert."""
+    try:
+        if kind == "bare":
+            git_dir, hooks = gitask.hooks_dir(target, hr.env, git_dir=target)
+        else:
+            git_dir, hooks = gitask.hooks_dir(os.path.dirname(path), hr.env)
+    except HostReadError as e:
+        return str(e)
+    if os.path.realpath(git_dir) != os.path.realpath(target):
+        return f"git does not take it for a repository there (it finds {git_dir})"
+    if hooks in kept or not hr.is_writable(hooks):
+        return None
+    found = active_hooks(hooks)
+    if found:
+        base = os.path.dirname(path) if kind != "bare" else target
+        shown = os.path.relpath(hooks, base) if is_under(hooks, base) else hooks
+        return f"git would run hooks from {shown}: {', '.join(found[:5])}"
+    return None
 
 
 def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> str | None:
