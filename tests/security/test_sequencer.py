@@ -72,3 +72,17 @@ def test_a_rebase_stopped_inside_the_sandbox_stays_and_is_reported(sbx, world):
     # Nothing is taken away: the agent (or the user) can resolve and continue.
     assert Path(world.project / ".git/rebase-merge/git-rebase-todo").exists()
     assert [n for n in r.notices if LEFT in n], r.notices
+
+
+def test_a_new_repository_left_mid_rebase_is_reported(sbx, world):
+    attack = (
+        "git init -q -b main sub && cd sub && git -c user.name=a -c user.email=a@b commit -q "
+        f"--allow-empty -m s && {planted_rebase(world, 'seqnew')}"
+    )
+    r = sbx.run(f"echo {CONTROL}; {attack}")
+    assert CONTROL in r.output
+    said = [n for n in r.notices if LEFT in n]
+    assert said and "sub/.git/rebase-merge/git-rebase-todo" in said[0], r.notices
+    # The control: the same repository without the rebase is inert and says nothing.
+    r = sbx.run(f"echo {CONTROL}; rm -rf sub/.git/rebase-merge")
+    assert CONTROL in r.output and not [n for n in r.notices if LEFT in n], r.notices

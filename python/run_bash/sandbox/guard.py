@@ -500,6 +500,8 @@ class Keeper:
                 if not own:
                     # Its own worktree and submodule git dirs, as those of a kept one.
                     queue += [(n, "bare") for n in nested_git_dirs(target)]
+                    # An operation in progress in it is the run's own list of next steps.
+                    scope.notices += sequencer.left_by_run({}, target, self._name(hr, target))
                 continue
             # The project (or a writable grant) itself made into a repository: its HEAD goes,
             # and it is none.

@@ -68,7 +68,7 @@ def left_by_run(before: State, git_dir: str, name: str) -> list[str]:
         if before.get(d) == files:
             continue
         what, todo = STATE_DIRS[os.path.basename(d)]
-        where = os.path.relpath(os.path.join(d, todo), os.path.dirname(git_dir))
+        where = os.path.join(name, os.path.relpath(os.path.join(d, todo), git_dir))
         notes.append(
             f"{name}: the run left a {what} in progress whose list of next steps it wrote "
             f"({where}); git runs that list's `exec` lines as you when it is continued: continue "
