@@ -609,6 +609,74 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "ruby -lane 'puts $F[0]' f",
         ],
     ),
+    "unreadable-code": (
+        [
+            "python3 -c 'from os import system as s; s(\"git push -f\")'",
+            "python3 -c 'from shutil import rmtree as r; r(\"x\")'",
+            'python3 -c \'from subprocess import check_call as c; c(["git", "push", "-f"])\'',
+            "python3 -c 'from os import *; kill(1, 9)'",
+            'python3 -c \'import os, subprocess as sp; sp.run(["git", "push", "-f"])\'',
+            'python3 -c \'import os; os.system("git push " "-f")\'',
+            "python3 -c 'import os; os.system(\"git push \\x2df\")'",
+            "python3 -c 'import os; os.system(\"git push \\055f\")'",
+            "python3 -c 'import os; os.system(\"git push \\N{HYPHEN-MINUS}f\")'",
+            "python3 -c 'import os; os . system (\"rm -rf x\")'",
+            'python3 -c \'import os; vars(os)["system"]("rm -rf x")\'',
+            'python3 -c \'import os; os.__dict__["system"]("rm -rf x")\'',
+            "python3 -c 'import os; m = os; m.system(\"rm -rf x\")'",
+            'python3 -c \'import os; getattr(os, "sys" + "tem")("rm -rf x")\'',
+            'python3 -c \'import sys; sys.modules["os"].system("rm -rf x")\'',
+            'python3 -c \'__import__("o" + "s").system("rm -rf x")\'',
+            'python3 -c \'import builtins; builtins.exec("import os; os.system(\\"rm -rf x\\")")\'',
+            "python3 -c 'import posix; posix.system(\"rm -rf x\")'",
+            'node -e \'require("child_process").execSync("\\x72m -rf x")\'',
+            'node -e \'require("child_process").execSync("\\u0072m -rf x")\'',
+            'node -e \'require("child_process").execSync(\\"\\x72m -rf x\\")\'',
+            'node -e \'require("child_process")["execSync"]("rm -rf x")\'',
+            'node -e \'require("fs")["rmSync"]("x", {recursive: true})\'',
+            'node -e \'const cp = require("child_process"); cp["exec" + "Sync"]("rm -rf x")\'',
+            'node -e \'import("child_process").then(c => c.execSync("rm -rf x"))\'',
+            'node -e \'require("child" + "_process").execSync("rm -rf x")\'',
+            'node -e \'globalThis.eval("require(\\"fs\\").rmSync(\\"x\\")")\'',
+            'deno eval \'new Deno.Command("rm", {args: ["-rf", "x"]}).outputSync()\'',
+            "ruby -e 'system(\"\\x72m -rf x\")'",
+            "ruby -e 'send(:system, \"rm -rf x\")'",
+            "ruby -e 'Kernel.method(:system).call(\"rm -rf x\")'",
+            "perl -e 'system \"\\162m -rf x\"'",
+            "perl -e 'CORE::system(\"rm -rf x\")'",
+            'perl -e \'print "a" . system("rm -rf x")\'',
+            "perl -e 'my $f = \\&CORE::system; &$f(\"rm -rf x\")'",
+            "php -r 'SYSTEM(\"rm -rf x\");'",
+            "php -r 'Shell_Exec(\"rm -rf x\");'",
+            'php -r \'$f="system"; $f("rm -rf x");\'',
+            'lua -e \'os["execute"]("rm -rf x")\'',
+        ],
+        [
+            "python3 -c 'print(1)'",
+            "python -c 'import json,sys; print(json.load(sys.stdin)[\"x\"])'",
+            "python3 -c 'import os; print(os.getcwd())'",
+            "python3 -c 'import os; print(os.environ[\"HOME\"])'",
+            "python3 -c 'print(\"a\\tb\\n\")'",
+            "python3 -c 'print(\"caf\\u00e9\")'",
+            "python3 -c 'from os import path; print(path.exists(\"x\"))'",
+            'python3 -c \'from os.path import join as j; print(j("a", "b"))\'',
+            "python3 -c 'import numpy as np; print(np.zeros(3))'",
+            'python3 -c \'import subprocess as sp; print(sp.check_output(["git", "status"]))\'',
+            "python3 -c 'import subprocess; print(subprocess.__version__)'",
+            "python3 -c 'import os; os . getcwd ()'",
+            "node -e 'console.log(process.version)'",
+            "node -e 'console.log(\"a\\x41\\u0042\")'",
+            "node -e 'console.log(require(\"./package.json\").version)'",
+            'node -e \'const fs = require("fs"); console.log(fs.readFileSync("x", "utf8"))\'',
+            "ruby -e 'puts \"a\\x41\"'",
+            "ruby -e 'puts Dir[\"*.rb\"]'",
+            "perl -e 'print \"hi\\n\"'",
+            'perl -e \'print "a" . "b"\'',
+            "perl -ne 'print if /x/' f",
+            "php -r 'echo PHP_VERSION;'",
+            "php -r 'Echo StrToUpper(\"x\");'",
+        ],
+    ),
     "written-scripts": (
         [
             "cat > s.sh <<'EOF'\nrm -rf x\nEOF\nbash s.sh",
@@ -658,6 +726,22 @@ def test_class_member_verdict(cmd: str, pause: bool) -> None:
     assert verdict.internal_error is None
     if pause:
         assert verdict.command and verdict.reason.startswith("`")
+
+
+@pytest.mark.parametrize("cmd", CLASSES["unreadable-code"][0])
+def test_code_the_checker_cannot_read_says_so(cmd: str) -> None:
+    verdict = check(cmd, strict=True)
+    reasons = " ".join(hit.reason for hit in verdict.hits)
+    assert (
+        "cannot read" in reasons
+        or "cannot be read" in reasons
+        or any(hit.rule is not None for hit in verdict.hits)
+    ), verdict
+
+
+def test_code_split_over_lines_is_read() -> None:
+    assert check("python3 -c 'import shutil; shutil.\\\nrmtree(\"x\")'", strict=True).pause
+    assert not check("python3 -c 'import os; os.\\\n  getcwd()'", strict=True).pause
 
 
 @pytest.mark.parametrize("cmd", CLASSES["syntax-errors"][0])
