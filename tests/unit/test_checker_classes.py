@@ -677,6 +677,29 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "php -r 'Echo StrToUpper(\"x\");'",
         ],
     ),
+    "shell-fed-by-writes": (
+        [
+            "echo 'rm -rf x' > >(bash)",
+            "echo 'rm -rf x' >> >(sh)",
+            "tee >(sh) <<< 'rm -rf x'",
+            "echo 'rm -rf x' | tee >(bash) >/dev/null",
+            "exec 3> >(bash); echo 'rm -rf x' >&3",
+            "echo 'rm -rf x' > >(cat | bash)",
+            "echo 'rm -rf x' > >({ bash; })",
+            "echo 'import shutil; shutil.rmtree(\"x\")' > >(python3)",
+            "coproc bash; echo 'rm -rf x' >&${COPROC[1]}",
+            "coproc sh -s; echo 'rm -rf x' >&${COPROC[1]}",
+            "coproc X { bash; }; echo 'rm -rf x' >&${X[1]}",
+        ],
+        [
+            "make 2>&1 > >(tee build.log)",
+            "echo hi > >(cat)",
+            "tee >(wc -l) >(sha256sum) < data.txt",
+            "exec 3> >(logger -t build); echo done >&3",
+            "coproc cat; echo hi >&${COPROC[1]}",
+            "diff <(sort a) <(sort b)",
+        ],
+    ),
     "written-scripts": (
         [
             "cat > s.sh <<'EOF'\nrm -rf x\nEOF\nbash s.sh",
