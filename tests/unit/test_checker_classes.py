@@ -675,6 +675,10 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "perl -ne 'print if /x/' f",
             "php -r 'echo PHP_VERSION;'",
             "php -r 'Echo StrToUpper(\"x\");'",
+            'node -e \'const fs = require("fs/promises"); fs.readFile("x").then(console.log)\'',
+            'node --input-type=module -e \'import {execa} from "execa"; await execa("ls")\'',
+            'python3 -c \'import subprocess; subprocess.run(["grep", r"\\d+", "f"])\'',
+            'python3 -c \'import re; print(re.findall("\\d+", "a1"))\'',
         ],
     ),
     "shell-fed-by-writes": (

@@ -149,8 +149,8 @@ JAVASCRIPT = Lang(
         (r"await\s+import\(\s*(['\"])(?:node:)?(child_process|fs)\1\s*\)", r"\2"),
     ),
     aliases=(
-        r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fse|vm|shelljs|execa)\b",
-        r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|vm|shelljs|execa)\b",
+        r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fse|fsPromises|vm|shelljs|execa)\b",
+        r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|fsPromises|vm|shelljs|execa)\b",
         r"import\s*\*\s*as\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|vm|shelljs)['\"]",
         r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm|execa|zx)['\"]",
         r"import\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|shelljs|execa)['\"]",
@@ -347,6 +347,8 @@ def tokens(code: str, lang: Lang, judge_later: list[str] | None = None) -> list[
                 tok.value = None if "{" in tok.value else tok.value
             if prefix.lower() in ("r", "rb", "br", "f", "fr", "rf", "b", "u") and lang is PYTHON:
                 out.pop()
+                if "r" in prefix.lower() and "f" not in prefix.lower():
+                    tok = Tok("str", tok.text, code[i + 1 : j])  # a raw string: no escapes
             out.append(tok)
             i = j + 1
             continue
@@ -646,7 +648,8 @@ def _unreadable(code: Code, raw: str) -> str | None:
             continue
         head = tok.text.split(".")[0]
         module = code.modules.get(tok.text, tok.text)
-        if lang in (PYTHON, JAVASCRIPT, LUA) and module in risky:
+        called = tok.text in lang.calls or tok.text in code.names  # judged as a call
+        if lang in (PYTHON, JAVASCRIPT, LUA) and module in risky and not called:
             return f"`{tok.text}` used as a value or reached by a computed name"
         dunder = re.search(r"\.__(?:dict|getattribute|getattr|builtins|loader|spec)__\b", tok.text)
         if lang is PYTHON and dunder and code.modules.get(head, head) in risky:
