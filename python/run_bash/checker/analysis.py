@@ -107,6 +107,12 @@ _PATH_PRODUCERS = re.compile(r"\s*(?:mktemp|pwd|realpath|readlink\s+-[a-z]*f)\b[
 _LOCATE = re.compile(r"\s*(?:which|command\s+-v|type\s+-P)\s+([A-Za-z0-9_.+-]+)\s*")
 _PRINTERS = re.compile(r"\s*(?:echo|printf|cat|base64|xxd|rev|tr|true|:)\b")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `${NAME…}` with an operator, a subscript or `!`: (indirect, name, subscript, operator, word).
+_PARAM_OPERATOR = re.compile(
+    r"\$\{(!?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(\[[^]]*\])?"
+    r"(:?[-=?+]|##?|%%?|//?|/[#%]|\^\^?|,,?|@|:)?(.*)\}",
+    re.S,
+)
 _SUBSCRIPTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]\+?=")
 _DATA_BUILTINS = frozenset(
     wordlist(
@@ -365,7 +371,7 @@ class Analysis:
             if name is None:
                 if text.startswith("$(") and not text.startswith("$(("):
                     return self._substitution_value(text[2:-1], cwd)
-                return None
+                return self._operator_value(text)
             if name.isdigit():
                 if name == "0":
                     return None
@@ -391,6 +397,29 @@ class Analysis:
             return None
 
         return resolve
+
+    def _operator_value(self, text: str) -> object:
+        """``${f:--rf}``, ``${f/a/-b}``, ``${!g}``, ``${a[0]}``: OPAQUE when the value could be
+        one the script gives or an option; None (left as it stands) otherwise."""
+        m = _PARAM_OPERATOR.fullmatch(text)
+        if m is None:
+            return None
+        indirect, name, subscript, operator, word = m.groups()
+        if indirect or re.search(r"[-$`]", (subscript or "") + word):
+            return OPAQUE  # through another variable, or a word that may be an option
+        vals = self.values(name) if name.isidentifier() else None
+        if vals is None:
+            return None  # as `"$f"` for a variable the script does not set
+        # A value of the script's own: unknown, or one that an operator may turn into an option
+        # (`f=a-b; "${f#a}"`; a pattern taken off the front of a path, `${f#build/}`).
+        trims = (operator or "")[:1] in ("#", "/", ":") and operator not in (":-", ":=", ":?", ":+")
+        if UNKNOWN in vals or any("-" in v or (trims and v == SAFE) for v in vals):
+            return OPAQUE
+        return None
+
+    def environment(self, name: str, value: Arg) -> None:
+        """A variable a wrapper puts in the environment of the command it runs (``env m=v``)."""
+        self._add_value(name, value.value if value.value is not None else UNKNOWN)
 
     def _substitution_value(self, body: str, cwd: str | None) -> object:
         """The output of ``$(body)`` when it is a static printer, else None.
@@ -432,11 +461,18 @@ class Analysis:
         if name in _WRITERS:
             self._writer(name, rest, cmd, scope)
         elif name in ("declare", "typeset", "local", "export", "readonly"):
+            flags = ""
             for a in rest:
                 v = a.value if a.value is not None else a.prefix
+                if a.value is not None and v[:1] == "-" and "=" not in v:
+                    flags += v[1:]
                 var, eq, val = v.partition("=")
                 if eq and _IDENT.fullmatch(var):
-                    self._add_value(var, val if a.value is not None else UNKNOWN)
+                    # A nameref (`declare -n r=c`) reads and sets the variable it names.
+                    known = a.value is not None and "n" not in flags
+                    self._add_value(var, val if known else UNKNOWN)
+                    if "n" in flags and _IDENT.fullmatch(val):
+                        self._add_value(val, UNKNOWN)
         elif name in ("read", "mapfile", "readarray", "getopts"):
             for a in rest:
                 if a.value and _IDENT.fullmatch(a.value):

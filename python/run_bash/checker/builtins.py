@@ -167,7 +167,21 @@ def enable(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+def fc(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``fc -s``, ``fc -e EDITOR``, ``fc``: re-run entries of the shell's history (which the line
+    itself may fill with ``history -s``); ``fc -l`` only lists them."""
+    for a in args:
+        v = a.value
+        if v is not None and v[:1] == "-" and not v[1:].isdigit() and "l" in v and v != "--":
+            return None
+    ana.unknown(
+        "re-runs a command from the shell's history (`fc`), only known at run time", ctx.text
+    )
+    return None
+
+
 BUILTINS: dict[str, Handler] = {
+    "fc": fc,
     "mapfile": mapfile,
     "readarray": mapfile,
     "compgen": completion,

@@ -48,6 +48,7 @@ class Interp:
     program: bool = False  # its first operand is the program text (awk)
     files: str = ""  # options whose value is a script file (awk -f, php -f)
     noexec: str = ""  # options that only check the code, or forbid running programs
+    prints: str = ""  # options after which, without a code option, the first operand is code
 
 
 def interpreter(interp: Interp) -> Handler:
@@ -65,7 +66,8 @@ def interpreter(interp: Interp) -> Handler:
         if interp.lang is JAVASCRIPT:
             _node_options(ana, ctx)
         rest = args[got.first :]
-        if interp.program and not codes and not files and rest:
+        program = interp.program or (interp.prints and got.has(*interp.prints.split()))
+        if program and not codes and not files and rest:
             codes, rest = [rest[0]], rest[1:]
         for word in codes:
             if word.value is None:
@@ -158,25 +160,37 @@ INTERPRETERS: dict[str, Handler] = {
             Interp(
                 JAVASCRIPT,
                 opts(
-                    "-epr: -civ --eval= --print= --require= --import= --loader= "
+                    "-erC: -pciv --eval= --print= --require= --import= --loader= "
                     "--input-type= --env-file= --conditions= --experimental-loader= "
                     "--check --interactive"
                 ),
-                "e eval p print",
+                "e eval print",
                 noexec="c check",
+                prints="p",
             )
         ),
     ),
     "ruby": interpreter(
         Interp(
             RUBY,
-            opts("-eIrCEF: -x0WTK:: -acdlnpsSvwy --enable= --disable= --encoding="),
+            opts(
+                "-eIrCE: -xF:: -0/[0-7]* -W/[0-9]*|:[\\w-]* -T/[0-9]* -K/. -acdlnpsSvwyh "
+                "--enable= --disable= --encoding="
+            ),
             "e",
             noexec="c",
         )
     ),
     "perl": interpreter(
-        Interp(PERL, opts("-eE: -IMmlF0xCdiD:: -anpstTuUvwWXcSh"), "e E", noexec="c")
+        Interp(
+            PERL,
+            opts(
+                "-eEI: -MmFxCiD:: -l/[0-7]* -0/x[0-9a-fA-F]*|[0-7]* -d/t?(?:[:=].*)? "
+                "-V/(?::.*)? -anpstTuUvwWXcShg"
+            ),
+            "e E",
+            noexec="c",
+        )
     ),
     "php": interpreter(
         Interp(PHP, opts("-rfcdzBREFt: -aChHiIlnqsSvw"), "r B R E", files="f F", noexec="l")

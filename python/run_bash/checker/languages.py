@@ -62,6 +62,11 @@ class Lang:
     imports: tuple[tuple[str, str], ...] = ()
     paren_free: bool = False  # `system "ls"`: a call without parentheses
     aliases: tuple[str, ...] = ()  # patterns whose groups are (alias, module) or (alias, name)
+    member: str = "."  # what reaches a module's or object's member (`os.system`)
+    core: tuple[str, ...] = ()  # namespaces of the builtins (`builtins.exec`, `CORE::system`)
+    nocase: bool = False  # function names are case-insensitive (PHP)
+    modules: tuple[str, ...] = ()  # more modules that start programs or delete (`posix`)
+    same: tuple[tuple[str, str], ...] = ()  # (module, the module whose calls it has)
 
 
 def _calls(kind: str, names: str) -> dict[str, str]:
@@ -91,9 +96,12 @@ PYTHON = Lang(
         ),
         **_calls(SIGNAL, "os.kill os.killpg signal.pthread_kill"),
         **_calls(EVAL, "exec eval compile"),
-        **_calls(OPAQUE, "getattr __import__ importlib.import_module"),
+        **_calls(OPAQUE, "getattr __import__ importlib.import_module vars setattr"),
     },
     triple=True,
+    core=("builtins", "__builtins__"),
+    modules=("posix", "nt", "builtins", "__builtins__", "importlib", "sys.modules"),
+    same=(("posix", "os"), ("nt", "os")),
     imports=(
         (r"__import__\(\s*(['\"])(\w+)\1\s*\)", r"\2"),
         (r"importlib\.import_module\(\s*(['\"])(\w+)\1\s*\)", r"\2"),
@@ -131,6 +139,7 @@ JAVASCRIPT = Lang(
         **_calls(EVAL, "eval Function vm.runInNewContext vm.runInThisContext"),
     },
     comment="//",
+    core=("globalThis", "global", "window", "self"),
     interpolate=r"\$\{",
     backticks=False,
     imports=(
@@ -140,8 +149,8 @@ JAVASCRIPT = Lang(
         (r"await\s+import\(\s*(['\"])(?:node:)?(child_process|fs)\1\s*\)", r"\2"),
     ),
     aliases=(
-        r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fse|vm|shelljs|execa)\b",
-        r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|vm|shelljs|execa)\b",
+        r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fse|fsPromises|vm|shelljs|execa)\b",
+        r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|fsPromises|vm|shelljs|execa)\b",
         r"import\s*\*\s*as\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|vm|shelljs)['\"]",
         r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm|execa|zx)['\"]",
         r"import\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|shelljs|execa)['\"]",
@@ -166,7 +175,11 @@ RUBY = Lang(
         **_calls(SIGNAL, "Process.kill"),
         **_calls(PIPE, "open Kernel.open IO.read IO.readlines IO.foreach IO.write URI.open"),
         **_calls(EVAL, "eval instance_eval class_eval"),
-        **_calls(OPAQUE, ".send .public_send .__send__"),
+        **_calls(
+            OPAQUE,
+            ".send .public_send .__send__ send public_send __send__ method .method "
+            ".instance_method",
+        ),
     },
     interpolate=r"#\{",
     backticks=True,
@@ -185,6 +198,8 @@ PERL = Lang(
         **_calls(EVAL, "eval"),
         **_calls(OPAQUE, "open"),
     },
+    member="->",
+    core=("CORE", "CORE::GLOBAL"),
     interpolate=r"[$@][\w{:]",
     backticks=True,
     percent=True,
@@ -203,6 +218,8 @@ PHP = Lang(
     comment="//",
     interpolate=r"\$[\w{]",
     backticks=True,
+    member="->",
+    nocase=True,
 )
 LUA = Lang(
     "Lua",
@@ -267,6 +284,7 @@ class Tok:
     kind: str  # "str", "name", "op", "cmd" (a backtick command)
     text: str
     value: str | None = None
+    unread: bool = False  # a string with an escape sequence the checker does not decode
 
 
 _NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)*")
@@ -280,6 +298,21 @@ def unescape(body: str) -> str:
     return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), body)
 
 
+# An escape sequence other than the few :func:`unescape` decodes: `\x2d`, `\u0072`, `\162`,
+# `\N{…}`, a line continuation. The checker does not decode them: a string holding one is
+# read as unknown.
+_OPAQUE_ESCAPE = re.compile(r"\\(?:[^ntr\\'\"0]|0[0-7])", re.S)
+
+
+def _str(text: str, body: str, quote: str, lang: Lang) -> Tok:
+    """A string token; its value None when it interpolates or holds an escape it does not read."""
+    value = _literal(body, quote, lang)
+    escapes = quote != "'" or lang in (PYTHON, JAVASCRIPT)
+    if value is not None and escapes and _OPAQUE_ESCAPE.search(body):
+        return Tok("str", text, None, unread=True)
+    return Tok("str", text, value)
+
+
 def tokens(code: str, lang: Lang, judge_later: list[str] | None = None) -> list[Tok]:
     """The tokens of ``code``: strings decoded where literal, names, symbols; comments dropped.
 
@@ -291,8 +324,8 @@ def tokens(code: str, lang: Lang, judge_later: list[str] | None = None) -> list[
     i, n = 0, len(code)
     while i < n:
         c = code[i]
-        if c.isspace():
-            i += 1
+        if c.isspace() or code.startswith(("\\\n", "\\\r\n"), i):
+            i += 1 if c.isspace() else 2
             continue
         if code.startswith(lang.comment, i) or (lang.comment != "#" and code.startswith("/*", i)):
             end = code.find("*/", i) + 2 if code.startswith("/*", i) else code.find("\n", i)
@@ -301,7 +334,7 @@ def tokens(code: str, lang: Lang, judge_later: list[str] | None = None) -> list[
         if lang.triple and code.startswith(("'''", '"""'), i):
             end = code.find(code[i : i + 3], i + 3)
             end = n if end < 0 else end
-            out.append(Tok("str", code[i : end + 3], _literal(code[i + 3 : end], code[i], lang)))
+            out.append(_str(code[i : end + 3], code[i + 3 : end], code[i], lang))
             i = end + 3
             continue
         if c in "'\"" or (c == "`" and not lang.backticks):
@@ -309,18 +342,21 @@ def tokens(code: str, lang: Lang, judge_later: list[str] | None = None) -> list[
             while j < n and code[j] != c:
                 j += 2 if code[j] == "\\" else 1
             prefix = out[-1].text if out and out[-1].kind == "name" and _touching(code, i) else ""
-            value = _literal(code[i + 1 : j], c, lang)
-            if "f" in prefix.lower() and lang is PYTHON and value is not None and "{" in value:
-                value = None
+            tok = _str(code[i : j + 1], code[i + 1 : j], c, lang)
+            if "f" in prefix.lower() and lang is PYTHON and tok.value is not None:
+                tok.value = None if "{" in tok.value else tok.value
             if prefix.lower() in ("r", "rb", "br", "f", "fr", "rf", "b", "u") and lang is PYTHON:
                 out.pop()
-            out.append(Tok("str", code[i : j + 1], value))
+                if "r" in prefix.lower() and "f" not in prefix.lower():
+                    tok = Tok("str", tok.text, code[i + 1 : j])  # a raw string: no escapes
+            out.append(tok)
             i = j + 1
             continue
         if c == "`":
             j = code.find("`", i + 1)
             j = n if j < 0 else j
-            out.append(Tok("cmd", code[i : j + 1], _literal(code[i + 1 : j], '"', lang)))
+            cmd = _str(code[i : j + 1], code[i + 1 : j], '"', lang)
+            out.append(Tok("cmd", cmd.text, cmd.value, cmd.unread))
             i = j + 1
             continue
         regex = _regex(code, i, lang, out[-1] if out else None)
@@ -335,20 +371,25 @@ def tokens(code: str, lang: Lang, judge_later: list[str] | None = None) -> list[
         if quote is not None:
             kind, body, end = quote
             if kind in ("x", "qx"):
-                out.append(Tok("cmd", code[i:end], _literal(body, '"', lang)))
+                cmd = _str(code[i:end], body, '"', lang)
+                out.append(Tok("cmd", cmd.text, cmd.value, cmd.unread))
             elif kind in ("w", "W", "qw"):
                 out.append(Tok("op", "["))
                 for word in body.split():
                     out.extend((Tok("str", word, word), Tok("op", ",")))
                 out.append(Tok("op", "]"))
             else:
-                out.append(
-                    Tok("str", code[i:end], _literal(body, "'" if kind in "q" else '"', lang))
-                )
+                out.append(_str(code[i:end], body, "'" if kind in "q" else '"', lang))
             i = end
             continue
         m = _NAME.match(code, i)
         if m:
+            dot = len(out) >= 2 and out[-1].kind == "op" and out[-1].text == "."
+            if dot and lang.member == "." and out[-2].kind == "name":  # `os . system`: one name
+                out.pop()
+                out.append(Tok("name", f"{out.pop().text}.{m.group()}"))
+                i = m.end()
+                continue
             out.append(Tok("name", m.group()))
             i = m.end()
             continue
@@ -408,7 +449,7 @@ def _touching(code: str, i: int) -> bool:
 
 def _literal(body: str, quote: str, lang: Lang) -> str | None:
     """A string literal's value, or None when it interpolates run-time values."""
-    if quote == "'" and lang is not PYTHON:
+    if quote == "'" and lang not in (PYTHON, JAVASCRIPT):
         return body.replace("\\\\", "\\").replace("\\'", "'")
     if lang.interpolate and re.search(lang.interpolate, body):
         return None
@@ -483,6 +524,11 @@ def _bindings(code: str, lang: Lang) -> tuple[str, dict[str, str], dict[str, str
 def _kind(name: str, code: Code) -> tuple[str, str] | None:
     """The kind and table key of a called name, or None when it does not matter."""
     calls = code.lang.calls
+    name = name.lower() if code.lang.nocase else name
+    for core in sorted(code.lang.core, key=len, reverse=True):
+        for sep in (".", "::"):
+            if name.startswith(core + sep):  # `builtins.exec`, `CORE::system`
+                name = name[len(core) + len(sep) :]
     if name in calls and "." not in name and "::" not in name:
         return calls[name], name
     if name in code.names and code.names[name] in calls:
@@ -491,6 +537,7 @@ def _kind(name: str, code: Code) -> tuple[str, str] | None:
     if not sep:
         return None
     module = code.modules.get(head, head)
+    module = dict(code.lang.same).get(module, module)
     key = f"{module}.{last}"
     if key in calls:
         return calls[key], key
@@ -509,11 +556,15 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
         return
     for pattern, repl in lang.imports:
         text = re.sub(pattern, repl, text)
+    raw = text
     text, modules, names = _bindings(text, lang)
     later: list[str] = []
     code = Code(lang, tokens(text, lang, later), modules, names)
     for replacement in later:
         judge(ana, replacement, lang, ctx, depth + 1)
+    unread = _unreadable(code, raw)
+    if unread:
+        ana.unknown(f"runs {lang.name} code the checker cannot read ({unread})", ctx.text)
     toks = code.toks
     close = _closers(toks)
     calls = 0
@@ -526,7 +577,7 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
         elif tok.kind == "op" and tok.text == "|" and lang is AWK:
             _awk_pipe(ana, toks, k - 1, ctx)
         elif tok.kind == "name":
-            method = k >= 2 and toks[k - 2].text == "."
+            method = k >= 2 and toks[k - 2].text == "." and lang.member == "."
             found = _kind(("." if method else "") + tok.text, code)
             if found is None:
                 if method and tok.text in _RISKY and toks[k - 3].text in (")", "]"):
@@ -558,6 +609,69 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
                 continue  # `eval { … }`: a block, read as code where it stands
             k = end
             _call(ana, found, tok.text, args, _receiver(toks, at), code, ctx, depth)
+
+
+def _risky(lang: Lang) -> frozenset[str]:
+    """The modules (and builtin namespaces) whose members start programs, delete or signal."""
+    heads = {*lang.modules, *lang.core}
+    for key in lang.calls:
+        parts = re.split(r"\.|::", key)
+        heads.update(".".join(parts[:n]) for n in range(1, len(parts)) if parts[0])
+    return frozenset(heads)
+
+
+_DYNAMIC_IMPORT = re.compile(
+    r"(['\"`])(?:node:)?(?:child_process|fs|fs/promises|fs-extra|vm|worker_threads|cluster|"
+    r"shelljs|execa|zx|rimraf)\1"
+)
+_PY_IMPORT = re.compile(r"(?m)(?:^|(?<=;))\s*(?:from\s+([\w.]+)\s+)?import\b([^;\n]*)")
+
+
+def _unreadable(code: Code, raw: str) -> str | None:
+    """What in ``code`` the checker cannot read, in a way that could start programs or delete:
+    a risky module reached by a computed name or passed around, an import that renames its
+    members or takes them all, a function called through a variable (PHP, Perl)."""
+    lang, toks = code.lang, code.toks
+    risky = _risky(lang)
+    if lang is PYTHON:
+        for m in _PY_IMPORT.finditer(raw):
+            mods = [m.group(1)] if m.group(1) else re.findall(r"[\w.]+", m.group(2))
+            single = re.fullmatch(r"\s+[\w.]+\s+as\s+\w+\s*", m.group(2)) and not m.group(1)
+            renames = re.search(r"\*|\bas\b|\(", m.group(2)) and not single
+            if renames and any(x in risky for x in mods):
+                return f"`{m.group().strip()[:60]}`, an import it does not follow"
+    for j, tok in enumerate(toks):
+        nxt = toks[j + 1] if j + 1 < len(toks) else None
+        if tok.kind != "name":
+            if lang is PERL and tok.text == "&" and nxt is not None and nxt.text[:1] in "${":
+                return "a function called through a reference"
+            continue
+        head = tok.text.split(".")[0]
+        module = code.modules.get(tok.text, tok.text)
+        called = tok.text in lang.calls or tok.text in code.names  # judged as a call
+        if lang in (PYTHON, JAVASCRIPT, LUA) and module in risky and not called:
+            return f"`{tok.text}` used as a value or reached by a computed name"
+        dunder = re.search(r"\.__(?:dict|getattribute|getattr|builtins|loader|spec)__\b", tok.text)
+        if lang is PYTHON and dunder and code.modules.get(head, head) in risky:
+            return f"`{tok.text}`"
+        call = nxt is not None and nxt.text == "("
+        if lang is JAVASCRIPT and call and tok.text in ("require", "import"):
+            arg = toks[j + 2 : j + 5]
+            literal = len(arg) >= 2 and arg[0].value is not None and arg[1].text == ")"
+            used = len(arg) == 3 and arg[2].text != ";"  # `import("fs").then(…)`
+            if not literal or (
+                tok.text == "import" and used and _DYNAMIC_IMPORT.fullmatch(arg[0].text)
+            ):
+                return f"`{tok.text}` of a module it does not follow"
+        arrow = lang is PERL and [t.text for t in toks[j + 1 : j + 4]] == ["-", ">", "("]
+        if lang in (PHP, PERL) and re.fullmatch(r"\$\w+", tok.text) and (call or arrow):
+            return f"a function called through `{tok.text}`"
+    return None
+
+
+def _unread_arg(arg: Arg_) -> bool:
+    """An argument holding a string the checker does not decode, or strings joined."""
+    return any(t.unread for t in arg) or any(t.kind == u.kind == "str" for t, u in pairwise(arg))
 
 
 # Names that start programs whatever object they are called on, when it is computed.
@@ -629,6 +743,8 @@ def _arguments(
 def _strings(arg: Arg_) -> list[str] | None:
     """An argument's literal strings: one string, or a list ``[…]``/``(…)`` of them."""
     inner = [t for t in arg if not (t.kind == "op" and t.text in "[](),")]
+    if any(t.kind == u.kind == "str" for t, u in pairwise(arg)):
+        return None  # `"git push " "-f"`: strings joined
     if inner and all(t.kind == "str" and t.value is not None for t in inner):
         return [t.value or "" for t in inner]
     return None
@@ -662,6 +778,15 @@ def _call(
     lang = code.lang
     shown = f"`{name}`"
     words = [a for a in args if _word(a)]
+    if kind == ARGV and any(
+        t.kind == "name" and t.text in ("args", "argv", "cmd") and u.text == ":"
+        for a in args
+        if not _word(a)
+        for t, u in pairwise(a)
+    ):
+        what = f"`{name}` with its arguments in an options object"
+        ana.unknown(f"runs {lang.name} code the checker cannot read ({what})", ctx.text)
+        return
     if key.startswith("os.spawn") and words and words[0][0].kind == "name":
         words = words[1:]  # the mode, os.P_WAIT
     if key == "exec.CommandContext" and words:
@@ -687,7 +812,18 @@ def _call(
             _perl_open(ana, words, ctx)
             return
         named = {t.text.strip(":'\"") for a in args for t in a}
-        if named & {k.rsplit(".", 1)[-1] for k, v in lang.calls.items() if v != OPAQUE}:
+        attr = [t.kind == "str" and t.value is not None for a in args[1:2] for t in a]
+        if key in ("getattr", "setattr") and attr != [True]:
+            ana.unknown(
+                f"runs {lang.name} code the checker cannot read (`{name}` of a computed name)",
+                ctx.text,
+            )
+        elif key in ("__import__", "importlib.import_module"):
+            ana.unknown(
+                f"runs {lang.name} code the checker cannot read (`{name}` of a computed module)",
+                ctx.text,
+            )
+        elif named & {k.rsplit(".", 1)[-1] for k, v in lang.calls.items() if v != OPAQUE}:
             ana.unknown(
                 f"starts programs through {shown} ({lang.name}), which cannot be read", ctx.text
             )
@@ -713,6 +849,13 @@ def _run(
             if literal and kind == ARGV:
                 break  # a trailing argument that is not part of the command
             what = " ".join(t.text for t in arg)[:60]
+            if _unread_arg(arg):
+                ana.unknown(
+                    f"runs {lang.name} code the checker cannot read (`{name}` of `{what}`, "
+                    "a string it does not decode)",
+                    ctx.text,
+                )
+                return
             verb = "runs code" if kind == EVAL else "starts a program"
             ana.unknown(
                 f"{verb} only known at run time through `{name}` (`{what}`, {lang.name})", ctx.text
@@ -739,7 +882,13 @@ def _run(
 
 
 def shell(ana: Walker, command: str | None, text: str, lang: Lang, ctx: Ctx) -> None:
-    if command is None:
+    if command is None and _OPAQUE_ESCAPE.search(text):
+        ana.unknown(
+            f"runs {lang.name} code the checker cannot read (`{text[:60]}`, a string it does "
+            "not decode)",
+            ctx.text,
+        )
+    elif command is None:
         ana.unknown(
             f"runs a shell command only known at run time (`{text[:60]}`, {lang.name})", ctx.text
         )

@@ -95,6 +95,7 @@ class Lexer:
         self.loops = 0
         self.ids = _IDS
         self.sub = nest > 0  # parsing a substitution (set for the ones created below)
+        self.fed = False  # its commands read another command's output (`>(…)`, `coproc`)
         if nest > MAX_NESTING:
             raise Unparsable("nests too deeply to analyse", start)
 
@@ -524,6 +525,7 @@ class Lexer:
         sub.in_func = self.in_func
         sub.scope, sub.loops = (*self.scope, next(self.ids)), self.loops
         sub.sub = True
+        sub.fed = self.fed or self.src.startswith(">(", k - 2)
         sub.compound_list(what)
         tok = sub.next()
         if tok[0] != "op" or tok[1] != ")":
@@ -556,6 +558,7 @@ class Lexer:
         inner.in_func = self.in_func
         inner.scope, inner.loops = (*self.scope, next(self.ids)), self.loops
         inner.sub = True
+        inner.fed = self.fed
         try:
             inner.script()
         except Unparsable as err:

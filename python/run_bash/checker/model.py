@@ -178,5 +178,8 @@ class Walker(Protocol):
     def special_variable(self, name: str, value: Arg, ctx: Ctx) -> None:
         """Judge a value given to a variable that programs run as code."""
 
+    def environment(self, name: str, value: Arg) -> None:
+        """A variable a wrapper puts in the environment of the command it runs (``env m=v``)."""
+
     def rebind_word(self, name: str, word: Word, ctx: Ctx) -> None:
         """Judge ``BASH_CMDS``/``BASH_ALIASES`` assignments."""

@@ -9,11 +9,14 @@ long options (``-chdir=x``, Go and terraform style) and words only known at run 
 Options are described by a spec string, one token per option or group of letters:
 ``-x`` a flag, ``-Cc:`` letters taking a value, ``-j::`` a value only when attached,
 ``--force`` a long flag, ``--git-dir=`` a long option taking a value, ``--color[=]`` one taking an
-optional attached value.
+optional attached value. ``-l/[0-7]*`` is a letter whose attached value is only what the regular
+expression matches, the cluster going on after it (perl's ``-l`` and ``-0`` take digits:
+``-lne`` is ``-l -n -e``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -40,6 +43,7 @@ class Opts:
     abbrev: bool = True
     exhaustive: bool = False
     go: bool = False
+    attached: Mapping[str, str] = field(default_factory=dict)  # letter -> its value's pattern
 
     def __add__(self, other: Opts) -> Opts:
         return Opts(
@@ -50,6 +54,7 @@ class Opts:
             self.abbrev and other.abbrev,
             self.exhaustive and other.exhaustive,
             self.go or other.go,
+            {**self.attached, **other.attached},
         )
 
 
@@ -60,8 +65,11 @@ def opts(
     """Build :class:`Opts` from a spec string (see the module docstring)."""
     value, optional, flags = [], [], []
     longs: dict[str, int] = {}
+    attached: dict[str, str] = {}
     for token in spec.split():
-        if token.startswith("--"):
+        if token[2:3] == "/" and not token.startswith("--"):
+            attached[token[1]] = token[3:]
+        elif token.startswith("--"):
             if token.endswith("[=]"):
                 longs[token[2:-3]] = OPTIONAL
             elif token.endswith("="):
@@ -74,7 +82,9 @@ def opts(
             value.append(token[1:-1])
         else:
             flags.append(token[1:])
-    return Opts("".join(value), "".join(optional), "".join(flags), longs, abbrev, exhaustive, go)
+    return Opts(
+        "".join(value), "".join(optional), "".join(flags), longs, abbrev, exhaustive, go, attached
+    )
 
 
 NO_OPTS = opts()
@@ -271,8 +281,16 @@ def _option(args: Sequence[Arg], i: int, spec: Opts, out: Read) -> int:
             out.alternatives.append(i + 1)
         out.add(full, value)
         return i
-    for j in range(1, len(v)):
+    j = 1
+    while j < len(v):
         ch = v[j]
+        pattern = spec.attached.get(ch)
+        if pattern is not None:
+            m = re.compile(pattern).match(v, j + 1)
+            end = m.end() if m else j + 1
+            out.add(ch, v[j + 1 : end] or None)
+            j = end
+            continue
         if ch in spec.value:
             if j + 1 < len(v):
                 out.add(ch, v[j + 1 :])
@@ -289,4 +307,5 @@ def _option(args: Sequence[Arg], i: int, spec: Opts, out: Read) -> int:
         out.add(ch, None)
         if j == len(v) - 1 and ch not in spec.flags and not spec.exhaustive:
             out.alternatives.append(i + 1)
+        j += 1
     return i

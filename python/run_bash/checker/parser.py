@@ -26,6 +26,7 @@ from run_bash.checker.lexer import FD_TARGET, MAX_NESTING, NAME_RE, Lexer
 from run_bash.checker.syntax import (
     ARRAY_ARGS,
     ASSIGN,
+    FED,
     NORMAL,
     SCALAR_ASSIGN,
     Cmd,
@@ -310,7 +311,11 @@ class Parser(Lexer):
                 m = NAME_RE.match(self.src, self.i)
                 if m and _COPROC_BODY.match(self.src, m.end()):
                     self.i = m.end()
-                return self.command(pipe_from)
+                fed, self.fed = self.fed, True  # the coprocess reads what the script writes to it
+                try:
+                    return self.command(pipe_from)
+                finally:
+                    self.fed = fed
             if word in _CLOSERS or word == "!":
                 raise self.fail(tok)
             if not value.is_assignment():
@@ -525,7 +530,7 @@ class Parser(Lexer):
         tok = self.peek(ASSIGN)
         cmd = Cmd(self.src, tok[2], self.in_func, self.sub)
         cmd.scope, cmd.looped = self.scope, self.loops > 0
-        cmd.pipe_from = pipe_from
+        cmd.pipe_from = FED if pipe_from is None and self.fed else pipe_from
         assign = ASSIGN
         assigned = False
         while True:

@@ -15,7 +15,7 @@ import shlex
 
 from run_bash.checker.model import EXTERNAL, NO_INPUT, STDIN_FILES, Scope, Walker
 from run_bash.checker.parser import parse
-from run_bash.checker.syntax import Cmd, Problem
+from run_bash.checker.syntax import FED, Cmd, Problem
 from run_bash.checker.words import command_name, decode_echo
 
 MAX_OUTPUT = 1_000_000
@@ -53,6 +53,8 @@ def stdin_text(ana: Walker, cmd: Cmd, scope: Scope) -> str | None:
         if content is False:
             return EXTERNAL
         return content if isinstance(content, str) else None
+    if cmd.pipe_from is FED:
+        return None
     if isinstance(cmd.pipe_from, Cmd):
         return printed(ana, cmd.pipe_from, scope)
     if cmd.pipe_from is not None:

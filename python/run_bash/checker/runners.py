@@ -92,6 +92,7 @@ def skip_assignments(ana: Walker, args: list[Arg], k: int, ctx: Ctx) -> int:
             ana.unknown(f"defines a function through the environment (`{a.text}`)", ctx.text)
         value = Arg.lit(a.value[len(name) + 1 :]) if a.value is not None else Arg(a.text, None)
         ctx.env[name] = value
+        ana.environment(name, value)
         ana.special_variable(name, value, ctx)
         k += 1
     return k
@@ -292,7 +293,8 @@ def env(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         chdir(ctx, next(iter(got.values("C", "chdir")[-1:]), None))
         if got.has("S", "split-string"):
             split = got.get("S", "split-string")
-            words = words_of(split) if split else None
+            # env's own escapes (`\_` is a space) and `${VAR}` are not shell words: not read.
+            words = words_of(split) if split and not re.search(r"[\\$]", split) else None
             if words is None:
                 ana.unknown("passes `env -S` a string it cannot split", ctx.text)
                 return None

@@ -86,6 +86,11 @@ class Span:
         return self.src[self.start : self.end]
 
 
+# What a command reads when another command's output feeds it in a way the checker does not
+# follow: a write-side process substitution (`echo … > >(bash)`) or a coprocess (`coproc bash`).
+FED = Span("", 0, 0)
+
+
 class Redir:
     """One redirection: ``op`` (``>``, ``<<``, …), its fd, target word and heredoc body.
 
