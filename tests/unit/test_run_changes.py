@@ -365,3 +365,15 @@ async def test_a_run_recorded_while_the_kept_sets_are_listed_stays_counted(svc, 
     assert during and rc.is_kept("meanwhile")
     await rc.refresh_kept()  # a listing made after it: retention (keep = 1) dropped the first
     assert rc.is_kept("meanwhile") and not rc.is_kept(first["id"])
+
+
+def test_a_reversible_reason_that_names_no_path_stands_for_every_writable_place(tmp_path):
+    """A reversible reason with targets names the paths undo must cover; one with none named
+    (an empty list, as for targets only known at run time) must not be covered by nothing."""
+    from run_bash.run_changes import cover_spec
+
+    named = cover_spec(str(tmp_path), [{"rule": "rm", "targets": ["build"]}], None)
+    assert (named.paths, named.everything) == ((str(tmp_path / "build"),), False)
+    for targets in ([], None):
+        spec = cover_spec(str(tmp_path), [{"rule": "rm", "targets": targets}], None)
+        assert spec.everything and spec.paths == (), targets
