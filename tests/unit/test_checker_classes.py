@@ -324,6 +324,27 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "parallel echo {} ::: a b",
         ],
     ),
+    # find's `{}` is a path under its starting points; fd's under its search roots (given last
+    # when the command has no placeholder).
+    "exec-roots": (
+        [
+            "find /etc -exec chmod 777 {} +",
+            "find /usr -exec chown x {} \\;",
+            "find . /etc -name x -exec chmod 600 {} +",
+            "find ~ -exec chmod -R 700 {} +",
+            "fd . /etc -x chmod 777",
+            "fd --base-directory /etc . -x chown x",
+            "fd . /etc -x rm -rf",
+            "fd . /tmp --strip-cwd-prefix -x rm",
+        ],
+        [
+            "find . -exec grep x {} +",
+            "find src -exec chmod 644 {} +",
+            "fd -e py -x wc -l",
+            "fd -e py -x rm",
+            "fd . src -X chmod 644",
+        ],
+    ),
     "git": (
         [
             "git -c alias.a=b -c alias.b='reset --hard' a",

@@ -281,8 +281,8 @@ def owner(what: str) -> Check:
         # The first operand is the mode or owner (unless --reference gives it). A recursive
         # change of the home directory, or of a path only known at run time, is asked about.
         for a in operands[0 if r.has("reference") else 1 :] if recursive else ():
-            if a.value is not None and a.value.startswith("~"):
-                return Hit(f"changes {what} of a path in the home directory (`{a.value}`)")
+            if (a.value if a.value is not None else a.prefix).startswith("~"):
+                return Hit(f"changes {what} of a path in the home directory (`{a.show()}`)")
             if a.value is None and "/" not in a.prefix:
                 return unknown_hit(f"change {what} of a system directory recursively", a)
         return None

@@ -16,6 +16,7 @@ import re
 import shlex
 from collections.abc import Callable
 
+from run_bash.checker.checks import FIND_LEADING
 from run_bash.checker.model import STDIN_FILES, Ctx, Hit, Scope, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
 from run_bash.checker.parser import words_of
@@ -361,16 +362,59 @@ def exec_(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 # -- find, fd, xargs, parallel --------------------------------------------------------------------
 
 
-def _exec_words(ana: Walker, words: list[Arg], ctx: Ctx, hole: Callable[[str], bool]) -> None:
-    """A command ``find -exec``/``fd -x`` runs: placeholders become a file name."""
-    inner = [Arg("{}", None, "./") if a.value is not None and hole(a.value) else a for a in words]
-    if inner:
+def _under(root: Arg | None, ctx: Ctx) -> Arg:
+    """The file name a placeholder stands for: a path under the search root ``root`` (None: a
+    root only known at run time, which may even be an option)."""
+    if root is None or root.value is None:
+        return Arg("{}", None, "", split=True)
+    return Arg("{}", None, join_path(ctx.cwd or ".", root.value).rstrip("/") + "/")
+
+
+def _exec_words(
+    ana: Walker,
+    words: list[Arg],
+    ctx: Ctx,
+    hole: Callable[[str], bool],
+    roots: list[Arg | None],
+    append: bool = False,
+) -> None:
+    """A command ``find -exec``/``fd -x`` runs: placeholders become a file name under one of the
+    search ``roots``; with ``append`` (fd) a command without one gets the file names last."""
+    if not words:
+        return
+    has_hole = any(a.value is not None and hole(a.value) for a in words)
+    text = " ".join(a.text for a in words)
+    for root in roots:
+        name = _under(root, ctx)
+        inner = [name if a.value is not None and hole(a.value) else a for a in words]
+        if append and not has_hole:
+            inner.append(name)
         # The verdict names the inner command (`rm -rf {}`), not the whole find.
-        ana.chain(inner, ctx.sub(" ".join(a.text for a in words)))
+        ana.chain(inner, ctx.sub(text))
+
+
+def _find_roots(args: list[Arg]) -> list[Arg | None]:
+    """find's starting points (``.`` when none is given); None for one only known at run time."""
+    i, n = 0, len(args)
+    while i < n and (args[i].value in FIND_LEADING or (args[i].value or "")[:2] in ("-D", "-O")):
+        i += 2 if args[i].value in ("-D", "-O") else 1
+    roots: list[Arg | None] = []
+    while i < n:
+        a = args[i]
+        if a.value is None:
+            roots.append(None)
+        elif a.value.startswith("-") or a.value in ("(", "!", ")", ","):
+            break
+        else:
+            roots.append(a)
+        i += 1
+    return roots or [Arg.lit(".")]
 
 
 def find(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``find … -exec CMD {} ;`` (also ``-execdir``, ``-ok``, ``-okdir``)."""
+    """``find … -exec CMD {} ;`` (also ``-execdir``, ``-ok``, ``-okdir``): ``{}`` is a path under
+    one of the starting points (``-execdir``: ``./NAME`` in the directory of the file)."""
+    roots = _find_roots(args)
     i, n = 0, len(args)
     while i < n:
         v = args[i].value
@@ -379,26 +423,58 @@ def find(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             start = i
             while i < n and args[i].value not in (";", "+"):
                 i += 1
-            _exec_words(ana, args[start:i], ctx, lambda w: "{}" in w)
+            _exec_words(ana, args[start:i], ctx, lambda w: "{}" in w, roots)
             i += 1
     return None
 
 
 _FD_HOLE = re.compile(r"\{(?:|/|//|\.|/\.)\}")
+_FD = opts(
+    "-dEtecSoj: -HIusigFalLp0qhV1 --max-depth= --min-depth= --exact-depth= --exclude= --type= "
+    "--extension= --size= --changed-within= --changed-before= --change-newer-than= "
+    "--change-older-than= --newer= --older= --owner= --format= --color= --threads= "
+    "--max-results= --base-directory= --path-separator= --search-path= --ignore-file= "
+    "--max-buffer-time= --batch-size= --and= --hyperlink[=] --strip-cwd-prefix[=] --hidden "
+    "--no-hidden --no-ignore --ignore --no-ignore-vcs --ignore-vcs --no-ignore-parent "
+    "--no-global-ignore-file --no-require-git --unrestricted --case-sensitive --ignore-case "
+    "--glob --regex --fixed-strings --absolute-path --relative-path --list-details --follow "
+    "--no-follow --full-path --print0 --prune --one-file-system --quiet --show-errors "
+    "--help --version",
+    exhaustive=True,
+)
 
 
 def fd(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``fd … -x CMD`` / ``-X CMD``."""
+    """``fd [PATTERN] [PATH…] -x CMD`` / ``-X CMD``: CMD gets paths under the search roots, last
+    when it has no placeholder."""
     i, n = 0, len(args)
+    rest: list[Arg] = []
+    runs: list[list[Arg]] = []
     while i < n:
-        v = args[i].value
+        a = args[i]
         i += 1
-        if v in ("-x", "--exec", "-X", "--exec-batch"):
+        if a.value in ("-x", "--exec", "-X", "--exec-batch"):
             start = i
             while i < n and args[i].value != ";":
                 i += 1
-            _exec_words(ana, args[start:i], ctx, lambda w: bool(_FD_HOLE.search(w)))
+            runs.append(args[start:i])
             i += 1
+        else:
+            rest.append(a)
+    if not runs:
+        return None
+    got = read(rest, _FD)
+    roots: list[Arg | None] = [*got.operands[1:], *got.values("search-path")] or [Arg.lit(".")]
+    if got.unknown is not None or got.has("strip-cwd-prefix"):
+        roots = [None]  # a root, or the file names themselves (no `./`), may be anything
+    base = got.values("base-directory")
+    if base:
+        sub = ctx.sub(ctx.text)
+        chdir(sub, base[-1])
+        ctx = sub
+        roots = [r if r is None or r.value is None or ctx.cwd is not None else None for r in roots]
+    for words in runs:
+        _exec_words(ana, words, ctx, lambda w: bool(_FD_HOLE.search(w)), roots, append=True)
     return None
 
 
