@@ -324,6 +324,33 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "parallel echo {} ::: a b",
         ],
     ),
+    # What xargs and parallel read may be an option (or a `+refspec`) unless the line prints it.
+    "runner-input": (
+        [
+            "echo -rf build | xargs rm",
+            "echo --force | xargs git push",
+            "echo --hard | xargs git reset",
+            "echo -rf | xargs -I{} rm {} x",
+            "echo '+main' | xargs git push origin",
+            "printf -- '-r\\n' | parallel rm {} x",
+            "git ls-files | xargs rm",
+            "xargs rm < list.txt",
+            "xargs -a list.txt git push origin",
+            "ls | parallel git reset",
+            'find "$D" | xargs rm',
+            "find . -printf '%f\\n' | xargs rm",
+            "find . -exec echo -rf \\; | xargs rm",
+        ],
+        [
+            "echo build | xargs rm",
+            "echo main | xargs git push origin",
+            "printf 'a\\nb\\n' | parallel rm {} x",
+            "find . -name '*.pyc' | xargs rm",
+            "find src -name '*.o' -print0 | xargs -0 rm -f",
+            "ls | xargs -I{} echo {}",
+            "parallel rm ::: a b",
+        ],
+    ),
     # find's `{}` is a path under its starting points; fd's under its search roots (given last
     # when the command has no placeholder).
     "exec-roots": (

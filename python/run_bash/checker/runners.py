@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Callable
 
 from run_bash.checker.checks import FIND_LEADING
-from run_bash.checker.model import STDIN_FILES, Ctx, Hit, Scope, Walker
+from run_bash.checker.model import EXTERNAL, NO_INPUT, STDIN_FILES, Ctx, Hit, Scope, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
 from run_bash.checker.parser import words_of
 from run_bash.checker.reading import (
@@ -29,6 +29,7 @@ from run_bash.checker.reading import (
     Reading,
     Shell,
 )
+from run_bash.checker.syntax import Cmd
 from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_path, wordlist
 
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
@@ -494,21 +495,51 @@ def xargs(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     repl = got.get("I") or got.get("replace")
     if not repl and got.has("i", "replace"):
         repl = got.get("i") or "{}"
+    # An input item may be an option or a `+refspec` unless the input is known not to be one.
+    dashes = got.has("a", "arg-file") or _input_may_be_option(ana, ctx)
     for n, k in enumerate([got.first, *got.alternatives]):
         inner = args[k:]
         if not inner:
             continue
         if repl:
             inner = [
-                Arg(a.text, None, "") if a.value is not None and repl in a.value else a
+                Arg(a.text, None, a.value.split(repl, 1)[0], dashes)
+                if a.value is not None and repl in a.value
+                else a
                 for a in inner
             ]
         else:
-            inner = [*inner, Arg("<xargs input>", None)]  # input items are appended
+            inner = [*inner, Arg("<xargs input>", None, "", dashes)]  # input items are appended
         if n == 0:
             return inner
         ana.chain(inner, ctx)
     return None
+
+
+_OPTION_ITEM = re.compile(r"""(?:^|\s)['"]?[-+]""")
+
+
+def _input_may_be_option(ana: Walker, ctx: Ctx) -> bool:
+    """Whether a word of what the command reads on stdin (its items, for xargs and parallel)
+    may start with ``-`` or ``+``: only input this line prints is known not to. find prints
+    paths under its starting points (``./x`` for none), never an option, unless it prints
+    something else (``-printf``, what ``-exec`` runs)."""
+    text = ana.stdin_text(ctx.cmd, ctx.scope)
+    if isinstance(text, str) and text not in (NO_INPUT, EXTERNAL):
+        return _OPTION_ITEM.search(text) is not None
+    source = ctx.cmd.pipe_from
+    if isinstance(source, Cmd) and ctx.cmd.stdin is None:
+        words = ana.expand_words(source, ctx.scope)
+        printing = ("-printf", "-exec", "-execdir", "-ok", "-okdir")
+        if (
+            words
+            and words[0].value is not None
+            and command_name(words[0].value) == "find"
+            and not any(a.value is None or a.value in printing for a in words[1:])
+        ):
+            roots = _find_roots(words[1:])
+            return not all(r is not None and (r.value or "-")[:1] not in "-+" for r in roots)
+    return True
 
 
 _PARALLEL = opts(
@@ -585,7 +616,9 @@ def parallel(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         if not template:
             ana.unknown("runs command lines read from its input", ctx.text)
         else:
-            hole = '"$parallel_input"'
+            # Unquoted, an input that may be an option (or a `+refspec`) counts as one.
+            dashes = from_files or _input_may_be_option(ana, ctx)
+            hole = "$parallel_input" if dashes else '"$parallel_input"'
             runs.append(
                 _PLACEHOLDER.sub(hole, line) if _PLACEHOLDER.search(line) else f"{line} {hole}"
             )
