@@ -351,6 +351,20 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "parallel rm ::: a b",
         ],
     ),
+    # ssh reads options again after the host; ProxyCommand runs here.
+    "ssh-options-after-host": (
+        [
+            "ssh host -- rm -rf x",
+            "ssh host -t git push -f",
+            "ssh host -tt -- git push -f",
+            "ssh host -o 'ProxyCommand=rm -rf x' ls",
+            "ssh host -oProxyCommand='rm -rf x'",
+            "sshpass -p pw ssh host -- rm -rf x",
+            "autossh -M 0 host -- rm -rf x",
+            "ssh host $OPTS ls",
+        ],
+        ["ssh host ls", "ssh -t host htop", "ssh host -t -- ls -la", "ssh host -p 22 uptime"],
+    ),
     # find's `{}` is a path under its starting points; fd's under its search roots (given last
     # when the command has no placeholder).
     "exec-roots": (

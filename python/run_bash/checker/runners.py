@@ -25,6 +25,7 @@ from run_bash.checker.reading import (
     Command,
     Custom,
     Each,
+    Handler,
     Level,
     Reading,
     Shell,
@@ -968,6 +969,34 @@ def ssh_config(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             for m in _SSH_CODE_LINE.finditer(text):
                 ana.source(m.group(1) or m.group(2), ctx.depth + 1, ctx=ctx)
     return None
+
+
+def remote_shell(spec: Opts, code: Code) -> Handler:
+    """``ssh [options] HOST [options] [--] [COMMAND…]``: ssh reads options again after the host
+    (``code`` says which of them run locally); the command is shell code run on the host."""
+
+    def run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        head = read(args, spec, permute=False)
+        if head.dynamic:
+            dynamic_options(ana, "ssh", ctx)
+            return None
+        if not head.operands:
+            return None
+        tail = read(args[head.first + 1 :], spec, permute=False)
+        if tail.dynamic:
+            dynamic_options(ana, "ssh", ctx)
+            return None
+        for word in tail.values(*code.options.split()):
+            local = _keyed(word, code)
+            if local is not None:
+                ana.code(local, ctx, "shell code")
+        words = args[head.first + 1 + tail.first :]
+        if words:
+            ctx.elsewhere, ctx.cwd = True, None
+            shell_words(ana, words, ctx)
+        return None
+
+    return run
 
 
 def container_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:

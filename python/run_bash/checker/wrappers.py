@@ -373,9 +373,15 @@ WRAPPERS: dict[str, Row] = {
         if name != "bun"
     },
     # options and variables that hold commands
-    "ssh": Row(opts(SSH), permute=False, runs=(SSH_CODE, SSH_FILE, Shell(skip=1, elsewhere=True))),
+    "ssh": Row(
+        opts(SSH),
+        permute=False,
+        runs=(SSH_CODE, SSH_FILE, Custom(runners.remote_shell(opts(SSH), SSH_CODE))),
+    ),
     "autossh": Row(
-        opts("-M: " + SSH), permute=False, runs=(SSH_CODE, SSH_FILE, Shell(skip=1, elsewhere=True))
+        opts("-M: " + SSH),
+        permute=False,
+        runs=(SSH_CODE, SSH_FILE, Custom(runners.remote_shell(opts("-M: " + SSH), SSH_CODE))),
     ),
     "scp": Row(opts("-cDFiJloPSX: -346ABCOpqRrTv"), runs=(SSH_CODE, SSH_FILE, Code("S"))),
     "sftp": Row(opts("-BbcDFiJlnoPRsSX: -46AaCfNpqrv"), runs=(SSH_CODE, SSH_FILE, Code("S"))),
