@@ -365,6 +365,26 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
         ],
         ["ssh host ls", "ssh -t host htop", "ssh host -t -- ls -la", "ssh host -p 22 uptime"],
     ),
+    # A container's command: kubectl's flags anywhere before `--`; `docker container exec|run`.
+    "container-exec": (
+        [
+            "kubectl exec pod -c ctr -- rm -rf x",
+            "kubectl exec -n ns pod -- rm -rf x",
+            "kubectl exec pod --namespace ns -it -- git push -f",
+            "kubectl -n ns exec pod -- rm -rf x",
+            "docker container exec c rm -rf x",
+            "docker container exec -it c rm -rf x",
+            "docker container run img rm -rf x",
+            "podman container run --rm img rm -rf x",
+        ],
+        [
+            "kubectl exec pod -c ctr -- ls",
+            "kubectl exec -it pod -- sh -c 'ls /app'",
+            "docker container exec c ls",
+            "docker container ls",
+            "docker container run --rm img npm test",
+        ],
+    ),
     # find's `{}` is a path under its starting points; fd's under its search roots (given last
     # when the command has no placeholder).
     "exec-roots": (

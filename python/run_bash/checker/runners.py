@@ -999,6 +999,25 @@ def remote_shell(spec: Opts, code: Code) -> Handler:
     return run
 
 
+def exec_in(spec: Opts) -> Handler:
+    """``kubectl exec POD [flags] -- COMMAND…``: flags anywhere before ``--``, the command after
+    it (without it, the operands after the pod); it runs in the pod."""
+
+    def run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        cut = next((k for k, a in enumerate(args) if a.value == "--"), -1)
+        got = read(args[:cut] if cut >= 0 else args, spec)
+        if got.unknown is not None:
+            dynamic_options(ana, "kubectl exec", ctx)
+            return None
+        words = args[cut + 1 :] if cut >= 0 else got.operands[1:]
+        if not words:
+            return None
+        ctx.elsewhere, ctx.cwd = True, None
+        return words
+
+    return run
+
+
 def container_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """``docker run --entrypoint PROG IMAGE ARGS``: PROG runs with ARGS (in the container)."""
     got = read(args, CONTAINER_RUN, permute=False)

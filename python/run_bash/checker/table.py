@@ -390,6 +390,13 @@ _CONTAINER = Row(
 )
 
 
+_CONTAINER_RUN = Row(
+    runners.CONTAINER_RUN,
+    permute=False,
+    runs=(Command(skip=1, elsewhere=True, unless="entrypoint"), Custom(runners.container_run)),
+)
+
+
 def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
     return Row(
         opts(DOCKER_GLOBAL + spec, abbrev=False),
@@ -400,32 +407,29 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
             ),
             "volume": Row(subs=subs("deletes volumes and their data", "rm remove prune")),
             "exec": _CONTAINER,
-            "run": Row(
-                runners.CONTAINER_RUN,
-                permute=False,
-                runs=(
-                    Command(skip=1, elsewhere=True, unless="entrypoint"),
-                    Custom(runners.container_run),
-                ),
-            ),
+            "run": _CONTAINER_RUN,
+            # `docker container exec|run` are `docker exec|run` spelled out.
+            "container": Row(subs={"exec": _CONTAINER, "run": _CONTAINER_RUN}),
             **extra,
         },
     )
 
 
+_KUBECTL_GLOBAL = (
+    "-nsc: --namespace= --context= --cluster= --server= --kubeconfig= --user= --token= --as= "
+    "--as-group= --cache-dir= --request-timeout= --v= --insecure-skip-tls-verify"
+)
+_KUBECTL_EXEC = opts(
+    "-cf: -itq --container= --filename= --pod-running-timeout= --stdin --tty --quiet "
+    + _KUBECTL_GLOBAL,
+    abbrev=False,
+)
 KUBECTL = Row(
-    opts(
-        "-nsc: --namespace= --context= --cluster= --server= --kubeconfig= --user= --token= --as= "
-        "--as-group= --cache-dir= --request-timeout= --v= --insecure-skip-tls-verify",
-        abbrev=False,
-    ),
+    opts(_KUBECTL_GLOBAL, abbrev=False),
     subs={
         **subs("deletes Kubernetes resources", "delete", dry_run=True),
-        "exec": Row(
-            opts("-c: -it --container= --stdin --tty --quiet"),
-            permute=False,
-            runs=(Command(skip=1, elsewhere=True),),
-        ),
+        # Flags anywhere before `--` (pflag), the command after it.
+        "exec": Row(_KUBECTL_EXEC, runs=(Custom(runners.exec_in(_KUBECTL_EXEC)),)),
     },
 )
 HELM = Row(
