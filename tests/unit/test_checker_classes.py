@@ -385,6 +385,20 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "docker container run --rm img npm test",
         ],
     ),
+    # A glob may match a file named like an option: it counts as one where one would pause.
+    "glob-options": (
+        [
+            "rm -? x",
+            "rm -* x",
+            "touch -- -rf; rm * x",
+            "rm -[r] x",
+            "rm ? x",
+            "rm [-r]* x",
+            "git push origin *",
+            "git reset *",
+        ],
+        ["rm *.o", "rm -f *.pyc", "rm x*", "rm build/*", "ls *", "chmod 755 scripts/*.sh"],
+    ),
     # find's `{}` is a path under its starting points; fd's under its search roots (given last
     # when the command has no placeholder).
     "exec-roots": (
