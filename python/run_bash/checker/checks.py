@@ -71,6 +71,14 @@ def git_push(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
+def git_read_tree(reading: Reading, level: Level) -> Hit | None:
+    """``read-tree --reset -u``: the working tree takes the tree, uncommitted changes lost."""
+    r = level.read
+    if r.has("reset") and r.has("u") and not r.has("n", "dry-run"):
+        return Hit("overwrites the working tree, discarding uncommitted changes")
+    return None
+
+
 def git_reset(reading: Reading, level: Level) -> Hit | None:
     """``reset --hard``: reversible onto HEAD, irreversible when it moves the branch."""
     r = level.read

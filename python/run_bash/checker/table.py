@@ -150,6 +150,62 @@ GIT = Row(
                 )
             }
         ),
+        # Plumbing with the effect of the porcelain above.
+        "send-pack": Row(
+            opts(
+                "-q --receive-pack= --exec= --all --mirror --dry-run --force --verbose --thin "
+                "--atomic --stdin --signed[=] --push-option= --force-with-lease[=] "
+                "--force-if-includes --no-signed --quiet --progress"
+            ),
+            pauses=(
+                Pause("", check=checks.git_push),
+                Pause("pushes refs read from its input, possibly forced", when="stdin"),
+            ),
+        ),
+        "read-tree": Row(
+            opts(
+                "-mnuiv --reset --prefix= --index-output= --exclude-per-directory= --trivial "
+                "--aggressive --dry-run --empty --no-sparse-checkout --recurse-submodules[=] "
+                "--no-recurse-submodules --quiet"
+            ),
+            pauses=(Pause("", check=checks.git_read_tree),),
+        ),
+        "checkout-index": Row(
+            opts(
+                "-uqafn --index --all --force --quiet --no-create --stage= --prefix= --temp "
+                "--stdin -z --ignore-skip-worktree-bits"
+            ),
+            pauses=(Pause("overwrites files with uncommitted changes", when="f force"),),
+        ),
+        "submodule": Row(
+            opts("-q --quiet --cached"),
+            subs={
+                "deinit": Row(
+                    opts("-fq --force --all --quiet"),
+                    pauses=(
+                        Pause(
+                            "deletes submodule working trees even with uncommitted changes",
+                            when="f force",
+                        ),
+                    ),
+                )
+            },
+        ),
+        "remote": Row(
+            opts("-v --verbose"),
+            subs={
+                "add": Row(
+                    opts("-t:m: -f --fetch --tags --no-tags --track= --master= --mirror[=]"),
+                    pauses=(
+                        Pause(
+                            "makes later pushes or fetches mirror the remote, overwriting and "
+                            "deleting refs",
+                            when="mirror",
+                        ),
+                    ),
+                )
+            },
+        ),
         "filter-branch": always("rewrites the repository's history"),
         "filter-repo": always("rewrites the repository's history"),
     },
