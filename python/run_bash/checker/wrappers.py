@@ -401,8 +401,9 @@ WRAPPERS: dict[str, Row] = {
             "--transform= --xform= --index-file= --volno-file= --record-size= "
             "--sparse-version= --strip-components= --suffix= --quoting-style= --atime-preserve[=] "
             "--backup[=] --checkpoint[=] --occurrence[=] --acls --selinux --xattrs "
-            "-cxtrudAzZjJaOvkmpPsSWhiGM"
+            "--remove-files -cxtrudAzZjJaOvkmpPsSWhiGM"
         ),
+        pauses=(Pause("deletes the files it adds to the archive", when="remove-files"),),
         runs=(
             Code(
                 "to-command use-compress-program I info-script new-volume-script F "
