@@ -205,7 +205,8 @@ def cover_spec(
     """The paths the pause list's reversible reasons name, as absolute paths (a glob stands for
     the directory it is in; ``~`` for ``home``); git's reasons stand for the whole project.
     ``commands`` (every simple command the pause list saw) with one that is not ``PLAIN``: every
-    place the run can write."""
+    place the run can write. A reason without targets (unknown, or none named) also stands for
+    every place the run can write."""
     base = os.path.realpath(cwd)
     paths: list[str] = []
     git = False
@@ -217,8 +218,8 @@ def cover_spec(
             git = True
         if hit.get("rule") not in UNLINKERS:
             inplace = True
-        if not isinstance(targets, (list, tuple)):
-            everything = True
+        if not isinstance(targets, (list, tuple)) or not targets:
+            everything = True  # unknown targets, or none where the reason says it touches some
             continue
         for t in targets:
             if not isinstance(t, str) or not t:

@@ -324,6 +324,102 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "parallel echo {} ::: a b",
         ],
     ),
+    # What xargs and parallel read may be an option (or a `+refspec`) unless the line prints it.
+    "runner-input": (
+        [
+            "echo -rf build | xargs rm",
+            "echo --force | xargs git push",
+            "echo --hard | xargs git reset",
+            "echo -rf | xargs -I{} rm {} x",
+            "echo '+main' | xargs git push origin",
+            "printf -- '-r\\n' | parallel rm {} x",
+            "git ls-files | xargs rm",
+            "xargs rm < list.txt",
+            "xargs -a list.txt git push origin",
+            "ls | parallel git reset",
+            'find "$D" | xargs rm',
+            "find . -printf '%f\\n' | xargs rm",
+            "find . -exec echo -rf \\; | xargs rm",
+        ],
+        [
+            "echo build | xargs rm",
+            "echo main | xargs git push origin",
+            "printf 'a\\nb\\n' | parallel rm {} x",
+            "find . -name '*.pyc' | xargs rm",
+            "find src -name '*.o' -print0 | xargs -0 rm -f",
+            "ls | xargs -I{} echo {}",
+            "parallel rm ::: a b",
+        ],
+    ),
+    # ssh reads options again after the host; ProxyCommand runs here.
+    "ssh-options-after-host": (
+        [
+            "ssh host -- rm -rf x",
+            "ssh host -t git push -f",
+            "ssh host -tt -- git push -f",
+            "ssh host -o 'ProxyCommand=rm -rf x' ls",
+            "ssh host -oProxyCommand='rm -rf x'",
+            "sshpass -p pw ssh host -- rm -rf x",
+            "autossh -M 0 host -- rm -rf x",
+            "ssh host $OPTS ls",
+        ],
+        ["ssh host ls", "ssh -t host htop", "ssh host -t -- ls -la", "ssh host -p 22 uptime"],
+    ),
+    # A container's command: kubectl's flags anywhere before `--`; `docker container exec|run`.
+    "container-exec": (
+        [
+            "kubectl exec pod -c ctr -- rm -rf x",
+            "kubectl exec -n ns pod -- rm -rf x",
+            "kubectl exec pod --namespace ns -it -- git push -f",
+            "kubectl -n ns exec pod -- rm -rf x",
+            "docker container exec c rm -rf x",
+            "docker container exec -it c rm -rf x",
+            "docker container run img rm -rf x",
+            "podman container run --rm img rm -rf x",
+        ],
+        [
+            "kubectl exec pod -c ctr -- ls",
+            "kubectl exec -it pod -- sh -c 'ls /app'",
+            "docker container exec c ls",
+            "docker container ls",
+            "docker container run --rm img npm test",
+        ],
+    ),
+    # A glob may match a file named like an option: it counts as one where one would pause.
+    "glob-options": (
+        [
+            "rm -? x",
+            "rm -* x",
+            "touch -- -rf; rm * x",
+            "rm -[r] x",
+            "rm ? x",
+            "rm [-r]* x",
+            "git push origin *",
+            "git reset *",
+        ],
+        ["rm *.o", "rm -f *.pyc", "rm x*", "rm build/*", "ls *", "chmod 755 scripts/*.sh"],
+    ),
+    # find's `{}` is a path under its starting points; fd's under its search roots (given last
+    # when the command has no placeholder).
+    "exec-roots": (
+        [
+            "find /etc -exec chmod 777 {} +",
+            "find /usr -exec chown x {} \\;",
+            "find . /etc -name x -exec chmod 600 {} +",
+            "find ~ -exec chmod -R 700 {} +",
+            "fd . /etc -x chmod 777",
+            "fd --base-directory /etc . -x chown x",
+            "fd . /etc -x rm -rf",
+            "fd . /tmp --strip-cwd-prefix -x rm",
+        ],
+        [
+            "find . -exec grep x {} +",
+            "find src -exec chmod 644 {} +",
+            "fd -e py -x wc -l",
+            "fd -e py -x rm",
+            "fd . src -X chmod 644",
+        ],
+    ),
     "git": (
         [
             "git -c alias.a=b -c alias.b='reset --hard' a",

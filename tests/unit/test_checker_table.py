@@ -740,6 +740,16 @@ def test_a_line_is_reversible_only_when_every_reason_is(
         ("cd sub && git reset --hard", ("sub",)),
         ("python3 -c 'import os; os.remove(p)'", None),
         ("truncate -s0 a.log b.log", ("a.log", "b.log")),
+        # What find and fd find is only known at run time.
+        ("fd . /etc -x rm -rf", None),
+        ("fd -e py -X rm -r", None),
+        ("fd . /tmp -x shred -u", None),
+        ("find build -exec rm -rf {} +", None),
+        # `cd NAME` may go to a directory of CDPATH.
+        ("CDPATH=/etc cd ssh && rm -rf x", None),
+        ("CDPATH=/etc; cd ssh && rm -rf x", None),
+        ("CDPATH=/etc; cd ./ssh && rm -rf x", ("ssh/x",)),
+        ("CDPATH=/etc; cd /srv && rm -rf x", ("/srv/x",)),
     ],
 )
 def test_targets_are_the_paths_as_resolved(cmd: str, targets: tuple[str, ...] | None) -> None:

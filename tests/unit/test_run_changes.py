@@ -365,3 +365,49 @@ async def test_a_run_recorded_while_the_kept_sets_are_listed_stays_counted(svc, 
     assert during and rc.is_kept("meanwhile")
     await rc.refresh_kept()  # a listing made after it: retention (keep = 1) dropped the first
     assert rc.is_kept("meanwhile") and not rc.is_kept(first["id"])
+
+
+def test_a_reversible_reason_that_names_no_path_stands_for_every_writable_place(tmp_path):
+    """A reversible reason with targets names the paths undo must cover; one with none named
+    (an empty list, as for targets only known at run time) must not be covered by nothing."""
+    from run_bash.run_changes import cover_spec
+
+    named = cover_spec(str(tmp_path), [{"rule": "rm", "targets": ["build"]}], None)
+    assert (named.paths, named.everything) == ((str(tmp_path / "build"),), False)
+    for targets in ([], None):
+        spec = cover_spec(str(tmp_path), [{"rule": "rm", "targets": targets}], None)
+        assert spec.everything and spec.paths == (), targets
+
+
+@pytest.mark.parametrize(
+    ("cmd", "asks"),
+    [
+        ("fd . /etc -x rm -rf", True),
+        ("fd . ~/.cache -X rm -rf", True),
+        ("fd . /tmp -x shred -u", True),
+        ("rm -rf src", False),  # the control: undo covers the path it names
+    ],
+)
+async def test_the_gate_asks_for_what_fd_finds(svc, proj, tmp_path, cmd, asks):
+    """fd gives the command it runs the paths it finds: not knowing them, undo stands for the
+    user only when it covers every place the sandbox lets the run write (here also a directory
+    outside the project), never when the reason names no path at all."""
+    from run_bash.checker import check
+    from run_bash.gate import Undo, Where, decide
+    from run_bash.run_changes import cover_spec
+
+    svc.recorder.grants = lambda _cwd: ([str(proj), str(tmp_path / "out")], [])
+
+    verdict = check(cmd)
+    wire = {**verdict.to_dict(), "lua_calls": verdict.lua_calls}
+    assert verdict.pause and verdict.effect == "reversible", verdict
+    spec = cover_spec(str(proj), wire["hits"], str(svc.home), verdict.commands)
+
+    def cover():
+        got = svc.recorder.coverage(spec)
+        return None if "not built yet" in got.why else got
+
+    got = await until(cover, timeout=30)
+    undo = Undo(got.ok, got.why, {"cwd": spec.cwd, "paths": list(spec.paths)})
+    answer = decide("d", cmd, wire, Where("sandlock", True), undo=undo)
+    assert answer.needs_approval is asks, (answer, got)

@@ -248,6 +248,10 @@ class Analysis:
             target = "~"
         elif ops[0].value is not None and ops[0].value != "-":
             target = in_dir(ctx.cwd, ops[0].value)
+            head = ops[0].value.split("/", 1)[0]
+            searched = head not in ("", ".", "..") and not head.startswith("~")
+            if searched and ("CDPATH" in ctx.env or self.values("CDPATH") is not None):
+                target = None  # `cd NAME` looks in the directories of CDPATH first
         self._cwd[cmd.scope] = target
 
     # -- the script's data ------------------------------------------------------------------------

@@ -71,6 +71,14 @@ def git_push(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
+def git_read_tree(reading: Reading, level: Level) -> Hit | None:
+    """``read-tree --reset -u``: the working tree takes the tree, uncommitted changes lost."""
+    r = level.read
+    if r.has("reset") and r.has("u") and not r.has("n", "dry-run"):
+        return Hit("overwrites the working tree, discarding uncommitted changes")
+    return None
+
+
 def git_reset(reading: Reading, level: Level) -> Hit | None:
     """``reset --hard``: reversible onto HEAD, irreversible when it moves the branch."""
     r = level.read
@@ -281,8 +289,8 @@ def owner(what: str) -> Check:
         # The first operand is the mode or owner (unless --reference gives it). A recursive
         # change of the home directory, or of a path only known at run time, is asked about.
         for a in operands[0 if r.has("reference") else 1 :] if recursive else ():
-            if a.value is not None and a.value.startswith("~"):
-                return Hit(f"changes {what} of a path in the home directory (`{a.value}`)")
+            if (a.value if a.value is not None else a.prefix).startswith("~"):
+                return Hit(f"changes {what} of a path in the home directory (`{a.show()}`)")
             if a.value is None and "/" not in a.prefix:
                 return unknown_hit(f"change {what} of a system directory recursively", a)
         return None

@@ -43,6 +43,8 @@ _CODE_KEYS = re.compile(
     r"|pager\..+|diff\..+\.(?:command|textconv)|difftool\..+\.cmd|mergetool\..+\.cmd"
     r"|merge\..+\.driver|filter\..+\.(?:clean|smudge|process)|browser\..+\.cmd|man\..+\.cmd"
     r"|credential\.(?:.+\.)?helper|remote\..+\.(?:uploadpack|receivepack|vcs)"
+    r"|gpg\.ssh\.defaultkeycommand|trailer\..+\.(?:cmd|command)|interactive\.difffilter"
+    r"|submodule\..+\.update|sendemail\.smtpserver"
 )
 # `core.*` keys that only change how git reads and writes its own data.
 _INERT_CORE = frozenset(
@@ -298,6 +300,12 @@ def _config_code(ana: Walker, key: str, value: Arg, ctx: Ctx) -> None:
     text = value.value
     if (key.startswith("pager.") or key == "core.fsmonitor") and text.lower() in _BOOLEAN:
         return
+    if key.startswith("submodule.") and not text.startswith("!"):
+        return  # `checkout`, `rebase`, `merge`, `none`; `!CMD` runs CMD
+    if key.startswith("submodule."):
+        text = text[1:]
+    if key == "sendemail.smtpserver" and not text.startswith("/"):
+        return  # a host name; an absolute path is a program git runs
     if key.startswith("credential.") and key.endswith("helper"):
         if text.startswith("!"):
             text = text[1:]
@@ -348,6 +356,10 @@ def _git_config(ana: Walker, args: list[Arg], ctx: Ctx) -> None:
         ctx.hits.append(Hit(f"makes later pushes mirror the remote (`{key}`), deleting its refs"))
     elif parts[0] == "remote" and parts[-1] == "push" and (value.value or "+").startswith("+"):
         ctx.hits.append(Hit(f"makes later pushes force-push (`{key}` is a `+` refspec)"))
+    elif _INCLUDE.fullmatch(key):
+        for included, entry in _config_file(ana, value, ctx):
+            if included is not None:
+                _judge_key(ana, included, entry, ctx)
     else:
         _judge_key(ana, key, value, ctx)
 

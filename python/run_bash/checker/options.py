@@ -17,6 +17,7 @@ expression matches, the cluster going on after it (perl's ``-l`` and ``-0`` take
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -181,6 +182,36 @@ def _known_dynamic(prefix: str, spec: Opts) -> str | None:
     return None
 
 
+_OPTION_CHARS = frozenset(string.ascii_letters + string.digits + "-_=+")
+_EXTGLOB = re.compile(r"[?*+@!]\(")
+
+
+def glob_may_be_option(pattern: str) -> bool:
+    """Whether a glob may match a file name that reads as an option (``-rf``, ``--force``) or a
+    ``+refspec``: it can start with ``-`` or ``+`` and its other literal characters are ones
+    options are made of (no option has the dot of ``*.o``)."""
+    if _EXTGLOB.search(pattern):
+        return True
+    i, n, first = 0, len(pattern), True
+    while i < n:
+        ch = pattern[i]
+        end = pattern.find("]", i + 2) if ch == "[" else -1
+        if ch in "*?":
+            starts = True
+        elif end > 0:
+            body = pattern[i + 1 : end]
+            starts = body[:1] in "!^" or "+" in body or body[:1] == "-" or body[-1:] == "-"
+            i = end
+        elif ch in _OPTION_CHARS:
+            starts = ch in "-+"
+        else:
+            return False
+        if first and not starts:
+            return False
+        i, first = i + 1, False
+    return True
+
+
 def read(
     args: Sequence[Arg], spec: Opts = NO_OPTS, *, permute: bool = True, stop_after: int = -1
 ) -> Read:
@@ -225,6 +256,18 @@ def read(
                     return out
                 out.add(known, None, Arg(a.text, None))
                 i += 1
+                continue
+            if not seen:
+                seen, out.first = True, i
+            out.operands.append(a)
+        elif a.glob and (permute or not seen) and glob_may_be_option(v):
+            # A file name the glob matches may be an option (`touch -- -rf; rm * x`).
+            out.unknown = out.unknown or a
+            if not permute:
+                out.dynamic, out.first = True, i
+                return out
+            if v.startswith("-"):
+                i = _option(args, i, spec, out)
                 continue
             if not seen:
                 seen, out.first = True, i

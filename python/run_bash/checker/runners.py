@@ -16,7 +16,8 @@ import re
 import shlex
 from collections.abc import Callable
 
-from run_bash.checker.model import STDIN_FILES, Ctx, Hit, Scope, Walker
+from run_bash.checker.checks import FIND_LEADING
+from run_bash.checker.model import EXTERNAL, NO_INPUT, STDIN_FILES, Ctx, Hit, Scope, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
 from run_bash.checker.parser import words_of
 from run_bash.checker.reading import (
@@ -24,10 +25,12 @@ from run_bash.checker.reading import (
     Command,
     Custom,
     Each,
+    Handler,
     Level,
     Reading,
     Shell,
 )
+from run_bash.checker.syntax import Cmd
 from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_path, wordlist
 
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
@@ -363,16 +366,59 @@ def exec_(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 # -- find, fd, xargs, parallel --------------------------------------------------------------------
 
 
-def _exec_words(ana: Walker, words: list[Arg], ctx: Ctx, hole: Callable[[str], bool]) -> None:
-    """A command ``find -exec``/``fd -x`` runs: placeholders become a file name."""
-    inner = [Arg("{}", None, "./") if a.value is not None and hole(a.value) else a for a in words]
-    if inner:
+def _under(root: Arg | None, ctx: Ctx) -> Arg:
+    """The file name a placeholder stands for: a path under the search root ``root`` (None: a
+    root only known at run time, which may even be an option)."""
+    if root is None or root.value is None:
+        return Arg("{}", None, "", split=True)
+    return Arg("{}", None, join_path(ctx.cwd or ".", root.value).rstrip("/") + "/")
+
+
+def _exec_words(
+    ana: Walker,
+    words: list[Arg],
+    ctx: Ctx,
+    hole: Callable[[str], bool],
+    roots: list[Arg | None],
+    append: bool = False,
+) -> None:
+    """A command ``find -exec``/``fd -x`` runs: placeholders become a file name under one of the
+    search ``roots``; with ``append`` (fd) a command without one gets the file names last."""
+    if not words:
+        return
+    has_hole = any(a.value is not None and hole(a.value) for a in words)
+    text = " ".join(a.text for a in words)
+    for root in roots:
+        name = _under(root, ctx)
+        inner = [name if a.value is not None and hole(a.value) else a for a in words]
+        if append and not has_hole:
+            inner.append(name)
         # The verdict names the inner command (`rm -rf {}`), not the whole find.
-        ana.chain(inner, ctx.sub(" ".join(a.text for a in words)))
+        ana.chain(inner, ctx.sub(text))
+
+
+def _find_roots(args: list[Arg]) -> list[Arg | None]:
+    """find's starting points (``.`` when none is given); None for one only known at run time."""
+    i, n = 0, len(args)
+    while i < n and (args[i].value in FIND_LEADING or (args[i].value or "")[:2] in ("-D", "-O")):
+        i += 2 if args[i].value in ("-D", "-O") else 1
+    roots: list[Arg | None] = []
+    while i < n:
+        a = args[i]
+        if a.value is None:
+            roots.append(None)
+        elif a.value.startswith("-") or a.value in ("(", "!", ")", ","):
+            break
+        else:
+            roots.append(a)
+        i += 1
+    return roots or [Arg.lit(".")]
 
 
 def find(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``find … -exec CMD {} ;`` (also ``-execdir``, ``-ok``, ``-okdir``)."""
+    """``find … -exec CMD {} ;`` (also ``-execdir``, ``-ok``, ``-okdir``): ``{}`` is a path under
+    one of the starting points (``-execdir``: ``./NAME`` in the directory of the file)."""
+    roots = _find_roots(args)
     i, n = 0, len(args)
     while i < n:
         v = args[i].value
@@ -381,26 +427,58 @@ def find(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             start = i
             while i < n and args[i].value not in (";", "+"):
                 i += 1
-            _exec_words(ana, args[start:i], ctx, lambda w: "{}" in w)
+            _exec_words(ana, args[start:i], ctx, lambda w: "{}" in w, roots)
             i += 1
     return None
 
 
 _FD_HOLE = re.compile(r"\{(?:|/|//|\.|/\.)\}")
+_FD = opts(
+    "-dEtecSoj: -HIusigFalLp0qhV1 --max-depth= --min-depth= --exact-depth= --exclude= --type= "
+    "--extension= --size= --changed-within= --changed-before= --change-newer-than= "
+    "--change-older-than= --newer= --older= --owner= --format= --color= --threads= "
+    "--max-results= --base-directory= --path-separator= --search-path= --ignore-file= "
+    "--max-buffer-time= --batch-size= --and= --hyperlink[=] --strip-cwd-prefix[=] --hidden "
+    "--no-hidden --no-ignore --ignore --no-ignore-vcs --ignore-vcs --no-ignore-parent "
+    "--no-global-ignore-file --no-require-git --unrestricted --case-sensitive --ignore-case "
+    "--glob --regex --fixed-strings --absolute-path --relative-path --list-details --follow "
+    "--no-follow --full-path --print0 --prune --one-file-system --quiet --show-errors "
+    "--help --version",
+    exhaustive=True,
+)
 
 
 def fd(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``fd … -x CMD`` / ``-X CMD``."""
+    """``fd [PATTERN] [PATH…] -x CMD`` / ``-X CMD``: CMD gets paths under the search roots, last
+    when it has no placeholder."""
     i, n = 0, len(args)
+    rest: list[Arg] = []
+    runs: list[list[Arg]] = []
     while i < n:
-        v = args[i].value
+        a = args[i]
         i += 1
-        if v in ("-x", "--exec", "-X", "--exec-batch"):
+        if a.value in ("-x", "--exec", "-X", "--exec-batch"):
             start = i
             while i < n and args[i].value != ";":
                 i += 1
-            _exec_words(ana, args[start:i], ctx, lambda w: bool(_FD_HOLE.search(w)))
+            runs.append(args[start:i])
             i += 1
+        else:
+            rest.append(a)
+    if not runs:
+        return None
+    got = read(rest, _FD)
+    roots: list[Arg | None] = [*got.operands[1:], *got.values("search-path")] or [Arg.lit(".")]
+    if got.unknown is not None or got.has("strip-cwd-prefix"):
+        roots = [None]  # a root, or the file names themselves (no `./`), may be anything
+    base = got.values("base-directory")
+    if base:
+        sub = ctx.sub(ctx.text)
+        chdir(sub, base[-1])
+        ctx = sub
+        roots = [r if r is None or r.value is None or ctx.cwd is not None else None for r in roots]
+    for words in runs:
+        _exec_words(ana, words, ctx, lambda w: bool(_FD_HOLE.search(w)), roots, append=True)
     return None
 
 
@@ -420,21 +498,51 @@ def xargs(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     repl = got.get("I") or got.get("replace")
     if not repl and got.has("i", "replace"):
         repl = got.get("i") or "{}"
+    # An input item may be an option or a `+refspec` unless the input is known not to be one.
+    dashes = got.has("a", "arg-file") or _input_may_be_option(ana, ctx)
     for n, k in enumerate([got.first, *got.alternatives]):
         inner = args[k:]
         if not inner:
             continue
         if repl:
             inner = [
-                Arg(a.text, None, "") if a.value is not None and repl in a.value else a
+                Arg(a.text, None, a.value.split(repl, 1)[0], dashes)
+                if a.value is not None and repl in a.value
+                else a
                 for a in inner
             ]
         else:
-            inner = [*inner, Arg("<xargs input>", None)]  # input items are appended
+            inner = [*inner, Arg("<xargs input>", None, "", dashes)]  # input items are appended
         if n == 0:
             return inner
         ana.chain(inner, ctx)
     return None
+
+
+_OPTION_ITEM = re.compile(r"""(?:^|\s)['"]?[-+]""")
+
+
+def _input_may_be_option(ana: Walker, ctx: Ctx) -> bool:
+    """Whether a word of what the command reads on stdin (its items, for xargs and parallel)
+    may start with ``-`` or ``+``: only input this line prints is known not to. find prints
+    paths under its starting points (``./x`` for none), never an option, unless it prints
+    something else (``-printf``, what ``-exec`` runs)."""
+    text = ana.stdin_text(ctx.cmd, ctx.scope)
+    if isinstance(text, str) and text not in (NO_INPUT, EXTERNAL):
+        return _OPTION_ITEM.search(text) is not None
+    source = ctx.cmd.pipe_from
+    if isinstance(source, Cmd) and ctx.cmd.stdin is None:
+        words = ana.expand_words(source, ctx.scope)
+        printing = ("-printf", "-exec", "-execdir", "-ok", "-okdir")
+        if (
+            words
+            and words[0].value is not None
+            and command_name(words[0].value) == "find"
+            and not any(a.value is None or a.value in printing for a in words[1:])
+        ):
+            roots = _find_roots(words[1:])
+            return not all(r is not None and (r.value or "-")[:1] not in "-+" for r in roots)
+    return True
 
 
 _PARALLEL = opts(
@@ -511,7 +619,9 @@ def parallel(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         if not template:
             ana.unknown("runs command lines read from its input", ctx.text)
         else:
-            hole = '"$parallel_input"'
+            # Unquoted, an input that may be an option (or a `+refspec`) counts as one.
+            dashes = from_files or _input_may_be_option(ana, ctx)
+            hole = "$parallel_input" if dashes else '"$parallel_input"'
             runs.append(
                 _PLACEHOLDER.sub(hole, line) if _PLACEHOLDER.search(line) else f"{line} {hole}"
             )
@@ -861,6 +971,53 @@ def ssh_config(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             for m in _SSH_CODE_LINE.finditer(text):
                 ana.source(m.group(1) or m.group(2), ctx.depth + 1, ctx=ctx)
     return None
+
+
+def remote_shell(spec: Opts, code: Code) -> Handler:
+    """``ssh [options] HOST [options] [--] [COMMAND…]``: ssh reads options again after the host
+    (``code`` says which of them run locally); the command is shell code run on the host."""
+
+    def run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        head = read(args, spec, permute=False)
+        if head.dynamic:
+            dynamic_options(ana, "ssh", ctx)
+            return None
+        if not head.operands:
+            return None
+        tail = read(args[head.first + 1 :], spec, permute=False)
+        if tail.dynamic:
+            dynamic_options(ana, "ssh", ctx)
+            return None
+        for word in tail.values(*code.options.split()):
+            local = _keyed(word, code)
+            if local is not None:
+                ana.code(local, ctx, "shell code")
+        words = args[head.first + 1 + tail.first :]
+        if words:
+            ctx.elsewhere, ctx.cwd = True, None
+            shell_words(ana, words, ctx)
+        return None
+
+    return run
+
+
+def exec_in(spec: Opts) -> Handler:
+    """``kubectl exec POD [flags] -- COMMAND…``: flags anywhere before ``--``, the command after
+    it (without it, the operands after the pod); it runs in the pod."""
+
+    def run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        cut = next((k for k, a in enumerate(args) if a.value == "--"), -1)
+        got = read(args[:cut] if cut >= 0 else args, spec)
+        if got.unknown is not None:
+            dynamic_options(ana, "kubectl exec", ctx)
+            return None
+        words = args[cut + 1 :] if cut >= 0 else got.operands[1:]
+        if not words:
+            return None
+        ctx.elsewhere, ctx.cwd = True, None
+        return words
+
+    return run
 
 
 def container_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:

@@ -150,6 +150,62 @@ GIT = Row(
                 )
             }
         ),
+        # Plumbing with the effect of the porcelain above.
+        "send-pack": Row(
+            opts(
+                "-q --receive-pack= --exec= --all --mirror --dry-run --force --verbose --thin "
+                "--atomic --stdin --signed[=] --push-option= --force-with-lease[=] "
+                "--force-if-includes --no-signed --quiet --progress"
+            ),
+            pauses=(
+                Pause("", check=checks.git_push),
+                Pause("pushes refs read from its input, possibly forced", when="stdin"),
+            ),
+        ),
+        "read-tree": Row(
+            opts(
+                "-mnuiv --reset --prefix= --index-output= --exclude-per-directory= --trivial "
+                "--aggressive --dry-run --empty --no-sparse-checkout --recurse-submodules[=] "
+                "--no-recurse-submodules --quiet"
+            ),
+            pauses=(Pause("", check=checks.git_read_tree),),
+        ),
+        "checkout-index": Row(
+            opts(
+                "-uqafn --index --all --force --quiet --no-create --stage= --prefix= --temp "
+                "--stdin -z --ignore-skip-worktree-bits"
+            ),
+            pauses=(Pause("overwrites files with uncommitted changes", when="f force"),),
+        ),
+        "submodule": Row(
+            opts("-q --quiet --cached"),
+            subs={
+                "deinit": Row(
+                    opts("-fq --force --all --quiet"),
+                    pauses=(
+                        Pause(
+                            "deletes submodule working trees even with uncommitted changes",
+                            when="f force",
+                        ),
+                    ),
+                )
+            },
+        ),
+        "remote": Row(
+            opts("-v --verbose"),
+            subs={
+                "add": Row(
+                    opts("-t:m: -f --fetch --tags --no-tags --track= --master= --mirror[=]"),
+                    pauses=(
+                        Pause(
+                            "makes later pushes or fetches mirror the remote, overwriting and "
+                            "deleting refs",
+                            when="mirror",
+                        ),
+                    ),
+                )
+            },
+        ),
         "filter-branch": always("rewrites the repository's history"),
         "filter-repo": always("rewrites the repository's history"),
     },
@@ -175,7 +231,10 @@ SYSTEMCTL = Row(
         **subs("disables a system service", "disable"),
         **subs("masks a system service", "mask"),
         **subs("kills a system service", "kill"),
-        **subs("switches the system to another target, stopping services", "isolate"),
+        **subs("switches the system to another target, stopping services", "isolate default"),
+        **subs("suspends the machine", "suspend"),
+        **subs("hibernates the machine", "hibernate hybrid-sleep suspend-then-hibernate"),
+        **subs("switches the machine to another root file system", "switch-root"),
         **subs("reboots the machine", "reboot soft-reboot kexec"),
         **subs("powers the machine off", "poweroff"),
         **subs("halts the machine", "halt"),
@@ -390,6 +449,18 @@ _CONTAINER = Row(
 )
 
 
+_CONTAINER_RUN = Row(
+    runners.CONTAINER_RUN,
+    permute=False,
+    runs=(Command(skip=1, elsewhere=True, unless="entrypoint"), Custom(runners.container_run)),
+)
+
+_CONTAINER_RM = Row(
+    opts("-fvl --force --volumes --link"),
+    pauses=(Pause("deletes the container's anonymous volumes and their data", when="v volumes"),),
+)
+
+
 def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
     return Row(
         opts(DOCKER_GLOBAL + spec, abbrev=False),
@@ -400,32 +471,30 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
             ),
             "volume": Row(subs=subs("deletes volumes and their data", "rm remove prune")),
             "exec": _CONTAINER,
-            "run": Row(
-                runners.CONTAINER_RUN,
-                permute=False,
-                runs=(
-                    Command(skip=1, elsewhere=True, unless="entrypoint"),
-                    Custom(runners.container_run),
-                ),
-            ),
+            "run": _CONTAINER_RUN,
+            "rm": _CONTAINER_RM,
+            # `docker container exec|run|rm` are `docker exec|run|rm` spelled out.
+            "container": Row(subs={"exec": _CONTAINER, "run": _CONTAINER_RUN, "rm": _CONTAINER_RM}),
             **extra,
         },
     )
 
 
+_KUBECTL_GLOBAL = (
+    "-nsc: --namespace= --context= --cluster= --server= --kubeconfig= --user= --token= --as= "
+    "--as-group= --cache-dir= --request-timeout= --v= --insecure-skip-tls-verify"
+)
+_KUBECTL_EXEC = opts(
+    "-cf: -itq --container= --filename= --pod-running-timeout= --stdin --tty --quiet "
+    + _KUBECTL_GLOBAL,
+    abbrev=False,
+)
 KUBECTL = Row(
-    opts(
-        "-nsc: --namespace= --context= --cluster= --server= --kubeconfig= --user= --token= --as= "
-        "--as-group= --cache-dir= --request-timeout= --v= --insecure-skip-tls-verify",
-        abbrev=False,
-    ),
+    opts(_KUBECTL_GLOBAL, abbrev=False),
     subs={
         **subs("deletes Kubernetes resources", "delete", dry_run=True),
-        "exec": Row(
-            opts("-c: -it --container= --stdin --tty --quiet"),
-            permute=False,
-            runs=(Command(skip=1, elsewhere=True),),
-        ),
+        # Flags anywhere before `--` (pflag), the command after it.
+        "exec": Row(_KUBECTL_EXEC, runs=(Custom(runners.exec_in(_KUBECTL_EXEC)),)),
     },
 )
 HELM = Row(
@@ -459,6 +528,7 @@ AWS = Row(
             subs={
                 **subs("deletes objects from S3", "rm", dry_run=True),
                 **subs("deletes an S3 bucket", "rb", dry_run=True),
+                **subs("moves objects, deleting the source", "mv", dry_run=True),
                 "sync": Row(
                     pauses=(
                         Pause(
@@ -490,6 +560,12 @@ CLOUD_DELETE = Row(
         Pause(
             "deletes cloud resources", operands=("delete", "*-delete"), may="delete cloud resources"
         ),
+    )
+)
+GCLOUD = Row(
+    pauses=(
+        *CLOUD_DELETE.pauses,
+        Pause("", check=checks.operation("deletes objects from Cloud Storage", "rm", "mv")),
     )
 )
 CARGO = Row(
@@ -542,6 +618,12 @@ def _apt() -> Row:
 # -- more tools that delete, remove or stop what cannot be taken back -----------------------------
 
 STOPS = "stops or restarts processes it manages"
+DATABASE = "deletes a database or its data"
+
+
+def _anycase(word: str) -> str:
+    """A glob matching ``word`` in any case (``FLUSHALL``, ``flushall``)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
 
 
 def verbs(reason: str, *patterns: str) -> Row:
@@ -566,6 +648,7 @@ MORE: dict[str, Row] = {
                 "sync",
                 dry_run=True,
             ),
+            **subs("deletes the source files after copying them", "move moveto", dry_run=True),
         },
     ),
     "s3cmd": Row(
@@ -620,7 +703,39 @@ MORE: dict[str, Row] = {
     "launchctl": Row(subs=subs(STOPS, "bootout unload kill remove stop")),
     "skill": always(SIGNAL),
     "userdel": always("deletes a user account"),
+    "deluser": always("deletes a user account"),
     "groupdel": always("deletes a group"),
+    "delgroup": always("deletes a group"),
+    "kexec": always("loads or boots another kernel"),
+    "terragrunt": Row(TERRAFORM.opts, subs={**TERRAFORM.subs, "run-all": Row(subs=TERRAFORM.subs)}),
+    "cdktf": Row(subs=subs("destroys the stacks it deployed", "destroy")),
+    "helmfile": Row(subs=subs("uninstalls the Helm releases it manages", "destroy delete")),
+    "dropdb": always("deletes a database"),
+    "dropuser": always("deletes a database role"),
+    "redis-cli": Row(
+        opts("-hpsaunirdc: --user= --pass= --askpass -x -e --tls --cacert= --cert= --key="),
+        pauses=(
+            Pause(
+                "",
+                check=checks.operation(DATABASE, _anycase("flushall"), _anycase("flushdb"), at=0),
+            ),
+        ),
+    ),
+    "prisma": Row(
+        subs={
+            "migrate": Row(subs=subs(DATABASE, "reset")),
+            "db": Row(
+                subs={
+                    "push": Row(
+                        opts("--force-reset --accept-data-loss --schema= --skip-generate"),
+                        pauses=(Pause(DATABASE, when="force-reset accept-data-loss"),),
+                    )
+                }
+            ),
+        }
+    ),
+    "rails": verbs(DATABASE, "db:drop*", "db:reset", "db:purge*", "db:migrate:reset"),
+    "rake": verbs(DATABASE, "db:drop*", "db:reset", "db:purge*", "db:migrate:reset"),
     "usermod": always("changes a user account"),
     "passwd": always("changes a password"),
     "chpasswd": always("changes passwords"),
@@ -690,7 +805,7 @@ TABLE: dict[str, Row] = {
             "--skip-compress= --modify-window= --info= --debug= --stop-after= --stop-at= "
             "--remote-option= --address= --outbuf= --delete --del --delete-before "
             "--delete-during --delete-delay --delete-after --delete-excluded "
-            "--delete-missing-args --remove-source-files --dry-run"
+            "--delete-missing-args --remove-source-files --remove-sent-files --dry-run"
         ),
         pauses=(
             Pause(
@@ -702,7 +817,7 @@ TABLE: dict[str, Row] = {
             ),
             Pause(
                 "deletes the source files after copying them",
-                when="remove-source-files",
+                when="remove-source-files remove-sent-files",
                 unless="n dry-run",
             ),
         ),
@@ -728,6 +843,11 @@ TABLE: dict[str, Row] = {
             "--no-preserve-root --preserve-root --reference= --recursive"
         ),
         pauses=(Pause("", check=checks.owner("the group")),),
+    ),
+    "zip": Row(
+        opts("-bnOPstxZi: -m --move"),
+        pauses=(Pause("deletes the files it adds to the archive", when="m move"),),
+        runs=(Custom(interpreters.RUNNERS["zip"]),),
     ),
     "dd": always("writes raw data to files or devices"),
     "mkfs": always("creates a filesystem, erasing the device"),
@@ -876,6 +996,7 @@ TABLE: dict[str, Row] = {
     **MORE,
     "tmux": Row(permute=False, runs=(Custom(runners.tmux),), code=True),
     "kubectl": KUBECTL,
+    "oc": KUBECTL,
     "helm": HELM,
     "terraform": TERRAFORM,
     "tofu": TERRAFORM,
@@ -885,9 +1006,20 @@ TABLE: dict[str, Row] = {
         subs={
             **subs("deletes objects from Cloud Storage", "rm"),
             **subs("deletes a Cloud Storage bucket", "rb"),
+            **subs("moves objects, deleting the source", "mv"),
+            "rsync": Row(
+                opts("-ajx: -cCdeinpPrRUu"),
+                pauses=(
+                    Pause(
+                        "deletes files at the destination that the source does not have",
+                        when="d",
+                        unless="n",
+                    ),
+                ),
+            ),
         },
     ),
-    "gcloud": CLOUD_DELETE,
+    "gcloud": GCLOUD,
     "az": CLOUD_DELETE,
     "gh": GH,
     # version control

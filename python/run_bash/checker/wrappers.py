@@ -373,9 +373,15 @@ WRAPPERS: dict[str, Row] = {
         if name != "bun"
     },
     # options and variables that hold commands
-    "ssh": Row(opts(SSH), permute=False, runs=(SSH_CODE, SSH_FILE, Shell(skip=1, elsewhere=True))),
+    "ssh": Row(
+        opts(SSH),
+        permute=False,
+        runs=(SSH_CODE, SSH_FILE, Custom(runners.remote_shell(opts(SSH), SSH_CODE))),
+    ),
     "autossh": Row(
-        opts("-M: " + SSH), permute=False, runs=(SSH_CODE, SSH_FILE, Shell(skip=1, elsewhere=True))
+        opts("-M: " + SSH),
+        permute=False,
+        runs=(SSH_CODE, SSH_FILE, Custom(runners.remote_shell(opts("-M: " + SSH), SSH_CODE))),
     ),
     "scp": Row(opts("-cDFiJloPSX: -346ABCOpqRrTv"), runs=(SSH_CODE, SSH_FILE, Code("S"))),
     "sftp": Row(opts("-BbcDFiJlnoPRsSX: -46AaCfNpqrv"), runs=(SSH_CODE, SSH_FILE, Code("S"))),
@@ -395,8 +401,9 @@ WRAPPERS: dict[str, Row] = {
             "--transform= --xform= --index-file= --volno-file= --record-size= "
             "--sparse-version= --strip-components= --suffix= --quoting-style= --atime-preserve[=] "
             "--backup[=] --checkpoint[=] --occurrence[=] --acls --selinux --xattrs "
-            "-cxtrudAzZjJaOvkmpPsSWhiGM"
+            "--remove-files -cxtrudAzZjJaOvkmpPsSWhiGM"
         ),
+        pauses=(Pause("deletes the files it adds to the archive", when="remove-files"),),
         runs=(
             Code(
                 "to-command use-compress-program I info-script new-volume-script F "
