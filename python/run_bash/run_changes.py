@@ -179,9 +179,33 @@ ALONE = frozenset({"git"})
 UNLINKERS = frozenset({"rm", "rimraf", "find", "git"})
 
 
-def _reshaper(commands: Sequence[Sequence[str]]) -> str | None:
+# Where a program named by its path is the system's own: no run can write there.
+SYSTEM_PROGRAMS = ("/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/")
+
+
+def _program_known(word: str, path_changed: bool) -> bool:
+    """Whether the command a line names as ``word`` is the program the table judges by its name:
+    found on the ``PATH`` the line did not change (its entries that runs can write are read-only
+    in the run), or named by a path into the system's own directories. A path into the project
+    (``./rm``) or one found after the line set ``PATH`` may be any file."""
+    if "/" not in word:
+        return not path_changed
+    return word.startswith(SYSTEM_PROGRAMS) and ".." not in word.split("/")
+
+
+def _reshaper(
+    commands: Sequence[Sequence[str]],
+    programs: Sequence[object] | None = None,
+    path_changed: bool = False,
+) -> str | None:
     """The first command of the line that may make a name for existing data before another acts
-    on it (None: none can)."""
+    on it (None: none can). ``programs``: each command as the line names it (None: unknown, as
+    is every command then)."""
+    if programs is None or len(programs) != len(commands):
+        return "an unknown program" if commands else None
+    for argv, word in zip(commands, programs, strict=True):
+        if argv and not (isinstance(word, str) and _program_known(word, path_changed)):
+            return str(word)  # any file: it may do anything another command would
     names = [argv[0] for argv in commands if argv]
     if all(n in ALONE or n in INERT for n in names):
         return None
@@ -201,16 +225,20 @@ def cover_spec(
     hits: Sequence[Mapping[str, Any]],
     home: str | None,
     commands: Sequence[Sequence[str]] = (),
+    programs: Sequence[object] | None = None,
+    path_changed: bool = False,
 ) -> CoverSpec:
     """The paths the pause list's reversible reasons name, as absolute paths (a glob stands for
     the directory it is in; ``~`` for ``home``); git's reasons stand for the whole project.
     ``commands`` (every simple command the pause list saw) with one that is not ``PLAIN``: every
     place the run can write. A reason without targets (unknown, or none named) also stands for
-    every place the run can write."""
+    every place the run can write. ``programs`` and ``path_changed``: how the line names each
+    command and whether it sets ``PATH`` (``Verdict.programs``): a command that may be any file
+    also stands for every place the run can write."""
     base = os.path.realpath(cwd)
     paths: list[str] = []
     git = False
-    everything = _reshaper(commands) is not None
+    everything = _reshaper(commands, programs, path_changed) is not None
     inplace = False
     for hit in hits:
         targets = hit.get("targets")

@@ -448,7 +448,15 @@ class Service:
         from run_bash.run_changes import cover_spec
 
         commands = [a for a in verdict.get("commands") or [] if isinstance(a, (list, tuple))]
-        spec = cover_spec(cwd, hits, self.environ.get("HOME"), commands)
+        programs = verdict.get("programs")
+        spec = cover_spec(
+            cwd,
+            hits,
+            self.environ.get("HOME"),
+            commands,
+            programs if isinstance(programs, list) else None,
+            verdict.get("path_changed") is not False,
+        )
         cover = self.recorder.coverage(spec)
         plain_spec = {
             "cwd": spec.cwd,

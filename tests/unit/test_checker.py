@@ -649,6 +649,8 @@ def test_to_dict_is_plain_data() -> None:
                 "targets": None,
             }
         ],
+        "programs": ["git"],
+        "path_changed": False,
     }
 
 

@@ -401,7 +401,14 @@ async def test_the_gate_asks_for_what_fd_finds(svc, proj, tmp_path, cmd, asks):
     verdict = check(cmd)
     wire = {**verdict.to_dict(), "lua_calls": verdict.lua_calls}
     assert verdict.pause and verdict.effect == "reversible", verdict
-    spec = cover_spec(str(proj), wire["hits"], str(svc.home), verdict.commands)
+    spec = cover_spec(
+        str(proj),
+        wire["hits"],
+        str(svc.home),
+        verdict.commands,
+        verdict.programs,
+        verdict.path_changed,
+    )
 
     def cover():
         got = svc.recorder.coverage(spec)
@@ -411,3 +418,35 @@ async def test_the_gate_asks_for_what_fd_finds(svc, proj, tmp_path, cmd, asks):
     undo = Undo(got.ok, got.why, {"cwd": spec.cwd, "paths": list(spec.paths)})
     answer = decide("d", cmd, wire, Where("sandlock", True), undo=undo)
     assert answer.needs_approval is asks, (answer, got)
+
+
+@pytest.mark.parametrize(
+    ("line", "known"),
+    [
+        ("rm -rf build", True),
+        ("/usr/bin/rm -rf build", True),
+        ("./rm -rf build", False),
+        ("bin/rm -rf build", False),
+        ("/usr/bin/../../tmp/rm -rf build", False),
+        ("PATH=.:$PATH rm -rf build", False),
+        ("export PATH=bin:$PATH; rm -rf build", False),
+    ],
+)
+def test_a_command_named_by_its_path_or_after_path_changes_may_be_any_file(tmp_path, line, known):
+    """The table judges ``rm`` by its name; undo covers it only when ``rm`` is the system's: a
+    path into the project, or a name found after the line set ``PATH``, may be a script that
+    makes a link into ``.git`` first (the control: ``rm`` and ``/usr/bin/rm`` are known)."""
+    from run_bash.checker import check
+    from run_bash.run_changes import cover_spec
+
+    verdict = check(line)
+    assert verdict.pause and verdict.effect == "reversible", verdict
+    spec = cover_spec(
+        str(tmp_path),
+        [h.to_dict() for h in verdict.hits],
+        None,
+        verdict.commands,
+        verdict.programs,
+        verdict.path_changed,
+    )
+    assert spec.everything is (not known), (verdict.programs, verdict.path_changed)

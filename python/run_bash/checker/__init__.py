@@ -78,6 +78,10 @@ class Verdict:
             targets.
         effect: "reversible" when it pauses and every hit is reversible, "irreversible" when one
             is not, None when it does not pause.
+        programs: each command of ``commands`` as the line names it (``./rm``, ``/usr/bin/rm``,
+            ``rm``): the table judges the name, but a program given by its path, or found after
+            the line changed ``PATH``, may be any file.
+        path_changed: the line sets ``PATH``.
     """
 
     pause: bool
@@ -90,6 +94,8 @@ class Verdict:
     internal_error: str | None = None
     hits: list[Hit] = field(default_factory=list)
     effect: Effect | None = None
+    programs: list[str] = field(default_factory=list)
+    path_changed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, safe for JSON and msgpack."""
@@ -103,6 +109,8 @@ class Verdict:
             "internal_error": self.internal_error,
             "effect": self.effect,
             "hits": [hit.to_dict() for hit in self.hits],
+            "programs": list(self.programs),
+            "path_changed": self.path_changed,
         }
 
 
@@ -175,6 +183,7 @@ def _rank(hit: Hit) -> int:
 def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
     ana = _analyse(cmd)
     commands: list[list[str]] = []
+    programs: list[str] = []
     lua_rules: list[str] = []
     lua_calls: list[tuple[str, list[str]]] = []
     hits: list[Hit] = []
@@ -188,6 +197,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
             continue
         argv = [ev.name, *(a.show() for a in ev.argv[1:])]
         commands.append(argv)
+        programs.append(ev.argv[0].text if ev.argv else ev.name)
         key = next((k for k in lookup_names(ev.name) if k in table), None)
         if key is None:
             continue
@@ -224,11 +234,23 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
             lua_calls,
             hits=unique,
             effect=effect,
+            programs=programs,
+            path_changed=ana.path_changed,
         )
     reason = NO_MATCH
     if lua_rules:
         reason += "; Lua rules to evaluate: " + ", ".join(lua_rules)
-    return Verdict(False, reason, None, None, commands, lua_rules, lua_calls)
+    return Verdict(
+        False,
+        reason,
+        None,
+        None,
+        commands,
+        lua_rules,
+        lua_calls,
+        programs=programs,
+        path_changed=ana.path_changed,
+    )
 
 
 def parse_commands(cmd: str) -> list[list[str]]:
