@@ -881,6 +881,29 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "echo 'export PATH=$HOME/bin:$PATH' >> ~/.bashrc",
         ],
     ),
+    "interpreter-relatives": (
+        [
+            "R -e 'system(\"rm -rf x\")'",
+            "R --vanilla -e 'system(\"rm -rf x\")'",
+            'tsx -e \'require("child_process").execSync("rm -rf x")\'',
+            'ts-node -e \'require("child_process").execSync("rm -rf x")\'',
+            "luajit -e 'os.execute(\"rm -rf x\")'",
+            "pypy3 -c 'import os; os.system(\"rm -rf x\")'",
+            "ipython -c '!rm -rf x'",
+            "ipython3 -c 'import shutil; shutil.rmtree(\"x\")'",
+            "ipython -c 'files = !ls'",
+            "ipython -c '%sx ls'",
+        ],
+        [
+            "R -e 'print(1)'",
+            "R --version",
+            "tsx -e 'console.log(1)'",
+            "ts-node -e 'console.log(1)'",
+            "luajit -e 'print(1)'",
+            "pypy3 -c 'print(1)'",
+            "ipython -c 'import json; print(json.dumps([1]))'",
+        ],
+    ),
 }
 
 CASES = [
