@@ -904,6 +904,26 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "ipython -c 'import json; print(json.dumps([1]))'",
         ],
     ),
+    "python-m-tools": (
+        [
+            "python3 -m uv publish",
+            "python3 -m poetry publish",
+            "python -m hatch publish",
+            "python3 -m pdm publish",
+            "python3 -m flit publish",
+            "python3 -m pipx uninstall black",
+            "python3 -m twine upload dist/*",
+            "python3 -m pip uninstall -y x",
+        ],
+        [
+            "python3 -m uv pip install x",
+            "python3 -m poetry build",
+            "python3 -m hatch build",
+            "python3 -m pipx install black",
+            "python3 -m pip install -e .",
+            "python3 -m http.server",
+        ],
+    ),
 }
 
 CASES = [

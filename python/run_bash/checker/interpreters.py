@@ -118,8 +118,15 @@ def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
         judge(ana, text, interp.lang, ctx)
 
 
+# Modules that are a command-line tool of the table: `python -m NAME` runs as that command.
+_TOOL_MODULES = {
+    **{n: n for n in wordlist("pip twine uv poetry hatch pdm flit pipx")},
+    "pip3": "pip",
+}
+
+
 def python(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``python [options] -c CODE | -m MODULE | SCRIPT``: ``-m pip|twine`` runs that tool; the
+    """``python [options] -c CODE | -m MODULE | SCRIPT``: ``-m pip|twine|uv…`` runs that tool; the
     ``sitecustomize``/``usercustomize`` modules and ``.pth`` files this line writes run first."""
     _judge_files(ana, written(ana, ".", "sitecustomize.py", "usercustomize.py"), PYTHON, ctx)
     for pth in written(ana, ".", "*.pth"):
@@ -132,8 +139,8 @@ def python(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     if module and not got.dynamic:
         name = module[-1].value
         rest = args[got.first :]
-        if name in ("pip", "pip3", "twine"):
-            return [Arg.lit("pip" if name == "pip3" else name, module[-1].text), *rest]
+        if name in _TOOL_MODULES:
+            return [Arg.lit(_TOOL_MODULES[name], module[-1].text), *rest]
         if name in ("pytest", "unittest"):
             return PYTEST(ana, rest, ctx)
         if name in ("cProfile", "profile", "pdb", "trace", "timeit") and rest:
