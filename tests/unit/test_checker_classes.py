@@ -924,6 +924,33 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "python3 -m http.server",
         ],
     ),
+    "package-manager-wrappers": (
+        [
+            "corepack npm publish",
+            "corepack yarn@1.22.19 publish",
+            "corepack pnpm@9 -r publish",
+            "yarn workspaces foreach -A npm publish",
+            "yarn workspaces foreach --all --topological npm publish",
+            "yarn workspace x npm publish",
+            "lerna exec -- npm publish",
+            "lerna exec --stream -- npm unpublish x",
+            "pnpm recursive publish",
+            "pnpm m publish",
+            "pnpm -r publish",
+        ],
+        [
+            "corepack enable",
+            "corepack npm test",
+            "corepack pnpm install",
+            "yarn workspaces foreach -A run build",
+            "yarn workspace x run build",
+            "yarn workspaces list",
+            "lerna exec -- ls",
+            "lerna run build",
+            "pnpm recursive install",
+            "pnpm -r build",
+        ],
+    ),
 }
 
 CASES = [

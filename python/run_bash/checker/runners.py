@@ -695,6 +695,24 @@ def coreutils(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+_PACKAGE_MANAGERS = frozenset(wordlist("npm npx pnpm pnpx yarn yarnpkg"))
+
+
+def corepack(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``corepack npm|pnpm|yarn[@VERSION] ARGS``: the package manager with ARGS; its own
+    subcommands (``enable``, ``install``, ``use`` …) run nothing of the line."""
+    if not args:
+        return None
+    head = args[0]
+    if head.value is None:
+        ana.unknown(f"runs a package manager only known at run time (`{head.text}`)", ctx.text)
+        return None
+    name = head.value.split("@", 1)[0]
+    if name in _PACKAGE_MANAGERS:
+        return [Arg.lit(name, head.text), *args[1:]]
+    return None
+
+
 def nix(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """``nix develop|shell … -c CMD``; ``nix run PKG`` runs a program from a package."""
     for k, a in enumerate(args):
