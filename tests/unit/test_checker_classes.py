@@ -951,6 +951,25 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "pnpm -r build",
         ],
     ),
+    "cargo-aliases": (
+        [
+            "cargo --config alias.x=publish x",
+            "cargo --config ./c.toml x",
+            "CARGO_ALIAS_X=publish cargo x",
+            "export CARGO_ALIAS_X=publish; cargo x",
+            "env CARGO_ALIAS_X=publish cargo x",
+            "mkdir .cargo; printf '[alias]\\nx = \"publish\"\\n' > .cargo/config.toml; cargo x",
+            "mkdir .cargo; printf '[alias]\\nx = \"publish\"\\n' > .cargo/config; cargo +nightly x",
+        ],
+        [
+            "cargo x",
+            "cargo build",
+            "cargo fmt",
+            "cargo --config alias.x=publish build",
+            "CARGO_ALIAS_X=publish cargo test",
+            "mkdir .cargo; printf '[build]\\njobs = 2\\n' > .cargo/config.toml; cargo build",
+        ],
+    ),
 }
 
 CASES = [

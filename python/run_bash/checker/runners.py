@@ -695,6 +695,48 @@ def coreutils(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+CARGO_GLOBAL = opts(
+    "-CZ: -vq --color= --config= --locked --offline --frozen --verbose --quiet --list --version",
+    abbrev=False,
+)
+# cargo's built-in commands and their aliases: a user-defined alias cannot replace these.
+CARGO_BUILTINS = frozenset(
+    wordlist(
+        "add b bench build c check clean config d doc fetch fix generate-lockfile git-checkout "
+        "help info init install locate-project login logout metadata new owner package pkgid "
+        "publish r read-manifest remove report rm run rustc rustdoc search t test tree "
+        "uninstall update vendor verify-project version yank"
+    )
+)
+
+
+def cargo(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``cargo NAME``: a name that is not a built-in command may be an alias (``[alias]`` of a
+    config file, ``--config alias.NAME=…``, ``CARGO_ALIAS_NAME``); one this line may define is
+    unknown."""
+    words = args[1:] if args and (args[0].value or "").startswith("+") else args
+    got = read(words, CARGO_GLOBAL, permute=False)
+    if got.dynamic or not got.operands:
+        return None
+    sub = got.operands[0]
+    if sub.value in CARGO_BUILTINS:
+        return None
+    variables = [*ctx.env, *ana.variables]
+    sources = [
+        *(f"`--config {w.text}`" for w in got.values("config")),
+        *(f"`{v}`" for v in variables if v.startswith("CARGO_ALIAS_") or v == "CARGO_HOME"),
+        *(f"`{p}`" for p in ana.written if ".cargo/config" in p or p.startswith(".cargo/")),
+    ]
+    if sub.value is None or sources:
+        ana.unknown(
+            f"runs `cargo {sub.text}`, which may be an alias that {sources[0]} defines"
+            if sources
+            else f"runs a cargo command only known at run time (`{sub.text}`)",
+            ctx.text,
+        )
+    return None
+
+
 _PACKAGE_MANAGERS = frozenset(wordlist("npm npx pnpm pnpx yarn yarnpkg"))
 
 

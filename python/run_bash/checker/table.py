@@ -584,12 +584,9 @@ GCLOUD = Row(
     )
 )
 CARGO = Row(
-    opts(
-        "-CZ: -vq --color= --config= --locked --offline --frozen --verbose --quiet --list "
-        "--version",
-        abbrev=False,
-    ),
+    runners.CARGO_GLOBAL,
     toolchain=True,
+    runs=(Custom(runners.cargo),),
     subs={
         **subs("publishes a crate to crates.io", "publish", dry_run=True),
         **subs("withdraws a published crate version from crates.io", "yank", dry_run=True),
