@@ -983,6 +983,10 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "echo 'system \"rm -rf x\"' > Rakefile; rake",
             "echo 'import shutil; shutil.rmtree(\"x\")' > noxfile.py; nox",
             "echo 'import os; os.system(\"rm -rf x\")' > tasks.py; invoke x",
+            "printf 'task :x do sh \"rm -rf y\" end\\n' > Rakefile; rake x",
+            'echo \'def t(session): session.run("rm", "-rf", "x")\' > noxfile.py; nox',
+            "printf 'x:\\n\\trm -rf y\\n' > Makefile; bmake",
+            "echo 'rm -rf x' > ~/.bash_logout; bash -lc exit",
         ],
         [
             "npm test",

@@ -36,7 +36,15 @@ from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
 MAX_INPUTS = 32
 # Start-up files of interactive and login shells.
-RC_FILES = ("~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.zshrc", "~/.kshrc")
+RC_FILES = (
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.bash_logout",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.kshrc",
+)
 
 
 def dynamic_options(ana: Walker, name: str, ctx: Ctx) -> None:

@@ -18,7 +18,7 @@ from run_bash.checker.languages import JAVASCRIPT, PHP, PYTHON, RUBY, judge
 from run_bash.checker.model import NO_INPUT, STDIN_FILES, Ctx, Walker
 from run_bash.checker.options import opts, read
 from run_bash.checker.runners import chdir, dynamic_options
-from run_bash.checker.words import Arg, normalize_path
+from run_bash.checker.words import Arg, normalize_path, wordlist
 
 _MAKE = opts(
     "-fCEIoW: -jlO:: -bBdeiknpqrRsStvw --file= --makefile= --eval= --directory= "
@@ -379,24 +379,35 @@ _PROJECT_FILES = {
     "npm pnpm yarn corepack lerna nx turbo": f"{_JS} package.json .npmrc .yarnrc .yarnrc.yml",
     "jest vitest mocha vite webpack rollup parcel esbuild next nuxt astro eslint tsc": _JS,
     "playwright cypress karma ava": _JS,
-    "make gmake": "Makefile makefile GNUmakefile *.mk *.mak *.sh",
+    "make gmake bmake remake": "Makefile makefile GNUmakefile BSDmakefile *.mk *.mak *.sh",
     "just": "justfile Justfile .justfile *.just *.sh",
     "task": "Taskfile* *.sh",
     "cargo": "build.rs Cargo.toml",
     "mise": "mise.toml .mise.toml mise.*.toml .mise.*.toml .tool-versions *.sh "
     ".mise/* mise/* mise-tasks/* .config/mise/*",
     "rake rails bundle": "Rakefile rakefile *.rake *.rb Gemfile *.gemspec",
+    "doit": "dodo.py *.py",
+    "fab": "fabfile.py fabfile/* *.py",
+    "gulp grunt jake": f"{_JS} gulpfile.* Gruntfile.* Jakefile*",
     "gradle gradlew mvn mvnw": "*.gradle *.gradle.kts gradle.properties pom.xml .mvn/*",
     "composer": "composer.json *.php",
-    "zsh": ".zshenv",
+    "zsh": ".zshenv .zshrc .zprofile .zlogin .zlogout",
 }
 PROJECT_FILES = {name: tuple(v.split()) for k, v in _PROJECT_FILES.items() for name in k.split()}
+# Task files: code written against the task runner's own API (`sh "…"` in a Rakefile,
+# `session.run(…)` in a noxfile, `c.run(…)` in tasks.py), which the checker does not read.
+_TASK_FILES = tuple(
+    wordlist(
+        "Rakefile rakefile *.rake noxfile.py tasks.py fabfile.py dodo.py gulpfile.* Gruntfile.* "
+        "Jakefile*"
+    )
+)
 _KINDS = (
     (("*.py",), PYTHON),
     (tuple(_JS.split()), JAVASCRIPT),
-    (("*.rb", "*.rake", "Rakefile", "rakefile"), RUBY),
+    (("*.rb",), RUBY),
     (("*.php",), PHP),
-    (("*.sh", ".zshenv"), None),  # shell code
+    (("*.sh", ".zshenv", ".zshrc", ".zprofile", ".zlogin", ".zlogout"), None),  # shell code
 )
 
 
@@ -427,7 +438,8 @@ def project_files(ana: Walker, names: tuple[str, ...], unbounded: list[str], ctx
     for path in list(ana.written):
         if path in ana.followed or not _matches(path, patterns):
             continue
-        kinds = [lang for pats, lang in _KINDS if _matches(path, pats)]
+        task = _matches(path, _TASK_FILES)
+        kinds = [] if task else [lang for pats, lang in _KINDS if _matches(path, pats)]
         content = ana.written_file(path) if kinds else None
         if not isinstance(content, str):
             ana.unknown(
