@@ -884,7 +884,7 @@ def test_every_row_that_runs_commands_has_an_example() -> None:
          "s6-envdir softlimit systemd-nspawn machinectl lxc distrobox-enter autossh sftp sshfs "
          "mosh docker-compose script uv uvx poetry hatch pdm conda kubectl npm pnpm yarn bun "
          "mise dotenvx pipx coverage watch nix-shell ssh docker podman nerdctl incus memray "
-         "scalene kernprof ansible"],
+         "scalene kernprof ansible lerna corepack"],
     )  # fmt: skip
     words = set(examples.replace("'", " ").replace('"', " ").split())
     missing = [name for name, row in TABLE.items() if _runs_commands(row) and name not in words]

@@ -54,7 +54,8 @@ from run_bash.checker.syntax import (
     Word,
     Words,
 )
-from run_bash.checker.table import row_for
+from run_bash.checker.table import lookup_names, row_for
+from run_bash.checker.tasks import project_files
 from run_bash.checker.words import (
     DYN,
     LIT,
@@ -119,7 +120,7 @@ _DATA_BUILTINS = frozenset(
         "alias hash declare typeset local export readonly read mapfile readarray getopts printf set"
     )
 )
-_WRITERS = frozenset(wordlist("tee cp mv install ln rsync scp curl wget dd sed"))
+_WRITERS = frozenset(wordlist("tee cp mv install ln rsync scp curl wget dd sed sponge perl"))
 _CD = frozenset({"cd", "pushd", "popd"})
 
 
@@ -154,6 +155,8 @@ class Analysis:
     carriers: list[str] = field(default_factory=list)
     ifs_changed: bool = False
     path_changed: bool = False  # a command name may then run a script this line wrote
+    unbounded: list[str] = field(default_factory=list)  # writes to files it cannot name
+    followed: set[str] = field(default_factory=set)  # written files whose content was read
     budget: int = MAX_CODE
     _carrier_set: set[str] = field(default_factory=set)
     _reading: set[str] = field(default_factory=set)
@@ -509,17 +512,27 @@ class Analysis:
                     return
             targets = operands[-1:]
         elif name in ("curl", "wget"):
+            named = ("-o", "--output") if name == "curl" else ("-O", "--output-document")
             for k, a in enumerate(args):
-                if a.value in ("-o", "--output", "-O", "--output-document") and k + 1 < len(args):
+                if a.value in named and k + 1 < len(args):
                     targets.append(args[k + 1])
                 elif a.value and a.value.startswith(("--output=", "--output-document=")):
                     targets.append(Arg.lit(a.value.split("=", 1)[1]))
+            remote = ("-O", "--remote-name", "--remote-name-all", "-J", "--remote-header-name")
+            if (name == "wget" and not targets) or (
+                name == "curl" and any(a.value in remote for a in args)
+            ):
+                self.unbounded.append(f"`{name}` saves under a name the server gives")
         elif name == "dd":
             targets = [Arg.lit(a.value[3:]) for a in args if a.value and a.value.startswith("of=")]
         elif name == "sed" and any(
             a.value and a.value.startswith(("-i", "--in-place")) for a in args
         ):
             targets = [a for a in args[1:] if a.value and not a.value.startswith("-")]
+        elif name == "sponge" or (
+            name == "perl" and any(re.fullmatch(r"-[a-zA-Z]*i.*", a.value or "") for a in args)
+        ):
+            targets = [a for a in args if a.value and not a.value.startswith("-")]
         for t in targets:
             if t.value is not None:
                 self._store(t.value, None, False)
@@ -529,7 +542,12 @@ class Analysis:
         if target is None:
             return None
         args = expand(target.text, target.parts, self.resolver(scope, False))
-        if len(args) != 1 or args[0].value is None or args[0].value.startswith("/dev/"):
+        if len(args) == 1 and args[0].proc:
+            return None  # `> >(cmd)`: a command reads it
+        if len(args) != 1 or args[0].value is None:
+            self.unbounded.append(f"`> {target.text}` writes a file only known at run time")
+            return None
+        if args[0].value.startswith("/dev/"):
             return None
         self._store(args[0].value, content, redir.op in (">>", "&>>"))
         return args[0].value
@@ -544,7 +562,7 @@ class Analysis:
 
     def written_file(self, path: str) -> str | bool | None:
         """A file this command line writes: its content (None: unknown), or False."""
-        if not self.written:
+        if not self.written and not self.unbounded:
             return False
         key = normalize_path(path)
         if key not in self.written:
@@ -554,7 +572,7 @@ class Analysis:
                 "",
             )
             if not key:
-                return False
+                return None if self.unbounded else False
         if key in self._reading:
             return None  # `cat f > f`: the content depends on itself
         self._reading.add(key)
@@ -565,6 +583,7 @@ class Analysis:
                 if text is None or text is NO_INPUT:
                     return None
                 out.append(str(text))
+            self.followed.add(key)
             return "".join(out)
         finally:
             self._reading.discard(key)
@@ -763,6 +782,7 @@ class Analysis:
                     return
                 name = target
             row = row_for(name)
+            before = self.unbounded[:]  # what the command itself writes does not count for it
             reading = read_row(name, row, args[1:]) if row is not None else None
             argv = [Arg.lit(name, head.text), *args[1:]]
             self.events.append(Found(name, argv, ctx.text, reading, ctx.cwd, ctx.elsewhere))
@@ -770,12 +790,17 @@ class Analysis:
                 self._cd(name, args[1:], ctx)
             if "/" in head.value:
                 self.script_run(head, args[1:], ctx)
-            elif self.path_changed and self.written:
+            elif self.path_changed and (self.written or self.unbounded):
                 self.script_run(Arg.lit("./" + head.value), args[1:], ctx)
             if reading is None:
+                project_files(self, lookup_names(name), before, ctx)
+                for hit in ctx.hits:  # no row of its own to carry them
+                    self.unknown(hit.reason, ctx.text)
+                ctx.hits = []
                 return
             stored = {k: v.value for k, v in self.git_config if v.value is not None}
             inner = run(self, reading, ctx)
+            project_files(self, lookup_names(name), before, ctx)
             # What the runners found in code it runs, and the git configuration it gets.
             reading.hits, ctx.hits = ctx.hits, []
             reading.config, ctx.config = {**stored, **ctx.config}, {}

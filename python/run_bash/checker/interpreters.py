@@ -118,8 +118,15 @@ def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
         judge(ana, text, interp.lang, ctx)
 
 
+# Modules that are a command-line tool of the table: `python -m NAME` runs as that command.
+_TOOL_MODULES = {
+    **{n: n for n in wordlist("pip twine uv poetry hatch pdm flit pipx")},
+    "pip3": "pip",
+}
+
+
 def python(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``python [options] -c CODE | -m MODULE | SCRIPT``: ``-m pip|twine`` runs that tool; the
+    """``python [options] -c CODE | -m MODULE | SCRIPT``: ``-m pip|twine|uv…`` runs that tool; the
     ``sitecustomize``/``usercustomize`` modules and ``.pth`` files this line writes run first."""
     _judge_files(ana, written(ana, ".", "sitecustomize.py", "usercustomize.py"), PYTHON, ctx)
     for pth in written(ana, ".", "*.pth"):
@@ -132,8 +139,8 @@ def python(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     if module and not got.dynamic:
         name = module[-1].value
         rest = args[got.first :]
-        if name in ("pip", "pip3", "twine"):
-            return [Arg.lit("pip" if name == "pip3" else name, module[-1].text), *rest]
+        if name in _TOOL_MODULES:
+            return [Arg.lit(_TOOL_MODULES[name], module[-1].text), *rest]
         if name in ("pytest", "unittest"):
             return PYTEST(ana, rest, ctx)
         if name in ("cProfile", "profile", "pdb", "trace", "timeit") and rest:
@@ -154,8 +161,9 @@ _PYTHON = Interp(
 _PYTHON_RUN = interpreter(_PYTHON)
 INTERPRETERS: dict[str, Handler] = {
     "python": python,
+    "pypy": python,
     **dict.fromkeys(
-        ("node", "nodejs"),
+        ("node", "nodejs", "tsx", "ts-node", "ts-node-esm"),
         interpreter(
             Interp(
                 JAVASCRIPT,
@@ -195,7 +203,7 @@ INTERPRETERS: dict[str, Handler] = {
     "php": interpreter(
         Interp(PHP, opts("-rfcdzBREFt: -aChHiIlnqsSvw"), "r B R E", files="f F", noexec="l")
     ),
-    "lua": interpreter(Interp(LUA, opts("-el: -ivEW"), "e")),
+    **dict.fromkeys(("lua", "luajit"), interpreter(Interp(LUA, opts("-elbj: -ivEWO"), "e"))),
     "julia": interpreter(
         Interp(
             JULIA,
@@ -205,6 +213,18 @@ INTERPRETERS: dict[str, Handler] = {
             ),
             "e E eval print",
             files="L load",
+        )
+    ),
+    "R": interpreter(
+        Interp(
+            R_LANG,
+            opts(
+                "-ef: --file= --args --vanilla --no-save --save --no-restore --no-environ "
+                "--no-site-file --no-init-file --no-echo --quiet --silent --slave --interactive "
+                "--restore --verbose"
+            ),
+            "e",
+            files="f file",
         )
     ),
     "Rscript": interpreter(
@@ -235,6 +255,61 @@ INTERPRETERS: dict[str, Handler] = {
         ),
     ),
 }
+
+
+_IPYTHON = opts(
+    "-cm: -i --profile= --ipython-dir= --config= --colors= --logfile= --logappend= --log-level= "
+    "--profile-dir= --gui= --pylab[=] --matplotlib[=] --ext= --no-banner --banner --quick "
+    "--classic --nosep --pdb --no-pdb --pprint --no-pprint --autoindent --no-autoindent "
+    "--simple-prompt --no-simple-prompt --debug --quiet --init --no-confirm-exit"
+)
+_IPYTHON_SHELL = re.compile(r"^\s*!!?(.*)$")
+_IPYTHON_MAGIC = re.compile(r"^\s*%|^[^#'\"]*=\s*[!%]|get_ipython", re.M)
+
+
+def _ipython_code(ana: Walker, text: str, ctx: Ctx) -> None:
+    """IPython code: ``!cmd`` lines are shell commands; magics (``%…``, ``x = !cmd``,
+    ``get_ipython()``) may run anything; the rest is Python."""
+    if _IPYTHON_MAGIC.search(text):
+        ana.unknown("runs IPython magics, which may run shell commands", ctx.text)
+    python_lines = []
+    for line in text.splitlines():
+        m = _IPYTHON_SHELL.match(line)
+        if m:
+            ana.source(m.group(1), ctx.depth + 1, ctx=ctx)
+        else:
+            python_lines.append(line)
+    judge(ana, "\n".join(python_lines), PYTHON, ctx)
+
+
+def ipython(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``ipython [-c CODE | -m MODULE | SCRIPT]``: Python whose ``!`` lines run shell code."""
+    got = read(args, _IPYTHON, permute=False)
+    if got.dynamic:
+        ana.unknown("passes IPython options only known at run time", ctx.text)
+        return None
+    rest = args[got.first :]
+    module = got.values("m")
+    if module:
+        return [Arg.lit("python"), Arg.lit("-m"), *module[-1:], *rest]
+    codes = got.values("c")
+    for word in codes:
+        if word.value is None:
+            ana.unknown(f"runs IPython code only known at run time (`{word.text}`)", ctx.text)
+        else:
+            _ipython_code(ana, word.value, ctx)
+    if codes:
+        return None
+    text = ana.script_text(rest[0], ctx) if rest else ana.stdin_text(ctx.cmd, ctx.scope)
+    if text is None and not rest:
+        ana.unknown("runs IPython code read from its input, only known at run time", ctx.text)
+    elif isinstance(text, str) and text is not NO_INPUT:
+        _ipython_code(ana, text, ctx)
+    return None
+
+
+INTERPRETERS["ipython"] = ipython
+INTERPRETERS["ipython3"] = ipython
 
 
 def deno(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:

@@ -546,8 +546,24 @@ def _kind(name: str, code: Code) -> tuple[str, str] | None:
     return None
 
 
+# Calls that write, copy or move files (the checker does not follow where): a line whose code
+# makes them may have written any file a later command executes.
+_FILE_WRITES = re.compile(
+    r"""\bf?open\s*\([^)]*?,\s*(?:mode\s*=\s*)?['"][rbt]*[wax+][rbt+]*['"]"""
+    r"""|\bopen\s*\(?[^;]*?['"]\s*\+?>"""
+    r"|write_text|write_bytes|writeFile|appendFile|createWriteStream|copyFile|\bcpSync"
+    r"|\brename(?:Sync)?\s*\(|\.replace\s*\(\s*['\"]?[\w./-]*['\"]?\s*\)|symlink|\blink\s*\("
+    r"|\bshutil\.(?:copy|move)|\bos\.(?:replace|rename|open)|File\.(?:write|open|rename)"
+    r"|IO\.write|FileUtils\.(?:cp|mv|install|ln|touch)|file_put_contents|\bcopy\s*\("
+    r"|\bio\.(?:open|output)|writeLines|\bsink\s*\(|file\.(?:copy|rename|create)|Deno\.write"
+    r"|Bun\.write|\bprint\s*>|\.to_csv|\.save\s*\("
+)
+
+
 def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
     """Analyse code in ``lang``: the programs it starts, the files it deletes, its signals."""
+    if depth == 0 and _FILE_WRITES.search(text):
+        ana.unbounded.append(f"{lang.name} code that writes files")
     if depth > MAX_CODE_DEPTH:
         ana.unknown(f"runs {lang.name} code nested too deeply to analyse", ctx.text)
         return

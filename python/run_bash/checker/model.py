@@ -123,6 +123,9 @@ class Walker(Protocol):
     aliases: dict[str, str | None]
     hashed: dict[str, str | None]
     written: dict[str, list[object]]
+    variables: dict[str, list[object]]
+    unbounded: list[str]
+    followed: set[str]
     git_config: list[tuple[str, Arg]]
 
     def unknown(self, reason: str, text: str) -> None:

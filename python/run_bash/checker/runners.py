@@ -36,7 +36,15 @@ from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
 MAX_INPUTS = 32
 # Start-up files of interactive and login shells.
-RC_FILES = ("~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.zshrc", "~/.kshrc")
+RC_FILES = (
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.bash_logout",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.kshrc",
+)
 
 
 def dynamic_options(ana: Walker, name: str, ctx: Ctx) -> None:
@@ -692,6 +700,66 @@ def coreutils(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         return [Arg.lit(name, args[0].text), *args[1:]]
     if args and args[0].value is None and args[0].prefix.startswith("--coreutils-prog"):
         ana.unknown(f"runs a program only known at run time (`{args[0].text}`)", ctx.text)
+    return None
+
+
+CARGO_GLOBAL = opts(
+    "-CZ: -vq --color= --config= --locked --offline --frozen --verbose --quiet --list --version",
+    abbrev=False,
+)
+# cargo's built-in commands and their aliases: a user-defined alias cannot replace these.
+CARGO_BUILTINS = frozenset(
+    wordlist(
+        "add b bench build c check clean config d doc fetch fix generate-lockfile git-checkout "
+        "help info init install locate-project login logout metadata new owner package pkgid "
+        "publish r read-manifest remove report rm run rustc rustdoc search t test tree "
+        "uninstall update vendor verify-project version yank"
+    )
+)
+
+
+def cargo(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``cargo NAME``: a name that is not a built-in command may be an alias (``[alias]`` of a
+    config file, ``--config alias.NAME=…``, ``CARGO_ALIAS_NAME``); one this line may define is
+    unknown."""
+    words = args[1:] if args and (args[0].value or "").startswith("+") else args
+    got = read(words, CARGO_GLOBAL, permute=False)
+    if got.dynamic or not got.operands:
+        return None
+    sub = got.operands[0]
+    if sub.value in CARGO_BUILTINS:
+        return None
+    variables = [*ctx.env, *ana.variables]
+    sources = [
+        *(f"`--config {w.text}`" for w in got.values("config")),
+        *(f"`{v}`" for v in variables if v.startswith("CARGO_ALIAS_") or v == "CARGO_HOME"),
+        *(f"`{p}`" for p in ana.written if ".cargo/config" in p or p.startswith(".cargo/")),
+    ]
+    if sub.value is None or sources:
+        ana.unknown(
+            f"runs `cargo {sub.text}`, which may be an alias that {sources[0]} defines"
+            if sources
+            else f"runs a cargo command only known at run time (`{sub.text}`)",
+            ctx.text,
+        )
+    return None
+
+
+_PACKAGE_MANAGERS = frozenset(wordlist("npm npx pnpm pnpx yarn yarnpkg"))
+
+
+def corepack(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``corepack npm|pnpm|yarn[@VERSION] ARGS``: the package manager with ARGS; its own
+    subcommands (``enable``, ``install``, ``use`` …) run nothing of the line."""
+    if not args:
+        return None
+    head = args[0]
+    if head.value is None:
+        ana.unknown(f"runs a package manager only known at run time (`{head.text}`)", ctx.text)
+        return None
+    name = head.value.split("@", 1)[0]
+    if name in _PACKAGE_MANAGERS:
+        return [Arg.lit(name, head.text), *args[1:]]
     return None
 
 

@@ -23,6 +23,7 @@ from run_bash.checker.reading import (
     Row,
     Shell,
     always,
+    custom,
     runs_sub,
     subs,
     wrapper,
@@ -361,6 +362,8 @@ PNPM = Row(
             runs=(Command(shell="c shell-mode"),),
         ),
         **_scripts("pnpm", "run test start install i add"),
+        # `pnpm recursive CMD` (also `multi`, `m`) is `pnpm -r CMD`.
+        **dict.fromkeys(("recursive", "multi", "m"), wrapper(prefix="pnpm")),
     },
 )
 YARN = Row(
@@ -371,6 +374,18 @@ YARN = Row(
         "dlx": Row(opts("-p: -q --package= --quiet"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
         **_scripts("yarn", "run test start install add"),
+        # `yarn workspace NAME CMD…` and `yarn workspaces foreach … CMD…` run `yarn CMD…`.
+        "workspace": wrapper(skip=1, prefix="yarn"),
+        "workspaces": Row(
+            subs={
+                "foreach": wrapper(
+                    "-j: --from= --include= --exclude= --since[=] --jobs= -ARWvpit --all "
+                    "--recursive --worktree --verbose --parallel --interlaced --topological "
+                    "--topological-dev --no-private --dry-run",
+                    prefix="yarn",
+                )
+            }
+        ),
     },
 )
 BUN = Row(
@@ -569,12 +584,9 @@ GCLOUD = Row(
     )
 )
 CARGO = Row(
-    opts(
-        "-CZ: -vq --color= --config= --locked --offline --frozen --verbose --quiet --list "
-        "--version",
-        abbrev=False,
-    ),
+    runners.CARGO_GLOBAL,
     toolchain=True,
+    runs=(Custom(runners.cargo),),
     subs={
         **subs("publishes a crate to crates.io", "publish", dry_run=True),
         **subs("withdraws a published crate version from crates.io", "yank", dry_run=True),
@@ -928,7 +940,19 @@ TABLE: dict[str, Row] = {
         opts("-p: --project= -v -q"),
         subs={**subs("publishes a package to PyPI", "publish"), **runs_sub("run")},
     ),
-    "lerna": Row(subs=subs("publishes packages to the registry", "publish")),
+    "lerna": Row(
+        subs={
+            **subs("publishes packages to the registry", "publish"),
+            # `lerna exec [options] -- CMD`: CMD in every package.
+            "exec": wrapper(
+                "--scope= --ignore= --since[=] --concurrency= --profile-location= --stream "
+                "--parallel --no-bail --bail --no-prefix --profile --include-dependents "
+                "--include-dependencies --no-private --exclude-dependents"
+            ),
+        }
+    ),
+    # `corepack npm|pnpm|yarn[@VERSION] …` runs that package manager.
+    "corepack": custom(runners.corepack),
     "twine": Row(subs=subs("uploads packages to PyPI", "upload")),
     "gem": Row(
         subs={

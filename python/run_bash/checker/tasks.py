@@ -9,14 +9,16 @@ pauses. Files the line does not write are not followed.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Callable
 
+from run_bash.checker.languages import JAVASCRIPT, PHP, PYTHON, RUBY, judge
 from run_bash.checker.model import NO_INPUT, STDIN_FILES, Ctx, Walker
 from run_bash.checker.options import opts, read
 from run_bash.checker.runners import chdir, dynamic_options
-from run_bash.checker.words import Arg, normalize_path
+from run_bash.checker.words import Arg, normalize_path, wordlist
 
 _MAKE = opts(
     "-fCEIoW: -jlO:: -bBdeiknpqrRsStvw --file= --makefile= --eval= --directory= "
@@ -358,3 +360,95 @@ def package_scripts(tool: str, sub: str) -> Callable[[Walker, list[Arg], Ctx], l
         return None
 
     return runner
+
+
+# -- project files --------------------------------------------------------------------------------
+
+# Commands that execute files of the project they run in (sources, configuration, task and build
+# files, start-up files), and the names of those files. A file this line writes under such a name
+# is judged as code when it is a language the checker reads (its content known), and otherwise
+# makes the command's behaviour unknown, unless the command's own runner read it (a Makefile, a
+# package.json). A line that writes files the checker cannot name makes all of them unknown.
+_JS = "*.js *.mjs *.cjs *.jsx *.ts *.mts *.cts *.tsx"
+_PY_TOOLS = "*.py pyproject.toml setup.cfg"
+_PROJECT_FILES = {
+    "python pypy ipython ipython3": "*.py",
+    "pytest py.test nox tox invoke inv": f"{_PY_TOOLS} pytest.ini tox.ini",
+    "pip pip3 uv poetry hatch pdm flit pipx pixi poe": f"{_PY_TOOLS} pixi.toml poe_tasks.*",
+    "node nodejs tsx ts-node deno bun npx bunx": f"{_JS} deno.json deno.jsonc package.json",
+    "npm pnpm yarn corepack lerna nx turbo": f"{_JS} package.json .npmrc .yarnrc .yarnrc.yml",
+    "jest vitest mocha vite webpack rollup parcel esbuild next nuxt astro eslint tsc": _JS,
+    "playwright cypress karma ava": _JS,
+    "make gmake bmake remake": "Makefile makefile GNUmakefile BSDmakefile *.mk *.mak *.sh",
+    "just": "justfile Justfile .justfile *.just *.sh",
+    "task": "Taskfile* *.sh",
+    "cargo": "build.rs Cargo.toml",
+    "mise": "mise.toml .mise.toml mise.*.toml .mise.*.toml .tool-versions *.sh "
+    ".mise/* mise/* mise-tasks/* .config/mise/*",
+    "rake rails bundle": "Rakefile rakefile *.rake *.rb Gemfile *.gemspec",
+    "doit": "dodo.py *.py",
+    "fab": "fabfile.py fabfile/* *.py",
+    "gulp grunt jake": f"{_JS} gulpfile.* Gruntfile.* Jakefile*",
+    "gradle gradlew mvn mvnw": "*.gradle *.gradle.kts gradle.properties pom.xml .mvn/*",
+    "composer": "composer.json *.php",
+    "zsh": ".zshenv .zshrc .zprofile .zlogin .zlogout",
+}
+PROJECT_FILES = {name: tuple(v.split()) for k, v in _PROJECT_FILES.items() for name in k.split()}
+# Task files: code written against the task runner's own API (`sh "…"` in a Rakefile,
+# `session.run(…)` in a noxfile, `c.run(…)` in tasks.py), which the checker does not read.
+_TASK_FILES = tuple(
+    wordlist(
+        "Rakefile rakefile *.rake noxfile.py tasks.py fabfile.py dodo.py gulpfile.* Gruntfile.* "
+        "Jakefile*"
+    )
+)
+_KINDS = (
+    (("*.py",), PYTHON),
+    (tuple(_JS.split()), JAVASCRIPT),
+    (("*.rb",), RUBY),
+    (("*.php",), PHP),
+    (("*.sh", ".zshenv", ".zshrc", ".zprofile", ".zlogin", ".zlogout"), None),  # shell code
+)
+
+
+def _matches(path: str, patterns: tuple[str, ...]) -> bool:
+    base = path.rsplit("/", 1)[-1]
+    return any(
+        fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, "*/" + p)
+        if "/" in p
+        else fnmatch.fnmatchcase(base, p)
+        for p in patterns
+    )
+
+
+def project_files(ana: Walker, names: tuple[str, ...], unbounded: list[str], ctx: Ctx) -> None:
+    """A command that executes project files (``names``: its name and the names it falls back
+    to): the files among them this line writes are judged, or make it unknown; so does any
+    write before it to files the checker cannot name (``unbounded``)."""
+    patterns = next((PROJECT_FILES[n] for n in names if n in PROJECT_FILES), None)
+    if patterns is None:
+        return
+    name = names[0]
+    if unbounded:
+        ana.unknown(
+            f"runs `{name}`, which may execute a file this line writes ({unbounded[0]})",
+            ctx.text,
+        )
+        return
+    for path in list(ana.written):
+        if path in ana.followed or not _matches(path, patterns):
+            continue
+        task = _matches(path, _TASK_FILES)
+        kinds = [] if task else [lang for pats, lang in _KINDS if _matches(path, pats)]
+        content = ana.written_file(path) if kinds else None
+        if not isinstance(content, str):
+            ana.unknown(
+                f"runs `{name}`, which may execute `{path}`, a file this line writes", ctx.text
+            )
+            continue
+        ana.followed.add(path)
+        lang = kinds[0]
+        if lang is None:
+            ana.source(content, ctx.depth + 1, ctx=ctx)
+        else:
+            judge(ana, content, lang, ctx)

@@ -32,7 +32,8 @@ PLACEHOLDERS = (r"\{\w*\}",)
 # Interpreters whose one-liners may delete files or send signals: their rows judge that code.
 CODE = frozenset(
     wordlist(
-        "python node nodejs deno bun ruby perl php lua Rscript julia go pytest py.test jest "
+        "python pypy ipython ipython3 node nodejs tsx ts-node ts-node-esm deno bun ruby perl php "
+        "lua luajit R Rscript julia go pytest py.test jest "
         "vitest mocha expect tclsh wish emacs emacsclient tmux"
     )
 )
