@@ -231,7 +231,13 @@ DRIVER = textwrap.dedent(
     out = {}
     try:
         world = make_world(root)
-        exec(compile(sys.stdin.read(), "scenario", "exec"))
+        code = sys.stdin.read()
+        try:
+            rb = Runner(backend, world)  # every scenario's runner, as this user
+        except BaseException as e:
+            out["skip"] = f"{backend} unavailable for {os.getuid()}: {e}"
+        else:
+            exec(compile(code, "scenario", "exec"))
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(root)])
         shutil.rmtree(root, ignore_errors=True)
@@ -281,11 +287,6 @@ LOCKOUT = """
 from tests.security.test_hostread import git, pwned, hook, fsmonitor_cfg
 from tests.security.conftest import backend_or_skip
 import stat
-try:
-    rb = Runner(backend, world)
-except BaseException as e:
-    out["skip"] = f"{backend} unavailable for {os.getuid()}: {e}"
-    raise SystemExit
 p = world.project
 before = {
     "config": (p / ".git/config").read_text(),
@@ -332,11 +333,6 @@ def test_lockout_chmod_0500_as_a_normal_user(backend):
 BLIND = """
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
-try:
-    rb = Runner(backend, world)
-except BaseException as e:
-    out["skip"] = f"{backend} unavailable for {os.getuid()}: {e}"
-    raise SystemExit
 p = world.project
 # 1. Another program of the user holds every inotify instance before the host has one: the run
 #    does not start, and says why.

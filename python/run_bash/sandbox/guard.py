@@ -24,6 +24,12 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   given its owner's write and search bits for the repair and put back after it. What was there is
   moved to the quarantine directory (``$XDG_STATE_HOME/run_bash/quarantine``, never deleted), the
   trusted state is written, and the notice says "restored" only after comparing again.
+* **Never through a link.** Every write after a run (a git directory moved back, a quarantine
+  move, a restore, a ``PATH`` link put back, a mode) reaches its path without following a
+  symbolic link in a place a run can write (``nofollow``): a run that replaced a directory on the
+  way with a link (``mv emb emb2; ln -s ~/other emb``) gets that link moved to the quarantine,
+  and nothing behind it is touched. A git directory left where a run moved it has its members
+  compared there.
 * **After every run** (exit, kill, timeout) and again before the next run of a project starts if
   a repair failed: the same comparison for every member, plus the checks that have no trusted
   state to compare with: a new repository in any tree the run could write (or a new git dir
@@ -62,7 +68,7 @@ from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
-from run_bash.sandbox import gitask, sequencer
+from run_bash.sandbox import gitask, nofollow, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -80,8 +86,8 @@ from run_bash.sandbox.members import (
     capture,
     capture_or_mark,
     matches,
-    writable_parents,
 )
+from run_bash.sandbox.nofollow import Fence, LinkInPath
 from run_bash.sandbox.pathguard import (
     PathDir,
     Sig,
@@ -164,7 +170,9 @@ class Keeper:
     """The host's guard: trusted states, the watcher and the checks. See the module docstring."""
 
     def __init__(self, quarantine_root: str, discovery: Discovery | None = None) -> None:
-        self.repairer = Repairer(quarantine_root)
+        # Every place a run of this host could write: no repair follows a symbolic link there.
+        self._fence = Fence(())
+        self.repairer = Repairer(quarantine_root, lambda: self._fence)
         self.quarantine_root = quarantine_root
         self.discovery = discovery or Discovery()
         self._lock = threading.RLock()
@@ -204,6 +212,9 @@ class Keeper:
         cannot be kept or watched, or an earlier tampering is still unrepaired."""
         scope = Scope(sid, host_read, Places(host_read.writable))
         with self._lock:
+            if not self._written.issuperset(host_read.writable):
+                self._written.update(host_read.writable)
+                self._fence = Fence(self._written)
             others = [s for s in self._scopes.values() if not s.ended]
 
             def covered(path: str) -> bool:
@@ -219,7 +230,7 @@ class Keeper:
                 if why is not None and m in self._trusted and matches(m, self._trusted[m]):
                     del self._pending[m]  # put right by hand
                 elif why is not None and m in self._trusted:
-                    ok, done = self.repairer.restore(m, self._trusted[m], sid)
+                    ok, done = self._restore(m, self._trusted[m], scope)
                     if not ok:
                         raise SpawnError(
                             f"{m} was changed by an earlier run and {done}; fix it by hand, "
@@ -240,10 +251,10 @@ class Keeper:
                         raise SpawnError(why)
             # What an earlier check could not move out of the project is tried again first.
             for path in [p for p in self._pending_moves if p in scope.places]:
-                if not os.path.lexists(path):
+                if not self._exists(path):
                     del self._pending_moves[path]
                     continue
-                done = self._quarantine(path, sid)
+                done = self._quarantine(path, scope)
                 if path in self._pending_moves:
                     raise SpawnError(
                         f"{path} was left by an earlier run and {done}; remove it by hand, "
@@ -255,7 +266,7 @@ class Keeper:
             for g in host_read.git_dirs:
                 if not covered(g) or g not in self._git_ident:
                     with contextlib.suppress(OSError):
-                        st = os.lstat(g)
+                        st = nofollow.lstat(g, self._fence)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             for pd in host_read.path_dirs:
@@ -265,7 +276,6 @@ class Keeper:
                 for p in (r.path, *rules_include_paths(host_read, r.path)):
                     if not covered(p) or p not in self._rules:
                         self._rules[p] = capture_or_mark(p, self._rules.get(p))
-            self._written.update(host_read.writable)
             self._scopes[sid] = scope
             try:
                 self._watch(scope)
@@ -341,34 +351,43 @@ class Keeper:
         stopped = f"; the run was stopped ({scope.tripped})" if scope.tripped else ""
         note = scope.notices.append
 
-        # The git directories: still the same directory under the same name.
+        # The git directories: still the same directory under the same name. One the run moved
+        # away that stays where it went has its protected files checked there.
+        elsewhere: dict[str, str] = {}
         for g in hr.git_dirs:
             ident = self._git_ident.get(g)
             if ident is None:
                 continue
-            self._check_git_dir(scope, g, ident, stopped)
+            now = self._check_git_dir(scope, g, ident, stopped)
+            if now is not None:
+                elsewhere[g] = now
 
         # Every member: its trusted state, or quarantined when it never had a trusted one.
         for m in hr.members:
             trusted = self._trusted.get(m)
-            if trusted is None or matches(m, trusted):
+            if trusted is None:
                 continue
-            others = self._others_covering(scope, m)
+            at = next((w + m[len(g) :] for g, w in elsewhere.items() if is_under(m, g)), m)
+            if matches(at, trusted):
+                continue
+            others = self._others_covering(scope, at)
             for o in others:
                 o.trip("a file the host reads changed while it ran")
             what = "created" if trusted[0] == "absent" else "changed"
             why = f", but {hr.reasons[m]}" if m in hr.reasons else ""
             if m in self._suspect:
-                dest = self._quarantine(m, scope.sid)
-                note(f"{self._name(hr, m)} was {what} inside the sandbox{why}; {dest}{stopped}")
+                dest = self._quarantine(at, scope)
+                note(f"{self._name(hr, at)} was {what} inside the sandbox{why}; {dest}{stopped}")
                 continue
-            ok, done = self.repairer.restore(m, trusted, scope.sid)
+            if at != m:
+                self._trusted[at] = trusted  # a repair left pending is tried again there
+            ok, done = self._restore(at, trusted, scope)
             if ok:
-                self._pending.pop(m, None)
+                self._pending.pop(at, None)
             else:
-                self._pending[m] = done
+                self._pending[at] = done
             note(
-                f"{'' if why else 'protected file '}{self._name(hr, m)} was {what} inside the "
+                f"{'' if why else 'protected file '}{self._name(hr, at)} was {what} inside the "
                 f"sandbox{why}; {done}{stopped}"
             )
 
@@ -378,60 +397,141 @@ class Keeper:
         for r in hr.rules:
             self._check_rules(scope, r, stopped)
 
-    def _quarantine(self, path: str, tag: str) -> str:
+    # -- repairs: never through a symbolic link in a place a run can write (``nofollow``) ---------
+
+    def _exists(self, path: str) -> bool:
+        """Whether something is at ``path``; a link on the way in a writable place counts (it
+        is what must go)."""
         try:
-            dest = self.repairer.quarantine(path, tag)
+            return nofollow.lexists(path, self._fence)
+        except LinkInPath:
+            return True
+
+    def _move(self, path: str, scope: Scope) -> tuple[str, bool]:
+        """Move what is at ``path`` to the quarantine: what was done, and whether a symbolic link
+        on the way was moved instead (``path`` is then no longer reached at all)."""
+        try:
+            dest = self.repairer.quarantine(path, scope.sid)
+        except LinkInPath as e:
+            moved, done = self._move_link(e, scope)
+            if moved:
+                self._pending_moves.pop(path, None)
+            else:
+                self._pending_moves[path] = str(e.strerror)
+            return done, moved
         except OSError as e:
             self._pending_moves[path] = str(e.strerror)
-            return f"could not be moved away ({e.strerror})"
+            return f"could not be moved away ({e.strerror})", False
         self._pending_moves.pop(path, None)
-        return "moved to " + dest
+        return "moved to " + dest, False
+
+    def _quarantine(self, path: str, scope: Scope) -> str:
+        return self._move(path, scope)[0]
+
+    def _move_link(self, e: LinkInPath, scope: Scope) -> tuple[bool, str]:
+        """A repair met a symbolic link on its way, in a place a run can write: nothing is written
+        through it, and the link itself goes to the quarantine (whatever reads that path, git,
+        your shell or the next chat, would be led through it; a repair was needed behind it, so
+        it leads to something a run changed, or somewhere a run chose). Whether the run made the
+        link or only moved a directory that held one of the user's there cannot be told apart,
+        so one that was the user's goes too, and the notice names it. (moved, what was done)."""
+        said = (
+            f"nothing was written through {self._name(scope.host_read, e.link)}: it is a symbolic "
+            f"link (to {e.target}), which a repair never follows"
+        )
+        try:
+            dest = self.repairer.quarantine(e.link, scope.sid)
+        except OSError as e2:
+            return False, f"{said}, and the link could not be moved away ({e2.strerror})"
+        return True, f"{said}; the link was moved to {dest}"
+
+    def _restore(self, path: str, state: State, scope: Scope) -> tuple[bool, str]:
+        """``Repairer.restore``; a symbolic link on the way is moved away instead of followed
+        (``_move_link``), then the path is compared (and written) again."""
+        try:
+            return self.repairer.restore(path, state, scope.sid)
+        except LinkInPath as e:
+            moved, done = self._move_link(e, scope)
+        if not moved:
+            return False, done
+        if matches(path, state):
+            return True, done
+        try:
+            ok, again = self.repairer.restore(path, state, scope.sid)
+        except LinkInPath as e:
+            return False, f"{done}; could not be restored ({e.strerror})"
+        return ok, f"{done}; {again}"
 
     def _check_git_dir(
         self, scope: Scope, g: str, ident: tuple[int, int, int], stopped: str
-    ) -> None:
+    ) -> str | None:
+        """A git directory moved or replaced: moved back, or left where the run put it (its path
+        then; the caller checks its protected files there). A directory on the way made a
+        symbolic link is never followed: the link goes to the quarantine and the git directory
+        stays where the run moved it."""
         hr = scope.host_read
+        fence = self._fence
+        link: LinkInPath | None = None
         try:
-            st = os.lstat(g)
-            now = (st.st_dev, st.st_ino)
+            st: os.stat_result | None = nofollow.lstat(g, fence)
+        except LinkInPath as e:
+            st, link = None, e
         except OSError:
             st = None
-            now = None
-        if now == ident[:2] and st is not None:
+        if st is not None and (st.st_dev, st.st_ino) == ident[:2]:
             if stat.S_IMODE(st.st_mode) != ident[2]:
                 with contextlib.suppress(OSError):
-                    os.chmod(g, ident[2])
+                    nofollow.chmod(g, ident[2], fence)
                 scope.notices.append(
                     f"the mode of {self._name(hr, g)} was changed inside the sandbox; restored{stopped}"
                 )
-            return
-        # Moved or replaced: find the original by identity where a run could have put it.
+            return None
+        # Moved or replaced: find the original by identity where a run could have put it (the
+        # walk enters no symbolic link), reached without following one.
         found = None
-        for root in (*hr.scan, os.path.dirname(g)):
+        roots = (*hr.scan, os.path.dirname(g)) if link is None else hr.scan
+        for root in roots:
             for path, _kind in self.discovery.trees.find(root)[0]:
                 with contextlib.suppress(OSError):
-                    s2 = os.lstat(path)
+                    s2 = nofollow.lstat(path, fence)
                     if (s2.st_dev, s2.st_ino) == ident[:2]:
                         found = path
                         break
             if found:
                 break
+        name = self._name(hr, g)
+        if link is not None:
+            _moved, done = self._move_link(link, scope)
+            if found:
+                done += (
+                    f"; the git directory stays at {self._name(hr, found)}, where the run moved "
+                    "it, and its protected files were checked there"
+                )
+            else:
+                done += "; the original was not found"
+            scope.notices.append(
+                f"git directory {name} was moved or replaced inside the sandbox; {done}{stopped}"
+            )
+            return found
         moved = ""
-        if os.path.lexists(g):
-            moved = "; what replaced it " + self._quarantine(g, scope.sid)
+        if self._exists(g):
+            moved = "; what replaced it " + self._quarantine(g, scope)
         if found:
             try:
-                with writable_parents(g):
-                    os.rename(found, g)
+                nofollow.rename(found, g, fence, expect=ident[:2])
                 what = "moved back"
+                found = None
             except OSError as e:
-                what = f"could not be moved back from {found} ({e.strerror})"
+                what = (
+                    f"could not be moved back from {found} ({e.strerror}): it stays there, and "
+                    "its protected files were checked there"
+                )
         else:
             what = "the original was not found"
         scope.notices.append(
-            f"git directory {self._name(hr, g)} was moved or replaced inside the sandbox; "
-            f"{what}{moved}{stopped}"
+            f"git directory {name} was moved or replaced inside the sandbox; {what}{moved}{stopped}"
         )
+        return found
 
     def _trusted_git_dirs(self) -> set[tuple[int, int]]:
         return {i[:2] for i in self._git_ident.values()}
@@ -507,7 +607,7 @@ class Keeper:
             # and it is none.
             top = path in hr.roots or path in hr.scan
             what = os.path.join(path, "HEAD") if top else path
-            dest = self._quarantine(what, scope.sid)
+            dest = self._quarantine(what, scope)
             scope.notices.append(
                 f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
             )
@@ -515,16 +615,17 @@ class Keeper:
     def _check_path_dir(self, scope: Scope, pd: PathDir, stopped: str) -> bool:
         """An entry of a writable PATH directory that changed and can be run, or a new one that
         shadows a later command, goes to the quarantine (a symlink whose text changed is put back
-        as it was); True when one was found."""
+        as it was); True when one was found. When the directory itself is reached through a
+        symbolic link in a writable place, that link goes instead, and nothing behind it is
+        touched."""
         hit = False
         for c in changes(pd, self._path_states.get(pd.path), scope.places):
             hit = True
             path = os.path.join(pd.path, c.name)
-            done = self._quarantine(path, scope.sid)
-            if c.link is not None and not os.path.lexists(path):
+            done, link_moved = self._move(path, scope)
+            if c.link is not None and not link_moved and not self._exists(path):
                 try:
-                    with writable_parents(path):
-                        os.symlink(c.link, path)
+                    nofollow.symlink(c.link, path, self._fence)
                     done = f"put back as it was (a link to {c.link}); what was there was {done}"
                 except OSError as e:
                     done += f"; the link to {c.link} could not be put back ({e.strerror})"
@@ -532,6 +633,8 @@ class Keeper:
                 f"{path} {c.why} inside the sandbox (that directory is on your PATH); "
                 f"{done}{stopped}"
             )
+            if link_moved:
+                break  # the directory is no longer reached: nothing else of it is on PATH
         return hit
 
     def _check_rules(self, scope: Scope, r: RulesName, stopped: str) -> bool:
@@ -556,9 +659,9 @@ class Keeper:
         if not where_same or (kind == "type" and where == path):
             if trusted[0] == "absent" and is_under(where, path):
                 where = path  # a new directory of links: all of it goes
-            done.append(self._quarantine(where, scope.sid))
-        if not file_same and os.path.lexists(path) and trusted[0] in ("file", "absent"):
-            ok, what = self.repairer.restore(path, trusted, scope.sid)
+            done.append(self._quarantine(where, scope))
+        if not file_same and self._exists(path) and trusted[0] in ("file", "absent"):
+            ok, what = self._restore(path, trusted, scope)
             if not ok:
                 self._pending[path] = what
             if ok and trusted[0] == "file":

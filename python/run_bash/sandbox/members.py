@@ -1,7 +1,8 @@
 """The members of the host-read set as states: what a member is (``capture``), whether it is still
 that (``matches``, bounded by the trusted state and never blocking), and putting it back
 (``Repairer``: what was there goes to the quarantine directory, the trusted state is written as
-the owner, even through directories a run made unwritable)."""
+the owner, even through directories a run made unwritable, and never through a symbolic link a
+run could have planted on the way: ``nofollow``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 from run_bash.errors import SpawnError
+from run_bash.sandbox import nofollow
 from run_bash.sandbox.hostread import read_nonblocking
+from run_bash.sandbox.nofollow import Fence
 
 # A member file larger than this cannot be kept (a copy is held in memory): the run is refused.
 MAX_MEMBER_BYTES = 16 * 1024 * 1024
@@ -155,97 +158,145 @@ def matches(path: str, state: State) -> bool:
 
 
 # -------------------------------------------------------------------------------------------------
-# Repair: quarantine what is there, write the trusted state, as the owner
+# Repair: quarantine what is there, write the trusted state, as the owner, never through a link
 
 
 class Repairer:
-    """Moves things into the quarantine directory and writes trusted states back."""
+    """Moves things into the quarantine directory and writes trusted states back. Every write
+    reaches its path as ``nofollow.parent`` does: a symbolic link on the way inside ``fence``
+    (a place a run can write) stops it with ``LinkInPath`` before anything is written, and the
+    last component is never followed either. ``fence`` is a ``Fence``, or a function giving the
+    current one."""
 
-    def __init__(self, quarantine_root: str) -> None:
+    def __init__(
+        self, quarantine_root: str, fence: Fence | Callable[[], Fence] = nofollow.EVERYWHERE
+    ) -> None:
         self.root = quarantine_root
+        self._fence = fence
+
+    @property
+    def fence(self) -> Fence:
+        return self._fence if isinstance(self._fence, Fence) else self._fence()
 
     def quarantine(self, path: str, tag: str) -> str:
-        """Move ``path`` (whatever it is) out of the way; where it went. Into the quarantine
-        directory when it is on the same file system (one rename, whatever its size), else
-        renamed in place with a suffix and its exec bits removed (inert under any name)."""
+        """Move ``path`` (whatever it is: a link is moved itself) out of the way; where it went.
+        Into the quarantine directory when it is on the same file system (one rename, whatever
+        its size), else renamed in place with a suffix and its exec bits removed (inert under
+        any name). Raises ``LinkInPath`` (nothing moved) or another OSError."""
+        with nofollow.parent(path, self.fence, owner=True) as (fd, name):
+            os.stat(name, dir_fd=fd, follow_symlinks=False)  # nothing there: FileNotFoundError
+            return self._away(fd, name, path, tag)
+
+    def _away(self, fd: int, name: str, path: str, tag: str) -> str:
+        """Move ``name`` (in the directory at ``fd``, which is ``path``'s) out of the way."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
         # One flat name per original path: no `.git` or `hooks` directory is recreated in there.
         flat = path.strip("/").replace("%", "%25").replace("/", "%")
-        dest = os.path.join(self.root, f"{stamp}-{tag}", flat)
-        with writable_parents(path):
+        with contextlib.suppress(OSError):
+            return self._into_root(fd, name, f"{stamp}-{tag}", flat)
+        base = f"{name}.run_bash-quarantined-{stamp}"
+        dest, n = base, 1
+        while nofollow.lstat_at(fd, dest) is not None:
+            n += 1
+            dest = f"{base}.{n}"
+        os.rename(name, dest, src_dir_fd=fd, dst_dir_fd=fd)
+        with contextlib.suppress(OSError):
+            moved = os.open(dest, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             try:
-                # What a run wrote may be meant for someone else's eyes: only the owner's.
-                os.makedirs(self.root, mode=0o700, exist_ok=True)
-                if stat.S_IMODE(os.lstat(self.root).st_mode) != 0o700:
-                    os.chmod(self.root, 0o700)
-                os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
-                n = 1
-                while os.path.lexists(dest):
-                    n += 1
-                    dest = os.path.join(self.root, f"{stamp}-{tag}", f"{flat}.{n}")
-                os.rename(path, dest)
-                return dest
-            except OSError:
-                pass
-            dest = f"{path}.run_bash-quarantined-{stamp}"
-            os.rename(path, dest)
-            with contextlib.suppress(OSError):
-                st = os.lstat(dest)
-                if stat.S_ISREG(st.st_mode):
-                    os.chmod(dest, 0o600)
-            return dest
+                if stat.S_ISREG(os.fstat(moved).st_mode):
+                    nofollow.chmod_fd(moved, 0o600)
+            finally:
+                os.close(moved)
+        return os.path.join(os.path.dirname(path), dest)
+
+    def _into_root(self, fd: int, name: str, run: str, flat: str) -> str:
+        """Rename ``name`` into ``<root>/<run>/<flat>`` (``.2``, ``.3`` … when taken)."""
+        with nofollow.parent(self.root, self.fence, create=True) as (up, root_name):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(root_name, 0o700, dir_fd=up)
+            root_fd = os.open(root_name, nofollow.DIR, dir_fd=up)
+        try:
+            # What a run wrote may be meant for someone else's eyes: only the owner's.
+            if stat.S_IMODE(os.fstat(root_fd).st_mode) != 0o700:
+                nofollow.chmod_fd(root_fd, 0o700)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(run, 0o700, dir_fd=root_fd)
+            run_fd = os.open(run, nofollow.DIR, dir_fd=root_fd)
+        finally:
+            os.close(root_fd)
+        try:
+            dest, n = flat, 1
+            while nofollow.lstat_at(run_fd, dest) is not None:
+                n += 1
+                dest = f"{flat}.{n}"
+            os.rename(name, dest, src_dir_fd=fd, dst_dir_fd=run_fd)
+            return os.path.join(self.root, run, dest)
+        finally:
+            os.close(run_fd)
 
     def restore(self, path: str, state: State, tag: str) -> tuple[bool, str]:
-        """Make ``path`` be ``state`` again; (checked ok, what was done)."""
+        """Make ``path`` be ``state`` again; (checked ok, what was done). Raises ``LinkInPath``
+        when a directory on the way is a symbolic link a run could have planted: nothing was
+        written (the caller decides what to do with the link)."""
         moved = ""
         try:
-            with writable_parents(path):
-                if os.path.lexists(path):
-                    moved = self.quarantine(path, tag)
-                _create(path, state)
-        except (OSError, TooLarge, ValueError) as e:
+            with nofollow.parent(path, self.fence, owner=True) as (fd, name):
+                if nofollow.lstat_at(fd, name) is not None:
+                    moved = self._away(fd, name, path, tag)
+                _create(fd, name, state)
+        except nofollow.LinkInPath:
+            raise
+        except (OSError, ValueError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             return False, f"could not be restored ({why})"
+        try:
+            nofollow.lstat(path, self.fence)  # still reached without a link (compared next)
+        except nofollow.LinkInPath as e:
+            return False, f"could not be restored ({e.strerror})"
+        except OSError:
+            pass
         if not matches(path, state):
             return False, "could not be restored (it differs after writing it back)"
         done = "removed" if state[0] == "absent" else "restored"
         return True, done + (f"; what was there is in {moved}" if moved else "")
 
 
-def _create(path: str, state: State) -> None:
+def _create(fd: int, name: str, state: State) -> None:
+    """Write ``state`` as ``name`` in the directory at ``fd`` (nothing is there)."""
     kind = state[0]
     if kind == "absent":
         return
     if kind == "link":
-        os.symlink(state[1], path)
+        os.symlink(state[1], name, dir_fd=fd)
         return
     if kind == "file":
         if state[4] is None:
             raise ValueError(f"larger than {MAX_MEMBER_BYTES} bytes: no copy was kept")
-        tmp = os.path.join(
-            os.path.dirname(path), f".run_bash-restore-{os.getpid()}-{time.time_ns()}"
-        )
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        tmp = f".run_bash-restore-{os.getpid()}-{time.time_ns()}"
+        out = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=fd,
         )
         try:
-            os.write(fd, state[4])
-            _own(fd, state)
-            os.fchmod(fd, state[1])
+            os.write(out, state[4])
+            _own(out, state)
+            os.fchmod(out, state[1])
         finally:
-            os.close(fd)
-        os.rename(tmp, path)
+            os.close(out)
+        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         return
     if kind == "dir":
-        os.mkdir(path, 0o700)
-        for name, sub in state[4]:
-            _create(os.path.join(path, name), sub)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        os.mkdir(name, 0o700, dir_fd=fd)
+        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
         try:
-            _own(fd, state)
-            os.fchmod(fd, state[1])
+            for kid, kid_state in state[4]:
+                _create(sub, kid, kid_state)
+            _own(sub, state)
+            os.fchmod(sub, state[1])
         finally:
-            os.close(fd)
+            os.close(sub)
         return
     raise ValueError(f"a {kind} entry cannot be recreated")
 
@@ -255,43 +306,6 @@ def _own(fd: int, state: State) -> None:
         st = os.fstat(fd)
         if (st.st_uid, st.st_gid) != (state[2], state[3]):
             os.fchown(fd, state[2], state[3])
-
-
-@contextlib.contextmanager
-def writable_parents(path: str) -> Iterator[None]:
-    """Give the owner search permission on every directory above ``path`` and write permission
-    on its parent for the block (a run may have ``chmod``-ed them), and put the modes back."""
-    changed: list[tuple[str, int]] = []
-    parent = os.path.dirname(path)
-    chain = []
-    d = parent
-    while True:
-        chain.append(d)
-        up = os.path.dirname(d)
-        if up == d:
-            break
-        d = up
-    for d in reversed(chain):
-        need = 0o300 if d == parent else 0o100
-        try:
-            st = os.lstat(d)
-        except OSError:
-            break
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            continue
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & need != need:
-            try:
-                os.chmod(d, mode | need)
-                changed.append((d, mode))
-            except OSError:
-                break
-    try:
-        yield
-    finally:
-        for d, mode in reversed(changed):
-            with contextlib.suppress(OSError):
-                os.chmod(d, mode)
 
 
 def capture_or_mark(path: str, prev: State | None = None) -> State:

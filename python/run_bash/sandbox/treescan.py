@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from run_bash import fsdeps, inotify
+from run_bash.sandbox import nofollow
 
 # Nested submodule git dirs (modules/a/modules/b/...) and worktree admin dirs looked at per repo.
 MAX_GIT_DIRS = 512
@@ -259,7 +260,7 @@ class TreeScan:
             ident = (st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
             info = cache.get(d)
             if info is None or info.ident != ident:
-                info = listing(d, ident)
+                info = listing(d, ident, root)
                 listed = True
             seen[d] = info
             if info.dotgit:
@@ -283,11 +284,11 @@ class TreeScan:
         return found, truncated, seen
 
     @staticmethod
-    def _list(d: str, ident: tuple[int, int, int]) -> _DirInfo:
+    def _list(d: str, ident: tuple[int, int, int], root: str) -> _DirInfo:
         names: list[str] = []
         subdirs: list[str] = []
         dotgit = False
-        _make_listable(d)
+        _make_listable(d, root)
         try:
             with os.scandir(d) as it:
                 for entry in it:
@@ -309,16 +310,27 @@ def _mount_generation() -> int | None:
     return mounts().generation()
 
 
-def _make_listable(d: str) -> None:
+def _make_listable(d: str, root: str) -> None:
     """A directory of ours that a run made unreadable would hide what is in it: give the owner
-    read and search permission back."""
+    read and search permission back. The directory is reached without following a link below
+    the tree's ``root`` (a run may be replacing a directory on the way with one), and must be
+    the one just looked at."""
     try:
         st = os.lstat(d)
     except OSError:
         return
     if st.st_uid == os.geteuid() and st.st_mode & 0o500 != 0o500:
-        with contextlib.suppress(OSError):
-            os.chmod(d, stat.S_IMODE(st.st_mode) | 0o500)
+        with (
+            contextlib.suppress(OSError, ValueError),
+            nofollow.parent(d, nofollow.Fence([root])) as (up, name),
+        ):
+            fd = os.open(name, nofollow.DIR, dir_fd=up)
+            try:
+                now = os.fstat(fd)
+                if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                    nofollow.chmod_fd(fd, stat.S_IMODE(now.st_mode) | 0o500)
+            finally:
+                os.close(fd)
 
 
 def nested_git_dirs(common: str) -> list[str]:
