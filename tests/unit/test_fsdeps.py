@@ -471,3 +471,29 @@ def test_watches_take_at_most_an_eighth_of_the_users_limit(tmp_path, monkeypatch
     assert len(rec._armed.slow) == len(rec.sigs)  # nothing watched: every path by stat
     f.write_text("two")
     assert not rec.still()
+
+
+async def test_a_kept_policy_is_computed_again_when_a_path_link_into_the_project_appears(
+    tmp_path,
+):
+    """The read-only PATH directories' links are read unnoted (hundreds of them) and checked by
+    asking again: a kept policy holds while nothing changed (the control), and a link into the
+    project that appears in a PATH directory makes the next run's policy new, with it kept."""
+    _home, project, m = policy_world(tmp_path)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "sys").symlink_to("/usr/bin/true")
+    m.environ["PATH"] = f"{tools}:{m.environ['PATH']}"
+    old = fsdeps.SETTLED_NS
+    fsdeps.SETTLED_NS = 0  # fresh test files count as settled
+    try:
+        first = m.launching.policy(str(project))
+        assert m.launching.policy(str(project)) is first
+        (project / "tool").write_text("#!/bin/sh\n")
+        (tools / "tool").symlink_to(project / "tool")
+        again = m.launching.policy(str(project))
+        assert again is not first
+        assert str(tools) in [pd.path for pd in again.host_read.path_dirs]
+    finally:
+        fsdeps.SETTLED_NS = old
+        await m.shutdown()

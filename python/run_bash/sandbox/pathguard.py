@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from run_bash import fsdeps
 from run_bash.paths import Tops, is_under
 from run_bash.sandbox.places import Places
 
@@ -200,6 +201,12 @@ def link_targets(pd: PathDir, writable: Places, read: set[str] | None = None) ->
     tops = Tops(writable.real)
     for name in names:
         path = os.path.join(pd.path, name)
+        try:
+            text = os.readlink(path)
+        except OSError:
+            continue
+        if "/" not in text and text not in (".", ".."):
+            continue  # a sibling: an entry of this same directory, looked at as itself
         # Most links of a PATH directory lead to the system: a quick resolution (directories
         # remembered) tells which ones reach a writable grant before each is walked.
         quick = _quick_end(path, real)
@@ -248,7 +255,22 @@ def read_only_dirs(path_var: str, writable: Places, skip: Iterable[str] = ()) ->
     """Absolute ``PATH`` entries no run can write that hold a symlink leading into a writable
     grant (``npm link``, ``ln -s ~/proj/bin/tool ~/.local/bin/``): each as a ``PathDir`` whose
     unit is itself (nothing is bound for it; its links' targets are, ``link_targets``) and that is
-    compared after the run like the others (a program whose target changed is quarantined)."""
+    compared after the run like the others (a program whose target changed is quarantined).
+
+    Its hundreds of reads (every link of ``/usr/bin``) are not noted one by one in a policy's
+    recording (``fsdeps``): the answer adds its own check, the same question asked again, which
+    the kept answers (``_NO_LINKS``) make a few ``stat`` calls."""
+    skipped = tuple(skip)
+    with fsdeps.unrecorded():
+        out = _read_only_dirs(path_var, writable, skipped)
+    same = [pd.path for pd in out]
+    fsdeps.add_check(
+        lambda: [pd.path for pd in _read_only_dirs(path_var, writable, skipped)] == same
+    )
+    return out
+
+
+def _read_only_dirs(path_var: str, writable: Places, skip: Iterable[str]) -> list[PathDir]:
     entries = [os.path.normpath(e) for e in path_var.split(os.pathsep) if os.path.isabs(e)]
     skipped = set(skip)
     seen: set[tuple[int, int]] = set()
