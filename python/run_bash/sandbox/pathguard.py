@@ -297,6 +297,8 @@ def _read_only_dirs(path_var: str, writable: Places, skip: Iterable[str]) -> lis
             out.append(pd)
             _NO_LINKS.pop(key, None)
         else:
+            if len(_NO_LINKS) >= MAX_KEPT_ANSWERS:
+                _NO_LINKS.clear()  # grants of many projects over a long session: start again
             _NO_LINKS[key] = tuple((d, _dir_sig(d)) for d in sorted(read))
     return out
 
@@ -306,6 +308,7 @@ def _read_only_dirs(path_var: str, writable: Places, skip: Iterable[str]) -> lis
 # replaced in one of them (a new link, an alternative re-pointed) changes its signature and the
 # directory is looked at again; nothing else can change where its links lead.
 _NO_LINKS: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, object], ...]] = {}
+MAX_KEPT_ANSWERS = 512
 
 
 def _dir_sig(d: str) -> object:
