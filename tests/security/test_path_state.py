@@ -275,3 +275,31 @@ def test_read_only_path_link_attacks_work_without_the_sandbox(sbx, world, attack
     sbx.with_config().unconfined().run(LINKED_TOOL_ATTACKS[attack].format(p=payload(world, attack)))
     run_outside(world, "mytool")
     assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"
+
+
+def vendored_tool(world: World) -> str:
+    """``~/.local/bin/tool`` leads through ``proj/vendor``, a link in the project to a directory
+    outside it; the shell that re-points that middle link (made by the test's caller)."""
+    outside = world.home / "opt/vendor-1"
+    (outside / "bin").mkdir(parents=True)
+    (outside / "bin/tool").write_text("#!/bin/sh\necho real tool\n")
+    (outside / "bin/tool").chmod(0o755)
+    (world.project / "vendor").symlink_to(outside)
+    lb = world.home / ".local/bin"
+    lb.mkdir(parents=True)
+    (lb / "tool").symlink_to(world.project / "vendor/bin/tool")
+    world.env["PATH"] = f"{lb}:{world.env['PATH']}"
+    return "mkdir -p evil/bin && printf '#!/bin/sh\\n{p}\\n' > evil/bin/tool && chmod +x evil/bin/tool && ln -sfn evil vendor"
+
+
+def test_a_read_only_path_link_through_a_link_in_the_project(sbx, world):
+    """The link on the way is a directory of the path, not its last name: it is kept too."""
+    attack = vendored_tool(world).format(p=payload(world, "middle"))
+    r = sbx.with_config().run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    run_outside(world, "tool")
+    assert pwned(world) == [], (r.output, r.notices)
+    # The control: the same attack without the sandbox re-points what the user runs.
+    sbx.with_config().unconfined().run(attack)
+    run_outside(world, "tool")
+    assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"

@@ -222,26 +222,41 @@ def link_targets(pd: PathDir, writable: Places, read: set[str] | None = None) ->
     return Kept(tuple(dict.fromkeys(links)), tuple(dict.fromkeys(files)))
 
 
-def _fast_real(read: set[str] | None = None) -> Callable[[str], str]:
-    memo: dict[str, str] = {}
+def _fast_real(
+    read: set[str] | None = None,
+) -> Callable[[str], tuple[tuple[str, ...], str | None]]:
+    """Resolve a directory the way the kernel does, remembered per directory: (the symlinks met
+    on the way, where it ends; None: a loop). ``read`` gets the directories the answer was read
+    from: where it ends and the one holding each link on the way."""
+    memo: dict[str, tuple[tuple[str, ...], str | None]] = {}
 
-    def real(d: str) -> str:
+    def real(d: str) -> tuple[tuple[str, ...], str | None]:
         hit = memo.get(d)
         if hit is None:
-            hit = memo[d] = os.path.realpath(d)
+            links, end = link_chain(d)
+            hit = memo[d] = (tuple(links), end)
             if read is not None:
-                read.add(hit)
+                read.update(os.path.dirname(link) for link in links)
+                if end is not None:
+                    read.add(end)
         return hit
 
     return real
 
 
-def _quick_end(path: str, real: Callable[[str], str]) -> tuple[str, tuple[str, ...]] | None:
+def _quick_end(
+    path: str, real: Callable[[str], tuple[tuple[str, ...], str | None]]
+) -> tuple[str, tuple[str, ...]] | None:
     """Where ``path`` ends, resolving its directories with ``real`` (remembered) and following
-    the links at the end by their text: (end, the links followed). None: no answer (a loop)."""
+    the links at the end by their text: (end, every link followed, in a directory on the way
+    too). None: no answer (a loop)."""
     hops: list[str] = []
     for _ in range(MAX_HOPS):
-        p = os.path.join(real(os.path.dirname(path)), os.path.basename(path))
+        links, parent = real(os.path.dirname(path))
+        if parent is None:
+            return None
+        hops += links
+        p = os.path.join(parent, os.path.basename(path))
         try:
             text = os.readlink(p)
         except OSError:
