@@ -22,7 +22,7 @@ LEFT = "the run left a rebase in progress"
 def planted_rebase(world: World, tag: str) -> str:
     """Shell that leaves an interactive rebase whose next step is ``exec <payload>``."""
     return (
-        "g=.git/rebase-merge && mkdir -p $g && git symbolic-ref HEAD > $g/head-name && "
+        "g=$(git rev-parse --git-path rebase-merge) && mkdir -p $g && git symbolic-ref HEAD > $g/head-name && "
         "git rev-parse HEAD > $g/onto && git rev-parse HEAD > $g/orig-head && "
         ": > $g/interactive && : > $g/done && echo 0 > $g/msgnum && echo 1 > $g/end && "
         f"printf 'exec {payload(world, tag)}\\n' > $g/git-rebase-todo"
@@ -86,3 +86,11 @@ def test_a_new_repository_left_mid_rebase_is_reported(sbx, world):
     # The control: the same repository without the rebase is inert and says nothing.
     r = sbx.run(f"echo {CONTROL}; rm -rf sub/.git/rebase-merge")
     assert CONTROL in r.output and not [n for n in r.notices if LEFT in n], r.notices
+
+
+def test_a_rebase_left_in_a_linked_worktree_is_reported_once(sbx, world):
+    git(world, "worktree", "add", "-q", "wt", check=True)
+    r = sbx.run(f"echo {CONTROL}; cd wt && {planted_rebase(world, 'seqwt')}")
+    assert CONTROL in r.output
+    said = [n for n in r.notices if LEFT in n]
+    assert len(said) == 1, r.notices

@@ -542,3 +542,22 @@ def test_a_read_only_path_directory_is_looked_at_again_when_a_link_into_a_grant_
     assert read_only_dirs(path, grants) == []
     (tools / "new").symlink_to(project / "tool")  # a new link in the PATH directory itself
     assert [pd.path for pd in read_only_dirs(path, grants)] == [str(tools)]
+
+
+def test_a_hooks_directory_that_cannot_be_listed_holds_hooks(tmp_path, monkeypatch):
+    """git runs a hook with only the search bit on its directory: one the guard cannot list is
+    not "no hooks" (fail closed); one that is not there holds none, one with samples only none
+    (the controls)."""
+    from run_bash.sandbox import hostread
+
+    hooks = tmp_path / "hooks"
+    assert hostread.active_hooks(str(hooks)) == []
+    hooks.mkdir()
+    (hooks / "pre-commit.sample").write_text("#!/bin/sh\n")
+    assert hostread.active_hooks(str(hooks)) == []
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(hostread.os, "scandir", refused)
+    assert hostread.active_hooks(str(hooks)) != []

@@ -321,8 +321,11 @@ class Keeper:
             self._refresh_all()
             hr = scope.host_read
             scope.notices += refusal_notices(hr.path_dirs, output, exit_code, hr.cwd)
+            # A linked worktree's admin dir is a git dir of its own and one of its common dir's
+            # places: each state directory is reported once.
+            reported: set[str] = set()
             for g, before in scope.sequencer.items():
-                scope.notices += sequencer.left_by_run(before, g, self._name(hr, g))
+                scope.notices += sequencer.left_by_run(before, g, self._name(hr, g), reported)
             return list(dict.fromkeys(scope.notices))
 
     def shutdown(self) -> None:
@@ -601,7 +604,9 @@ class Keeper:
                     # Its own worktree and submodule git dirs, as those of a kept one.
                     queue += [(n, "bare") for n in nested_git_dirs(target)]
                     # An operation in progress in it is the run's own list of next steps.
-                    scope.notices += sequencer.left_by_run({}, target, self._name(hr, target))
+                    scope.notices += sequencer.left_by_run(
+                        {}, target, self._name(hr, target), set()
+                    )
                 continue
             # The project (or a writable grant) itself made into a repository: its HEAD goes,
             # and it is none.

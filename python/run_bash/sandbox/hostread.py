@@ -694,7 +694,9 @@ def rules_names(
 
 
 def active_hooks(hooks_dir: str, limit: int = 4096) -> list[str]:
-    """Entries of a hooks directory git would run (anything but ``*.sample``)."""
+    """Entries of a hooks directory git would run (anything but ``*.sample``). One that cannot
+    be listed (a run took away its read bit; git needs only search to run a hook) counts as
+    holding hooks: only a directory that is not there holds none."""
     try:
         with os.scandir(hooks_dir) as it:
             out = []
@@ -707,5 +709,7 @@ def active_hooks(hooks_dir: str, limit: int = 4096) -> list[str]:
             return out
     except NotADirectoryError:
         return [os.path.basename(hooks_dir)]
-    except OSError:
+    except FileNotFoundError:
         return []
+    except OSError as e:
+        return [f"(a directory that cannot be listed: {e.strerror})"]

@@ -60,13 +60,15 @@ def state(git_dir: str) -> State:
     return found
 
 
-def left_by_run(before: State, git_dir: str, name: str) -> list[str]:
+def left_by_run(before: State, git_dir: str, name: str, reported: set[str]) -> list[str]:
     """Notices for the state directories of ``git_dir`` the run created or changed and left
-    behind; ``name`` is how the notice names the repository."""
+    behind; ``name`` is how the notice names the repository. ``reported``: state directories
+    already reported (another git dir's place), skipped, and added to."""
     notes = []
     for d, files in state(git_dir).items():
-        if before.get(d) == files:
+        if before.get(d) == files or d in reported:
             continue
+        reported.add(d)
         what, todo = STATE_DIRS[os.path.basename(d)]
         where = os.path.join(name, os.path.relpath(os.path.join(d, todo), git_dir))
         notes.append(
