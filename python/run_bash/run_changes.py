@@ -188,6 +188,8 @@ def _program_known(word: str, path_changed: bool) -> bool:
     found on the ``PATH`` the line did not change (its entries that runs can write are read-only
     in the run), or named by a path into the system's own directories. A path into the project
     (``./rm``) or one found after the line set ``PATH`` may be any file."""
+    if any(c in word for c in "$`\"'\\"):
+        return False  # named through an expansion or quoting: what it names is not read here
     if "/" not in word:
         return not path_changed
     return word.startswith(SYSTEM_PROGRAMS) and ".." not in word.split("/")

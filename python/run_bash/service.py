@@ -554,8 +554,8 @@ class Service:
                 str(cover.get("cwd") or opts.get("cwd") or ""),
                 tuple(cover.get("paths") or ()),
                 bool(cover.get("git")),
-                bool(cover.get("everything")),
-                bool(cover.get("inplace")),
+                cover.get("everything") is not False,  # missing: the strict answer
+                cover.get("inplace") is not False,
             )
         if answer.needs_approval and not consent:
             s = self.mgr.start(cmd, hold=True, **kwargs)

@@ -430,6 +430,11 @@ async def test_the_gate_asks_for_what_fd_finds(svc, proj, tmp_path, cmd, asks):
         ("/usr/bin/../../tmp/rm -rf build", False),
         ("PATH=.:$PATH rm -rf build", False),
         ("export PATH=bin:$PATH; rm -rf build", False),
+        ("R=./rm; $R -rf build", False),
+        ('R=./rm; "$R" -rf build', False),
+        ("LD_PRELOAD=./evil.so rm -rf build", False),
+        ("env LD_PRELOAD=./evil.so rm -rf build", False),
+        ("LD_LIBRARY_PATH=. rm -rf build", False),
     ],
 )
 def test_a_command_named_by_its_path_or_after_path_changes_may_be_any_file(tmp_path, line, known):

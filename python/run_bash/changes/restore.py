@@ -276,15 +276,6 @@ def _place(pfd: int, tmp: str, name: str) -> None:
     """Rename ``tmp`` to ``name`` only if nothing is at ``name`` (an empty directory in the way
     is removed first); Changed when something is: it is never replaced. ``renameat2`` with
     ``RENAME_NOREPLACE``, else a hard link and an unlink (which never replace either)."""
-    global _renameat2
-    if _renameat2 is None:
-        try:
-            fn = ctypes.CDLL(None, use_errno=True).renameat2
-            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                           ctypes.c_uint]  # fmt: skip
-            _renameat2 = fn
-        except (OSError, AttributeError):
-            _renameat2 = False
     for _ in range(2):
         try:
             _rename_noreplace(pfd, tmp, name)
@@ -301,6 +292,16 @@ def _place(pfd: int, tmp: str, name: str) -> None:
 
 
 def _rename_noreplace(pfd: int, tmp: str, name: str) -> None:
+    """Rename ``tmp`` to ``name`` in ``pfd``; FileExistsError when something is at ``name``."""
+    global _renameat2
+    if _renameat2 is None:  # loaded on first use, by whichever caller comes first
+        try:
+            fn = ctypes.CDLL(None, use_errno=True).renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                           ctypes.c_uint]  # fmt: skip
+            _renameat2 = fn
+        except (OSError, AttributeError):
+            _renameat2 = False
     if _renameat2:
         if _renameat2(pfd, os.fsencode(tmp), pfd, os.fsencode(name), _RENAME_NOREPLACE) == 0:
             return

@@ -81,7 +81,8 @@ class Verdict:
         programs: each command of ``commands`` as the line names it (``./rm``, ``/usr/bin/rm``,
             ``rm``): the table judges the name, but a program given by its path, or found after
             the line changed ``PATH``, may be any file.
-        path_changed: the line sets ``PATH``.
+        path_changed: the line sets ``PATH`` or what the dynamic loader reads (``LD_PRELOAD``,
+            ``LD_LIBRARY_PATH``, ``LD_AUDIT``): a command may then run or load any file.
     """
 
     pause: bool

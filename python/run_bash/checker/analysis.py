@@ -92,6 +92,9 @@ LESS_VARIABLES = frozenset({"LESSOPEN", "LESSCLOSE"})
 PROMPT_VARIABLES = frozenset({"PS0", "PS1", "PS2", "PS3", "PS4"})
 # Files a shell sources on start-up.
 STARTUP_VARIABLES = frozenset({"BASH_ENV", "ENV"})
+# What the dynamic loader reads: code a program loads before its own (any file, as a changed
+# PATH is for the program's name).
+LOADER_VARIABLES = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"})
 # Options other programs read from the environment that may hold code-running options.
 OPTION_VARIABLES = {"TAR_OPTIONS": "tar"}
 _SPECIAL = (
@@ -100,6 +103,7 @@ _SPECIAL = (
     | PROMPT_VARIABLES
     | STARTUP_VARIABLES
     | set(OPTION_VARIABLES)
+    | LOADER_VARIABLES
     | {"BASH_CMDS", "BASH_ALIASES", "PATH"}
 )
 _FD_PATH = re.compile(r"/(?:dev/fd|proc/(?:self|\d+)/fd)/\d+")
@@ -154,7 +158,9 @@ class Analysis:
     sinks: list[str] = field(default_factory=list)
     carriers: list[str] = field(default_factory=list)
     ifs_changed: bool = False
-    path_changed: bool = False  # a command name may then run a script this line wrote
+    # PATH or the loader's variables set: a command name may then run (or load) a file this
+    # line wrote
+    path_changed: bool = False
     unbounded: list[str] = field(default_factory=list)  # writes to files it cannot name
     followed: set[str] = field(default_factory=set)  # written files whose content was read
     budget: int = MAX_CODE
@@ -657,7 +663,7 @@ class Analysis:
                 self.carrier(value.value)
         elif name in STARTUP_VARIABLES:
             self.sourced_file(value, ctx, f"`{name}`")
-        elif name == "PATH":
+        elif name == "PATH" or name in LOADER_VARIABLES:
             self.path_changed = True
 
     def rebind_word(self, name: str, word: Word, ctx: Ctx) -> None:
