@@ -105,13 +105,14 @@ def _hole_below(snap: Snapshot, rel: str, git: bool) -> str | None:
 
 
 def _linked_below(snap: Snapshot, rel: str) -> str | None:
-    for path in sorted(snap.links):
-        if _under(path, rel):
-            return (
-                f"{display_path(path)} has more than one name (a hard link): a write in place "
-                "changes every name, and undo puts back only this one"
-            )
-    return None
+    below = [path for path in snap.links if _under(path, rel)]
+    if not below:
+        return None
+    path = min(below)  # the same name every time, without sorting every link for every path
+    return (
+        f"{display_path(path)} has more than one name (a hard link): a write in place "
+        "changes every name, and undo puts back only this one"
+    )
 
 
 def _why(e: tuple[object, ...], path: str) -> str:
