@@ -987,6 +987,11 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             'echo \'def t(session): session.run("rm", "-rf", "x")\' > noxfile.py; nox',
             "printf 'x:\\n\\trm -rf y\\n' > Makefile; bmake",
             "echo 'rm -rf x' > ~/.bash_logout; bash -lc exit",
+            "echo 'import os; os.system(\"rm -rf x\")' > json.py; xargs echo < json.py; "
+            "python3 -c 'import json'",
+            "echo 'import os; os.system(\"rm -rf x\")' > json.py; cat json.py | xargs -0 echo; "
+            "python3 -c 'import json'",
+            "echo 'rm -rf x' > s.sh; cat s.sh | xargs -0 echo; make",
         ],
         [
             "npm test",
@@ -1008,6 +1013,8 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "cat > main.py <<'EOF'\nimport lib\nprint(lib.f())\nEOF\npython3 main.py",
             "cat > src/a.js <<'EOF'\nmodule.exports = 1\nEOF\nnpm test",
             "cat > t.py <<'EOF'\ndef test_a():\n    assert 1\nEOF\npytest t.py",
+            "echo 'print(1)' > json.py; xargs echo < json.py; python3 -c 'import json'",
+            "echo 'echo hi' > s.sh; cat s.sh | xargs -0 echo; make",
         ],
     ),
     "cargo-aliases": (

@@ -560,8 +560,11 @@ class Analysis:
         pieces.append(content)
         self.written[key] = pieces
 
-    def written_file(self, path: str) -> str | bool | None:
-        """A file this command line writes: its content (None: unknown), or False."""
+    def written_file(self, path: str, *, follow: bool = False) -> str | bool | None:
+        """A file this command line writes: its content (None: unknown), or False.
+
+        ``follow``: the caller judges the content as code, so a command that runs project
+        files later need not judge it again (a reader of plain data does not say so)."""
         if not self.written and not self.unbounded:
             return False
         key = normalize_path(path)
@@ -583,7 +586,8 @@ class Analysis:
                 if text is None or text is NO_INPUT:
                     return None
                 out.append(str(text))
-            self.followed.add(key)
+            if follow:
+                self.followed.add(key)
             return "".join(out)
         finally:
             self._reading.discard(key)
@@ -856,7 +860,7 @@ class Analysis:
         if _FD_PATH.fullmatch(path.value):
             self.unknown(f"runs code read from a file descriptor (`{path.value}`)", ctx.text)
             return None
-        content = self.written_file(in_dir(ctx.cwd, path.value) or path.value)
+        content = self.written_file(in_dir(ctx.cwd, path.value) or path.value, follow=True)
         if content is None:
             self.unknown(f"runs `{path.value}`, which this command writes at run time", ctx.text)
             return None
