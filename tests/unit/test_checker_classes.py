@@ -827,6 +827,9 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "env -S 'rm\\_-rf\\_x'",
             "env -S 'git push\\_-f'",
             "env -S 'rm ${X}'",
+            "f='\\x2drf'; rm \"${f@E}\" x",
+            "f='\\055rf'; rm \"${f@P}\" x",
+            'f=abc; rm "${f@A}" x',
         ],
         [
             "fc -l",
@@ -847,6 +850,9 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "env FOO=1 make",
             "env m=--soft bash -c 'git reset \"$m\"'",
             "env -S 'make -j4'",
+            'f=build.log; rm "${f@Q}" x',
+            'f=build.log; rm "${f@U}" x',
+            'f=build.log; rm "$f" x',
         ],
     ),
     "written-scripts": (

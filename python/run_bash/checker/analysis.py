@@ -114,6 +114,9 @@ _PARAM_OPERATOR = re.compile(
     r"(:?[-=?+]|##?|%%?|//?|/[#%]|\^\^?|,,?|@|:)?(.*)\}",
     re.S,
 )
+# `${f@Q}` quotes the value (it starts with a quote); `${f@U}`, `${f@u}`, `${f@L}` change its
+# case: none of them gives an option the value is not.
+_SAME_OPERAND = frozenset("QUuL")
 _SUBSCRIPTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]\+?=")
 _DATA_BUILTINS = frozenset(
     wordlist(
@@ -417,6 +420,8 @@ class Analysis:
         vals = self.values(name) if name.isidentifier() else None
         if vals is None:
             return None  # as `"$f"` for a variable the script does not set
+        if operator == "@" and word not in _SAME_OPERAND:
+            return OPAQUE  # `${f@E}`, `${f@P}` decode escapes; `${f@A}` gives `declare -x f=…`
         # A value of the script's own: unknown, or one that an operator may turn into an option
         # (`f=a-b; "${f#a}"`; a pattern taken off the front of a path, `${f#build/}`).
         trims = (operator or "")[:1] in ("#", "/", ":") and operator not in (":-", ":=", ":?", ":+")
