@@ -830,6 +830,10 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "f='\\x2drf'; rm \"${f@E}\" x",
             "f='\\055rf'; rm \"${f@P}\" x",
             'f=abc; rm "${f@A}" x',
+            'c=-rf; declare -n r; r=c; rm "$r" x',
+            'c=-rf; local -n r; r=c; rm "$r" x',
+            'c=x; typeset -n r; r=c; r=-rf; rm "$c" x',
+            't=c; declare -n r; r=$t; r=-rf; rm "$c" x',
         ],
         [
             "fc -l",
@@ -853,6 +857,9 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             'f=build.log; rm "${f@Q}" x',
             'f=build.log; rm "${f@U}" x',
             'f=build.log; rm "$f" x',
+            'declare -n r; echo "$r"',
+            'f=build.log; export -n f; rm "$f" x',
+            'export -n f=build.log; rm "$f" x',
         ],
     ),
     "written-scripts": (

@@ -165,6 +165,8 @@ class Analysis:
     _reading: set[str] = field(default_factory=set)
     _values: dict[str, frozenset[str]] = field(default_factory=dict)
     _resolving: set[str] = field(default_factory=set)
+    _bare_refs: set[str] = field(default_factory=set)  # `declare -n r`: r=NAME names its target
+    _any_target: bool = False  # such a nameref given a target only known at run time
     _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
     _cwd: dict[tuple[int, ...], str | None] = field(default_factory=dict)
     _away: set[tuple[int, ...]] = field(default_factory=set)  # scopes run where undo cannot reach
@@ -321,11 +323,22 @@ class Analysis:
         if word.elements is not None or sub is not None:
             self._add_value(name, UNKNOWN)
             return
-        self._add_value(name, (word.parts[word.vstart :], scope, cmd.in_func, append))
+        parts = word.parts[word.vstart :]
+        if name in self._bare_refs:
+            # `declare -n r; r=c`: r now stands for c, and later `r=v` sets c.
+            target = self._assigned(parts, scope, cmd.in_func)
+            if _IDENT.fullmatch(target):
+                self._add_value(target, UNKNOWN)
+            else:
+                self._any_target = True
+                self._values.clear()
+        self._add_value(name, (parts, scope, cmd.in_func, append))
 
     def values(self, name: str) -> frozenset[str] | None:
         """The values the script may give ``name`` (None when it never sets it)."""
         sources = self.variables.get(name)
+        if self._any_target:
+            return frozenset({UNKNOWN})
         if sources is None:
             return None
         cached = self._values.get(name)
@@ -478,13 +491,18 @@ class Analysis:
                 v = a.value if a.value is not None else a.prefix
                 if a.value is not None and v[:1] == "-" and "=" not in v:
                     flags += v[1:]
+                # A nameref (`declare -n r=c`) reads and sets the variable it names; `export -n`
+                # takes the export away.
+                ref = "n" in flags and name != "export"
                 var, eq, val = v.partition("=")
                 if eq and _IDENT.fullmatch(var):
-                    # A nameref (`declare -n r=c`) reads and sets the variable it names.
-                    known = a.value is not None and "n" not in flags
+                    known = a.value is not None and not ref
                     self._add_value(var, val if known else UNKNOWN)
-                    if "n" in flags and _IDENT.fullmatch(val):
+                    if ref and _IDENT.fullmatch(val):
                         self._add_value(val, UNKNOWN)
+                elif ref and _IDENT.fullmatch(v):
+                    self._add_value(v, UNKNOWN)  # `declare -n r`: names a variable set later
+                    self._bare_refs.add(v)
         elif name in ("read", "mapfile", "readarray", "getopts"):
             for a in rest:
                 if a.value and _IDENT.fullmatch(a.value):
