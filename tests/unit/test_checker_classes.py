@@ -746,6 +746,8 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "php -r 'Shell_Exec(\"rm -rf x\");'",
             'php -r \'$f="system"; $f("rm -rf x");\'',
             'lua -e \'os["execute"]("rm -rf x")\'',
+            'lua -e "os.execute(\'\\\\114m -rf x\')"',
+            'Rscript -e "system(\'\\\\x72m -rf x\')"',
         ],
         [
             "python3 -c 'print(1)'",
@@ -775,6 +777,9 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             'node --input-type=module -e \'import {execa} from "execa"; await execa("ls")\'',
             'python3 -c \'import subprocess; subprocess.run(["grep", r"\\d+", "f"])\'',
             'python3 -c \'import re; print(re.findall("\\d+", "a1"))\'',
+            "lua -e \"os.execute('ls -l')\"",
+            "Rscript -e \"system('ls -l')\"",
+            "ruby -e \"system('ls', '\\\\x2d')\"",
         ],
     ),
     "shell-fed-by-writes": (

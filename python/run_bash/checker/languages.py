@@ -67,6 +67,7 @@ class Lang:
     nocase: bool = False  # function names are case-insensitive (PHP)
     modules: tuple[str, ...] = ()  # more modules that start programs or delete (`posix`)
     same: tuple[tuple[str, str], ...] = ()  # (module, the module whose calls it has)
+    raw_single: bool = False  # '…' decodes only \\ and \' (Ruby, Perl, PHP)
 
 
 def _calls(kind: str, names: str) -> dict[str, str]:
@@ -185,6 +186,7 @@ RUBY = Lang(
     backticks=True,
     percent=True,
     paren_free=True,
+    raw_single=True,
 )
 PERL = Lang(
     "Perl",
@@ -204,6 +206,7 @@ PERL = Lang(
     backticks=True,
     percent=True,
     paren_free=True,
+    raw_single=True,
 )
 PHP = Lang(
     "PHP",
@@ -220,6 +223,7 @@ PHP = Lang(
     backticks=True,
     member="->",
     nocase=True,
+    raw_single=True,
 )
 LUA = Lang(
     "Lua",
@@ -307,7 +311,7 @@ _OPAQUE_ESCAPE = re.compile(r"\\(?:[^ntr\\'\"0]|0[0-7])", re.S)
 def _str(text: str, body: str, quote: str, lang: Lang) -> Tok:
     """A string token; its value None when it interpolates or holds an escape it does not read."""
     value = _literal(body, quote, lang)
-    escapes = quote != "'" or lang in (PYTHON, JAVASCRIPT)
+    escapes = quote != "'" or not lang.raw_single
     if value is not None and escapes and _OPAQUE_ESCAPE.search(body):
         return Tok("str", text, None, unread=True)
     return Tok("str", text, value)
@@ -449,7 +453,7 @@ def _touching(code: str, i: int) -> bool:
 
 def _literal(body: str, quote: str, lang: Lang) -> str | None:
     """A string literal's value, or None when it interpolates run-time values."""
-    if quote == "'" and lang not in (PYTHON, JAVASCRIPT):
+    if quote == "'" and lang.raw_single:
         return body.replace("\\\\", "\\").replace("\\'", "'")
     if lang.interpolate and re.search(lang.interpolate, body):
         return None
