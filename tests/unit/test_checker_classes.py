@@ -746,8 +746,8 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "php -r 'Shell_Exec(\"rm -rf x\");'",
             'php -r \'$f="system"; $f("rm -rf x");\'',
             'lua -e \'os["execute"]("rm -rf x")\'',
-            'lua -e "os.execute(\'\\\\114m -rf x\')"',
-            'Rscript -e "system(\'\\\\x72m -rf x\')"',
+            "lua -e \"os.execute('\\\\114m -rf x')\"",
+            "Rscript -e \"system('\\\\x72m -rf x')\"",
         ],
         [
             "python3 -c 'print(1)'",
@@ -911,6 +911,11 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "ipython3 -c 'import shutil; shutil.rmtree(\"x\")'",
             "ipython -c 'files = !ls'",
             "ipython -c '%sx ls'",
+            "ipython -c 'b=\"-f\"\n!git push {b}'",
+            "ipython -c 'f=\"-rf\"\n!rm $f x'",
+            "echo '!rm -rf x' | ipython /dev/stdin",
+            "ipython <(echo '!rm -rf x')",
+            "ipython -m twine upload dist/x.whl",
         ],
         [
             "R -e 'print(1)'",
@@ -920,6 +925,10 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "luajit -e 'print(1)'",
             "pypy3 -c 'print(1)'",
             "ipython -c 'import json; print(json.dumps([1]))'",
+            "ipython -c '!git status'",
+            "echo '!ls -l' | ipython /dev/stdin",
+            "ipython <(echo 'print(1)')",
+            "ipython -m json.tool x.json",
         ],
     ),
     "python-m-tools": (
