@@ -1019,6 +1019,10 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "echo 'import os; os.system(\"rm -rf x\")' > json.py; cat json.py | xargs -0 echo; "
             "python3 -c 'import json'",
             "echo 'rm -rf x' > s.sh; cat s.sh | xargs -0 echo; make",
+            'python3 -c \'import pathlib; pathlib.Path("Makefile").open("w").write("x")\'; make',
+            'ruby -e \'File.new("Makefile","w").write("x")\'; make',
+            "python3 -c 'import zipfile; zipfile.ZipFile(\"a.zip\").extractall()'; make",
+            'python3 -c \'import tarfile; tarfile.open("a.tar").extract("Makefile")\'; make',
         ],
         [
             "npm test",
@@ -1042,6 +1046,9 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "cat > t.py <<'EOF'\ndef test_a():\n    assert 1\nEOF\npytest t.py",
             "echo 'print(1)' > json.py; xargs echo < json.py; python3 -c 'import json'",
             "echo 'echo hi' > s.sh; cat s.sh | xargs -0 echo; make",
+            "python3 -c 'import pathlib; print(pathlib.Path(\"x\").open().read())'; make",
+            "ruby -e 'puts File.read(\"x\")'; make",
+            "python3 -c 'import zipfile; print(zipfile.ZipFile(\"a.zip\").namelist())'; make",
         ],
     ),
     "cargo-aliases": (

@@ -554,13 +554,14 @@ def _kind(name: str, code: Code) -> tuple[str, str] | None:
 # makes them may have written any file a later command executes.
 _FILE_WRITES = re.compile(
     r"""\bf?open\s*\([^)]*?,\s*(?:mode\s*=\s*)?['"][rbt]*[wax+][rbt+]*['"]"""
+    r"""|\.open\s*\(\s*(?:mode\s*=\s*)?['"][rbt]*[wax+][rbt+]*['"]"""
     r"""|\bopen\s*\(?[^;]*?['"]\s*\+?>"""
     r"|write_text|write_bytes|writeFile|appendFile|createWriteStream|copyFile|\bcpSync"
     r"|\brename(?:Sync)?\s*\(|\.replace\s*\(\s*['\"]?[\w./-]*['\"]?\s*\)|symlink|\blink\s*\("
-    r"|\bshutil\.(?:copy|move)|\bos\.(?:replace|rename|open)|File\.(?:write|open|rename)"
+    r"|\bshutil\.(?:copy|move)|\bos\.(?:replace|rename|open)|File\.(?:write|open|rename|new)"
     r"|IO\.write|FileUtils\.(?:cp|mv|install|ln|touch)|file_put_contents|\bcopy\s*\("
     r"|\bio\.(?:open|output)|writeLines|\bsink\s*\(|file\.(?:copy|rename|create)|Deno\.write"
-    r"|Bun\.write|\bprint\s*>|\.to_csv|\.save\s*\("
+    r"|Bun\.write|\bprint\s*>|\.to_csv|\.save\s*\(|\.extract(?:all)?\s*\(|unpack_archive"
 )
 
 
