@@ -165,13 +165,11 @@ GIT = Row(
                 Pause("pushes refs read from its input, possibly forced", when="stdin"),
             ),
         ),
-        "read-tree": Row(
-            opts(
-                "-mnuiv --reset --prefix= --index-output= --exclude-per-directory= --trivial "
-                "--aggressive --dry-run --empty --no-sparse-checkout --recurse-submodules[=] "
-                "--no-recurse-submodules --quiet"
-            ),
-            pauses=(Pause("", check=checks.git_read_tree),),
+        "read-tree": _git_sub(
+            "-mnuiv --reset --prefix= --index-output= --exclude-per-directory= --trivial "
+            "--aggressive --dry-run --empty --no-sparse-checkout --recurse-submodules[=] "
+            "--no-recurse-submodules --quiet",
+            checks.git_read_tree,
         ),
         "checkout-index": Row(
             opts(
