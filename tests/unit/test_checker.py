@@ -73,6 +73,16 @@ PAUSED = [
     P("git -c trailer.x.cmd='rm -rf x' commit --trailer x -m x", "rm", id="git-trailer-cmd"),
     P("git -c trailer.x.command='rm -rf x' commit -m x", "rm", id="git-trailer-command"),
     P("git -c interactive.diffFilter='rm -rf x' add -p", "rm", id="git-diff-filter"),
+    P(
+        "git -c sendemail.smtpServer='/bin/rm -rf x' send-email x.patch",
+        "rm",
+        id="git-smtp-server-program",
+    ),
+    P(
+        "echo 'rm -rf x' > s.sh; git -c sendemail.smtpServer=$PWD/s.sh send-email x.patch",
+        "rm",
+        id="git-smtp-server-written",
+    ),
     P("git -c submodule.x.update='!rm -rf x' submodule update", "rm", id="git-submodule-cmd"),
     P("git config submodule.x.update '!rm -rf x'", "rm", id="git-config-submodule-cmd"),
     # more tools that delete what cannot be taken back
@@ -398,6 +408,15 @@ SAFE = [
     P("rclone copy a r:b", id="rclone-copy"),
     P("rclone move --dry-run a r:b", id="rclone-move-dry-run"),
     P("redis-cli get flushall", id="redis-get"),
+    P("prisma db push", id="prisma-db-push"),
+    P("rake db:migrate", id="rake-db-migrate"),
+    P("git add -p", id="git-add-patch"),
+    P("git -c interactive.diffFilter='delta --color-only' add -p", id="git-diff-filter-delta"),
+    P("cdktf synth", id="cdktf-synth"),
+    P(
+        "git -c sendemail.smtpServer=smtp.example.com send-email x.patch",
+        id="git-smtp-server-host",
+    ),
     P("prisma migrate dev", id="prisma-migrate-dev"),
     P("rails db:migrate", id="rails-db-migrate"),
     P("cp -r src dst", id="cp-r"),

@@ -118,6 +118,9 @@ _PARAM_OPERATOR = re.compile(
     r"(:?[-=?+]|##?|%%?|//?|/[#%]|\^\^?|,,?|@|:)?(.*)\}",
     re.S,
 )
+# `${f@Q}` quotes the value (it starts with a quote); `${f@U}`, `${f@u}`, `${f@L}` change its
+# case: none of them gives an option the value is not.
+_SAME_OPERAND = frozenset("QUuL")
 _SUBSCRIPTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[([^\]]*)\]\+?=")
 _DATA_BUILTINS = frozenset(
     wordlist(
@@ -168,6 +171,8 @@ class Analysis:
     _reading: set[str] = field(default_factory=set)
     _values: dict[str, frozenset[str]] = field(default_factory=dict)
     _resolving: set[str] = field(default_factory=set)
+    _bare_refs: set[str] = field(default_factory=set)  # `declare -n r`: r=NAME names its target
+    _any_target: bool = False  # such a nameref given a target only known at run time
     _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
     _cwd: dict[tuple[int, ...], str | None] = field(default_factory=dict)
     _away: set[tuple[int, ...]] = field(default_factory=set)  # scopes run where undo cannot reach
@@ -324,11 +329,22 @@ class Analysis:
         if word.elements is not None or sub is not None:
             self._add_value(name, UNKNOWN)
             return
-        self._add_value(name, (word.parts[word.vstart :], scope, cmd.in_func, append))
+        parts = word.parts[word.vstart :]
+        if name in self._bare_refs:
+            # `declare -n r; r=c`: r now stands for c, and later `r=v` sets c.
+            target = self._assigned(parts, scope, cmd.in_func)
+            if _IDENT.fullmatch(target):
+                self._add_value(target, UNKNOWN)
+            else:
+                self._any_target = True
+                self._values.clear()
+        self._add_value(name, (parts, scope, cmd.in_func, append))
 
     def values(self, name: str) -> frozenset[str] | None:
         """The values the script may give ``name`` (None when it never sets it)."""
         sources = self.variables.get(name)
+        if self._any_target:
+            return frozenset({UNKNOWN})
         if sources is None:
             return None
         cached = self._values.get(name)
@@ -423,6 +439,8 @@ class Analysis:
         vals = self.values(name) if name.isidentifier() else None
         if vals is None:
             return None  # as `"$f"` for a variable the script does not set
+        if operator == "@" and word not in _SAME_OPERAND:
+            return OPAQUE  # `${f@E}`, `${f@P}` decode escapes; `${f@A}` gives `declare -x f=…`
         # A value of the script's own: unknown, or one that an operator may turn into an option
         # (`f=a-b; "${f#a}"`; a pattern taken off the front of a path, `${f#build/}`).
         trims = (operator or "")[:1] in ("#", "/", ":") and operator not in (":-", ":=", ":?", ":+")
@@ -479,13 +497,18 @@ class Analysis:
                 v = a.value if a.value is not None else a.prefix
                 if a.value is not None and v[:1] == "-" and "=" not in v:
                     flags += v[1:]
+                # A nameref (`declare -n r=c`) reads and sets the variable it names; `export -n`
+                # takes the export away.
+                ref = "n" in flags and name != "export"
                 var, eq, val = v.partition("=")
                 if eq and _IDENT.fullmatch(var):
-                    # A nameref (`declare -n r=c`) reads and sets the variable it names.
-                    known = a.value is not None and "n" not in flags
+                    known = a.value is not None and not ref
                     self._add_value(var, val if known else UNKNOWN)
-                    if "n" in flags and _IDENT.fullmatch(val):
+                    if ref and _IDENT.fullmatch(val):
                         self._add_value(val, UNKNOWN)
+                elif ref and _IDENT.fullmatch(v):
+                    self._add_value(v, UNKNOWN)  # `declare -n r`: names a variable set later
+                    self._bare_refs.add(v)
         elif name in ("read", "mapfile", "readarray", "getopts"):
             for a in rest:
                 if a.value and _IDENT.fullmatch(a.value):
@@ -566,8 +589,11 @@ class Analysis:
         pieces.append(content)
         self.written[key] = pieces
 
-    def written_file(self, path: str) -> str | bool | None:
-        """A file this command line writes: its content (None: unknown), or False."""
+    def written_file(self, path: str, *, follow: bool = False) -> str | bool | None:
+        """A file this command line writes: its content (None: unknown), or False.
+
+        ``follow``: the caller judges the content as code, so a command that runs project
+        files later need not judge it again (a reader of plain data does not say so)."""
         if not self.written and not self.unbounded:
             return False
         key = normalize_path(path)
@@ -589,7 +615,8 @@ class Analysis:
                 if text is None or text is NO_INPUT:
                     return None
                 out.append(str(text))
-            self.followed.add(key)
+            if follow:
+                self.followed.add(key)
             return "".join(out)
         finally:
             self._reading.discard(key)
@@ -862,7 +889,7 @@ class Analysis:
         if _FD_PATH.fullmatch(path.value):
             self.unknown(f"runs code read from a file descriptor (`{path.value}`)", ctx.text)
             return None
-        content = self.written_file(in_dir(ctx.cwd, path.value) or path.value)
+        content = self.written_file(in_dir(ctx.cwd, path.value) or path.value, follow=True)
         if content is None:
             self.unknown(f"runs `{path.value}`, which this command writes at run time", ctx.text)
             return None

@@ -304,8 +304,8 @@ def _config_code(ana: Walker, key: str, value: Arg, ctx: Ctx) -> None:
         return  # `checkout`, `rebase`, `merge`, `none`; `!CMD` runs CMD
     if key.startswith("submodule."):
         text = text[1:]
-    if key == "sendemail.smtpserver" and not text.startswith("/"):
-        return  # a host name; an absolute path is a program git runs
+    if key == "sendemail.smtpserver" and "/" not in text:
+        return  # a host name; an absolute path (`$PWD/s.sh` too) is a program git runs
     if key.startswith("credential.") and key.endswith("helper"):
         if text.startswith("!"):
             text = text[1:]

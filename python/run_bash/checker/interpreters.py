@@ -49,6 +49,7 @@ class Interp:
     files: str = ""  # options whose value is a script file (awk -f, php -f)
     noexec: str = ""  # options that only check the code, or forbid running programs
     prints: str = ""  # options after which, without a code option, the first operand is code
+    judge: Callable[[Walker, str, Lang, Ctx], None] = judge  # how its code is judged
 
 
 def interpreter(interp: Interp) -> Handler:
@@ -75,16 +76,18 @@ def interpreter(interp: Interp) -> Handler:
                     f"runs {interp.lang.name} code only known at run time (`{word.text}`)", ctx.text
                 )
             else:
-                judge(ana, word.value, interp.lang, ctx)
+                interp.judge(ana, word.value, interp.lang, ctx)
         if codes or (interp.stops and got.has(*interp.stops.split())):
             return None
         for word in files or rest[:1]:
             if word.value in STDIN_FILES:
                 _stdin(ana, interp, ctx)
+            elif word.proc:
+                _proc(ana, interp, word, ctx)
             else:
                 script = ana.script_text(word, ctx)
                 if script is not None:
-                    judge(ana, script, interp.lang, ctx)
+                    interp.judge(ana, script, interp.lang, ctx)
         if not files and not rest:
             _stdin(ana, interp, ctx)
         return None
@@ -115,7 +118,16 @@ def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
             f"runs {interp.lang.name} code read from its input, only known at run time", ctx.text
         )
     elif text is not NO_INPUT and isinstance(text, str) and not text.startswith("\0"):
-        judge(ana, text, interp.lang, ctx)
+        interp.judge(ana, text, interp.lang, ctx)
+
+
+def _proc(ana: Walker, interp: Interp, word: Arg, ctx: Ctx) -> None:
+    """A script read from a process substitution ``<(…)``: what its commands print."""
+    text = ana.printed_source(word.text[2:-1]) if word.text.startswith("<(") else None
+    if text is None or text is NO_INPUT:
+        ana.unknown(f"runs {interp.lang.name} code from a process substitution", ctx.text)
+    else:
+        interp.judge(ana, text, interp.lang, ctx)
 
 
 # Modules that are a command-line tool of the table: `python -m NAME` runs as that command.
@@ -267,7 +279,7 @@ _IPYTHON_SHELL = re.compile(r"^\s*!!?(.*)$")
 _IPYTHON_MAGIC = re.compile(r"^\s*%|^[^#'\"]*=\s*[!%]|get_ipython", re.M)
 
 
-def _ipython_code(ana: Walker, text: str, ctx: Ctx) -> None:
+def _ipython_code(ana: Walker, text: str, lang: Lang, ctx: Ctx) -> None:
     """IPython code: ``!cmd`` lines are shell commands; magics (``%…``, ``x = !cmd``,
     ``get_ipython()``) may run anything; the rest is Python."""
     if _IPYTHON_MAGIC.search(text):
@@ -275,37 +287,26 @@ def _ipython_code(ana: Walker, text: str, ctx: Ctx) -> None:
     python_lines = []
     for line in text.splitlines():
         m = _IPYTHON_SHELL.match(line)
-        if m:
-            ana.source(m.group(1), ctx.depth + 1, ctx=ctx)
-        else:
+        if m is None:
             python_lines.append(line)
-    judge(ana, "\n".join(python_lines), PYTHON, ctx)
+        elif re.search(r"[{$]", m.group(1)):
+            # `!git push {b}`, `!rm $f`: IPython fills in Python values first.
+            ana.unknown("runs a shell command IPython fills in with Python values", ctx.text)
+        else:
+            ana.source(m.group(1), ctx.depth + 1, ctx=ctx)
+    judge(ana, "\n".join(python_lines), lang, ctx)
+
+
+_IPYTHON_RUNNER = interpreter(Interp(PYTHON, _IPYTHON, "c", judge=_ipython_code))
 
 
 def ipython(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """``ipython [-c CODE | -m MODULE | SCRIPT]``: Python whose ``!`` lines run shell code."""
     got = read(args, _IPYTHON, permute=False)
-    if got.dynamic:
-        ana.unknown("passes IPython options only known at run time", ctx.text)
-        return None
-    rest = args[got.first :]
     module = got.values("m")
-    if module:
-        return [Arg.lit("python"), Arg.lit("-m"), *module[-1:], *rest]
-    codes = got.values("c")
-    for word in codes:
-        if word.value is None:
-            ana.unknown(f"runs IPython code only known at run time (`{word.text}`)", ctx.text)
-        else:
-            _ipython_code(ana, word.value, ctx)
-    if codes:
-        return None
-    text = ana.script_text(rest[0], ctx) if rest else ana.stdin_text(ctx.cmd, ctx.scope)
-    if text is None and not rest:
-        ana.unknown("runs IPython code read from its input, only known at run time", ctx.text)
-    elif isinstance(text, str) and text is not NO_INPUT:
-        _ipython_code(ana, text, ctx)
-    return None
+    if module and not got.dynamic:
+        return [Arg.lit("python"), Arg.lit("-m"), *module[-1:], *args[got.first :]]
+    return _IPYTHON_RUNNER(ana, args, ctx)
 
 
 INTERPRETERS["ipython"] = ipython

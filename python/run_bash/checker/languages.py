@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import pairwise
 
 from run_bash.checker.model import REVERSIBLE, SHELLS, Ctx, Hit, Walker
@@ -67,6 +68,26 @@ class Lang:
     nocase: bool = False  # function names are case-insensitive (PHP)
     modules: tuple[str, ...] = ()  # more modules that start programs or delete (`posix`)
     same: tuple[tuple[str, str], ...] = ()  # (module, the module whose calls it has)
+    raw_single: bool = False  # '…' decodes only \\ and \' (Ruby, Perl, PHP)
+
+    @cached_property
+    def cores(self) -> list[str]:
+        """``core``, the longest first."""
+        return sorted(self.core, key=len, reverse=True)
+
+    @cached_property
+    def same_as(self) -> dict[str, str]:
+        """``same`` as a mapping."""
+        return dict(self.same)
+
+    @cached_property
+    def risky(self) -> frozenset[str]:
+        """The modules (and builtin namespaces) whose members start programs, delete or signal."""
+        heads = {*self.modules, *self.core}
+        for key in self.calls:
+            parts = re.split(r"\.|::", key)
+            heads.update(".".join(parts[:n]) for n in range(1, len(parts)) if parts[0])
+        return frozenset(heads)
 
 
 def _calls(kind: str, names: str) -> dict[str, str]:
@@ -185,6 +206,7 @@ RUBY = Lang(
     backticks=True,
     percent=True,
     paren_free=True,
+    raw_single=True,
 )
 PERL = Lang(
     "Perl",
@@ -204,6 +226,7 @@ PERL = Lang(
     backticks=True,
     percent=True,
     paren_free=True,
+    raw_single=True,
 )
 PHP = Lang(
     "PHP",
@@ -220,6 +243,7 @@ PHP = Lang(
     backticks=True,
     member="->",
     nocase=True,
+    raw_single=True,
 )
 LUA = Lang(
     "Lua",
@@ -307,7 +331,7 @@ _OPAQUE_ESCAPE = re.compile(r"\\(?:[^ntr\\'\"0]|0[0-7])", re.S)
 def _str(text: str, body: str, quote: str, lang: Lang) -> Tok:
     """A string token; its value None when it interpolates or holds an escape it does not read."""
     value = _literal(body, quote, lang)
-    escapes = quote != "'" or lang in (PYTHON, JAVASCRIPT)
+    escapes = quote != "'" or not lang.raw_single
     if value is not None and escapes and _OPAQUE_ESCAPE.search(body):
         return Tok("str", text, None, unread=True)
     return Tok("str", text, value)
@@ -449,7 +473,7 @@ def _touching(code: str, i: int) -> bool:
 
 def _literal(body: str, quote: str, lang: Lang) -> str | None:
     """A string literal's value, or None when it interpolates run-time values."""
-    if quote == "'" and lang not in (PYTHON, JAVASCRIPT):
+    if quote == "'" and lang.raw_single:
         return body.replace("\\\\", "\\").replace("\\'", "'")
     if lang.interpolate and re.search(lang.interpolate, body):
         return None
@@ -525,7 +549,7 @@ def _kind(name: str, code: Code) -> tuple[str, str] | None:
     """The kind and table key of a called name, or None when it does not matter."""
     calls = code.lang.calls
     name = name.lower() if code.lang.nocase else name
-    for core in sorted(code.lang.core, key=len, reverse=True):
+    for core in code.lang.cores:
         for sep in (".", "::"):
             if name.startswith(core + sep):  # `builtins.exec`, `CORE::system`
                 name = name[len(core) + len(sep) :]
@@ -537,7 +561,7 @@ def _kind(name: str, code: Code) -> tuple[str, str] | None:
     if not sep:
         return None
     module = code.modules.get(head, head)
-    module = dict(code.lang.same).get(module, module)
+    module = code.lang.same_as.get(module, module)
     key = f"{module}.{last}"
     if key in calls:
         return calls[key], key
@@ -550,13 +574,14 @@ def _kind(name: str, code: Code) -> tuple[str, str] | None:
 # makes them may have written any file a later command executes.
 _FILE_WRITES = re.compile(
     r"""\bf?open\s*\([^)]*?,\s*(?:mode\s*=\s*)?['"][rbt]*[wax+][rbt+]*['"]"""
+    r"""|\.open\s*\(\s*(?:mode\s*=\s*)?['"][rbt]*[wax+][rbt+]*['"]"""
     r"""|\bopen\s*\(?[^;]*?['"]\s*\+?>"""
     r"|write_text|write_bytes|writeFile|appendFile|createWriteStream|copyFile|\bcpSync"
     r"|\brename(?:Sync)?\s*\(|\.replace\s*\(\s*['\"]?[\w./-]*['\"]?\s*\)|symlink|\blink\s*\("
-    r"|\bshutil\.(?:copy|move)|\bos\.(?:replace|rename|open)|File\.(?:write|open|rename)"
+    r"|\bshutil\.(?:copy|move)|\bos\.(?:replace|rename|open)|File\.(?:write|open|rename|new)"
     r"|IO\.write|FileUtils\.(?:cp|mv|install|ln|touch)|file_put_contents|\bcopy\s*\("
     r"|\bio\.(?:open|output)|writeLines|\bsink\s*\(|file\.(?:copy|rename|create)|Deno\.write"
-    r"|Bun\.write|\bprint\s*>|\.to_csv|\.save\s*\("
+    r"|Bun\.write|\bprint\s*>|\.to_csv|\.save\s*\(|\.extract(?:all)?\s*\(|unpack_archive"
 )
 
 
@@ -627,15 +652,6 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
             _call(ana, found, tok.text, args, _receiver(toks, at), code, ctx, depth)
 
 
-def _risky(lang: Lang) -> frozenset[str]:
-    """The modules (and builtin namespaces) whose members start programs, delete or signal."""
-    heads = {*lang.modules, *lang.core}
-    for key in lang.calls:
-        parts = re.split(r"\.|::", key)
-        heads.update(".".join(parts[:n]) for n in range(1, len(parts)) if parts[0])
-    return frozenset(heads)
-
-
 _DYNAMIC_IMPORT = re.compile(
     r"(['\"`])(?:node:)?(?:child_process|fs|fs/promises|fs-extra|vm|worker_threads|cluster|"
     r"shelljs|execa|zx|rimraf)\1"
@@ -648,7 +664,7 @@ def _unreadable(code: Code, raw: str) -> str | None:
     a risky module reached by a computed name or passed around, an import that renames its
     members or takes them all, a function called through a variable (PHP, Perl)."""
     lang, toks = code.lang, code.toks
-    risky = _risky(lang)
+    risky = lang.risky
     if lang is PYTHON:
         for m in _PY_IMPORT.finditer(raw):
             mods = [m.group(1)] if m.group(1) else re.findall(r"[\w.]+", m.group(2))

@@ -163,7 +163,7 @@ class Walker(Protocol):
     def printed_source(self, src: str, scope: Scope | None = None) -> str | None:
         """What a script writes on stdout, when static."""
 
-    def written_file(self, path: str) -> str | bool | None:
+    def written_file(self, path: str, *, follow: bool = False) -> str | bool | None:
         """A file this command line writes: its content (None: unknown), or False."""
 
     def script_text(self, path: Arg, ctx: Ctx) -> str | None:

@@ -283,6 +283,22 @@ def shell(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+REDIS_CLI = opts(
+    "-hpsaunirdc: --user= --pass= --askpass -x -e --tls --cacert= --cert= --key= --eval="
+)
+
+
+def redis_cli(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``redis-cli`` without a command runs the commands it reads, from its input when that is
+    not the terminal."""
+    got = read(args, REDIS_CLI)
+    if got.dynamic or got.operands or got.has("eval"):
+        return None
+    if ana.stdin_text(ctx.cmd, ctx.scope) is not NO_INPUT:
+        ana.unknown("runs Redis commands read from its input", ctx.text)
+    return None
+
+
 _ENV = opts(
     "-uCSPa: -i0v --unset= --chdir= --split-string= --argv0= --ignore-environment --null --debug "
     "--list-signal-handling --help --version --ignore-signal[=] --default-signal[=] "

@@ -40,6 +40,8 @@ SIGNAL = "sends a signal to processes"
 SERVICE = "stops or restarts a system service"
 DOWN_VOLUMES = "deletes the project's volumes and their data"
 CLOUD = "deletes cloud resources"
+REDIS_SCRIPT = "runs or manages Lua code on the Redis server, which may delete its data"
+_REDIS_SCRIPTS = "eval eval_ro evalsha evalsha_ro fcall fcall_ro script function"
 # -- git ------------------------------------------------------------------------------------------
 
 
@@ -163,13 +165,11 @@ GIT = Row(
                 Pause("pushes refs read from its input, possibly forced", when="stdin"),
             ),
         ),
-        "read-tree": Row(
-            opts(
-                "-mnuiv --reset --prefix= --index-output= --exclude-per-directory= --trivial "
-                "--aggressive --dry-run --empty --no-sparse-checkout --recurse-submodules[=] "
-                "--no-recurse-submodules --quiet"
-            ),
-            pauses=(Pause("", check=checks.git_read_tree),),
+        "read-tree": _git_sub(
+            "-mnuiv --reset --prefix= --index-output= --exclude-per-directory= --trivial "
+            "--aggressive --dry-run --empty --no-sparse-checkout --recurse-submodules[=] "
+            "--no-recurse-submodules --quiet",
+            checks.git_read_tree,
         ),
         "checkout-index": Row(
             opts(
@@ -725,11 +725,19 @@ MORE: dict[str, Row] = {
     "dropdb": always("deletes a database"),
     "dropuser": always("deletes a database role"),
     "redis-cli": Row(
-        opts("-hpsaunirdc: --user= --pass= --askpass -x -e --tls --cacert= --cert= --key="),
+        runners.REDIS_CLI,
+        runs=(Custom(runners.redis_cli),),
         pauses=(
             Pause(
                 "",
                 check=checks.operation(DATABASE, _anycase("flushall"), _anycase("flushdb"), at=0),
+            ),
+            Pause(REDIS_SCRIPT, when="eval"),
+            Pause(
+                "",
+                check=checks.operation(
+                    REDIS_SCRIPT, *map(_anycase, wordlist(_REDIS_SCRIPTS)), at=0
+                ),
             ),
         ),
     ),

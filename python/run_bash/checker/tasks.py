@@ -56,7 +56,7 @@ def _file_text(ana: Walker, word: Arg, ctx: Ctx, what: str, directory: str = "."
         ana.unknown(f"runs {what} only known at run time (`{word.text}`)", ctx.text)
         return None
     path = _in(directory, word.value)
-    content = ana.written_file(path)
+    content = ana.written_file(path, follow=True)
     if content is None:
         ana.unknown(f"runs `{path}`, which this command writes at run time", ctx.text)
         return None
@@ -67,7 +67,7 @@ def _default_file(ana: Walker, ctx: Ctx, names: tuple[str, ...], directory: str)
     """The first of ``names`` in ``directory`` this line writes: its text, "" or None."""
     for name in names:
         path = _in(directory, name)
-        content = ana.written_file(path if "/" in path else "./" + path)
+        content = ana.written_file(path if "/" in path else "./" + path, follow=True)
         if content is None:
             ana.unknown(f"runs `{path}`, which this command writes at run time", ctx.text)
             return None
@@ -327,7 +327,7 @@ def package_scripts(tool: str, sub: str) -> Callable[[Walker, list[Arg], Ctx], l
     sub = _SCRIPT_ALIASES.get(sub, sub)
 
     def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-        content = ana.written_file("./package.json")
+        content = ana.written_file("./package.json", follow=True)
         if content is None:
             ana.unknown("runs scripts of `package.json`, which this command writes", ctx.text)
             return None
