@@ -436,7 +436,11 @@ class Analysis:
         indirect, name, subscript, operator, word = m.groups()
         if indirect or re.search(r"[-$`]", (subscript or "") + word):
             return OPAQUE  # through another variable, or a word that may be an option
-        vals = self.values(name) if name.isidentifier() else None
+        if not name.isidentifier():
+            # A positional or special parameter (`${1:-…}`, `${1@L}`): its value is the
+            # caller's, which the operator only makes harder to read.
+            return OPAQUE if operator else None
+        vals = self.values(name)
         if vals is None:
             return None  # as `"$f"` for a variable the script does not set
         if operator == "@" and word not in _SAME_OPERAND:
