@@ -38,7 +38,9 @@ end
 ---@param opts? { skip_sandbox?: boolean, ask?: boolean, cwd?: string, source?: "user"|"agent" }
 ---@return table|nil answer, string|nil err
 function M.check(cmd, opts)
-  opts = vim.tbl_extend("force", { cwd = vim.fn.getcwd() }, opts or {})
+  if opts == nil or type(opts) == "table" then
+    opts = vim.tbl_extend("force", { cwd = vim.fn.getcwd() }, opts or {})
+  end -- anything else goes to the host as it is, which names what is wrong with it
   local answer, err = host.request("check", cmd, opts)
   if not answer or not answer.lua_pending then
     return answer, err

@@ -174,6 +174,14 @@ def test_bad_arguments_give_one_error(editor):
     assert "unknown session id" in msgs[0][0]
 
 
+def test_check_with_options_that_are_not_a_table_is_one_error(editor):
+    editor.lua(SETUP_NONE)
+    answer, err = editor.lua("return { require('run_bash').check('ls', 'x') }")
+    assert answer is None and err == "`check` should be a table, not string 'x'"
+    ok = editor.lua("return require('run_bash').check('ls', { cwd = vim.fn.getcwd() })")
+    assert isinstance(ok, dict) and "needs_approval" in ok  # the control: a table is taken
+
+
 def test_hundred_runbash_calls_in_a_row(editor):
     editor.lua(SETUP_NONE)
     done = editor.lua(
