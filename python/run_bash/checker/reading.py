@@ -347,7 +347,9 @@ def _judge(p: Pause, reading: Reading, level: Level) -> Hit | None:
             return None
         if p.targets == "operands":
             paths = operand_paths(r.operands) if r.unknown is None else None
-            return Hit(p.reason, p.effect, paths)
+            # `rm -r lnk/`, `rm -r src/*/`: a final `/` makes the name resolve through a symlink.
+            follows = any((a.value or "").endswith("/") for a in r.operands)
+            return Hit(p.reason, p.effect, paths, follows=follows)
         if p.targets == "worktree":
             return Hit(p.reason, p.effect, worktree(reading))
         return Hit(p.reason, p.effect)
