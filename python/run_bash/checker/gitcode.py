@@ -104,9 +104,9 @@ def git(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     ctx.config.update({k: v.value for k, v in config if k is not None and v.value is not None})
     for var, key in ((WORK_TREE_VAR, WORK_TREE_KEY), (GIT_DIR_VAR, GIT_DIR_KEY)):
         # Where git's work tree is, from the environment (``$`` for a value known at run time).
-        value = _env_value(ana, var, ctx, missing=True)
-        if value is not None:
-            ctx.config[key] = value.value if value.value is not None else "$"
+        found = _env_value(ana, var, ctx, missing=True)
+        if found is not None:
+            ctx.config[key] = found.value if found.value is not None else "$"
     for a in args:
         if a.value is not None and a.value.startswith("ext::"):
             _ext_url(ana, a.value, ctx)
