@@ -91,13 +91,16 @@ class CoverSpec:
     written), git's own effects (``git``: the repository's index does not count) or, when a
     reason's targets are not known (``everything``), every place the sandbox lets the run
     write. ``inplace``: a reason writes files in place, so a file with another name is not
-    covered."""
+    covered. ``follow``: the ones of ``paths`` under which a reason follows symlinks (``find
+    -L``, ``truncate src/*``, ``rm -r src/*/``): a symlink there is not covered, what it points to
+    is not what undo kept."""
 
     cwd: str
     paths: tuple[str, ...] = ()
     git: bool = False
     everything: bool = False
     inplace: bool = False
+    follow: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,9 +239,12 @@ def cover_spec(
     place the run can write. A reason without targets (unknown, or none named) also stands for
     every place the run can write. ``programs`` and ``path_changed``: how the line names each
     command and whether it sets ``PATH`` (``Verdict.programs``): a command that may be any file
-    also stands for every place the run can write."""
+    also stands for every place the run can write. A target of a reason that follows symlinks
+    (the hit's ``follows``, a write in place, a glob with more after it: ``src/*/x``) is one
+    under which a symlink is not covered."""
     base = os.path.realpath(cwd)
     paths: list[str] = []
+    follow: list[str] = []
     git = False
     everything = _reshaper(commands, programs, path_changed) is not None
     inplace = False
@@ -246,8 +252,11 @@ def cover_spec(
         targets = hit.get("targets")
         if hit.get("rule") == "git":
             git = True
-        if hit.get("rule") not in UNLINKERS:
+        writes_in_place = hit.get("rule") not in UNLINKERS
+        if writes_in_place:
             inplace = True
+        # Missing: the strict answer (a verdict from before the checker said).
+        follows = writes_in_place or hit.get("follows") is not False
         if not isinstance(targets, (list, tuple)) or not targets:
             everything = True  # unknown targets, or none where the reason says it touches some
             continue
@@ -267,7 +276,16 @@ def cover_spec(
             cut = next((i for i, p in enumerate(parts) if GLOB_CHARS & set(p)), len(parts))
             t = "/".join(parts[:cut]) or ("/" if t.startswith("/") else ".")
             paths.append(_absolute(base, t))
-    return CoverSpec(base, tuple(dict.fromkeys(paths)), git, everything, inplace)
+            if follows or cut < len(parts) - 1:  # `src/*/x` resolves the names `*` matches
+                follow.append(paths[-1])
+    return CoverSpec(
+        base,
+        tuple(dict.fromkeys(paths)),
+        git,
+        everything,
+        inplace,
+        tuple(dict.fromkeys(follow)),
+    )
 
 
 def _limits(config: UndoConfig) -> Limits:
@@ -540,7 +558,9 @@ class RunChanges:
                 caches = {os.path.realpath(c) for c in self.grants(spec.cwd)[1]}
             paths += [w for w in writable if w not in caches]
         git = spec.git and not spec.everything
-        return covers(snap, project, paths, git=git, inplace=spec.inplace)
+        return covers(
+            snap, project, paths, git=git, inplace=spec.inplace, follow=frozenset(spec.follow)
+        )
 
     def warm(self, cwd: str) -> None:
         """Build the index of ``cwd``'s project on a worker (nothing is recorded; a directory

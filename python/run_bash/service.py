@@ -464,6 +464,7 @@ class Service:
             "git": spec.git,
             "everything": spec.everything,
             "inplace": spec.inplace,
+            "follow": list(spec.follow),
         }
         return Undo(cover.ok, cover.why, plain_spec)
 
@@ -556,6 +557,7 @@ class Service:
                 bool(cover.get("git")),
                 cover.get("everything") is not False,  # missing: the strict answer
                 cover.get("inplace") is not False,
+                tuple(cover["follow"] if "follow" in cover else cover.get("paths") or ()),
             )
         if answer.needs_approval and not consent:
             s = self.mgr.start(cmd, hold=True, **kwargs)

@@ -666,6 +666,7 @@ def test_to_dict_is_plain_data() -> None:
                 "command": "git push -f",
                 "effect": "irreversible",
                 "targets": None,
+                "follows": False,
             }
         ],
         "programs": ["git"],

@@ -39,6 +39,7 @@ def test_check_prints_verdict_and_exits_zero(capsys: pytest.CaptureFixture[str])
                 "command": "git push --force",
                 "effect": "irreversible",
                 "targets": None,
+                "follows": False,
             }
         ],
     }

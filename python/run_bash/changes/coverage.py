@@ -9,6 +9,8 @@ not covered: what it names is not in the index. A ``..`` in a path is resolved a
 after what comes before it: only over a directory the index holds (a ``..`` after a symlink names
 the parent of the symlink's target, which the index does not know). A write in place reaches
 every name of a file: a file with more than one name (a hard link) is not covered by undo of one.
+An effect that follows symlinks (``find -L``, ``truncate`` of a glob's names, ``rm -r src/*/``)
+is not covered under a path that holds a symlink: it acts where the symlink points.
 """
 
 from __future__ import annotations
@@ -57,12 +59,15 @@ def _physical(snap: Snapshot, rel: str) -> tuple[str, str | None]:
     return "/".join(out), None
 
 
-def uncovered(snap: Snapshot, rel: str, *, git: bool = False, inplace: bool = False) -> str | None:
+def uncovered(
+    snap: Snapshot, rel: str, *, git: bool = False, inplace: bool = False, follow: bool = False
+) -> str | None:
     """Why undo does not cover the project-relative path ``rel`` (None: it does). ``git``: the
     effect is git's own (reset, checkout, restore, clean without ``-x``), which writes the
     repository's index itself: the project's ``.git`` does not count (a nested repository's
     does: ``git clean -ffd`` deletes it). ``inplace``: the effect writes files in place
-    (``truncate``, ``shred``): a file with another name under ``rel`` is not covered."""
+    (``truncate``, ``shred``): a file with another name under ``rel`` is not covered.
+    ``follow``: the effect follows symlinks under ``rel``: one there is not covered."""
     rel, why = _physical(snap, rel)
     if why is not None:
         return why
@@ -90,7 +95,11 @@ def uncovered(snap: Snapshot, rel: str, *, git: bool = False, inplace: bool = Fa
                 return f"{display_path(here)} is a file"
             break
         acc = here
-    return _hole_below(snap, rel, git) or (_linked_below(snap, rel) if inplace else None)
+    return (
+        _hole_below(snap, rel, git)
+        or (_linked_below(snap, rel) if inplace else None)
+        or (_symlink_below(snap, rel) if follow else None)
+    )
 
 
 def _hole_below(snap: Snapshot, rel: str, git: bool) -> str | None:
@@ -115,6 +124,25 @@ def _linked_below(snap: Snapshot, rel: str) -> str | None:
     )
 
 
+def _symlink_below(snap: Snapshot, rel: str) -> str | None:
+    """The first symlink at or under ``rel`` (by path), as why an effect that follows it is not
+    covered."""
+    e = snap.entry(rel) if rel else None
+    if e is not None and e[KIND] == "l":
+        return f"{display_path(rel)} is a symlink"
+    found = []
+    for d, kids in snap.dirs.items():
+        if _under(d, rel):
+            found += [join(d, name) for name, k in kids.items() if k[KIND] == "l"]
+    if not found:
+        return None
+    path = min(found)
+    return (
+        f"{display_path(path)} is a symlink, and the effect follows it: it acts where the "
+        "symlink points, out of undo's reach"
+    )
+
+
 def _why(e: tuple[object, ...], path: str) -> str:
     kind = str(e[KIND])
     if kind == "i":
@@ -129,14 +157,17 @@ def covers(
     *,
     git: bool = False,
     inplace: bool = False,
+    follow: frozenset[str] = frozenset(),
 ) -> str | None:
     """None when undo covers every absolute path in ``paths`` (``..`` in them as written: it is
-    resolved against the index), else why not."""
+    resolved against the index), else why not. ``follow``: those of ``paths`` under which the
+    effect follows symlinks."""
     top = project.rstrip("/")
     for p in paths:
         if p != project and not p.startswith(top + "/"):
             return f"{p} is outside the project {project}"
-        why = uncovered(snap, p[len(top) + 1 :], git=git, inplace=inplace)
+        rel = p[len(top) + 1 :]
+        why = uncovered(snap, rel, git=git, inplace=inplace, follow=p in follow)
         if why is not None:
             return why
     return None

@@ -171,7 +171,7 @@ def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
         resolved = [in_dir(found.cwd, t) for t in targets]
         targets = None if any(t is None for t in resolved) else tuple(t for t in resolved if t)
     reason = f"{_quote(found.text)} {hit.reason}"
-    return Hit(reason, effect, targets, hit.unknown, key, found.text)
+    return Hit(reason, effect, targets, hit.unknown, key, found.text, hit.follows)
 
 
 def _rank(hit: Hit) -> int:

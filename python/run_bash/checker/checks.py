@@ -186,7 +186,9 @@ def find_delete(reading: Reading, level: Level) -> Hit | None:
     are checked as commands of their own.)"""
     args = level.args
     i, n = 0, len(args)
+    follows = False  # -L, -H, -follow: find goes where the symlinks it meets point
     while i < n and (args[i].value in FIND_LEADING or (args[i].value or "")[:2] in ("-D", "-O")):
+        follows = follows or args[i].value in ("-L", "-H")
         i += 2 if args[i].value in ("-D", "-O") else 1
     # Starting points: up to the first word that starts the expression. A variable there may
     # be the expression itself (`find . "$A"` with A=-delete); only the first one is trusted.
@@ -210,8 +212,13 @@ def find_delete(reading: Reading, level: Level) -> Hit | None:
             while i < n and args[i].value not in (";", "+"):
                 i += 1
             i += 1
+        elif v == "-follow":
+            follows = True
         elif v == "-delete":
-            return Hit("deletes every file and directory it matches", REVERSIBLE, starts)
+            follows = follows or any(a.value == "-follow" for a in args[i:])
+            return Hit(
+                "deletes every file and directory it matches", REVERSIBLE, starts, follows=follows
+            )
         elif v in _FIND_ONE_ARG or v.startswith("-newer"):
             if i < n and args[i].value is None and args[i].split:
                 return unknown_hit("delete files or run commands", args[i])

@@ -84,6 +84,11 @@ _COMMAND_OPTIONS = {
 
 Config = list[tuple[str | None, Arg]]
 
+# The environment that says where git's work tree is, kept with the configuration the command
+# gets under keys no configuration has (``worktree`` in ``reading`` reads them).
+WORK_TREE_VAR, GIT_DIR_VAR = "GIT_WORK_TREE", "GIT_DIR"
+WORK_TREE_KEY, GIT_DIR_KEY = "\0env.git_work_tree", "\0env.git_dir"
+
 
 def git(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """Follow git aliases and judge configuration and URLs git would run as code."""
@@ -97,6 +102,11 @@ def git(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         else:
             _judge_key(ana, key, value, ctx)
     ctx.config.update({k: v.value for k, v in config if k is not None and v.value is not None})
+    for var, key in ((WORK_TREE_VAR, WORK_TREE_KEY), (GIT_DIR_VAR, GIT_DIR_KEY)):
+        # Where git's work tree is, from the environment (``$`` for a value known at run time).
+        found = _env_value(ana, var, ctx, missing=True)
+        if found is not None:
+            ctx.config[key] = found.value if found.value is not None else "$"
     for a in args:
         if a.value is not None and a.value.startswith("ext::"):
             _ext_url(ana, a.value, ctx)

@@ -37,7 +37,9 @@ class Hit:
     can take the effect back (``reversible``: it stays inside the files of ``targets``) or not.
     ``targets`` are the paths a reversible effect touches, as the checker resolved them (``~``
     for the home directory), or None when they cannot be told. ``unknown`` marks a fail-closed
-    hit: what decides is only known at run time.
+    hit: what decides is only known at run time. ``follows``: the effect follows symlinks it
+    finds under its targets (``find -L``, ``rm -r dir/``, ``truncate``), so a symlink there
+    takes it wherever the symlink points.
     """
 
     reason: str
@@ -46,6 +48,7 @@ class Hit:
     unknown: bool = False
     rule: str | None = None
     command: str | None = None
+    follows: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """A plain dict, safe for JSON and msgpack."""
@@ -55,6 +58,7 @@ class Hit:
             "command": self.command,
             "effect": self.effect,
             "targets": list(self.targets) if self.targets is not None else None,
+            "follows": self.follows,
         }
 
 

@@ -299,17 +299,25 @@ def operand_paths(operands: Sequence[Arg]) -> tuple[str, ...] | None:
 
 
 def worktree(reading: Reading) -> tuple[str, ...] | None:
-    """git's working tree: ``.``, or the ``-C`` directories (``--work-tree``) joined."""
+    """git's working tree: ``.`` or the ``-C`` directories joined, and there the one
+    ``--work-tree`` or ``GIT_WORK_TREE`` names. None when it cannot be told: a value only known
+    at run time, or a repository named (``--git-dir``, ``GIT_DIR``) or configured
+    (``core.worktree``) without a work tree, whose configuration says where its work tree is."""
+    from run_bash.checker.gitcode import GIT_DIR_KEY, WORK_TREE_KEY
+
     top = reading.levels[0].read
-    tree = top.get("work-tree")
-    if tree is not None:
-        return (tree,) if tree and "$" not in tree else None
     path = "."
     for word in top.values("C"):
         if word.value is None:
             return None
         path = join_path(path, word.value)
-    return (path,)
+    tree = top.get("work-tree")
+    if tree is None:
+        tree = reading.config.get(WORK_TREE_KEY)
+    if tree is None:
+        named = top.get("git-dir") is not None or GIT_DIR_KEY in reading.config
+        return None if named or "core.worktree" in reading.config else (path,)
+    return (join_path(path, tree),) if tree and "$" not in tree else None
 
 
 def judge(reading: Reading) -> list[Hit]:
@@ -347,7 +355,9 @@ def _judge(p: Pause, reading: Reading, level: Level) -> Hit | None:
             return None
         if p.targets == "operands":
             paths = operand_paths(r.operands) if r.unknown is None else None
-            return Hit(p.reason, p.effect, paths)
+            # `rm -r lnk/`, `rm -r src/*/`: a final `/` makes the name resolve through a symlink.
+            follows = any((a.value or "").endswith("/") for a in r.operands)
+            return Hit(p.reason, p.effect, paths, follows=follows)
         if p.targets == "worktree":
             return Hit(p.reason, p.effect, worktree(reading))
         return Hit(p.reason, p.effect)
