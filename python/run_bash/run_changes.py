@@ -335,6 +335,9 @@ class RunChanges:
         # What a sandboxed run in a directory may write: (grants, verified caches), from the
         # sandbox's rules (``policy.writable_grants``); set by the service. None: the project.
         self.grants: Callable[[str], tuple[list[str], list[str]]] | None = None
+        # Another run still running in a project (project, this run's id or None) -> its id;
+        # set by the service (``SessionManager``'s sessions). None: no other run is known.
+        self.others: Callable[[str, str | None], str | None] | None = None
         self._projects: dict[str, tuple[float, str | None, str | None]] = {}  # cwd -> found
         self._warming: set[str] = set()
 
@@ -398,6 +401,10 @@ class RunChanges:
             return
         writable = self._writable(s.cwd) if s.backend.isolates else None
         spec = s.cover
+        busy = self._busy(spec, s.cwd, s.id) if spec is not None else None
+        if busy is not None:
+            s.cover, s.hold = None, busy
+            return
         try:
             token, why, uncovered = await self._call(
                 self._begin, s.id, s.cwd, s.cmd, writable, spec
@@ -511,8 +518,25 @@ class RunChanges:
         if snap is None:
             self.warm(spec.cwd)
             return Cover("the project's undo index is not built yet (it is being built now)")
-        why = self._covers(project, snap, spec, self._writable(spec.cwd))
+        why = self._busy(spec, spec.cwd, None) or self._covers(
+            project, snap, spec, self._writable(spec.cwd)
+        )
         return Cover(why or "")
+
+    def _busy(self, spec: CoverSpec, cwd: str, sid: str | None) -> str | None:
+        """Why ``spec`` is not covered while another run of its project still runs: an effect
+        that follows symlinks (``spec.follow``) goes where a symlink that run makes leads, made
+        after undo looked (None: no such effect, or no other run)."""
+        if not spec.follow or self.others is None:
+            return None
+        project, _why = self._project(cwd)
+        other = self.others(project, sid) if project is not None else None
+        if other is None:
+            return None
+        return (
+            f"session {other} still runs in this project: a symlink it makes under what this "
+            "effect follows would lead it out of undo's reach"
+        )
 
     def indexed(self, cwd: str) -> bool:
         """Whether the index of ``cwd``'s project is in memory (never builds it)."""

@@ -216,6 +216,7 @@ class Service:
                 home=self.environ.get("HOME"),
             )
             self._changes.grants = self._grants
+            self._changes.others = self._other_run
         return self._changes
 
     def _grants(self, cwd: str) -> tuple[list[str], list[str]]:
@@ -430,6 +431,15 @@ class Service:
             ask_reversible=self._ask_reversible(),
         )
         return replace(answer, cwd=cwd)
+
+    def _other_run(self, project: str, sid: str | None) -> str | None:
+        """A session other than ``sid`` still running with its working directory in
+        ``project`` (``RunChanges.others``)."""
+        top = project.rstrip("/") + "/"
+        for s in self.mgr.sessions.values():
+            if s.id != sid and s.running and (os.path.realpath(s.cwd) + "/").startswith(top):
+                return s.id
+        return None
 
     def _ask_reversible(self) -> bool:
         """``pauselist.ask_reversible``, as the pause list reads it."""
