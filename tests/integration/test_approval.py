@@ -449,9 +449,14 @@ def test_reversible_commands_that_undo_covers_do_not_ask(editor, backend):
     assert d["needs_approval"] is True and "outside the project" in d["undo_why"]
     # A line that can make a target name something else first (a symlink, content moved into
     # it): only when everything the run can write is covered, which .git never is.
-    for line in ("ln -s .git x; rm -rf x/*", "mv .git/objects build/; rm -rf build"):
+    for line in ("ln -s .git x; rm -rf x/*", "mv docs build/; rm -rf build"):
         e = check(editor, line, p)
         assert e["needs_approval"] is True and ".git" in e["undo_why"], (line, e)
+    # Moving git's own data away is a write into .git, which undo never takes back: it is
+    # irreversible whatever follows.
+    e = check(editor, "mv .git/objects build/; rm -rf build", p)
+    assert e["needs_approval"] is True and e["effect"] == "irreversible", e
+    assert "writes into git's own data (`.git/objects`)" in e["reason"], e
     # Run it: no window, the result says so and how to undo, and undo brings build/ back.
     r = editor.run_sync({"cmd": "rm -rf build", "cwd": str(p)})
     assert floats(editor) == []

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from run_bash.checker import gitdata
 from run_bash.checker.analysis import Analysis, Found
 from run_bash.checker.model import IRREVERSIBLE, REVERSIBLE, Effect, Hit, Unknown, in_dir
 from run_bash.checker.rules import (
@@ -199,6 +200,11 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
         argv = [ev.name, *(a.show() for a in ev.argv[1:])]
         commands.append(argv)
         programs.append(ev.argv[0].text if ev.argv else ev.name)
+        into_git = gitdata.command_hit(ev.name, ev.argv, ev.cwd)
+        if into_git is not None:
+            hits.append(
+                replace(into_git, reason=f"{_quote(ev.text)} {into_git.reason}", command=ev.text)
+            )
         key = next((k for k in lookup_names(ev.name) if k in table), None)
         if key is None:
             continue
@@ -219,6 +225,9 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
             found = [one] if one is not None else []
         user = not isinstance(rule, TableRule)
         hits.extend(_finish(h, key, ev, user) for h in found)
+    into_git = gitdata.written_hit(ana.written, ana.cd_targets())
+    if into_git is not None:
+        hits.append(replace(into_git, reason=f"{_quote(cmd)} {into_git.reason}", command=cmd))
     if hits:
         unique = list({(h.reason, h.rule): h for h in hits}.values())
         first = min(unique, key=_rank)

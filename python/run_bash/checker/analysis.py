@@ -251,6 +251,10 @@ class Analysis:
                 return self._cwd[key]
         return "."
 
+    def cd_targets(self) -> list[str | None]:
+        """Every directory the line's ``cd`` went to (None: only known at run time)."""
+        return list(self._cwd.values())
+
     def _cd(self, name: str, args: list[Arg], ctx: Ctx) -> None:
         """``cd DIR``/``pushd DIR``/``popd``: later commands of this scope run elsewhere."""
         cmd = ctx.cmd
@@ -561,7 +565,8 @@ class Analysis:
         elif name == "sed" and any(
             a.value and a.value.startswith(("-i", "--in-place")) for a in args
         ):
-            targets = [a for a in args[1:] if a.value and not a.value.startswith("-")]
+            # The files after its code (the first operand, or `-e CODE`'s).
+            targets = [a for a in args if a.value and not a.value.startswith("-")][1:]
         elif name == "sponge" or (
             name == "perl" and any(re.fullmatch(r"-[a-zA-Z]*i.*", a.value or "") for a in args)
         ):
