@@ -102,6 +102,32 @@ class CoverSpec:
     inplace: bool = False
     follow: tuple[str, ...] = ()
 
+    def plain(self) -> dict[str, Any]:
+        """The spec as plain data (the gate's answer carries it to the run)."""
+        return {
+            "cwd": self.cwd,
+            "paths": list(self.paths),
+            "git": self.git,
+            "everything": self.everything,
+            "inplace": self.inplace,
+            "follow": list(self.follow),
+        }
+
+    @classmethod
+    def from_plain(cls, data: Mapping[str, Any], cwd: str) -> CoverSpec:
+        """``plain()``'s data back; what is missing takes the strict answer (every place the
+        run can write, files written in place, symlinks followed under every path)."""
+        paths = tuple(str(p) for p in data.get("paths") or ())
+        follow = data.get("follow", paths)
+        return cls(
+            str(data.get("cwd") or cwd),
+            paths,
+            bool(data.get("git")),
+            data.get("everything") is not False,
+            data.get("inplace") is not False,
+            tuple(str(p) for p in follow or ()),
+        )
+
 
 @dataclass(frozen=True)
 class Cover:

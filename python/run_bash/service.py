@@ -468,15 +468,7 @@ class Service:
             verdict.get("path_changed") is not False,
         )
         cover = self.recorder.coverage(spec)
-        plain_spec = {
-            "cwd": spec.cwd,
-            "paths": list(spec.paths),
-            "git": spec.git,
-            "everything": spec.everything,
-            "inplace": spec.inplace,
-            "follow": list(spec.follow),
-        }
-        return Undo(cover.ok, cover.why, plain_spec)
+        return Undo(cover.ok, cover.why, spec.plain())
 
     def _gate(self, cmd: str, opts: Mapping[str, Any]) -> Answer:
         """The answer for ``cmd`` under ``opts`` (check's and run's common options)."""
@@ -560,15 +552,7 @@ class Service:
         if answer.undoable and not consent:
             from run_bash.run_changes import CoverSpec
 
-            cover = answer.cover or {}
-            kwargs["cover"] = CoverSpec(
-                str(cover.get("cwd") or opts.get("cwd") or ""),
-                tuple(cover.get("paths") or ()),
-                bool(cover.get("git")),
-                cover.get("everything") is not False,  # missing: the strict answer
-                cover.get("inplace") is not False,
-                tuple(cover["follow"] if "follow" in cover else cover.get("paths") or ()),
-            )
+            kwargs["cover"] = CoverSpec.from_plain(answer.cover or {}, opts.get("cwd") or "")
         if answer.needs_approval and not consent:
             s = self.mgr.start(cmd, hold=True, **kwargs)
             self._held[s.id] = answer = replace(answer, cwd=s.cwd)

@@ -455,3 +455,12 @@ def test_a_command_named_by_its_path_or_after_path_changes_may_be_any_file(tmp_p
         verdict.path_changed,
     )
     assert spec.everything is (not known), (verdict.programs, verdict.path_changed)
+
+
+def test_a_cover_spec_comes_back_from_its_plain_data_and_missing_keys_are_strict():
+    from run_bash.run_changes import CoverSpec
+
+    spec = CoverSpec("/p", ("/p/a", "/p/b"), git=True, inplace=False, follow=("/p/b",))
+    assert CoverSpec.from_plain(spec.plain(), "/elsewhere") == spec
+    strict = CoverSpec.from_plain({"paths": ["/p/a"]}, "/p")
+    assert strict == CoverSpec("/p", ("/p/a",), False, True, True, ("/p/a",))
