@@ -68,7 +68,7 @@ from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
-from run_bash.sandbox import gitask, nofollow, sequencer
+from run_bash.sandbox import gitask, gitindex, nofollow, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -143,6 +143,8 @@ class Scope:
     ended: bool = False
     # The in-progress git operations of each git directory before the run (``sequencer.py``).
     sequencer: dict[str, sequencer.State] = field(default_factory=dict)
+    # The index file of each git directory before the run (``gitindex.py``).
+    indexes: gitindex.State = field(default_factory=dict)
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -269,6 +271,7 @@ class Keeper:
                         st = nofollow.lstat(g, self._fence)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
+            scope.indexes = gitindex.state(host_read.git_dirs)
             for pd in host_read.path_dirs:
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
@@ -395,6 +398,7 @@ class Keeper:
             )
 
         self._check_new_repos(scope, stopped)
+        self._check_indexes(scope, stopped)
         for pd in hr.path_dirs:
             self._check_path_dir(scope, pd, stopped)
         for r in hr.rules:
@@ -615,6 +619,24 @@ class Keeper:
             dest = self._quarantine(what, scope)
             scope.notices.append(
                 f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
+            )
+
+    def _check_indexes(self, scope: Scope, stopped: str) -> None:
+        """An index of a kept git directory that the run changed must name only paths git itself
+        accepts (``gitindex``): otherwise the host's next ``git checkout-index -a`` or ``git
+        restore`` would write what it names (``.git/hooks/post-checkout``, ``../.bashrc``). Such
+        an index goes to the quarantine; ``git reset`` makes a new one from HEAD."""
+        hr = scope.host_read
+        for index in gitindex.changed(scope.indexes, hr.git_dirs):
+            why = gitindex.judge(os.path.dirname(index), index)
+            if why is None:
+                continue
+            dest = self._quarantine(index, scope)
+            scope.notices.append(
+                f"{self._name(hr, index)} was written inside the sandbox and "
+                f"{why.removeprefix('its index ')}; {dest} "
+                f"(`git reset` makes a new index from HEAD; the files in the work tree are as the "
+                f"run left them){stopped}"
             )
 
     def _check_path_dir(self, scope: Scope, pd: PathDir, stopped: str) -> bool:
@@ -912,6 +934,9 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
             return f"its {name} cannot be read without blocking"
     if os.path.lexists(os.path.join(git_dir, "info/attributes")):
         return "it has info/attributes"
+    why = gitindex.judge(git_dir)
+    if why:
+        return why
     hooks_home = git_dir
     if os.path.lexists(os.path.join(git_dir, "commondir")):
         common = gitask.common_dir(git_dir)
