@@ -145,6 +145,10 @@ class Scope:
     sequencer: dict[str, sequencer.State] = field(default_factory=dict)
     # The index file of each git directory before the run (``gitindex.py``).
     indexes: gitindex.State = field(default_factory=dict)
+    # The git directories trusted when the run started, by (dev, ino): a repository that became
+    # trusted later (another run's host-read set took it up while this one ran) may have been
+    # made, and armed, by this run, which could write it all along; it is judged as new.
+    trusted_git: frozenset[tuple[int, int]] = frozenset()
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -272,6 +276,7 @@ class Keeper:
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             scope.indexes = gitindex.state(host_read.git_dirs)
+            scope.trusted_git = frozenset(self._trusted_git_dirs())
             for pd in host_read.path_dirs:
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
@@ -551,7 +556,7 @@ class Keeper:
         makes a new work tree for a trusted git dir is judged by the hooks directory git names
         there (``_hooks_not_inert``)."""
         hr = scope.host_read
-        trusted = self._trusted_git_dirs()
+        trusted = set(scope.trusted_git)
         found: list[tuple[str, str]] = []
         kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
