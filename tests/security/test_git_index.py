@@ -111,3 +111,17 @@ def test_everyday_index_work_stays(sbx, world):
     assert "new.txt" in staged and len([x for x in staged.splitlines() if "README" in x]) == 3
     assert "s" in git(world, "ls-files", cwd=world.project / "sub").split()
     assert (world.project / "wt2/README").exists()
+
+
+def test_the_index_of_a_repository_the_run_moved_is_checked_where_it_went(sbx, world):
+    """An embedded repository the run moves away (its git directory stays where it went) has its
+    index checked there."""
+    emb = world.project / "emb"
+    emb.mkdir()
+    git(world, "init", "-q", cwd=emb, check=True)
+    attack = write_index(("a", "100644", "a\n"), ("../../PWNED-idxmv", "100644", "x\n"))
+    r = sbx.run(f"echo {CONTROL}; mv emb emb2 && cd emb2 && {attack} git ls-files")
+    assert CONTROL in r.output and "../../PWNED-idxmv" in r.output, r.output
+    assert [n for n in r.notices if "emb2/.git/index" in n and NOTE in n], r.notices
+    git(world, "checkout-index", "-a", "-f", cwd=world.project / "emb2")
+    assert pwned(world) == [], r

@@ -19,7 +19,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError
@@ -49,13 +49,18 @@ def state(git_dirs: Iterable[str]) -> State:
     return {index_path(g): _sig(index_path(g)) for g in git_dirs}
 
 
-def changed(before: State, git_dirs: Iterable[str]) -> list[str]:
-    """The index files of ``git_dirs`` that are there and differ from ``before``."""
+def changed(
+    before: State, git_dirs: Iterable[str], moved: Mapping[str, str] | None = None
+) -> list[str]:
+    """The index files of ``git_dirs`` that are there and differ from ``before``. A git
+    directory the run moved (``moved``: its path before -> where it is now) is looked at where
+    it is now."""
     out = []
     for g in git_dirs:
-        p = index_path(g)
+        was = index_path(g)
+        p = index_path((moved or {}).get(g, g))
         now = _sig(p)
-        if now is not None and (p not in before or before[p] != now):
+        if now is not None and (was not in before or before[was] != now):
             out.append(p)
     return out
 

@@ -403,7 +403,7 @@ class Keeper:
             )
 
         self._check_new_repos(scope, stopped)
-        self._check_indexes(scope, stopped)
+        self._check_indexes(scope, stopped, elsewhere)
         for pd in hr.path_dirs:
             self._check_path_dir(scope, pd, stopped)
         for r in hr.rules:
@@ -626,13 +626,14 @@ class Keeper:
                 f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
             )
 
-    def _check_indexes(self, scope: Scope, stopped: str) -> None:
+    def _check_indexes(self, scope: Scope, stopped: str, elsewhere: dict[str, str]) -> None:
         """An index of a kept git directory that the run changed must name only paths git itself
         accepts (``gitindex``): otherwise the host's next ``git checkout-index -a`` or ``git
         restore`` would write what it names (``.git/hooks/post-checkout``, ``../.bashrc``). Such
-        an index goes to the quarantine; ``git reset`` makes a new one from HEAD."""
+        an index goes to the quarantine; ``git reset`` makes a new one from HEAD. A git directory
+        the run moved away (``elsewhere``) has its index checked where it is."""
         hr = scope.host_read
-        for index in gitindex.changed(scope.indexes, hr.git_dirs):
+        for index in gitindex.changed(scope.indexes, hr.git_dirs, elsewhere):
             why = gitindex.judge(os.path.dirname(index), index)
             if why is None:
                 continue
