@@ -149,6 +149,8 @@ class Scope:
     # trusted later (another run's host-read set took it up while this one ran) may have been
     # made, and armed, by this run, which could write it all along; it is judged as new.
     trusted_git: frozenset[tuple[int, int]] = frozenset()
+    # Git directories the run moved away that stay where it put them: path before -> now.
+    moved: dict[str, str] = field(default_factory=dict)
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -333,7 +335,11 @@ class Keeper:
             # places: each state directory is reported once.
             reported: set[str] = set()
             for g, before in scope.sequencer.items():
-                scope.notices += sequencer.left_by_run(before, g, self._name(hr, g), reported)
+                # One the run moved: every operation in progress there is reported.
+                now = scope.moved.get(g, g)
+                scope.notices += sequencer.left_by_run(
+                    before if now == g else {}, now, self._name(hr, now), reported
+                )
             return list(dict.fromkeys(scope.notices))
 
     def shutdown(self) -> None:
@@ -372,6 +378,7 @@ class Keeper:
             now = self._check_git_dir(scope, g, ident, stopped)
             if now is not None:
                 elsewhere[g] = now
+        scope.moved = elsewhere
 
         # Every member: its trusted state, or quarantined when it never had a trusted one.
         for m in hr.members:
