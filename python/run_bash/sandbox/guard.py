@@ -947,9 +947,6 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
             return f"its {name} cannot be read without blocking"
     if os.path.lexists(os.path.join(git_dir, "info/attributes")):
         return "it has info/attributes"
-    why = gitindex.judge(git_dir)
-    if why:
-        return why
     hooks_home = git_dir
     if os.path.lexists(os.path.join(git_dir, "commondir")):
         common = gitask.common_dir(git_dir)
@@ -970,4 +967,5 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
     hooks = active_hooks(os.path.join(hooks_home, "hooks"))
     if hooks:
         return f"it has hooks: {', '.join(hooks[:5])}"
-    return None
+    # Last: git reads the repository's config (and its commondir's) to list the index.
+    return gitindex.judge(git_dir)
