@@ -256,7 +256,7 @@ def test_rule_function_gets_the_builtin_defaults(editor):
         return _G.__seen
         """
     )
-    assert "." in got and "~/.npm/_cacache" in got
+    assert "." in got and not [d for d in got if "npm" in d]  # no shared cache is writable
     policy = editor.lua("return require('run_bash').request('rule_defaults')")
     assert policy["fs_writable"] == got
 

@@ -218,6 +218,12 @@ class Runner:
         self.derived.append(runner)
         return runner
 
+    def with_cache(self) -> Runner:
+        """The same backend with a shared cache outside the project granted writable
+        (``fs_writable``), as a user may grant one: a place a run can write besides the project.
+        No cache is writable by default (``policy.VERIFIED_CACHES``)."""
+        return self.with_config(sandbox={"rules": {"fs_writable": [".", "~/.npm/_cacache"]}})
+
     def unconfined(self) -> Runner:
         """The same world through the ``none`` backend: a positive control showing that a
         command the sandbox stops does work without it."""

@@ -285,11 +285,11 @@ def test_3_nvim_dirs_not_writable(sbx, world):
         "echo evil >> ~/.config/nvim/init.lua; echo evil > ~/.local/share/nvim/site/x.lua; "
         f"echo ok > ~/.npm/_cacache/keep && echo {CONTROL}"
     )
-    r = sbx.run(cmd)
+    r = sbx.with_cache().run(cmd)
     assert (world.home / ".cache/nvim/luac/x").read_text() == "cache\n"
     assert (world.home / ".config/nvim/init.lua").read_text() == "-- user config\n"
     assert (world.home / ".local/share/nvim/site/x.lua").read_text() == "-- data\n"
-    # Control: a writable cache next to them is writable.
+    # Control: a cache granted writable next to them is writable.
     assert CONTROL in r.output and (world.home / ".npm/_cacache/keep").read_text() == "ok\n"
 
 
@@ -302,10 +302,20 @@ def test_3_nvim_dirs_stay_read_only_under_a_broad_writable_rule(sbx, world):
     assert "end" in r.output
 
 
-def test_3_verified_caches_are_writable(sbx, world):
-    r = sbx.run("echo cached > ~/.npm/_cacache/keep && echo ok")
-    assert "ok" in r.output
-    assert (world.home / ".npm/_cacache/keep").read_text() == "cached\n"
+def test_3_npm_cache_is_readable_not_writable(sbx, world):
+    """npm finds a cached packument by its URL through an index that is not verified, and takes
+    it as fresh by the response headers stored with it: an index entry a run wrote would make the
+    host's next `npm install <name>` install what the run chose. So no run writes it by default;
+    the control: granted with ``fs_writable``, the same write goes through."""
+    index = world.home / ".npm/_cacache/index-v5/ab/cd/x"
+    attack = (
+        "mkdir -p ~/.npm/_cacache/index-v5/ab/cd && echo planted > ~/.npm/_cacache/index-v5/ab/cd/x"
+    )
+    r = sbx.run(f"ls ~/.npm/_cacache && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output and "keep" in r.output and "end" in r.output, r.output
+    assert not index.exists()
+    sbx.with_cache().run(attack)
+    assert index.read_text() == "planted\n"
 
 
 # -- 4. Environment -------------------------------------------------------------------------------

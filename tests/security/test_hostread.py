@@ -75,7 +75,8 @@ def unconfined_fires(
 
 
 def evil_repo_in_cache(world: World, tag: str) -> str:
-    """A repository with a payload in a place a run can write outside the project."""
+    """A repository with a payload in a place a run can write outside the project (a cache the
+    user granted: ``Runner.with_cache``)."""
     return (
         "git init -q --bare ~/.npm/_cacache/evil.git && "
         f"{fsmonitor_cfg(world, tag)} >> ~/.npm/_cacache/evil.git/config"
@@ -86,7 +87,7 @@ def test_commondir_pointing_elsewhere(sbx, world):
     attack = (
         f"{evil_repo_in_cache(world, 'commondir')}; echo ~/.npm/_cacache/evil.git > .git/commondir"
     )
-    r = sbx.run(f"echo ok >> .git/description && echo {CONTROL}; {attack}; echo end")
+    r = sbx.with_cache().run(f"echo ok >> .git/description && echo {CONTROL}; {attack}; echo end")
     assert CONTROL in r.output, r.output
     assert not (world.project / ".git/commondir").exists()
     git(world, "status")
@@ -176,7 +177,7 @@ def test_linked_worktree_admin_files(sbx, world):
     git(world, "worktree", "add", "-q", str(wt), check=True)
     attack = f"{evil_repo_in_cache(world, 'worktree')}; echo ~/.npm/_cacache/evil.git > .git/worktrees/wt/commondir"
     before = (world.project / ".git/worktrees/wt/commondir").read_bytes()
-    r = sbx.run(f"echo ok >> .git/description && echo {CONTROL}; {attack}; echo end")
+    r = sbx.with_cache().run(f"echo ok >> .git/description && echo {CONTROL}; {attack}; echo end")
     assert CONTROL in r.output, r.output
     assert (world.project / ".git/worktrees/wt/commondir").read_bytes() == before
     git(world, "status", cwd=wt)
@@ -406,7 +407,7 @@ def test_shim_in_npm_bin_on_path(sbx, world):
     npm_bin.mkdir(parents=True)
     rb = on_path(sbx, world, npm_bin)
     attack = f"{hook(world, 'npm')} > ~/.npm/bin/git; chmod +x ~/.npm/bin/git"
-    r = rb.run(f"echo ok > ~/.npm/_cacache/ok && echo {CONTROL}; {attack}; echo end")
+    r = rb.run(f"echo ok > ok.txt && echo {CONTROL}; {attack}; echo end")
     assert CONTROL in r.output, r.output
     assert not (npm_bin / "git").exists()
     subprocess.run(["git", "--version"], env=world.env, capture_output=True)
@@ -500,6 +501,8 @@ UNVERIFIED = {
     ".cache/pre-commit/repoabc/hook.py": "print('hook')\n",
     ".cache/uv/archive-v0/x/pkg/__init__.py": "\n",
     "go/pkg/mod/example.com/dep@v1/dep.go": "package dep\n",
+    # npm's index: found by request URL, its entries trusted as fresh by their stored headers.
+    ".npm/_cacache/index-v5/ab/cd/x": "key\n",
 }
 
 
@@ -510,10 +513,10 @@ def test_unverified_caches_cannot_be_poisoned(sbx, world):
         p.write_text(text)
     attack = "; ".join(f"echo 'evil' >> ~/{rel}" for rel in UNVERIFIED)
     r = sbx.run(
-        f"cat ~/.cargo/git/checkouts/dep/abc/build.rs && echo x > ~/.npm/_cacache/ok && "
-        f"echo {CONTROL}; {attack}; echo end"
+        f"cat ~/.cargo/git/checkouts/dep/abc/build.rs && cat ~/.npm/_cacache/index-v5/ab/cd/x && "
+        f"echo x > ok.txt && echo {CONTROL}; {attack}; echo end"
     )
-    assert CONTROL in r.output and "fn main" in r.output, r.output  # readable; npm's is writable
+    assert CONTROL in r.output and "fn main" in r.output and "key" in r.output, r.output  # readable
     for rel, text in UNVERIFIED.items():
         assert (world.home / rel).read_text() == text, rel
 

@@ -30,7 +30,7 @@ def repo_with_payload(where: str, world, tag: str) -> str:
 def test_a_repository_in_a_writable_cache(sbx, world):
     cache = world.home / ".npm/_cacache"
     attack = repo_with_payload("~/.npm/_cacache/tmp/git-clone1", world, "cache")
-    r = sbx.run(f"echo x > ~/.npm/_cacache/ok && echo {CONTROL}; {attack}; echo end")
+    r = sbx.with_cache().run(f"echo x > ~/.npm/_cacache/ok && echo {CONTROL}; {attack}; echo end")
     assert CONTROL in r.output and (cache / "ok").exists(), r.output
     assert not os.path.lexists(cache / "tmp/git-clone1/.git")
     assert any("git-clone1" in n and "core.fsmonitor" in n for n in r.notices), r.notices
@@ -48,7 +48,7 @@ def test_a_writable_grant_made_into_a_repository(sbx, world):
         "printf '[core]\\n\\tbare = false\\n\\tworktree = .\\n' > config && "
         f"{fsmonitor_cfg(world, 'grant')} >> config"
     )
-    r = sbx.run(f"{attack}; echo {CONTROL}")
+    r = sbx.with_cache().run(f"{attack}; echo {CONTROL}")
     assert CONTROL in r.output, r.output
     assert cache.is_dir() and (cache / "keep").exists()
     assert not (cache / "HEAD").exists(), r.notices
@@ -65,7 +65,7 @@ def test_a_repository_reached_through_a_symlink_in_the_project(sbx, world):
         f"{repo_with_payload('~/.npm/_cacache/tools', world, 'link')} && "
         "ln -s ~/.npm/_cacache/tools tools"
     )
-    r = sbx.run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    r = sbx.with_cache().run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
     assert CONTROL in r.output, r.output
     git(world, "status", cwd=world.project / "tools")
     assert pwned(world) == [], r.notices
@@ -106,7 +106,7 @@ def test_a_module_git_dir_that_submodule_update_would_take_up(sbx, world):
 
 def test_an_inert_repository_in_a_cache_stays(sbx, world):
     """The positive side: a repository with only inert keys (what `git clone` leaves) stays."""
-    r = sbx.run(
+    r = sbx.with_cache().run(
         "git init -q ~/.npm/_cacache/tmp/plain && "
         "git -C ~/.npm/_cacache/tmp/plain remote add origin https://example.invalid/x && "
         f"echo {CONTROL}"

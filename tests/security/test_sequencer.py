@@ -94,3 +94,33 @@ def test_a_rebase_left_in_a_linked_worktree_is_reported_once(sbx, world):
     assert CONTROL in r.output
     said = [n for n in r.notices if LEFT in n]
     assert len(said) == 1, r.notices
+
+
+def test_a_rebase_left_in_a_repository_the_run_moved_is_reported(sbx, world):
+    """An embedded repository the run moves away keeps its git directory where it went: a rebase
+    the run left there is reported there."""
+    for name in ("emb", "emc"):
+        (world.project / name).mkdir()
+        git(world, "init", "-q", "-b", "main", cwd=world.project / name, check=True)
+    emb = world.project / "emb"
+    git(
+        world,
+        "-c",
+        "user.name=a",
+        "-c",
+        "user.email=a@b",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "e",
+        cwd=emb,
+        check=True,
+    )
+    r = sbx.run(f"echo {CONTROL}; mv emb emb2 && cd emb2 && {planted_rebase(world, 'seqmv')}")
+    assert CONTROL in r.output, r.output
+    said = [n for n in r.notices if LEFT in n]
+    assert said and "emb2/.git/rebase-merge/git-rebase-todo" in said[0], r.notices
+    # The control: the same move of a repository without a rebase says nothing of one.
+    r = sbx.run(f"echo {CONTROL}; mv emc emc2")
+    assert CONTROL in r.output and not [n for n in r.notices if LEFT in n], r.notices

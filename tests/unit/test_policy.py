@@ -52,9 +52,11 @@ def pol(home: Path, raw: dict | None = None, cwd: Path | None = None, **kw):
 def test_default_grants(home):
     p = pol(home)
     assert str(home / "proj") in p.writable
-    assert str(home / ".npm/_cacache") in p.writable  # entries checked by hash on every use
-    # Shared caches whose entries are used without a hash check: readable, not writable.
+    # Shared caches whose entries are used without a hash check: readable, not writable. npm's
+    # content is hashed, but its index (by URL, with the response's own freshness) is not.
     assert str(home / ".cache/pip") in p.readable and str(home / ".cache/pip") not in p.writable
+    assert not any(str(home / ".npm") in w for w in p.writable)
+    assert any(str(home / ".npm/_cacache").startswith(r) for r in p.readable)
     assert str(home / ".gitconfig") in p.readable
     assert str(home / ".config/git") in p.readable
     assert str(home / ".local/bin") in p.readable
@@ -157,7 +159,10 @@ def test_protected_paths_without_git(home):
     assert str(proj / ".git/config") not in p.protected
     # A repository created here (or in any other writable grant) is not kept from being created:
     # the guard checks after the run that a new one is inert (tests/security/test_new_repos.py).
-    assert p.host_read is not None and p.host_read.scan == (str(proj), str(home / ".npm/_cacache"))
+    assert p.host_read is not None and p.host_read.scan == (str(proj),)
+    granted = pol(home, {"sandbox": {"rules": {"fs_writable": [".", "~/.npm/_cacache"]}}})
+    assert granted.host_read is not None
+    assert granted.host_read.scan == (str(proj), str(home / ".npm/_cacache"))
 
 
 def test_subdirectory_of_a_repository(home):

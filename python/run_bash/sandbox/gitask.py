@@ -186,22 +186,26 @@ def run_git(
     *,
     clean: bool = False,
     limit: int = MAX_GIT_OUTPUT,
+    extra_env: Mapping[str, str] | None = None,
+    stdin: int | None = None,
 ) -> tuple[int, str, str]:
     """Run ``git`` with a timeout; (returncode, stdout, stderr). ``clean`` runs it in the clean
-    environment from the empty directory (``cwd`` is then ignored). A git that does not answer in
-    ``GIT_TIMEOUT_S`` (a FIFO or a leased file in its way), or says more than ``limit`` bytes,
-    raises HostReadError."""
+    environment from the empty directory (``cwd`` is then ignored). ``extra_env`` is added to
+    that environment (``GIT_INDEX_FILE``); ``stdin`` is a descriptor to read from (else
+    ``/dev/null``). A git that does not answer in ``GIT_TIMEOUT_S`` (a FIFO or a leased file in
+    its way), or says more than ``limit`` bytes, raises HostReadError."""
     if clean:
         genv = clean_env()
         cwd = genv["HOME"]
     else:
         genv = git_env(env)
+    genv.update(extra_env or {})
     try:
         proc = subprocess.Popen(
             ["git", *GIT_OPTS, *args],
             cwd=cwd,
             env=genv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             close_fds=True,

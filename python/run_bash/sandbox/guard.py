@@ -68,7 +68,7 @@ from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
-from run_bash.sandbox import gitask, nofollow, sequencer
+from run_bash.sandbox import gitask, gitindex, nofollow, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -143,6 +143,14 @@ class Scope:
     ended: bool = False
     # The in-progress git operations of each git directory before the run (``sequencer.py``).
     sequencer: dict[str, sequencer.State] = field(default_factory=dict)
+    # The index file of each git directory before the run (``gitindex.py``).
+    indexes: gitindex.State = field(default_factory=dict)
+    # The git directories trusted when the run started, by (dev, ino): a repository that became
+    # trusted later (another run's host-read set took it up while this one ran) may have been
+    # made, and armed, by this run, which could write it all along; it is judged as new.
+    trusted_git: frozenset[tuple[int, int]] = frozenset()
+    # Git directories the run moved away that stay where it put them: path before -> now.
+    moved: dict[str, str] = field(default_factory=dict)
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -269,6 +277,8 @@ class Keeper:
                         st = nofollow.lstat(g, self._fence)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
+            scope.indexes = gitindex.state(host_read.git_dirs)
+            scope.trusted_git = frozenset(self._trusted_git_dirs())
             for pd in host_read.path_dirs:
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
@@ -325,7 +335,11 @@ class Keeper:
             # places: each state directory is reported once.
             reported: set[str] = set()
             for g, before in scope.sequencer.items():
-                scope.notices += sequencer.left_by_run(before, g, self._name(hr, g), reported)
+                # One the run moved: every operation in progress there is reported.
+                now = scope.moved.get(g, g)
+                scope.notices += sequencer.left_by_run(
+                    before if now == g else {}, now, self._name(hr, now), reported
+                )
             return list(dict.fromkeys(scope.notices))
 
     def shutdown(self) -> None:
@@ -364,6 +378,7 @@ class Keeper:
             now = self._check_git_dir(scope, g, ident, stopped)
             if now is not None:
                 elsewhere[g] = now
+        scope.moved = elsewhere
 
         # Every member: its trusted state, or quarantined when it never had a trusted one.
         for m in hr.members:
@@ -395,6 +410,7 @@ class Keeper:
             )
 
         self._check_new_repos(scope, stopped)
+        self._check_indexes(scope, stopped, elsewhere)
         for pd in hr.path_dirs:
             self._check_path_dir(scope, pd, stopped)
         for r in hr.rules:
@@ -547,7 +563,7 @@ class Keeper:
         makes a new work tree for a trusted git dir is judged by the hooks directory git names
         there (``_hooks_not_inert``)."""
         hr = scope.host_read
-        trusted = self._trusted_git_dirs()
+        trusted = set(scope.trusted_git)
         found: list[tuple[str, str]] = []
         kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
@@ -615,6 +631,25 @@ class Keeper:
             dest = self._quarantine(what, scope)
             scope.notices.append(
                 f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
+            )
+
+    def _check_indexes(self, scope: Scope, stopped: str, elsewhere: dict[str, str]) -> None:
+        """An index of a kept git directory that the run changed must name only paths git itself
+        accepts (``gitindex``): otherwise the host's next ``git checkout-index -a`` or ``git
+        restore`` would write what it names (``.git/hooks/post-checkout``, ``../.bashrc``). Such
+        an index goes to the quarantine; ``git reset`` makes a new one from HEAD. A git directory
+        the run moved away (``elsewhere``) has its index checked where it is."""
+        hr = scope.host_read
+        for index in gitindex.changed(scope.indexes, hr.git_dirs, elsewhere):
+            why = gitindex.judge(os.path.dirname(index), index)
+            if why is None:
+                continue
+            dest = self._quarantine(index, scope)
+            scope.notices.append(
+                f"{self._name(hr, index)} was written inside the sandbox and "
+                f"{why.removeprefix('its index ')}; {dest} "
+                f"(`git reset` makes a new index from HEAD; the files in the work tree are as the "
+                f"run left them){stopped}"
             )
 
     def _check_path_dir(self, scope: Scope, pd: PathDir, stopped: str) -> bool:
@@ -932,4 +967,5 @@ def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> s
     hooks = active_hooks(os.path.join(hooks_home, "hooks"))
     if hooks:
         return f"it has hooks: {', '.join(hooks[:5])}"
-    return None
+    # Last: git reads the repository's config (and its commondir's) to list the index.
+    return gitindex.judge(git_dir)

@@ -112,10 +112,14 @@ SYSTEM_READABLE = (
 SYSTEM_WRITABLE = ("/dev/null", "/dev/full")
 
 # Shared tool caches are used by every project. A run may write only the ones whose entries are
-# checked against a hash each time they are used (a poisoned entry is refused, never run):
-#   npm's content store: every entry is stored under, and read back against, its sha512
-#   integrity (ssri); lockfile installs fetch tarballs by that integrity.
-VERIFIED_CACHES = ("~/.npm/_cacache",)
+# checked against a hash each time they are used (a poisoned entry is refused, never run). None
+# of the usual ones qualifies. npm's `_cacache` stores its content under a sha512 integrity, but
+# finds an entry by its request URL through an index that is not verified: a run that writes an
+# index entry for `https://registry.npmjs.org/<name>` (with its own `cache-control` among the
+# stored response headers) and the packument and tarball it names has the host's next `npm install
+# <name>` or `npx <name>` take them from the cache, without asking the registry, and run the
+# package's scripts. So it is readable like the rest of `~/.npm`.
+VERIFIED_CACHES: tuple[str, ...] = ()
 # The others hand out what is in them without checking it: pip's and uv's built wheels and HTTP
 # responses, cargo's `.crate` files and unpacked sources (a cached `.crate` is not hashed again
 # and an unpacked `registry/src` or `git/checkouts` tree, `build.rs` included, is used as is), Go's
