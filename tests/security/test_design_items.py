@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import uuid
@@ -316,6 +317,20 @@ def test_3_npm_cache_is_readable_not_writable(sbx, world):
     assert not index.exists()
     sbx.with_cache().run(attack)
     assert index.read_text() == "planted\n"
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_3_npm_gets_a_cache_of_its_own_in_the_run(sbx, world):
+    """With `~/.npm` read-only npm would fail every install (EROFS): each run gives it a cache in
+    its own temp dir, which npm takes and can write, and which the host never reads. The
+    control: `~/.npm` itself is still not written."""
+    r = sbx.run(
+        'c=$(npm config get cache) && echo "cache=$c" && case "$c" in "$TMPDIR"/*) echo inside;; '
+        'esac && mkdir -p "$c/_cacache/tmp" && echo ok > "$c/_cacache/tmp/x" && cat "$c/_cacache/tmp/x"'
+        "; echo planted > ~/.npm/_cacache/mine; echo end"
+    )
+    assert "inside" in r.output and "\nok\n" in r.output and "end" in r.output, r.output
+    assert not (world.home / ".npm/_cacache/mine").exists()
 
 
 # -- 4. Environment -------------------------------------------------------------------------------

@@ -275,3 +275,15 @@ def test_blocked_names(name):
 @pytest.mark.parametrize("name", ["PATH", "LANG", "CARGO_HOME", "GOPATH", "VIRTUAL_ENV"])
 def test_ordinary_names(name):
     assert not is_blocked_name(name)
+
+
+def test_npm_gets_a_cache_in_the_runs_temp_dir_unless_the_user_names_one():
+    from run_bash.sandbox.policy import build_env, point_temp
+
+    env, _ = build_env(parse_config({}), tmpdir="/r/tmp", session_id="s", base_env={})
+    assert env["npm_config_cache"] == "/r/tmp/npm-cache"
+    assert point_temp(dict(env), "/tmp")["npm_config_cache"] == "/tmp/npm-cache"
+    cfg = parse_config({"sandbox": {"env": {"set": {"NPM_CONFIG_CACHE": "/mine"}}}})
+    env, _ = build_env(cfg, tmpdir="/r/tmp", session_id="s", base_env={})
+    assert "npm_config_cache" not in env and env["NPM_CONFIG_CACHE"] == "/mine"
+    assert point_temp(dict(env), "/tmp")["NPM_CONFIG_CACHE"] == "/mine"

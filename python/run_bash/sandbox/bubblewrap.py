@@ -60,7 +60,7 @@ from run_bash.sandbox.bwprobe import (
 )
 from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
-from run_bash.sandbox.policy import Policy, build_policy
+from run_bash.sandbox.policy import Policy, build_policy, point_temp
 from run_bash.sandbox.proc import bash_path
 from run_bash.sandbox.spare import TRAMPOLINE, Ident, Spare, identities, mounts
 from run_bash.sandbox.tempfs import temp_size, tmpfs_data
@@ -382,9 +382,7 @@ class Bubblewrap:
         cgroup: RunCgroup | None,
     ) -> tuple[list[str], dict[str, str]]:
         """The command line and environment of ``cmd`` in the sandbox of ``spec``."""
-        env = dict(spec.env)
-        # Inside, the private temp dir is /tmp.
-        env["TMPDIR"] = "/tmp"
+        env = point_temp(dict(spec.env), "/tmp")  # inside, the private temp dir is /tmp
         temp = temp_size(policy.limits.max_temp_size)
         run = replace(spec, cmd=cmd)
         argv = self.argv(

@@ -120,6 +120,10 @@ SYSTEM_WRITABLE = ("/dev/null", "/dev/full")
 # <name>` or `npx <name>` take them from the cache, without asking the registry, and run the
 # package's scripts. So it is readable like the rest of `~/.npm`.
 VERIFIED_CACHES: tuple[str, ...] = ()
+# Tools that stop when their cache cannot be written get one in the run's own temp dir (gone
+# with the run, never read by the host), unless the user's environment settings name one: npm
+# fails every install with EROFS on a read-only `~/.npm`.
+RUN_CACHES = {"npm_config_cache": "npm-cache"}
 # The others hand out what is in them without checking it: pip's and uv's built wheels and HTTP
 # responses, cargo's `.crate` files and unpacked sources (a cached `.crate` is not hashed again
 # and an unpacked `registry/src` or `git/checkouts` tree, `build.rs` included, is used as is), Go's
@@ -699,6 +703,17 @@ def build_policy(
     )
 
 
+def point_temp(env: dict[str, str], tmpdir: str) -> dict[str, str]:
+    """``env`` (``build_env``'s) with the run's temp dir where the command sees it: ``TMPDIR``,
+    and the run's own tool caches (``RUN_CACHES``) in it; a cache the user named stays."""
+    old = env.get("TMPDIR")
+    for name, sub in RUN_CACHES.items():
+        if old is not None and env.get(name) == os.path.join(old, sub):
+            env[name] = os.path.join(tmpdir, sub)
+    env["TMPDIR"] = tmpdir
+    return env
+
+
 def build_env(
     config: Config,
     *,
@@ -725,6 +740,9 @@ def build_env(
     # Values in `set` are written by the user in their config, not inherited: they are kept.
     env.update(env_cfg.set)
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    for name, sub in RUN_CACHES.items():
+        if not any(k.lower() == name for k in env):  # npm reads its variables in any case
+            env[name] = os.path.join(tmpdir, sub)
     env["TMPDIR"] = tmpdir
     env[SESSION_TAG] = session_id
     return env, sorted(set(dropped))

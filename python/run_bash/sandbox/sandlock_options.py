@@ -13,7 +13,7 @@ from run_bash.paths import expand
 from run_bash.sandbox import loopback
 from run_bash.sandbox.base import RunSpec
 from run_bash.sandbox.namespaces import TEMP_DIRS
-from run_bash.sandbox.policy import Policy
+from run_bash.sandbox.policy import Policy, point_temp
 
 # -- extra_args of the sandlock CLI ---------------------------------------------------------------
 
@@ -252,7 +252,7 @@ def sdk_fields(
         "fs_writable": list(dict.fromkeys([*writable, *temp])),
         "fs_denied": list(dict.fromkeys(denied)),
         "clean_env": True,
-        "env": {**spec.env, "TMPDIR": tmpdir},
+        "env": point_temp(dict(spec.env), tmpdir),
         "cwd": spec.cwd,
         "max_processes": int(limits["max_processes"]),
         "max_memory": int(limits["max_memory"]),
