@@ -158,11 +158,30 @@ def git_branch(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
+def git_tag(reading: Reading, level: Level) -> Hit | None:
+    """``tag -d`` and ``tag -f``: tags keep no reflog, so the old target is not kept."""
+    r = level.read
+    if r.has("d", "delete"):
+        return Hit("deletes a tag, which keeps no reflog to restore it from")
+    if r.has("f", "force"):
+        return Hit("moves an existing tag, which keeps no reflog of where it was")
+    return None
+
+
 def git_gc(reading: Reading, level: Level) -> Hit | None:
     """``gc --prune=now|all``."""
     value = level.read.get("prune")
     if value is not None and value.lower() in ("now", "all"):
         return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+    return None
+
+
+def git_repack(reading: Reading, level: Level) -> Hit | None:
+    """``repack -a -d``: unreachable objects of the old packs are dropped (not with ``-A``,
+    ``-k`` or ``--cruft``, which keep them)."""
+    r = level.read
+    if r.has("a") and r.has("d") and not r.has("A", "k", "keep-unreachable", "cruft"):
+        return Hit("deletes unreachable objects that were packed")
     return None
 
 

@@ -130,6 +130,34 @@ GIT = Row(
                 Pause("changes refs read from its input, possibly deleting them", when="stdin"),
             ),
         ),
+        "tag": _git_sub(
+            "-mFu: -asdflvne --annotate --sign --delete --force --list --verify --message= "
+            "--file= --local-user= --cleanup= --sort= --contains[=] --no-contains[=] "
+            "--merged[=] --no-merged[=] --points-at= --format= --color[=] --column[=] "
+            "--ignore-case --create-reflog --edit --no-sign --trailer=",
+            checks.git_tag,
+        ),
+        "replace": Row(
+            opts(
+                "-dfle --delete --force --list --edit --graft --convert-graft-file --raw --format="
+            ),
+            pauses=(
+                Pause(
+                    "deletes or overwrites a replacement ref, which has no reflog",
+                    when="d delete f force",
+                ),
+            ),
+        ),
+        "repack": Row(
+            opts(
+                "-abdfFklnqAI --window= --depth= --threads= --max-pack-size= --keep-pack= "
+                "--geometric= --cruft --cruft-expiration= --write-midx --local --quiet"
+            ),
+            pauses=(
+                Pause("deletes unreachable objects that were packed", check=checks.git_repack),
+            ),
+        ),
+        "lfs": Row(subs=subs("deletes local Git LFS objects", "prune")),
         "rm": Row(
             opts(
                 "-rfnq --force --cached --dry-run --quiet --ignore-unmatch --sparse "
