@@ -258,6 +258,64 @@ def operation(reason: str, *patterns: str, at: int = 1) -> Check:
     return check
 
 
+def option_value(reason: str, names: str, *patterns: str) -> Check:
+    """A pause when one of the options ``names`` has a value matching a glob of ``patterns`` (any
+    case); a value only known at run time counts as a match."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        for word in level.read.values(*names.split()):
+            if word.value is None:
+                return unknown_hit("run a paused option", word)
+            if any(fnmatch.fnmatchcase(word.value.lower(), p) for p in patterns):
+                return Hit(reason)
+        return None
+
+    return check
+
+
+HTTP_DELETE = "sends an HTTP DELETE request, deleting what the URL names on the server"
+
+
+def http_method(short: str, long: str, *, operand: bool = False) -> Check:
+    """An HTTP DELETE request: the method given by the option ``-SHORT V`` (also in a cluster,
+    ``-sX DELETE``, or attached, ``-XDELETE``) or ``--LONG V``/``--LONG=V``; with ``operand``, a
+    method as the first operand (``http DELETE URL``, ``xh delete URL``). A method only known at
+    run time may be DELETE."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        args = level.args
+        methods: list[Arg] = []
+        for k, a in enumerate(args):
+            v = a.value
+            if v is None:
+                continue
+            if v == "--":
+                break
+            nxt = args[k + 1] if k + 1 < len(args) else None
+            if long and v == f"--{long}" and nxt is not None:
+                methods.append(nxt)
+            elif long and v.startswith(f"--{long}="):
+                methods.append(Arg.lit(v.split("=", 1)[1]))
+            elif short and v[:1] == "-" and v[1:2] != "-" and short in v[1:]:
+                rest = v[v.index(short, 1) + 1 :]
+                if rest:
+                    methods.append(Arg.lit(rest))
+                elif nxt is not None:
+                    methods.append(nxt)
+        if operand:
+            ops = [a for a in level.read.operands if a.value is None or "://" not in a.value]
+            if ops and (ops[0].value is None or ops[0].value.isalpha()):
+                methods.append(ops[0])
+        for word in methods:
+            if word.value is None:
+                return unknown_hit("send an HTTP DELETE request", word)
+            if word.value.upper() == "DELETE":
+                return Hit(HTTP_DELETE)
+        return None
+
+    return check
+
+
 def overwrite(reason: str) -> Check:
     """``truncate``/``shred``: reversible for files, irreversible for a device."""
 

@@ -476,6 +476,12 @@ COMPOSE = Row(
             opts("-vt: --volumes --rmi= --timeout= --remove-orphans -v"),
             pauses=(Pause(DOWN_VOLUMES, when="v volumes", may="delete volumes"),),
         ),
+        "rm": Row(
+            opts("-fsv --force --stop --volumes"),
+            pauses=(Pause(DOWN_VOLUMES, when="v volumes", may="delete volumes"),),
+        ),
+        "kill": Row(pauses=(Pause(SIGNAL),)),
+        **subs("publishes the services' images to a registry", "push"),
         **dict.fromkeys(
             ("run", "exec"),
             Row(runners.CONTAINER_RUN, permute=False, runs=(Command(skip=1, elsewhere=True),)),
@@ -502,6 +508,18 @@ _CONTAINER_RM = Row(
     opts("-fvl --force --volumes --link"),
     pauses=(Pause("deletes the container's anonymous volumes and their data", when="v volumes"),),
 )
+IMAGES_GONE = "deletes images, which may exist nowhere else"
+PUSH_IMAGE = "publishes an image to a registry"
+_KILL = Row(pauses=(Pause(SIGNAL),))
+_BUILD = Row(
+    opts("-ftoq: --push --output= --tag= --file= --target= --platform= --build-arg= --quiet"),
+    pauses=(
+        Pause(PUSH_IMAGE, when="push"),
+        Pause(
+            "", check=checks.option_value(PUSH_IMAGE, "o output", "*type=registry*", "*push=true*")
+        ),
+    ),
+)
 
 
 def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
@@ -516,8 +534,34 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
             "exec": _CONTAINER,
             "run": _CONTAINER_RUN,
             "rm": _CONTAINER_RM,
+            "kill": _KILL,
+            **subs(IMAGES_GONE, "rmi"),
+            **subs(PUSH_IMAGE, "push"),
+            "build": _BUILD,
             # `docker container exec|run|rm` are `docker exec|run|rm` spelled out.
-            "container": Row(subs={"exec": _CONTAINER, "run": _CONTAINER_RUN, "rm": _CONTAINER_RM}),
+            "container": Row(
+                subs={
+                    "exec": _CONTAINER,
+                    "run": _CONTAINER_RUN,
+                    "rm": _CONTAINER_RM,
+                    "remove": _CONTAINER_RM,
+                    "kill": _KILL,
+                    **subs("deletes stopped containers and their files", "prune"),
+                }
+            ),
+            "image": Row(subs={**subs(IMAGES_GONE, "rm remove prune"), **subs(PUSH_IMAGE, "push")}),
+            "manifest": Row(subs=subs(PUSH_IMAGE, "push")),
+            "buildx": Row(
+                opts("--builder="),
+                subs={"build": _BUILD, **subs("deletes build cache or builders", "prune rm")},
+            ),
+            "builder": Row(subs={"build": _BUILD, **subs("deletes the build cache", "prune")}),
+            "network": Row(subs=subs("deletes networks", "rm remove prune")),
+            **{
+                group: Row(subs=subs(f"deletes swarm {group}s", "rm remove"))
+                for group in ("service", "stack", "secret", "config", "plugin", "node")
+            },
+            "swarm": Row(subs=subs("leaves the swarm, dropping its state", "leave")),
             **extra,
         },
     )
@@ -623,11 +667,28 @@ CARGO = Row(
 )
 GH = Row(
     opts("-R: --repo= --hostname="),
+    pauses=(
+        Pause(
+            "",
+            check=checks.operation(
+                "deletes or archives GitHub resources", "delete", "delete-*", "archive"
+            ),
+        ),
+    ),
     subs={
         "release": Row(opts("-R: --repo="), subs=subs("deletes a GitHub release", "delete")),
         "repo": Row(subs=subs("deletes a GitHub repository", "delete")),
+        "api": Row(pauses=(Pause("", check=checks.http_method("X", "method")),)),
     },
 )
+HTTP_DELETE_ROW = {
+    "curl": Row(pauses=(Pause("", check=checks.http_method("X", "request")),)),
+    "wget": Row(pauses=(Pause("", check=checks.http_method("", "method")),)),
+    **dict.fromkeys(
+        ("http", "https", "httpie", "xh", "xhs"),
+        Row(pauses=(Pause("", check=checks.http_method("", "", operand=True)),)),
+    ),
+}
 
 
 def _packages(verbs: str, spec: str = "", *, simulate: str = "", **extra: Row) -> Row:
@@ -1047,7 +1108,10 @@ TABLE: dict[str, Row] = {
             "system": Row(
                 subs=subs("deletes unused containers, images, networks and build cache", "prune")
                 | subs("deletes every container, image and volume", "reset")
-            )
+            ),
+            "pod": Row(
+                subs={**subs("deletes pods and their containers", "rm prune"), "kill": _KILL}
+            ),
         },
         " --connection= --url= --identity= --root= --runroot= --remote --storage-driver=",
     ),
@@ -1082,6 +1146,7 @@ TABLE: dict[str, Row] = {
     "gcloud": GCLOUD,
     "az": CLOUD_DELETE,
     "gh": GH,
+    **HTTP_DELETE_ROW,
     # version control
     "git": GIT,
 }
