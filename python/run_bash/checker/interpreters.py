@@ -31,7 +31,7 @@ from run_bash.checker.languages import (
 )
 from run_bash.checker.model import NO_INPUT, REVERSIBLE, STDIN_FILES, Ctx, Hit, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
-from run_bash.checker.reading import Handler
+from run_bash.checker.reading import Handler, operand_paths
 from run_bash.checker.words import Arg, wordlist
 
 # -- interpreters ---------------------------------------------------------------------------------
@@ -594,6 +594,7 @@ def emacs(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+SQL_CLIENTS = ("sqlite3", "psql", "mysql", "mariadb", "duckdb", "cqlsh", "clickhouse-client")
 _SQL_SHELL = re.compile(
     r"(?m)^\s*(?:\\!|\.shell|\.system|system)\s+(.*)$"
     r"|^\s*(?:\\[og]|\.once|\.output|\.import|\.read)\s+['\"]?\|([^'\"\n]*)"
@@ -602,23 +603,95 @@ _SQL_SHELL = re.compile(
 )
 
 
-def sql_client(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+# Statements that delete or change stored data; string literals and comments are taken out first,
+# and a foreign key's `ON DELETE|UPDATE` action is not one.
+_SQL_NOISE = re.compile(
+    r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/|\bon\s+(?:delete|update)\b", re.I | re.S
+)
+_SQL_DESTROYS = re.compile(r"\b(?:drop|truncate|delete)\b|\bupdate\s+[^\s;(]+\s+set\b", re.I)
+SQL_DATA = "deletes or changes data in the database (`DROP`, `TRUNCATE`, `DELETE`, `UPDATE`)"
+# Clients whose database is a local file named by their first operand: undo restores it.
+_SQL_FILE_DB = {
+    "sqlite3": "-cmd -init -separator -newline -nullvalue -vfs -mmap",
+    "duckdb": "-c -s -cmd -init -separator -newline -nullvalue",
+}
+_SQL_TEXT_OPTIONS = "-c --command -e --execute -cmd -q --query -s"
+
+
+def _sql_hit(name: str, args: list[Arg]) -> Hit | None:
+    """The hit for destructive SQL: reversible for a file database the line names."""
+    valued = _SQL_FILE_DB.get(name)
+    if valued is None:
+        return Hit(SQL_DATA)
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        v = a.value
+        if v is not None and v.startswith("-"):
+            skip = v in valued.split()
+            continue
+        if v is not None and (" " in v or v == ":memory:"):
+            return None  # SQL text: the database is in memory
+        path = operand_paths([a])
+        return Hit(SQL_DATA, REVERSIBLE, path)
+    return None  # no database file: an in-memory one
+
+
+def sql_client(name: str) -> Handler:
     """``sqlite3 … '.shell CMD'``, ``psql -c '\\! CMD'``, ``mysql -e 'system CMD'``: the shell
-    escapes of SQL clients run commands (from options, operands, files the line writes or input)."""
-    texts = values_of(args, "-c --command -e --execute -cmd")
-    for path in values_of(args, "-f --file -init"):
+    escapes of SQL clients run commands (from options, operands, files the line writes or input).
+    Statements that delete or change data (``DROP``, ``TRUNCATE``, ``DELETE``, ``UPDATE``) pause."""
+
+    def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        texts = values_of(args, _SQL_TEXT_OPTIONS)
+        for path in values_of(args, "-f --file -init"):
+            text = ana.script_text(path, ctx)
+            texts.extend([Arg.lit(text)] if text is not None else [])
+        texts.extend(a for k, a in enumerate(args) if k and a.value and " " in a.value)
+        stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+        if isinstance(stdin, str) and not stdin.startswith("\0"):
+            texts.append(Arg.lit(stdin))
+        destroys = False
+        for word in texts:
+            if word.value is None:
+                ana.unknown(f"runs SQL only known at run time (`{word.text}`)", ctx.text)
+                continue
+            for m in _SQL_SHELL.finditer(word.value):
+                command = next(g for g in m.groups() if g is not None)
+                ana.source(command.rstrip(";"), ctx.depth + 1, ctx=ctx)
+            destroys = destroys or bool(_SQL_DESTROYS.search(_SQL_NOISE.sub(" ", word.value)))
+        hit = _sql_hit(name, args) if destroys else None
+        if hit is not None:
+            ctx.hits.append(hit)
+        return None
+
+    return runner
+
+
+_MONGO_DESTROYS = re.compile(
+    r"\.\s*(?:drop\w*|delete\w*|remove\w*|findOneAndDelete|findAndModify|update\w*|replace\w*|"
+    r"bulkWrite|renameCollection|shutdown\w*|adminCommand|runCommand|eval)\s*\("
+)
+
+
+def mongo_shell(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``mongosh --eval CODE`` (or code on its input): calls that drop, delete or change data, or
+    run server commands, pause; code only known at run time pauses."""
+    texts = values_of(args, "--eval -eval")
+    for path in values_of(args, "-f --file"):
         text = ana.script_text(path, ctx)
-        texts.extend([Arg.lit(text)] if text is not None else [])
-    texts.extend(a for k, a in enumerate(args) if k and a.value and " " in a.value)
+        texts.append(Arg.lit(text) if text is not None else path)
     stdin = ana.stdin_text(ctx.cmd, ctx.scope)
     if isinstance(stdin, str) and not stdin.startswith("\0"):
         texts.append(Arg.lit(stdin))
     for word in texts:
         if word.value is None:
-            continue  # SQL only known at run time: a shell escape in it is not followed
-        for m in _SQL_SHELL.finditer(word.value):
-            command = next(g for g in m.groups() if g is not None)
-            ana.source(command.rstrip(";"), ctx.depth + 1, ctx=ctx)
+            ana.unknown(f"runs MongoDB code only known at run time (`{word.text}`)", ctx.text)
+        elif _MONGO_DESTROYS.search(word.value):
+            ctx.hits.append(Hit("deletes or changes data in the database, or runs server commands"))
+            break
     return None
 
 
@@ -693,5 +766,6 @@ RUNNERS: dict[str, Callable[[Walker, list[Arg], Ctx], list[Arg] | None]] = {
     **dict.fromkeys(("jest", "vitest", "mocha"), JS_TESTS),
     **dict.fromkeys(("expect", "tclsh", "wish"), expect),
     **dict.fromkeys(("emacs", "emacsclient"), emacs),
-    **dict.fromkeys(("sqlite3", "psql", "mysql", "mariadb", "duckdb"), sql_client),
+    **{name: sql_client(name) for name in SQL_CLIENTS},
+    **dict.fromkeys(("mongosh", "mongo"), mongo_shell),
 }

@@ -812,6 +812,20 @@ MORE: dict[str, Row] = {
     "cdktf": Row(subs=subs("destroys the stacks it deployed", "destroy")),
     "helmfile": Row(subs=subs("uninstalls the Helm releases it manages", "destroy delete")),
     "dropdb": always("deletes a database"),
+    "mysqladmin": verbs("deletes a database or stops the server", "drop", "shutdown", "kill"),
+    "mariadb-admin": verbs("deletes a database or stops the server", "drop", "shutdown", "kill"),
+    "pg_dropcluster": always("deletes a PostgreSQL cluster and its data"),
+    "dbmate": Row(subs=subs(DATABASE, "drop")),
+    "sequelize": verbs(DATABASE, "db:drop"),
+    "typeorm": verbs(DATABASE, "schema:drop"),
+    "migrate": verbs(DATABASE, "drop"),
+    "goose": Row(subs=subs(DATABASE, "reset")),
+    "supabase": Row(
+        subs={
+            "db": Row(subs=subs(DATABASE, "reset")),
+            "projects": Row(subs=subs(CLOUD, "delete")),
+        }
+    ),
     "dropuser": always("deletes a database role"),
     "redis-cli": Row(
         runners.REDIS_CLI,
@@ -819,8 +833,11 @@ MORE: dict[str, Row] = {
         pauses=(
             Pause(
                 "",
-                check=checks.operation(DATABASE, _anycase("flushall"), _anycase("flushdb"), at=0),
+                check=checks.operation(
+                    DATABASE, *map(_anycase, wordlist("flushall flushdb del unlink getdel")), at=0
+                ),
             ),
+            Pause("", check=checks.operation("stops the Redis server", _anycase("shutdown"), at=0)),
             Pause(REDIS_SCRIPT, when="eval"),
             Pause(
                 "",

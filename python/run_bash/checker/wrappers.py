@@ -34,7 +34,8 @@ CODE = frozenset(
     wordlist(
         "python pypy ipython ipython3 node nodejs tsx ts-node ts-node-esm deno bun ruby perl php "
         "lua luajit R Rscript julia go pytest py.test jest "
-        "vitest mocha expect tclsh wish emacs emacsclient tmux"
+        "vitest mocha expect tclsh wish emacs emacsclient tmux sqlite3 psql mysql mariadb duckdb "
+        "cqlsh clickhouse-client mongosh mongo"
     )
 )
 SSH = "-BbcDEeFIiJLlmOoPpQRSWw: -46AaCfGgKkMNnqsTtVvXxYy"
