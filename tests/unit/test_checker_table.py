@@ -95,8 +95,8 @@ GLOBALS: dict[str, tuple[list[list[str]], list[list[str]], list[list[str]]]] = {
     ),
     "systemctl": (
         [["--user"], ["-H", "host"], ["-M", "machine"], ["--no-block"], ["--now"]],
-        [["stop", "nginx"], ["restart", "nginx"], ["mask", "nginx"]],
-        [["status", "nginx"], ["start", "nginx"]],
+        [["stop", "nginx"], ["restart", "nginx"], ["mask", "nginx"], ["start", "nginx"]],
+        [["status", "nginx"], ["is-active", "nginx"], ["daemon-reload"]],
     ),
     "gh": (
         [["--repo", "o/r"], ["-R", "o/r"]],

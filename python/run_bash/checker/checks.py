@@ -273,6 +273,25 @@ def option_value(reason: str, names: str, *patterns: str) -> Check:
     return check
 
 
+def signal(reason: str, lists: str) -> Check:
+    """``kill``, ``pkill``, ``killall``: a signal is sent unless the first word only lists or
+    prints (``lists``: ``kill -l``, ``--help``, ``--version``) or the signal is 0, which only
+    tests that the processes exist (``kill -0 PID``, ``kill -s 0``, ``pkill -0``)."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        args = level.args
+        first = args[0].value if args else None
+        if first in lists.split():
+            return None
+        if first in ("-0", "-s0", "-n0", "--signal=0", "-SIG0", "-s", "-n", "--signal"):
+            value = args[1].value if first in ("-s", "-n", "--signal") and len(args) > 1 else "0"
+            if value in ("0", "SIG0"):
+                return None
+        return Hit(reason)
+
+    return check
+
+
 HTTP_DELETE = "sends an HTTP DELETE request, deleting what the URL names on the server"
 
 
@@ -312,6 +331,27 @@ def http_method(short: str, long: str, *, operand: bool = False) -> Check:
             if word.value.upper() == "DELETE":
                 return Hit(HTTP_DELETE)
         return None
+
+    return check
+
+
+def operation_not(reason: str, harmless: str, *, at: int = 1) -> Check:
+    """A pause when the ``at``-th operand is not one of the globs ``harmless`` (a tool whose
+    every other verb changes something: ``systemctl start``), nor a subcommand with rules of
+    its own; with no such operand, nothing runs."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        ops = level.read.operands
+        if len(ops) <= at:
+            return None
+        word = ops[at]
+        if word.value is None:
+            return None  # a subcommand only known at run time is judged as one
+        if word.value in level.row.subs:
+            return None
+        if any(fnmatch.fnmatchcase(word.value, p) for p in harmless.split()):
+            return None
+        return Hit(reason)
 
     return check
 

@@ -801,13 +801,15 @@ def sg(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 
 
 def at(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``at``/``batch``: run the shell code on their input (or ``-f FILE``) later."""
+    """``at``/``batch``: run the shell code on their input (or ``-f FILE``) later, from the
+    system's scheduler: outside the sandbox, where undo does not reach."""
     got = read(args, opts("-qftu: -mMlrdbcvVK", exhaustive=True))
     if got.unknown is not None:
         dynamic_options(ana, "at", ctx)
         return None
-    if got.has("l", "r", "d", "c"):
+    if got.has("l", "r", "d", "c", "V"):
         return None
+    ctx.hits.append(Hit("schedules shell code to run later, outside the sandbox"))
     files = got.values("f")
     if files:
         ana.sourced_file(files[-1], ctx, "`at -f`")
@@ -939,6 +941,8 @@ def _screen_command(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         ana.source(text, ctx.depth + 1, ctx.scope, ctx=ctx)
     elif name in ("exec", "screen"):
         return rest or None
+    elif name in ("quit", "kill", "pow_detach"):
+        ctx.hits.append(Hit("kills screen windows and the processes running in them"))
     return None
 
 

@@ -251,6 +251,17 @@ SYSTEMCTL = Row(
         "--runtime --global --all --full --no-pager --no-legend --dry-run",
         abbrev=False,
     ),
+    pauses=(
+        Pause(
+            "",
+            check=checks.operation_not(
+                "starts or changes services, which run outside the sandbox",
+                "status show cat help list-* is-* get-default show-environment log-level "
+                "log-target service-log-level service-log-target whoami daemon-reload",
+                at=0,
+            ),
+        ),
+    ),
     subs={
         **subs("stops a system service", "stop"),
         **subs(
@@ -1003,9 +1014,71 @@ TABLE: dict[str, Row] = {
     "nft": always(FIREWALL),
     "ufw": always(FIREWALL),
     "firewall-cmd": always(FIREWALL),
-    "kill": always(SIGNAL),
-    "killall": always("sends a signal to processes by name"),
-    "pkill": always("sends a signal to processes by name"),
+    "kill": Row(pauses=(Pause("", check=checks.signal(SIGNAL, "-l -L --list --table --help")),)),
+    "killall": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.signal(
+                    "sends a signal to processes by name", "-l --list -V --version --help"
+                ),
+            ),
+        )
+    ),
+    "pkill": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.signal("sends a signal to processes by name", "-V --version --help"),
+            ),
+        )
+    ),
+    "xkill": always("kills the client of a window"),
+    # servers and service supervisors stopped or signalled through their own tools
+    "nginx": Row(
+        opts("-s:c:g:p:e: -tTqvV?h"),
+        pauses=(Pause("sends a signal to the running server", when="s"),),
+    ),
+    "pg_ctl": verbs(SERVICE, "stop", "restart", "kill"),
+    "pg_ctlcluster": verbs(SERVICE, "stop", "restart"),
+    "apachectl": verbs(SERVICE, "stop", "restart", "graceful", "graceful-stop"),
+    "apache2ctl": verbs(SERVICE, "stop", "restart", "graceful", "graceful-stop"),
+    "rc-service": SERVICE_ROW,
+    "initctl": Row(subs=subs(SERVICE, "stop restart reload")),
+    "sv": Row(
+        opts("-w: -v"),
+        pauses=(
+            Pause(
+                "",
+                check=checks.operation(
+                    SERVICE,
+                    "down",
+                    "stop",
+                    "kill",
+                    "term",
+                    "hup",
+                    "restart",
+                    "force-*",
+                    "shutdown",
+                    "exit",
+                    "d",
+                    "k",
+                    "t",
+                    "h",
+                    "x",
+                    at=0,
+                ),
+            ),
+        ),
+    ),
+    "s6-svc": Row(
+        opts("-T: -abqhkti12pcyrodDuUxOwd"),
+        pauses=(Pause(SIGNAL, when="a b q h k t i 1 2 p c y r d D x O"),),
+    ),
+    "uwsgi": Row(
+        opts("--stop= --reload= --kill= --brutal-reload="),
+        pauses=(Pause(SIGNAL, when="stop reload kill brutal-reload"),),
+    ),
     "killall5": always("sends a signal to every process"),
     "fuser": Row(
         opts(

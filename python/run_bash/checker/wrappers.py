@@ -360,12 +360,13 @@ WRAPPERS: dict[str, Row] = {
             ("coreutils", runners.coreutils),
             ("nix", runners.nix),
             ("sg", runners.sg),
-            ("at", runners.at),
-            ("batch", runners.at),
-            ("screen", runners.screen),
             ("bwrap", runners.bwrap),
             ("bind", runners.bind),
         )
+    },
+    **{
+        name: Row(permute=False, runs=(Custom(fn),), code=True)
+        for name, fn in (("screen", runners.screen), ("at", runners.at), ("batch", runners.at))
     },
     **{name: custom(fn) for name, fn in builtins.BUILTINS.items()},
     **dict.fromkeys(SHELLS, custom(runners.shell)),
