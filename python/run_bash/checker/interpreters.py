@@ -31,7 +31,7 @@ from run_bash.checker.languages import (
 )
 from run_bash.checker.model import NO_INPUT, REVERSIBLE, STDIN_FILES, Ctx, Hit, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
-from run_bash.checker.reading import Handler, operand_paths
+from run_bash.checker.reading import Handler, is_dry_run, operand_paths
 from run_bash.checker.words import Arg, wordlist
 
 # -- interpreters ---------------------------------------------------------------------------------
@@ -329,6 +329,8 @@ def deno(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         script = ana.script_text(rest[0], ctx) if rest else None
         if script is not None:
             judge(ana, script, JAVASCRIPT, ctx)
+    elif args and args[0].value == "publish" and not is_dry_run(args):
+        ctx.hits.append(Hit("publishes a package to the registry"))
     return None
 
 

@@ -33,6 +33,7 @@ from run_bash.checker.words import wordlist
 R = REVERSIBLE
 
 PUBLISH = "publishes a package to the registry"
+REGISTRY = "changes what the registry serves or who may publish to it"
 UNINSTALL = "removes installed packages"
 DISK = "erases or rewrites a disk's partitions or filesystem signatures"
 FIREWALL = "changes firewall rules"
@@ -379,6 +380,13 @@ NPM = Row(
         **subs(PUBLISH, "publish", dry_run=True),
         **subs("removes a published package from the registry", "unpublish", dry_run=True),
         **subs(UNINSTALL, "uninstall", dry_run=True),
+        **subs("marks published versions deprecated for everyone", "deprecate", dry_run=True),
+        "dist-tag": Row(subs=subs(REGISTRY, "add rm set", dry_run=True)),
+        "owner": Row(subs=subs(REGISTRY, "add rm", dry_run=True)),
+        "access": Row(subs=subs(REGISTRY, "set grant revoke", dry_run=True)),
+        "team": Row(subs=subs(REGISTRY, "destroy rm", dry_run=True)),
+        "org": Row(subs=subs(REGISTRY, "rm set", dry_run=True)),
+        "token": Row(subs=subs("revokes a registry token", "revoke")),
         "exec": _NPM_EXEC,
         **_scripts(
             "npm", "run test start stop restart install ci pack install-test install-ci-test"
@@ -591,6 +599,15 @@ KUBECTL = Row(
     opts(_KUBECTL_GLOBAL, abbrev=False),
     subs={
         **subs("deletes Kubernetes resources", "delete", dry_run=True),
+        **subs("evicts every pod from a node", "drain", dry_run=True),
+        "replace": Row(
+            pauses=(
+                Pause("deletes and recreates Kubernetes resources", when="force", dry_run=True),
+            )
+        ),
+        "apply": Row(
+            pauses=(Pause("deletes resources the files do not list", when="prune", dry_run=True),)
+        ),
         # Flags anywhere before `--` (pflag), the command after it.
         "exec": Row(_KUBECTL_EXEC, runs=(Custom(runners.exec_in(_KUBECTL_EXEC)),)),
     },
@@ -616,7 +633,22 @@ AWS = Row(
         Pause(
             "",
             check=checks.operation(
-                CLOUD, "delete-*", "terminate-*", "deregister-*", "purge-*", "remove-*"
+                CLOUD,
+                "delete-*",
+                "batch-delete-*",
+                "terminate-*",
+                "deregister-*",
+                "purge-*",
+                "remove-*",
+            ),
+        ),
+        Pause(
+            "",
+            check=checks.operation(
+                "runs commands on other machines",
+                "send-command",
+                "start-session",
+                "execute-command",
             ),
         ),
     ),
@@ -642,6 +674,8 @@ TERRAFORM = Row(
     opts("-chdir= -help -version", go=True),
     subs={
         **subs("destroys the infrastructure Terraform manages", "destroy"),
+        "state": Row(subs=subs("forgets resources, which Terraform then no longer manages", "rm")),
+        "workspace": Row(subs=subs("deletes a workspace and its state", "delete")),
         "apply": Row(
             opts(
                 "-destroy -auto-approve -input= -lock= -var= -var-file= -target= -parallelism= "
@@ -656,7 +690,9 @@ TERRAFORM = Row(
 CLOUD_DELETE = Row(
     pauses=(
         Pause(
-            "deletes cloud resources", operands=("delete", "*-delete"), may="delete cloud resources"
+            "deletes cloud resources",
+            operands=("delete", "*-delete", "delete-*", "purge"),
+            may="delete cloud resources",
         ),
     )
 )
@@ -782,6 +818,7 @@ MORE: dict[str, Row] = {
         subs={
             **subs("destroys the infrastructure Pulumi manages", "destroy down"),
             "stack": Row(subs=subs("deletes a Pulumi stack", "rm")),
+            "state": Row(subs=subs("deletes resources from the stack's state", "delete")),
         },
     ),
     "cdk": Row(subs=subs("destroys the stacks CDK deployed", "destroy")),
@@ -792,15 +829,62 @@ MORE: dict[str, Row] = {
     "kind": Row(subs=subs("deletes local clusters", "delete")),
     "minikube": Row(subs=subs("deletes the local cluster and its data", "delete")),
     "vagrant": Row(subs=subs("destroys the virtual machine and its disks", "destroy")),
-    "heroku": verbs(CLOUD, "*:destroy", "*:delete", "destroy", "pg:reset", "apps:destroy"),
-    "fly": verbs(CLOUD, "destroy", "delete"),
-    "flyctl": verbs(CLOUD, "destroy", "delete"),
+    "heroku": verbs(
+        CLOUD,
+        "*:destroy",
+        "*:delete",
+        "destroy",
+        "pg:reset",
+        "apps:destroy",
+        "*:unset",
+        "ps:kill",
+        "ps:stop",
+    ),
+    "fly": verbs(CLOUD, "destroy", "delete", "unset"),
+    "flyctl": verbs(CLOUD, "destroy", "delete", "unset"),
     "doctl": verbs(CLOUD, "delete", "rm"),
     "hcloud": verbs(CLOUD, "delete"),
     "linode-cli": verbs(CLOUD, "delete", "*-delete"),
     "oci": verbs(CLOUD, "delete", "terminate"),
     "vercel": verbs(CLOUD, "rm", "remove"),
-    "netlify": verbs(CLOUD, "*:delete", "sites:delete"),
+    "netlify": verbs(CLOUD, "*:delete", "sites:delete", "env:unset"),
+    # more clouds, clusters and stores that delete through a verb
+    **dict.fromkeys(
+        (
+            "argocd",
+            "flux",
+            "openstack",
+            "k3d",
+            "neonctl",
+            "pscale",
+            "planetscale",
+            "skaffold",
+            "civo",
+            "scw",
+            "exoscale",
+            "upcloud",
+            "vultr-cli",
+            "ibmcloud",
+            "aliyun",
+            "koyeb",
+            "render",
+            "railway",
+            "okteto",
+            "northflank",
+            "clever",
+            "porter",
+            "scalingo",
+        ),
+        verbs(CLOUD, "delete", "destroy", "rm", "remove", "uninstall", "down"),
+    ),
+    "istioctl": verbs(CLOUD, "uninstall", "delete"),
+    "tilt": verbs("deletes the resources it deployed", "down", "delete"),
+    "b2": verbs("deletes files or buckets from B2", "delete-*", "rm", "hide-file"),
+    "mc": verbs("deletes objects or buckets", "rm", "rb"),
+    "vault": verbs("deletes or revokes secrets", "delete", "destroy", "disable", "revoke"),
+    "consul": verbs("deletes keys or services", "delete", "deregister"),
+    "etcdctl": verbs("deletes keys", "del", "defrag", "compact"),
+    "nomad": verbs("stops or deletes jobs", "stop", "delete", "purge"),
     "firebase": verbs(CLOUD, "*:delete"),
     "wrangler": verbs(CLOUD, "delete"),
     "glab": Row(
@@ -1141,6 +1225,52 @@ TABLE: dict[str, Row] = {
     # `corepack npm|pnpm|yarn[@VERSION] …` runs that package manager.
     "corepack": custom(runners.corepack),
     "twine": Row(subs=subs("uploads packages to PyPI", "upload")),
+    # more registries: publishing and deleting published packages
+    **dict.fromkeys(
+        ("mvn", "mvnw"), verbs(PUBLISH, "deploy", "*:deploy", "*:deploy-file", "release:perform")
+    ),
+    **dict.fromkeys(
+        ("gradle", "gradlew"),
+        verbs(
+            PUBLISH,
+            *(
+                f"{s}{t}"
+                for s in ("", "*:")
+                for t in (
+                    "publish",
+                    "publishPlugins",
+                    "publishTo[!M]*",
+                    "publishToMaven[!L]*",
+                    "publishAllPublicationsTo*",
+                    "uploadArchives",
+                    "closeAndReleaseRepository",
+                )
+            ),
+        ),
+    ),
+    "dotnet": Row(subs={"nuget": Row(subs=subs(PUBLISH, "push delete"))}),
+    "nuget": Row(subs=subs(PUBLISH, "push delete")),
+    "jsr": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
+    **dict.fromkeys(("vsce", "ovsx"), Row(subs=subs(PUBLISH, "publish unpublish"))),
+    "snapcraft": Row(subs=subs(PUBLISH, "upload push release close promote")),
+    "mix": Row(subs=subs(PUBLISH, "hex.publish hex.retire hex.owner")),
+    "pub": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
+    **dict.fromkeys(
+        ("dart", "flutter"), Row(subs={"pub": Row(subs=subs(PUBLISH, "publish", dry_run=True))})
+    ),
+    "pod": Row(subs={"trunk": Row(subs=subs(PUBLISH, "push delete deprecate"))}),
+    "crane": Row(subs=subs("deletes an image from its registry", "delete")),
+    "skopeo": Row(subs=subs("deletes an image from its registry", "delete")),
+    "regctl": Row(
+        subs={
+            k: Row(subs=subs("deletes from a registry", "delete rm"))
+            for k in ("tag", "image", "manifest", "blob", "repo")
+        }
+    ),
+    "changeset": Row(subs=subs(PUBLISH, "publish")),
+    "semantic-release": Row(pauses=(Pause(PUBLISH, dry_run=True),)),
+    "np": Row(pauses=(Pause(PUBLISH, unless="preview"),)),
+    "anaconda": Row(subs=subs(PUBLISH, "upload remove")),
     "gem": Row(
         subs={
             **subs(UNINSTALL, "uninstall"),
