@@ -378,6 +378,36 @@ RUNS: list[str] = [
 ]
 
 
+# Options and arguments that run code, judged by the code they run.
+PAUSES += [
+    ("sed '1s/^/kill 1/e' f", "", "irreversible"),
+    ("sed '$s/.*/date/e' f", "", "irreversible"),
+    ("sed -n '10,20s/a/b/ge' f", "", "irreversible"),
+    ("make SHELL='rm -rf x'", "rm", "reversible"),
+    ("make SHELL:='kill 1' all", "kill", "irreversible"),
+    ('make SHELL="$S" test', "", "irreversible"),
+    ("less '+!rm -rf x' notes.txt", "rm", "reversible"),
+    ("less '++!kill 1' f", "kill", "irreversible"),
+    ("less '+|akill 1' f", "kill", "irreversible"),
+    ("man -P 'less +!kill\\ 1' ls", "kill", "irreversible"),
+    ("rsync --rsync-path='rm -rf /srv' a host:b", "rm", "irreversible"),
+    ("rsync -av --rsync-path 'sudo kill 1' a host:b", "kill", "irreversible"),
+]
+RUNS += [
+    "sed '1s/a/b/' f",
+    "sed '2,5s/a/b/g' f",
+    "sed -i '$s/x/y/' f",
+    "make SHELL=/bin/bash",
+    "make SHELL='bash -eu' test",
+    "make CC=clang",
+    "less +G f",
+    "less +/pattern f",
+    "less -R +F app.log",
+    "rsync -av --rsync-path='sudo rsync' a host:b",
+    "rsync -av --rsync-path=/usr/local/bin/rsync a host:b",
+]
+
+
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:
     verdict = check(cmd, strict=True)

@@ -452,10 +452,14 @@ def sed(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             ana.unknown("runs a sed script longer than the checker reads", ctx.text)
             continue
         text = re.sub(r"\\.", "xx", word.value)
-        for m in re.finditer(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1([a-zA-Z0-9]*)", text):
+        for m in re.finditer(
+            r"(?<![A-Za-z_\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1([a-zA-Z0-9]*)", text
+        ):
             if "e" in m.group(2):
                 ana.unknown("runs the text sed edits as a shell command (`s///e`)", ctx.text)
-        stripped = re.sub(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1[a-zA-Z0-9]*", ";", text)
+        stripped = re.sub(
+            r"(?<![A-Za-z_\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1[a-zA-Z0-9]*", ";", text
+        )
         for line in stripped.split("\n"):
             for command in re.split(r"[;{}]", line):
                 # The command after its address. Text commands (a, i, c, r, w …) take the rest
@@ -466,6 +470,27 @@ def sed(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
                 if body == "e" or body.startswith(("e ", "e\t")):
                     _sed_e(ana, body[1:].strip(), word.value, ctx)
                     break
+    return None
+
+
+def less(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``less +CMD``: the commands less runs first; ``!CMD`` runs CMD in a shell and ``|mCMD``
+    pipes to it (``+!rm x``, ``++!rm x``)."""
+    for a in args:
+        text = a.value if a.value is not None else a.prefix
+        if not text.startswith("+") or a.value == "--":
+            continue
+        command = text.lstrip("+")
+        if not command.startswith(("!", "|")):
+            continue
+        if a.value is None:
+            ana.unknown(f"runs less commands only known at run time (`{a.text}`)", ctx.text)
+            continue
+        code = command[1:] if command[0] == "!" else command[2:]
+        if code.strip():
+            ana.source(code, ctx.depth + 1, ctx=ctx)
+        else:
+            ana.unknown("runs the last shell command less ran (`!`)", ctx.text)
     return None
 
 
@@ -760,6 +785,7 @@ RUNNERS: dict[str, Callable[[Walker, list[Arg], Ctx], list[Arg] | None]] = {
     "sed": sed,
     "gsed": sed,
     "gdb": gdb,
+    "less": less,
     "lldb": gdb,
     "zip": zip_,
     "go": go,

@@ -1042,7 +1042,8 @@ TABLE: dict[str, Row] = {
                 unless="n dry-run",
             ),
         ),
-        runs=(Code("e rsh"),),
+        # `--rsync-path` is shell code the remote host runs (`sudo rsync`, `cd d && rsync`).
+        runs=(Code("e rsh"), Code("rsync-path", elsewhere=True)),
     ),
     "chmod": Row(
         opts(
