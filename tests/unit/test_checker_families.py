@@ -407,6 +407,60 @@ RUNS += [
     "rsync -av --rsync-path=/usr/local/bin/rsync a host:b",
 ]
 
+# Interpreters of languages the checker does not read, given code as text.
+PAUSES += [
+    ("pwsh -c 'Remove-Item -Recurse x'", "pwsh", "irreversible"),
+    ("pwsh -NoProfile -Comm 'Stop-Process -Id 1'", "pwsh", "irreversible"),
+    ("powershell -EncodedCommand ZQBjAGgAbwA=", "powershell", "irreversible"),
+    ("osascript -e 'do shell script \"rm -rf x\"'", "osascript", "irreversible"),
+    ("groovy -e '\"rm -rf x\".execute()'", "groovy", "irreversible"),
+    ("scala -e 'sys.process.Process(\"rm -rf x\").!'", "scala", "irreversible"),
+    ("scala-cli -e 'println(1)'", "scala-cli", "irreversible"),
+    ("kotlin -e 'Runtime.getRuntime().exec(\"kill 1\")'", "kotlin", "irreversible"),
+    ("kotlinc -expression 'x'", "kotlinc", "irreversible"),
+    ('elixir -e \'System.cmd("rm", ["-rf", "x"])\'', "elixir", "irreversible"),
+    ("iex --eval 'x'", "iex", "irreversible"),
+    ("erl -noshell -eval 'os:cmd(\"rm -rf x\")' -s init stop", "erl", "irreversible"),
+    ("escript -e 'x'", "escript", "irreversible"),
+    ("guile -c '(system \"rm -rf x\")'", "guile", "irreversible"),
+    ("racket -e '(system \"rm -rf x\")'", "racket", "irreversible"),
+    ("sbcl --non-interactive --eval '(x)'", "sbcl", "irreversible"),
+    ("ecl -eval '(x)'", "ecl", "irreversible"),
+    ("clisp -x '(x)'", "clisp", "irreversible"),
+    ("clojure -M -e '(x)'", "clojure", "irreversible"),
+    ("clj -e '(x)'", "clj", "irreversible"),
+    ('bb -e \'(shell/sh "rm" "-rf" "x")\'', "bb", "irreversible"),
+    ("crystal eval 'system(\"rm -rf x\")'", "crystal", "irreversible"),
+    ("nim e --eval:'discard execShellCmd(\"rm -rf x\")'", "nim", "irreversible"),
+    ("nu -c 'rm -r x'", "nu", "irreversible"),
+    ("nushell -c 'rm -r x'", "nushell", "irreversible"),
+    ("xonsh -c 'rm -rf x'", "xonsh", "irreversible"),
+    ("elvish -c 'rm -rf x'", "elvish", "irreversible"),
+    ("raku -e 'shell \"rm -rf x\"'", "raku", "irreversible"),
+    ("rakudo -e 'x'", "rakudo", "irreversible"),
+    ("perl6 -e 'x'", "perl6", "irreversible"),
+    ("fennel -e '(x)'", "fennel", "irreversible"),
+    ("janet -e '(x)'", "janet", "irreversible"),
+    ("hy -c '(x)'", "hy", "irreversible"),
+    ("ocaml -e 'x'", "ocaml", "irreversible"),
+    ("zx --eval 'await $`rm -rf x`'", "zx", "irreversible"),
+]
+RUNS += [
+    "pwsh -File build.ps1",
+    "pwsh -ExecutionPolicy Bypass -File build.ps1",
+    "pwsh --version",
+    "osascript notify.scpt",
+    "groovy build.groovy",
+    "elixir script.exs",
+    "erl -noshell -s init stop",
+    "sbcl --script x.lisp",
+    "crystal build x.cr",
+    "nim c x.nim",
+    "clojure -M:test",
+    "racket x.rkt",
+    "zx script.mjs",
+]
+
 
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:

@@ -7,6 +7,7 @@ read once) and returns a :class:`Hit` with its effect class, or None.
 from __future__ import annotations
 
 import fnmatch
+import re
 
 from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
 from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
@@ -288,6 +289,26 @@ def signal(reason: str, lists: str) -> Check:
             if value in ("0", "SIG0"):
                 return None
         return Hit(reason)
+
+    return check
+
+
+def unread_code(lang: str, options: str, *, prefixes: str = "") -> Check:
+    """An interpreter whose language the checker does not read, given code as text: any of the
+    exact ``options`` (any case, also as ``--opt=CODE`` or ``-opt:CODE``) or an option starting
+    with one of ``prefixes`` (PowerShell's ``-Comm`` for ``-Command``)."""
+    exact = {o.lower() for o in options.split()}
+    starts = tuple(p.lower() for p in prefixes.split())
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        for a in level.args:
+            v = (a.value if a.value is not None else a.prefix).lower()
+            if v == "--":
+                break
+            head = re.split(r"[=:]", v, maxsplit=1)[0] if v.startswith("-") else v
+            if head in exact or (starts and v.startswith(starts)):
+                return Hit(f"runs {lang} code the checker cannot read")
+        return None
 
     return check
 

@@ -1119,6 +1119,32 @@ TABLE: dict[str, Row] = {
         )
     ),
     "xkill": always("kills the client of a window"),
+    # interpreters of languages the checker does not read, given code as text
+    **{
+        name: Row(pauses=(Pause("", check=checks.unread_code(lang, options, prefixes=pre)),))
+        for names, lang, options, pre in (
+            ("pwsh powershell", "PowerShell", "-c -e -ec /c", "-com -enc /com /enc"),
+            ("osascript", "AppleScript", "-e", ""),
+            ("groovy", "Groovy", "-e", ""),
+            ("scala scala-cli", "Scala", "-e --execute-script --execute-scala", ""),
+            ("kotlin kotlinc", "Kotlin", "-e -expression", ""),
+            ("elixir iex", "Elixir", "-e --eval", ""),
+            ("erl", "Erlang", "-eval", ""),
+            ("escript", "Erlang", "-e", ""),
+            ("guile", "Scheme", "-c -e", ""),
+            ("racket", "Racket", "-e --eval", ""),
+            ("sbcl ecl clisp", "Lisp", "--eval -x -eval", ""),
+            ("clojure clj bb", "Clojure", "-e --eval", ""),
+            ("crystal", "Crystal", "eval", ""),
+            ("nim", "Nim", "--eval", ""),
+            ("nu nushell xonsh elvish", "shell", "-c --commands", ""),
+            ("raku rakudo perl6", "Raku", "-e", ""),
+            ("fennel janet hy", "Lisp", "-e --eval -c", ""),
+            ("ocaml", "OCaml", "-e", ""),
+            ("zx", "JavaScript (zx)", "-e --eval", ""),
+        )
+        for name in names.split()
+    },
     # servers and service supervisors stopped or signalled through their own tools
     "nginx": Row(
         opts("-s:c:g:p:e: -tTqvV?h"),
