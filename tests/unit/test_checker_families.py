@@ -206,6 +206,14 @@ PAUSES: list[tuple[str, str, str]] = [
     ("npx np", "np", "irreversible"),
     ("anaconda upload x.tar.bz2", "anaconda", "irreversible"),
 ]
+# One-liners: a call given an object or hash literal is still read.
+PAUSES += [
+    ("deno eval \"Deno.run({cmd: ['kill', '1']})\"", "", "irreversible"),
+    ("deno eval 'Deno.run({cmd})'", "", "irreversible"),
+    ("node -e \"require('child_process').spawn({})\"", "", "irreversible"),
+    ("deno eval \"Deno.kill(1, 'SIGKILL')\"", "deno", "irreversible"),
+    ("python3 -c 'import os; os.truncate(\"data.db\", 0)'", "python", "reversible"),
+]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

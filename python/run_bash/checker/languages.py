@@ -113,7 +113,7 @@ PYTHON = Lang(
         **_calls(
             DELETE,
             "shutil.rmtree os.remove os.unlink os.rmdir os.removedirs .unlink "
-            ".rmdir .rmtree send2trash.send2trash",
+            ".rmdir .rmtree send2trash.send2trash os.truncate",
         ),
         **_calls(SIGNAL, "os.kill os.killpg signal.pthread_kill"),
         **_calls(EVAL, "exec eval compile"),
@@ -156,7 +156,7 @@ JAVASCRIPT = Lang(
             "fsPromises.unlink fsPromises.rmdir fse.remove fse.removeSync fse.emptyDir "
             "fse.emptyDirSync Deno.remove Deno.removeSync rimraf rimraf.sync shelljs.rm",
         ),
-        **_calls(SIGNAL, "process.kill"),
+        **_calls(SIGNAL, "process.kill Deno.kill"),
         **_calls(EVAL, "eval Function vm.runInNewContext vm.runInThisContext"),
     },
     comment="//",
@@ -646,7 +646,7 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
                 what = f"uses `{tok.text}` in a way that cannot be read ({lang.name})"
                 ana.unknown(what, ctx.text)
                 continue
-            if args and args[0] and args[0][0].text == "{":
+            if found[0] == EVAL and args and args[0] and args[0][0].text == "{":
                 continue  # `eval { … }`: a block, read as code where it stands
             k = end
             _call(ana, found, tok.text, args, _receiver(toks, at), code, ctx, depth)
