@@ -214,35 +214,6 @@ PAUSES += [
     ("deno eval \"Deno.kill(1, 'SIGKILL')\"", "deno", "irreversible"),
     ("python3 -c 'import os; os.truncate(\"data.db\", 0)'", "python", "reversible"),
 ]
-# Tools that delete through a verb of that name.
-CLOUD_VERBS = [
-    "argocd",
-    "flux",
-    "openstack",
-    "k3d",
-    "neonctl",
-    "pscale",
-    "planetscale",
-    "skaffold",
-    "civo",
-    "scw",
-    "exoscale",
-    "upcloud",
-    "vultr-cli",
-    "ibmcloud",
-    "aliyun",
-    "koyeb",
-    "render",
-    "railway",
-    "okteto",
-    "northflank",
-    "clever",
-    "porter",
-    "scalingo",
-]
-PAUSES += [(f"{tool} thing delete x", tool, "irreversible") for tool in CLOUD_VERBS]
-PAUSES += [(f"{tool} down", tool, "irreversible") for tool in ("railway", "okteto", "tilt")]
-
 RUNS: list[str] = [
     "git tag v1",
     "git tag -a v1 -m x",
@@ -468,6 +439,69 @@ RUNS += [
     "racket x.rkt",
     "zx script.mjs",
 ]
+
+# The system's mounts and firewall: listing them is harmless, changing them pauses.
+PAUSES += [
+    ("mount /dev/sdb1 /mnt", "mount", "irreversible"),
+    ("mount -a", "mount", "irreversible"),
+    ("mount -o remount,rw /", "mount", "irreversible"),
+    ("iptables -F", "iptables", "irreversible"),
+    ("iptables -t nat -A PREROUTING -j DNAT", "iptables", "irreversible"),
+    ("ip6tables -P INPUT DROP", "ip6tables", "irreversible"),
+    ("iptables-nft -F", "iptables-nft", "irreversible"),
+    ("iptables-legacy -X", "iptables-legacy", "irreversible"),
+    ("iptables $ARGS", "iptables", "irreversible"),
+    ("nft flush ruleset", "nft", "irreversible"),
+    ("nft -f rules.nft", "nft", "irreversible"),
+    ("ufw disable", "ufw", "irreversible"),
+    ("ufw allow 22", "ufw", "irreversible"),
+    ("firewall-cmd --add-port=80/tcp", "firewall-cmd", "irreversible"),
+    ("firewall-cmd --reload", "firewall-cmd", "irreversible"),
+]
+RUNS += [
+    "mount",
+    "mount -l",
+    "mount -t ext4",
+    "iptables -L",
+    "iptables -nvL",
+    "iptables -L INPUT -n --line-numbers",
+    "iptables -t nat -S",
+    "ip6tables -S",
+    "nft list ruleset",
+    "nft -a list ruleset",
+    "ufw status verbose",
+    "firewall-cmd --list-all",
+    "firewall-cmd --state",
+    "firewall-cmd --zone=public --list-ports",
+]
+# Tools that delete through a verb of that name.
+CLOUD_VERBS = [
+    "argocd",
+    "flux",
+    "openstack",
+    "k3d",
+    "neonctl",
+    "pscale",
+    "planetscale",
+    "skaffold",
+    "civo",
+    "scw",
+    "exoscale",
+    "upcloud",
+    "vultr-cli",
+    "ibmcloud",
+    "aliyun",
+    "koyeb",
+    "render",
+    "railway",
+    "okteto",
+    "northflank",
+    "clever",
+    "porter",
+    "scalingo",
+]
+PAUSES += [(f"{tool} thing delete x", tool, "irreversible") for tool in CLOUD_VERBS]
+PAUSES += [(f"{tool} down", tool, "irreversible") for tool in ("railway", "okteto", "tilt")]
 
 
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])

@@ -313,6 +313,56 @@ def unread_code(lang: str, options: str, *, prefixes: str = "") -> Check:
     return check
 
 
+def unless_only_reads(
+    reason: str,
+    short: str = "",
+    longs: str = "",
+    values: str = "",
+    *,
+    verbs: str | None = None,
+    operands: bool = False,
+) -> Check:
+    """A tool that changes the system unless every word only lists or shows: options among the
+    ``short`` letters (also clustered) and ``longs`` (a name ending in ``*`` is a prefix),
+    ``values`` taking the next word, then (with ``verbs``) a first operand among them and
+    (with ``operands``) any further operands (``iptables -L INPUT``, ``mount``, ``nft list
+    ruleset``). A word only known at run time may change it."""
+    long_names = longs.split()
+    valued = values.split()
+    allowed = set(verbs.split()) if verbs is not None else None
+
+    def long_ok(name: str) -> bool:
+        return any(name == n or (n.endswith("*") and name.startswith(n[:-1])) for n in long_names)
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        args = level.args
+        seen_operand = False
+        k = 0
+        while k < len(args):
+            a = args[k]
+            k += 1
+            v = a.value
+            if v is None:
+                return Hit(reason)
+            if v in valued:
+                k += 1
+            elif v.startswith("--"):
+                if not long_ok(v.split("=", 1)[0]):
+                    return Hit(reason)
+            elif v.startswith("-") and len(v) > 1:
+                if not all(c in short for c in v[1:]):
+                    return Hit(reason)
+            elif not seen_operand and allowed is not None:
+                if v not in allowed:
+                    return Hit(reason)
+                seen_operand = True
+            elif not operands:
+                return Hit(reason)
+        return None
+
+    return check
+
+
 HTTP_DELETE = "sends an HTTP DELETE request, deleting what the URL names on the server"
 
 

@@ -975,6 +975,21 @@ MORE: dict[str, Row] = {
     "nmcli": verbs("changes network connections", "delete", "down", "off"),
 }
 
+_FIREWALL_LIST = Row(
+    pauses=(
+        Pause(
+            "",
+            check=checks.unless_only_reads(
+                FIREWALL,
+                "LSnvxh",
+                "--list --list-rules --numeric --verbose --exact --line-numbers --help --version",
+                "-t --table",
+                operands=True,
+            ),
+        ),
+    )
+)
+
 # -- the table ------------------------------------------------------------------------------------
 
 TABLE: dict[str, Row] = {
@@ -1082,7 +1097,19 @@ TABLE: dict[str, Row] = {
     "fdisk": always("edits disk partitions"),
     "parted": always("edits disk partitions"),
     "blkdiscard": always("discards every block of a device, erasing it"),
-    "mount": always("changes mounted filesystems"),
+    "mount": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    "changes mounted filesystems",
+                    "lhvV",
+                    "--help --version --show-labels",
+                    "-t --types",
+                ),
+            ),
+        )
+    ),
     "umount": always("changes mounted filesystems"),
     # the machine, services, processes
     "shutdown": always("shuts the machine down"),
@@ -1094,11 +1121,48 @@ TABLE: dict[str, Row] = {
     "systemctl": SYSTEMCTL,
     "loginctl": LOGINCTL,
     "service": SERVICE_ROW,
-    "iptables": always(FIREWALL),
-    "ip6tables": always(FIREWALL),
-    "nft": always(FIREWALL),
-    "ufw": always(FIREWALL),
-    "firewall-cmd": always(FIREWALL),
+    **dict.fromkeys(("iptables", "ip6tables", "iptables-legacy", "iptables-nft"), _FIREWALL_LIST),
+    "nft": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    FIREWALL,
+                    "ansjyhvNSTtc",
+                    "--handle --numeric --stateless --json --help --version --terse",
+                    verbs="list describe",
+                    operands=True,
+                ),
+            ),
+        )
+    ),
+    "ufw": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    FIREWALL,
+                    "",
+                    "--help --version",
+                    verbs="status show version app",
+                    operands=True,
+                ),
+            ),
+        )
+    ),
+    "firewall-cmd": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    FIREWALL,
+                    "hVq",
+                    "--help --version --quiet --state --list-* --get-* "
+                    "--query-* --info-* --zone* --permanent",
+                ),
+            ),
+        )
+    ),
     "kill": Row(pauses=(Pause("", check=checks.signal(SIGNAL, "-l -L --list --table --help")),)),
     "killall": Row(
         pauses=(
