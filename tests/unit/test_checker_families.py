@@ -474,6 +474,51 @@ RUNS += [
     "firewall-cmd --state",
     "firewall-cmd --zone=public --list-ports",
 ]
+# Daemons outside the sandbox: containers given host files or rights, D-Bus services.
+PAUSES += [
+    ("docker run -v /:/host alpine ls", "docker", "irreversible"),
+    ("docker run -v $HOME:/h alpine touch /h/.bashrc", "docker", "irreversible"),
+    ("docker run -v ~/.ssh:/root/.ssh alpine ls", "docker", "irreversible"),
+    ("docker run -v ../other:/o img", "docker", "irreversible"),
+    ("docker run -v /var/run/docker.sock:/var/run/docker.sock img", "docker", "irreversible"),
+    ("docker run --mount type=bind,source=/etc,target=/e alpine ls", "docker", "irreversible"),
+    ("docker run -v $X:/o img", "docker", "irreversible"),
+    ("docker run --privileged alpine ls", "docker", "irreversible"),
+    ("docker run --pid=host alpine ps", "docker", "irreversible"),
+    ("docker container run --cap-add SYS_ADMIN img", "docker", "irreversible"),
+    ("podman run -v /:/h img", "podman", "irreversible"),
+    ("nerdctl run --privileged img", "nerdctl", "irreversible"),
+    (
+        "busctl --user call org.freedesktop.systemd1 /org/freedesktop/systemd1 "
+        "org.freedesktop.systemd1.Manager StartUnit ss x.service replace",
+        "busctl",
+        "irreversible",
+    ),
+    ("dbus-send --session --dest=org.x /x org.x.Quit", "dbus-send", "irreversible"),
+    ("gdbus call --session --dest x --object-path /x --method x.y", "gdbus", "irreversible"),
+    ("qdbus org.x /x org.x.Quit", "qdbus", "irreversible"),
+    ("gsettings set org.gnome.desktop.interface gtk-theme x", "gsettings", "irreversible"),
+    ("dconf reset -f /", "dconf", "irreversible"),
+]
+RUNS += [
+    "docker run -v $PWD:/w alpine ls",
+    'docker run -v "$PWD":/w alpine ls',
+    "docker run -v $(pwd):/w alpine ls",
+    "docker run --rm -v .:/app node npm test",
+    "docker run -v ./src:/src img",
+    "docker run -v data:/var/lib/x img",
+    "docker run -v /data img",
+    "docker run --mount type=volume,source=data,target=/d img",
+    "docker run --mount type=tmpfs,target=/t img",
+    "docker run -it --rm alpine sh",
+    "docker run -p 8080:80 nginx",
+    "busctl list",
+    "busctl --user introspect org.x /x",
+    "gdbus introspect --session --dest x --object-path /",
+    "gsettings get org.x k",
+    "dconf read /x",
+    "qdbus org.x /x",
+]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

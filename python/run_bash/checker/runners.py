@@ -31,7 +31,15 @@ from run_bash.checker.reading import (
     Shell,
 )
 from run_bash.checker.syntax import Cmd
-from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_path, wordlist
+from run_bash.checker.words import (
+    Arg,
+    clean_path,
+    command_name,
+    decode_echo,
+    expand,
+    join_path,
+    wordlist,
+)
 
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
 MAX_INPUTS = 32
@@ -1108,9 +1116,58 @@ def exec_in(spec: Opts) -> Handler:
     return run
 
 
+_PROJECT_VARS = ("$PWD", "${PWD}", "$(pwd)", "`pwd`")
+HOST_MOUNT = "gives the container host files outside the project, which it may change as root"
+HOST_RIGHTS = "runs a container with the host's rights"
+
+
+def _host_source(word: Arg) -> str | None:
+    """Where a ``-v SRC:DST`` or ``--mount source=SRC`` reaches on the host: "" for the project
+    or a named volume, the path when it is outside the project, "?" when only known at run
+    time."""
+    text = word.text.replace('"', "").replace("'", "")
+    if word.value is None:
+        if text.startswith(_PROJECT_VARS) and ".." not in text:
+            return ""
+        return "?"
+    value = word.value
+    if value.startswith("type=") or "source=" in value or "src=" in value:
+        fields = dict(f.partition("=")[::2] for f in value.split(","))
+        if fields.get("type", "volume") not in ("bind", "volume"):
+            return ""
+        src = fields.get("source", fields.get("src", ""))
+        if fields.get("type", "volume") == "volume" and "/" not in src:
+            return ""
+    else:
+        src = value.split(":", 1)[0] if ":" in value else ""
+    if not src or ("/" not in src and not src.startswith(("~", "."))):
+        return ""  # an anonymous or named volume
+    if src.startswith(("/", "~")) or clean_path(src).startswith(".."):
+        return src
+    return ""
+
+
 def container_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``docker run --entrypoint PROG IMAGE ARGS``: PROG runs with ARGS (in the container)."""
+    """``docker run --entrypoint PROG IMAGE ARGS``: PROG runs with ARGS (in the container). The
+    container daemon is outside the sandbox: a bind mount of host files outside the project,
+    ``--privileged`` or the host's namespaces give the container what the sandbox withholds."""
     got = read(args, CONTAINER_RUN, permute=False)
+    for word in got.values("v", "volume", "mount"):
+        src = _host_source(word)
+        if src == "?":
+            ctx.hits.append(
+                Hit(
+                    f"may give the container host files outside the project, which it may change as root: `{word.text}` is only known at run time"
+                )
+            )
+            break
+        if src:
+            ctx.hits.append(Hit(f"{HOST_MOUNT} (`{word.text}`)"))
+            break
+    if got.has("privileged", "cap-add", "device", "security-opt") or any(
+        (w.value or "?").startswith("host") for w in got.values("pid", "ipc", "userns", "uts")
+    ):
+        ctx.hits.append(Hit(HOST_RIGHTS))
     entry = got.values("entrypoint")
     if not entry or got.dynamic:
         return None
@@ -1123,7 +1180,7 @@ CONTAINER_RUN = opts(
     "--network= --net= --entrypoint= --mount= --label= --label-file= --add-host= --cpus= "
     "--memory= --platform= --restart= --runtime= --shm-size= --ulimit= --device= --cap-add= "
     "--cap-drop= --security-opt= --tmpfs= --hostname= --dns= --log-driver= --log-opt= --pull= "
-    "--gpus= --pid= --ipc= --userns= --volumes-from= --link= --expose= --health-cmd= "
+    "--gpus= --pid= --ipc= --userns= --uts= --volumes-from= --link= --expose= --health-cmd= "
     "--cidfile= --group-add= --init --rm --privileged --read-only --detach --interactive --tty "
     "--publish-all --no-healthcheck --quiet"
 )

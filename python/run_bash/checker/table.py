@@ -766,6 +766,8 @@ def _apt() -> Row:
 # -- more tools that delete, remove or stop what cannot be taken back -----------------------------
 
 STOPS = "stops or restarts processes it manages"
+DBUS = "calls a service outside the sandbox over D-Bus, which may do anything it offers"
+SETTINGS = "changes desktop settings outside the sandbox"
 DATABASE = "deletes a database or its data"
 
 
@@ -970,6 +972,16 @@ MORE: dict[str, Row] = {
             Pause("changes kernel parameters", operands=("*=*",)),
         )
     ),
+    # services reached over D-Bus run outside the sandbox
+    "busctl": Row(
+        opts("-HM: --user --system --host= --machine= --no-pager --no-legend --quiet -q"),
+        subs=subs(DBUS, "call set-property emit"),
+    ),
+    "gdbus": Row(subs=subs(DBUS, "call emit")),
+    "dbus-send": always(DBUS),
+    "qdbus": Row(pauses=(Pause("", check=checks.operation(DBUS, "*", at=2)),)),
+    "gsettings": Row(subs=subs(SETTINGS, "set reset reset-recursively")),
+    "dconf": Row(subs=subs(SETTINGS, "write reset load update compile")),
     "hostnamectl": verbs("changes the machine's name", "set-*"),
     "timedatectl": verbs("changes the system clock or time zone", "set-*"),
     "nmcli": verbs("changes network connections", "delete", "down", "off"),
