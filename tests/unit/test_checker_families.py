@@ -519,6 +519,38 @@ RUNS += [
     "dconf read /x",
     "qdbus org.x /x",
 ]
+# More registries and stores; interpreters fed code on their input.
+PAUSES += [
+    ("gem owner x --remove u", "gem", "irreversible"),
+    ("cargo owner --remove u", "cargo", "irreversible"),
+    ("cargo +nightly owner -a u", "cargo", "irreversible"),
+    ("yarn npm tag remove pkg beta", "yarn", "irreversible"),
+    ("helm push chart.tgz oci://r", "helm", "irreversible"),
+    ("oras push r/x:1 f", "oras", "irreversible"),
+    ("swift package-registry publish", "swift", "irreversible"),
+    ("jf rt delete repo/x", "jf", "irreversible"),
+    ("jfrog rt del repo/x", "jfrog", "irreversible"),
+    ("influx bucket delete -n b", "influx", "irreversible"),
+    ("flatpak uninstall --all", "flatpak", "irreversible"),
+    ("zx <<< 'await $`rm -rf x`'", "zx", "irreversible"),
+    ("echo 'Runtime.getRuntime().exec(\"kill 1\")' | jshell", "jshell", "irreversible"),
+    ("echo Get-Process | pwsh", "pwsh", "irreversible"),
+    ("elixir < x.exs", "elixir", "irreversible"),
+]
+RUNS += [
+    "gem owner x",
+    "cargo owner --list",
+    "yarn npm tag list pkg",
+    "helm list",
+    "oras pull r/x",
+    "swift build",
+    "jf rt ping",
+    "influx bucket list",
+    "flatpak list",
+    "jshell",
+    "jshell x.jsh",
+    "pwsh -File x.ps1 < in.txt",
+]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

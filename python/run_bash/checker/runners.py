@@ -296,6 +296,20 @@ REDIS_CLI = opts(
 )
 
 
+def unread_input(lang: str) -> Handler:
+    """An interpreter of a language the checker does not read, run without a script: it runs
+    the code on its input (``zx <<< CODE``, ``echo CODE | jshell``)."""
+
+    def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        if any(a.value is None or not a.value.startswith("-") for a in args):
+            return None  # a script, judged by its name
+        if ana.stdin_text(ctx.cmd, ctx.scope) is not NO_INPUT:
+            ctx.hits.append(Hit(f"runs {lang} code the checker cannot read, from its input"))
+        return None
+
+    return runner
+
+
 def redis_cli(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """``redis-cli`` without a command runs the commands it reads, from its input when that is
     not the terminal."""

@@ -417,7 +417,12 @@ YARN = Row(
     opts("--cwd="),
     subs={
         **subs(PUBLISH, "publish", dry_run=True),
-        "npm": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
+        "npm": Row(
+            subs={
+                **subs(PUBLISH, "publish", dry_run=True),
+                "tag": Row(subs=subs(REGISTRY, "add remove")),
+            }
+        ),
         "dlx": Row(opts("-p: -q --package= --quiet"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
         **_scripts("yarn", "run test start install add"),
@@ -619,7 +624,10 @@ HELM = Row(
         "--kube-as-user= --kube-ca-file= --kube-token= --kube-tls-server-name= --debug",
         abbrev=False,
     ),
-    subs=subs("uninstalls a Helm release", "uninstall delete del un", dry_run=True),
+    subs={
+        **subs("uninstalls a Helm release", "uninstall delete del un", dry_run=True),
+        **subs("publishes a chart to a registry", "push"),
+    },
 )
 AWS = Row(
     opts(
@@ -710,6 +718,10 @@ CARGO = Row(
         **subs("publishes a crate to crates.io", "publish", dry_run=True),
         **subs("withdraws a published crate version from crates.io", "yank", dry_run=True),
         **subs(UNINSTALL, "uninstall", dry_run=True),
+        "owner": Row(
+            opts("-a:r: --add= --remove= --token= --registry= --index="),
+            pauses=(Pause(REGISTRY, when="a r add remove"),),
+        ),
     },
 )
 GH = Row(
@@ -1197,7 +1209,11 @@ TABLE: dict[str, Row] = {
     "xkill": always("kills the client of a window"),
     # interpreters of languages the checker does not read, given code as text
     **{
-        name: Row(pauses=(Pause("", check=checks.unread_code(lang, options, prefixes=pre)),))
+        name: Row(
+            pauses=(Pause("", check=checks.unread_code(lang, options, prefixes=pre)),),
+            runs=(Custom(runners.unread_input(lang)),),
+            code=True,
+        )
         for names, lang, options, pre in (
             ("pwsh powershell", "PowerShell", "-c -e -ec /c", "-com -enc /com /enc"),
             ("osascript", "AppleScript", "-e", ""),
@@ -1218,6 +1234,7 @@ TABLE: dict[str, Row] = {
             ("fennel janet hy", "Lisp", "-e --eval -c", ""),
             ("ocaml", "OCaml", "-e", ""),
             ("zx", "JavaScript (zx)", "-e --eval", ""),
+            ("jshell", "Java", "", ""),
         )
         for name in names.split()
     },
@@ -1374,11 +1391,20 @@ TABLE: dict[str, Row] = {
     "semantic-release": Row(pauses=(Pause(PUBLISH, dry_run=True),)),
     "np": Row(pauses=(Pause(PUBLISH, unless="preview"),)),
     "anaconda": Row(subs=subs(PUBLISH, "upload remove")),
+    "oras": Row(subs=subs(PUBLISH, "push delete")),
+    "swift": Row(subs={"package-registry": Row(subs=subs(PUBLISH, "publish"))}),
+    **dict.fromkeys(("jf", "jfrog"), verbs("deletes from a registry", "del", "delete")),
+    "influx": verbs(DATABASE, "delete"),
+    "flatpak": _packages("uninstall remove"),
     "gem": Row(
         subs={
             **subs(UNINSTALL, "uninstall"),
             **subs("publishes a gem to RubyGems", "push"),
             **subs("removes a published gem version from RubyGems", "yank"),
+            "owner": Row(
+                opts("-a:r: --add= --remove= -k: --key= --otp= --host="),
+                pauses=(Pause(REGISTRY, when="a r add remove"),),
+            ),
         }
     ),
     "cargo": CARGO,
