@@ -551,6 +551,21 @@ RUNS += [
     "jshell x.jsh",
     "pwsh -File x.ps1 < in.txt",
 ]
+PAUSES += [
+    ("http --auth u:p DELETE https://api.example.com/x", "http", "irreversible"),
+    ("http $METHOD api.example.com/x", "http", "irreversible"),
+    ("powershell.exe -c Stop-Process 1", "powershell.exe", "irreversible"),
+    ("cmd.exe /c del x", "cmd.exe", "irreversible"),
+    ("iptables-save | sed s/x/y/ | iptables-restore", "iptables-restore", "irreversible"),
+    ("ip6tables-restore < rules", "ip6tables-restore", "irreversible"),
+    ("iptables-apply rules", "iptables-apply", "irreversible"),
+    ("pwsh.exe -Command ls", "pwsh.exe", "irreversible"),
+]
+RUNS += [
+    "http --auth u:p GET https://api.example.com/x",
+    "http POST example.com name=DELETE",
+    "iptables-save > rules.v4",
+]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

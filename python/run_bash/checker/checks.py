@@ -392,10 +392,13 @@ def http_method(short: str, long: str, *, operand: bool = False) -> Check:
                     methods.append(Arg.lit(rest))
                 elif nxt is not None:
                     methods.append(nxt)
-        if operand:
-            ops = [a for a in level.read.operands if a.value is None or "://" not in a.value]
-            if ops and (ops[0].value is None or ops[0].value.isalpha()):
+        if operand:  # the method comes before the URL; an option's value may come first
+            ops = level.read.operands
+            if ops and ops[0].value is None:
                 methods.append(ops[0])
+            elif level.read.unknown is not None:
+                methods.append(level.read.unknown)
+            methods.extend(a for a in ops if (a.value or "").upper() == "DELETE")
         for word in methods:
             if word.value is None:
                 return unknown_hit("send an HTTP DELETE request", word)

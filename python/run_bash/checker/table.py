@@ -1146,6 +1146,7 @@ TABLE: dict[str, Row] = {
     "loginctl": LOGINCTL,
     "service": SERVICE_ROW,
     **dict.fromkeys(("iptables", "ip6tables", "iptables-legacy", "iptables-nft"), _FIREWALL_LIST),
+    **dict.fromkeys(("iptables-restore", "ip6tables-restore", "iptables-apply"), always(FIREWALL)),
     "nft": Row(
         pauses=(
             Pause(
@@ -1215,7 +1216,13 @@ TABLE: dict[str, Row] = {
             code=True,
         )
         for names, lang, options, pre in (
-            ("pwsh powershell", "PowerShell", "-c -e -ec /c", "-com -enc /com /enc"),
+            (
+                "pwsh powershell pwsh.exe powershell.exe",
+                "PowerShell",
+                "-c -e -ec /c",
+                "-com -enc /com /enc",
+            ),
+            ("cmd.exe", "cmd.exe", "/c /k /r", ""),
             ("osascript", "AppleScript", "-e", ""),
             ("groovy", "Groovy", "-e", ""),
             ("scala scala-cli", "Scala", "-e --execute-script --execute-scala", ""),
