@@ -600,6 +600,13 @@ _KUBECTL_EXEC = opts(
     + _KUBECTL_GLOBAL,
     abbrev=False,
 )
+_KUBECTL_RUN = opts(
+    "-ciqtf: --image= --restart= --env= --labels= --port= --overrides= --image-pull-policy= "
+    "--container= --target= --copy-to= --profile= --filename= --namespace= --dry-run[=] "
+    "--command --rm --attach --stdin --tty --quiet --privileged --expose --share-processes "
+    "--replace --same-node --set-image= --annotations= --serviceaccount= " + _KUBECTL_GLOBAL,
+    abbrev=False,
+)
 KUBECTL = Row(
     opts(_KUBECTL_GLOBAL, abbrev=False),
     subs={
@@ -615,6 +622,11 @@ KUBECTL = Row(
         ),
         # Flags anywhere before `--` (pflag), the command after it.
         "exec": Row(_KUBECTL_EXEC, runs=(Custom(runners.exec_in(_KUBECTL_EXEC)),)),
+        # `kubectl run NAME --image=… -- CMD` and `kubectl debug TARGET … -- CMD`: in the cluster.
+        **{
+            name: Row(_KUBECTL_RUN, runs=(Custom(runners.exec_in(_KUBECTL_RUN)),))
+            for name in ("run", "debug")
+        },
     },
 )
 HELM = Row(
@@ -705,10 +717,13 @@ CLOUD_DELETE = Row(
     )
 )
 GCLOUD = Row(
+    # `gcloud compute ssh VM --command CMD` (also `cloud-shell ssh`, `tpu-vm ssh`) runs CMD there.
+    opts("--command=", abbrev=False),
+    runs=(Code("command", elsewhere=True),),
     pauses=(
         *CLOUD_DELETE.pauses,
         Pause("", check=checks.operation("deletes objects from Cloud Storage", "rm", "mv")),
-    )
+    ),
 )
 CARGO = Row(
     runners.CARGO_GLOBAL,
@@ -842,20 +857,48 @@ MORE: dict[str, Row] = {
     "eksctl": Row(subs=subs(CLOUD, "delete")),
     "kind": Row(subs=subs("deletes local clusters", "delete")),
     "minikube": Row(subs=subs("deletes the local cluster and its data", "delete")),
-    "vagrant": Row(subs=subs("destroys the virtual machine and its disks", "destroy")),
-    "heroku": verbs(
-        CLOUD,
-        "*:destroy",
-        "*:delete",
-        "destroy",
-        "pg:reset",
-        "apps:destroy",
-        "*:unset",
-        "ps:kill",
-        "ps:stop",
+    "vagrant": Row(
+        subs={
+            **subs("destroys the virtual machine and its disks", "destroy"),
+            "ssh": Row(opts("-c: --command="), runs=(Code("c command", elsewhere=True),)),
+        }
     ),
-    "fly": verbs(CLOUD, "destroy", "delete", "unset"),
-    "flyctl": verbs(CLOUD, "destroy", "delete", "unset"),
+    "heroku": Row(
+        pauses=verbs(
+            CLOUD,
+            "*:destroy",
+            "*:delete",
+            "destroy",
+            "pg:reset",
+            "apps:destroy",
+            "*:unset",
+            "ps:kill",
+            "ps:stop",
+        ).pauses,
+        subs={
+            name: Row(
+                opts("-a: --app= -r: --remote= -s: --size= -e: --env= -x --exit-code --no-tty"),
+                runs=(Shell(elsewhere=True),),
+            )
+            for name in ("run", "run:detached", "run:inside")
+        },
+    ),
+    **dict.fromkeys(
+        ("fly", "flyctl"),
+        Row(
+            pauses=verbs(CLOUD, "destroy", "delete", "unset").pauses,
+            subs={
+                "ssh": Row(
+                    subs={
+                        "console": Row(
+                            opts("-aCs: --app= --command= --select --pty -u: --user="),
+                            runs=(Code("C command", elsewhere=True),),
+                        )
+                    }
+                )
+            },
+        ),
+    ),
     "doctl": verbs(CLOUD, "delete", "rm"),
     "hcloud": verbs(CLOUD, "delete"),
     "linode-cli": verbs(CLOUD, "delete", "*-delete"),
@@ -1500,7 +1543,12 @@ TABLE: dict[str, Row] = {
         },
     ),
     "gcloud": GCLOUD,
-    "az": CLOUD_DELETE,
+    # `az vm run-command invoke --scripts CMD` runs CMD on the machine.
+    "az": Row(
+        opts("--scripts=", abbrev=False),
+        pauses=CLOUD_DELETE.pauses,
+        runs=(Code("scripts", elsewhere=True),),
+    ),
     "gh": GH,
     **HTTP_DELETE_ROW,
     # version control
