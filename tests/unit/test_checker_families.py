@@ -624,6 +624,36 @@ RUNS += [
     "vagrant ssh",
     "devcontainer up --workspace-folder .",
 ]
+# SQL attached to its option, SQL only known at run time after a database file, more clients.
+PAUSES += [
+    ('mysql -e"DROP DATABASE x"', "mysql", "irreversible"),
+    ("psql -cDROP\\ TABLE\\ x", "psql", "irreversible"),
+    ('sqlite3 app.db "$(cat drop.sql)"', "", "irreversible"),
+    ('sqlite3 app.db "DELETE FROM t WHERE id=$ID"', "", "irreversible"),
+    ("mycli -e 'DROP DATABASE x'", "mycli", "irreversible"),
+    ("litecli app.db -e 'DELETE FROM t'", "litecli", "reversible"),
+    ("pgcli -c 'DROP TABLE x'", "pgcli", "irreversible"),
+    ("usql pg://h/db -c 'DROP TABLE x'", "usql", "irreversible"),
+    ("sqlcmd -S h -Q 'DROP DATABASE x'", "sqlcmd", "irreversible"),
+    ("snowsql -q 'TRUNCATE TABLE t'", "snowsql", "irreversible"),
+    ("trino --execute 'DELETE FROM t'", "trino", "irreversible"),
+    ("beeline -u jdbc:hive2://h -e 'DROP TABLE t'", "beeline", "irreversible"),
+    ("hive -e 'DROP TABLE t'", "hive", "irreversible"),
+    ("spark-sql -e 'DROP TABLE t'", "spark-sql", "irreversible"),
+    ("cockroach sql -e 'DROP DATABASE x'", "cockroach", "irreversible"),
+    ("bq query --use_legacy_sql=false 'DELETE FROM d.t WHERE true'", "bq", "irreversible"),
+]
+RUNS += [
+    "sqlite3 -csv app.db 'select 1'",
+    "sqlite3 app.db -cmd '.mode csv' 'select 1'",
+    "sqlite3 app.db < schema.sql",
+    "mysql -uroot -pX app",
+    "bq query 'SELECT 1'",
+    "bq ls",
+    "usql pg://h/db -c 'select 1'",
+    "cockroach start --insecure",
+    "hive -e 'SHOW TABLES'",
+]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

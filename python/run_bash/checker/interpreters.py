@@ -621,7 +621,27 @@ def emacs(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
-SQL_CLIENTS = ("sqlite3", "psql", "mysql", "mariadb", "duckdb", "cqlsh", "clickhouse-client")
+SQL_CLIENTS = (
+    "sqlite3",
+    "psql",
+    "mysql",
+    "mariadb",
+    "duckdb",
+    "cqlsh",
+    "clickhouse-client",
+    "mycli",
+    "litecli",
+    "pgcli",
+    "usql",
+    "sqlcmd",
+    "snowsql",
+    "trino",
+    "beeline",
+    "hive",
+    "spark-sql",
+    "cockroach",
+    "bq",
+)
 _SQL_SHELL = re.compile(
     r"(?m)^\s*(?:\\!|\.shell|\.system|system)\s+(.*)$"
     r"|^\s*(?:\\[og]|\.once|\.output|\.import|\.read)\s+['\"]?\|([^'\"\n]*)"
@@ -639,10 +659,11 @@ _SQL_DESTROYS = re.compile(r"\b(?:drop|truncate|delete)\b|\bupdate\s+[^\s;(]+\s+
 SQL_DATA = "deletes or changes data in the database (`DROP`, `TRUNCATE`, `DELETE`, `UPDATE`)"
 # Clients whose database is a local file named by their first operand: undo restores it.
 _SQL_FILE_DB = {
+    "litecli": "-e --execute -l --logfile --liteclirc",
     "sqlite3": "-cmd -init -separator -newline -nullvalue -vfs -mmap",
     "duckdb": "-c -s -cmd -init -separator -newline -nullvalue",
 }
-_SQL_TEXT_OPTIONS = "-c --command -e --execute -cmd -q --query -s"
+_SQL_TEXT_OPTIONS = "-c --command -e --execute -cmd -q --query -s -Q"
 
 
 def _sql_hit(name: str, args: list[Arg]) -> Hit | None:
@@ -677,6 +698,18 @@ def sql_client(name: str) -> Handler:
             text = ana.script_text(path, ctx)
             texts.extend([Arg.lit(text)] if text is not None else [])
         texts.extend(a for k, a in enumerate(args) if k and a.value and " " in a.value)
+        # `-e"DROP …"`, `-cDROP`: a short option with its text attached.
+        texts.extend(
+            Arg.lit(a.value[2:])
+            for a in args
+            if a.value
+            and a.value[:2] in ("-c", "-e", "-q", "-Q")
+            and len(a.value) > 2
+            and a.value != "-cmd"
+        )
+        if name in _SQL_FILE_DB:  # after the database file, each operand is SQL
+            ops = [a for a in args if not (a.value or a.prefix).startswith("-")]
+            texts.extend(a for a in ops[1:] if a.value is None)
         stdin = ana.stdin_text(ctx.cmd, ctx.scope)
         if isinstance(stdin, str) and not stdin.startswith("\0"):
             texts.append(Arg.lit(stdin))

@@ -35,7 +35,8 @@ CODE = frozenset(
         "python pypy ipython ipython3 node nodejs tsx ts-node ts-node-esm deno bun ruby perl php "
         "lua luajit R Rscript julia go pytest py.test jest "
         "vitest mocha expect tclsh wish emacs emacsclient tmux sqlite3 psql mysql mariadb duckdb "
-        "cqlsh clickhouse-client mongosh mongo"
+        "cqlsh clickhouse-client mongosh mongo mycli litecli pgcli usql sqlcmd snowsql trino "
+        "beeline hive spark-sql cockroach bq"
     )
 )
 SSH = "-BbcDEeFIiJLlmOoPpQRSWw: -46AaCfGgKkMNnqsTtVvXxYy"
