@@ -506,9 +506,16 @@ COMPOSE = Row(
         ),
         "kill": Row(pauses=(Pause(SIGNAL),)),
         **subs("publishes the services' images to a registry", "push"),
-        **dict.fromkeys(
-            ("run", "exec"),
-            Row(runners.CONTAINER_RUN, permute=False, runs=(Command(skip=1, elsewhere=True),)),
+        "run": Row(
+            runners.CONTAINER_RUN,
+            permute=False,
+            runs=(Command(skip=1, elsewhere=True), Custom(runners.container_run)),
+        ),
+        "exec": Row(
+            runners.CONTAINER_RUN,
+            permute=False,
+            runs=(Command(skip=1, elsewhere=True),),
+            pauses=(Pause(runners.HOST_RIGHTS, when="privileged"),),
         ),
     },
 )
@@ -519,6 +526,7 @@ _CONTAINER = Row(
     ),
     permute=False,
     runs=(Command(skip=1, elsewhere=True),),
+    pauses=(Pause(runners.HOST_RIGHTS, when="privileged"),),
 )
 
 
@@ -557,6 +565,7 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
             "volume": Row(subs=subs("deletes volumes and their data", "rm remove prune")),
             "exec": _CONTAINER,
             "run": _CONTAINER_RUN,
+            "create": _CONTAINER_RUN,  # what it is given runs when the container starts
             "rm": _CONTAINER_RM,
             "kill": _KILL,
             **subs(IMAGES_GONE, "rmi"),
@@ -567,6 +576,7 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
                 subs={
                     "exec": _CONTAINER,
                     "run": _CONTAINER_RUN,
+                    "create": _CONTAINER_RUN,
                     "rm": _CONTAINER_RM,
                     "remove": _CONTAINER_RM,
                     "kill": _KILL,
