@@ -668,6 +668,28 @@ RUNS += [
     "cockroach start --insecure",
     "hive -e 'SHOW TABLES'",
 ]
+# Infrastructure recreated, more forges, history rewriters.
+PAUSES += [
+    ("terraform apply -replace=aws_db_instance.x", "terraform", "irreversible"),
+    ("tofu -chdir=infra apply -auto-approve -replace=aws_db_instance.x", "tofu", "irreversible"),
+    ("pulumi up --replace urn:x -y", "pulumi", "irreversible"),
+    ("pulumi update --target-replace urn:x", "pulumi", "irreversible"),
+    ("glab variable delete X", "glab", "irreversible"),
+    ("glab -R o/r issue delete 1", "glab", "irreversible"),
+    ("glab api -X DELETE projects/1", "glab", "irreversible"),
+    ("hub delete o/r", "hub", "irreversible"),
+    ("tea repos delete x", "tea", "irreversible"),
+    ("bfg --delete-files secrets.txt", "bfg", "irreversible"),
+    ("git-filter-repo --path x --invert-paths", "git-filter-repo", "irreversible"),
+]
+RUNS += [
+    "terraform plan -replace=x",
+    "pulumi up -y",
+    "pulumi preview --replace urn:x",
+    "glab mr list",
+    "glab api projects/1",
+    "hub browse",
+]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

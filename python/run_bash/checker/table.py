@@ -713,7 +713,12 @@ TERRAFORM = Row(
                 "-no-color",
                 go=True,
             ),
-            pauses=(Pause("destroys the infrastructure Terraform manages", when="destroy"),),
+            pauses=(
+                Pause("destroys the infrastructure Terraform manages", when="destroy"),
+                Pause(
+                    "destroys and recreates the named resources, losing their data", when="replace"
+                ),
+            ),
         ),
     },
 )
@@ -858,6 +863,18 @@ MORE: dict[str, Row] = {
             **subs("destroys the infrastructure Pulumi manages", "destroy down"),
             "stack": Row(subs=subs("deletes a Pulumi stack", "rm")),
             "state": Row(subs=subs("deletes resources from the stack's state", "delete")),
+            **{
+                name: Row(
+                    opts("--replace= --target-replace= -y --yes -s: --stack= -m: --message="),
+                    pauses=(
+                        Pause(
+                            "destroys and recreates the named resources, losing their data",
+                            when="replace target-replace",
+                        ),
+                    ),
+                )
+                for name in ("up", "update")
+            },
         },
     ),
     "cdk": Row(subs=subs("destroys the stacks CDK deployed", "destroy")),
@@ -955,11 +972,19 @@ MORE: dict[str, Row] = {
     "firebase": verbs(CLOUD, "*:delete"),
     "wrangler": verbs(CLOUD, "delete"),
     "glab": Row(
+        opts("-R: --repo="),
+        pauses=(
+            Pause("", check=checks.operation("deletes GitLab resources", "delete", "delete-*")),
+        ),
         subs={
             "repo": Row(subs=subs("deletes a GitLab project", "delete")),
             "release": Row(subs=subs("deletes a GitLab release", "delete")),
-        }
+            "api": Row(pauses=(Pause("", check=checks.http_method("X", "method")),)),
+        },
     ),
+    **dict.fromkeys(("hub", "tea"), verbs("deletes a repository or its resources", "delete")),
+    "bfg": always("rewrites the repository's history"),
+    "git-filter-repo": always("rewrites the repository's history"),
     "pipenv": Row(subs=runs_sub("run")),
     "pm2": Row(subs=subs(STOPS, "delete del kill stop restart reload")),
     "supervisorctl": Row(subs=subs(STOPS, "stop restart shutdown remove")),
