@@ -690,6 +690,19 @@ RUNS += [
     "glab api projects/1",
     "hub browse",
 ]
+# Python modules that start programs by attribute or on other machines.
+PAUSES += [
+    ('python3 -c \'import sh; sh.rm("-rf", "x")\'', "", "irreversible"),
+    ('python3 -c \'from plumbum import local; local["rm"]("-rf", "x")\'', "", "irreversible"),
+    ("python3 -c 'import pexpect; pexpect.spawn(\"kill 1\")'", "", "irreversible"),
+    ("python3 -c 'import paramiko'", "", "irreversible"),
+    ("python3 -c 'from fabric import Connection'", "", "irreversible"),
+]
+RUNS += [
+    "python3 -c 'sh = 1; print(sh)'",
+    "python3 -c 'import shutil, shlex'",
+    "python3 -c 'import os.path'",
+]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

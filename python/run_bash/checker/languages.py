@@ -656,6 +656,11 @@ _DYNAMIC_IMPORT = re.compile(
     r"(['\"`])(?:node:)?(?:child_process|fs|fs/promises|fs-extra|vm|worker_threads|cluster|"
     r"shelljs|execa|zx|rimraf)\1"
 )
+# Third-party modules whose calls start programs by name or on other machines (`sh.rm(…)`,
+# `plumbum.local["rm"]`, `pexpect.spawn(…)`): the checker does not follow them.
+_PY_RUNNERS = frozenset(
+    wordlist("sh plumbum sarge delegator envoy pexpect ptyprocess fabric invoke paramiko")
+)
 _PY_IMPORT = re.compile(r"(?m)(?:^|(?<=;))\s*(?:from\s+([\w.]+)\s+)?import\b([^;\n]*)")
 
 
@@ -672,6 +677,8 @@ def _unreadable(code: Code, raw: str) -> str | None:
             renames = re.search(r"\*|\bas\b|\(", m.group(2)) and not single
             if renames and any(x in risky for x in mods):
                 return f"`{m.group().strip()[:60]}`, an import it does not follow"
+            if any(x.split(".")[0] in _PY_RUNNERS for x in mods):
+                return f"`{m.group().strip()[:60]}`, a module that starts programs"
     for j, tok in enumerate(toks):
         nxt = toks[j + 1] if j + 1 < len(toks) else None
         if tok.kind != "name":
