@@ -703,6 +703,15 @@ RUNS += [
     "python3 -c 'import shutil, shlex'",
     "python3 -c 'import os.path'",
 ]
+# git words only known at run time where a rule reads them; a dry run.
+PAUSES += [
+    ("git tag $OPT v1", "git", "irreversible"),
+    ("git repack $FLAGS", "git", "irreversible"),
+    ("git -c alias.td='tag -d' td v1", "git", "irreversible"),
+    ("git config alias.td 'tag -d'; git td v1", "git", "irreversible"),
+    ("git -c alias.r='repack -ad' r", "git", "irreversible"),
+]
+RUNS += ['git tag "$TAG"', "git lfs prune --dry-run", "git lfs prune -d"]
 # Tools that delete through a verb of that name.
 CLOUD_VERBS = [
     "argocd",

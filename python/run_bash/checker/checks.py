@@ -166,6 +166,8 @@ def git_tag(reading: Reading, level: Level) -> Hit | None:
         return Hit("deletes a tag, which keeps no reflog to restore it from")
     if r.has("f", "force"):
         return Hit("moves an existing tag, which keeps no reflog of where it was")
+    if r.unknown is not None:
+        return unknown_hit("delete or move a tag", r.unknown)
     return None
 
 
@@ -183,6 +185,8 @@ def git_repack(reading: Reading, level: Level) -> Hit | None:
     r = level.read
     if r.has("a") and r.has("d") and not r.has("A", "k", "keep-unreachable", "cruft"):
         return Hit("deletes unreachable objects that were packed")
+    if r.unknown is not None:
+        return unknown_hit("delete unreachable objects", r.unknown)
     return None
 
 

@@ -158,7 +158,17 @@ GIT = Row(
                 Pause("deletes unreachable objects that were packed", check=checks.git_repack),
             ),
         ),
-        "lfs": Row(subs=subs("deletes local Git LFS objects", "prune")),
+        "lfs": Row(
+            subs={
+                "prune": Row(
+                    opts(
+                        "-dcv --dry-run --verify-remote --no-verify-remote --force --recent "
+                        "--verbose --when-unverified= --verify-unreachable"
+                    ),
+                    pauses=(Pause("deletes local Git LFS objects", unless="d dry-run"),),
+                )
+            }
+        ),
         "rm": Row(
             opts(
                 "-rfnq --force --cached --dry-run --quiet --ignore-unmatch --sparse "
