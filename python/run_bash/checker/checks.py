@@ -396,6 +396,8 @@ def http_method(short: str, long: str, *, operand: bool = False) -> Check:
                     methods.append(Arg.lit(rest))
                 elif nxt is not None:
                     methods.append(nxt)
+        if level.read.unknown is not None and not operand:
+            methods.append(level.read.unknown)  # `curl $OPTS URL` may hold `-X DELETE`
         if operand:  # the method comes before the URL; an option's value may come first
             ops = level.read.operands
             if ops and ops[0].value is None:
