@@ -245,13 +245,16 @@ def find_delete(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
-def operation(reason: str, *patterns: str, at: int = 1) -> Check:
+def operation(reason: str, *patterns: str, at: int = 1, after: str = "") -> Check:
     """A pause when the ``at``-th operand (a tool's operation after its service, ``aws ec2
-    terminate-instances``) matches one of the glob patterns."""
+    terminate-instances``) matches one of the glob patterns; with ``after``, only when the
+    operand before it matches that glob (``redis-cli CONFIG SET``)."""
 
     def check(reading: Reading, level: Level) -> Hit | None:
         ops = level.read.operands
         if len(ops) <= at:
+            return None
+        if after and not (at and fnmatch.fnmatchcase(ops[at - 1].value or "", after)):
             return None
         word = ops[at]
         if word.value is None:

@@ -1035,6 +1035,17 @@ MORE: dict[str, Row] = {
                 ),
             ),
             Pause("", check=checks.operation("stops the Redis server", _anycase("shutdown"), at=0)),
+            # `CONFIG SET dir …` with `SAVE` writes files anywhere the server may.
+            Pause(
+                "",
+                check=checks.operation(
+                    "changes the Redis server's configuration",
+                    _anycase("set"),
+                    _anycase("rewrite"),
+                    at=1,
+                    after=_anycase("config"),
+                ),
+            ),
             Pause(REDIS_SCRIPT, when="eval"),
             Pause(
                 "",
@@ -1463,7 +1474,12 @@ TABLE: dict[str, Row] = {
             ),
         ),
     ),
-    "dotnet": Row(subs={"nuget": Row(subs=subs(PUBLISH, "push delete"))}),
+    "dotnet": Row(
+        subs={
+            "nuget": Row(subs=subs(PUBLISH, "push delete")),
+            "script": Row(subs=subs("runs C# code the checker cannot read", "eval")),
+        }
+    ),
     "nuget": Row(subs=subs(PUBLISH, "push delete")),
     "jsr": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
     **dict.fromkeys(("vsce", "ovsx"), Row(subs=subs(PUBLISH, "publish unpublish"))),
