@@ -690,6 +690,9 @@ PAUSES += [
     ("glab -R o/r issue delete 1", "glab", "irreversible"),
     ("glab api -X DELETE projects/1", "glab", "irreversible"),
     ("hub delete o/r", "hub", "irreversible"),
+    ("hub push -f", "git", "irreversible"),
+    ("hub -C x push --force", "git", "irreversible"),
+    ("hub reset --hard HEAD~1", "git", "irreversible"),
     ("tea repos delete x", "tea", "irreversible"),
     ("bfg --delete-files secrets.txt", "bfg", "irreversible"),
     ("git-filter-repo --path x --invert-paths", "git-filter-repo", "irreversible"),
@@ -701,6 +704,8 @@ RUNS += [
     "glab mr list",
     "glab api projects/1",
     "hub browse",
+    "hub commit -m delete",
+    "hub status",
 ]
 # Python modules that start programs by attribute or on other machines.
 PAUSES += [

@@ -296,6 +296,11 @@ REDIS_CLI = opts(
 )
 
 
+def hub(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``hub`` is git with GitHub commands added: ``hub -C d push -f`` is ``git -C d push -f``."""
+    return [Arg.lit("git"), *args]
+
+
 def unread_input(lang: str) -> Handler:
     """An interpreter of a language the checker does not read, run without a script: it runs
     the code on its input (``zx <<< CODE``, ``echo CODE | jshell``)."""

@@ -992,7 +992,13 @@ MORE: dict[str, Row] = {
             "api": Row(pauses=(Pause("", check=checks.http_method("X", "method")),)),
         },
     ),
-    **dict.fromkeys(("hub", "tea"), verbs("deletes a repository or its resources", "delete")),
+    "tea": verbs("deletes a repository or its resources", "delete"),
+    # `hub` is git with GitHub commands: `hub push -f` is `git push -f`.
+    "hub": Row(
+        pauses=(Pause("", check=checks.operation("deletes a GitHub repository", "delete", at=0)),),
+        permute=False,
+        runs=(Custom(runners.hub),),
+    ),
     "bfg": always("rewrites the repository's history"),
     "git-filter-repo": always("rewrites the repository's history"),
     "pipenv": Row(subs=runs_sub("run")),
