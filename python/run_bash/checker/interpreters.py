@@ -663,28 +663,49 @@ _SQL_FILE_DB = {
     "sqlite3": "-cmd -init -separator -newline -nullvalue -vfs -mmap",
     "duckdb": "-c -s -cmd -init -separator -newline -nullvalue",
 }
-_SQL_TEXT_OPTIONS = "-c --command -e --execute -cmd -q --query -s -Q"
+# Each client's options whose value is SQL (`psql -q` is quiet, `mysql -s` silent: not SQL).
+_SQL_TEXT_OPTIONS = {
+    "psql": "-c --command",
+    "pgcli": "-c --command",
+    "usql": "-c --command",
+    "sqlite3": "-cmd",
+    "duckdb": "-c -s -cmd",
+    "clickhouse-client": "-q --query",
+    "snowsql": "-q --query",
+    "sqlcmd": "-Q -q",
+    "trino": "--execute",
+    "bq": "",
+}
+_SQL_EXECUTE = "-e --execute"  # mysql, mariadb, mycli, litecli, cqlsh, beeline, hive, cockroach
+
+
+def _file_db_operands(name: str, args: list[Arg]) -> list[Arg]:
+    """The operands of a file-database client (``sqlite3 [options] FILE [SQL…]``), past the
+    values of its options."""
+    valued = _SQL_FILE_DB[name].split()
+    out: list[Arg] = []
+    skip = False
+    for a in args:
+        v = a.value if a.value is not None else a.prefix
+        if skip:
+            skip = False
+        elif v.startswith("-"):
+            skip = v in valued
+        else:
+            out.append(a)
+    return out
 
 
 def _sql_hit(name: str, args: list[Arg]) -> Hit | None:
     """The hit for destructive SQL: reversible for a file database the line names."""
-    valued = _SQL_FILE_DB.get(name)
-    if valued is None:
+    if name not in _SQL_FILE_DB:
         return Hit(SQL_DATA)
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        v = a.value
-        if v is not None and v.startswith("-"):
-            skip = v in valued.split()
-            continue
-        if v is not None and (" " in v or v == ":memory:"):
-            return None  # SQL text: the database is in memory
-        path = operand_paths([a])
-        return Hit(SQL_DATA, REVERSIBLE, path)
-    return None  # no database file: an in-memory one
+    ops = _file_db_operands(name, args)
+    if not ops or (
+        ops[0].value is not None and (" " in ops[0].value or ops[0].value == ":memory:")
+    ):
+        return None  # no database file: an in-memory one
+    return Hit(SQL_DATA, REVERSIBLE, operand_paths(ops[:1]))
 
 
 def sql_client(name: str) -> Handler:
@@ -693,7 +714,8 @@ def sql_client(name: str) -> Handler:
     Statements that delete or change data (``DROP``, ``TRUNCATE``, ``DELETE``, ``UPDATE``) pause."""
 
     def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-        texts = values_of(args, _SQL_TEXT_OPTIONS)
+        options = _SQL_TEXT_OPTIONS.get(name, _SQL_EXECUTE)
+        texts = values_of(args, options)
         for path in values_of(args, "-f --file -init"):
             text = ana.script_text(path, ctx)
             texts.extend([Arg.lit(text)] if text is not None else [])
@@ -702,14 +724,10 @@ def sql_client(name: str) -> Handler:
         texts.extend(
             Arg.lit(a.value[2:])
             for a in args
-            if a.value
-            and a.value[:2] in ("-c", "-e", "-q", "-Q")
-            and len(a.value) > 2
-            and a.value != "-cmd"
+            if a.value and a.value[:2] in options.split() and len(a.value) > 2 and a.value != "-cmd"
         )
         if name in _SQL_FILE_DB:  # after the database file, each operand is SQL
-            ops = [a for a in args if not (a.value or a.prefix).startswith("-")]
-            texts.extend(a for a in ops[1:] if a.value is None)
+            texts.extend(a for a in _file_db_operands(name, args)[1:] if a.value is None)
         stdin = ana.stdin_text(ctx.cmd, ctx.scope)
         if isinstance(stdin, str) and not stdin.startswith("\0"):
             texts.append(Arg.lit(stdin))
