@@ -1146,7 +1146,9 @@ def _host_source(word: Arg) -> str | None:
     time."""
     text = word.text.replace('"', "").replace("'", "")
     if word.value is None:
-        if text.startswith(_PROJECT_VARS) and ".." not in text:
+        m = re.search(r"(?:^|,)(?:source|src)=([^,]*)", text)
+        src = m.group(1) if m else text
+        if src.startswith(_PROJECT_VARS) and ".." not in src:
             return ""
         return "?"
     value = word.value
