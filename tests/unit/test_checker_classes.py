@@ -623,6 +623,7 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "at now <<< 'rm -rf x'",
             "batch <<< 'rm -rf x'",
             "echo 'rm -rf x' | batch",
+            "echo 'make test' | at now",  # scheduled outside the sandbox, whatever it runs
             "sg wheel -c 'rm -rf x'",
             "sg docker 'rm -rf x'",
             "make -f - <<'EOF'\nall:\n\trm -rf x\nEOF",
@@ -665,7 +666,8 @@ CLASSES: dict[str, tuple[list[str], list[str]]] = {
             "tmux new-session -d -s dev 'npm run dev'",
             "tmux send-keys -t dev 'make test' Enter",
             "screen -dmS build make",
-            "echo 'make test' | at now",
+            "at -l",
+            "at -c 3",
             "fd -e py -x wc -l",
             "make -f - <<'EOF'\nall:\n\techo hi\nEOF",
             "script -q -c 'ls -la' /dev/null",

@@ -131,9 +131,7 @@ SCRIPT_WRAPPERS: list[tuple[Template, bool]] = [
     ("parallel ::: @Q", True),
     ("trap @Q EXIT", False),
     ("bash <<< @Q", False),
-    ("at now <<< @Q", False),
     ("echo @Q | bash", False),
-    ("echo @Q | batch", False),
     ("bash < <(printf '%s\\n' @Q)", False),
     ("source <(echo @Q)", False),
     (". /dev/stdin < <(echo @Q)", False),
@@ -234,6 +232,8 @@ def wrapped(draw: st.DrawFn, cmd: str) -> str:
             heredoc_last = re.fullmatch(r"EOF\d+", cmd.rsplit("\n", 1)[-1]) is not None
             if template == "@@ &" and (cmd.rstrip().endswith("&") or heredoc_last):
                 template = "( @@ )"
+            if template == "ls | @@" and cmd.startswith("!"):
+                template = "( @@ )"  # `!` starts a pipeline, bash rejects it after `|`
             if heredoc_last and isinstance(template, str) and re.search(r"@@[^\n]", template):
                 cmd += "\n"  # a heredoc's delimiter line must stand alone
             cmd = _apply(template, cmd)

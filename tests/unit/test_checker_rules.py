@@ -506,8 +506,10 @@ def test_default_rule_turns_off_with_false(cmd: str, rule: str) -> None:
 
 def _examples() -> list[tuple[str, str]]:
     from tests.unit.test_checker import PAUSED
+    from tests.unit.test_checker_families import PAUSES
 
-    return [(p.values[0], p.values[1]) for p in (*PAUSED, *DEFAULTS_PAUSED)]
+    examples = [(p.values[0], p.values[1]) for p in (*PAUSED, *DEFAULTS_PAUSED)]
+    return examples + [(cmd, rule) for cmd, rule, _ in PAUSES if rule]
 
 
 def test_every_default_rule_has_an_example_that_pauses() -> None:

@@ -95,8 +95,8 @@ GLOBALS: dict[str, tuple[list[list[str]], list[list[str]], list[list[str]]]] = {
     ),
     "systemctl": (
         [["--user"], ["-H", "host"], ["-M", "machine"], ["--no-block"], ["--now"]],
-        [["stop", "nginx"], ["restart", "nginx"], ["mask", "nginx"]],
-        [["status", "nginx"], ["start", "nginx"]],
+        [["stop", "nginx"], ["restart", "nginx"], ["mask", "nginx"], ["start", "nginx"]],
+        [["status", "nginx"], ["is-active", "nginx"], ["daemon-reload"]],
     ),
     "gh": (
         [["--repo", "o/r"], ["-R", "o/r"]],
@@ -870,9 +870,10 @@ def _runs_commands(row: object) -> bool:
 
 def test_every_row_that_runs_commands_has_an_example() -> None:
     from tests.unit import test_checker_properties as props
+    from tests.unit.test_checker_families import PAUSES, RUNS
 
     examples = " ".join(
-        [*WRAPPERS, *SHELL_WRAPPERS, *props.COMMAND_WRAPPERS,
+        [*WRAPPERS, *SHELL_WRAPPERS, *props.COMMAND_WRAPPERS, *(c for c, _, _ in PAUSES), *RUNS,
          *(t for t, _ in props.SCRIPT_WRAPPERS if isinstance(t, str)),
          *(f("x") for f in CODE_OPTIONS),
          "ld.so command sudo doas pkexec nohup timeout time builtin stdbuf ionice setsid chroot "

@@ -7,6 +7,7 @@ read once) and returns a :class:`Hit` with its effect class, or None.
 from __future__ import annotations
 
 import fnmatch
+import re
 
 from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
 from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
@@ -158,11 +159,34 @@ def git_branch(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
+def git_tag(reading: Reading, level: Level) -> Hit | None:
+    """``tag -d`` and ``tag -f``: tags keep no reflog, so the old target is not kept."""
+    r = level.read
+    if r.has("d", "delete"):
+        return Hit("deletes a tag, which keeps no reflog to restore it from")
+    if r.has("f", "force"):
+        return Hit("moves an existing tag, which keeps no reflog of where it was")
+    if r.unknown is not None:
+        return unknown_hit("delete or move a tag", r.unknown)
+    return None
+
+
 def git_gc(reading: Reading, level: Level) -> Hit | None:
     """``gc --prune=now|all``."""
     value = level.read.get("prune")
     if value is not None and value.lower() in ("now", "all"):
         return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+    return None
+
+
+def git_repack(reading: Reading, level: Level) -> Hit | None:
+    """``repack -a -d``: unreachable objects of the old packs are dropped (not with ``-A``,
+    ``-k`` or ``--cruft``, which keep them)."""
+    r = level.read
+    if r.has("a") and r.has("d") and not r.has("A", "k", "keep-unreachable", "cruft"):
+        return Hit("deletes unreachable objects that were packed")
+    if r.unknown is not None:
+        return unknown_hit("delete unreachable objects", r.unknown)
     return None
 
 
@@ -228,13 +252,16 @@ def find_delete(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
-def operation(reason: str, *patterns: str, at: int = 1) -> Check:
+def operation(reason: str, *patterns: str, at: int = 1, after: str = "") -> Check:
     """A pause when the ``at``-th operand (a tool's operation after its service, ``aws ec2
-    terminate-instances``) matches one of the glob patterns."""
+    terminate-instances``) matches one of the glob patterns; with ``after``, only when the
+    operand before it matches that glob (``redis-cli CONFIG SET``)."""
 
     def check(reading: Reading, level: Level) -> Hit | None:
         ops = level.read.operands
         if len(ops) <= at:
+            return None
+        if after and not (at and fnmatch.fnmatchcase(ops[at - 1].value or "", after)):
             return None
         word = ops[at]
         if word.value is None:
@@ -242,6 +269,179 @@ def operation(reason: str, *patterns: str, at: int = 1) -> Check:
         if any(fnmatch.fnmatchcase(word.value, p) for p in patterns):
             return None if is_dry_run(reading.args) else Hit(reason)
         return None
+
+    return check
+
+
+def option_value(reason: str, names: str, *patterns: str) -> Check:
+    """A pause when one of the options ``names`` has a value matching a glob of ``patterns`` (any
+    case); a value only known at run time counts as a match."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        for word in level.read.values(*names.split()):
+            if word.value is None:
+                return unknown_hit("run a paused option", word)
+            if any(fnmatch.fnmatchcase(word.value.lower(), p) for p in patterns):
+                return Hit(reason)
+        return None
+
+    return check
+
+
+def signal(reason: str, lists: str) -> Check:
+    """``kill``, ``pkill``, ``killall``: a signal is sent unless the first word only lists or
+    prints (``lists``: ``kill -l``, ``--help``, ``--version``) or the signal is 0, which only
+    tests that the processes exist (``kill -0 PID``, ``kill -s 0``, ``pkill -0``)."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        args = level.args
+        first = args[0].value if args else None
+        if first in lists.split():
+            return None
+        if first in ("-0", "-s0", "-n0", "--signal=0", "-SIG0", "-s", "-n", "--signal"):
+            value = args[1].value if first in ("-s", "-n", "--signal") and len(args) > 1 else "0"
+            if value in ("0", "SIG0"):
+                return None
+        return Hit(reason)
+
+    return check
+
+
+def unread_code(lang: str, options: str, *, prefixes: str = "") -> Check:
+    """An interpreter whose language the checker does not read, given code as text: any of the
+    exact ``options`` (any case, also as ``--opt=CODE`` or ``-opt:CODE``) or an option starting
+    with one of ``prefixes`` (PowerShell's ``-Comm`` for ``-Command``)."""
+    exact = {o.lower() for o in options.split()}
+    starts = tuple(p.lower() for p in prefixes.split())
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        for a in level.args:
+            v = (a.value if a.value is not None else a.prefix).lower()
+            if v == "--":
+                break
+            head = re.split(r"[=:]", v, maxsplit=1)[0] if v.startswith("-") else v
+            if head in exact or (starts and v.startswith(starts)):
+                return Hit(f"runs {lang} code the checker cannot read")
+        return None
+
+    return check
+
+
+def unless_only_reads(
+    reason: str,
+    short: str = "",
+    longs: str = "",
+    values: str = "",
+    *,
+    verbs: str | None = None,
+    operands: bool = False,
+) -> Check:
+    """A tool that changes the system unless every word only lists or shows: options among the
+    ``short`` letters (also clustered) and ``longs`` (a name ending in ``*`` is a prefix),
+    ``values`` taking the next word, then (with ``verbs``) a first operand among them and
+    (with ``operands``) any further operands (``iptables -L INPUT``, ``mount``, ``nft list
+    ruleset``). A word only known at run time may change it."""
+    long_names = longs.split()
+    valued = values.split()
+    allowed = set(verbs.split()) if verbs is not None else None
+
+    def long_ok(name: str) -> bool:
+        return any(name == n or (n.endswith("*") and name.startswith(n[:-1])) for n in long_names)
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        args = level.args
+        seen_operand = False
+        k = 0
+        while k < len(args):
+            a = args[k]
+            k += 1
+            v = a.value
+            if v is None:
+                return Hit(reason)
+            if v in valued:
+                k += 1
+            elif v.startswith("--"):
+                if not long_ok(v.split("=", 1)[0]):
+                    return Hit(reason)
+            elif v.startswith("-") and len(v) > 1:
+                if not all(c in short for c in v[1:]):
+                    return Hit(reason)
+            elif not seen_operand and allowed is not None:
+                if v not in allowed:
+                    return Hit(reason)
+                seen_operand = True
+            elif not operands:
+                return Hit(reason)
+        return None
+
+    return check
+
+
+HTTP_DELETE = "sends an HTTP DELETE request, deleting what the URL names on the server"
+
+
+def http_method(short: str, long: str, *, operand: bool = False) -> Check:
+    """An HTTP DELETE request: the method given by the option ``-SHORT V`` (also in a cluster,
+    ``-sX DELETE``, or attached, ``-XDELETE``) or ``--LONG V``/``--LONG=V``; with ``operand``, a
+    method as the first operand (``http DELETE URL``, ``xh delete URL``). A method only known at
+    run time may be DELETE."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        args = level.args
+        methods: list[Arg] = []
+        for k, a in enumerate(args):
+            v = a.value
+            if v is None:
+                continue
+            if v == "--":
+                break
+            nxt = args[k + 1] if k + 1 < len(args) else None
+            if long and v == f"--{long}" and nxt is not None:
+                methods.append(nxt)
+            elif long and v.startswith(f"--{long}="):
+                methods.append(Arg.lit(v.split("=", 1)[1]))
+            elif short and v[:1] == "-" and v[1:2] != "-" and short in v[1:]:
+                rest = v[v.index(short, 1) + 1 :]
+                if rest:
+                    methods.append(Arg.lit(rest))
+                elif nxt is not None:
+                    methods.append(nxt)
+        if level.read.unknown is not None and not operand:
+            methods.append(level.read.unknown)  # `curl $OPTS URL` may hold `-X DELETE`
+        if operand:  # the method comes before the URL; an option's value may come first
+            ops = level.read.operands
+            if ops and ops[0].value is None:
+                methods.append(ops[0])
+            elif level.read.unknown is not None:
+                methods.append(level.read.unknown)
+            methods.extend(a for a in ops if (a.value or "").upper() == "DELETE")
+        for word in methods:
+            if word.value is None:
+                return unknown_hit("send an HTTP DELETE request", word)
+            if word.value.upper() == "DELETE":
+                return Hit(HTTP_DELETE)
+        return None
+
+    return check
+
+
+def operation_not(reason: str, harmless: str, *, at: int = 1) -> Check:
+    """A pause when the ``at``-th operand is not one of the globs ``harmless`` (a tool whose
+    every other verb changes something: ``systemctl start``), nor a subcommand with rules of
+    its own; with no such operand, nothing runs."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        ops = level.read.operands
+        if len(ops) <= at:
+            return None
+        word = ops[at]
+        if word.value is None:
+            return None  # a subcommand only known at run time is judged as one
+        if word.value in level.row.subs:
+            return None
+        if any(fnmatch.fnmatchcase(word.value, p) for p in harmless.split()):
+            return None
+        return Hit(reason)
 
     return check
 

@@ -381,13 +381,21 @@ def _commands_given(ana: Walker, sub: str, args: list[Arg], ctx: Ctx) -> None:
             ana.chain(list(args[1:]), ctx)
         return
     if sub == "submodule":
-        rest = [a for a in args if a.value is None or not a.value.startswith("-")]
-        if rest and rest[0].value == "foreach" and len(rest) > 1:
-            words = rest[1:]
+        # `submodule [--quiet] foreach [--recursive] CMD…`: the command keeps its own options.
+        at = next((k for k, a in enumerate(args) if a.value == "foreach"), None)
+        lead = args[:at] if at is not None else []
+        if at is not None and all((a.value or "").startswith("-") for a in lead):
+            words = list(args[at + 1 :])
+            while words and words[0].value in ("--recursive", "-q", "--quiet", "--"):
+                done, words = words[0].value == "--", words[1:]
+                if done:
+                    break
             if any(a.value is None for a in words):
                 ana.unknown("runs a command only known at run time in each submodule", ctx.text)
-            else:
-                ana.source(" ".join(a.value or "" for a in words), ctx.depth + 1, ctx=ctx)
+            elif len(words) == 1:
+                ana.source(words[0].value or "", ctx.depth + 1, ctx=ctx)
+            elif words:  # several words are the command and its arguments, not shell code
+                ana.chain(words, ctx)
         return
     if sub in ("clone", "submodule"):
         _clone_config(ana, args, ctx)

@@ -31,7 +31,7 @@ from run_bash.checker.languages import (
 )
 from run_bash.checker.model import NO_INPUT, REVERSIBLE, STDIN_FILES, Ctx, Hit, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
-from run_bash.checker.reading import Handler
+from run_bash.checker.reading import Handler, is_dry_run, operand_paths
 from run_bash.checker.words import Arg, wordlist
 
 # -- interpreters ---------------------------------------------------------------------------------
@@ -329,6 +329,8 @@ def deno(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         script = ana.script_text(rest[0], ctx) if rest else None
         if script is not None:
             judge(ana, script, JAVASCRIPT, ctx)
+    elif args and args[0].value == "publish" and not is_dry_run(args):
+        ctx.hits.append(Hit("publishes a package to the registry"))
     return None
 
 
@@ -450,10 +452,14 @@ def sed(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             ana.unknown("runs a sed script longer than the checker reads", ctx.text)
             continue
         text = re.sub(r"\\.", "xx", word.value)
-        for m in re.finditer(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1([a-zA-Z0-9]*)", text):
+        for m in re.finditer(
+            r"(?<![A-Za-z_\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1([a-zA-Z0-9]*)", text
+        ):
             if "e" in m.group(2):
                 ana.unknown("runs the text sed edits as a shell command (`s///e`)", ctx.text)
-        stripped = re.sub(r"(?<![\w\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1[a-zA-Z0-9]*", ";", text)
+        stripped = re.sub(
+            r"(?<![A-Za-z_\\])s(.)(?:(?!\1).)*\1(?:(?!\1).)*\1[a-zA-Z0-9]*", ";", text
+        )
         for line in stripped.split("\n"):
             for command in re.split(r"[;{}]", line):
                 # The command after its address. Text commands (a, i, c, r, w …) take the rest
@@ -464,6 +470,27 @@ def sed(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
                 if body == "e" or body.startswith(("e ", "e\t")):
                     _sed_e(ana, body[1:].strip(), word.value, ctx)
                     break
+    return None
+
+
+def less(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``less +CMD``: the commands less runs first; ``!CMD`` runs CMD in a shell and ``|mCMD``
+    pipes to it (``+!rm x``, ``++!rm x``)."""
+    for a in args:
+        text = a.value if a.value is not None else a.prefix
+        if not text.startswith("+") or a.value == "--":
+            continue
+        command = text.lstrip("+")
+        if not command.startswith(("!", "|")):
+            continue
+        if a.value is None:
+            ana.unknown(f"runs less commands only known at run time (`{a.text}`)", ctx.text)
+            continue
+        code = command[1:] if command[0] == "!" else command[2:]
+        if code.strip():
+            ana.source(code, ctx.depth + 1, ctx=ctx)
+        else:
+            ana.unknown("runs the last shell command less ran (`!`)", ctx.text)
     return None
 
 
@@ -594,6 +621,27 @@ def emacs(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     return None
 
 
+SQL_CLIENTS = (
+    "sqlite3",
+    "psql",
+    "mysql",
+    "mariadb",
+    "duckdb",
+    "cqlsh",
+    "clickhouse-client",
+    "mycli",
+    "litecli",
+    "pgcli",
+    "usql",
+    "sqlcmd",
+    "snowsql",
+    "trino",
+    "beeline",
+    "hive",
+    "spark-sql",
+    "cockroach",
+    "bq",
+)
 _SQL_SHELL = re.compile(
     r"(?m)^\s*(?:\\!|\.shell|\.system|system)\s+(.*)$"
     r"|^\s*(?:\\[og]|\.once|\.output|\.import|\.read)\s+['\"]?\|([^'\"\n]*)"
@@ -602,23 +650,126 @@ _SQL_SHELL = re.compile(
 )
 
 
-def sql_client(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+# Statements that delete or change stored data; string literals and comments are taken out first,
+# and a foreign key's `ON DELETE|UPDATE` action is not one.
+_SQL_NOISE = re.compile(
+    r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/|\bon\s+(?:delete|update)\b", re.I | re.S
+)
+_SQL_DESTROYS = re.compile(r"\b(?:drop|truncate|delete)\b|\bupdate\s+[^\s;(]+\s+set\b", re.I)
+SQL_DATA = "deletes or changes data in the database (`DROP`, `TRUNCATE`, `DELETE`, `UPDATE`)"
+# Clients whose database is a local file named by their first operand: undo restores it.
+_SQL_FILE_DB = {
+    "litecli": "-e --execute -l --logfile --liteclirc",
+    "sqlite3": "-cmd -init -separator -newline -nullvalue -vfs -mmap",
+    "duckdb": "-c -s -cmd -init -separator -newline -nullvalue",
+}
+# Each client's options whose value is SQL (`psql -q` is quiet, `mysql -s` silent: not SQL).
+_SQL_TEXT_OPTIONS = {
+    "psql": "-c --command",
+    "pgcli": "-c --command",
+    "usql": "-c --command",
+    "sqlite3": "-cmd",
+    "duckdb": "-c -s -cmd",
+    "clickhouse-client": "-q --query",
+    "snowsql": "-q --query",
+    "sqlcmd": "-Q -q",
+    "trino": "--execute",
+    "bq": "",
+}
+_SQL_EXECUTE = "-e --execute"  # mysql, mariadb, mycli, litecli, cqlsh, beeline, hive, cockroach
+
+
+def _file_db_operands(name: str, args: list[Arg]) -> list[Arg]:
+    """The operands of a file-database client (``sqlite3 [options] FILE [SQL…]``), past the
+    values of its options."""
+    valued = _SQL_FILE_DB[name].split()
+    out: list[Arg] = []
+    skip = False
+    for a in args:
+        v = a.value if a.value is not None else a.prefix
+        if skip:
+            skip = False
+        elif v.startswith("-"):
+            skip = v in valued
+        else:
+            out.append(a)
+    return out
+
+
+def _sql_hit(name: str, args: list[Arg]) -> Hit | None:
+    """The hit for destructive SQL: reversible for a file database the line names."""
+    if name not in _SQL_FILE_DB:
+        return Hit(SQL_DATA)
+    ops = _file_db_operands(name, args)
+    if not ops or (
+        ops[0].value is not None and (" " in ops[0].value or ops[0].value == ":memory:")
+    ):
+        return None  # no database file: an in-memory one
+    return Hit(SQL_DATA, REVERSIBLE, operand_paths(ops[:1]))
+
+
+def sql_client(name: str) -> Handler:
     """``sqlite3 … '.shell CMD'``, ``psql -c '\\! CMD'``, ``mysql -e 'system CMD'``: the shell
-    escapes of SQL clients run commands (from options, operands, files the line writes or input)."""
-    texts = values_of(args, "-c --command -e --execute -cmd")
-    for path in values_of(args, "-f --file -init"):
+    escapes of SQL clients run commands (from options, operands, files the line writes or input).
+    Statements that delete or change data (``DROP``, ``TRUNCATE``, ``DELETE``, ``UPDATE``) pause."""
+
+    def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        options = _SQL_TEXT_OPTIONS.get(name, _SQL_EXECUTE)
+        texts = values_of(args, options)
+        for path in values_of(args, "-f --file -init"):
+            text = ana.script_text(path, ctx)
+            texts.extend([Arg.lit(text)] if text is not None else [])
+        texts.extend(a for k, a in enumerate(args) if k and a.value and " " in a.value)
+        # `-e"DROP …"`, `-cDROP`: a short option with its text attached.
+        texts.extend(
+            Arg.lit(a.value[2:])
+            for a in args
+            if a.value and a.value[:2] in options.split() and len(a.value) > 2 and a.value != "-cmd"
+        )
+        if name in _SQL_FILE_DB:  # after the database file, each operand is SQL
+            texts.extend(a for a in _file_db_operands(name, args)[1:] if a.value is None)
+        stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+        if isinstance(stdin, str) and not stdin.startswith("\0"):
+            texts.append(Arg.lit(stdin))
+        destroys = False
+        for word in texts:
+            if word.value is None:
+                ana.unknown(f"runs SQL only known at run time (`{word.text}`)", ctx.text)
+                continue
+            for m in _SQL_SHELL.finditer(word.value):
+                command = next(g for g in m.groups() if g is not None)
+                ana.source(command.rstrip(";"), ctx.depth + 1, ctx=ctx)
+            destroys = destroys or bool(_SQL_DESTROYS.search(_SQL_NOISE.sub(" ", word.value)))
+        hit = _sql_hit(name, args) if destroys else None
+        if hit is not None:
+            ctx.hits.append(hit)
+        return None
+
+    return runner
+
+
+_MONGO_DESTROYS = re.compile(
+    r"\.\s*(?:drop\w*|delete\w*|remove\w*|findOneAndDelete|findAndModify|update\w*|replace\w*|"
+    r"bulkWrite|renameCollection|shutdown\w*|adminCommand|runCommand|eval)\s*\("
+)
+
+
+def mongo_shell(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``mongosh --eval CODE`` (or code on its input): calls that drop, delete or change data, or
+    run server commands, pause; code only known at run time pauses."""
+    texts = values_of(args, "--eval -eval")
+    for path in values_of(args, "-f --file"):
         text = ana.script_text(path, ctx)
-        texts.extend([Arg.lit(text)] if text is not None else [])
-    texts.extend(a for k, a in enumerate(args) if k and a.value and " " in a.value)
+        texts.append(Arg.lit(text) if text is not None else path)
     stdin = ana.stdin_text(ctx.cmd, ctx.scope)
     if isinstance(stdin, str) and not stdin.startswith("\0"):
         texts.append(Arg.lit(stdin))
     for word in texts:
         if word.value is None:
-            continue  # SQL only known at run time: a shell escape in it is not followed
-        for m in _SQL_SHELL.finditer(word.value):
-            command = next(g for g in m.groups() if g is not None)
-            ana.source(command.rstrip(";"), ctx.depth + 1, ctx=ctx)
+            ana.unknown(f"runs MongoDB code only known at run time (`{word.text}`)", ctx.text)
+        elif _MONGO_DESTROYS.search(word.value):
+            ctx.hits.append(Hit("deletes or changes data in the database, or runs server commands"))
+            break
     return None
 
 
@@ -685,6 +836,7 @@ RUNNERS: dict[str, Callable[[Walker, list[Arg], Ctx], list[Arg] | None]] = {
     "sed": sed,
     "gsed": sed,
     "gdb": gdb,
+    "less": less,
     "lldb": gdb,
     "zip": zip_,
     "go": go,
@@ -693,5 +845,6 @@ RUNNERS: dict[str, Callable[[Walker, list[Arg], Ctx], list[Arg] | None]] = {
     **dict.fromkeys(("jest", "vitest", "mocha"), JS_TESTS),
     **dict.fromkeys(("expect", "tclsh", "wish"), expect),
     **dict.fromkeys(("emacs", "emacsclient"), emacs),
-    **dict.fromkeys(("sqlite3", "psql", "mysql", "mariadb", "duckdb"), sql_client),
+    **{name: sql_client(name) for name in SQL_CLIENTS},
+    **dict.fromkeys(("mongosh", "mongo"), mongo_shell),
 }

@@ -113,7 +113,7 @@ PYTHON = Lang(
         **_calls(
             DELETE,
             "shutil.rmtree os.remove os.unlink os.rmdir os.removedirs .unlink "
-            ".rmdir .rmtree send2trash.send2trash",
+            ".rmdir .rmtree send2trash.send2trash os.truncate",
         ),
         **_calls(SIGNAL, "os.kill os.killpg signal.pthread_kill"),
         **_calls(EVAL, "exec eval compile"),
@@ -156,7 +156,7 @@ JAVASCRIPT = Lang(
             "fsPromises.unlink fsPromises.rmdir fse.remove fse.removeSync fse.emptyDir "
             "fse.emptyDirSync Deno.remove Deno.removeSync rimraf rimraf.sync shelljs.rm",
         ),
-        **_calls(SIGNAL, "process.kill"),
+        **_calls(SIGNAL, "process.kill Deno.kill"),
         **_calls(EVAL, "eval Function vm.runInNewContext vm.runInThisContext"),
     },
     comment="//",
@@ -646,7 +646,7 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
                 what = f"uses `{tok.text}` in a way that cannot be read ({lang.name})"
                 ana.unknown(what, ctx.text)
                 continue
-            if args and args[0] and args[0][0].text == "{":
+            if found[0] == EVAL and args and args[0] and args[0][0].text == "{":
                 continue  # `eval { … }`: a block, read as code where it stands
             k = end
             _call(ana, found, tok.text, args, _receiver(toks, at), code, ctx, depth)
@@ -655,6 +655,11 @@ def judge(ana: Walker, text: str, lang: Lang, ctx: Ctx, depth: int = 0) -> None:
 _DYNAMIC_IMPORT = re.compile(
     r"(['\"`])(?:node:)?(?:child_process|fs|fs/promises|fs-extra|vm|worker_threads|cluster|"
     r"shelljs|execa|zx|rimraf)\1"
+)
+# Third-party modules whose calls start programs by name or on other machines (`sh.rm(…)`,
+# `plumbum.local["rm"]`, `pexpect.spawn(…)`): the checker does not follow them.
+_PY_RUNNERS = frozenset(
+    wordlist("sh plumbum sarge delegator envoy pexpect ptyprocess fabric invoke paramiko")
 )
 _PY_IMPORT = re.compile(r"(?m)(?:^|(?<=;))\s*(?:from\s+([\w.]+)\s+)?import\b([^;\n]*)")
 
@@ -672,6 +677,8 @@ def _unreadable(code: Code, raw: str) -> str | None:
             renames = re.search(r"\*|\bas\b|\(", m.group(2)) and not single
             if renames and any(x in risky for x in mods):
                 return f"`{m.group().strip()[:60]}`, an import it does not follow"
+            if any(x.split(".")[0] in _PY_RUNNERS for x in mods):
+                return f"`{m.group().strip()[:60]}`, a module that starts programs"
     for j, tok in enumerate(toks):
         nxt = toks[j + 1] if j + 1 < len(toks) else None
         if tok.kind != "name":

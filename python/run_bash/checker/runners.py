@@ -31,7 +31,15 @@ from run_bash.checker.reading import (
     Shell,
 )
 from run_bash.checker.syntax import Cmd
-from run_bash.checker.words import Arg, command_name, decode_echo, expand, join_path, wordlist
+from run_bash.checker.words import (
+    Arg,
+    clean_path,
+    command_name,
+    decode_echo,
+    expand,
+    join_path,
+    wordlist,
+)
 
 _ENV_WORD = re.compile(r"[^=]*=")  # env and sudo take any word with `=` as an assignment
 MAX_INPUTS = 32
@@ -286,6 +294,25 @@ def shell(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 REDIS_CLI = opts(
     "-hpsaunirdc: --user= --pass= --askpass -x -e --tls --cacert= --cert= --key= --eval="
 )
+
+
+def hub(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """``hub`` is git with GitHub commands added: ``hub -C d push -f`` is ``git -C d push -f``."""
+    return [Arg.lit("git"), *args]
+
+
+def unread_input(lang: str) -> Handler:
+    """An interpreter of a language the checker does not read, run without a script: it runs
+    the code on its input (``zx <<< CODE``, ``echo CODE | jshell``)."""
+
+    def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+        if any(a.value is None or not a.value.startswith("-") for a in args):
+            return None  # a script, judged by its name
+        if ana.stdin_text(ctx.cmd, ctx.scope) is not NO_INPUT:
+            ctx.hits.append(Hit(f"runs {lang} code the checker cannot read, from its input"))
+        return None
+
+    return runner
 
 
 def redis_cli(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
@@ -801,13 +828,15 @@ def sg(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 
 
 def at(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``at``/``batch``: run the shell code on their input (or ``-f FILE``) later."""
+    """``at``/``batch``: run the shell code on their input (or ``-f FILE``) later, from the
+    system's scheduler: outside the sandbox, where undo does not reach."""
     got = read(args, opts("-qftu: -mMlrdbcvVK", exhaustive=True))
     if got.unknown is not None:
         dynamic_options(ana, "at", ctx)
         return None
-    if got.has("l", "r", "d", "c"):
+    if got.has("l", "r", "d", "c", "V"):
         return None
+    ctx.hits.append(Hit("schedules shell code to run later, outside the sandbox"))
     files = got.values("f")
     if files:
         ana.sourced_file(files[-1], ctx, "`at -f`")
@@ -939,6 +968,8 @@ def _screen_command(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         ana.source(text, ctx.depth + 1, ctx.scope, ctx=ctx)
     elif name in ("exec", "screen"):
         return rest or None
+    elif name in ("quit", "kill", "pow_detach"):
+        ctx.hits.append(Hit("kills screen windows and the processes running in them"))
     return None
 
 
@@ -1104,9 +1135,60 @@ def exec_in(spec: Opts) -> Handler:
     return run
 
 
+_PROJECT_VARS = ("$PWD", "${PWD}", "$(pwd)", "`pwd`")
+HOST_MOUNT = "gives the container host files outside the project, which it may change as root"
+HOST_RIGHTS = "runs a container with the host's rights"
+
+
+def _host_source(word: Arg) -> str | None:
+    """Where a ``-v SRC:DST`` or ``--mount source=SRC`` reaches on the host: "" for the project
+    or a named volume, the path when it is outside the project, "?" when only known at run
+    time."""
+    text = word.text.replace('"', "").replace("'", "")
+    if word.value is None:
+        m = re.search(r"(?:^|,)(?:source|src)=([^,]*)", text)
+        src = m.group(1) if m else text
+        if src.startswith(_PROJECT_VARS) and ".." not in src:
+            return ""
+        return "?"
+    value = word.value
+    if value.startswith("type=") or "source=" in value or "src=" in value:
+        fields = dict(f.partition("=")[::2] for f in value.split(","))
+        if fields.get("type", "volume") not in ("bind", "volume"):
+            return ""
+        src = fields.get("source", fields.get("src", ""))
+        if fields.get("type", "volume") == "volume" and "/" not in src:
+            return ""
+    else:
+        src = value.split(":", 1)[0] if ":" in value else ""
+    if not src or ("/" not in src and not src.startswith(("~", "."))):
+        return ""  # an anonymous or named volume
+    if src.startswith(("/", "~")) or clean_path(src).startswith(".."):
+        return src
+    return ""
+
+
 def container_run(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """``docker run --entrypoint PROG IMAGE ARGS``: PROG runs with ARGS (in the container)."""
+    """``docker run --entrypoint PROG IMAGE ARGS``: PROG runs with ARGS (in the container). The
+    container daemon is outside the sandbox: a bind mount of host files outside the project,
+    ``--privileged`` or the host's namespaces give the container what the sandbox withholds."""
     got = read(args, CONTAINER_RUN, permute=False)
+    for word in got.values("v", "volume", "mount"):
+        src = _host_source(word)
+        if src == "?":
+            ctx.hits.append(
+                Hit(
+                    f"may give the container host files outside the project, which it may change as root: `{word.text}` is only known at run time"
+                )
+            )
+            break
+        if src:
+            ctx.hits.append(Hit(f"{HOST_MOUNT} (`{word.text}`)"))
+            break
+    if got.has("privileged", "cap-add", "device", "security-opt") or any(
+        (w.value or "?").startswith("host") for w in got.values("pid", "ipc", "userns", "uts")
+    ):
+        ctx.hits.append(Hit(HOST_RIGHTS))
     entry = got.values("entrypoint")
     if not entry or got.dynamic:
         return None
@@ -1119,7 +1201,7 @@ CONTAINER_RUN = opts(
     "--network= --net= --entrypoint= --mount= --label= --label-file= --add-host= --cpus= "
     "--memory= --platform= --restart= --runtime= --shm-size= --ulimit= --device= --cap-add= "
     "--cap-drop= --security-opt= --tmpfs= --hostname= --dns= --log-driver= --log-opt= --pull= "
-    "--gpus= --pid= --ipc= --userns= --volumes-from= --link= --expose= --health-cmd= "
+    "--gpus= --pid= --ipc= --userns= --uts= --volumes-from= --link= --expose= --health-cmd= "
     "--cidfile= --group-add= --init --rm --privileged --read-only --detach --interactive --tty "
     "--publish-all --no-healthcheck --quiet"
 )

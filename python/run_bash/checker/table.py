@@ -33,6 +33,7 @@ from run_bash.checker.words import wordlist
 R = REVERSIBLE
 
 PUBLISH = "publishes a package to the registry"
+REGISTRY = "changes what the registry serves or who may publish to it"
 UNINSTALL = "removes installed packages"
 DISK = "erases or rewrites a disk's partitions or filesystem signatures"
 FIREWALL = "changes firewall rules"
@@ -130,6 +131,44 @@ GIT = Row(
                 Pause("changes refs read from its input, possibly deleting them", when="stdin"),
             ),
         ),
+        "tag": _git_sub(
+            "-mFu: -asdflvne --annotate --sign --delete --force --list --verify --message= "
+            "--file= --local-user= --cleanup= --sort= --contains[=] --no-contains[=] "
+            "--merged[=] --no-merged[=] --points-at= --format= --color[=] --column[=] "
+            "--ignore-case --create-reflog --edit --no-sign --trailer=",
+            checks.git_tag,
+        ),
+        "replace": Row(
+            opts(
+                "-dfle --delete --force --list --edit --graft --convert-graft-file --raw --format="
+            ),
+            pauses=(
+                Pause(
+                    "deletes or overwrites a replacement ref, which has no reflog",
+                    when="d delete f force",
+                ),
+            ),
+        ),
+        "repack": Row(
+            opts(
+                "-abdfFklnqAI --window= --depth= --threads= --max-pack-size= --keep-pack= "
+                "--geometric= --cruft --cruft-expiration= --write-midx --local --quiet"
+            ),
+            pauses=(
+                Pause("deletes unreachable objects that were packed", check=checks.git_repack),
+            ),
+        ),
+        "lfs": Row(
+            subs={
+                "prune": Row(
+                    opts(
+                        "-dcv --dry-run --verify-remote --no-verify-remote --force --recent "
+                        "--verbose --when-unverified= --verify-unreachable"
+                    ),
+                    pauses=(Pause("deletes local Git LFS objects", unless="d dry-run"),),
+                )
+            }
+        ),
         "rm": Row(
             opts(
                 "-rfnq --force --cached --dry-run --quiet --ignore-unmatch --sparse "
@@ -222,6 +261,17 @@ SYSTEMCTL = Row(
         "--user --system --now --no-block --no-wall --no-reload --no-ask-password --force --quiet "
         "--runtime --global --all --full --no-pager --no-legend --dry-run",
         abbrev=False,
+    ),
+    pauses=(
+        Pause(
+            "",
+            check=checks.operation_not(
+                "starts or changes services, which run outside the sandbox",
+                "status show cat help list-* is-* get-default show-environment log-level "
+                "log-target service-log-level service-log-target whoami daemon-reload",
+                at=0,
+            ),
+        ),
     ),
     subs={
         **subs("stops a system service", "stop"),
@@ -340,6 +390,13 @@ NPM = Row(
         **subs(PUBLISH, "publish", dry_run=True),
         **subs("removes a published package from the registry", "unpublish", dry_run=True),
         **subs(UNINSTALL, "uninstall", dry_run=True),
+        **subs("marks published versions deprecated for everyone", "deprecate", dry_run=True),
+        "dist-tag": Row(subs=subs(REGISTRY, "add rm set", dry_run=True)),
+        "owner": Row(subs=subs(REGISTRY, "add rm", dry_run=True)),
+        "access": Row(subs=subs(REGISTRY, "set grant revoke", dry_run=True)),
+        "team": Row(subs=subs(REGISTRY, "destroy rm", dry_run=True)),
+        "org": Row(subs=subs(REGISTRY, "rm set", dry_run=True)),
+        "token": Row(subs=subs("revokes a registry token", "revoke")),
         "exec": _NPM_EXEC,
         **_scripts(
             "npm", "run test start stop restart install ci pack install-test install-ci-test"
@@ -370,7 +427,12 @@ YARN = Row(
     opts("--cwd="),
     subs={
         **subs(PUBLISH, "publish", dry_run=True),
-        "npm": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
+        "npm": Row(
+            subs={
+                **subs(PUBLISH, "publish", dry_run=True),
+                "tag": Row(subs=subs(REGISTRY, "add remove")),
+            }
+        ),
         "dlx": Row(opts("-p: -q --package= --quiet"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
         **_scripts("yarn", "run test start install add"),
@@ -448,9 +510,22 @@ COMPOSE = Row(
             opts("-vt: --volumes --rmi= --timeout= --remove-orphans -v"),
             pauses=(Pause(DOWN_VOLUMES, when="v volumes", may="delete volumes"),),
         ),
-        **dict.fromkeys(
-            ("run", "exec"),
-            Row(runners.CONTAINER_RUN, permute=False, runs=(Command(skip=1, elsewhere=True),)),
+        "rm": Row(
+            opts("-fsv --force --stop --volumes"),
+            pauses=(Pause(DOWN_VOLUMES, when="v volumes", may="delete volumes"),),
+        ),
+        "kill": Row(pauses=(Pause(SIGNAL),)),
+        **subs("publishes the services' images to a registry", "push"),
+        "run": Row(
+            runners.CONTAINER_RUN,
+            permute=False,
+            runs=(Command(skip=1, elsewhere=True), Custom(runners.container_run)),
+        ),
+        "exec": Row(
+            runners.CONTAINER_RUN,
+            permute=False,
+            runs=(Command(skip=1, elsewhere=True),),
+            pauses=(Pause(runners.HOST_RIGHTS, when="privileged"),),
         ),
     },
 )
@@ -461,6 +536,7 @@ _CONTAINER = Row(
     ),
     permute=False,
     runs=(Command(skip=1, elsewhere=True),),
+    pauses=(Pause(runners.HOST_RIGHTS, when="privileged"),),
 )
 
 
@@ -473,6 +549,18 @@ _CONTAINER_RUN = Row(
 _CONTAINER_RM = Row(
     opts("-fvl --force --volumes --link"),
     pauses=(Pause("deletes the container's anonymous volumes and their data", when="v volumes"),),
+)
+IMAGES_GONE = "deletes images, which may exist nowhere else"
+PUSH_IMAGE = "publishes an image to a registry"
+_KILL = Row(pauses=(Pause(SIGNAL),))
+_BUILD = Row(
+    opts("-ftoq: --push --output= --tag= --file= --target= --platform= --build-arg= --quiet"),
+    pauses=(
+        Pause(PUSH_IMAGE, when="push"),
+        Pause(
+            "", check=checks.option_value(PUSH_IMAGE, "o output", "*type=registry*", "*push=true*")
+        ),
+    ),
 )
 
 
@@ -487,9 +575,37 @@ def _docker(extra: Mapping[str, Row], spec: str = "") -> Row:
             "volume": Row(subs=subs("deletes volumes and their data", "rm remove prune")),
             "exec": _CONTAINER,
             "run": _CONTAINER_RUN,
+            "create": _CONTAINER_RUN,  # what it is given runs when the container starts
             "rm": _CONTAINER_RM,
+            "kill": _KILL,
+            **subs(IMAGES_GONE, "rmi"),
+            **subs(PUSH_IMAGE, "push"),
+            "build": _BUILD,
             # `docker container exec|run|rm` are `docker exec|run|rm` spelled out.
-            "container": Row(subs={"exec": _CONTAINER, "run": _CONTAINER_RUN, "rm": _CONTAINER_RM}),
+            "container": Row(
+                subs={
+                    "exec": _CONTAINER,
+                    "run": _CONTAINER_RUN,
+                    "create": _CONTAINER_RUN,
+                    "rm": _CONTAINER_RM,
+                    "remove": _CONTAINER_RM,
+                    "kill": _KILL,
+                    **subs("deletes stopped containers and their files", "prune"),
+                }
+            ),
+            "image": Row(subs={**subs(IMAGES_GONE, "rm remove prune"), **subs(PUSH_IMAGE, "push")}),
+            "manifest": Row(subs=subs(PUSH_IMAGE, "push")),
+            "buildx": Row(
+                opts("--builder="),
+                subs={"build": _BUILD, **subs("deletes build cache or builders", "prune rm")},
+            ),
+            "builder": Row(subs={"build": _BUILD, **subs("deletes the build cache", "prune")}),
+            "network": Row(subs=subs("deletes networks", "rm remove prune")),
+            **{
+                group: Row(subs=subs(f"deletes swarm {group}s", "rm remove"))
+                for group in ("service", "stack", "secret", "config", "plugin", "node")
+            },
+            "swarm": Row(subs=subs("leaves the swarm, dropping its state", "leave")),
             **extra,
         },
     )
@@ -504,12 +620,33 @@ _KUBECTL_EXEC = opts(
     + _KUBECTL_GLOBAL,
     abbrev=False,
 )
+_KUBECTL_RUN = opts(
+    "-ciqtf: --image= --restart= --env= --labels= --port= --overrides= --image-pull-policy= "
+    "--container= --target= --copy-to= --profile= --filename= --namespace= --dry-run[=] "
+    "--command --rm --attach --stdin --tty --quiet --privileged --expose --share-processes "
+    "--replace --same-node --set-image= --annotations= --serviceaccount= " + _KUBECTL_GLOBAL,
+    abbrev=False,
+)
 KUBECTL = Row(
     opts(_KUBECTL_GLOBAL, abbrev=False),
     subs={
         **subs("deletes Kubernetes resources", "delete", dry_run=True),
+        **subs("evicts every pod from a node", "drain", dry_run=True),
+        "replace": Row(
+            pauses=(
+                Pause("deletes and recreates Kubernetes resources", when="force", dry_run=True),
+            )
+        ),
+        "apply": Row(
+            pauses=(Pause("deletes resources the files do not list", when="prune", dry_run=True),)
+        ),
         # Flags anywhere before `--` (pflag), the command after it.
         "exec": Row(_KUBECTL_EXEC, runs=(Custom(runners.exec_in(_KUBECTL_EXEC)),)),
+        # `kubectl run NAME --image=… -- CMD` and `kubectl debug TARGET … -- CMD`: in the cluster.
+        **{
+            name: Row(_KUBECTL_RUN, runs=(Custom(runners.exec_in(_KUBECTL_RUN)),))
+            for name in ("run", "debug")
+        },
     },
 )
 HELM = Row(
@@ -519,7 +656,10 @@ HELM = Row(
         "--kube-as-user= --kube-ca-file= --kube-token= --kube-tls-server-name= --debug",
         abbrev=False,
     ),
-    subs=subs("uninstalls a Helm release", "uninstall delete del un", dry_run=True),
+    subs={
+        **subs("uninstalls a Helm release", "uninstall delete del un", dry_run=True),
+        **subs("publishes a chart to a registry", "push"),
+    },
 )
 AWS = Row(
     opts(
@@ -533,7 +673,22 @@ AWS = Row(
         Pause(
             "",
             check=checks.operation(
-                CLOUD, "delete-*", "terminate-*", "deregister-*", "purge-*", "remove-*"
+                CLOUD,
+                "delete-*",
+                "batch-delete-*",
+                "terminate-*",
+                "deregister-*",
+                "purge-*",
+                "remove-*",
+            ),
+        ),
+        Pause(
+            "",
+            check=checks.operation(
+                "runs commands on other machines",
+                "send-command",
+                "start-session",
+                "execute-command",
             ),
         ),
     ),
@@ -559,6 +714,8 @@ TERRAFORM = Row(
     opts("-chdir= -help -version", go=True),
     subs={
         **subs("destroys the infrastructure Terraform manages", "destroy"),
+        "state": Row(subs=subs("forgets resources, which Terraform then no longer manages", "rm")),
+        "workspace": Row(subs=subs("deletes a workspace and its state", "delete")),
         "apply": Row(
             opts(
                 "-destroy -auto-approve -input= -lock= -var= -var-file= -target= -parallelism= "
@@ -566,22 +723,32 @@ TERRAFORM = Row(
                 "-no-color",
                 go=True,
             ),
-            pauses=(Pause("destroys the infrastructure Terraform manages", when="destroy"),),
+            pauses=(
+                Pause("destroys the infrastructure Terraform manages", when="destroy"),
+                Pause(
+                    "destroys and recreates the named resources, losing their data", when="replace"
+                ),
+            ),
         ),
     },
 )
 CLOUD_DELETE = Row(
     pauses=(
         Pause(
-            "deletes cloud resources", operands=("delete", "*-delete"), may="delete cloud resources"
+            "deletes cloud resources",
+            operands=("delete", "*-delete", "delete-*", "purge"),
+            may="delete cloud resources",
         ),
     )
 )
 GCLOUD = Row(
+    # `gcloud compute ssh VM --command CMD` (also `cloud-shell ssh`, `tpu-vm ssh`) runs CMD there.
+    opts("--command=", abbrev=False),
+    runs=(Code("command", elsewhere=True),),
     pauses=(
         *CLOUD_DELETE.pauses,
         Pause("", check=checks.operation("deletes objects from Cloud Storage", "rm", "mv")),
-    )
+    ),
 )
 CARGO = Row(
     runners.CARGO_GLOBAL,
@@ -591,15 +758,36 @@ CARGO = Row(
         **subs("publishes a crate to crates.io", "publish", dry_run=True),
         **subs("withdraws a published crate version from crates.io", "yank", dry_run=True),
         **subs(UNINSTALL, "uninstall", dry_run=True),
+        "owner": Row(
+            opts("-a:r: --add= --remove= --token= --registry= --index="),
+            pauses=(Pause(REGISTRY, when="a r add remove"),),
+        ),
     },
 )
 GH = Row(
     opts("-R: --repo= --hostname="),
+    pauses=(
+        Pause(
+            "",
+            check=checks.operation(
+                "deletes or archives GitHub resources", "delete", "delete-*", "archive"
+            ),
+        ),
+    ),
     subs={
         "release": Row(opts("-R: --repo="), subs=subs("deletes a GitHub release", "delete")),
         "repo": Row(subs=subs("deletes a GitHub repository", "delete")),
+        "api": Row(pauses=(Pause("", check=checks.http_method("X", "method")),)),
     },
 )
+HTTP_DELETE_ROW = {
+    "curl": Row(pauses=(Pause("", check=checks.http_method("X", "request")),)),
+    "wget": Row(pauses=(Pause("", check=checks.http_method("", "method")),)),
+    **dict.fromkeys(
+        ("http", "https", "httpie", "xh", "xhs"),
+        Row(pauses=(Pause("", check=checks.http_method("", "", operand=True)),)),
+    ),
+}
 
 
 def _packages(verbs: str, spec: str = "", *, simulate: str = "", **extra: Row) -> Row:
@@ -630,6 +818,8 @@ def _apt() -> Row:
 # -- more tools that delete, remove or stop what cannot be taken back -----------------------------
 
 STOPS = "stops or restarts processes it manages"
+DBUS = "calls a service outside the sandbox over D-Bus, which may do anything it offers"
+SETTINGS = "changes desktop settings outside the sandbox"
 DATABASE = "deletes a database or its data"
 
 
@@ -682,6 +872,19 @@ MORE: dict[str, Row] = {
         subs={
             **subs("destroys the infrastructure Pulumi manages", "destroy down"),
             "stack": Row(subs=subs("deletes a Pulumi stack", "rm")),
+            "state": Row(subs=subs("deletes resources from the stack's state", "delete")),
+            **{
+                name: Row(
+                    opts("--replace= --target-replace= -y --yes -s: --stack= -m: --message="),
+                    pauses=(
+                        Pause(
+                            "destroys and recreates the named resources, losing their data",
+                            when="replace target-replace",
+                        ),
+                    ),
+                )
+                for name in ("up", "update")
+            },
         },
     ),
     "cdk": Row(subs=subs("destroys the stacks CDK deployed", "destroy")),
@@ -691,24 +894,113 @@ MORE: dict[str, Row] = {
     "eksctl": Row(subs=subs(CLOUD, "delete")),
     "kind": Row(subs=subs("deletes local clusters", "delete")),
     "minikube": Row(subs=subs("deletes the local cluster and its data", "delete")),
-    "vagrant": Row(subs=subs("destroys the virtual machine and its disks", "destroy")),
-    "heroku": verbs(CLOUD, "*:destroy", "*:delete", "destroy", "pg:reset", "apps:destroy"),
-    "fly": verbs(CLOUD, "destroy", "delete"),
-    "flyctl": verbs(CLOUD, "destroy", "delete"),
+    "vagrant": Row(
+        subs={
+            **subs("destroys the virtual machine and its disks", "destroy"),
+            "ssh": Row(opts("-c: --command="), runs=(Code("c command", elsewhere=True),)),
+        }
+    ),
+    "heroku": Row(
+        pauses=verbs(
+            CLOUD,
+            "*:destroy",
+            "*:delete",
+            "destroy",
+            "pg:reset",
+            "apps:destroy",
+            "*:unset",
+            "ps:kill",
+            "ps:stop",
+        ).pauses,
+        subs={
+            name: Row(
+                opts("-a: --app= -r: --remote= -s: --size= -e: --env= -x --exit-code --no-tty"),
+                runs=(Shell(elsewhere=True),),
+            )
+            for name in ("run", "run:detached", "run:inside")
+        },
+    ),
+    **dict.fromkeys(
+        ("fly", "flyctl"),
+        Row(
+            pauses=verbs(CLOUD, "destroy", "delete", "unset").pauses,
+            subs={
+                "ssh": Row(
+                    subs={
+                        "console": Row(
+                            opts("-aCs: --app= --command= --select --pty -u: --user="),
+                            runs=(Code("C command", elsewhere=True),),
+                        )
+                    }
+                )
+            },
+        ),
+    ),
     "doctl": verbs(CLOUD, "delete", "rm"),
     "hcloud": verbs(CLOUD, "delete"),
     "linode-cli": verbs(CLOUD, "delete", "*-delete"),
     "oci": verbs(CLOUD, "delete", "terminate"),
     "vercel": verbs(CLOUD, "rm", "remove"),
-    "netlify": verbs(CLOUD, "*:delete", "sites:delete"),
+    "netlify": verbs(CLOUD, "*:delete", "sites:delete", "env:unset"),
+    # more clouds, clusters and stores that delete through a verb
+    **dict.fromkeys(
+        (
+            "argocd",
+            "flux",
+            "openstack",
+            "k3d",
+            "neonctl",
+            "pscale",
+            "planetscale",
+            "skaffold",
+            "civo",
+            "scw",
+            "exoscale",
+            "upcloud",
+            "vultr-cli",
+            "ibmcloud",
+            "aliyun",
+            "koyeb",
+            "render",
+            "railway",
+            "okteto",
+            "northflank",
+            "clever",
+            "porter",
+            "scalingo",
+        ),
+        verbs(CLOUD, "delete", "destroy", "rm", "remove", "uninstall", "down"),
+    ),
+    "istioctl": verbs(CLOUD, "uninstall", "delete"),
+    "tilt": verbs("deletes the resources it deployed", "down", "delete"),
+    "b2": verbs("deletes files or buckets from B2", "delete-*", "rm", "hide-file"),
+    "mc": verbs("deletes objects or buckets", "rm", "rb"),
+    "vault": verbs("deletes or revokes secrets", "delete", "destroy", "disable", "revoke"),
+    "consul": verbs("deletes keys or services", "delete", "deregister"),
+    "etcdctl": verbs("deletes keys", "del", "defrag", "compact"),
+    "nomad": verbs("stops or deletes jobs", "stop", "delete", "purge"),
     "firebase": verbs(CLOUD, "*:delete"),
     "wrangler": verbs(CLOUD, "delete"),
     "glab": Row(
+        opts("-R: --repo="),
+        pauses=(
+            Pause("", check=checks.operation("deletes GitLab resources", "delete", "delete-*")),
+        ),
         subs={
             "repo": Row(subs=subs("deletes a GitLab project", "delete")),
             "release": Row(subs=subs("deletes a GitLab release", "delete")),
-        }
+            "api": Row(pauses=(Pause("", check=checks.http_method("X", "method")),)),
+        },
     ),
+    "tea": verbs("deletes a repository or its resources", "delete"),
+    # `hub` is git with GitHub commands: `hub push -f` is `git push -f`.
+    "hub": Row(
+        pauses=(Pause("", check=checks.operation("deletes a GitHub repository", "delete", at=0)),),
+        permute=False,
+        runs=(Custom(runners.hub),),
+    ),
+    "bfg": always("rewrites the repository's history"),
+    "git-filter-repo": always("rewrites the repository's history"),
     "pipenv": Row(subs=runs_sub("run")),
     "pm2": Row(subs=subs(STOPS, "delete del kill stop restart reload")),
     "supervisorctl": Row(subs=subs(STOPS, "stop restart shutdown remove")),
@@ -723,6 +1015,20 @@ MORE: dict[str, Row] = {
     "cdktf": Row(subs=subs("destroys the stacks it deployed", "destroy")),
     "helmfile": Row(subs=subs("uninstalls the Helm releases it manages", "destroy delete")),
     "dropdb": always("deletes a database"),
+    "mysqladmin": verbs("deletes a database or stops the server", "drop", "shutdown", "kill"),
+    "mariadb-admin": verbs("deletes a database or stops the server", "drop", "shutdown", "kill"),
+    "pg_dropcluster": always("deletes a PostgreSQL cluster and its data"),
+    "dbmate": Row(subs=subs(DATABASE, "drop")),
+    "sequelize": verbs(DATABASE, "db:drop"),
+    "typeorm": verbs(DATABASE, "schema:drop"),
+    "migrate": verbs(DATABASE, "drop"),
+    "goose": Row(subs=subs(DATABASE, "reset")),
+    "supabase": Row(
+        subs={
+            "db": Row(subs=subs(DATABASE, "reset")),
+            "projects": Row(subs=subs(CLOUD, "delete")),
+        }
+    ),
     "dropuser": always("deletes a database role"),
     "redis-cli": Row(
         runners.REDIS_CLI,
@@ -730,7 +1036,21 @@ MORE: dict[str, Row] = {
         pauses=(
             Pause(
                 "",
-                check=checks.operation(DATABASE, _anycase("flushall"), _anycase("flushdb"), at=0),
+                check=checks.operation(
+                    DATABASE, *map(_anycase, wordlist("flushall flushdb del unlink getdel")), at=0
+                ),
+            ),
+            Pause("", check=checks.operation("stops the Redis server", _anycase("shutdown"), at=0)),
+            # `CONFIG SET dir …` with `SAVE` writes files anywhere the server may.
+            Pause(
+                "",
+                check=checks.operation(
+                    "changes the Redis server's configuration",
+                    _anycase("set"),
+                    _anycase("rewrite"),
+                    at=1,
+                    after=_anycase("config"),
+                ),
             ),
             Pause(REDIS_SCRIPT, when="eval"),
             Pause(
@@ -769,10 +1089,35 @@ MORE: dict[str, Row] = {
             Pause("changes kernel parameters", operands=("*=*",)),
         )
     ),
+    # services reached over D-Bus run outside the sandbox
+    "busctl": Row(
+        opts("-HM: --user --system --host= --machine= --no-pager --no-legend --quiet -q"),
+        subs=subs(DBUS, "call set-property emit"),
+    ),
+    "gdbus": Row(subs=subs(DBUS, "call emit")),
+    "dbus-send": always(DBUS),
+    "qdbus": Row(pauses=(Pause("", check=checks.operation(DBUS, "*", at=2)),)),
+    "gsettings": Row(subs=subs(SETTINGS, "set reset reset-recursively")),
+    "dconf": Row(subs=subs(SETTINGS, "write reset load update compile")),
     "hostnamectl": verbs("changes the machine's name", "set-*"),
     "timedatectl": verbs("changes the system clock or time zone", "set-*"),
     "nmcli": verbs("changes network connections", "delete", "down", "off"),
 }
+
+_FIREWALL_LIST = Row(
+    pauses=(
+        Pause(
+            "",
+            check=checks.unless_only_reads(
+                FIREWALL,
+                "LSnvxh",
+                "--list --list-rules --numeric --verbose --exact --line-numbers --help --version",
+                "-t --table",
+                operands=True,
+            ),
+        ),
+    )
+)
 
 # -- the table ------------------------------------------------------------------------------------
 
@@ -841,7 +1186,8 @@ TABLE: dict[str, Row] = {
                 unless="n dry-run",
             ),
         ),
-        runs=(Code("e rsh"),),
+        # `--rsync-path` is shell code the remote host runs (`sudo rsync`, `cd d && rsync`).
+        runs=(Code("e rsh"), Code("rsync-path", elsewhere=True)),
     ),
     "chmod": Row(
         opts(
@@ -880,7 +1226,19 @@ TABLE: dict[str, Row] = {
     "fdisk": always("edits disk partitions"),
     "parted": always("edits disk partitions"),
     "blkdiscard": always("discards every block of a device, erasing it"),
-    "mount": always("changes mounted filesystems"),
+    "mount": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    "changes mounted filesystems",
+                    "lhvV",
+                    "--help --version --show-labels",
+                    "-t --types",
+                ),
+            ),
+        )
+    ),
     "umount": always("changes mounted filesystems"),
     # the machine, services, processes
     "shutdown": always("shuts the machine down"),
@@ -892,14 +1250,151 @@ TABLE: dict[str, Row] = {
     "systemctl": SYSTEMCTL,
     "loginctl": LOGINCTL,
     "service": SERVICE_ROW,
-    "iptables": always(FIREWALL),
-    "ip6tables": always(FIREWALL),
-    "nft": always(FIREWALL),
-    "ufw": always(FIREWALL),
-    "firewall-cmd": always(FIREWALL),
-    "kill": always(SIGNAL),
-    "killall": always("sends a signal to processes by name"),
-    "pkill": always("sends a signal to processes by name"),
+    **dict.fromkeys(("iptables", "ip6tables", "iptables-legacy", "iptables-nft"), _FIREWALL_LIST),
+    **dict.fromkeys(("iptables-restore", "ip6tables-restore", "iptables-apply"), always(FIREWALL)),
+    "nft": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    FIREWALL,
+                    "ansjyhvNSTtc",
+                    "--handle --numeric --stateless --json --help --version --terse",
+                    verbs="list describe",
+                    operands=True,
+                ),
+            ),
+        )
+    ),
+    "ufw": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    FIREWALL,
+                    "",
+                    "--help --version",
+                    verbs="status show version app",
+                    operands=True,
+                ),
+            ),
+        )
+    ),
+    "firewall-cmd": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.unless_only_reads(
+                    FIREWALL,
+                    "hVq",
+                    "--help --version --quiet --state --list-* --get-* "
+                    "--query-* --info-* --zone* --permanent",
+                ),
+            ),
+        )
+    ),
+    "kill": Row(pauses=(Pause("", check=checks.signal(SIGNAL, "-l -L --list --table --help")),)),
+    "killall": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.signal(
+                    "sends a signal to processes by name", "-l --list -V --version --help"
+                ),
+            ),
+        )
+    ),
+    "pkill": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.signal("sends a signal to processes by name", "-V --version --help"),
+            ),
+        )
+    ),
+    "xkill": always("kills the client of a window"),
+    # interpreters of languages the checker does not read, given code as text
+    **{
+        name: Row(
+            pauses=(Pause("", check=checks.unread_code(lang, options, prefixes=pre)),),
+            runs=(Custom(runners.unread_input(lang)),),
+            code=True,
+        )
+        for names, lang, options, pre in (
+            (
+                "pwsh powershell pwsh.exe powershell.exe",
+                "PowerShell",
+                "-c -e -ec /c",
+                "-com -enc /com /enc",
+            ),
+            ("cmd.exe", "cmd.exe", "/c /k /r", ""),
+            ("osascript", "AppleScript", "-e", ""),
+            ("groovy", "Groovy", "-e", ""),
+            ("scala scala-cli", "Scala", "-e --execute-script --execute-scala", ""),
+            ("kotlin kotlinc", "Kotlin", "-e -expression", ""),
+            ("elixir iex", "Elixir", "-e --eval", ""),
+            ("erl", "Erlang", "-eval", ""),
+            ("escript", "Erlang", "-e", ""),
+            ("guile", "Scheme", "-c -e", ""),
+            ("racket", "Racket", "-e --eval", ""),
+            ("sbcl ecl clisp", "Lisp", "--eval -x -eval", ""),
+            ("clojure clj bb", "Clojure", "-e --eval", ""),
+            ("crystal", "Crystal", "eval", ""),
+            ("nim", "Nim", "--eval", ""),
+            ("nu nushell xonsh elvish", "shell", "-c --commands", ""),
+            ("raku rakudo perl6", "Raku", "-e", ""),
+            ("fennel janet hy", "Lisp", "-e --eval -c", ""),
+            ("ocaml", "OCaml", "-e", ""),
+            ("zx", "JavaScript (zx)", "-e --eval", ""),
+            ("jshell", "Java", "", ""),
+        )
+        for name in names.split()
+    },
+    # servers and service supervisors stopped or signalled through their own tools
+    "nginx": Row(
+        opts("-s:c:g:p:e: -tTqvV?h"),
+        pauses=(Pause("sends a signal to the running server", when="s"),),
+    ),
+    "pg_ctl": verbs(SERVICE, "stop", "restart", "kill"),
+    "pg_ctlcluster": verbs(SERVICE, "stop", "restart"),
+    "apachectl": verbs(SERVICE, "stop", "restart", "graceful", "graceful-stop"),
+    "apache2ctl": verbs(SERVICE, "stop", "restart", "graceful", "graceful-stop"),
+    "rc-service": SERVICE_ROW,
+    "initctl": Row(subs=subs(SERVICE, "stop restart reload")),
+    "sv": Row(
+        opts("-w: -v"),
+        pauses=(
+            Pause(
+                "",
+                check=checks.operation(
+                    SERVICE,
+                    "down",
+                    "stop",
+                    "kill",
+                    "term",
+                    "hup",
+                    "restart",
+                    "force-*",
+                    "shutdown",
+                    "exit",
+                    "d",
+                    "k",
+                    "t",
+                    "h",
+                    "x",
+                    at=0,
+                ),
+            ),
+        ),
+    ),
+    "s6-svc": Row(
+        opts("-T: -abqhkti12pcyrodDuUxOwd"),
+        pauses=(Pause(SIGNAL, when="a b q h k t i 1 2 p c y r d D x O"),),
+    ),
+    "uwsgi": Row(
+        opts("--stop= --reload= --kill= --brutal-reload="),
+        pauses=(Pause(SIGNAL, when="stop reload kill brutal-reload"),),
+    ),
     "killall5": always("sends a signal to every process"),
     "fuser": Row(
         opts(
@@ -962,11 +1457,71 @@ TABLE: dict[str, Row] = {
     # `corepack npm|pnpm|yarn[@VERSION] …` runs that package manager.
     "corepack": custom(runners.corepack),
     "twine": Row(subs=subs("uploads packages to PyPI", "upload")),
+    # more registries: publishing and deleting published packages
+    **dict.fromkeys(
+        ("mvn", "mvnw"), verbs(PUBLISH, "deploy", "*:deploy", "*:deploy-file", "release:perform")
+    ),
+    **dict.fromkeys(
+        ("gradle", "gradlew"),
+        verbs(
+            PUBLISH,
+            *(
+                f"{s}{t}"
+                for s in ("", "*:")
+                for t in (
+                    "publish",
+                    "publishPlugins",
+                    "publishTo[!M]*",
+                    "publishToMaven[!L]*",
+                    "publishAllPublicationsTo*",
+                    "uploadArchives",
+                    "closeAndReleaseRepository",
+                )
+            ),
+        ),
+    ),
+    "dotnet": Row(
+        subs={
+            "nuget": Row(subs=subs(PUBLISH, "push delete")),
+            "script": Row(subs=subs("runs C# code the checker cannot read", "eval")),
+        }
+    ),
+    "nuget": Row(subs=subs(PUBLISH, "push delete")),
+    "jsr": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
+    **dict.fromkeys(("vsce", "ovsx"), Row(subs=subs(PUBLISH, "publish unpublish"))),
+    "snapcraft": Row(subs=subs(PUBLISH, "upload push release close promote")),
+    "mix": Row(subs=subs(PUBLISH, "hex.publish hex.retire hex.owner")),
+    "pub": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
+    **dict.fromkeys(
+        ("dart", "flutter"), Row(subs={"pub": Row(subs=subs(PUBLISH, "publish", dry_run=True))})
+    ),
+    "pod": Row(subs={"trunk": Row(subs=subs(PUBLISH, "push delete deprecate"))}),
+    "crane": Row(subs=subs("deletes an image from its registry", "delete")),
+    "skopeo": Row(subs=subs("deletes an image from its registry", "delete")),
+    "regctl": Row(
+        subs={
+            k: Row(subs=subs("deletes from a registry", "delete rm"))
+            for k in ("tag", "image", "manifest", "blob", "repo")
+        }
+    ),
+    "changeset": Row(subs=subs(PUBLISH, "publish")),
+    "semantic-release": Row(pauses=(Pause(PUBLISH, dry_run=True),)),
+    "np": Row(pauses=(Pause(PUBLISH, unless="preview"),)),
+    "anaconda": Row(subs=subs(PUBLISH, "upload remove")),
+    "oras": Row(subs=subs(PUBLISH, "push delete")),
+    "swift": Row(subs={"package-registry": Row(subs=subs(PUBLISH, "publish"))}),
+    **dict.fromkeys(("jf", "jfrog"), verbs("deletes from a registry", "del", "delete")),
+    "influx": verbs(DATABASE, "delete"),
+    "flatpak": _packages("uninstall remove"),
     "gem": Row(
         subs={
             **subs(UNINSTALL, "uninstall"),
             **subs("publishes a gem to RubyGems", "push"),
             **subs("removes a published gem version from RubyGems", "yank"),
+            "owner": Row(
+                opts("-a:r: --add= --remove= -k: --key= --otp= --host="),
+                pauses=(Pause(REGISTRY, when="a r add remove"),),
+            ),
         }
     ),
     "cargo": CARGO,
@@ -1019,7 +1574,10 @@ TABLE: dict[str, Row] = {
             "system": Row(
                 subs=subs("deletes unused containers, images, networks and build cache", "prune")
                 | subs("deletes every container, image and volume", "reset")
-            )
+            ),
+            "pod": Row(
+                subs={**subs("deletes pods and their containers", "rm prune"), "kill": _KILL}
+            ),
         },
         " --connection= --url= --identity= --root= --runroot= --remote --storage-driver=",
     ),
@@ -1052,8 +1610,14 @@ TABLE: dict[str, Row] = {
         },
     ),
     "gcloud": GCLOUD,
-    "az": CLOUD_DELETE,
+    # `az vm run-command invoke --scripts CMD` runs CMD on the machine.
+    "az": Row(
+        opts("--scripts=", abbrev=False),
+        pauses=CLOUD_DELETE.pauses,
+        runs=(Code("scripts", elsewhere=True),),
+    ),
     "gh": GH,
+    **HTTP_DELETE_ROW,
     # version control
     "git": GIT,
 }

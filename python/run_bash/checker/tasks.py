@@ -94,6 +94,16 @@ def make(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     ):
         dynamic_options(ana, "make", ctx)
         return None
+    for word in got.operands:
+        # `make SHELL=PROGRAM` runs every recipe with PROGRAM, whatever the makefile says.
+        name = (word.value or word.prefix).partition("=")[0].rstrip(":+?!")
+        if name == "SHELL" and "=" in (word.value or word.prefix):
+            if word.value is None:
+                ana.unknown(
+                    f"runs recipes with a shell only known at run time (`{word.text}`)", ctx.text
+                )
+            else:
+                ana.source(word.value.partition("=")[2], ctx.depth + 1, ctx.scope, ctx=ctx)
     directory = "."
     for word in got.values("C", "directory"):
         if word.value is None:

@@ -34,7 +34,9 @@ CODE = frozenset(
     wordlist(
         "python pypy ipython ipython3 node nodejs tsx ts-node ts-node-esm deno bun ruby perl php "
         "lua luajit R Rscript julia go pytest py.test jest "
-        "vitest mocha expect tclsh wish emacs emacsclient tmux"
+        "vitest mocha expect tclsh wish emacs emacsclient tmux sqlite3 psql mysql mariadb duckdb "
+        "cqlsh clickhouse-client mongosh mongo mycli litecli pgcli usql sqlcmd snowsql trino "
+        "beeline hive spark-sql cockroach bq"
     )
 )
 SSH = "-BbcDEeFIiJLlmOoPpQRSWw: -46AaCfGgKkMNnqsTtVvXxYy"
@@ -359,12 +361,13 @@ WRAPPERS: dict[str, Row] = {
             ("coreutils", runners.coreutils),
             ("nix", runners.nix),
             ("sg", runners.sg),
-            ("at", runners.at),
-            ("batch", runners.at),
-            ("screen", runners.screen),
             ("bwrap", runners.bwrap),
             ("bind", runners.bind),
         )
+    },
+    **{
+        name: Row(permute=False, runs=(Custom(fn),), code=True)
+        for name, fn in (("screen", runners.screen), ("at", runners.at), ("batch", runners.at))
     },
     **{name: custom(fn) for name, fn in builtins.BUILTINS.items()},
     **dict.fromkeys(SHELLS, custom(runners.shell)),
@@ -566,7 +569,6 @@ WRAPPERS: dict[str, Row] = {
         "-lde: -sh --lib= --elfloader= --environment= --config-dir= --use-system-libs", stdin=True
     ),
     "devbox": Row(subs=runs_sub("run", "-c: --config= --pure", dashdash=True)),
-    "pixi": Row(subs=runs_sub("run", "-e: --environment= --manifest-path= --locked --frozen")),
     "rye": Row(subs=runs_sub("run")),
     **{
         name: Row(subs=runs_sub("run", "-np: --name= --prefix= --no-capture-output --live-stream"))
@@ -603,4 +605,88 @@ WRAPPERS: dict[str, Row] = {
         ),
         runs=(Code("a args", elsewhere=True),),
     ),
+    # secrets injectors, environments and schedulers that run the rest of their line
+    "doppler": Row(
+        subs={
+            "run": Row(
+                opts("-pc: --project= --config= --token= --command= --mount= --fallback= "),
+                permute=False,
+                runs=(Code("command"), Command(dashdash=True)),
+            )
+        }
+    ),
+    "infisical": Row(
+        subs={
+            "run": Row(
+                opts("--env= --path= --projectId= --token= --command= --domain= --watch"),
+                permute=False,
+                runs=(Code("command"), Command(dashdash=True)),
+            )
+        }
+    ),
+    "chamber": Row(subs={"exec": wrapper("--pristine --strict -b: --backend=", dashdash=True)}),
+    "sops": Row(subs={name: Row(runs=(Shell(skip=1),)) for name in ("exec-env", "exec-file")}),
+    "envchain": wrapper("--set --noecho --list --unset", skip=1),
+    "guix": Row(subs={n: wrapper(dashdash=True) for n in ("shell", "environment")}),
+    "flox": Row(subs={"activate": wrapper("-d: --dir= -r: --remote=", dashdash=True)}),
+    "tox": Row(subs={"exec": wrapper("-e: --env= -c: --conf=", dashdash=True)}),
+    "reflex": wrapper(
+        "-rRgG: --regex= --inverse-regex= --glob= --inverse-glob= -sdv", dashdash=True
+    ),
+    "devcontainer": Row(
+        subs={
+            "exec": wrapper(
+                "--workspace-folder= --container-id= --id-label= --config= --remote-env= "
+                "--docker-path= --log-level=",
+                elsewhere=True,
+            )
+        }
+    ),
+    "limactl": Row(
+        subs={
+            n: wrapper("--workdir= --shell= --preserve-env", skip=1, elsewhere=True)
+            for n in ("shell", "sh")
+        }
+    ),
+    "lima": wrapper(elsewhere=True),
+    "multipass": Row(
+        subs={"exec": wrapper("-d: --working-directory= -n: --name=", skip=1, elsewhere=True)}
+    ),
+    "wsl": wrapper("-d: --distribution= -u: --user= --cd= -e --exec --shell-type=", elsewhere=True),
+    **dict.fromkeys(
+        ("mpirun", "mpiexec"),
+        Row(
+            opts(
+                "--n= --np= --N= --c= --H= --host= --hostfile= --machinefile= --f= --x= "
+                "--map-by= --bind-to= --ppn= --wdir= --oversubscribe --allow-run-as-root",
+                go=True,
+            ),
+            permute=False,
+            runs=(Command(),),
+        ),
+    ),
+    "srun": wrapper(
+        "-nNcptJAw: --ntasks= --nodes= --partition= --time= --job-name= --mem= "
+        "--cpus-per-task= --gres= --account= --nodelist= --pty",
+        elsewhere=True,
+    ),
+    "sbatch": Row(opts("--wrap="), runs=(Code("wrap", elsewhere=True),)),
+    "pixi": Row(
+        subs={
+            **runs_sub("run", "-e: --environment= --manifest-path= --locked --frozen"),
+            **runs_sub("exec", "-s: --spec= -c: --channel= --force-reinstall"),
+        }
+    ),
+    **dict.fromkeys(
+        ("pdsh", "clush"),
+        Row(opts("-wxlRtufgb: -SN"), permute=False, runs=(Shell(elsewhere=True),)),
+    ),
+    "concurrently": Row(
+        opts(
+            "-nckps: --names= --prefix-colors= --prefix= --success= --restart-tries= "
+            "--max-processes= --kill-others --kill-others-on-fail --raw --timings --group"
+        ),
+        runs=(Each(),),
+    ),
+    "xe": wrapper("-fjsANI: -aLvpFn0Rq"),
 }
