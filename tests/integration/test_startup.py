@@ -327,7 +327,7 @@ def test_a_killed_forked_fork_server_is_replaced_and_runs_go_on(editor):
     r = editor.run_sync({"cmd": "echo two"}, 60)
     assert r["output"] == "two\n" and r["backend"] == "sandlock", r
     wait_for(lambda: not first.is_running())  # reaped: no zombie left
-    servers = [c for c in children_named(host) if "forkserver" in " ".join(c.cmdline())]
+    servers = [c for c in children_named(host) if "forkserver" in " ".join(cmdline_of(c))]
     assert len(servers) == 1 and servers[0].pid != first.pid, servers
 
     def zombies() -> list[int]:  # the run's own are reaped once it is let go of
@@ -352,6 +352,16 @@ def children_named(host):
             c.cmdline()
             out.append(c)
     return out
+
+
+def cmdline_of(c) -> list[str]:
+    """``c``'s command line; empty once it is gone (a child that came and went meanwhile)."""
+    import psutil
+
+    try:
+        return c.cmdline()
+    except psutil.NoSuchProcess:
+        return []
 
 
 def forked_servers(host):
