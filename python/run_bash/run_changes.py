@@ -582,9 +582,14 @@ class RunChanges:
                 caches = {os.path.realpath(c) for c in self.grants(spec.cwd)[1]}
             paths += [w for w in writable if w not in caches]
         git = spec.git and not spec.everything
-        return covers(
+        why = covers(
             snap, project, paths, git=git, inplace=spec.inplace, follow=frozenset(spec.follow)
         )
+        if why is None and spec.inplace:
+            from run_bash.changes.coverage import linked_now
+
+            why = linked_now(snap, project, paths)
+        return why
 
     def warm(self, cwd: str) -> None:
         """Build the index of ``cwd``'s project on a worker (nothing is recorded; a directory
