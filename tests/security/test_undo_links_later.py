@@ -60,3 +60,28 @@ def test_a_file_with_one_name_runs_without_asking_and_undo_takes_it_back(host):
     done = host.undo(r["id"])
     assert not done["errors"] and not done["not_recovered"], done
     assert tree(host.p) == before
+
+
+@pytest.mark.parametrize("outside_write", [True, False])
+def test_a_write_through_a_name_outside_is_what_undo_gives_back(host, tmp_path, outside_write):
+    """The content a run changes is what was there when it started, also when it was written
+    through a name outside the project (no watch of the project hears of that): undo gives back
+    that content, not the one the index read before. Control: with no such write, the same."""
+    outside = host.world.home / "backup-notes.txt"
+    (host.p / "src").mkdir()
+    (host.p / "src" / "notes.txt").write_text("first\n")
+    os.link(host.p / "src" / "notes.txt", outside)
+    time.sleep(RACY_S)
+    host.run("true")  # the index: "first"
+    time.sleep(RACY_S)  # and the store's own check of it, done once the project is quiet
+    want = "first\n"
+    if outside_write:
+        with open(outside, "r+") as f:  # in place, through the other name
+            f.write("mine!\n")
+        want = "mine!\n"
+        time.sleep(RACY_S)
+    r = host.run("echo by-the-run > src/notes.txt")
+    assert r["changes"]["paths"] == ["M src/notes.txt"], r
+    done = host.undo(r["id"])
+    assert not done["errors"] and not done["not_recovered"], done
+    assert (host.p / "src" / "notes.txt").read_text() == want

@@ -434,3 +434,26 @@ def merge(prev: Snapshot, part: Snapshot) -> Snapshot:
             used -= ignored_bytes(prev, rel, before)
     out.ign_used = max(0, used + part.ign_used)
     return out
+
+
+def linked_moved(project: str, snap: Snapshot) -> set[str]:
+    """The directories of ``snap``'s files with more than one name (``snap.links``) that
+    ``lstat`` says changed since: a write through a name outside the project (``ln src/a
+    ~/backup/a``, then an edit of the backup) tells no watch of the project, as inotify reports
+    it only to a watch on the directory of the name written through. One ``lstat`` per such
+    file, so each start and end of a run sees what is really there before it is recorded."""
+    out: set[str] = set()
+    for path in snap.links:
+        e = snap.entry(path)
+        try:
+            st = os.lstat(os.path.join(project, path))
+        except OSError:
+            st = None
+        if (
+            e is None
+            or st is None
+            or (e[MTIME], e[CTIME], e[SIZE], e[INO])
+            != (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        ):
+            out.add(path.rpartition("/")[0])
+    return out

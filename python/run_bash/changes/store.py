@@ -57,7 +57,16 @@ from .objects import Objects
 from .project import find_project, home_of, scope_of, trusted_fs
 from .records import Records
 from .render import Change, ChangeSet, entry_from_json, entry_to_json
-from .snapshot import DIR_FLAGS, Entry, Snapshot, TooManyFiles, diff, merge, same_state
+from .snapshot import (
+    DIR_FLAGS,
+    Entry,
+    Snapshot,
+    TooManyFiles,
+    diff,
+    linked_moved,
+    merge,
+    same_state,
+)
 from .walk import RuleBook, WalkLimits, ignored_above, read_exclude, scan
 from .watch import Events, Watcher
 
@@ -683,11 +692,12 @@ class ChangeStore(Records):
                 and self._exclude(project) == prev.exclude.get("")
             )
             if same_rules and not ev.unknown:
-                if not ev:
+                moved = linked_moved(project, prev)
+                if not ev and not moved:
                     return prev
                 with contextlib.suppress(OSError):
                     part = self._scan(
-                        project, prev, watcher, only=sorted(ev.touched & prev.dirs.keys())
+                        project, prev, watcher, only=sorted((ev.touched | moved) & prev.dirs.keys())
                     )
                     snap = self._relink(project, prev, merge(prev, part), part, watcher)
                     if snap.files <= self.limits.max_files:
@@ -822,7 +832,8 @@ class ChangeStore(Records):
         ev = watcher.take()
         if ev.unknown:
             return None, False
-        if not ev:
+        moved = linked_moved(project, prev)
+        if not ev and not moved:
             return prev, False  # nothing happened: nothing to list
         try:
             part = self._scan(
@@ -832,7 +843,7 @@ class ChangeStore(Records):
                 book=RuleBook(frozen=token.before),
                 finishing=True,
                 began_ns=token.born_ns,
-                only=sorted(ev.touched & prev.dirs.keys()),
+                only=sorted((ev.touched | moved) & prev.dirs.keys()),
             )
             after = self._relink(project, prev, merge(prev, part), part, watcher, token=token)
         except OSError:
