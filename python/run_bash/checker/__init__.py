@@ -170,6 +170,8 @@ def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
         effect, targets = IRREVERSIBLE, None if found.elsewhere else targets
     elif targets is not None:
         resolved = [in_dir(found.cwd, t) for t in targets]
+        if found.home and any(t is not None and t.startswith("~") for t in resolved):
+            resolved.append(None)  # `~` is what the line set HOME to, not the user's home
         targets = None if any(t is None for t in resolved) else tuple(t for t in resolved if t)
     reason = f"{_quote(found.text)} {hit.reason}"
     return Hit(reason, effect, targets, hit.unknown, key, found.text, hit.follows)
