@@ -66,7 +66,8 @@ What is not, and why (each is listed in the change set, never silently dropped)
 -------------------------------------------------------------------------------
 - Ignored content beyond the budget: "not recovered: node_modules/ (ignored, 312 MB, over
   undo.ignored_total)". An ignored directory not covered is not entered (its own stat is
-  compared).
+  compared), but every directory in it (up to ``watch.hole_dirs()``) is watched, so a change deep in it
+  (``rm node_modules/pkg/index.js``) names it too (watch.py).
 - Files over ``max_file_size`` (default 10 MiB): listed, content not kept.
 - Unreadable files and directories, files that keep changing while read: compared by stat.
 - FIFOs, sockets and devices: listed from ``lstat`` alone, never opened (so never blocking).
@@ -78,7 +79,9 @@ What is not, and why (each is listed in the change set, never silently dropped)
   before it; new paths are listed where they start, neither entered nor read.
 - Owners, timestamps, extended attributes, ACLs and hard links are not restored (a restored file
   is a new file, owned by the user, with the current time: build tools see it as changed).
-  Setuid/setgid bits on files are kept.
+  Setuid/setgid bits on files are kept. A file with more than one name is asked for its state
+  at every start and end (``linked_moved``): a write through a name outside the project tells
+  no watch of it.
 
 Undo never deletes or overwrites bytes it cannot give back: what is at a path is removed or
 replaced only when the undo's own start keeps it (undoing the undo brings it back; without a

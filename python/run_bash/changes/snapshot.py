@@ -457,3 +457,26 @@ def linked_moved(project: str, snap: Snapshot) -> set[str]:
         ):
             out.add(path.rpartition("/")[0])
     return out
+
+
+def holes_changed(
+    changes: list[tuple[str, Entry | None, Entry | None]],
+    before: Snapshot,
+    after: Snapshot,
+    times: dict[str, int],
+    since_ns: int,
+) -> list[tuple[str, Entry | None, Entry | None]]:
+    """``changes`` with each ignored tree not entered (kind "i") that had an event deep in it
+    since ``since_ns`` (``times``, from the watches) and is there before and after: its own
+    ``lstat`` may be the same (``rm node_modules/pkg/index.js``), but the run changed it."""
+    listed = {path for path, _, _ in changes}
+    more = []
+    for path, t in times.items():
+        if t < since_ns or path in listed:
+            continue
+        b, a = before.entry(path), after.entry(path)
+        if b is not None and a is not None and b[KIND] == "i" and a[KIND] == "i":
+            more.append((path, b, a))
+    if not more:
+        return changes
+    return sorted(changes + more, key=lambda c: os.fsencode(c[0]))

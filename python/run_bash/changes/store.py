@@ -63,6 +63,7 @@ from .snapshot import (
     Snapshot,
     TooManyFiles,
     diff,
+    holes_changed,
     linked_moved,
     merge,
     same_state,
@@ -494,11 +495,11 @@ class ChangeStore(Records):
             return Snapshot({}, taken_ns=time.time_ns(), scope=roots)  # the project is gone
         add = watcher.add if watcher.usable else None
 
-        def on_dir(dfd: int, rel: str, holder: bool) -> None:
+        def on_dir(dfd: int, rel: str, holder: bool, hole: str | None = None) -> None:
             if stop is not None and stop.waiting:
                 raise _Stop
             if add is not None:
-                add(dfd, rel, holder)
+                add(dfd, rel, holder) if hole is None else watcher.add_hole(dfd, rel, hole)
 
         try:
             kw: dict[str, Any] = {}
@@ -777,6 +778,10 @@ class ChangeStore(Records):
             )
             state["recent"].append([token.run_id, token.began_ns, ended])
             changes = diff(token.before, after) if after is not None else []
+            if after is not None:
+                changes = holes_changed(
+                    changes, token.before, after, watcher.hole_times, token.began_ns
+                )
             cs = ChangeSet(
                 run_id=token.run_id,
                 project=project,
