@@ -523,6 +523,30 @@ class RunChanges:
         )
         return Cover(why or "")
 
+    def into_git(self, cwd: str, paths: Sequence[str]) -> str | None:
+        """Why a write to one of ``paths`` (as the pause list names them, from ``cwd``) lands
+        in a ``.git`` through a symlink of the project, from its index in memory (None: none
+        does, or there is no index to tell)."""
+        if not self.recording or not paths:
+            return None
+        project, _why = self._project(cwd)
+        snap = self._snapshot(project) if project is not None else None
+        if project is None or snap is None:
+            return None
+        from run_bash.changes.coverage import into_git
+
+        base = os.path.realpath(cwd)
+        for p in paths:
+            if p.startswith("~"):
+                continue  # `~` through a symlink of the project: named by the project's path
+            via = into_git(snap, project, os.path.normpath(os.path.join(base, p)))
+            if via is not None:
+                return (
+                    f"writes into git's own data (`{p}`, through the symlink {via}), which undo "
+                    "does not take back"
+                )
+        return None
+
     def _busy(self, spec: CoverSpec, cwd: str, sid: str | None) -> str | None:
         """Why ``spec`` is not covered while another run of its project still runs: an effect
         that follows symlinks (``spec.follow``) goes where a symlink that run makes leads, made

@@ -26,7 +26,7 @@ import stat
 from collections.abc import Iterable
 
 from .render import Change, display_path
-from .snapshot import CONTENT_KINDS, KIND, MODE, Snapshot, join
+from .snapshot import CONTENT_KINDS, DATA, KIND, MODE, Snapshot, join
 
 KIND_WORDS = {
     "i": "ignored and over the undo budget",
@@ -213,4 +213,45 @@ def linked_now(snap: Snapshot, project: str, paths: Iterable[str]) -> str | None
                     f"{display_path(f)} has more than one name (a hard link): a write in place "
                     "changes every name, and undo puts back only this one"
                 )
+    return None
+
+
+def into_git(snap: Snapshot, project: str, path: str) -> str | None:
+    """The symlink of the project through which the absolute ``path`` leads into a ``.git``
+    (None: it does not, or that cannot be told from the index). Symlinks are followed as the
+    index holds them (at most 40), ``..`` lexically after each: a write there lands in git's
+    own data, which the pause list's reading of the text cannot see."""
+    top = project.rstrip("/")
+    if path != project and not path.startswith(top + "/"):
+        return None
+    parts = [p for p in path[len(top) + 1 :].split("/") if p not in ("", ".")]
+    out: list[str] = []
+    via: str | None = None
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if not out:
+                return None  # out of the project: the sandbox's to judge
+            out.pop()
+            continue
+        if part == GIT_DIR:
+            return via
+        here = "/".join([*out, part])
+        e = snap.entry(here)
+        if e is None or e[KIND] != "l":
+            out.append(part)
+            continue
+        hops += 1
+        target = str(e[DATA] or "")
+        if hops > 40 or not target:
+            return None
+        if target.startswith("/"):
+            if target != project and not target.startswith(top + "/"):
+                return None
+            out, parts = [], [*target[len(top) + 1 :].split("/"), *parts]
+        else:
+            parts = [*target.split("/"), *parts]
+        parts = [p for p in parts if p not in ("", ".")]
+        via = via or here
     return None
