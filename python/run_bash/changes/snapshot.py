@@ -470,7 +470,7 @@ def holes_changed(
     since ``since_ns`` (``times``, from the watches) and is there before and after: its own
     ``lstat`` may be the same (``rm node_modules/pkg/index.js``), but the run changed it."""
     listed = {path for path, _, _ in changes}
-    more = []
+    more: list[tuple[str, Entry | None, Entry | None]] = []
     for path, t in times.items():
         if t < since_ns or path in listed:
             continue
