@@ -225,6 +225,18 @@ def _absolute(base: str, path: str) -> str:
     return "/" + "/".join(kept)
 
 
+def _climbed(logical: str, path: str) -> list[str]:
+    """``path`` from the working directory as named (``logical``), when it starts by
+    climbing out of it (``../x``): the shell's ``cd ..`` goes to the parent of the name, not of
+    the directory it is (they differ when a symlink is on the way); [] for any other path."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    up = next((i for i, p in enumerate(parts) if p != ".."), len(parts))
+    if not up:
+        return []
+    top = logical.rstrip("/").split("/")
+    return [_absolute("/".join(top[: max(1, len(top) - up)]) or "/", "/".join(parts[up:]))]
+
+
 def cover_spec(
     cwd: str,
     hits: Sequence[Mapping[str, Any]],
@@ -243,6 +255,9 @@ def cover_spec(
     (the hit's ``follows``, a write in place, a glob with more after it: ``src/*/x``) is one
     under which a symlink is not covered."""
     base = os.path.realpath(cwd)
+    # The shell's own `cd ..` and `$PWD/..` climb the directory as named (`a/lnk` to `a`), the
+    # kernel's `..` the one it is (`lnk`'s target's parent): a climb is checked both ways.
+    logical = os.path.abspath(cwd)
     paths: list[str] = []
     follow: list[str] = []
     git = False
@@ -275,9 +290,13 @@ def cover_spec(
             parts = t.split("/")
             cut = next((i for i, p in enumerate(parts) if GLOB_CHARS & set(p)), len(parts))
             t = "/".join(parts[:cut]) or ("/" if t.startswith("/") else ".")
-            paths.append(_absolute(base, t))
-            if follows or cut < len(parts) - 1:  # `src/*/x` resolves the names `*` matches
-                follow.append(paths[-1])
+            named = [_absolute(base, t)]
+            if logical != base and not t.startswith("/"):
+                named += _climbed(logical, t)
+            for path in named:
+                paths.append(path)
+                if follows or cut < len(parts) - 1:  # `src/*/x` resolves the names `*` matches
+                    follow.append(path)
     return CoverSpec(
         base,
         tuple(dict.fromkeys(paths)),
