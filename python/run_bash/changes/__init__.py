@@ -110,8 +110,8 @@ The store lives in the directory given to ChangeStore (the host passes
 ``stdpath("state")/run_bash/undo``, 0700); a new ChangeStore on the same directory sees every
 kept change set, so undo works after Neovim restarts. Kept: the last ``keep`` (default 50) runs
 with changes per project, within ``max_store`` bytes in all (default 1 GiB; oldest change sets
-go first, then the snapshots of the least recently used projects); a project unused for 30
-days is dropped whole. Runs that changed nothing are not kept.
+go first, then the snapshots of the least recently used projects; the newest change set of a
+project is never dropped for size); a project unused for 30 days is dropped whole. Runs that changed nothing are not kept.
 
 Threading
 ---------
