@@ -88,8 +88,10 @@ replaced only when the undo's own start keeps it (undoing the undo brings it bac
 recorded start, only the run's own output, when the run destroyed nothing unkept). A path that
 existed before the run and whose content was not kept is "left in place" (or "not recovered"
 when the run deleted it); a path the run created whose content was not kept is left in place,
-born during the run (``statx`` birth time) or not; a file is renamed aside and checked there
-before it is removed or replaced, and put back if it changed.
+born during the run (``statx`` birth time) or not; one the run moved there from content that
+was not kept (the same inode, or born well before a run that changed such content) is left in
+place too, whatever its size; a file is renamed aside and checked there before it is removed or
+replaced, and put back if it changed.
 
 Safety
 ------
