@@ -251,6 +251,18 @@ def _absolute(base: str, path: str) -> str:
     return "/" + "/".join(kept)
 
 
+def _climbed(logical: str, path: str) -> list[str]:
+    """``path`` from the working directory as named (``logical``), when it starts by
+    climbing out of it (``../x``): the shell's ``cd ..`` goes to the parent of the name, not of
+    the directory it is (they differ when a symlink is on the way); [] for any other path."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    up = next((i for i, p in enumerate(parts) if p != ".."), len(parts))
+    if not up:
+        return []
+    top = logical.rstrip("/").split("/")
+    return [_absolute("/".join(top[: max(1, len(top) - up)]) or "/", "/".join(parts[up:]))]
+
+
 def cover_spec(
     cwd: str,
     hits: Sequence[Mapping[str, Any]],
@@ -269,6 +281,9 @@ def cover_spec(
     (the hit's ``follows``, a write in place, a glob with more after it: ``src/*/x``) is one
     under which a symlink is not covered."""
     base = os.path.realpath(cwd)
+    # The shell's own `cd ..` and `$PWD/..` climb the directory as named (`a/lnk` to `a`), the
+    # kernel's `..` the one it is (`lnk`'s target's parent): a climb is checked both ways.
+    logical = os.path.abspath(cwd)
     paths: list[str] = []
     follow: list[str] = []
     git = False
@@ -301,9 +316,13 @@ def cover_spec(
             parts = t.split("/")
             cut = next((i for i, p in enumerate(parts) if GLOB_CHARS & set(p)), len(parts))
             t = "/".join(parts[:cut]) or ("/" if t.startswith("/") else ".")
-            paths.append(_absolute(base, t))
-            if follows or cut < len(parts) - 1:  # `src/*/x` resolves the names `*` matches
-                follow.append(paths[-1])
+            named = [_absolute(base, t)]
+            if logical != base and not t.startswith("/"):
+                named += _climbed(logical, t)
+            for path in named:
+                paths.append(path)
+                if follows or cut < len(parts) - 1:  # `src/*/x` resolves the names `*` matches
+                    follow.append(path)
     return CoverSpec(
         base,
         tuple(dict.fromkeys(paths)),
@@ -549,6 +568,30 @@ class RunChanges:
         )
         return Cover(why or "")
 
+    def into_git(self, cwd: str, paths: Sequence[str]) -> str | None:
+        """Why a write to one of ``paths`` (as the pause list names them, from ``cwd``) lands
+        in a ``.git`` through a symlink of the project, from its index in memory (None: none
+        does, or there is no index to tell)."""
+        if not self.recording or not paths:
+            return None
+        project, _why = self._project(cwd)
+        snap = self._snapshot(project) if project is not None else None
+        if project is None or snap is None:
+            return None
+        from run_bash.changes.coverage import into_git
+
+        base = os.path.realpath(cwd)
+        for p in paths:
+            if p.startswith("~"):
+                continue  # `~` through a symlink of the project: named by the project's path
+            via = into_git(snap, project, os.path.normpath(os.path.join(base, p)))
+            if via is not None:
+                return (
+                    f"writes into git's own data (`{p}`, through the symlink {via}), which undo "
+                    "does not take back"
+                )
+        return None
+
     def _busy(self, spec: CoverSpec, cwd: str, sid: str | None) -> str | None:
         """Why ``spec`` is not covered while another run of its project still runs: an effect
         that follows symlinks (``spec.follow``) goes where a symlink that run makes leads, made
@@ -608,9 +651,14 @@ class RunChanges:
                 caches = {os.path.realpath(c) for c in self.grants(spec.cwd)[1]}
             paths += [w for w in writable if w not in caches]
         git = spec.git and not spec.everything
-        return covers(
+        why = covers(
             snap, project, paths, git=git, inplace=spec.inplace, follow=frozenset(spec.follow)
         )
+        if why is None and spec.inplace:
+            from run_bash.changes.coverage import linked_now
+
+            why = linked_now(snap, project, paths)
+        return why
 
     def warm(self, cwd: str) -> None:
         """Build the index of ``cwd``'s project on a worker (nothing is recorded; a directory

@@ -38,7 +38,17 @@ from run_bash.config import (
     parse_config,
 )
 from run_bash.errors import ConfigError, RunBashError, UsageError
-from run_bash.gate import ANSWERS, REVERSIBLE, Answer, Gate, Undo, Where, decide, lua_results
+from run_bash.gate import (
+    ANSWERS,
+    IRREVERSIBLE,
+    REVERSIBLE,
+    Answer,
+    Gate,
+    Undo,
+    Where,
+    decide,
+    lua_results,
+)
 from run_bash.journal import Journal
 from run_bash.matching import compile_pattern
 from run_bash.results import RunResult, Wire, plain
@@ -415,7 +425,7 @@ class Service:
         from run_bash.checker import check
 
         found = check(cmd, self.config.pauselist)
-        verdict = {**found.to_dict(), "lua_calls": found.lua_calls}
+        verdict = self._into_git({**found.to_dict(), "lua_calls": found.lua_calls}, cmd, cwd)
         where = self._where(skip)
         answer = decide(
             self._new_id(),
@@ -431,6 +441,22 @@ class Service:
             ask_reversible=self._ask_reversible(),
         )
         return replace(answer, cwd=cwd)
+
+    def _into_git(self, verdict: dict[str, Any], cmd: str, cwd: str) -> dict[str, Any]:
+        """``verdict`` with one more reason, irreversible, when a path the line writes leads
+        into a ``.git`` through a symlink of the project (state, not the text: ``rm
+        src/lnk/index`` with ``src/lnk -> ../.git``)."""
+        why = self.recorder.into_git(cwd, verdict.get("writes") or [])
+        if why is None:
+            return verdict
+        line = " ".join(cmd.split())
+        why = f"`{line if len(line) <= 160 else line[:159] + '…'}` {why}"
+        hit = {"reason": why, "rule": None, "command": cmd, "effect": IRREVERSIBLE}
+        out = {**verdict, "hits": [*(verdict.get("hits") or []), {**hit, "targets": None}]}
+        out.update(pause=True, effect=IRREVERSIBLE)
+        if not verdict.get("pause"):
+            out.update(reason=why, rule=None, command=cmd)
+        return out
 
     def _other_run(self, project: str, sid: str | None) -> str | None:
         """A session other than ``sid`` still running with its working directory in

@@ -671,6 +671,7 @@ def test_to_dict_is_plain_data() -> None:
         ],
         "programs": ["git"],
         "path_changed": False,
+        "writes": [],
     }
 
 

@@ -68,3 +68,23 @@ def test_a_write_into_git_data_asks_as_irreversible(line):
 def test_reading_git_data_and_look_alikes_do_not_count(line):
     v = check(line, strict=True)
     assert not any("git's own data" in h.reason for h in v.hits), (line, v.hits)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "writes"),
+    [
+        ("rm src/lnk/index", ["src/lnk/index"]),
+        ("echo x > out/HEAD", ["out/HEAD"]),
+        ("cd src && rm -f lnk/HEAD", ["src/lnk/HEAD"]),
+        ("cd src; echo x > lnk/HEAD", ["lnk/HEAD", "src/lnk/HEAD"]),
+        ("mv a b/c", ["a", "b/c"]),
+        ("cp a b c/d", ["c/d"]),
+        ("sed -i s/a/b/ f", ["f"]),
+        ("cat a > /dev/null; ls b", []),
+        ("rm $X", []),
+    ],
+)
+def test_the_paths_a_line_writes_are_given_for_the_gate_to_ask_the_state(cmd, writes):
+    """What a symlink in the project leads to is the gate's to ask (``writes``): the text
+    cannot tell ``src/lnk/index`` is ``.git/index``."""
+    assert check(cmd).writes == writes

@@ -740,6 +740,17 @@ def test_a_line_is_reversible_only_when_every_reason_is(
         ("cd sub && git reset --hard", ("sub",)),
         ("python3 -c 'import os; os.remove(p)'", None),
         ("truncate -s0 a.log b.log", ("a.log", "b.log")),
+        # `~` is the HOME the line sets, when it sets one (in any way, for the command or not).
+        ("rm -rf ~/proj/src", ("~/proj/src",)),
+        ("cd ~/proj && rm -rf x", ("~/proj/x",)),
+        ("HOME=/srv; rm -rf x", ("x",)),
+        ("HOME=$PWD/src; rm -rf ~/proj/objects", None),
+        ("export HOME=/srv; rm -rf ~/x", None),
+        ("HOME+=/sub; rm -rf ~/x", None),
+        ("HOME=src; cd; rm -rf x", None),
+        ("HOME=src; cd ~/a && rm -rf x", None),
+        ("HOME=/srv bash -c 'rm -rf ~/x'", None),
+        ("env HOME=/srv bash -c 'rm -rf ~/x'", None),
         # What find and fd find is only known at run time.
         ("fd . /etc -x rm -rf", None),
         ("fd -e py -X rm -r", None),

@@ -66,7 +66,8 @@ What is not, and why (each is listed in the change set, never silently dropped)
 -------------------------------------------------------------------------------
 - Ignored content beyond the budget: "not recovered: node_modules/ (ignored, 312 MB, over
   undo.ignored_total)". An ignored directory not covered is not entered (its own stat is
-  compared).
+  compared), but every directory in it (up to ``watch.hole_dirs()``) is watched, so a change deep in it
+  (``rm node_modules/pkg/index.js``) names it too (watch.py).
 - Files over ``max_file_size`` (default 10 MiB): listed, content not kept.
 - Unreadable files and directories, files that keep changing while read: compared by stat.
 - FIFOs, sockets and devices: listed from ``lstat`` alone, never opened (so never blocking).
@@ -78,15 +79,19 @@ What is not, and why (each is listed in the change set, never silently dropped)
   before it; new paths are listed where they start, neither entered nor read.
 - Owners, timestamps, extended attributes, ACLs and hard links are not restored (a restored file
   is a new file, owned by the user, with the current time: build tools see it as changed).
-  Setuid/setgid bits on files are kept.
+  Setuid/setgid bits on files are kept. A file with more than one name is asked for its state
+  at every start and end (``linked_moved``): a write through a name outside the project tells
+  no watch of it.
 
 Undo never deletes or overwrites bytes it cannot give back: what is at a path is removed or
 replaced only when the undo's own start keeps it (undoing the undo brings it back; without a
 recorded start, only the run's own output, when the run destroyed nothing unkept). A path that
 existed before the run and whose content was not kept is "left in place" (or "not recovered"
 when the run deleted it); a path the run created whose content was not kept is left in place,
-born during the run (``statx`` birth time) or not; a file is renamed aside and checked there
-before it is removed or replaced, and put back if it changed.
+born during the run (``statx`` birth time) or not; one the run moved there from content that
+was not kept (the same inode, or born well before a run that changed such content) is left in
+place too, whatever its size; a file is renamed aside and checked there before it is removed or
+replaced, and put back if it changed.
 
 Safety
 ------
@@ -107,8 +112,8 @@ The store lives in the directory given to ChangeStore (the host passes
 ``stdpath("state")/run_bash/undo``, 0700); a new ChangeStore on the same directory sees every
 kept change set, so undo works after Neovim restarts. Kept: the last ``keep`` (default 50) runs
 with changes per project, within ``max_store`` bytes in all (default 1 GiB; oldest change sets
-go first, then the snapshots of the least recently used projects); a project unused for 30
-days is dropped whole. Runs that changed nothing are not kept.
+go first, then the snapshots of the least recently used projects; the newest change set of a
+project is never dropped for size); a project unused for 30 days is dropped whole. Runs that changed nothing are not kept.
 
 Threading
 ---------

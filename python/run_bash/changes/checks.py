@@ -149,8 +149,9 @@ def check_locked(
         ch = by_path.get(path) or Change(path, pend.before.entry(path), None)
         ch.after = now
         by_path[path] = ch
-    cs.changes = sorted(
-        (c for c in by_path.values() if not same_state(c.before, c.after)),
+    found = {path for path, _ in missed}
+    cs.changes = sorted(  # an ignored tree named for a change deep in it stays named
+        (c for c in by_path.values() if c.path not in found or not same_state(c.before, c.after)),
         key=lambda c: os.fsencode(c.path),
     )
     cs.__post_init__()

@@ -35,7 +35,11 @@ def usage(store: ChangeStore) -> dict[str, Any]:
 def collect(store: ChangeStore) -> dict[str, int]:
     """Enforce retention now: drop projects idle for 30 days, then while the store is over
     ``max_store`` drop the oldest change sets (then idle projects' snapshots), and remove
-    blobs nothing refers to. Returns ``{bytes, removed_blobs, removed_runs}``."""
+    blobs nothing refers to. Returns ``{bytes, removed_blobs, removed_runs}``.
+
+    The newest change set of each project is never dropped for size: it is the run whose end
+    just offered its undo (a run that deletes files and then writes more than the store holds
+    must still be undone); the store stays over ``max_store`` until a later run replaces it."""
     store._init()
     removed_runs = 0
     with store._gc_lock(exclusive=True):
@@ -45,7 +49,11 @@ def collect(store: ChangeStore) -> dict[str, int]:
             size = packs + meta_bytes(store)
             if size <= store.limits.max_store:
                 break
-            records = sorted(store._records(), key=lambda r: os.stat(r[3]).st_mtime)
+            every = store._records()  # oldest first per project
+            newest = {r[0]: r[3] for r in every}
+            records = sorted(
+                (r for r in every if newest[r[0]] != r[3]), key=lambda r: os.stat(r[3]).st_mtime
+            )
             if not records:
                 if not drop_snapshots_of_idle(store):
                     break
@@ -125,8 +133,8 @@ def drop_idle_projects(store: ChangeStore) -> None:
 
 
 def drop_snapshots_of_idle(store: ChangeStore) -> bool:
-    """Drop the snapshot of the least recently used project with no active run; False if
-    none is left to drop."""
+    """Drop the snapshot of the least recently used project with no active run (the whole
+    project when it keeps no change set); False if none is left to drop."""
     base = os.path.join(store.root, "projects")
     best = None
     for key in os.listdir(base):
@@ -138,7 +146,19 @@ def drop_snapshots_of_idle(store: ChangeStore) -> bool:
             best = (state.get("used", 0), key)
     if best is None:
         return False
-    remove_project(store, best[1])
+    pdir = os.path.join(base, best[1])
+    runs: list[str] = []
+    with contextlib.suppress(OSError):
+        runs = os.listdir(os.path.join(pdir, "runs"))
+    if not runs:
+        remove_project(store, best[1])
+        return True
+    with store._mu:  # its newest change set stays: only the snapshot goes
+        store._projects.pop(best[1], None)
+    for name in os.listdir(pdir):
+        if name.startswith("snap"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(pdir, name))
     return True
 
 

@@ -11,15 +11,22 @@ the parent of the symlink's target, which the index does not know). A write in p
 every name of a file: a file with more than one name (a hard link) is not covered by undo of one.
 An effect that follows symlinks (``find -L``, ``truncate`` of a glob's names, ``rm -r src/*/``)
 is not covered under a path that holds a symlink: it acts where the symlink points.
+
+One question is not the index's to answer: a second name made for a file from outside the
+directories the index watches (``ln src/a ~/backup/a``, a store of hard links kept elsewhere)
+tells no watch of the project (the kernel reports a link count only to a watch on the file
+itself), so the index keeps the count it read. ``linked_now`` asks ``lstat`` for the files a
+write in place reaches.
 """
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Iterable
 
 from .render import Change, display_path
-from .snapshot import CONTENT_KINDS, KIND, MODE, Snapshot, join
+from .snapshot import CONTENT_KINDS, DATA, KIND, MODE, Snapshot, join
 
 KIND_WORDS = {
     "i": "ignored and over the undo budget",
@@ -30,6 +37,7 @@ KIND_WORDS = {
     "c": "over undo.max_files",
 }
 GIT_DIR = ".git"  # the project's own repository, which git's own effects write
+LINK_CHECK_MAX = 10000  # files a write in place may reach whose link count is asked afresh
 
 
 def _under(rel: str, root: str) -> bool:
@@ -170,4 +178,80 @@ def covers(
         why = uncovered(snap, rel, git=git, inplace=inplace, follow=p in follow)
         if why is not None:
             return why
+    return None
+
+
+def linked_now(snap: Snapshot, project: str, paths: Iterable[str]) -> str | None:
+    """Why a write in place under the absolute ``paths`` is not covered, by what ``lstat`` says
+    now (None: no file the index holds under them has another name). The index cannot know a
+    name made from outside what it watches; more than ``LINK_CHECK_MAX`` files are not asked
+    one by one, and count as not covered."""
+    top = project.rstrip("/")
+    seen = 0
+    for p in paths:
+        rel, why = _physical(snap, p[len(top) + 1 :] if p != project else "")
+        if why is not None:
+            return why
+        e = snap.entry(rel) if rel else None
+        files = [rel] if e is not None and e[KIND] != "d" else []
+        for d, kids in snap.dirs.items():
+            if _under(d, rel):
+                files += [join(d, n) for n, k in kids.items() if k[KIND] != "d"]
+        for f in sorted(files):
+            seen += 1
+            if seen > LINK_CHECK_MAX:
+                return (
+                    f"a write in place here reaches more than {LINK_CHECK_MAX} files, too many "
+                    "to check each for another name (a hard link)"
+                )
+            try:
+                st = os.lstat(os.path.join(top, f))
+            except OSError:
+                continue  # gone: nothing of it to write
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                return (
+                    f"{display_path(f)} has more than one name (a hard link): a write in place "
+                    "changes every name, and undo puts back only this one"
+                )
+    return None
+
+
+def into_git(snap: Snapshot, project: str, path: str) -> str | None:
+    """The symlink of the project through which the absolute ``path`` leads into a ``.git``
+    (None: it does not, or that cannot be told from the index). Symlinks are followed as the
+    index holds them (at most 40), ``..`` lexically after each: a write there lands in git's
+    own data, which the pause list's reading of the text cannot see."""
+    top = project.rstrip("/")
+    if path != project and not path.startswith(top + "/"):
+        return None
+    parts = [p for p in path[len(top) + 1 :].split("/") if p not in ("", ".")]
+    out: list[str] = []
+    via: str | None = None
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if not out:
+                return None  # out of the project: the sandbox's to judge
+            out.pop()
+            continue
+        if part == GIT_DIR:
+            return via
+        here = "/".join([*out, part])
+        e = snap.entry(here)
+        if e is None or e[KIND] != "l":
+            out.append(part)
+            continue
+        hops += 1
+        target = str(e[DATA] or "")
+        if hops > 40 or not target:
+            return None
+        if target.startswith("/"):
+            if target != project and not target.startswith(top + "/"):
+                return None
+            out, parts = [], [*target[len(top) + 1 :].split("/"), *parts]
+        else:
+            parts = [*target.split("/"), *parts]
+        parts = [p for p in parts if p not in ("", ".")]
+        via = via or here
     return None

@@ -434,3 +434,49 @@ def merge(prev: Snapshot, part: Snapshot) -> Snapshot:
             used -= ignored_bytes(prev, rel, before)
     out.ign_used = max(0, used + part.ign_used)
     return out
+
+
+def linked_moved(project: str, snap: Snapshot) -> set[str]:
+    """The directories of ``snap``'s files with more than one name (``snap.links``) that
+    ``lstat`` says changed since: a write through a name outside the project (``ln src/a
+    ~/backup/a``, then an edit of the backup) tells no watch of the project, as inotify reports
+    it only to a watch on the directory of the name written through. One ``lstat`` per such
+    file, so each start and end of a run sees what is really there before it is recorded."""
+    out: set[str] = set()
+    for path in snap.links:
+        e = snap.entry(path)
+        try:
+            st = os.lstat(os.path.join(project, path))
+        except OSError:
+            st = None
+        if (
+            e is None
+            or st is None
+            or (e[MTIME], e[CTIME], e[SIZE], e[INO])
+            != (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        ):
+            out.add(path.rpartition("/")[0])
+    return out
+
+
+def holes_changed(
+    changes: list[tuple[str, Entry | None, Entry | None]],
+    before: Snapshot,
+    after: Snapshot,
+    times: dict[str, int],
+    since_ns: int,
+) -> list[tuple[str, Entry | None, Entry | None]]:
+    """``changes`` with each ignored tree not entered (kind "i") that had an event deep in it
+    since ``since_ns`` (``times``, from the watches) and is there before and after: its own
+    ``lstat`` may be the same (``rm node_modules/pkg/index.js``), but the run changed it."""
+    listed = {path for path, _, _ in changes}
+    more: list[tuple[str, Entry | None, Entry | None]] = []
+    for path, t in times.items():
+        if t < since_ns or path in listed:
+            continue
+        b, a = before.entry(path), after.entry(path)
+        if b is not None and a is not None and b[KIND] == "i" and a[KIND] == "i":
+            more.append((path, b, a))
+    if not more:
+        return changes
+    return sorted(changes + more, key=lambda c: os.fsencode(c[0]))

@@ -57,7 +57,17 @@ from .objects import Objects
 from .project import find_project, home_of, scope_of, trusted_fs
 from .records import Records
 from .render import Change, ChangeSet, entry_from_json, entry_to_json
-from .snapshot import DIR_FLAGS, Entry, Snapshot, TooManyFiles, diff, merge, same_state
+from .snapshot import (
+    DIR_FLAGS,
+    Entry,
+    Snapshot,
+    TooManyFiles,
+    diff,
+    holes_changed,
+    linked_moved,
+    merge,
+    same_state,
+)
 from .walk import RuleBook, WalkLimits, ignored_above, read_exclude, scan
 from .watch import Events, Watcher
 
@@ -485,11 +495,11 @@ class ChangeStore(Records):
             return Snapshot({}, taken_ns=time.time_ns(), scope=roots)  # the project is gone
         add = watcher.add if watcher.usable else None
 
-        def on_dir(dfd: int, rel: str, holder: bool) -> None:
+        def on_dir(dfd: int, rel: str, holder: bool, hole: str | None = None) -> None:
             if stop is not None and stop.waiting:
                 raise _Stop
             if add is not None:
-                add(dfd, rel, holder)
+                add(dfd, rel, holder) if hole is None else watcher.add_hole(dfd, rel, hole)
 
         try:
             kw: dict[str, Any] = {}
@@ -683,11 +693,12 @@ class ChangeStore(Records):
                 and self._exclude(project) == prev.exclude.get("")
             )
             if same_rules and not ev.unknown:
-                if not ev:
+                moved = linked_moved(project, prev)
+                if not ev and not moved:
                     return prev
                 with contextlib.suppress(OSError):
                     part = self._scan(
-                        project, prev, watcher, only=sorted(ev.touched & prev.dirs.keys())
+                        project, prev, watcher, only=sorted((ev.touched | moved) & prev.dirs.keys())
                     )
                     snap = self._relink(project, prev, merge(prev, part), part, watcher)
                     if snap.files <= self.limits.max_files:
@@ -767,6 +778,10 @@ class ChangeStore(Records):
             )
             state["recent"].append([token.run_id, token.began_ns, ended])
             changes = diff(token.before, after) if after is not None else []
+            if after is not None:
+                changes = holes_changed(
+                    changes, token.before, after, watcher.hole_times, token.began_ns
+                )
             cs = ChangeSet(
                 run_id=token.run_id,
                 project=project,
@@ -822,7 +837,8 @@ class ChangeStore(Records):
         ev = watcher.take()
         if ev.unknown:
             return None, False
-        if not ev:
+        moved = linked_moved(project, prev)
+        if not ev and not moved:
             return prev, False  # nothing happened: nothing to list
         try:
             part = self._scan(
@@ -832,7 +848,7 @@ class ChangeStore(Records):
                 book=RuleBook(frozen=token.before),
                 finishing=True,
                 began_ns=token.born_ns,
-                only=sorted(ev.touched & prev.dirs.keys()),
+                only=sorted((ev.touched | moved) & prev.dirs.keys()),
             )
             after = self._relink(project, prev, merge(prev, part), part, watcher, token=token)
         except OSError:

@@ -18,10 +18,13 @@ from .snapshot import (
     CONTENT_KINDS,
     DIR_FLAGS,
     FILE_KINDS,
+    INO,
     KIND,
     MODE,
+    RACY_NS,
     Entry,
     Snapshot,
+    born_after,
     entry_data,
     same_state,
 )
@@ -65,6 +68,47 @@ def _not_held(ch: Change, snap: Snapshot | NotRecorded, cur: Entry, tainted: boo
     return "not kept by this undo (it changed as the undo began)"
 
 
+def _above(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
+def _moved_from_unkept(cs: ChangeSet) -> dict[str, str]:
+    """The paths the run left that are (or are in) what it moved from a path whose content
+    undo does not keep (``mv node_modules nm2`` with ``node_modules/`` ignored beyond the
+    budget): same inode, the old path gone or changed. Removing them would finish a loss the
+    store cannot give back, so they stay. By path; the value is where it came from."""
+    unkept = {
+        c.before[INO]: c.path
+        for c in cs.changes
+        if c.before is not None and c.before[KIND] not in CONTENT_KINDS and c.before[INO]
+    }
+    if not unkept:
+        return {}
+    return {
+        c.path: unkept[c.after[INO]]
+        for c in cs.changes
+        if c.after is not None and c.after[INO] in unkept and unkept[c.after[INO]] != c.path
+    }
+
+
+def _older_than_the_run(tree: Tree, path: str, ino: int, began: float) -> bool:
+    """Whether the file at ``path`` (inode ``ino``) was born well before the run began (by
+    ``statx``): a run that destroyed content undo does not keep and left such a file at a new
+    path moved it there (``mv node_modules/pkg src/pkg``). False when the birth time is not
+    known."""
+    try:
+        fd, name = tree._parent(path, reading=True)
+    except (OSError, Unsafe):
+        return False
+    try:
+        if not born_after(fd, name, ino, 0):
+            return False  # no birth time here
+        return not born_after(fd, name, ino, int(began * 1e9) - RACY_NS)
+    finally:
+        os.close(fd)
+
+
 def _plan(cs: ChangeSet, tree: Tree, force: bool, snap: Snapshot | NotRecorded) -> _Plan:
     """Each change: restore, remove, a conflict, or left as it is (``lost``, with why).
 
@@ -86,8 +130,28 @@ def _plan(cs: ChangeSet, tree: Tree, force: bool, snap: Snapshot | NotRecorded) 
     lost: list[tuple[Change, str]] = []
     # The run changed or deleted content that was not kept: its output may hold those bytes.
     tainted = any(c.before is not None and c.before[KIND] not in CONTENT_KINDS for c in cs.changes)
+    moved = _moved_from_unkept(cs)
+    kept_inos = {
+        c.before[INO]
+        for c in cs.changes
+        if c.before is not None and c.before[KIND] in CONTENT_KINDS
+    }
     for ch in cs.changes:
         b, a = ch.before, ch.after
+        src = next((moved[p] for p in (ch.path, *_above(ch.path)) if p in moved), None)
+        if src is not None and a is not None:
+            lost.append((ch, f"left in place: moved here from {display_path(src)}, not kept"))
+            continue
+        if (
+            tainted
+            and b is None
+            and a is not None
+            and a[INO] not in kept_inos
+            and _older_than_the_run(tree, ch.path, a[INO], cs.began)
+        ):
+            why = "left in place: older than the run, moved here from what undo does not keep"
+            lost.append((ch, why))
+            continue
         try:
             cur = tree.current(ch.path)
         except Unsafe as err:

@@ -81,7 +81,7 @@ class WalkLimits:
         return (self.max_file_size, self.ignored_file_max, self.ignored_total)
 
 
-OnDir = Callable[[int, str, bool], None]
+OnDir = Callable[..., None]
 
 
 class RuleBook:
@@ -589,7 +589,7 @@ class _Walk:
                 if was_root:
                     self.ign[path] = self.prev_roots[path]
                 if self.on_dir is not None:
-                    self.watch_holder(fr.fd, name, fr.rel)
+                    self.watch_holder(fr.fd, name, fr.rel, path)
             size = old[SIZE] if old[KIND] == "i" else st.st_size
             return (old[KIND], mode, size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, old[DATA],
                     False)  # fmt: skip
@@ -603,7 +603,7 @@ class _Walk:
                 self.ign[path] = self.prev_roots[path]
                 if old is not None and old[KIND] == "i":
                     if self.on_dir is not None:
-                        self.watch_holder(fr.fd, name, fr.rel)
+                        self.watch_holder(fr.fd, name, fr.rel, path)
                     return (old[KIND], mode, old[SIZE], st.st_mtime_ns, st.st_ctime_ns,
                             st.st_ino, old[DATA], False)  # fmt: skip
                 ig = path
@@ -623,12 +623,14 @@ class _Walk:
         self.stack.append(_Frame(path, cfd, rules, ig, fr.fresh and ig == fr.ig))
         return d_entry
 
-    def watch_holder(self, fd: int, name: str, rel: str) -> None:
+    def watch_holder(self, fd: int, name: str, rel: str, hole: str | None = None) -> None:
+        """Watch ``name`` in ``rel`` as a directory not listed; ``hole``: it is an ignored tree
+        not entered (watched whole)."""
         assert self.on_dir is not None
         with contextlib.suppress(OSError):
             gfd = os.open(name, DIR_FLAGS, dir_fd=fd)
             try:
-                self.on_dir(gfd, rel, True)
+                self.on_dir(gfd, rel, True, hole)
             finally:
                 os.close(gfd)
 
@@ -714,7 +716,7 @@ class _Walk:
         if not complete or eligible > left:
             if self.on_dir is not None:
                 with contextlib.suppress(OSError):
-                    self.on_dir(cfd, rel, True)
+                    self.on_dir(cfd, rel, True, path)
             os.close(cfd)
             return ("i", st.st_mode, size if complete else -size, st.st_mtime_ns, st.st_ctime_ns,
                     st.st_ino, OVER_TOTAL, False), 0  # fmt: skip

@@ -8,6 +8,11 @@ were lost or a watch could not be added: then it walks everything. A changed ``.
 makes the next start classify the project again. What inotify cannot see is listed in the
 package docstring, with how the store stays correct anyway.
 
+An ignored directory beyond the budget is not entered, so no walk would see a change deep in
+it (``rm node_modules/pkg/index.js``): every directory of such a tree (up to ``hole_dirs()``) is
+watched too, once per tree, and an event there stamps the tree (``hole_times``) so the end of a
+run that changed it names it, though undo keeps nothing of it.
+
 Non-blocking throughout: the instance is ``IN_NONBLOCK``; reading it never waits.
 """
 
@@ -15,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import time
 
 from run_bash.inotify import (
     IN_ATTRIB,
@@ -41,6 +48,22 @@ MASK = (
     | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK
 )  # fmt: skip
 STRUCTURE = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+HOLE_DIRS = 20_000  # directories watched in one ignored tree that is not entered, at most
+HOLE_SHARE = 16  # and at most this part of the user's inotify watches (max_user_watches)
+
+
+def hole_dirs() -> int:
+    """How many directories of one ignored tree not entered are watched: ``HOLE_DIRS``, or
+    less where the system allows few watches (they are shared with every other program)."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
+            limit = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+    return min(HOLE_DIRS, limit // HOLE_SHARE)
+
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Events:
@@ -73,7 +96,10 @@ class Watcher:
         self.valid = False  # every covered directory is watched and nothing was lost
         self.gen = -1  # the snapshot generation the watches describe
         self._wds: dict[tuple[int, int], int] = {}
-        self._by_wd: dict[int, tuple[str, bool]] = {}  # wd -> (directory rel, is a .git dir)
+        # wd -> (directory rel, a holder (not listed), the ignored tree not entered it is in)
+        self._by_wd: dict[int, tuple[str, bool, str | None]] = {}
+        self._holes: set[tuple[str, int, int]] = set()  # trees watched whole: (rel, dev, ino)
+        self.hole_times: dict[str, int] = {}  # ignored tree not entered -> when it last changed
         self._failed = False
         self._carry: Events | None = None  # events given back by a walk that was stopped
         self._ino: Inotify | None = None
@@ -84,28 +110,66 @@ class Watcher:
     def usable(self) -> bool:
         return self._ino is not None
 
-    def add(self, dir_fd: int, rel: str, holder: bool = False) -> None:
+    def add(
+        self, dir_fd: int, rel: str, holder: bool = False, hole: str | None = None
+    ) -> os.stat_result | None:
         """Watch the directory open at ``dir_fd`` (once per inode); ``rel`` is where it is now.
         ``holder``: a directory whose entries are not listed (a ``.git``, an ignored directory
         not entered): its events mark ``rel``, the directory holding it, whose listing shows
-        its own stat."""
+        its own stat. ``hole``: the ignored tree not entered that the directory is in (a watch
+        that cannot be added there is only a change that goes unnamed)."""
         if self._ino is None:
-            return
+            return None
         try:
             st = os.fstat(dir_fd)
         except OSError:
-            self._failed = True
-            return
+            self._failed |= hole is None
+            return None
         key = (st.st_dev, st.st_ino)
         wd = self._wds.get(key)
         if wd is None:
             try:
                 wd = self._ino.add(f"/proc/self/fd/{dir_fd}", MASK)
             except OSError:
-                self._failed = True  # ENOSPC (max_user_watches) or no /proc: walk every time
-                return
+                # ENOSPC (max_user_watches) or no /proc: walk every time
+                self._failed |= hole is None
+                return None
             self._wds[key] = wd
-        self._by_wd[wd] = (rel, holder)
+        self._by_wd[wd] = (rel, holder, hole)
+        return st
+
+    def add_hole(self, dir_fd: int, rel: str, hole: str) -> None:
+        """Watch the ignored tree ``hole`` (not entered) open at ``dir_fd``, in ``rel``: its top
+        as a holder of ``rel``, and once per tree every directory in it, up to ``HOLE_DIRS``."""
+        st = self.add(dir_fd, rel, True, hole)
+        if st is None or (hole, st.st_dev, st.st_ino) in self._holes:
+            return
+        self._holes.add((hole, st.st_dev, st.st_ino))
+        stack, n, cap = [os.dup(dir_fd)], 0, hole_dirs()
+        try:
+            while stack:
+                fd = stack.pop()
+                try:
+                    with os.scandir(fd) as it:
+                        names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+                    for name in names:
+                        n += 1
+                        if n > cap:
+                            return
+                        with contextlib.suppress(OSError):
+                            sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+                            got = self.add(sub, rel, True, hole)
+                            if got is not None and stat.S_ISDIR(got.st_mode):
+                                stack.append(sub)
+                            else:
+                                os.close(sub)
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+        finally:
+            for fd in stack:
+                os.close(fd)
 
     def begin_walk(self, into: Events | None = None) -> tuple[bool, int, bool, Events]:
         """Drop pending events (the walk about to start sees what they announced; ``into``
@@ -169,8 +233,13 @@ class Watcher:
             if where is None:
                 ev.unknown = True
                 continue
-            rel, holder = where
+            rel, holder, hole = where
             ev.touched.add(rel)
+            if hole is not None:
+                self.hole_times[hole] = time.time_ns()
+                if mask & IN_ISDIR and mask & (IN_CREATE | IN_MOVED_TO):
+                    # A directory new in it: watched when the tree is next met.
+                    self._holes = {h for h in self._holes if h[0] != hole}
             if holder:
                 continue  # an entry of a directory not listed: listing ``rel`` re-stats it
             if mask & (IN_DELETE_SELF | IN_MOVE_SELF) or (mask & IN_ISDIR and mask & STRUCTURE):

@@ -84,6 +84,9 @@ class Verdict:
             the line changed ``PATH``, may be any file.
         path_changed: the line sets ``PATH`` or what the dynamic loader reads (``LD_PRELOAD``,
             ``LD_LIBRARY_PATH``, ``LD_AUDIT``): a command may then run or load any file.
+        writes: the paths the line's known writers change (``rm``, ``mv``, ``cp``'s
+            destination, ``>``, …) as far as they can be told, relative to where it starts: the
+            gate asks the project's state whether one leads into a ``.git`` (a symlink).
     """
 
     pause: bool
@@ -98,6 +101,7 @@ class Verdict:
     effect: Effect | None = None
     programs: list[str] = field(default_factory=list)
     path_changed: bool = False
+    writes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, safe for JSON and msgpack."""
@@ -113,6 +117,7 @@ class Verdict:
             "hits": [hit.to_dict() for hit in self.hits],
             "programs": list(self.programs),
             "path_changed": self.path_changed,
+            "writes": list(self.writes),
         }
 
 
@@ -170,6 +175,8 @@ def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
         effect, targets = IRREVERSIBLE, None if found.elsewhere else targets
     elif targets is not None:
         resolved = [in_dir(found.cwd, t) for t in targets]
+        if found.home and any(t is not None and t.startswith("~") for t in resolved):
+            resolved.append(None)  # `~` is what the line set HOME to, not the user's home
         targets = None if any(t is None for t in resolved) else tuple(t for t in resolved if t)
     reason = f"{_quote(found.text)} {hit.reason}"
     return Hit(reason, effect, targets, hit.unknown, key, found.text, hit.follows)
@@ -189,6 +196,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
     lua_rules: list[str] = []
     lua_calls: list[tuple[str, list[str]]] = []
     hits: list[Hit] = []
+    writes: list[str] = []
     syntax: Hit | None = None
     for ev in ana.events:
         if isinstance(ev, Unknown):
@@ -199,6 +207,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
             continue
         argv = [ev.name, *(a.show() for a in ev.argv[1:])]
         commands.append(argv)
+        writes += gitdata.written_paths(ev.name, ev.argv, ev.cwd)
         programs.append(ev.argv[0].text if ev.argv else ev.name)
         into_git = gitdata.command_hit(ev.name, ev.argv, ev.cwd)
         if into_git is not None:
@@ -225,6 +234,9 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
             found = [one] if one is not None else []
         user = not isinstance(rule, TableRule)
         hits.extend(_finish(h, key, ev, user) for h in found)
+    dirs = {".", *(d for d in ana.cd_targets() if d is not None)}
+    writes += [p for w in ana.written for d in sorted(dirs) if (p := in_dir(d, w))]
+    writes = list(dict.fromkeys(writes))
     into_git = gitdata.written_hit(ana.written, ana.cd_targets())
     if into_git is not None:
         hits.append(replace(into_git, reason=f"{_quote(cmd)} {into_git.reason}", command=cmd))
@@ -246,6 +258,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
             effect=effect,
             programs=programs,
             path_changed=ana.path_changed,
+            writes=writes,
         )
     reason = NO_MATCH
     if lua_rules:
@@ -260,6 +273,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
         lua_calls,
         programs=programs,
         path_changed=ana.path_changed,
+        writes=writes,
     )
 
 

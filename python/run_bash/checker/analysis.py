@@ -137,7 +137,8 @@ class Found:
 
     ``reading`` is its words read against its row of the table (None without a row); ``cwd`` the
     directory it runs in, relative to where the line started (None when unknown); ``elsewhere``:
-    it runs on another machine or root, where undo does not reach.
+    it runs on another machine or root, where undo does not reach; ``home``: the line sets
+    ``HOME`` (for it or anywhere), so a ``~`` it is given is not the user's home.
     """
 
     name: str
@@ -146,6 +147,7 @@ class Found:
     reading: Reading | None = None
     cwd: str | None = "."
     elsewhere: bool = False
+    home: bool = False
 
 
 @dataclass
@@ -827,7 +829,8 @@ class Analysis:
             before = self.unbounded[:]  # what the command itself writes does not count for it
             reading = read_row(name, row, args[1:]) if row is not None else None
             argv = [Arg.lit(name, head.text), *args[1:]]
-            self.events.append(Found(name, argv, ctx.text, reading, ctx.cwd, ctx.elsewhere))
+            home = "HOME" in ctx.env or self.values("HOME") is not None
+            self.events.append(Found(name, argv, ctx.text, reading, ctx.cwd, ctx.elsewhere, home))
             if name in _CD:
                 self._cd(name, args[1:], ctx)
             if "/" in head.value:

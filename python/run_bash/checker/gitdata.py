@@ -66,6 +66,16 @@ def command_hit(name: str, argv: list[Arg], cwd: str | None) -> Hit | None:
     return None
 
 
+def written_paths(name: str, argv: list[Arg], cwd: str | None) -> list[str]:
+    """The paths ``name`` changes that the line names (as from where it starts), for the gate
+    to ask the project's state whether one leads into a ``.git`` through a symlink."""
+    out = []
+    for a in _operands(name, argv):
+        if a.value is not None and (path := in_dir(cwd, a.value)):
+            out.append(path)
+    return out
+
+
 def written_hit(paths: Iterable[str], dirs: Iterable[str | None]) -> Hit | None:
     """The reason a redirection or a writing tool of the line writes into a ``.git``: a path
     there, or any path once the line went into one (``dirs``: where its ``cd`` went)."""

@@ -1,0 +1,67 @@
+"""A write into git's own data by a command other than git asks (undo never writes into
+``.git``), also when the line names it through a symlink of the project that leads there
+(``src/proj -> ../.git``, made by an earlier run): the pause list reads text, so the gate asks
+the project's state which paths the line's writers change lead into a ``.git``. Through the
+host's service on each confining backend; controls: the same writers through a symlink to a
+directory of the project run without asking, and undo takes them back byte-exact."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.conftest import selected_backends
+from tests.security.test_undo_follows import Host, tree
+
+THROUGH = [
+    "rm src/proj/refs/heads/main",
+    "rm -f src/proj/index",
+    "echo x > src/proj/HEAD",
+    "mv src/proj/refs/heads/main main.bak",
+    "cp /dev/null src/proj/index",
+    "sed -i s/main/x/ src/proj/HEAD",
+    "cd src && rm proj/index",
+    "cd src/proj && echo x > HEAD",
+    "rm src/deeper/HEAD",
+]
+
+
+@pytest.fixture(params=selected_backends())
+def host(request, tmp_path):
+    h = Host(tmp_path, request.param)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def _project(h: Host) -> None:
+    (h.p / "docs").mkdir()
+    (h.p / "docs" / "notes.txt").write_text("notes\n")
+    (h.p / "src").mkdir()
+    r = h.run("ln -s ../.git src/proj && ln -s proj src/deeper && ln -s ../docs src/lnk")
+    assert r["exit_code"] == 0, r
+
+
+@pytest.mark.parametrize("line", THROUGH)
+def test_a_write_through_a_symlink_into_git_data_asks(host, line):
+    _project(host)
+    git_before = tree(host.p / ".git")
+    a = host.check(line)
+    assert a["needs_approval"] is True and a["effect"] == "irreversible", a
+    assert "writes into git's own data" in a["reason"] and "through the symlink" in a["reason"]
+    r = host.run(line)
+    assert r.get("status") == "awaiting_approval", r
+    assert tree(host.p / ".git") == git_before
+
+
+@pytest.mark.parametrize("line", ["rm src/lnk/notes.txt", "echo x > src/lnk/notes.txt"])
+def test_the_same_writers_through_a_symlink_to_the_project_run_and_undo(host, line):
+    _project(host)
+    a = host.check(line)
+    assert a["needs_approval"] is False, a
+    before = tree(host.p)
+    r = host.run(line)
+    assert r["exit_code"] == 0 and r["changes"]["paths"], r
+    done = host.undo(r["id"])
+    assert not done["errors"] and not done["not_recovered"], done
+    assert tree(host.p) == before
