@@ -92,7 +92,9 @@ def _searchable_without_privileges(path: str) -> bool:
 
 def working_dir(value: object, confined: bool) -> str:
     """The command's working directory: absent means the host's; it must be a directory the
-    command can enter."""
+    command can enter. A confined command gets it without symbolic links: a sandbox holds the
+    places it grants by their real paths, so a name through a link (``~/work -> /data/work``)
+    leads nowhere inside it."""
     if value is None:
         return os.getcwd()
     if not isinstance(value, str):
@@ -106,4 +108,4 @@ def working_dir(value: object, confined: bool) -> str:
         raise UsageError(f"`cwd` {path} is not a directory")
     if not os.access(path, os.X_OK) or (confined and not _searchable_without_privileges(path)):
         raise UsageError(f"`cwd` {path}: permission denied")
-    return path
+    return os.path.realpath(path) if confined else path

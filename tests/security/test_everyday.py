@@ -112,3 +112,16 @@ def test_big_output_is_streamed(sbx):
     r = sbx.run("head -c 3000000 /dev/zero | tr '\\0' 'x'")
     assert r.output_bytes == 3_000_000 and r.truncated
     assert os.path.getsize(r.output_file) == 3_000_000
+
+
+def test_a_working_directory_named_through_a_symlink(sbx, world):
+    """A project reached through a symlink (`~/work -> /data/work`): the run works in the
+    project itself, whose files it sees and changes."""
+    (world.project / "src").mkdir()
+    (world.project / "src" / "a.txt").write_text("a\n")
+    link = world.home / "plink"
+    os.symlink(world.project, link)
+    r = sbx.run("pwd; ls src && rm -rf src && echo removed > gone.txt", cwd=link)
+    assert r.exit_code == 0 and "a.txt" in r.output, r.output
+    assert not (world.project / "src").exists()
+    assert (world.project / "gone.txt").read_text() == "removed\n"
