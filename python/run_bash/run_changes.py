@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from run_bash.config import UndoConfig
@@ -93,7 +94,8 @@ class CoverSpec:
     write. ``inplace``: a reason writes files in place, so a file with another name is not
     covered. ``follow``: the ones of ``paths`` under which a reason follows symlinks (``find
     -L``, ``truncate src/*``, ``rm -r src/*/``): a symlink there is not covered, what it points to
-    is not what undo kept."""
+    is not what undo kept. ``git_only``: every reason is git's own (reset, checkout, restore,
+    clean without ``-x``), which never touches an ignored file git does not track."""
 
     cwd: str
     paths: tuple[str, ...] = ()
@@ -101,6 +103,7 @@ class CoverSpec:
     everything: bool = False
     inplace: bool = False
     follow: tuple[str, ...] = ()
+    git_only: bool = False
 
     def plain(self) -> dict[str, Any]:
         """The spec as plain data (the gate's answer carries it to the run)."""
@@ -111,6 +114,7 @@ class CoverSpec:
             "everything": self.everything,
             "inplace": self.inplace,
             "follow": list(self.follow),
+            "git_only": self.git_only,
         }
 
     @classmethod
@@ -126,6 +130,7 @@ class CoverSpec:
             data.get("everything") is not False,
             data.get("inplace") is not False,
             tuple(str(p) for p in follow or ()),
+            data.get("git_only") is True,
         )
 
 
@@ -330,7 +335,32 @@ def cover_spec(
         everything,
         inplace,
         tuple(dict.fromkeys(follow)),
+        git and bool(hits) and all(h.get("rule") == "git" for h in hits),
     )
+
+
+def _untracked(project: str, rel: str) -> bool:
+    """Whether git tracks no file under ``rel`` (project-relative), as git itself says in the
+    repository that holds it (a nested one's own index; a clean environment and a timeout). Any
+    doubt is False."""
+    from run_bash.sandbox import gitask
+
+    where, name = os.path.split(rel)
+    try:
+        rc, out, _err = gitask.run_git(
+            [
+                "--literal-pathspecs",
+                *("-C", os.path.join(project, where)),
+                *("ls-files", "-z", "--cached", "--", name),
+            ],
+            "",
+            {},
+            clean=True,
+            limit=4096,
+        )
+    except Exception:
+        return False
+    return rc == 0 and out == ""
 
 
 def _limits(config: UndoConfig) -> Limits:
@@ -651,8 +681,15 @@ class RunChanges:
                 caches = {os.path.realpath(c) for c in self.grants(spec.cwd)[1]}
             paths += [w for w in writable if w not in caches]
         git = spec.git and not spec.everything
+        untracked = partial(_untracked, project) if git and spec.git_only else None
         why = covers(
-            snap, project, paths, git=git, inplace=spec.inplace, follow=frozenset(spec.follow)
+            snap,
+            project,
+            paths,
+            git=git,
+            inplace=spec.inplace,
+            follow=frozenset(spec.follow),
+            untracked=untracked,
         )
         if why is None and spec.inplace:
             from run_bash.changes.coverage import linked_now

@@ -176,3 +176,43 @@ def test_git_clean_over_a_nested_repository_asks_and_runs_when_accepted(editor):
     editor.lua("local d, e = require('run_bash').undo(...); return d or e", r["id"])
     assert (p / "junk.txt").read_text() == "untracked\n"
     runs_without_asking_and_undoes(editor, p)
+
+
+def test_git_reasons_run_beside_an_ignored_tree_git_does_not_track(editor):
+    """git's own effects (reset, checkout, restore, clean without -x) never touch an ignored file
+    git does not track: an ignored tree beyond undo's budget beside them is no reason to ask, as
+    git itself says (`ls-files`). The controls: with `rm -rf node_modules` in the same line, and
+    once git tracks a file in there, the same reason asks."""
+    backend = first_available()
+    if backend == "none":
+        pytest.skip("no confining backend here")
+    editor.lua(
+        "require('run_bash').setup(...)",
+        {"sandbox": {"backend": backend}, "undo": {"ignored_total": "8K"}},
+    )
+    p = editor.work / "nodeproj"
+    (p / "node_modules" / "pkg").mkdir(parents=True)
+    for i in range(4):
+        (p / "node_modules" / "pkg" / f"f{i}.js").write_bytes(b"x" * 4096)
+    (p / ".gitignore").write_text("node_modules/\n")
+    (p / "src.txt").write_text("source\n")
+    git("init", "-q", "-b", "main", ".", cwd=p)
+    git("add", "-A", cwd=p)
+    git("commit", "-qm", "init", cwd=p)
+    index(editor, p)
+    (p / "src.txt").write_text("changed\n")
+    a = check(editor, "git checkout -- .", p)
+    assert a["needs_approval"] is False and a["undoable"] is True, a
+    b = check(editor, "git checkout -- . && rm -rf node_modules", p)
+    assert b["needs_approval"] is True and b["undo_why"], b
+    r = editor.run_sync({"cmd": "git checkout -- .", "cwd": str(p)})
+    assert any("ran without asking" in n for n in r["notices"]), r
+    assert (p / "src.txt").read_text() == "source\n"
+    done = editor.lua("local d, e = require('run_bash').undo(...); return d or e", r["id"])
+    assert "src.txt" in done["restored"], done
+    assert (p / "src.txt").read_text() == "changed\n"
+    git("add", "-f", "node_modules/pkg/f0.js", cwd=p)
+    git("commit", "-qm", "vendored", cwd=p)
+    index(editor, p)
+    c = check(editor, "git checkout -- .", p)
+    assert c["needs_approval"] is True and "node_modules" in c["undo_why"], c

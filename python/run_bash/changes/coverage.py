@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .render import Change, display_path
 from .snapshot import CONTENT_KINDS, DATA, KIND, MODE, Snapshot, join
@@ -68,14 +68,23 @@ def _physical(snap: Snapshot, rel: str) -> tuple[str, str | None]:
 
 
 def uncovered(
-    snap: Snapshot, rel: str, *, git: bool = False, inplace: bool = False, follow: bool = False
+    snap: Snapshot,
+    rel: str,
+    *,
+    git: bool = False,
+    inplace: bool = False,
+    follow: bool = False,
+    untracked: Callable[[str], bool] | None = None,
 ) -> str | None:
     """Why undo does not cover the project-relative path ``rel`` (None: it does). ``git``: the
     effect is git's own (reset, checkout, restore, clean without ``-x``), which writes the
     repository's index itself: the project's ``.git`` does not count (a nested repository's
     does: ``git clean -ffd`` deletes it). ``inplace``: the effect writes files in place
     (``truncate``, ``shred``): a file with another name under ``rel`` is not covered.
-    ``follow``: the effect follows symlinks under ``rel``: one there is not covered."""
+    ``follow``: the effect follows symlinks under ``rel``: one there is not covered.
+    ``untracked``: the effect is only git's, which never touches an ignored file git does not
+    track: an ignored directory beyond the budget does not count when this says git tracks
+    nothing under it (asked of git)."""
     rel, why = _physical(snap, rel)
     if why is not None:
         return why
@@ -104,20 +113,25 @@ def uncovered(
             break
         acc = here
     return (
-        _hole_below(snap, rel, git)
+        _hole_below(snap, rel, git, untracked)
         or (_linked_below(snap, rel) if inplace else None)
         or (_symlink_below(snap, rel) if follow else None)
     )
 
 
-def _hole_below(snap: Snapshot, rel: str, git: bool) -> str | None:
+def _hole_below(
+    snap: Snapshot, rel: str, git: bool, untracked: Callable[[str], bool] | None = None
+) -> str | None:
     for d in sorted(snap.holes):
         if not _under(d, rel):
             continue
         for name, e in sorted(snap.dirs.get(d, {}).items()):
             path = join(d, name)
-            if e[KIND] in snap.holes[d] and not (git and path == GIT_DIR):
-                return f"{display_path(path)} is {_why(e, path)}"
+            if e[KIND] not in snap.holes[d] or (git and path == GIT_DIR):
+                continue
+            if untracked is not None and e[KIND] == "i" and untracked(path):
+                continue  # git's own effect, and git tracks nothing there
+            return f"{display_path(path)} is {_why(e, path)}"
     return None
 
 
@@ -166,16 +180,19 @@ def covers(
     git: bool = False,
     inplace: bool = False,
     follow: frozenset[str] = frozenset(),
+    untracked: Callable[[str], bool] | None = None,
 ) -> str | None:
     """None when undo covers every absolute path in ``paths`` (``..`` in them as written: it is
     resolved against the index), else why not. ``follow``: those of ``paths`` under which the
-    effect follows symlinks."""
+    effect follows symlinks; ``untracked``: see ``uncovered``."""
     top = project.rstrip("/")
     for p in paths:
         if p != project and not p.startswith(top + "/"):
             return f"{p} is outside the project {project}"
         rel = p[len(top) + 1 :]
-        why = uncovered(snap, rel, git=git, inplace=inplace, follow=p in follow)
+        why = uncovered(
+            snap, rel, git=git, inplace=inplace, follow=p in follow, untracked=untracked
+        )
         if why is not None:
             return why
     return None
