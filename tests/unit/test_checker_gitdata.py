@@ -38,6 +38,12 @@ WRITES = [
     "cd src && rm -f ../.git/index",
     "sudo rm .git/HEAD",
     "find . -name x -exec true \\; ; rm -f .git/FETCH_HEAD",
+    "tar -xf refs.tar -C .git",
+    "tar xf refs.tar --directory=.git",
+    "cd .git && tar xzf ../refs.tgz",
+    "unzip -o refs.zip -d .git",
+    "cd .git; unzip -o ../refs.zip",
+    "touch .git/index.lock",
 ]
 
 # Controls: the same commands reading git's data, git itself, and names that only look alike.
@@ -54,6 +60,13 @@ READS = [
     "mv a.git b.git",
     "cd .git && cat HEAD",
     "rm -rf build",
+    "tar -cf /tmp/repo.tar .git",
+    "tar -tf a.tar",
+    "tar -xf a.tar -C build",
+    "unzip -l a.zip",
+    "cd .git && unzip -l ../a.zip && tar -tf ../a.tar",
+    "unzip a.zip -d build",
+    "touch src/.gitkeep",
 ]
 
 

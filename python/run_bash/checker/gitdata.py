@@ -18,7 +18,10 @@ from run_bash.checker.words import Arg
 
 # Commands whose every operand is changed (removed, cut, written in place, re-owned).
 _ALL_OPERANDS = frozenset(
-    {"rm", "unlink", "rmdir", "truncate", "shred", "sponge", "chmod", "chown", "chgrp", "tee"}
+    {
+        *("rm", "unlink", "rmdir", "truncate", "shred", "sponge", "chmod", "chown", "chgrp"),
+        *("tee", "touch"),
+    }
 )
 # Commands whose last operand is written (the others are read), and ``mv``, whose sources go.
 _LAST_OPERAND = frozenset({"cp", "ln", "install", "rsync", "scp"})
@@ -46,6 +49,8 @@ def _operands(name: str, argv: list[Arg]) -> list[Arg]:
         return ops[-1:]
     if name == "dd":
         return [Arg.lit(a.value[3:]) for a in args if a.value and a.value.startswith("of=")]
+    if name in ("tar", "bsdtar", "unzip", "7z", "cpio"):
+        return _unpacked_into(name, args)
     if name in ("sed", "perl"):  # in place (`-i`, `-i.bak`, `-Ei`, `-pi`): the files after the code
         flags = [a.value for a in args if a.value and a.value[:1] == "-" and a.value[:2] != "--"]
         inplace = any("i" in f[1:] for f in flags) or any(
@@ -53,6 +58,38 @@ def _operands(name: str, argv: list[Arg]) -> list[Arg]:
         )
         return ops[1:] if inplace else []
     return []
+
+
+def _unpacked_into(name: str, args: list[Arg]) -> list[Arg]:
+    """Where an archiver unpacks (``tar -x -C DIR``, ``unzip -d DIR``, ``7z x -oDIR``; the
+    directory it runs in when none is named); [] when it does not unpack."""
+    values = [a.value or "" for a in args]
+    if name in ("tar", "bsdtar"):
+        first = values[0] if values else ""
+        unpacks = any(
+            v in ("--extract", "--get") or (v[:1] == "-" and v[1:2] != "-" and "x" in v[1:])
+            for v in values
+        ) or (first[:1] not in ("-", "") and "x" in first)
+        named = ("-C", "--directory")
+    elif name == "unzip":
+        listing = ("-l", "-t", "-v", "-z", "-Z", "-p", "-c")  # list, test, comment, to stdout
+        unpacks, named = not any(v in listing for v in values), ("-d",)
+    elif name == "7z":
+        unpacks, named = bool(values) and values[0] in ("x", "e"), ()
+    else:  # cpio
+        unpacks, named = any(v in ("-i", "--extract") or v.startswith("-i") for v in values), ()
+    if not unpacks:
+        return []
+    out: list[Arg] = []
+    for k, a in enumerate(args):
+        v = a.value or ""
+        if v in named and k + 1 < len(args):
+            out.append(args[k + 1])
+        elif v.startswith("--directory="):
+            out.append(Arg.lit(v.split("=", 1)[1]))
+        elif name == "7z" and v.startswith("-o") and len(v) > 2:
+            out.append(Arg.lit(v[2:]))
+    return out or [Arg.lit(".")]
 
 
 def command_hit(name: str, argv: list[Arg], cwd: str | None) -> Hit | None:
