@@ -749,8 +749,11 @@ class RunChanges:
                 s.changes = {"not_recorded": why}
 
     def close(self) -> None:
-        """Stop the workers without waiting (the host is exiting)."""
+        """Stop the workers without waiting and release the store's inotify instances (the host
+        is exiting)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._store is not None:
+            self._store.release()
 
     # -- queries (each on a worker) --------------------------------------------------------------
 

@@ -278,6 +278,7 @@ class ChangeStore(Records):
         self._mu = threading.Lock()
         self._projects: dict[str, _Project] = {}
         self._watchers: dict[str, Watcher] = {}  # insertion order = least recently used first
+        self._released = False  # ``release``: no inotify instance is held from then on
         self.walks = 0  # full walks done (the figures and tests read it)
         self.quick_walks = 0  # starts and ends that listed only the directories with events
         self.amended = 0  # change sets completed by the check after a quick end
@@ -442,6 +443,10 @@ class ChangeStore(Records):
 
     def _watcher(self, key: str) -> Watcher:
         with self._mu:
+            if self._released:  # the host is exiting: a late check walks, and holds nothing
+                w = Watcher()
+                w.close()
+                return w
             w = self._watchers.pop(key, None)
             if w is None:
                 w = Watcher()
@@ -461,7 +466,13 @@ class ChangeStore(Records):
                 state = self._read_state(key)
                 self._save_snapshot(key, proj, state)
                 self._write_state(key, state)
+        self.release()
+
+    def release(self) -> None:
+        """Release the inotify instances now (the host is exiting; nothing is saved): a project
+        looked at later is walked again."""
         with self._mu:
+            self._released = True
             for w in self._watchers.values():
                 w.close()
             self._watchers.clear()
