@@ -444,9 +444,9 @@ class ChangeStore(Records):
     def _watcher(self, key: str) -> Watcher:
         with self._mu:
             if self._released:  # the host is exiting: a late check walks, and holds nothing
-                w = Watcher()
-                w.close()
-                return w
+                spent = Watcher()
+                spent.close()
+                return spent
             w = self._watchers.pop(key, None)
             if w is None:
                 w = Watcher()

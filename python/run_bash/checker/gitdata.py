@@ -64,6 +64,7 @@ def _unpacked_into(name: str, args: list[Arg]) -> list[Arg]:
     """Where an archiver unpacks (``tar -x -C DIR``, ``unzip -d DIR``, ``7z x -oDIR``; the
     directory it runs in when none is named); [] when it does not unpack."""
     values = [a.value or "" for a in args]
+    named: tuple[str, ...]
     if name in ("tar", "bsdtar"):
         first = values[0] if values else ""
         unpacks = any(
