@@ -120,7 +120,7 @@ def test_undo_never_removes_the_copy_of_a_file_it_did_not_keep(ed, tmp_path, cmd
     assert why(done["not_recovered"])[made] == left
     assert why(done["not_recovered"])["data.bin"] == "not recovered: over 4 KiB"
     # The only copy of the user's bytes stays; the control, small.txt, is taken back.
-    assert done["removed"] == ["small.txt"]
+    assert done["removed"] == ["small.txt"], done
     assert files(p) == {"Makefile": b"all:\n", made: after[made]}
 
 

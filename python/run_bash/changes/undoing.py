@@ -92,6 +92,20 @@ def _moved_from_unkept(cs: ChangeSet) -> dict[str, str]:
     }
 
 
+def _born_during(tree: Tree, path: str, ino: int, began: float) -> bool:
+    """Whether the file at ``path`` (inode ``ino``) was born after the run began (by ``statx``):
+    then it is not what the run moved from elsewhere, whatever its inode number. False when
+    that cannot be told."""
+    try:
+        fd, name = tree._parent(path, reading=True)
+    except (OSError, Unsafe):
+        return False
+    try:
+        return born_after(fd, name, ino, int(began * 1e9))
+    finally:
+        os.close(fd)
+
+
 def _older_than_the_run(tree: Tree, path: str, ino: int, began: float) -> bool:
     """Whether the file at ``path`` (inode ``ino``) was born well before the run began (by
     ``statx``): a run that destroyed content undo does not keep and left such a file at a new
@@ -131,6 +145,9 @@ def _plan(cs: ChangeSet, tree: Tree, force: bool, snap: Snapshot | NotRecorded) 
     # The run changed or deleted content that was not kept: its output may hold those bytes.
     tainted = any(c.before is not None and c.before[KIND] not in CONTENT_KINDS for c in cs.changes)
     moved = _moved_from_unkept(cs)
+    if moved:  # a file the run made may have the inode number of one it deleted, freed meanwhile
+        inos = {c.path: c.after[INO] for c in cs.changes if c.after is not None}
+        moved = {p: src for p, src in moved.items() if not _born_during(tree, p, inos[p], cs.began)}
     kept_inos = {
         c.before[INO]
         for c in cs.changes
