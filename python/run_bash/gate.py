@@ -160,7 +160,8 @@ def lua_results(value: object, calls: Sequence[Sequence[Any]]) -> list[LuaResult
     return out
 
 
-def _quote(text: str) -> str:
+def quote_command(text: str) -> str:
+    """``text`` on one line between backquotes, cut at 160 characters, as reasons show it."""
     text = " ".join(text.split())
     return f"`{text[:159]}…`" if len(text) > 160 else f"`{text}`"
 
@@ -198,7 +199,7 @@ def decide(
                 err = res.error[:MAX_RULE_ERROR_CHARS]
                 reason = f"your pause-list rule for {name} failed ({err}): pausing to be safe"
             else:
-                reason = f"{_quote(command)} matches your pause-list rule for {name}"
+                reason = f"{quote_command(command)} matches your pause-list rule for {name}"
             break
     if pause and rule is not None and not any(h.get("rule") == rule for h in hits):
         # A reason the pause list's verdict does not list (a Lua rule): the user's own rules ask.

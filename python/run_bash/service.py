@@ -48,6 +48,7 @@ from run_bash.gate import (
     Where,
     decide,
     lua_results,
+    quote_command,
 )
 from run_bash.journal import Journal
 from run_bash.matching import compile_pattern
@@ -449,8 +450,7 @@ class Service:
         why = self.recorder.into_git(cwd, verdict.get("writes") or [])
         if why is None:
             return verdict
-        line = " ".join(cmd.split())
-        why = f"`{line if len(line) <= 160 else line[:159] + '…'}` {why}"
+        why = f"{quote_command(cmd)} {why}"
         hit = {"reason": why, "rule": None, "command": cmd, "effect": IRREVERSIBLE}
         out = {**verdict, "hits": [*(verdict.get("hits") or []), {**hit, "targets": None}]}
         out.update(pause=True, effect=IRREVERSIBLE)
