@@ -23,9 +23,16 @@ from run_bash.sessions import SessionManager
 
 # The shared namespace's loopback is up: a connection to a port nothing listens on is refused
 # ("Network is unreachable" when lo is down).
+# How long what a host left behind may take to die before it counts as having outlived it.
+DYING_S = 2.0
 FIRST_RUN = (
     "(exec 3<>/dev/tcp/127.0.0.1/9) 2>&1 | grep -q 'Connection refused' && echo first-run-ok"
 )
+
+
+def live_below() -> list[int]:
+    """The driver's descendants that are not zombies."""
+    return [p for p in proc.descendants(os.getpid()) if not proc.is_zombie(p)]
 
 
 def host(index: int, out_fd: int, project: str) -> None:
@@ -74,12 +81,13 @@ def main() -> None:
         running.discard(pid)
     with os.fdopen(r) as f:
         reports = [json.loads(line) for line in f if line.strip()]
-    # Whatever is still below the driver outlived its host (orphans are reparented here).
-    time.sleep(0.3)
+    # Whatever is still below the driver outlived its host (orphans are reparented here). What
+    # the kernel is still killing (a holder's PR_SET_PDEATHSIG) gets until DYING_S to be gone.
+    deadline = time.monotonic() + DYING_S
+    while live_below() and time.monotonic() < deadline:
+        time.sleep(0.01)
     left = []
-    for pid in proc.descendants(os.getpid()):
-        if proc.is_zombie(pid):
-            continue
+    for pid in live_below():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
