@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from run_bash.backends import AUTO, BACKEND_NAMES
 from run_bash.errors import ConfigError
 
 MIB = 1024 * 1024
+# The largest size an option takes: what the kernel's limits hold (rlimits, cgroups, tmpfs).
+MAX_SIZE = 2**63 - 1
 MAX_TIMEOUT_S = 3600
 MAX_BG_AFTER_S = 60
 # `wait`: the longest an agent may wait in one call, and the wait when it does not say.
@@ -139,7 +142,8 @@ def int_range(low: int, high: int | None = None) -> Check:
 
 
 def parse_size(text: str) -> int | None:
-    """Parse "512M", "4G", "1024" into bytes; None when it is not a size."""
+    """Parse "512M", "4G", "1024" into bytes; None when it is not a size (not a finite number,
+    under one byte, or above ``MAX_SIZE``)."""
     text = text.strip().upper().removesuffix("B")
     units = {"K": 1024, "M": MIB, "G": 1024 * MIB, "T": 1024 * 1024 * MIB}
     mult = 1
@@ -150,14 +154,14 @@ def parse_size(text: str) -> int | None:
         value = float(text)
     except ValueError:
         return None
-    if value <= 0:
+    if not math.isfinite(value) or not 1 <= value * mult <= MAX_SIZE:
         return None
     return int(value * mult)
 
 
 def size(value: object) -> int:
     n = _int(value)
-    if n is not None and n > 0:
+    if n is not None and 0 < n <= MAX_SIZE:
         return n
     parsed = parse_size(value) if isinstance(value, str) else None
     if parsed is None:

@@ -164,7 +164,22 @@ def test_sandbox_off_spellings_mean_none(legacy):
         ("1.5k", 1536),
         ("x", None),
         ("-1G", None),
+        # Not finite, under a byte, or above what the kernel's limits hold: not a size.
+        ("1e400", None),
+        ("inf", None),
+        ("nan", None),
+        ("0.0001", None),
+        ("8E", None),
+        ("8192P", None),
+        ("8388607T", 8388607 << 40),
     ],
 )
 def test_parse_size(text, value):
     assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("value", ["1e400", "nan", "9" * 400, 2**63, 2**70, "0.0001"])
+def test_a_size_out_of_range_is_one_config_error_naming_the_key(value):
+    with pytest.raises(ConfigError, match=r"sandbox\.limits\.max_memory"):
+        parse_config({"sandbox": {"limits": {"max_memory": value}}})
+    assert parse_config({"sandbox": {"limits": {"max_memory": 2**63 - 1}}})  # the largest
