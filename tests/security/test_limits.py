@@ -177,7 +177,8 @@ def whole_run_cap(name: str) -> None:
 # hold) if the other one ({other}) holds its own memory at the same time. "Holds" is a lock on its
 # file in the run's temp dir (shared by the two), taken before the file gets its name: the kernel
 # drops it when the process dies, so a hog the cap killed after it had its memory does not count.
-# Each stays until the other has looked (its seen- file) or has died, or 20 s pass.
+# Each stays until the other has looked (its seen- file) or has died, or 20 s pass; one that
+# died before it held anything is told by its done- file (``pair``), so nobody waits 20 s for it.
 PAIRED_HOG = (
     'python3 -c "import fcntl, os, time\n'
     "b = bytearray({mb} << 20); t = os.environ['TMPDIR']; end = time.time() + 20\n"
@@ -187,7 +188,7 @@ PAIRED_HOG = (
     "    try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); return False\n"
     "    except OSError: return True\n"
     "other = None\n"
-    "while other is None and time.time() < end:\n"
+    "while other is None and time.time() < end and not os.path.exists(t + '/done-{other}'):\n"
     "    try: other = open(t + '/held-{other}')\n"
     "    except OSError: time.sleep(0.02)\n"
     "if other is not None and alive(other): print('TOGE' + 'THER', flush=True)\n"
@@ -207,7 +208,8 @@ def test_two_processes_together_stop_at_the_runs_memory_cap(sbx):
     assert CONTROL in one.output, one
     first = PAIRED_HOG.format(mb=600, mark="a", other="b")
     second = PAIRED_HOG.format(mb=600, mark="b", other="a")
-    pair = f"{first} & {second}; wait; echo END"
+    done = '; touch "$TMPDIR/done-{}"; }} &'
+    pair = f"{{ {first}{done.format('a')} {{ {second}{done.format('b')} wait; echo END"
     r = rb.run(pair, timeout=60)
     assert "END" in r.output, r.output
     assert "TOGETHER" not in r.output.splitlines(), r.output
