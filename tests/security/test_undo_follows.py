@@ -7,16 +7,12 @@ beside the symlinks (which they never follow), run without asking and undo byte-
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import os
-import stat
 from pathlib import Path
 
 import pytest
 
-from run_bash.config import parse_config
-from tests.security.conftest import backend_or_skip, make_world, selected_backends
+from tests.security.conftest import tree
 
 FOLLOWING = [
     "rm -rf src/*/",
@@ -27,87 +23,6 @@ FOLLOWING = [
     "find src -follow -name main -delete",
     "find -H src/* -name main -delete",
 ]
-
-
-def tree(root: Path) -> dict[str, tuple[str, ...]]:
-    out: dict[str, tuple[str, ...]] = {}
-    for dp, dns, fns in os.walk(root):
-        for n in dns + fns:
-            p = os.path.join(dp, n)
-            st = os.lstat(p)
-            if stat.S_ISLNK(st.st_mode):
-                v: tuple[str, ...] = ("l", os.readlink(p))
-            elif stat.S_ISREG(st.st_mode):
-                v = ("f", oct(st.st_mode), hashlib.sha1(Path(p).read_bytes()).hexdigest())
-            else:
-                v = ("d", oct(st.st_mode))
-            out[os.path.relpath(p, root)] = v
-    return out
-
-
-class Host:
-    """The host's service in one world, on one backend, recording change sets."""
-
-    def __init__(self, root: Path, backend: str, config: dict | None = None) -> None:
-        from run_bash.service import Service
-
-        backend_or_skip(backend, parse_config({"sandbox": {"backend": backend}}))
-        self.world = make_world(root)
-        self.p = self.world.project
-        self.events: list[tuple[str, dict]] = []
-        self.loop = asyncio.new_event_loop()
-        state = root / "state"
-        state.mkdir(mode=0o700)
-        env = {**self.world.env, "RUN_BASH_UNDO": str(root / "undo")}
-        self.svc = Service(
-            self.loop, lambda n, p: self.events.append((n, p)), environ=env, state_dir=str(state)
-        )
-        sandbox = {**(config or {}).get("sandbox", {}), "backend": backend}
-        self.svc.setup({**(config or {}), "sandbox": sandbox})
-
-    def drive(self, cond) -> None:
-        async def wait() -> None:
-            while not cond():
-                await asyncio.sleep(0.02)
-
-        self.loop.run_until_complete(asyncio.wait_for(wait(), 120))
-
-    def event(self, name: str, key: str, value: str) -> dict | None:
-        for n, p in self.events:
-            if n == name and p.get(key) == value and p.get("status") != "running":
-                return p
-        return None
-
-    def check(self, cmd: str) -> dict:
-        return self.svc.check(cmd, {"cwd": str(self.p)})
-
-    def run(self, cmd: str) -> dict:
-        started = self.svc.run({"cmd": cmd, "cwd": str(self.p)})
-        if started.get("status") == "awaiting_approval":
-            return started  # held for the user
-        sid = started["id"]
-        self.drive(lambda: self.event("result", "id", sid) is not None)
-        return self.event("result", "id", sid) or {}
-
-    def undo(self, rid: str) -> dict:
-        token = f"undo-{rid}"
-        self.svc.undo(rid, {"cwd": str(self.p)}, token)
-        self.drive(lambda: self.event("reply", "token", token) is not None)
-        return (self.event("reply", "token", token) or {})["result"]
-
-    def close(self) -> None:
-        self.svc.shutdown()
-        self.loop.run_until_complete(asyncio.sleep(0.2))
-        self.loop.close()
-
-
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
-    h = Host(tmp_path, request.param)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def _src(p: Path, links: bool) -> None:

@@ -12,8 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import Host, selected_backends, tree
 
 ELSEWHERE = [
     "GIT_WORK_TREE=$HOME/other git clean -fdq",

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import Host, tree
 
 THROUGH = [
     "rm src/proj/refs/heads/main",
@@ -23,15 +22,6 @@ THROUGH = [
     "cd src/proj && echo x > HEAD",
     "rm src/deeper/HEAD",
 ]
-
-
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
-    h = Host(tmp_path, request.param)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def _project(h: Host) -> None:

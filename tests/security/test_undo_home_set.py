@@ -11,8 +11,7 @@ import os
 
 import pytest
 
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import Host, tree
 
 SETS_HOME = [
     "HOME=$PWD/src; rm -rf ~/proj/objects",
@@ -21,15 +20,6 @@ SETS_HOME = [
     "HOME=$PWD/src; cd; rm -rf proj/objects",
     "HOME=$PWD/src bash -c 'rm -rf ~/proj/objects'",
 ]
-
-
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
-    h = Host(tmp_path, request.param)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def _project(h: Host) -> None:

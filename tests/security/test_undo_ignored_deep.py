@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import Host, tree
 
 DEEP = [
     "rm nm/pkg/f",
@@ -22,13 +21,7 @@ DEEP = [
 CONFIG = {"undo": {"ignored_total": 1000}}
 
 
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
-    h = Host(tmp_path, request.param, CONFIG)
-    try:
-        yield h
-    finally:
-        h.close()
+HOST_CONFIG = CONFIG
 
 
 def _project(h: Host) -> None:

@@ -12,19 +12,9 @@ import time
 
 import pytest
 
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import Host, tree
 
 RACY_S = 2.5  # older than the index's racy window: the index trusts the file's entry
-
-
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
-    h = Host(tmp_path, request.param)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def _project(h: Host) -> None:

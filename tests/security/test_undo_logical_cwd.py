@@ -9,27 +9,24 @@ climb runs and undo takes it back byte-exact."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import Host, tree
 
 CLIMBS = ["cd .. && rm -rf x", 'rm -rf "$PWD/../x"', "cd ..; rm -rf x/big", "cd -L .. && rm -rf x"]
 
 
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
+def _config(tmp_path: Path) -> dict:
     project = tmp_path / "home" / "proj"
-    config = {
+    return {
         "undo": {"ignored_total": 1000},
         "sandbox": {"rules": {"fs_writable": [str(project)]}},
     }
-    h = Host(tmp_path, request.param, config)
-    try:
-        yield h
-    finally:
-        h.close()
+
+
+HOST_CONFIG = _config
 
 
 def _project(h: Host) -> None:

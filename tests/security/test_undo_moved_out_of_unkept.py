@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import Host, tree
 
 MOVES = {
     "mv nm nm2": "nm2/pkg/f",
@@ -22,13 +21,7 @@ MOVES = {
 OLDER_S = 2.5  # the tree is older than the run by more than the file system's stamp margin
 
 
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
-    h = Host(tmp_path, request.param, {"undo": {"ignored_total": 1000}})
-    try:
-        yield h
-    finally:
-        h.close()
+HOST_CONFIG = {"undo": {"ignored_total": 1000}}
 
 
 def _project(h: Host) -> None:

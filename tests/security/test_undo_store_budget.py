@@ -8,23 +8,14 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
-from tests.security.conftest import selected_backends
-from tests.security.test_undo_follows import Host, tree
+from tests.security.conftest import tree
 
 LINE = "rm -rf src; mkdir gen; " + "; ".join(
     f"head -c 90000 /dev/urandom > gen/g{i}" for i in range(15)
 )
 
 
-@pytest.fixture(params=selected_backends())
-def host(request, tmp_path):
-    h = Host(tmp_path, request.param, {"undo": {"max_store": "1M"}})
-    try:
-        yield h
-    finally:
-        h.close()
+HOST_CONFIG = {"undo": {"max_store": "1M"}}
 
 
 def test_the_run_that_outgrew_the_store_is_still_undone(host):
