@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -35,10 +36,11 @@ def live_below() -> list[int]:
     return [p for p in proc.descendants(os.getpid()) if not proc.is_zombie(p)]
 
 
-def host(index: int, out_fd: int, project: str) -> None:
+def host(index: int, out_fd: int, root: str) -> None:
     async def first_run() -> dict[str, object]:
         loop = asyncio.get_running_loop()
-        state = tempfile.mkdtemp(prefix="hosts-driver-")
+        project = os.path.join(root, "proj")
+        state = tempfile.mkdtemp(prefix="state-", dir=root)
         mgr = SessionManager(
             parse_config({"sandbox": {"backend": "bubblewrap"}}), loop=loop, state_dir=state
         )
@@ -59,7 +61,10 @@ def host(index: int, out_fd: int, project: str) -> None:
 def main() -> None:
     n, concurrency = int(sys.argv[1]), int(sys.argv[2])
     proc.set_child_subreaper()
-    project = tempfile.mkdtemp(prefix="hosts-driver-proj-")
+    # Everything the hosts write (their state dirs, the project) is under one dir, removed at the
+    # end.
+    root = tempfile.mkdtemp(prefix="hosts-driver-")
+    os.mkdir(os.path.join(root, "proj"))
     r, w = os.pipe()
     running: set[int] = set()
     started = time.monotonic()
@@ -71,7 +76,7 @@ def main() -> None:
         if pid == 0:
             os.close(r)
             try:
-                host(i, w, project)
+                host(i, w, root)
             finally:
                 os._exit(0)
         running.add(pid)
@@ -100,6 +105,7 @@ def main() -> None:
         except OSError:
             pass
     proc.sweep_all_descendants(grace_s=0.2)
+    shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({"reports": reports, "left": left, "seconds": time.monotonic() - started}))
 
 
