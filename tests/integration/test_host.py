@@ -292,3 +292,57 @@ def test_prepared_sandboxes_die_with_neovim_and_the_host(tmp_path, backend, end)
             nvim.command("qa!")
         with contextlib.suppress(Exception):
             nvim.close()
+
+
+@pytest.mark.parametrize("backend", ["sandlock", "bubblewrap"])
+def test_a_host_leaves_nothing_in_the_temp_dirs(tmp_path, monkeypatch, backend):
+    """What the host makes for itself (its output and run temp dirs, the empty home its git
+    checks run with) is gone once Neovim has quit: nothing is left in the temp dir or the runtime
+    dir. The control: while the host runs, its git home exists."""
+    if NVIM is None:
+        pytest.skip("no Neovim")
+    if not backend_available(backend):
+        pytest.skip(f"{backend} is not available here")
+    import glob
+
+    import pynvim
+
+    tmp, runtime, project = tmp_path / "tmp", tmp_path / "runtime", tmp_path / "proj"
+    for d in (tmp, runtime, project):
+        d.mkdir(mode=0o700)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    nvim = pynvim.attach(
+        "child",
+        argv=[
+            *(NVIM, "--clean", "--embed", "--headless", "-n"),
+            *("--cmd", f"set rtp^={ROOT}", "-c", "runtime plugin/run_bash.lua"),
+        ],
+    )
+    pid = nvim.funcs.getpid()
+    try:
+        nvim.exec_lua("require('run_bash').setup({ sandbox = { backend = ... } })", backend)
+        done = nvim.exec_lua(
+            "local r; require('run_bash').run({ cmd = 'git status --short', cwd = ... },"
+            " function(x) r = x end); vim.wait(60000, function() return r ~= nil end, 10);"
+            " return r",
+            str(project),
+        )
+        assert done["exit_code"] == 0, done
+        pids = [pid, *descendants(pid)]
+        homes = [
+            *glob.glob(f"{tmp}/**/run_bash-git-home-*", recursive=True),
+            *glob.glob(f"{runtime}/**/run_bash-git-home-*", recursive=True),
+        ]
+        assert homes, (os.listdir(tmp), os.listdir(runtime))  # the control
+    finally:
+        with contextlib.suppress(Exception):
+            nvim.command("qa!")
+        with contextlib.suppress(Exception):
+            nvim.close()
+    wait_for(lambda: not alive(pids), timeout=8)
+    assert os.listdir(runtime) == [] and os.listdir(tmp) == [], (
+        os.listdir(runtime),
+        os.listdir(tmp),
+    )

@@ -144,11 +144,15 @@ _EMPTY_LOCK = threading.Lock()
 
 def empty_home() -> str:
     """An empty directory of this process (mode 0500): the ``HOME`` and working directory of git
-    in the clean environment. Made again if something removed it."""
+    in the clean environment. Made again if something removed it. In a host it lies in the
+    host's output directory (``RUN_BASH_STATE_DIR``), which the keeper removes however the host
+    ends (the host leaves with ``os._exit``: no ``atexit``); elsewhere in the temp dir."""
     with _EMPTY_LOCK:
         if _EMPTY and os.path.isdir(_EMPTY[0]):
             return _EMPTY[0]
-        path = tempfile.mkdtemp(prefix="run_bash-git-home-")
+        state = os.environ.get("RUN_BASH_STATE_DIR")
+        where = state if state and os.path.isdir(state) else None
+        path = tempfile.mkdtemp(prefix="run_bash-git-home-", dir=where)
         os.chmod(path, 0o500)
         if not _EMPTY:
             atexit.register(lambda: shutil.rmtree(_EMPTY[0], ignore_errors=True))
