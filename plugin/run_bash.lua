@@ -1,4 +1,8 @@
 -- run_bash: define the user commands. Cheap: no Python starts until a command is used.
+
+-- First of all: no Lua module is loaded from the working directory (the project runs write).
+require("run_bash.lua_path").drop_relative()
+
 if vim.g.loaded_run_bash then
   return
 end

@@ -11,6 +11,9 @@
 ---   `run_bash.changes`   what a run changed, as a list or a diff, and undoing it
 local M = {}
 
+-- No Lua module is loaded from the working directory (`run_bash.lua_path`): before anything else.
+require("run_bash.lua_path").drop_relative()
+
 local changes = require("run_bash.changes")
 local events = require("run_bash.events")
 local gate = require("run_bash.gate")
