@@ -147,6 +147,8 @@ def test_protected_paths_in_a_git_project(home):
         ".exrc",
         ".envrc",
         ".lazy.lua",
+        "rust-toolchain",
+        "rust-toolchain.toml",
     ):
         assert str(proj / rel) in p.protected
     assert str(proj / ".git") in p.git_dirs

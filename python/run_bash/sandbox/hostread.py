@@ -24,7 +24,8 @@ policy:
 * **Agent rules files.** CodeCompanion's configured rules files (``setup`` passes them) and the
   common names other agents use, in the project: the next chat reads them and the files their
   ``@`` references include (``agentrules.py``).
-* **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua`` and
+* **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua``,
+  rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run) and
   CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
@@ -66,8 +67,20 @@ GIT_DIR_MEMBERS = (
     "objects/info/alternates",
 )
 # Files at the top of a work tree that are host-read: git reads .gitmodules for submodule URLs and
-# paths; Neovim runs .nvim.lua/.nvimrc/.exrc (exrc), direnv runs .envrc, lazy.nvim runs .lazy.lua.
-WORK_TREE_MEMBERS = (".gitmodules", ".nvim.lua", ".nvimrc", ".exrc", ".envrc", ".lazy.lua")
+# paths; Neovim runs .nvim.lua/.nvimrc/.exrc (exrc), direnv runs .envrc, lazy.nvim runs .lazy.lua;
+# rustup's proxies (cargo, rustc, rust-analyzer) run the toolchain a rust-toolchain file names, and
+# its `path` (or the legacy file's absolute path) may name any directory: `cargo --version` in the
+# project, or the editor starting rust-analyzer there, would run `<path>/bin/cargo`.
+WORK_TREE_MEMBERS = (
+    ".gitmodules",
+    ".nvim.lua",
+    ".nvimrc",
+    ".exrc",
+    ".envrc",
+    ".lazy.lua",
+    "rust-toolchain",
+    "rust-toolchain.toml",
+)
 
 # Rules files read by agents (CodeCompanion's default group, Claude Code, Cursor, Cline, Windsurf,
 # Goose, Copilot, Gemini). CodeCompanion's own configuration adds to these (``setup``).
