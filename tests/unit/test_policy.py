@@ -149,6 +149,7 @@ def test_protected_paths_in_a_git_project(home):
         ".lazy.lua",
         "rust-toolchain",
         "rust-toolchain.toml",
+        ".tool-versions",
     ):
         assert str(proj / rel) in p.protected
     assert str(proj / ".git") in p.git_dirs

@@ -25,7 +25,8 @@ policy:
   common names other agents use, in the project: the next chat reads them and the files their
   ``@`` references include (``agentrules.py``).
 * **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua``,
-  rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run) and
+  rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run),
+  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH) and
   CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
@@ -70,7 +71,9 @@ GIT_DIR_MEMBERS = (
 # paths; Neovim runs .nvim.lua/.nvimrc/.exrc (exrc), direnv runs .envrc, lazy.nvim runs .lazy.lua;
 # rustup's proxies (cargo, rustc, rust-analyzer) run the toolchain a rust-toolchain file names, and
 # its `path` (or the legacy file's absolute path) may name any directory: `cargo --version` in the
-# project, or the editor starting rust-analyzer there, would run `<path>/bin/cargo`.
+# project, or the editor starting rust-analyzer there, would run `<path>/bin/cargo`. A
+# `.tool-versions` version `path:<dir>` puts `<dir>/bin` first on the PATH of asdf's shims and of a
+# shell mise activates (mise asks no trust for it): the next `node` typed there runs `<dir>/bin/node`.
 WORK_TREE_MEMBERS = (
     ".gitmodules",
     ".nvim.lua",
@@ -80,6 +83,7 @@ WORK_TREE_MEMBERS = (
     ".lazy.lua",
     "rust-toolchain",
     "rust-toolchain.toml",
+    ".tool-versions",
 )
 
 # Rules files read by agents (CodeCompanion's default group, Claude Code, Cursor, Cline, Windsurf,
