@@ -150,6 +150,8 @@ def test_protected_paths_in_a_git_project(home):
         "rust-toolchain",
         "rust-toolchain.toml",
         ".tool-versions",
+        ".claude",
+        ".mcp.json",
     ):
         assert str(proj / rel) in p.protected
     assert str(proj / ".git") in p.git_dirs

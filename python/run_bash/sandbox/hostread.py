@@ -26,7 +26,9 @@ policy:
   ``@`` references include (``agentrules.py``).
 * **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua``,
   rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run),
-  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH) and
+  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH), other
+  agents' settings that run commands (``.claude``, ``.mcp.json``, ``.gemini``, ``.codex``, Cursor's
+  MCP and hooks files, opencode's, Kiro's) and
   CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
@@ -74,6 +76,12 @@ GIT_DIR_MEMBERS = (
 # project, or the editor starting rust-analyzer there, would run `<path>/bin/cargo`. A
 # `.tool-versions` version `path:<dir>` puts `<dir>/bin` first on the PATH of asdf's shims and of a
 # shell mise activates (mise asks no trust for it): the next `node` typed there runs `<dir>/bin/node`.
+# Other agents' project settings run commands as the user once the project is trusted, without
+# asking again when they change: Claude Code's `.claude` (hooks, status line, the scripts they
+# call) and `.mcp.json` (MCP servers it starts), Gemini CLI's `.gemini` (MCP servers, tool
+# discovery commands, `.gemini/.env`), Codex's `.codex`, Cursor's `.cursor/mcp.json` and
+# `.cursor/hooks.json`, opencode's `opencode.json(c)` and `.opencode` (its plugins are code it
+# loads), Kiro's `.kiro`. CodeCompanion starts each of these agents in the project over ACP.
 WORK_TREE_MEMBERS = (
     ".gitmodules",
     ".nvim.lua",
@@ -84,6 +92,16 @@ WORK_TREE_MEMBERS = (
     "rust-toolchain",
     "rust-toolchain.toml",
     ".tool-versions",
+    ".claude",
+    ".mcp.json",
+    ".gemini",
+    ".codex",
+    ".cursor/mcp.json",
+    ".cursor/hooks.json",
+    "opencode.json",
+    "opencode.jsonc",
+    ".opencode",
+    ".kiro",
 )
 
 # Rules files read by agents (CodeCompanion's default group, Claude Code, Cursor, Cline, Windsurf,

@@ -1,0 +1,61 @@
+"""Other agents' project settings, which run commands as the user, are kept like `.envrc`.
+
+Claude Code runs the hooks of ``.claude/settings.json`` (and the scripts they call beside it) and
+starts the MCP servers of ``.mcp.json``; Gemini CLI those of ``.gemini/settings.json``; once the
+user has trusted the project, neither asks again when the files change, and CodeCompanion starts
+both as ACP agents in the project. An existing settings directory is read-only inside the run
+(the scripts in it too), a new one, or a new ``.mcp.json``, stops the run and is removed. The
+agents are not installed here: the judge is the files' state after the run; the control is the
+``none`` backend, where the same run changes them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.security.conftest import CONTROL
+
+HOOK = {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch /tmp/x"}]}]}}
+ARM = (
+    f"echo '{json.dumps(HOOK)}' > .claude/settings.json; echo 'touch /tmp/x' >> .claude/fmt.sh; "
+    f"mkdir .claude/commands; echo {CONTROL}"
+)
+
+
+def claude_dir(world) -> dict[str, str]:
+    d = world.project / ".claude"
+    d.mkdir(exist_ok=True)
+    (d / "settings.json").write_text("{}\n")
+    (d / "fmt.sh").write_text("#!/bin/sh\nexec prettier -w .\n")
+    return {p.name: p.read_text() for p in d.iterdir() if p.is_file()}
+
+
+def test_existing_settings_and_their_scripts_are_read_only(sbx, world):
+    before = claude_dir(world)
+    r = sbx.run(ARM)
+    assert CONTROL in r.output and "Read-only file system" in r.output, r.output
+    d = world.project / ".claude"
+    assert {p.name: p.read_text() for p in d.iterdir()} == before
+    # Control: without the sandbox the same run arms them.
+    sbx.unconfined().run(ARM)
+    assert json.loads((d / "settings.json").read_text()) == HOOK
+    assert "touch /tmp/x" in (d / "fmt.sh").read_text()
+
+
+@pytest.mark.parametrize(
+    "name, make",
+    [
+        (".mcp.json", "echo '{\"mcpServers\": {}}' > .mcp.json"),
+        (".gemini", "mkdir .gemini && echo '{}' > .gemini/settings.json"),
+    ],
+    ids=[".mcp.json", ".gemini"],
+)
+def test_new_settings_are_removed(sbx, world, name, make):
+    r = sbx.run(f"echo {CONTROL}; {make}; sleep 5; echo survived")
+    assert CONTROL in r.output and "survived" not in r.output, r.output
+    assert not (world.project / name).exists()
+    assert any(f"protected file {name} was created" in n for n in r.notices), r.notices
+    sbx.unconfined().run(make)
+    assert (world.project / name).exists()
