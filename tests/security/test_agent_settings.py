@@ -4,7 +4,8 @@ Claude Code runs the hooks of ``.claude/settings.json`` (and the scripts they ca
 starts the MCP servers of ``.mcp.json``; Gemini CLI those of ``.gemini/settings.json``; once the
 user has trusted the project, neither asks again when the files change, and CodeCompanion starts
 both as ACP agents in the project. An existing settings directory is read-only inside the run
-(the scripts in it too), a new one, or a new ``.mcp.json``, stops the run and is removed. The
+(the scripts in it too, whatever its size), a new one, or a new ``.mcp.json``, stops the run and
+is removed. The
 agents are not installed here: the judge is the files' state after the run; the control is the
 ``none`` backend, where the same run changes them.
 """
@@ -25,10 +26,20 @@ ARM = (
 
 
 def claude_dir(world) -> dict[str, str]:
+    """A `.claude` with settings, a script its hook calls, and more than a member directory may
+    hold (1,100 skills, a 17 MiB file): kept whole without a copy, it does not stop runs."""
     d = world.project / ".claude"
-    d.mkdir(exist_ok=True)
+    (d / "skills").mkdir(parents=True)
+    for i in range(1100):
+        (d / "skills" / f"s{i}.md").write_text("skill\n")
+    with open(d / "skills" / "big.bin", "wb") as f:
+        f.truncate(17 << 20)
     (d / "settings.json").write_text("{}\n")
     (d / "fmt.sh").write_text("#!/bin/sh\nexec prettier -w .\n")
+    return files(d)
+
+
+def files(d) -> dict[str, str]:
     return {p.name: p.read_text() for p in d.iterdir() if p.is_file()}
 
 
@@ -37,7 +48,7 @@ def test_existing_settings_and_their_scripts_are_read_only(sbx, world):
     r = sbx.run(ARM)
     assert CONTROL in r.output and "Read-only file system" in r.output, r.output
     d = world.project / ".claude"
-    assert {p.name: p.read_text() for p in d.iterdir()} == before
+    assert files(d) == before and not (d / "commands").exists()
     # Control: without the sandbox the same run arms them.
     sbx.unconfined().run(ARM)
     assert json.loads((d / "settings.json").read_text()) == HOOK

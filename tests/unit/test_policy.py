@@ -151,6 +151,7 @@ def test_protected_paths_in_a_git_project(home):
         "rust-toolchain.toml",
         ".tool-versions",
         ".claude",
+        ".gemini",
         ".mcp.json",
     ):
         assert str(proj / rel) in p.protected

@@ -27,8 +27,8 @@ policy:
 * **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua``,
   rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run),
   asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH), other
-  agents' settings that run commands (``.claude``, ``.mcp.json``, ``.gemini``, ``.codex``, Cursor's
-  MCP and hooks files, opencode's, Kiro's) and
+  agents' settings that run commands (``.claude`` and ``.gemini`` whole, ``.mcp.json``, Cursor's MCP
+  and hooks files, opencode's config) and
   CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
@@ -76,12 +76,6 @@ GIT_DIR_MEMBERS = (
 # project, or the editor starting rust-analyzer there, would run `<path>/bin/cargo`. A
 # `.tool-versions` version `path:<dir>` puts `<dir>/bin` first on the PATH of asdf's shims and of a
 # shell mise activates (mise asks no trust for it): the next `node` typed there runs `<dir>/bin/node`.
-# Other agents' project settings run commands as the user once the project is trusted, without
-# asking again when they change: Claude Code's `.claude` (hooks, status line, the scripts they
-# call) and `.mcp.json` (MCP servers it starts), Gemini CLI's `.gemini` (MCP servers, tool
-# discovery commands, `.gemini/.env`), Codex's `.codex`, Cursor's `.cursor/mcp.json` and
-# `.cursor/hooks.json`, opencode's `opencode.json(c)` and `.opencode` (its plugins are code it
-# loads), Kiro's `.kiro`. CodeCompanion starts each of these agents in the project over ACP.
 WORK_TREE_MEMBERS = (
     ".gitmodules",
     ".nvim.lua",
@@ -92,17 +86,21 @@ WORK_TREE_MEMBERS = (
     "rust-toolchain",
     "rust-toolchain.toml",
     ".tool-versions",
-    ".claude",
+    # Other agents' project settings that run commands as the user once the project is trusted,
+    # without asking again when they change: Claude Code's MCP servers, Cursor's MCP servers and
+    # hooks, opencode's MCP servers and plugins. (Their directories: ``AGENT_DIRS``.)
     ".mcp.json",
-    ".gemini",
-    ".codex",
     ".cursor/mcp.json",
     ".cursor/hooks.json",
     "opencode.json",
     "opencode.jsonc",
-    ".opencode",
-    ".kiro",
 )
+# Directories of other agents' project settings, kept read-only whole like a hooks holder (what
+# their hooks run usually lies beside them; never copied, so their size does not matter): Claude
+# Code runs the hooks and status line of `.claude/settings*.json`, Gemini CLI the MCP servers and
+# tool discovery command of `.gemini/settings.json` and loads `.gemini/.env`. CodeCompanion starts
+# both in the project over ACP.
+AGENT_DIRS = (".claude", ".gemini")
 
 # Rules files read by agents (CodeCompanion's default group, Claude Code, Cursor, Cline, Windsurf,
 # Goose, Copilot, Gemini). CodeCompanion's own configuration adds to these (``setup``).
@@ -568,6 +566,16 @@ class Discovery:
             for name in (*WORK_TREE_MEMBERS, *project_files):
                 if not os.path.isabs(name):
                     add(os.path.join(r, name))
+            for name in AGENT_DIRS:
+                d = os.path.join(r, name)
+                if d not in in_granted:
+                    continue
+                if os.path.isdir(d) and not os.path.islink(d):
+                    sealed.append(d)
+                    holders.append(d)
+                    reasons[d] = f"another agent runs the commands its settings in {name} name"
+                else:
+                    add(d)  # not there yet, or not a directory: it must stay what it is
 
         # What the members and the kept hooks holders lead to through symlinks is read with them.
         more, whole = link_ends([*members, *holders], in_granted, roots, sealed, reasons)
