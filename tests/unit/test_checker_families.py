@@ -769,6 +769,22 @@ CLOUD_VERBS = [
 PAUSES += [(f"{tool} thing delete x", tool, "irreversible") for tool in CLOUD_VERBS]
 PAUSES += [(f"{tool} down", tool, "irreversible") for tool in ("railway", "okteto", "tilt")]
 
+# Force-updates through the GitHub API, symbolic refs, registry garbage collection, machines
+# and jobs outside the sandbox, npm packages that kill or delete, Rush publishing.
+PAUSES += [
+    ("gh api -X PATCH repos/o/r/git/refs/heads/x -f sha=a -F force=true", "gh", "irreversible"),
+    ("gh api repos/o/r/git/refs/heads/x -XPATCH --field force=true -f sha=a", "gh", "irreversible"),
+    ("gh api repos/o/r/git/refs/heads/x --raw-field=force=TRUE -f sha=a", "gh", "irreversible"),
+    ('gh api repos/o/r/git/refs/heads/x -X PATCH -F "force=$F"', "gh", "irreversible"),
+    ('gh api repos/o/r/git/refs/heads/x -X PATCH -F "$FIELD"', "gh", "irreversible"),
+]
+RUNS += [
+    "gh api repos/o/r/git/refs/heads/x -X PATCH -F force=false -f sha=a",
+    'gh api repos/o/r/issues/1/comments -f body="$MSG"',
+    "gh api repos/o/r/issues/1/comments -f body='force=true'",
+    "gh api repos/o/r/pulls --paginate -q '.[].title'",
+]
+
 
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:

@@ -288,6 +288,30 @@ def option_value(reason: str, names: str, *patterns: str) -> Check:
     return check
 
 
+def field(reason: str, may: str, names: str, key: str, *values: str) -> Check:
+    """A pause when one of the options ``names`` sends the field ``key`` (``-F KEY=VALUE``,
+    any case) with a value among ``values``; a value only known at run time counts (``may``
+    says what it may do), and so does a field whose name is only known at run time."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        for word in level.read.values(*names.split()):
+            text = word.value if word.value is not None else word.prefix
+            name, eq, value = text.partition("=")
+            if not eq:
+                if word.value is None and key.startswith(name.lower()):
+                    return unknown_hit(may, word)
+                continue
+            if name.lower() != key:
+                continue
+            if word.value is None:
+                return unknown_hit(may, word)
+            if value.lower() in values:
+                return Hit(reason)
+        return None
+
+    return check
+
+
 def signal(reason: str, lists: str) -> Check:
     """``kill``, ``pkill``, ``killall``: a signal is sent unless the first word only lists or
     prints (``lists``: ``kill -l``, ``--help``, ``--version``) or the signal is 0, which only

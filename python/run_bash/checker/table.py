@@ -777,7 +777,26 @@ GH = Row(
     subs={
         "release": Row(opts("-R: --repo="), subs=subs("deletes a GitHub release", "delete")),
         "repo": Row(subs=subs("deletes a GitHub repository", "delete")),
-        "api": Row(pauses=(Pause("", check=checks.http_method("X", "method")),)),
+        "api": Row(
+            opts(
+                "-XfFHqtp: --method= --field= --raw-field= --header= --input= --jq= --template= "
+                "--hostname= --preview= --cache= --paginate --include --silent --verbose --slurp"
+            ),
+            pauses=(
+                Pause("", check=checks.http_method("X", "method")),
+                # `PATCH …/git/refs/heads/NAME -F force=true` moves a branch to any commit.
+                Pause(
+                    "",
+                    check=checks.field(
+                        "force-updates a remote branch, rewriting its history",
+                        "force-update a remote branch",
+                        "f F field raw-field",
+                        "force",
+                        "true",
+                    ),
+                ),
+            ),
+        ),
     },
 )
 HTTP_DELETE_ROW = {
