@@ -777,12 +777,18 @@ PAUSES += [
     ("gh api repos/o/r/git/refs/heads/x --raw-field=force=TRUE -f sha=a", "gh", "irreversible"),
     ('gh api repos/o/r/git/refs/heads/x -X PATCH -F "force=$F"', "gh", "irreversible"),
     ('gh api repos/o/r/git/refs/heads/x -X PATCH -F "$FIELD"', "gh", "irreversible"),
+    ("git symbolic-ref -d HEAD", "git", "irreversible"),
+    ("git symbolic-ref --delete refs/remotes/origin/HEAD", "git", "irreversible"),
+    ("git -c alias.sr='symbolic-ref -d' sr HEAD", "git", "irreversible"),
 ]
 RUNS += [
     "gh api repos/o/r/git/refs/heads/x -X PATCH -F force=false -f sha=a",
     'gh api repos/o/r/issues/1/comments -f body="$MSG"',
     "gh api repos/o/r/issues/1/comments -f body='force=true'",
     "gh api repos/o/r/pulls --paginate -q '.[].title'",
+    "git symbolic-ref HEAD",
+    "git symbolic-ref --short HEAD",
+    "git symbolic-ref HEAD refs/heads/main",
 ]
 
 

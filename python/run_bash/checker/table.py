@@ -246,6 +246,10 @@ GIT = Row(
                 )
             },
         ),
+        "symbolic-ref": Row(
+            opts("-m: -dqs --delete --quiet --short --recurse --no-recurse"),
+            pauses=(Pause("deletes a symbolic ref, which keeps no reflog", when="d delete"),),
+        ),
         "filter-branch": always("rewrites the repository's history"),
         "filter-repo": always("rewrites the repository's history"),
     },
