@@ -780,6 +780,16 @@ PAUSES += [
     ("git symbolic-ref -d HEAD", "git", "irreversible"),
     ("git symbolic-ref --delete refs/remotes/origin/HEAD", "git", "irreversible"),
     ("git -c alias.sr='symbolic-ref -d' sr HEAD", "git", "irreversible"),
+    ("doctl registry garbage-collection start --force", "doctl", "irreversible"),
+    ("doctl registry gc start reg --include-untagged-manifests", "doctl", "irreversible"),
+    ("doctl registry repository delete-manifest repo sha256:abc", "doctl", "irreversible"),
+    ("doctl -t x compute droplet rm web", "doctl", "irreversible"),
+    ("doctl compute ssh web --ssh-command 'rm -rf /srv'", "rm", "irreversible"),
+    ("podman machine ssh vm 'sudo rm -rf /var'", "rm", "irreversible"),
+    ("podman machine ssh 'kill 1'", "kill", "irreversible"),
+    ("podman machine ssh --username root vm systemctl restart docker", "systemctl", "irreversible"),
+    ("podman machine rm -f", "podman", "irreversible"),
+    ("podman machine reset -f", "podman", "irreversible"),
 ]
 RUNS += [
     "gh api repos/o/r/git/refs/heads/x -X PATCH -F force=false -f sha=a",
@@ -789,6 +799,14 @@ RUNS += [
     "git symbolic-ref HEAD",
     "git symbolic-ref --short HEAD",
     "git symbolic-ref HEAD refs/heads/main",
+    "doctl registry garbage-collection get-active",
+    "doctl registry gc list",
+    "doctl registry repository list-tags repo",
+    "doctl compute ssh web --ssh-command uptime",
+    "podman machine ssh vm uptime",
+    "podman machine list",
+    "podman machine start",
+    "podman machine init --cpus 4",
 ]
 
 

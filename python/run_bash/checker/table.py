@@ -959,7 +959,31 @@ MORE: dict[str, Row] = {
             },
         ),
     ),
-    "doctl": verbs(CLOUD, "delete", "rm"),
+    "doctl": Row(
+        opts("-t: -c: -o: --access-token= --context= --config= --output= --api-url= -v --verbose"),
+        pauses=verbs(CLOUD, "delete", "rm", "delete-*").pauses,
+        subs={
+            "registry": Row(
+                subs={
+                    "garbage-collection": Row(
+                        subs=subs("deletes the registry's unreferenced images for good", "start")
+                    )
+                },
+                alias={"gc": "garbage-collection"},
+            ),
+            "compute": Row(
+                subs={
+                    "ssh": Row(
+                        opts(
+                            "--ssh-command= --ssh-user= --ssh-key-path= --ssh-port= "
+                            "--ssh-agent-forwarding --ssh-private-ip"
+                        ),
+                        runs=(Code("ssh-command", elsewhere=True),),
+                    )
+                }
+            ),
+        },
+    ),
     "hcloud": verbs(CLOUD, "delete"),
     "linode-cli": verbs(CLOUD, "delete", "*-delete"),
     "oci": verbs(CLOUD, "delete", "terminate"),
@@ -1600,6 +1624,21 @@ TABLE: dict[str, Row] = {
             ),
             "pod": Row(
                 subs={**subs("deletes pods and their containers", "rm prune"), "kill": _KILL}
+            ),
+            "machine": Row(
+                subs={
+                    **subs(
+                        "deletes the virtual machine with its containers, images and volumes",
+                        "rm reset",
+                    ),
+                    # `ssh [NAME] [CMD…]`: whether the first word names a machine is only known
+                    # at run time, so both readings are judged.
+                    "ssh": Row(
+                        opts("--username="),
+                        permute=False,
+                        runs=(Shell(elsewhere=True), Shell(skip=1, elsewhere=True)),
+                    ),
+                }
             ),
         },
         " --connection= --url= --identity= --root= --runroot= --remote --storage-driver=",
