@@ -790,6 +790,13 @@ PAUSES += [
     ("podman machine ssh --username root vm systemctl restart docker", "systemctl", "irreversible"),
     ("podman machine rm -f", "podman", "irreversible"),
     ("podman machine reset -f", "podman", "irreversible"),
+    ("launchctl load -w ~/Library/LaunchAgents/com.x.plist", "launchctl", "irreversible"),
+    ("launchctl bootstrap gui/501 com.x.plist", "launchctl", "irreversible"),
+    ("launchctl kickstart -k gui/501/com.x", "launchctl", "irreversible"),
+    ("launchctl setenv FOO bar", "launchctl", "irreversible"),
+    ("brew services restart postgresql", "brew", "irreversible"),
+    ("brew services start redis", "brew", "irreversible"),
+    ("brew services cleanup", "brew", "irreversible"),
 ]
 RUNS += [
     "gh api repos/o/r/git/refs/heads/x -X PATCH -F force=false -f sha=a",
@@ -807,6 +814,12 @@ RUNS += [
     "podman machine list",
     "podman machine start",
     "podman machine init --cpus 4",
+    "launchctl list",
+    "launchctl print gui/501/com.x",
+    "launchctl getenv PATH",
+    "brew services",
+    "brew services list",
+    "brew services info postgresql",
 ]
 
 

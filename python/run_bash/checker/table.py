@@ -1051,7 +1051,22 @@ MORE: dict[str, Row] = {
     "pipenv": Row(subs=runs_sub("run")),
     "pm2": Row(subs=subs(STOPS, "delete del kill stop restart reload")),
     "supervisorctl": Row(subs=subs(STOPS, "stop restart shutdown remove")),
-    "launchctl": Row(subs=subs(STOPS, "bootout unload kill remove stop")),
+    # Every other verb starts, loads or changes jobs, which run outside the sandbox.
+    "launchctl": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.operation_not(
+                    "starts or changes services, which run outside the sandbox",
+                    "list print print-cache print-disabled print-token blame dumpstate "
+                    "dumpjpcategory help version managerpid manageruid managername error "
+                    "hostinfo resolveport getenv procinfo plist examine",
+                    at=0,
+                ),
+            ),
+        ),
+        subs=subs(STOPS, "bootout unload kill remove stop"),
+    ),
     "skill": always(SIGNAL),
     "userdel": always("deletes a user account"),
     "deluser": always("deletes a user account"),
@@ -1595,7 +1610,21 @@ TABLE: dict[str, Row] = {
         "-cx: --setopt= --installroot= --releasever= "
         "--enablerepo= --disablerepo= -y -q --assumeyes",
     ),
-    "brew": _packages("uninstall remove rm"),
+    "brew": _packages(
+        "uninstall remove rm",
+        services=Row(
+            pauses=(
+                Pause(
+                    "",
+                    check=checks.operation_not(
+                        "starts, stops or restarts services, which run outside the sandbox",
+                        "list info",
+                        at=0,
+                    ),
+                ),
+            )
+        ),
+    ),
     "snap": _packages("remove"),
     "conda": _packages(
         "remove uninstall",
