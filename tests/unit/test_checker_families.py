@@ -797,6 +797,20 @@ PAUSES += [
     ("brew services restart postgresql", "brew", "irreversible"),
     ("brew services start redis", "brew", "irreversible"),
     ("brew services cleanup", "brew", "irreversible"),
+    ("npx kill-port 3000", "kill-port", "irreversible"),
+    ("pnpm dlx kill-port 8080", "kill-port", "irreversible"),
+    ("npx fkill-cli node", "fkill", "irreversible"),
+    ("fkill-cli node", "fkill-cli", "irreversible"),
+    ("cross-port-killer 3000", "cross-port-killer", "irreversible"),
+    ("deno run -A npm:kill-port 3000", "kill-port", "irreversible"),
+    ("npx -y del-cli dist", "del-cli", "reversible"),
+    ("del 'build/**'", "del", "reversible"),
+    ("deno run -A npm:rimraf dist", "rimraf", "reversible"),
+    ("deno run npm:vercel rm app", "vercel", "irreversible"),
+    ("npx firebase-tools firestore:delete --all-collections", "firebase", "irreversible"),
+    ("npx aws-cdk destroy", "cdk", "irreversible"),
+    ("npx -y netlify-cli sites:delete", "netlify", "irreversible"),
+    ("npx @railway/cli down", "railway", "irreversible"),
 ]
 RUNS += [
     "gh api repos/o/r/git/refs/heads/x -X PATCH -F force=false -f sha=a",
@@ -820,6 +834,11 @@ RUNS += [
     "brew services",
     "brew services list",
     "brew services info postgresql",
+    "npx del-cli --dry-run dist",
+    "deno run -A npm:create-vite app",
+    "deno run -A main.ts --force",
+    "npx aws-cdk synth",
+    "npx firebase-tools emulators:start",
 ]
 
 

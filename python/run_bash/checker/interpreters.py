@@ -32,7 +32,7 @@ from run_bash.checker.languages import (
 from run_bash.checker.model import NO_INPUT, REVERSIBLE, STDIN_FILES, Ctx, Hit, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
 from run_bash.checker.reading import Handler, is_dry_run, operand_paths
-from run_bash.checker.words import Arg, wordlist
+from run_bash.checker.words import Arg, package_command, wordlist
 
 # -- interpreters ---------------------------------------------------------------------------------
 
@@ -326,6 +326,11 @@ def deno(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
                 judge(ana, rest[0].value, JAVASCRIPT, ctx)
     elif args and args[0].value == "run":
         rest = [a for a in args[1:] if not (a.value or "").startswith("-")]
+        if rest and (rest[0].value or "").startswith("npm:"):
+            # `deno run npm:PKG ARGS` runs the package's command, as `npx PKG ARGS` does
+            at = next(k for k, a in enumerate(args) if a is rest[0])
+            ana.chain([package_command(rest[0]), *args[at + 1 :]], ctx)
+            return None
         script = ana.script_text(rest[0], ctx) if rest else None
         if script is not None:
             judge(ana, script, JAVASCRIPT, ctx)

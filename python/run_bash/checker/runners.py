@@ -38,6 +38,7 @@ from run_bash.checker.words import (
     decode_echo,
     expand,
     join_path,
+    package_command,
     wordlist,
 )
 
@@ -79,16 +80,6 @@ def _fill(code: str, holes: tuple[str, ...]) -> str:
 
 def _filled(word: Arg, holes: tuple[str, ...]) -> Arg:
     return Arg.lit(_fill(word.value, holes)) if word.value and holes else word
-
-
-def package_command(word: Arg) -> Arg:
-    """The command a package runner runs for a package spec (``@scope/pkg@1`` → ``pkg``)."""
-    if word.value is None:
-        return word
-    name = re.sub(r"(?<=.)@[^/]*$", "", word.value)
-    name = name.rsplit("/", 1)[-1] if name.startswith("@") else name
-    name = re.sub(r"^(?:npm:|github:|git\+)", "", name)
-    return Arg.lit(command_name(name) or name, word.text)
 
 
 def chdir(ctx: Ctx, word: Arg | None) -> None:

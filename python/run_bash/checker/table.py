@@ -1206,6 +1206,23 @@ TABLE: dict[str, Row] = {
         opts("-vG --glob --preserve-root --no-preserve-root --verbose"),
         pauses=(Pause("deletes files and directories recursively", effect=R, targets="operands"),),
     ),
+    # the same from an npm package: `del-cli` (also installed as `del`)
+    **dict.fromkeys(
+        ("del-cli", "del"),
+        Row(
+            opts("-fd --force --dry-run --dot --verbose"),
+            pauses=(
+                Pause(
+                    "deletes files and directories recursively",
+                    unless="d dry-run",
+                    effect=R,
+                    targets="operands",
+                ),
+            ),
+        ),
+    ),
+    # npm packages that kill processes: by port (`kill-port 3000`) or by name (`fkill node`)
+    **dict.fromkeys(("kill-port", "fkill", "fkill-cli", "cross-port-killer"), always(SIGNAL)),
     "find": Row(pauses=(Pause("", check=checks.find_delete),), runs=(Custom(runners.find),)),
     "truncate": Row(
         opts("-cos: -r: --no-create --io-blocks --reference= --size="),
