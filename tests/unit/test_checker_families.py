@@ -811,6 +811,11 @@ PAUSES += [
     ("npx aws-cdk destroy", "cdk", "irreversible"),
     ("npx -y netlify-cli sites:delete", "netlify", "irreversible"),
     ("npx @railway/cli down", "railway", "irreversible"),
+    ("rush publish --publish", "rush", "irreversible"),
+    ("rush publish -a -p --include-all", "rush", "irreversible"),
+    ("echo '{}' > package.json; rush build", "", "irreversible"),
+    ("echo '{}' > common/config/rush/command-line.json; rush nuke", "", "irreversible"),
+    ("echo '{}' > apps/web/package.json && cd apps/web && rushx clean", "", "irreversible"),
 ]
 RUNS += [
     "gh api repos/o/r/git/refs/heads/x -X PATCH -F force=false -f sha=a",
@@ -839,6 +844,11 @@ RUNS += [
     "deno run -A main.ts --force",
     "npx aws-cdk synth",
     "npx firebase-tools emulators:start",
+    "rush publish",
+    "rush publish --apply",
+    "rush build",
+    "rush install",
+    "rushx test",
 ]
 
 

@@ -1518,6 +1518,22 @@ TABLE: dict[str, Row] = {
         subs={**subs("publishes packages to PyPI", "publish"), **runs_sub("run")},
     ),
     "flit": Row(subs=subs("publishes a package to PyPI", "publish")),
+    # Rush monorepos: `rush publish` only bumps versions unless `--publish` is given.
+    "rush": Row(
+        opts("-d -q --debug --quiet"),
+        subs={
+            "publish": Row(
+                opts(
+                    "-b:r:n:t:v:c: -apf --apply --publish --target-branch= --registry= "
+                    "--npm-auth-token= --tag= --version-policy= --commit= --set-access-level= "
+                    "--release-folder= --prerelease-name= --suffix= --add-commit-details "
+                    "--regenerate-changelogs --pack --include-all --partial-prerelease --force "
+                    "--apply-git-tags-on-pack --ignore-git-hooks"
+                ),
+                pauses=(Pause("publishes packages to the registry", when="p publish"),),
+            )
+        },
+    ),
     "pdm": Row(
         opts("-p: --project= -v -q"),
         subs={**subs("publishes a package to PyPI", "publish"), **runs_sub("run")},

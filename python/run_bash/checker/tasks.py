@@ -387,6 +387,8 @@ _PROJECT_FILES = {
     "pip pip3 uv poetry hatch pdm flit pipx pixi poe": f"{_PY_TOOLS} pixi.toml poe_tasks.*",
     "node nodejs tsx ts-node deno bun npx bunx": f"{_JS} deno.json deno.jsonc package.json",
     "npm pnpm yarn corepack lerna nx turbo": f"{_JS} package.json .npmrc .yarnrc .yarnrc.yml",
+    "rush rushx": f"{_JS} package.json rush.json .npmrc common/config/rush/* "
+    "common/autoinstallers/* common/scripts/*",
     "jest vitest mocha vite webpack rollup parcel esbuild next nuxt astro eslint tsc": _JS,
     "playwright cypress karma ava": _JS,
     "make gmake bmake remake": "Makefile makefile GNUmakefile BSDmakefile *.mk *.mak *.sh",
