@@ -816,6 +816,9 @@ PAUSES += [
     ("echo '{}' > package.json; rush build", "", "irreversible"),
     ("echo '{}' > common/config/rush/command-line.json; rush nuke", "", "irreversible"),
     ("echo '{}' > apps/web/package.json && cd apps/web && rushx clean", "", "irreversible"),
+    ("python3 -c 'import psutil; psutil.Process(1234).terminate()'", "python", "irreversible"),
+    ("python -c 'import psutil; psutil.Process(9).kill()'", "python", "irreversible"),
+    ("python3 -c 'import psutil; psutil.Process(1).send_signal(1)'", "python", "irreversible"),
 ]
 RUNS += [
     "gh api repos/o/r/git/refs/heads/x -X PATCH -F force=false -f sha=a",
@@ -849,6 +852,8 @@ RUNS += [
     "rush build",
     "rush install",
     "rushx test",
+    "python3 -c 'import psutil; print(psutil.cpu_percent())'",
+    "python3 -c 'import psutil; print([p.name() for p in psutil.process_iter()])'",
 ]
 
 

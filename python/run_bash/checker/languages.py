@@ -115,7 +115,8 @@ PYTHON = Lang(
             "shutil.rmtree os.remove os.unlink os.rmdir os.removedirs .unlink "
             ".rmdir .rmtree send2trash.send2trash os.truncate",
         ),
-        **_calls(SIGNAL, "os.kill os.killpg signal.pthread_kill"),
+        # a process object's methods (`psutil.Process(pid).kill()`, `Popen.send_signal`)
+        **_calls(SIGNAL, "os.kill os.killpg signal.pthread_kill .kill .terminate .send_signal"),
         **_calls(EVAL, "exec eval compile"),
         **_calls(OPAQUE, "getattr __import__ importlib.import_module vars setattr"),
     },
