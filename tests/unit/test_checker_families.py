@@ -856,6 +856,24 @@ RUNS += [
     "python3 -c 'import psutil; print([p.name() for p in psutil.process_iter()])'",
 ]
 
+# A word only known at run time where git reads options may make its effect irreversible.
+PAUSES += [
+    ("git reset --hard $REV", "git", "irreversible"),
+    ('f() { git reset --hard "$1"; }; f HEAD~3', "git", "irreversible"),
+    ("git clean -fd $X", "git", "irreversible"),
+    ('git clean -fd "$@"', "git", "irreversible"),
+    ("git checkout $REV -- .", "git", "irreversible"),
+    ("find . -delete $X", "find", "irreversible"),
+    ("git reset --hard", "git", "reversible"),
+    ("f() { git reset --hard; }; f", "git", "reversible"),
+    ("git clean -fd -- $DIRS", "git", "reversible"),
+    ("git checkout -- $FILES", "git", "reversible"),
+    ('git checkout "$B" -- src', "git", "reversible"),
+    ('find . -name "$PAT" -delete -print', "find", "reversible"),
+]
+RUNS += [
+]
+
 
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:

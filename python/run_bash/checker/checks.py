@@ -85,6 +85,8 @@ def git_reset(reading: Reading, level: Level) -> Hit | None:
     r = level.read
     if r.has("hard"):
         revs = [a.value for a in r.operands if a.value != "--"]
+        if r.unknown is not None:  # `git reset --hard $REV`: a revision, so the branch moves
+            return unknown_hit("move the branch to another commit", r.unknown)
         if all(v in ("HEAD", "@") for v in revs):
             return Hit(
                 "discards uncommitted changes in the working tree", REVERSIBLE, worktree(reading)
@@ -105,6 +107,8 @@ def git_clean(reading: Reading, level: Level) -> Hit | None:
         what = "untracked files and directories" if r.has("d") else "untracked files"
         if r.has("x", "X"):
             return Hit(f"deletes {what}, ignored ones too")
+        if r.unknown is not None:  # `git clean -fd $OPTS` may be `-x`
+            return unknown_hit("delete ignored files too", r.unknown)
         return Hit(f"deletes {what}", REVERSIBLE, worktree(reading))
     if r.unknown is not None:
         return unknown_hit("delete untracked files", r.unknown)
@@ -116,6 +120,8 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
     r = level.read
     if r.has("f", "force"):
         return Hit("discards uncommitted changes (`-f`)")
+    if r.unknown is not None:  # `git checkout $OPTS -- .` may be `-f`
+        return unknown_hit("discard uncommitted changes", r.unknown)
     tree = worktree(reading)
     values = [a.value for a in level.args]
     if "--" in values and values.index("--") < len(values) - 1:
@@ -240,6 +246,9 @@ def find_delete(reading: Reading, level: Level) -> Hit | None:
             follows = True
         elif v == "-delete":
             follows = follows or any(a.value == "-follow" for a in args[i:])
+            later = next((b for b in args[i:] if b.value is None), None)
+            if later is not None:  # the rest of the expression may run commands
+                return unknown_hit("delete files or run commands", later)
             return Hit(
                 "deletes every file and directory it matches", REVERSIBLE, starts, follows=follows
             )
