@@ -864,6 +864,12 @@ PAUSES += [
     ('git clean -fd "$@"', "git", "irreversible"),
     ("git checkout $REV -- .", "git", "irreversible"),
     ("find . -delete $X", "find", "irreversible"),
+    ("git -c alias.p='!git push' p -f", "git", "irreversible"),
+    ("git -c alias.r='!git reset' r --hard", "git", "irreversible"),
+    ("git config alias.pf '!git push'; git pf --force", "git", "irreversible"),
+    ("git push origin :$B", "git", "irreversible"),
+    ('git push origin ":$B"', "git", "irreversible"),
+    ("git branch -r | xargs -I{} git push origin :{}", "git", "irreversible"),
     ("git reset --hard", "git", "reversible"),
     ("f() { git reset --hard; }; f", "git", "reversible"),
     ("git clean -fd -- $DIRS", "git", "reversible"),
@@ -872,6 +878,10 @@ PAUSES += [
     ('find . -name "$PAT" -delete -print', "find", "reversible"),
 ]
 RUNS += [
+    "git -c alias.st='!git status' st -s",
+    "git -c alias.l='!git log --oneline' l -5",
+    "git push origin :",
+    'git push origin HEAD:"$B"',
 ]
 
 

@@ -51,7 +51,7 @@ def git_push(reading: Reading, level: Level) -> Hit | None:
         v = ref.value if ref.value is not None else ref.prefix
         if v.startswith("+") and not lease:
             return Hit("force-pushes (`+` refspec) and can rewrite the remote branch's history")
-        if v.startswith(":") and len(v) > 1:
+        if v.startswith(":") and (len(v) > 1 or ref.value is None):
             return Hit("deletes a remote branch (empty source refspec)")
     if r.has("prune"):
         return Hit("deletes remote branches that have no local counterpart")
