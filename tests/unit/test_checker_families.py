@@ -870,6 +870,8 @@ PAUSES += [
     ("git push origin :$B", "git", "irreversible"),
     ('git push origin ":$B"', "git", "irreversible"),
     ("git branch -r | xargs -I{} git push origin :{}", "git", "irreversible"),
+    ("git lfs migrate import --everything --include='*.bin'", "git", "irreversible"),
+    ("git lfs migrate export --include='*.psd' --everything", "git", "irreversible"),
     ("git reset --hard", "git", "reversible"),
     ("f() { git reset --hard; }; f", "git", "reversible"),
     ("git clean -fd -- $DIRS", "git", "reversible"),
@@ -882,6 +884,8 @@ RUNS += [
     "git -c alias.l='!git log --oneline' l -5",
     "git push origin :",
     'git push origin HEAD:"$B"',
+    "git lfs migrate import --no-rewrite big.bin",
+    "git lfs migrate info --everything",
 ]
 
 

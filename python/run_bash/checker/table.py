@@ -166,7 +166,24 @@ GIT = Row(
                         "--verbose --when-unverified= --verify-unreachable"
                     ),
                     pauses=(Pause("deletes local Git LFS objects", unless="d dry-run"),),
-                )
+                ),
+                # `migrate import|export` rewrite every commit that holds the files
+                # (`--no-rewrite` adds one commit instead); `migrate info` only reads.
+                "migrate": Row(
+                    subs={
+                        name: Row(
+                            opts(
+                                "-I:X: --include= --exclude= --include-ref= --exclude-ref= "
+                                "--everything --no-rewrite --above= --object-map= --verbose "
+                                "--skip-fetch --fixup --yes -m: --message="
+                            ),
+                            pauses=(
+                                Pause("rewrites the repository's history", unless="no-rewrite"),
+                            ),
+                        )
+                        for name in ("import", "export")
+                    }
+                ),
             }
         ),
         "rm": Row(
