@@ -872,6 +872,11 @@ PAUSES += [
     ("git branch -r | xargs -I{} git push origin :{}", "git", "irreversible"),
     ("git lfs migrate import --everything --include='*.bin'", "git", "irreversible"),
     ("git lfs migrate export --include='*.psd' --everything", "git", "irreversible"),
+    ("service --full-restart nginx", "service", "irreversible"),
+    ("/etc/init.d/nginx restart", "service", "irreversible"),
+    ("sudo /etc/init.d/postgresql stop", "service", "irreversible"),
+    ("/etc/rc.d/init.d/httpd stop", "service", "irreversible"),
+    ("screen -X -S dev quit", "screen", "irreversible"),
     ("git reset --hard", "git", "reversible"),
     ("f() { git reset --hard; }; f", "git", "reversible"),
     ("git clean -fd -- $DIRS", "git", "reversible"),
@@ -886,6 +891,10 @@ RUNS += [
     'git push origin HEAD:"$B"',
     "git lfs migrate import --no-rewrite big.bin",
     "git lfs migrate info --everything",
+    "service nginx status",
+    "/etc/init.d/nginx status",
+    "screen -X -S dev stuff 'ls^M'",
+    "screen -dmS dev npm run dev",
 ]
 
 

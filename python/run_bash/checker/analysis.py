@@ -54,7 +54,7 @@ from run_bash.checker.syntax import (
     Word,
     Words,
 )
-from run_bash.checker.table import lookup_names, row_for
+from run_bash.checker.table import INIT_SCRIPT_DIRS, lookup_names, row_for
 from run_bash.checker.tasks import project_files
 from run_bash.checker.words import (
     DYN,
@@ -808,6 +808,11 @@ class Analysis:
             name = command_name(head.value)
             if not name:
                 return
+            if "/" in head.value and normalize_path(head.value).rsplit("/", 1)[0] in (
+                INIT_SCRIPT_DIRS
+            ):
+                args = [Arg.lit("service", head.text), Arg.lit(name), *args[1:]]
+                continue  # an init script's action is a service's
             if (
                 ctx.first
                 and name in self.aliases

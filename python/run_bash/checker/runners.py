@@ -919,6 +919,7 @@ def tmux(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 def screen(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """``screen [options] COMMAND`` and ``screen -X stuff|exec …``."""
     i, n = 0, len(args)
+    command = False
     while i < n:
         v = args[i].value
         if v is None:
@@ -939,10 +940,12 @@ def screen(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         i += 1
         for j, ch in enumerate(v[1:], start=1):
             if ch == "X":
-                return _screen_command(ana, args[i:], ctx)
-            if ch in "cehpSstT":
+                command = True  # the command is the first operand: `screen -X -S s quit`
+            elif ch in "cehpSstT":
                 i += 1 if j + 1 == len(v) else 0
                 break
+    if command:
+        return _screen_command(ana, args[i:], ctx)
     return args[i:] or None
 
 

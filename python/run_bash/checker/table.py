@@ -347,7 +347,10 @@ SERVICE_ROW = Row(
     opts("--status-all --full-restart"),
     skip=1,
     subs=subs(SERVICE, "stop restart force-reload condrestart try-restart"),
+    pauses=(Pause(SERVICE, when="full-restart"),),
 )
+# SysV init scripts: `/etc/init.d/NAME ACTION` is `service NAME ACTION`.
+INIT_SCRIPT_DIRS = frozenset({"/etc/init.d", "/etc/rc.d/init.d", "/etc/rc.d"})
 
 # -- packages and registries ----------------------------------------------------------------------
 
