@@ -897,6 +897,27 @@ RUNS += [
     "screen -dmS dev npm run dev",
 ]
 
+# A shell that code starts without a script, or whose input is another descriptor, runs what
+# it is given; sem runs its command once; R's system2 takes its arguments as c(…).
+PAUSES += [
+    ('python3 -c \'import os; os.popen("sh", "w").write("rm -rf x")\'', "", "irreversible"),
+    ('python3 -c \'import subprocess as s; s.run(["bash"], input="ls")\'', "", "irreversible"),
+    ('node -e \'require("child_process").execSync("bash", {input: s})\'', "", "irreversible"),
+    ('perl -e \'open(F, "|sh"); print F "rm -rf x"\'', "", "irreversible"),
+    ('perl -e \'open(my $f, "|-", "sh"); print $f "ls"\'', "", "irreversible"),
+    ("exec 3<<< 'rm -rf x'; bash <&3", "", "irreversible"),
+    ("exec {fd}<<< 'rm -rf x'; bash <&$fd", "", "irreversible"),
+]
+RUNS += [
+    "python3 -c 'import os; os.system(\"echo ls | sh\")'",
+    'python3 -c \'import subprocess; subprocess.run(["bash", "-c", "ls"])\'',
+    'python3 -c \'import subprocess; subprocess.run(["git", "status"])\'',
+    'perl -e \'open(my $f, "-|", "git", "log"); print <$f>\'',
+    'perl -e \'open(my $f, "|-", "sort"); print $f "b"\'',
+    "bash <&0",
+    "exec 3<f; grep x <&3",
+]
+
 
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:

@@ -112,7 +112,7 @@ def _node_options(ana: Walker, ctx: Ctx) -> None:
 
 
 def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
-    text = ana.stdin_text(ctx.cmd, ctx.scope)
+    text = ana.input_of(ctx)
     if text is None:
         ana.unknown(
             f"runs {interp.lang.name} code read from its input, only known at run time", ctx.text
@@ -606,7 +606,7 @@ def expect(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         if text is not None:
             tcl(ana, text, ctx)
     if not codes and got.first >= len(args):
-        text = ana.stdin_text(ctx.cmd, ctx.scope)
+        text = ana.input_of(ctx)
         if isinstance(text, str) and not text.startswith("\0"):
             tcl(ana, text, ctx)
     return None
@@ -733,7 +733,7 @@ def sql_client(name: str) -> Handler:
         )
         if name in _SQL_FILE_DB:  # after the database file, each operand is SQL
             texts.extend(a for a in _file_db_operands(name, args)[1:] if a.value is None)
-        stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+        stdin = ana.input_of(ctx)
         if isinstance(stdin, str) and not stdin.startswith("\0"):
             texts.append(Arg.lit(stdin))
         destroys = False
@@ -766,7 +766,7 @@ def mongo_shell(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     for path in values_of(args, "-f --file"):
         text = ana.script_text(path, ctx)
         texts.append(Arg.lit(text) if text is not None else path)
-    stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+    stdin = ana.input_of(ctx)
     if isinstance(stdin, str) and not stdin.startswith("\0"):
         texts.append(Arg.lit(stdin))
     for word in texts:

@@ -918,7 +918,9 @@ def _run(
                 program,
                 *(rest[1:] if command_name(rest[0]) == command_name(program) else rest),
             ]
-        ana.chain([Arg.lit(w) for w in flat], ctx.sub(" ".join(flat)))
+        sub = ctx.sub(" ".join(flat))
+        sub.fed = True
+        ana.chain([Arg.lit(w) for w in flat], sub)
 
 
 def shell(ana: Walker, command: str | None, text: str, lang: Lang, ctx: Ctx) -> None:
@@ -933,7 +935,9 @@ def shell(ana: Walker, command: str | None, text: str, lang: Lang, ctx: Ctx) -> 
             f"runs a shell command only known at run time (`{text[:60]}`, {lang.name})", ctx.text
         )
     else:
-        ana.source(command, ctx.depth + 1, ctx=ctx.sub(command))
+        sub = ctx.sub(command)
+        sub.fed = True
+        ana.source(command, ctx.depth + 1, ctx=sub)
 
 
 def _receiver(toks: list[Tok], k: int) -> list[str] | None:
@@ -975,10 +979,15 @@ def _perl_open(ana: Walker, words: list[Arg_], ctx: Ctx) -> None:
             ana.unknown("opens a pipe to a command only known at run time (Perl)", ctx.text)
         return
     flat = [s for group in strings for s in group or ()]
+    # `|cmd` and `|-` write to the command's input: what it reads is the program's output.
     if len(flat) == 1 and (flat[0].rstrip().endswith("|") or flat[0].lstrip().startswith("|")):
-        ana.source(flat[0].strip().strip("|"), ctx.depth + 1, ctx=ctx)
+        sub = ctx.sub(flat[0])
+        sub.fed = flat[0].lstrip().startswith("|")
+        ana.source(flat[0].strip().strip("|"), ctx.depth + 1, ctx=sub)
     elif len(flat) >= 2 and flat[0] in ("-|", "|-"):
+        sub = ctx.sub(" ".join(flat[1:]))
+        sub.fed = flat[0] == "|-"
         if len(flat) == 2:
-            ana.source(flat[1], ctx.depth + 1, ctx=ctx)
+            ana.source(flat[1], ctx.depth + 1, ctx=sub)
         else:
-            ana.chain([Arg.lit(w) for w in flat[1:]], ctx.sub(" ".join(flat[1:])))
+            ana.chain([Arg.lit(w) for w in flat[1:]], sub)

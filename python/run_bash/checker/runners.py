@@ -299,7 +299,7 @@ def unread_input(lang: str) -> Handler:
     def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         if any(a.value is None or not a.value.startswith("-") for a in args):
             return None  # a script, judged by its name
-        if ana.stdin_text(ctx.cmd, ctx.scope) is not NO_INPUT:
+        if ana.input_of(ctx) is not NO_INPUT:
             ctx.hits.append(Hit(f"runs {lang} code the checker cannot read, from its input"))
         return None
 
@@ -312,7 +312,7 @@ def redis_cli(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     got = read(args, REDIS_CLI)
     if got.dynamic or got.operands or got.has("eval"):
         return None
-    if ana.stdin_text(ctx.cmd, ctx.scope) is not NO_INPUT:
+    if ana.input_of(ctx) is not NO_INPUT:
         ana.unknown("runs Redis commands read from its input", ctx.text)
     return None
 
@@ -569,7 +569,7 @@ def _input_may_be_option(ana: Walker, ctx: Ctx) -> bool:
     may start with ``-`` or ``+``: only input this line prints is known not to. find prints
     paths under its starting points (``./x`` for none), never an option, unless it prints
     something else (``-printf``, what ``-exec`` runs)."""
-    text = ana.stdin_text(ctx.cmd, ctx.scope)
+    text = ana.input_of(ctx)
     if isinstance(text, str) and text not in (NO_INPUT, EXTERNAL):
         return _OPTION_ITEM.search(text) is not None
     source = ctx.cmd.pipe_from

@@ -47,7 +47,7 @@ def _file_text(ana: Walker, word: Arg, ctx: Ctx, what: str, directory: str = "."
             return None
         return body
     if word.value in STDIN_FILES:
-        body = ana.stdin_text(ctx.cmd, ctx.scope)
+        body = ana.input_of(ctx)
         if body is None or body is NO_INPUT:
             ana.unknown(f"runs {what} read from its input, only known at run time", ctx.text)
             return None
