@@ -907,6 +907,7 @@ PAUSES += [
     ('perl -e \'open(my $f, "|-", "sh"); print $f "ls"\'', "", "irreversible"),
     ("exec 3<<< 'rm -rf x'; bash <&3", "", "irreversible"),
     ("exec {fd}<<< 'rm -rf x'; bash <&$fd", "", "irreversible"),
+    ('Rscript -e \'system2("git", c("push", "-f"))\'', "git", "irreversible"),
 ]
 RUNS += [
     "python3 -c 'import os; os.system(\"echo ls | sh\")'",
@@ -916,6 +917,7 @@ RUNS += [
     'perl -e \'open(my $f, "|-", "sort"); print $f "b"\'',
     "bash <&0",
     "exec 3<f; grep x <&3",
+    'Rscript -e \'system2("ls", c("-la"))\'',
 ]
 
 

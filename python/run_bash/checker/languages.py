@@ -780,8 +780,14 @@ def _arguments(
     return None, k
 
 
+# Calls that build a list of their arguments (R's `c("push", "-f")`).
+_LIST_CALLS = frozenset({"c", "list"})
+
+
 def _strings(arg: Arg_) -> list[str] | None:
-    """An argument's literal strings: one string, or a list ``[…]``/``(…)`` of them."""
+    """An argument's literal strings: one string, or a list ``[…]``/``(…)``/``c(…)`` of them."""
+    if len(arg) > 2 and arg[0].kind == "name" and arg[0].text in _LIST_CALLS and arg[1].text == "(":
+        arg = arg[1:]
     inner = [t for t in arg if not (t.kind == "op" and t.text in "[](),")]
     if any(t.kind == u.kind == "str" for t, u in pairwise(arg)):
         return None  # `"git push " "-f"`: strings joined
