@@ -908,6 +908,8 @@ PAUSES += [
     ("exec 3<<< 'rm -rf x'; bash <&3", "", "irreversible"),
     ("exec {fd}<<< 'rm -rf x'; bash <&$fd", "", "irreversible"),
     ('Rscript -e \'system2("git", c("push", "-f"))\'', "git", "irreversible"),
+    ("sem --id x 'git push -f'", "git", "irreversible"),
+    ("sem -j4 rm -rf x", "rm", "reversible"),
 ]
 RUNS += [
     "python3 -c 'import os; os.system(\"echo ls | sh\")'",
@@ -918,6 +920,9 @@ RUNS += [
     "bash <&0",
     "exec 3<f; grep x <&3",
     'Rscript -e \'system2("ls", c("-la"))\'',
+    "sem -j4 make",
+    "sem --id x -j2 npm test",
+    "parallel --semaphore -j2 make",
 ]
 
 

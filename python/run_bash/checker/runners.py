@@ -610,9 +610,11 @@ def _literal(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _m: text
 
 
-def parallel(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """GNU ``parallel``/``sem``: its command line with each ``:::`` input filled in."""
+def parallel(ana: Walker, args: list[Arg], ctx: Ctx, semaphore: bool = False) -> list[Arg] | None:
+    """GNU ``parallel``/``sem``: its command line with each ``:::`` input filled in; as a
+    semaphore (``sem``, ``--semaphore``) it runs its command line once and reads no input."""
     got = read(args, _PARALLEL, permute=False)
+    semaphore = semaphore or got.has("semaphore", "sem")
     if got.dynamic:
         dynamic_options(ana, "parallel", ctx)
         return None
@@ -657,7 +659,9 @@ def parallel(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             runs.append(f"{line} {quoted}")
     if len(inputs) > MAX_INPUTS:
         ana.unknown("runs too many commands to analyse", ctx.text)
-    if not sources or from_files:
+    if semaphore and not sources and template:
+        runs.append(line)
+    elif not sources or from_files:
         if not template:
             ana.unknown("runs command lines read from its input", ctx.text)
         else:
@@ -678,6 +682,11 @@ _FLOCK = opts(
     "-wEc: -sxunoFvhV --timeout= --wait= --conflict-exit-code= --command= --shared --exclusive "
     "--unlock --nonblock --nb --close --no-fork --verbose --help --version"
 )
+
+
+def sem(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """GNU ``sem``: ``parallel --semaphore``."""
+    return parallel(ana, args, ctx, semaphore=True)
 
 
 def flock(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
