@@ -925,6 +925,25 @@ RUNS += [
     "parallel --semaphore -j2 make",
 ]
 
+# Package caches every project shares; Bun's `$` shell.
+PAUSES += [
+    ("npm cache clean --force", "npm", "irreversible"),
+    ("yarn cache clean", "yarn", "irreversible"),
+    ("pip cache purge", "pip", "irreversible"),
+    ("python -m pip cache remove numpy", "pip", "irreversible"),
+    ("uv cache clean", "uv", "irreversible"),
+    ("poetry cache clear --all pypi", "poetry", "irreversible"),
+]
+RUNS += [
+    "npm cache verify",
+    "npm cache ls",
+    "yarn cache dir",
+    "pip cache dir",
+    "pip cache list",
+    "uv cache dir",
+    "poetry cache list",
+]
+
 
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:

@@ -42,6 +42,7 @@ SERVICE = "stops or restarts a system service"
 DOWN_VOLUMES = "deletes the project's volumes and their data"
 CLOUD = "deletes cloud resources"
 REDIS_SCRIPT = "runs or manages Lua code on the Redis server, which may delete its data"
+CACHE = "deletes the package cache every project shares, outside the project"
 _REDIS_SCRIPTS = "eval eval_ro evalsha evalsha_ro fcall fcall_ro script function"
 # -- git ------------------------------------------------------------------------------------------
 
@@ -421,6 +422,7 @@ NPM = Row(
         "team": Row(subs=subs(REGISTRY, "destroy rm", dry_run=True)),
         "org": Row(subs=subs(REGISTRY, "rm set", dry_run=True)),
         "token": Row(subs=subs("revokes a registry token", "revoke")),
+        "cache": Row(subs=subs(CACHE, "clean clear rm")),
         "exec": _NPM_EXEC,
         **_scripts(
             "npm", "run test start stop restart install ci pack install-test install-ci-test"
@@ -459,6 +461,7 @@ YARN = Row(
         ),
         "dlx": Row(opts("-p: -q --package= --quiet"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
+        "cache": Row(subs=subs(CACHE, "clean")),
         **_scripts("yarn", "run test start install add"),
         # `yarn workspace NAME CMD…` and `yarn workspaces foreach … CMD…` run `yarn CMD…`.
         "workspace": wrapper(skip=1, prefix="yarn"),
@@ -491,7 +494,10 @@ _PIP_GLOBAL = (
     "--resume-retries= -vqy --verbose --quiet --isolated --require-virtualenv "
     "--no-cache-dir --disable-pip-version-check --no-color --no-input"
 )
-PIP = Row(opts(_PIP_GLOBAL, abbrev=False), subs=subs(UNINSTALL, "uninstall"))
+PIP = Row(
+    opts(_PIP_GLOBAL, abbrev=False),
+    subs={**subs(UNINSTALL, "uninstall"), "cache": Row(subs=subs(CACHE, "purge remove"))},
+)
 _UV_RUN = opts(
     "-wp: --with= --with-editable= --with-requirements= --python= --package= --extra= --group= "
     "--env-file= --directory= --project= --index= --default-index= --index-url= "
@@ -516,6 +522,7 @@ UV = Row(
         ),
         **subs("publishes packages to PyPI", "publish", dry_run=True),
         "run": Row(_UV_RUN, permute=False, runs=(Command(),)),
+        "cache": Row(subs=subs(CACHE, "clean")),
     },
 )
 
@@ -1531,6 +1538,7 @@ TABLE: dict[str, Row] = {
         subs={
             **subs("publishes a package to PyPI", "publish", dry_run=True),
             **runs_sub("run"),
+            "cache": Row(subs=subs(CACHE, "clear")),
         },
     ),
     "hatch": Row(
