@@ -933,6 +933,7 @@ PAUSES += [
     ("python -m pip cache remove numpy", "pip", "irreversible"),
     ("uv cache clean", "uv", "irreversible"),
     ("poetry cache clear --all pypi", "poetry", "irreversible"),
+    ("bun -e 'import {$} from \"bun\"; await $`git push -f`'", "git", "irreversible"),
 ]
 RUNS += [
     "npm cache verify",
@@ -942,6 +943,7 @@ RUNS += [
     "pip cache list",
     "uv cache dir",
     "poetry cache list",
+    "bun -e 'import {$} from \"bun\"; await $`ls`'",
 ]
 
 

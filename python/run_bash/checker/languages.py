@@ -174,7 +174,7 @@ JAVASCRIPT = Lang(
         r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fse|fsPromises|vm|shelljs|execa)\b",
         r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|fsPromises|vm|shelljs|execa)\b",
         r"import\s*\*\s*as\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|vm|shelljs)['\"]",
-        r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm|execa|zx)['\"]",
+        r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm|execa|zx|bun)['\"]",
         r"import\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|shelljs|execa)['\"]",
     ),
 )
