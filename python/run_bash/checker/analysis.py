@@ -54,7 +54,7 @@ from run_bash.checker.syntax import (
     Word,
     Words,
 )
-from run_bash.checker.table import lookup_names, row_for
+from run_bash.checker.table import INIT_SCRIPT_DIRS, lookup_names, row_for
 from run_bash.checker.tasks import project_files
 from run_bash.checker.words import (
     DYN,
@@ -178,6 +178,7 @@ class Analysis:
     _expanding_alias: set[tuple[str, str]] = field(default_factory=set)
     _cwd: dict[tuple[int, ...], str | None] = field(default_factory=dict)
     _away: set[tuple[int, ...]] = field(default_factory=set)  # scopes run where undo cannot reach
+    _fed: set[tuple[int, ...]] = field(default_factory=set)  # scopes code started (Ctx.fed)
     _fds: dict[str, str] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: count(1_000_000))
 
@@ -218,6 +219,8 @@ class Analysis:
                 self._cwd[base] = ctx.cwd
             if ctx.elsewhere:
                 self._away.add(base)
+            if ctx.fed:
+                self._fed.add(base)
             for item in items:
                 if isinstance(item, Cmd):
                     item.scope = (*base, *item.scope)
@@ -639,6 +642,8 @@ class Analysis:
         ctx = Ctx(cmd, depth, cmd.text, scope, cwd=self.cwd_of(cmd.scope))
         if self._away:
             ctx.elsewhere = any(cmd.scope[:k] in self._away for k in range(len(cmd.scope) + 1))
+        if self._fed:
+            ctx.fed = any(cmd.scope[:k] in self._fed for k in range(len(cmd.scope) + 1))
         for word in cmd.assigns:
             self._carriers_of(word)
             self.assignment(word, ctx, prefix=bool(cmd.words))
@@ -808,6 +813,11 @@ class Analysis:
             name = command_name(head.value)
             if not name:
                 return
+            if "/" in head.value and normalize_path(head.value).rsplit("/", 1)[0] in (
+                INIT_SCRIPT_DIRS
+            ):
+                args = [Arg.lit("service", head.text), Arg.lit(name), *args[1:]]
+                continue  # an init script's action is a service's
             if (
                 ctx.first
                 and name in self.aliases
@@ -937,7 +947,7 @@ class Analysis:
 
     def stdin_code(self, ctx: Ctx, what: str) -> None:
         """Analyse code a shell reads from its standard input."""
-        text = self.stdin_text(ctx.cmd, ctx.scope)
+        text = self.input_of(ctx)
         if text is NO_INPUT:
             return
         if text is None:
@@ -948,6 +958,12 @@ class Analysis:
     def stdin_text(self, cmd: Cmd, scope: Scope) -> str | None:
         """What a command reads on stdin, when static (NO_INPUT when stdin is not redirected)."""
         return printed.stdin_text(self, cmd, scope)
+
+    def input_of(self, ctx: Ctx) -> str | None:
+        """What ``ctx``'s command reads on stdin; a command code started reads what the code
+        may write to it: only known at run time."""
+        text = self.stdin_text(ctx.cmd, ctx.scope)
+        return None if ctx.fed and text is NO_INPUT else text
 
     def printed_source(self, src: str, scope: Scope | None = None) -> str | None:
         """What a script writes on stdout, when static."""

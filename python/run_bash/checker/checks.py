@@ -51,7 +51,7 @@ def git_push(reading: Reading, level: Level) -> Hit | None:
         v = ref.value if ref.value is not None else ref.prefix
         if v.startswith("+") and not lease:
             return Hit("force-pushes (`+` refspec) and can rewrite the remote branch's history")
-        if v.startswith(":") and len(v) > 1:
+        if v.startswith(":") and (len(v) > 1 or ref.value is None):
             return Hit("deletes a remote branch (empty source refspec)")
     if r.has("prune"):
         return Hit("deletes remote branches that have no local counterpart")
@@ -85,6 +85,8 @@ def git_reset(reading: Reading, level: Level) -> Hit | None:
     r = level.read
     if r.has("hard"):
         revs = [a.value for a in r.operands if a.value != "--"]
+        if r.unknown is not None:  # `git reset --hard $REV`: a revision, so the branch moves
+            return unknown_hit("move the branch to another commit", r.unknown)
         if all(v in ("HEAD", "@") for v in revs):
             return Hit(
                 "discards uncommitted changes in the working tree", REVERSIBLE, worktree(reading)
@@ -105,6 +107,8 @@ def git_clean(reading: Reading, level: Level) -> Hit | None:
         what = "untracked files and directories" if r.has("d") else "untracked files"
         if r.has("x", "X"):
             return Hit(f"deletes {what}, ignored ones too")
+        if r.unknown is not None:  # `git clean -fd $OPTS` may be `-x`
+            return unknown_hit("delete ignored files too", r.unknown)
         return Hit(f"deletes {what}", REVERSIBLE, worktree(reading))
     if r.unknown is not None:
         return unknown_hit("delete untracked files", r.unknown)
@@ -116,6 +120,8 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
     r = level.read
     if r.has("f", "force"):
         return Hit("discards uncommitted changes (`-f`)")
+    if r.unknown is not None:  # `git checkout $OPTS -- .` may be `-f`
+        return unknown_hit("discard uncommitted changes", r.unknown)
     tree = worktree(reading)
     values = [a.value for a in level.args]
     if "--" in values and values.index("--") < len(values) - 1:
@@ -240,6 +246,9 @@ def find_delete(reading: Reading, level: Level) -> Hit | None:
             follows = True
         elif v == "-delete":
             follows = follows or any(a.value == "-follow" for a in args[i:])
+            later = next((b for b in args[i:] if b.value is None), None)
+            if later is not None:  # the rest of the expression may run commands
+                return unknown_hit("delete files or run commands", later)
             return Hit(
                 "deletes every file and directory it matches", REVERSIBLE, starts, follows=follows
             )
@@ -282,6 +291,30 @@ def option_value(reason: str, names: str, *patterns: str) -> Check:
             if word.value is None:
                 return unknown_hit("run a paused option", word)
             if any(fnmatch.fnmatchcase(word.value.lower(), p) for p in patterns):
+                return Hit(reason)
+        return None
+
+    return check
+
+
+def field(reason: str, may: str, names: str, key: str, *values: str) -> Check:
+    """A pause when one of the options ``names`` sends the field ``key`` (``-F KEY=VALUE``,
+    any case) with a value among ``values``; a value only known at run time counts (``may``
+    says what it may do), and so does a field whose name is only known at run time."""
+
+    def check(reading: Reading, level: Level) -> Hit | None:
+        for word in level.read.values(*names.split()):
+            text = word.value if word.value is not None else word.prefix
+            name, eq, value = text.partition("=")
+            if not eq:
+                if word.value is None and key.startswith(name.lower()):
+                    return unknown_hit(may, word)
+                continue
+            if name.lower() != key:
+                continue
+            if word.value is None:
+                return unknown_hit(may, word)
+            if value.lower() in values:
                 return Hit(reason)
         return None
 

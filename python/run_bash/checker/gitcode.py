@@ -134,7 +134,10 @@ def git(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             return None
         body = value.value
         if body.startswith("!"):
-            ana.source(body[1:], ctx.depth + 1, Scope(list(args[k + 1 :])), ctx=ctx)
+            # git runs `sh -c 'BODY "$@"' BODY ARGS…`: the arguments reach the body's end.
+            rest = list(args[k + 1 :])
+            code = f'{body[1:]} "$@"' if rest else body[1:]
+            ana.source(code, ctx.depth + 1, Scope(rest), ctx=ctx)
             return None
         words = words_of(body)
         if words is None:

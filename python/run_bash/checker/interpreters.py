@@ -32,7 +32,7 @@ from run_bash.checker.languages import (
 from run_bash.checker.model import NO_INPUT, REVERSIBLE, STDIN_FILES, Ctx, Hit, Walker
 from run_bash.checker.options import Opts, opts, read, values_of
 from run_bash.checker.reading import Handler, is_dry_run, operand_paths
-from run_bash.checker.words import Arg, wordlist
+from run_bash.checker.words import Arg, package_command, wordlist
 
 # -- interpreters ---------------------------------------------------------------------------------
 
@@ -112,7 +112,7 @@ def _node_options(ana: Walker, ctx: Ctx) -> None:
 
 
 def _stdin(ana: Walker, interp: Interp, ctx: Ctx) -> None:
-    text = ana.stdin_text(ctx.cmd, ctx.scope)
+    text = ana.input_of(ctx)
     if text is None:
         ana.unknown(
             f"runs {interp.lang.name} code read from its input, only known at run time", ctx.text
@@ -326,6 +326,11 @@ def deno(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
                 judge(ana, rest[0].value, JAVASCRIPT, ctx)
     elif args and args[0].value == "run":
         rest = [a for a in args[1:] if not (a.value or "").startswith("-")]
+        if rest and (rest[0].value or "").startswith("npm:"):
+            # `deno run npm:PKG ARGS` runs the package's command, as `npx PKG ARGS` does
+            at = next(k for k, a in enumerate(args) if a is rest[0])
+            ana.chain([package_command(rest[0]), *args[at + 1 :]], ctx)
+            return None
         script = ana.script_text(rest[0], ctx) if rest else None
         if script is not None:
             judge(ana, script, JAVASCRIPT, ctx)
@@ -601,7 +606,7 @@ def expect(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         if text is not None:
             tcl(ana, text, ctx)
     if not codes and got.first >= len(args):
-        text = ana.stdin_text(ctx.cmd, ctx.scope)
+        text = ana.input_of(ctx)
         if isinstance(text, str) and not text.startswith("\0"):
             tcl(ana, text, ctx)
     return None
@@ -728,7 +733,7 @@ def sql_client(name: str) -> Handler:
         )
         if name in _SQL_FILE_DB:  # after the database file, each operand is SQL
             texts.extend(a for a in _file_db_operands(name, args)[1:] if a.value is None)
-        stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+        stdin = ana.input_of(ctx)
         if isinstance(stdin, str) and not stdin.startswith("\0"):
             texts.append(Arg.lit(stdin))
         destroys = False
@@ -761,7 +766,7 @@ def mongo_shell(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     for path in values_of(args, "-f --file"):
         text = ana.script_text(path, ctx)
         texts.append(Arg.lit(text) if text is not None else path)
-    stdin = ana.stdin_text(ctx.cmd, ctx.scope)
+    stdin = ana.input_of(ctx)
     if isinstance(stdin, str) and not stdin.startswith("\0"):
         texts.append(Arg.lit(stdin))
     for word in texts:

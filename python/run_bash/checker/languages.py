@@ -115,7 +115,8 @@ PYTHON = Lang(
             "shutil.rmtree os.remove os.unlink os.rmdir os.removedirs .unlink "
             ".rmdir .rmtree send2trash.send2trash os.truncate",
         ),
-        **_calls(SIGNAL, "os.kill os.killpg signal.pthread_kill"),
+        # a process object's methods (`psutil.Process(pid).kill()`, `Popen.send_signal`)
+        **_calls(SIGNAL, "os.kill os.killpg signal.pthread_kill .kill .terminate .send_signal"),
         **_calls(EVAL, "exec eval compile"),
         **_calls(OPAQUE, "getattr __import__ importlib.import_module vars setattr"),
     },
@@ -173,7 +174,7 @@ JAVASCRIPT = Lang(
         r"(?:const|let|var)\s+(\w+)\s*=\s*(child_process|fs|fse|fsPromises|vm|shelljs|execa)\b",
         r"(?:const|let|var)\s*\{([^}]*)\}\s*=\s*(child_process|fs|fsPromises|vm|shelljs|execa)\b",
         r"import\s*\*\s*as\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|vm|shelljs)['\"]",
-        r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm|execa|zx)['\"]",
+        r"import\s*\{([^}]*)\}\s*from\s*['\"](?:node:)?(child_process|fs|vm|execa|zx|bun)['\"]",
         r"import\s+(\w+)\s+from\s*['\"](?:node:)?(child_process|fs|shelljs|execa)['\"]",
     ),
 )
@@ -779,8 +780,14 @@ def _arguments(
     return None, k
 
 
+# Calls that build a list of their arguments (R's `c("push", "-f")`).
+_LIST_CALLS = frozenset({"c", "list"})
+
+
 def _strings(arg: Arg_) -> list[str] | None:
-    """An argument's literal strings: one string, or a list ``[…]``/``(…)`` of them."""
+    """An argument's literal strings: one string, or a list ``[…]``/``(…)``/``c(…)`` of them."""
+    if len(arg) > 2 and arg[0].kind == "name" and arg[0].text in _LIST_CALLS and arg[1].text == "(":
+        arg = arg[1:]
     inner = [t for t in arg if not (t.kind == "op" and t.text in "[](),")]
     if any(t.kind == u.kind == "str" for t, u in pairwise(arg)):
         return None  # `"git push " "-f"`: strings joined
@@ -917,7 +924,9 @@ def _run(
                 program,
                 *(rest[1:] if command_name(rest[0]) == command_name(program) else rest),
             ]
-        ana.chain([Arg.lit(w) for w in flat], ctx.sub(" ".join(flat)))
+        sub = ctx.sub(" ".join(flat))
+        sub.fed = True
+        ana.chain([Arg.lit(w) for w in flat], sub)
 
 
 def shell(ana: Walker, command: str | None, text: str, lang: Lang, ctx: Ctx) -> None:
@@ -932,7 +941,9 @@ def shell(ana: Walker, command: str | None, text: str, lang: Lang, ctx: Ctx) -> 
             f"runs a shell command only known at run time (`{text[:60]}`, {lang.name})", ctx.text
         )
     else:
-        ana.source(command, ctx.depth + 1, ctx=ctx.sub(command))
+        sub = ctx.sub(command)
+        sub.fed = True
+        ana.source(command, ctx.depth + 1, ctx=sub)
 
 
 def _receiver(toks: list[Tok], k: int) -> list[str] | None:
@@ -974,10 +985,15 @@ def _perl_open(ana: Walker, words: list[Arg_], ctx: Ctx) -> None:
             ana.unknown("opens a pipe to a command only known at run time (Perl)", ctx.text)
         return
     flat = [s for group in strings for s in group or ()]
+    # `|cmd` and `|-` write to the command's input: what it reads is the program's output.
     if len(flat) == 1 and (flat[0].rstrip().endswith("|") or flat[0].lstrip().startswith("|")):
-        ana.source(flat[0].strip().strip("|"), ctx.depth + 1, ctx=ctx)
+        sub = ctx.sub(flat[0])
+        sub.fed = flat[0].lstrip().startswith("|")
+        ana.source(flat[0].strip().strip("|"), ctx.depth + 1, ctx=sub)
     elif len(flat) >= 2 and flat[0] in ("-|", "|-"):
+        sub = ctx.sub(" ".join(flat[1:]))
+        sub.fed = flat[0] == "|-"
         if len(flat) == 2:
-            ana.source(flat[1], ctx.depth + 1, ctx=ctx)
+            ana.source(flat[1], ctx.depth + 1, ctx=sub)
         else:
-            ana.chain([Arg.lit(w) for w in flat[1:]], ctx.sub(" ".join(flat[1:])))
+            ana.chain([Arg.lit(w) for w in flat[1:]], sub)

@@ -111,12 +111,21 @@ class Ctx:
     cwd: str | None = "."
     elsewhere: bool = False
     hits: list[Hit] = field(default_factory=list)
+    fed: bool = False  # started by code, which may write to its stdin (`os.popen("sh", "w")`)
     config: dict[str, str] = field(default_factory=dict)
 
     def sub(self, text: str) -> Ctx:
         """The context of a command a wrapper runs, named by its own text (``rm -rf {}``)."""
         return Ctx(
-            self.cmd, self.depth, text, self.scope, dict(self.env), False, self.cwd, self.elsewhere
+            self.cmd,
+            self.depth,
+            text,
+            self.scope,
+            dict(self.env),
+            False,
+            self.cwd,
+            self.elsewhere,
+            fed=self.fed,
         )
 
 
@@ -163,6 +172,10 @@ class Walker(Protocol):
 
     def stdin_text(self, cmd: Cmd, scope: Scope) -> str | None:
         """What a command reads on stdin, when static (NO_INPUT when not redirected)."""
+
+    def input_of(self, ctx: Ctx) -> str | None:
+        """What ``ctx``'s command reads on stdin, as ``stdin_text``; None (unknown) for a
+        command started by code, which may write to it."""
 
     def printed_source(self, src: str, scope: Scope | None = None) -> str | None:
         """What a script writes on stdout, when static."""

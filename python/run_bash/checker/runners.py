@@ -38,6 +38,7 @@ from run_bash.checker.words import (
     decode_echo,
     expand,
     join_path,
+    package_command,
     wordlist,
 )
 
@@ -79,16 +80,6 @@ def _fill(code: str, holes: tuple[str, ...]) -> str:
 
 def _filled(word: Arg, holes: tuple[str, ...]) -> Arg:
     return Arg.lit(_fill(word.value, holes)) if word.value and holes else word
-
-
-def package_command(word: Arg) -> Arg:
-    """The command a package runner runs for a package spec (``@scope/pkg@1`` → ``pkg``)."""
-    if word.value is None:
-        return word
-    name = re.sub(r"(?<=.)@[^/]*$", "", word.value)
-    name = name.rsplit("/", 1)[-1] if name.startswith("@") else name
-    name = re.sub(r"^(?:npm:|github:|git\+)", "", name)
-    return Arg.lit(command_name(name) or name, word.text)
 
 
 def chdir(ctx: Ctx, word: Arg | None) -> None:
@@ -308,7 +299,7 @@ def unread_input(lang: str) -> Handler:
     def runner(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         if any(a.value is None or not a.value.startswith("-") for a in args):
             return None  # a script, judged by its name
-        if ana.stdin_text(ctx.cmd, ctx.scope) is not NO_INPUT:
+        if ana.input_of(ctx) is not NO_INPUT:
             ctx.hits.append(Hit(f"runs {lang} code the checker cannot read, from its input"))
         return None
 
@@ -321,7 +312,7 @@ def redis_cli(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     got = read(args, REDIS_CLI)
     if got.dynamic or got.operands or got.has("eval"):
         return None
-    if ana.stdin_text(ctx.cmd, ctx.scope) is not NO_INPUT:
+    if ana.input_of(ctx) is not NO_INPUT:
         ana.unknown("runs Redis commands read from its input", ctx.text)
     return None
 
@@ -578,7 +569,7 @@ def _input_may_be_option(ana: Walker, ctx: Ctx) -> bool:
     may start with ``-`` or ``+``: only input this line prints is known not to. find prints
     paths under its starting points (``./x`` for none), never an option, unless it prints
     something else (``-printf``, what ``-exec`` runs)."""
-    text = ana.stdin_text(ctx.cmd, ctx.scope)
+    text = ana.input_of(ctx)
     if isinstance(text, str) and text not in (NO_INPUT, EXTERNAL):
         return _OPTION_ITEM.search(text) is not None
     source = ctx.cmd.pipe_from
@@ -619,9 +610,11 @@ def _literal(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _m: text
 
 
-def parallel(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
-    """GNU ``parallel``/``sem``: its command line with each ``:::`` input filled in."""
+def parallel(ana: Walker, args: list[Arg], ctx: Ctx, semaphore: bool = False) -> list[Arg] | None:
+    """GNU ``parallel``/``sem``: its command line with each ``:::`` input filled in; as a
+    semaphore (``sem``, ``--semaphore``) it runs its command line once and reads no input."""
     got = read(args, _PARALLEL, permute=False)
+    semaphore = semaphore or got.has("semaphore", "sem")
     if got.dynamic:
         dynamic_options(ana, "parallel", ctx)
         return None
@@ -666,7 +659,9 @@ def parallel(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
             runs.append(f"{line} {quoted}")
     if len(inputs) > MAX_INPUTS:
         ana.unknown("runs too many commands to analyse", ctx.text)
-    if not sources or from_files:
+    if semaphore and not sources and template:
+        runs.append(line)
+    elif not sources or from_files:
         if not template:
             ana.unknown("runs command lines read from its input", ctx.text)
         else:
@@ -687,6 +682,11 @@ _FLOCK = opts(
     "-wEc: -sxunoFvhV --timeout= --wait= --conflict-exit-code= --command= --shared --exclusive "
     "--unlock --nonblock --nb --close --no-fork --verbose --help --version"
 )
+
+
+def sem(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
+    """GNU ``sem``: ``parallel --semaphore``."""
+    return parallel(ana, args, ctx, semaphore=True)
 
 
 def flock(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
@@ -928,6 +928,7 @@ def tmux(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
 def screen(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
     """``screen [options] COMMAND`` and ``screen -X stuff|exec …``."""
     i, n = 0, len(args)
+    command = False
     while i < n:
         v = args[i].value
         if v is None:
@@ -948,10 +949,12 @@ def screen(ana: Walker, args: list[Arg], ctx: Ctx) -> list[Arg] | None:
         i += 1
         for j, ch in enumerate(v[1:], start=1):
             if ch == "X":
-                return _screen_command(ana, args[i:], ctx)
-            if ch in "cehpSstT":
+                command = True  # the command is the first operand: `screen -X -S s quit`
+            elif ch in "cehpSstT":
                 i += 1 if j + 1 == len(v) else 0
                 break
+    if command:
+        return _screen_command(ana, args[i:], ctx)
     return args[i:] or None
 
 

@@ -109,8 +109,12 @@ class Redir:
 
     @property
     def reads_stdin(self) -> bool:
-        """True when this redirection replaces standard input."""
-        return self.op in ("<", "<<", "<<-", "<<<", "<>") and self.fd in ("", "0")
+        """True when this redirection replaces standard input (``<&3`` too: another file's)."""
+        if self.fd not in ("", "0"):
+            return False
+        return self.op in ("<", "<<", "<<-", "<<<", "<>") or (
+            self.op == "<&" and self.dup not in ("0", "-")
+        )
 
     @property
     def writes_file(self) -> bool:

@@ -42,6 +42,7 @@ SERVICE = "stops or restarts a system service"
 DOWN_VOLUMES = "deletes the project's volumes and their data"
 CLOUD = "deletes cloud resources"
 REDIS_SCRIPT = "runs or manages Lua code on the Redis server, which may delete its data"
+CACHE = "deletes the package cache every project shares, outside the project"
 _REDIS_SCRIPTS = "eval eval_ro evalsha evalsha_ro fcall fcall_ro script function"
 # -- git ------------------------------------------------------------------------------------------
 
@@ -166,7 +167,24 @@ GIT = Row(
                         "--verbose --when-unverified= --verify-unreachable"
                     ),
                     pauses=(Pause("deletes local Git LFS objects", unless="d dry-run"),),
-                )
+                ),
+                # `migrate import|export` rewrite every commit that holds the files
+                # (`--no-rewrite` adds one commit instead); `migrate info` only reads.
+                "migrate": Row(
+                    subs={
+                        name: Row(
+                            opts(
+                                "-I:X: --include= --exclude= --include-ref= --exclude-ref= "
+                                "--everything --no-rewrite --above= --object-map= --verbose "
+                                "--skip-fetch --fixup --yes -m: --message="
+                            ),
+                            pauses=(
+                                Pause("rewrites the repository's history", unless="no-rewrite"),
+                            ),
+                        )
+                        for name in ("import", "export")
+                    }
+                ),
             }
         ),
         "rm": Row(
@@ -245,6 +263,10 @@ GIT = Row(
                     ),
                 )
             },
+        ),
+        "symbolic-ref": Row(
+            opts("-m: -dqs --delete --quiet --short --recurse --no-recurse"),
+            pauses=(Pause("deletes a symbolic ref, which keeps no reflog", when="d delete"),),
         ),
         "filter-branch": always("rewrites the repository's history"),
         "filter-repo": always("rewrites the repository's history"),
@@ -326,7 +348,10 @@ SERVICE_ROW = Row(
     opts("--status-all --full-restart"),
     skip=1,
     subs=subs(SERVICE, "stop restart force-reload condrestart try-restart"),
+    pauses=(Pause(SERVICE, when="full-restart"),),
 )
+# SysV init scripts: `/etc/init.d/NAME ACTION` is `service NAME ACTION`.
+INIT_SCRIPT_DIRS = frozenset({"/etc/init.d", "/etc/rc.d/init.d", "/etc/rc.d"})
 
 # -- packages and registries ----------------------------------------------------------------------
 
@@ -397,6 +422,7 @@ NPM = Row(
         "team": Row(subs=subs(REGISTRY, "destroy rm", dry_run=True)),
         "org": Row(subs=subs(REGISTRY, "rm set", dry_run=True)),
         "token": Row(subs=subs("revokes a registry token", "revoke")),
+        "cache": Row(subs=subs(CACHE, "clean clear rm")),
         "exec": _NPM_EXEC,
         **_scripts(
             "npm", "run test start stop restart install ci pack install-test install-ci-test"
@@ -435,6 +461,7 @@ YARN = Row(
         ),
         "dlx": Row(opts("-p: -q --package= --quiet"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
+        "cache": Row(subs=subs(CACHE, "clean")),
         **_scripts("yarn", "run test start install add"),
         # `yarn workspace NAME CMD…` and `yarn workspaces foreach … CMD…` run `yarn CMD…`.
         "workspace": wrapper(skip=1, prefix="yarn"),
@@ -467,7 +494,10 @@ _PIP_GLOBAL = (
     "--resume-retries= -vqy --verbose --quiet --isolated --require-virtualenv "
     "--no-cache-dir --disable-pip-version-check --no-color --no-input"
 )
-PIP = Row(opts(_PIP_GLOBAL, abbrev=False), subs=subs(UNINSTALL, "uninstall"))
+PIP = Row(
+    opts(_PIP_GLOBAL, abbrev=False),
+    subs={**subs(UNINSTALL, "uninstall"), "cache": Row(subs=subs(CACHE, "purge remove"))},
+)
 _UV_RUN = opts(
     "-wp: --with= --with-editable= --with-requirements= --python= --package= --extra= --group= "
     "--env-file= --directory= --project= --index= --default-index= --index-url= "
@@ -492,6 +522,7 @@ UV = Row(
         ),
         **subs("publishes packages to PyPI", "publish", dry_run=True),
         "run": Row(_UV_RUN, permute=False, runs=(Command(),)),
+        "cache": Row(subs=subs(CACHE, "clean")),
     },
 )
 
@@ -777,7 +808,26 @@ GH = Row(
     subs={
         "release": Row(opts("-R: --repo="), subs=subs("deletes a GitHub release", "delete")),
         "repo": Row(subs=subs("deletes a GitHub repository", "delete")),
-        "api": Row(pauses=(Pause("", check=checks.http_method("X", "method")),)),
+        "api": Row(
+            opts(
+                "-XfFHqtp: --method= --field= --raw-field= --header= --input= --jq= --template= "
+                "--hostname= --preview= --cache= --paginate --include --silent --verbose --slurp"
+            ),
+            pauses=(
+                Pause("", check=checks.http_method("X", "method")),
+                # `PATCH …/git/refs/heads/NAME -F force=true` moves a branch to any commit.
+                Pause(
+                    "",
+                    check=checks.field(
+                        "force-updates a remote branch, rewriting its history",
+                        "force-update a remote branch",
+                        "f F field raw-field",
+                        "force",
+                        "true",
+                    ),
+                ),
+            ),
+        ),
     },
 )
 HTTP_DELETE_ROW = {
@@ -936,7 +986,31 @@ MORE: dict[str, Row] = {
             },
         ),
     ),
-    "doctl": verbs(CLOUD, "delete", "rm"),
+    "doctl": Row(
+        opts("-t: -c: -o: --access-token= --context= --config= --output= --api-url= -v --verbose"),
+        pauses=verbs(CLOUD, "delete", "rm", "delete-*").pauses,
+        subs={
+            "registry": Row(
+                subs={
+                    "garbage-collection": Row(
+                        subs=subs("deletes the registry's unreferenced images for good", "start")
+                    )
+                },
+                alias={"gc": "garbage-collection"},
+            ),
+            "compute": Row(
+                subs={
+                    "ssh": Row(
+                        opts(
+                            "--ssh-command= --ssh-user= --ssh-key-path= --ssh-port= "
+                            "--ssh-agent-forwarding --ssh-private-ip"
+                        ),
+                        runs=(Code("ssh-command", elsewhere=True),),
+                    )
+                }
+            ),
+        },
+    ),
     "hcloud": verbs(CLOUD, "delete"),
     "linode-cli": verbs(CLOUD, "delete", "*-delete"),
     "oci": verbs(CLOUD, "delete", "terminate"),
@@ -1004,7 +1078,22 @@ MORE: dict[str, Row] = {
     "pipenv": Row(subs=runs_sub("run")),
     "pm2": Row(subs=subs(STOPS, "delete del kill stop restart reload")),
     "supervisorctl": Row(subs=subs(STOPS, "stop restart shutdown remove")),
-    "launchctl": Row(subs=subs(STOPS, "bootout unload kill remove stop")),
+    # Every other verb starts, loads or changes jobs, which run outside the sandbox.
+    "launchctl": Row(
+        pauses=(
+            Pause(
+                "",
+                check=checks.operation_not(
+                    "starts or changes services, which run outside the sandbox",
+                    "list print print-cache print-disabled print-token blame dumpstate "
+                    "dumpjpcategory help version managerpid manageruid managername error "
+                    "hostinfo resolveport getenv procinfo plist examine",
+                    at=0,
+                ),
+            ),
+        ),
+        subs=subs(STOPS, "bootout unload kill remove stop"),
+    ),
     "skill": always(SIGNAL),
     "userdel": always("deletes a user account"),
     "deluser": always("deletes a user account"),
@@ -1144,6 +1233,23 @@ TABLE: dict[str, Row] = {
         opts("-vG --glob --preserve-root --no-preserve-root --verbose"),
         pauses=(Pause("deletes files and directories recursively", effect=R, targets="operands"),),
     ),
+    # the same from an npm package: `del-cli` (also installed as `del`)
+    **dict.fromkeys(
+        ("del-cli", "del"),
+        Row(
+            opts("-fd --force --dry-run --dot --verbose"),
+            pauses=(
+                Pause(
+                    "deletes files and directories recursively",
+                    unless="d dry-run",
+                    effect=R,
+                    targets="operands",
+                ),
+            ),
+        ),
+    ),
+    # npm packages that kill processes: by port (`kill-port 3000`) or by name (`fkill node`)
+    **dict.fromkeys(("kill-port", "fkill", "fkill-cli", "cross-port-killer"), always(SIGNAL)),
     "find": Row(pauses=(Pause("", check=checks.find_delete),), runs=(Custom(runners.find),)),
     "truncate": Row(
         opts("-cos: -r: --no-create --io-blocks --reference= --size="),
@@ -1432,6 +1538,7 @@ TABLE: dict[str, Row] = {
         subs={
             **subs("publishes a package to PyPI", "publish", dry_run=True),
             **runs_sub("run"),
+            "cache": Row(subs=subs(CACHE, "clear")),
         },
     ),
     "hatch": Row(
@@ -1439,6 +1546,22 @@ TABLE: dict[str, Row] = {
         subs={**subs("publishes packages to PyPI", "publish"), **runs_sub("run")},
     ),
     "flit": Row(subs=subs("publishes a package to PyPI", "publish")),
+    # Rush monorepos: `rush publish` only bumps versions unless `--publish` is given.
+    "rush": Row(
+        opts("-d -q --debug --quiet"),
+        subs={
+            "publish": Row(
+                opts(
+                    "-b:r:n:t:v:c: -apf --apply --publish --target-branch= --registry= "
+                    "--npm-auth-token= --tag= --version-policy= --commit= --set-access-level= "
+                    "--release-folder= --prerelease-name= --suffix= --add-commit-details "
+                    "--regenerate-changelogs --pack --include-all --partial-prerelease --force "
+                    "--apply-git-tags-on-pack --ignore-git-hooks"
+                ),
+                pauses=(Pause("publishes packages to the registry", when="p publish"),),
+            )
+        },
+    ),
     "pdm": Row(
         opts("-p: --project= -v -q"),
         subs={**subs("publishes a package to PyPI", "publish"), **runs_sub("run")},
@@ -1548,7 +1671,21 @@ TABLE: dict[str, Row] = {
         "-cx: --setopt= --installroot= --releasever= "
         "--enablerepo= --disablerepo= -y -q --assumeyes",
     ),
-    "brew": _packages("uninstall remove rm"),
+    "brew": _packages(
+        "uninstall remove rm",
+        services=Row(
+            pauses=(
+                Pause(
+                    "",
+                    check=checks.operation_not(
+                        "starts, stops or restarts services, which run outside the sandbox",
+                        "list info",
+                        at=0,
+                    ),
+                ),
+            )
+        ),
+    ),
     "snap": _packages("remove"),
     "conda": _packages(
         "remove uninstall",
@@ -1577,6 +1714,21 @@ TABLE: dict[str, Row] = {
             ),
             "pod": Row(
                 subs={**subs("deletes pods and their containers", "rm prune"), "kill": _KILL}
+            ),
+            "machine": Row(
+                subs={
+                    **subs(
+                        "deletes the virtual machine with its containers, images and volumes",
+                        "rm reset",
+                    ),
+                    # `ssh [NAME] [CMD…]`: whether the first word names a machine is only known
+                    # at run time, so both readings are judged.
+                    "ssh": Row(
+                        opts("--username="),
+                        permute=False,
+                        runs=(Shell(elsewhere=True), Shell(skip=1, elsewhere=True)),
+                    ),
+                }
             ),
         },
         " --connection= --url= --identity= --root= --runroot= --remote --storage-driver=",

@@ -47,7 +47,7 @@ def _file_text(ana: Walker, word: Arg, ctx: Ctx, what: str, directory: str = "."
             return None
         return body
     if word.value in STDIN_FILES:
-        body = ana.stdin_text(ctx.cmd, ctx.scope)
+        body = ana.input_of(ctx)
         if body is None or body is NO_INPUT:
             ana.unknown(f"runs {what} read from its input, only known at run time", ctx.text)
             return None
@@ -387,6 +387,8 @@ _PROJECT_FILES = {
     "pip pip3 uv poetry hatch pdm flit pipx pixi poe": f"{_PY_TOOLS} pixi.toml poe_tasks.*",
     "node nodejs tsx ts-node deno bun npx bunx": f"{_JS} deno.json deno.jsonc package.json",
     "npm pnpm yarn corepack lerna nx turbo": f"{_JS} package.json .npmrc .yarnrc .yarnrc.yml",
+    "rush rushx": f"{_JS} package.json rush.json .npmrc common/config/rush/* "
+    "common/autoinstallers/* common/scripts/*",
     "jest vitest mocha vite webpack rollup parcel esbuild next nuxt astro eslint tsc": _JS,
     "playwright cypress karma ava": _JS,
     "make gmake bmake remake": "Makefile makefile GNUmakefile BSDmakefile *.mk *.mak *.sh",

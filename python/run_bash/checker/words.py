@@ -458,3 +458,31 @@ def command_name(value: str) -> str:
         return value
     norm = normalize_path(value)
     return norm.rsplit("/", 1)[-1] if norm not in ("/", ".", "..") else ""
+
+
+# Packages whose command has another name than the package (`npx firebase-tools …` runs
+# `firebase`): the package runner runs that command.
+PACKAGE_BINS = {
+    "firebase-tools": "firebase",
+    "aws-cdk": "cdk",
+    "cdktf-cli": "cdktf",
+    "netlify-cli": "netlify",
+    "@cloudflare/wrangler": "wrangler",
+    "@railway/cli": "railway",
+    "@changesets/cli": "changeset",
+    "@vscode/vsce": "vsce",
+    "sequelize-cli": "sequelize",
+    "fkill-cli": "fkill",
+}
+
+
+def package_command(word: Arg) -> Arg:
+    """The command a package runner runs for a package spec (``@scope/pkg@1`` → ``pkg``)."""
+    if word.value is None:
+        return word
+    name = re.sub(r"(?<=.)@[^/]*$", "", word.value)
+    name = re.sub(r"^(?:npm:|github:|git\+)", "", name)
+    if name in PACKAGE_BINS:
+        return Arg.lit(PACKAGE_BINS[name], word.text)
+    name = name.rsplit("/", 1)[-1] if name.startswith("@") else name
+    return Arg.lit(command_name(name) or name, word.text)

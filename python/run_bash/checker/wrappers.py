@@ -352,7 +352,7 @@ WRAPPERS: dict[str, Row] = {
             ("fdfind", runners.fd),
             ("xargs", runners.xargs),
             ("parallel", runners.parallel),
-            ("sem", runners.parallel),
+            ("sem", runners.sem),
             ("flock", runners.flock),
             ("su", runners.su),
             ("runuser", runners.runuser),
