@@ -344,6 +344,28 @@ def test_a_fork_server_started_from_a_thread_outlives_the_thread(tmp_path):
         fresh._stop()
 
 
+def test_a_fork_server_started_anew_imports_nothing_from_the_working_directory(
+    tmp_path, monkeypatch
+):
+    """A fork server started as a Python of its own (the first one died) runs in "/" with no
+    working directory on its import path: a module a run left in the project (the host's working
+    directory) is never imported there. The control: its requests are answered."""
+    from run_bash.sandbox.launcher import Launcher
+
+    if not get_backend("sandlock", parse_config({})).availability().ok:
+        pytest.skip("sandlock unavailable")
+    monkeypatch.chdir(tmp_path)
+    fresh = Launcher()
+    try:
+        pid = fresh.ensure()
+        assert os.readlink(f"/proc/{pid}/cwd") == "/"
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert b"\0-I\0" in f.read()
+        assert fresh.probe({"tmp": str(tmp_path), "mount_ns": True}) == ""
+    finally:
+        fresh._stop()
+
+
 def test_sandlock_without_user_namespaces_is_unavailable_or_explicitly_degraded(tmp_path):
     """Where a normal user may not create user namespaces (here: inside a bwrap that forbids
     them, without capabilities), sandlock refuses to run, saying why and what to do; with

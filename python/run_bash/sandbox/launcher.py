@@ -336,8 +336,11 @@ class Launcher:
             f"serve({theirs.fileno()}, {os.getpid()})"
         )
         try:
+            # Isolated (-I: no PYTHON* variables, no user site, and no working directory on the
+            # import path) and started in "/": nothing a run left in the project is imported.
             proc = subprocess.Popen(
-                [sys.executable, "-E", "-c", code],
+                [sys.executable, "-I", "-c", code],
+                cwd="/",
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
