@@ -36,7 +36,7 @@ sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
 # The host keeps its bytecode cache (``__pycache__`` beside the plugin's own modules, as ``make
 # deps`` writes it) even when PYTHONDONTWRITEBYTECODE is set in the user's environment: without
 # it every start compiles every module again, the largest part of a cold start. A checkout that
-# is not writable just keeps compiling. (The fork server runs with -E, which ignores the
+# is not writable just keeps compiling. (A fork server started anew runs with -I, which ignores the
 # variable, so it already did.)
 sys.dont_write_bytecode = False
 
