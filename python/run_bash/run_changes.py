@@ -635,18 +635,25 @@ class RunChanges:
         return None
 
     def _busy(self, spec: CoverSpec, cwd: str, sid: str | None) -> str | None:
-        """Why ``spec`` is not covered while another run of its project still runs: an effect
-        that follows symlinks (``spec.follow``) goes where a symlink that run makes leads, made
-        after undo looked (None: no such effect, or no other run)."""
-        if not spec.follow or self.others is None:
+        """Why ``spec`` is not covered while another run that can write its project still runs
+        (None: no other run). What that run writes after undo looked is in no snapshot: a file
+        it makes or rewrites then, deleted or overwritten by this effect, is gone for good
+        (undo gives back what was there when undo looked). An effect that follows symlinks
+        (``spec.follow``) also goes where a symlink that run makes leads."""
+        if self.others is None:
             return None
         project, _why = self._project(cwd)
         other = self.others(project, sid) if project is not None else None
         if other is None:
             return None
+        if spec.follow:
+            return (
+                f"session {other} still runs in this project: a symlink it makes under what "
+                "this effect follows would lead it out of undo's reach"
+            )
         return (
-            f"session {other} still runs in this project: a symlink it makes under what this "
-            "effect follows would lead it out of undo's reach"
+            f"session {other} still runs in this project: what it writes after undo looked is "
+            "not kept, and this effect could delete or overwrite it"
         )
 
     def indexed(self, cwd: str) -> bool:
