@@ -96,7 +96,9 @@ def git_reset(reading: Reading, level: Level) -> Hit | None:
 
 
 def git_clean(reading: Reading, level: Level) -> Hit | None:
-    """``clean -f`` (or ``clean.requireForce`` off); ``-x``/``-X`` reach ignored files."""
+    """``clean -f`` (or ``clean.requireForce`` off); ``-x``/``-X`` reach ignored files, and so
+    does an ``-e`` pattern that negates (``-e '!*.log'`` takes ``*.log`` out of the ignored
+    ones: git deletes them as untracked)."""
     r = level.read
     if r.has("n", "dry-run"):
         return None
@@ -105,6 +107,11 @@ def git_clean(reading: Reading, level: Level) -> Hit | None:
         what = "untracked files and directories" if r.has("d") else "untracked files"
         if r.has("x", "X"):
             return Hit(f"deletes {what}, ignored ones too")
+        for e in r.values("e", "exclude"):
+            if e.value is None or e.value.startswith("!"):
+                return Hit(
+                    f"deletes {what}, and the ignored ones the pattern `{e.text}` re-includes"
+                )
         return Hit(f"deletes {what}", REVERSIBLE, worktree(reading))
     if r.unknown is not None:
         return unknown_hit("delete untracked files", r.unknown)
