@@ -95,7 +95,8 @@ class CoverSpec:
     covered. ``follow``: the ones of ``paths`` under which a reason follows symlinks (``find
     -L``, ``truncate src/*``, ``rm -r src/*/``): a symlink there is not covered, what it points to
     is not what undo kept. ``git_only``: every reason is git's own (reset, checkout, restore,
-    clean without ``-x``), which never touches an ignored file git does not track."""
+    clean without ``-x``), which never touches an ignored file git does not track: in the index,
+    in ``HEAD`` or in a commit of ``sources`` (the ones the reasons take files from)."""
 
     cwd: str
     paths: tuple[str, ...] = ()
@@ -104,6 +105,7 @@ class CoverSpec:
     inplace: bool = False
     follow: tuple[str, ...] = ()
     git_only: bool = False
+    sources: tuple[str, ...] = ()
 
     def plain(self) -> dict[str, Any]:
         """The spec as plain data (the gate's answer carries it to the run)."""
@@ -115,6 +117,7 @@ class CoverSpec:
             "inplace": self.inplace,
             "follow": list(self.follow),
             "git_only": self.git_only,
+            "sources": list(self.sources),
         }
 
     @classmethod
@@ -130,7 +133,8 @@ class CoverSpec:
             data.get("everything") is not False,
             data.get("inplace") is not False,
             tuple(str(p) for p in follow or ()),
-            data.get("git_only") is True,
+            data.get("git_only") is True and isinstance(data.get("sources"), list),
+            tuple(str(s) for s in data.get("sources") or ()),
         )
 
 
@@ -294,10 +298,17 @@ def cover_spec(
     git = False
     everything = _reshaper(commands, programs, path_changed) is not None
     inplace = False
+    sources: list[str] = []
+    known_sources = True
     for hit in hits:
         targets = hit.get("targets")
         if hit.get("rule") == "git":
             git = True
+            got = hit.get("sources")
+            if isinstance(got, (list, tuple)) and all(isinstance(s, str) for s in got):
+                sources += got
+            else:
+                known_sources = False  # a commit it takes files from cannot be told
         writes_in_place = hit.get("rule") not in UNLINKERS
         if writes_in_place:
             inplace = True
@@ -335,32 +346,33 @@ def cover_spec(
         everything,
         inplace,
         tuple(dict.fromkeys(follow)),
-        git and bool(hits) and all(h.get("rule") == "git" for h in hits),
+        git and known_sources and bool(hits) and all(h.get("rule") == "git" for h in hits),
+        tuple(dict.fromkeys(sources)),
     )
 
 
-def _untracked(project: str, rel: str) -> bool:
+def _untracked(project: str, rel: str, sources: Sequence[str] = ()) -> bool:
     """Whether git tracks no file under ``rel`` (project-relative), as git itself says in the
-    repository that holds it (a nested one's own index; a clean environment and a timeout). Any
-    doubt is False."""
+    repository that holds it (a nested one's own index; a clean environment and a timeout): not
+    in the index, not in ``HEAD`` (``reset --hard`` writes what ``HEAD`` has) and not in any of
+    ``sources`` (the commits a reason takes files from, as written). Any doubt is False."""
     from run_bash.sandbox import gitask
 
     where, name = os.path.split(rel)
-    try:
-        rc, out, _err = gitask.run_git(
-            [
-                "--literal-pathspecs",
-                *("-C", os.path.join(project, where)),
-                *("ls-files", "-z", "--cached", "--", name),
-            ],
-            "",
-            {},
-            clean=True,
-            limit=4096,
-        )
-    except Exception:
-        return False
-    return rc == 0 and out == ""
+    top = ["--literal-pathspecs", "-C", os.path.join(project, where)]
+    asks = [["ls-files", "-z", "--cached", "--", name]]
+    for rev in ("HEAD", *sources):
+        if rev.startswith("-"):
+            return False
+        asks.append(["ls-tree", "-r", "-z", "--name-only", rev, "--", name])
+    for ask in asks:
+        try:
+            rc, out, _err = gitask.run_git([*top, *ask], "", {}, clean=True, limit=4096)
+        except Exception:
+            return False
+        if rc != 0 or out != "":
+            return False
+    return True
 
 
 def _limits(config: UndoConfig) -> Limits:
@@ -623,18 +635,25 @@ class RunChanges:
         return None
 
     def _busy(self, spec: CoverSpec, cwd: str, sid: str | None) -> str | None:
-        """Why ``spec`` is not covered while another run of its project still runs: an effect
-        that follows symlinks (``spec.follow``) goes where a symlink that run makes leads, made
-        after undo looked (None: no such effect, or no other run)."""
-        if not spec.follow or self.others is None:
+        """Why ``spec`` is not covered while another run that can write its project still runs
+        (None: no other run). What that run writes after undo looked is in no snapshot: a file
+        it makes or rewrites then, deleted or overwritten by this effect, is gone for good
+        (undo gives back what was there when undo looked). An effect that follows symlinks
+        (``spec.follow``) also goes where a symlink that run makes leads."""
+        if self.others is None:
             return None
         project, _why = self._project(cwd)
         other = self.others(project, sid) if project is not None else None
         if other is None:
             return None
+        if spec.follow:
+            return (
+                f"session {other} still runs in this project: a symlink it makes under what "
+                "this effect follows would lead it out of undo's reach"
+            )
         return (
-            f"session {other} still runs in this project: a symlink it makes under what this "
-            "effect follows would lead it out of undo's reach"
+            f"session {other} still runs in this project: what it writes after undo looked is "
+            "not kept, and this effect could delete or overwrite it"
         )
 
     def indexed(self, cwd: str) -> bool:
@@ -681,7 +700,9 @@ class RunChanges:
                 caches = {os.path.realpath(c) for c in self.grants(spec.cwd)[1]}
             paths += [w for w in writable if w not in caches]
         git = spec.git and not spec.everything
-        untracked = partial(_untracked, project) if git and spec.git_only else None
+        untracked = (
+            partial(_untracked, project, sources=spec.sources) if git and spec.git_only else None
+        )
         why = covers(
             snap,
             project,

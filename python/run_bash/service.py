@@ -459,11 +459,12 @@ class Service:
         return out
 
     def _other_run(self, project: str, sid: str | None) -> str | None:
-        """A session other than ``sid`` still running with its working directory in
-        ``project`` (``RunChanges.others``)."""
+        """A session other than ``sid`` still running that can write ``project``: its working
+        directory is in it, or holds it (``RunChanges.others``)."""
         top = project.rstrip("/") + "/"
         for s in self.mgr.sessions.values():
-            if s.id != sid and s.running and (os.path.realpath(s.cwd) + "/").startswith(top):
+            where = os.path.realpath(s.cwd) + "/"
+            if s.id != sid and s.running and (where.startswith(top) or top.startswith(where)):
                 return s.id
         return None
 

@@ -75,8 +75,9 @@ def test_with_no_symlink_the_same_line_runs_and_undo_takes_it_back(host, line):
 
 def test_while_another_run_of_the_project_runs_an_effect_that_follows_asks(host):
     """A run still going in the project (a background session) may make a symlink under what
-    the effect follows after undo looked: such an effect asks while it runs. What follows no
-    symlink still runs without asking beside it, and once it ended the same line is covered."""
+    the effect follows after undo looked: such an effect asks while it runs (as does one that
+    follows none, for what that run writes after undo looked), and once it ended the same line
+    is covered."""
     _src(host.p, links=False)
     host.run("true")
     line = "rm -rf src/*/"
@@ -87,7 +88,8 @@ def test_while_another_run_of_the_project_runs_an_effect_that_follows_asks(host)
     a = host.check(line)
     assert a["needs_approval"] is True and a["effect"] == "reversible", a
     assert f"session {sid} still runs in this project" in a["undo_why"], a
-    assert host.check("rm -rf src/*")["needs_approval"] is False  # follows nothing
+    plain = host.check("rm -rf src/*")  # follows nothing
+    assert plain["needs_approval"] is True and "what it writes after" in plain["undo_why"], plain
     host.svc.kill(sid)
     host.drive(lambda: host.event("exited", "id", sid) is not None)
     assert host.check(line)["needs_approval"] is False

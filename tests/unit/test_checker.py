@@ -667,6 +667,7 @@ def test_to_dict_is_plain_data() -> None:
                 "effect": "irreversible",
                 "targets": None,
                 "follows": False,
+                "sources": [],
             }
         ],
         "programs": ["git"],

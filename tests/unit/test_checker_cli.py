@@ -40,6 +40,7 @@ def test_check_prints_verdict_and_exits_zero(capsys: pytest.CaptureFixture[str])
                 "effect": "irreversible",
                 "targets": None,
                 "follows": False,
+                "sources": [],
             }
         ],
     }

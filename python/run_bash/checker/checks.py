@@ -98,7 +98,9 @@ def git_reset(reading: Reading, level: Level) -> Hit | None:
 
 
 def git_clean(reading: Reading, level: Level) -> Hit | None:
-    """``clean -f`` (or ``clean.requireForce`` off); ``-x``/``-X`` reach ignored files."""
+    """``clean -f`` (or ``clean.requireForce`` off); ``-x``/``-X`` reach ignored files, and so
+    does an ``-e`` pattern that negates (``-e '!*.log'`` takes ``*.log`` out of the ignored
+    ones: git deletes them as untracked)."""
     r = level.read
     if r.has("n", "dry-run"):
         return None
@@ -109,14 +111,32 @@ def git_clean(reading: Reading, level: Level) -> Hit | None:
             return Hit(f"deletes {what}, ignored ones too")
         if r.unknown is not None:  # `git clean -fd $OPTS` may be `-x`
             return unknown_hit("delete ignored files too", r.unknown)
+        for e in r.values("e", "exclude"):
+            if e.value is None or e.value.startswith("!"):
+                return Hit(
+                    f"deletes {what}, and the ignored ones the pattern `{e.text}` re-includes"
+                )
         return Hit(f"deletes {what}", REVERSIBLE, worktree(reading))
     if r.unknown is not None:
         return unknown_hit("delete untracked files", r.unknown)
     return None
 
 
+def _revisions(args: list[Arg]) -> tuple[str, ...] | None:
+    """The words that name a commit to take files from, as written (None: one is only known at
+    run time, or may be an option)."""
+    out: list[str] = []
+    for a in args:
+        if a.value is None or a.value.startswith("-"):
+            return None
+        out.append(a.value)
+    return tuple(out)
+
+
 def git_checkout(reading: Reading, level: Level) -> Hit | None:
-    """``checkout -f``; checking out paths (``.``, ``-- PATHS``, ``TREE PATHS``) over changes."""
+    """``checkout -f``; checking out paths (``.``, ``-- PATHS``, ``TREE PATHS``) over changes.
+    The commit the files come from is the operand before ``--`` or, without ``--``, the first of
+    two or more (git takes it as one when it names one)."""
     r = level.read
     if r.has("f", "force"):
         return Hit("discards uncommitted changes (`-f`)")
@@ -124,18 +144,37 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
         return unknown_hit("discard uncommitted changes", r.unknown)
     tree = worktree(reading)
     values = [a.value for a in level.args]
+    operands = [a for a in r.operands if a.value != "--"]
+    if "--" in values:
+        cut = values.index("--")
+        at = {id(a): i for i, a in enumerate(level.args)}
+        sources = _revisions([a for a in operands if at.get(id(a), -1) < cut])
+    else:
+        sources = _revisions(operands[:1]) if len(operands) >= 2 else ()
+    if r.unknown is not None:
+        sources = None  # a word only known at run time may name a commit
     if "--" in values and values.index("--") < len(values) - 1:
-        return Hit("overwrites uncommitted changes to the named files", REVERSIBLE, tree)
+        return Hit(
+            "overwrites uncommitted changes to the named files", REVERSIBLE, tree, sources=sources
+        )
     if r.has("pathspec-from-file"):
-        return Hit("overwrites uncommitted changes to the listed files", REVERSIBLE, tree)
+        return Hit(
+            "overwrites uncommitted changes to the listed files", REVERSIBLE, tree, sources=sources
+        )
     for op in r.operands:
         if op.value is not None and normalize_path(op.value) == ".":
             return Hit(
-                "discards every uncommitted change under the current directory", REVERSIBLE, tree
+                "discards every uncommitted change under the current directory",
+                REVERSIBLE,
+                tree,
+                sources=sources,
             )
     if len(r.operands) >= 2 and not r.has("b", "B", "orphan"):
         return Hit(
-            "overwrites the named files with their content from another commit", REVERSIBLE, tree
+            "overwrites the named files with their content from another commit",
+            REVERSIBLE,
+            tree,
+            sources=sources,
         )
     if r.unknown is not None:
         return unknown_hit("discard uncommitted changes", r.unknown)
@@ -143,12 +182,18 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
 
 
 def git_restore(reading: Reading, level: Level) -> Hit | None:
-    """``restore`` of working-tree paths (not ``--staged`` alone)."""
+    """``restore`` of working-tree paths (not ``--staged`` alone), from ``--source`` if given."""
     r = level.read
     if r.has("S", "staged") and not r.has("W", "worktree"):
         return None  # only the index changes; the files stay as they are
     if r.operands or r.has("pathspec-from-file"):
-        return Hit("discards uncommitted changes to the named files", REVERSIBLE, worktree(reading))
+        sources = None if r.unknown is not None else _revisions(r.values("s", "source"))
+        return Hit(
+            "discards uncommitted changes to the named files",
+            REVERSIBLE,
+            worktree(reading),
+            sources=sources,
+        )
     if r.unknown is not None:
         return unknown_hit("discard uncommitted changes", r.unknown)
     return None

@@ -39,7 +39,9 @@ class Hit:
     for the home directory), or None when they cannot be told. ``unknown`` marks a fail-closed
     hit: what decides is only known at run time. ``follows``: the effect follows symlinks it
     finds under its targets (``find -L``, ``rm -r dir/``, ``truncate``), so a symlink there
-    takes it wherever the symlink points.
+    takes it wherever the symlink points. ``sources``: for git, the commits (as written) whose
+    files a reversible effect writes besides the index and ``HEAD`` (``checkout REV -- .``,
+    ``restore --source=REV``); None when they cannot be told.
     """
 
     reason: str
@@ -49,6 +51,7 @@ class Hit:
     rule: str | None = None
     command: str | None = None
     follows: bool = False
+    sources: tuple[str, ...] | None = ()
 
     def to_dict(self) -> dict[str, object]:
         """A plain dict, safe for JSON and msgpack."""
@@ -59,6 +62,7 @@ class Hit:
             "effect": self.effect,
             "targets": list(self.targets) if self.targets is not None else None,
             "follows": self.follows,
+            "sources": list(self.sources) if self.sources is not None else None,
         }
 
 
