@@ -224,7 +224,11 @@ def _run(config: Config, cmd: str, cwd: str, temp_root: str, timeout: float | No
         for n in dropped:
             print(f"run_bash: environment variable {n} looks secret; not passed", file=sys.stderr)
         policy = build_policy(config, cwd, discovery=keeper.discovery) if backend.isolates else None
-        scope = keeper.prepare(sid, policy.host_read) if policy and policy.host_read else None
+        scope = (
+            keeper.prepare(sid, policy.host_read, policy.readable)
+            if policy and policy.host_read
+            else None
+        )
         spec = RunSpec(
             cmd=cmd,
             cwd=cwd,

@@ -60,7 +60,7 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,7 @@ from run_bash.sandbox.hostread import (
     active_hooks,
     read_nonblocking,
 )
+from run_bash.sandbox.linkcheck import links_out
 from run_bash.sandbox.members import (
     ABSENT,
     Repairer,
@@ -151,6 +152,10 @@ class Scope:
     trusted_git: frozenset[tuple[int, int]] = frozenset()
     # Git directories the run moved away that stay where it put them: path before -> now.
     moved: dict[str, str] = field(default_factory=dict)
+    # The run's readable grants (None: its links are not judged) and the tree scan's count of
+    # new links when it started: those found later are the run's (``_check_links``).
+    readable: tuple[str, ...] | None = None
+    link_mark: int = 0
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -214,11 +219,15 @@ class Keeper:
 
     # -- before a run ----------------------------------------------------------------------------
 
-    def prepare(self, sid: str, host_read: HostRead) -> Scope:
+    def prepare(
+        self, sid: str, host_read: HostRead, readable: Iterable[str] | None = None
+    ) -> Scope:
         """Trusted states, the pre-run repair of what an earlier check could not fix, and the
         watches of a run about to start. Raises SpawnError (the run must not start) when a member
-        cannot be kept or watched, or an earlier tampering is still unrepaired."""
+        cannot be kept or watched, or an earlier tampering is still unrepaired. ``readable``: the
+        run's readable grants, which judge the links it leaves (``linkcheck``)."""
         scope = Scope(sid, host_read, Places(host_read.writable))
+        scope.readable = None if readable is None else tuple(readable)
         with self._lock:
             if not self._written.issuperset(host_read.writable):
                 self._written.update(host_read.writable)
@@ -276,6 +285,10 @@ class Keeper:
                     with contextlib.suppress(OSError):
                         st = nofollow.lstat(g, self._fence)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
+            if scope.readable is not None:  # the links there before the run are not its own
+                for root in host_read.scan:
+                    self.discovery.trees.find(root, frozenset(host_read.sealed))
+                scope.link_mark = self.discovery.trees.link_mark()
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             scope.indexes = gitindex.state(host_read.git_dirs)
             scope.trusted_git = frozenset(self._trusted_git_dirs())
@@ -415,6 +428,8 @@ class Keeper:
             self._check_path_dir(scope, pd, stopped)
         for r in hr.rules:
             self._check_rules(scope, r, stopped)
+        # Last: the checks above judge what reads through a link with the link in place.
+        self._check_links(scope, stopped)
 
     # -- repairs: never through a symbolic link in a place a run can write (``nofollow``) ---------
 
@@ -554,6 +569,20 @@ class Keeper:
 
     def _trusted_git_dirs(self) -> set[tuple[int, int]]:
         return {i[:2] for i in self._git_ident.values()}
+
+    def _check_links(self, scope: Scope, stopped: str) -> None:
+        """Every symbolic link the run left that leads where it could not go (``linkcheck``)
+        is moved to the quarantine."""
+        hr = scope.host_read
+        if scope.readable is not None:
+            found = self.discovery.trees.links_since(scope.link_mark, hr.scan)
+            for path, end, why in links_out(found, scope.readable, hr):
+                scope.notices.append(
+                    f"{self._name(hr, path)} is a symbolic link the run left to {end}, {why}: "
+                    "whoever follows it outside the sandbox (CodeCompanion's file tools, your "
+                    f"editor) would reach what the run could not; "
+                    f"{self._quarantine(path, scope)}{stopped}"
+                )
 
     def _check_new_repos(self, scope: Scope, stopped: str) -> None:
         """A repository git can now reach that was not trusted before the run must be inert;

@@ -13,10 +13,12 @@ import contextlib
 import os
 import stat
 import threading
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from run_bash import fsdeps, inotify
+from run_bash.paths import Tops
 from run_bash.sandbox import nofollow
 
 # Nested submodule git dirs (modules/a/modules/b/...) and worktree admin dirs looked at per repo.
@@ -31,6 +33,7 @@ class _DirInfo:
     dotgit: bool
     bare: bool
     subdirs: tuple[str, ...]  # full paths of the subdirectories to walk
+    links: frozenset[tuple[str, str]] = frozenset()  # (name, text) of each symbolic link in it
 
 
 def looks_like_git_dir(names: Iterable[str] | str) -> bool:
@@ -58,6 +61,9 @@ STRUCTURE = (
     | inotify.IN_MOVE_SELF
     | inotify.IN_ATTRIB
 )
+# New links kept for ``links_since`` (the oldest are dropped beyond it: the check that takes them
+# runs after every run).
+MAX_BORN = 100_000
 # Trees with more directories than this are walked every time (each watched directory costs
 # kernel memory, and the change store watches the project's directories too).
 MAX_WATCHED_DIRS = 20_000
@@ -100,6 +106,11 @@ class TreeScan:
         self._seq = 0  # every event seen
         self._walks: dict[tuple[str, frozenset[str]], _Walk] = {}
         self._local: dict[int, bool] = {}  # st_dev -> inotify sees every change there
+        # Symbolic links that appeared (new, or with a new text) since a tree's first walk, each
+        # with its number in the order found (``links_since``).
+        self._born: deque[tuple[int, str, str]] = deque(maxlen=MAX_BORN)
+        self._born_n = 0
+        self._rooted: set[str] = set()  # trees walked at least once
 
     def find(
         self, root: str, skip: frozenset[str] = frozenset()
@@ -114,6 +125,20 @@ class TreeScan:
         same = sorted(found)
         fsdeps.add_check(lambda: (sorted(self.find(root, skip)[0]), truncated) == (same, False))
         return found, truncated
+
+    def link_mark(self) -> int:
+        """The number of the last new link found: ``links_since`` that mark gives the ones
+        found later. Take it after the walks that see what was there before."""
+        with self._lock:
+            return self._born_n
+
+    def links_since(self, mark: int, roots: Iterable[str]) -> list[tuple[str, str]]:
+        """``(path, link text)`` of every symbolic link that appeared under ``roots`` (created, or
+        given a new text) and was found after ``mark``. Found by the walks (``find``): a link
+        made after the last walk of its tree is not in it yet."""
+        tops = Tops(roots)
+        with self._lock:
+            return [(p, t) for n, p, t in self._born if n > mark and p in tops]
 
     def _find(self, root: str, skip: frozenset[str]) -> tuple[list[tuple[str, str]], bool]:
         mounts = _mount_generation()
@@ -244,6 +269,9 @@ class TreeScan:
         stack = [root]
         truncated = False
         listed = False
+        # A directory first seen in a tree walked before is new, and so is every link in it.
+        baseline = root in self._rooted
+        born: list[tuple[str, str]] = []
         while stack:
             if len(seen) >= MAX_SCAN_DIRS:
                 truncated = True
@@ -260,8 +288,12 @@ class TreeScan:
             ident = (st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
             info = cache.get(d)
             if info is None or info.ident != ident:
+                old = info
                 info = listing(d, ident, root)
                 listed = True
+                if info.links and (old is not None or baseline):
+                    before = old.links if old is not None else frozenset()
+                    born += [(d + "/" + n, t) for n, t in sorted(info.links - before)]
             seen[d] = info
             if info.dotgit:
                 found.append((d + "/.git", "dotgit"))
@@ -272,6 +304,11 @@ class TreeScan:
                 ]
             else:
                 stack += info.subdirs
+        with self._lock:
+            self._rooted.add(root)
+            for path, text in born:
+                self._born_n += 1
+                self._born.append((self._born_n, path, text))
         if listed or truncated:
             with self._lock:
                 # Keep what this walk saw; forget directories of this tree that are gone (a walk
@@ -287,6 +324,7 @@ class TreeScan:
     def _list(d: str, ident: tuple[int, int, int], root: str) -> _DirInfo:
         names: list[str] = []
         subdirs: list[str] = []
+        links: list[tuple[str, str]] = []
         dotgit = False
         _make_listable(d, root)
         try:
@@ -299,9 +337,11 @@ class TreeScan:
                     with contextlib.suppress(OSError):
                         if entry.is_dir(follow_symlinks=False):
                             subdirs.append(d + "/" + entry.name)
+                        elif entry.is_symlink():
+                            links.append((entry.name, os.readlink(entry.path)))
         except OSError:
             pass
-        return _DirInfo(ident, dotgit, looks_like_git_dir(names), tuple(subdirs))
+        return _DirInfo(ident, dotgit, looks_like_git_dir(names), tuple(subdirs), frozenset(links))
 
 
 def _mount_generation() -> int | None:

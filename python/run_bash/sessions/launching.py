@@ -175,7 +175,7 @@ class Launching:
         policy = self.policy(s.cwd, on_stage=s.mark)
         s.mark("policy")
         assert policy.host_read is not None
-        scope = self.keeper.prepare(s.id, policy.host_read)
+        scope = self.keeper.prepare(s.id, policy.host_read, policy.readable)
         s.mark("guard")
         spare = None
         if self.spares is not None:

@@ -1,0 +1,123 @@
+"""Symbolic links a run leaves: where they lead for whoever follows them outside the sandbox.
+
+Inside the sandbox a link is harmless: the kernel resolves it in the run's own view, where denied
+paths are hidden and nothing outside the grants can be read or written. Outside, the same link is
+resolved in the host's view, by whatever follows it later: CodeCompanion's file tools
+(``read_file``, ``insert_edit_into_file``, ``create_file``), your editor, a tool the agent asks
+you to approve under the link's name. A link the run leaves at ``notes.md`` that leads to
+``~/.ssh/id_rsa`` would hand the chat what the sandbox denied the run; one at
+``memories/x`` that leads to ``~/.config/nvim/init.lua`` would let an edit write, under a
+harmless name, what the run could not.
+
+So the guard's post-run check (``guard.py``) judges every link a run created or changed in the
+trees it could write (``treescan.TreeScan.links_since``: the directories that changed, listed
+once each) by where the host's kernel resolves it now (``os.path.realpath``: the same walk the
+next reader's ``open`` makes) against the run's own grants (``leads_out``). One that leads where
+the run could not go is moved to the quarantine, with a notice: a denied path or a directory
+holding one, a place outside the readable grants, the host's own ``/proc``, a file the host reads
+from the project, a file granted read-only by itself, a file that does not exist outside the
+writable grants. Links that stay inside what the run could reach stay: a venv's ``python`` to
+``/usr/bin/python3``, a link between project files, ``/dev/null``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from run_bash.paths import Tops, is_under
+
+if TYPE_CHECKING:
+    from run_bash.sandbox.hostread import HostRead
+
+# Readable inside the sandbox, but a view of the run's own: ``/proc`` shows the sandbox's
+# processes there and the host's (its environment, its open files) outside.
+OWN_VIEW = ("/proc",)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a run could reach, as the post-run check compares a link's end with it: the
+    readable and writable grants, the denied paths, and what the host reads from the writable
+    places (the host-read members, the sealed paths, Neovim's directories kept read-only)."""
+
+    readable: tuple[str, ...]
+    writable: tuple[str, ...]
+    denied: tuple[str, ...]
+    kept: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(
+        readable: Iterable[str],
+        writable: Iterable[str],
+        denied: Iterable[str],
+        kept: Iterable[str] = (),
+    ) -> Reach:
+        def real(paths: Iterable[str]) -> tuple[str, ...]:
+            out: list[str] = []
+            for p in paths:
+                out.append(os.path.normpath(p))
+                out.append(os.path.realpath(p))
+            return tuple(dict.fromkeys(out))
+
+        return Reach(real(readable), real(writable), real(denied), real(kept))
+
+
+def leads_out(end: str, reach: Reach) -> str | None:
+    """Why a link whose end (resolved by the host, ``os.path.realpath``) is ``end`` would give
+    whoever follows it outside the sandbox what the run could not reach; None when it stays
+    within the run's reach."""
+    denied = Tops(reach.denied)
+    if end in denied:
+        return "a path the sandbox denies"
+    if any(is_under(d, end) for d in reach.denied):
+        return "a directory that holds paths the sandbox denies"
+    if end in Tops(OWN_VIEW):
+        return "the host's own /proc (inside the sandbox /proc is the run's)"
+    if end in Tops(reach.kept):
+        return "a file the host reads, kept read-only in the sandbox"
+    if end in Tops(reach.writable):
+        return None
+    readable = Tops(reach.readable)
+    if end not in readable:
+        return "a place outside what the sandbox could read"
+    if not os.path.lexists(end):
+        # Creating a file through it (``create_file``) would make one where the run could not.
+        return "a file that does not exist, where the sandbox could not write"
+    # A single file granted read-only by itself (~/.gitconfig): an edit through the link would
+    # write what the run could only read, and what git then runs.
+    if end in reach.readable:
+        try:
+            st = os.stat(end)
+        except OSError:
+            return None
+        if stat.S_ISREG(st.st_mode) and os.path.dirname(end) not in readable:
+            return "a file the sandbox could only read"
+    return None
+
+
+def links_out(
+    found: Iterable[tuple[str, str]], readable: Iterable[str], hr: HostRead
+) -> list[tuple[str, str, str]]:
+    """``(path, end, why)`` of each link in ``found`` (``(path, link text)`` from the tree scan)
+    that is still there with that text and leads out of the reach of a run with these readable
+    grants and this host-read set (``leads_out``)."""
+    found = list(found)
+    if not found:
+        return []
+    reach = Reach.of(readable, hr.writable, hr.denied, (*hr.members, *hr.sealed))
+    out = []
+    for path, text in found:
+        try:
+            if not stat.S_ISLNK(os.lstat(path).st_mode) or os.readlink(path) != text:
+                continue  # gone, or replaced: what replaced it is judged on its own
+            end = os.path.realpath(path)
+        except (OSError, ValueError):
+            continue
+        why = leads_out(end, reach)
+        if why is not None:
+            out.append((path, end, why))
+    return out

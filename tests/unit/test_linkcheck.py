@@ -1,0 +1,85 @@
+"""Where a link a run leaves leads, against the run's reach (``linkcheck``), and how the tree scan
+finds the links that appeared (``TreeScan.links_since``)."""
+
+from __future__ import annotations
+
+import os
+
+from run_bash.sandbox.linkcheck import Reach, leads_out
+from run_bash.sandbox.treescan import TreeScan
+
+
+def reach(tmp_path):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".gitconfig").write_text("[user]\n")
+    (home / ".cargo/bin").mkdir(parents=True)
+    (home / ".cargo/bin/cargo").write_text("#!/bin/sh\n")
+    proj = home / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / ".git/config").write_text("")
+    return (
+        home,
+        proj,
+        Reach.of(
+            readable=["/usr", "/proc", str(home / ".gitconfig"), str(home / ".cargo")],
+            writable=[str(proj), "/dev/null"],
+            denied=[str(home / ".ssh")],
+            kept=[str(proj / ".git/config")],
+        ),
+    )
+
+
+def test_what_leads_out(tmp_path):
+    home, proj, r = reach(tmp_path)
+    out = {
+        str(home / ".ssh/id_rsa"): "denies",
+        str(home): "holds paths the sandbox denies",
+        "/proc/1/environ": "/proc",
+        str(proj / ".git/config"): "the host reads",
+        str(home / ".config/nvim/init.lua"): "could read",
+        str(home / ".gitconfig"): "could only read",
+        str(home / ".cargo/bin/new"): "does not exist",
+    }
+    for end, why in out.items():
+        got = leads_out(end, r)
+        assert got is not None and why in got, (end, got)
+
+
+def test_what_stays(tmp_path):
+    home, proj, r = reach(tmp_path)
+    for end in (
+        str(proj / "README"),
+        str(proj / "not/yet"),
+        "/usr/bin/env",
+        "/dev/null",
+        str(home / ".cargo/bin/cargo"),
+    ):
+        assert leads_out(end, r) is None, end
+
+
+def test_the_scan_finds_the_links_that_appeared_after_a_mark(tmp_path):
+    root = tmp_path / "t"
+    (root / "a").mkdir(parents=True)
+    os.symlink("x", root / "a/old")
+    scan = TreeScan()
+    try:
+        scan.find(str(root))  # the first walk: what is there is no news
+        mark = scan.link_mark()
+        assert scan.links_since(mark, [str(root)]) == []
+        os.symlink("y", root / "a/new")
+        os.remove(root / "a/old")
+        os.symlink("z", root / "a/old")  # the same name, a new text
+        (root / "b/c").mkdir(parents=True)
+        os.symlink("w", root / "b/c/deep")  # in a directory that is new
+        scan.find(str(root))
+        got = sorted(scan.links_since(mark, [str(root)]))
+        assert got == sorted(
+            [(f"{root}/a/new", "y"), (f"{root}/a/old", "z"), (f"{root}/b/c/deep", "w")]
+        )
+        later = scan.link_mark()
+        scan.find(str(root))
+        assert scan.links_since(later, [str(root)]) == []
+        assert scan.links_since(mark, [str(tmp_path / "elsewhere")]) == []
+    finally:
+        scan.close()
