@@ -612,13 +612,12 @@ class RunChanges:
 
     def into_git(self, cwd: str, paths: Sequence[str]) -> str | None:
         """Why a write to one of ``paths`` (as the pause list names them, from ``cwd``) lands
-        in a ``.git`` through a symlink of the project, from its index in memory (None: none
-        does, or there is no index to tell)."""
+        in a ``.git`` through a symlink of the project, as the file system resolves it now
+        (``coverage.into_git``; None: none does)."""
         if not self.recording or not paths:
             return None
         project, _why = self._project(cwd)
-        snap = self._snapshot(project) if project is not None else None
-        if project is None or snap is None:
+        if project is None:
             return None
         from run_bash.changes.coverage import into_git
 
@@ -626,7 +625,7 @@ class RunChanges:
         for p in paths:
             if p.startswith("~"):
                 continue  # `~` through a symlink of the project: named by the project's path
-            via = into_git(snap, project, os.path.normpath(os.path.join(base, p)))
+            via = into_git(project, os.path.join(base, p))
             if via is not None:
                 return (
                     f"writes into git's own data (`{p}`, through the symlink {via}), which undo "

@@ -23,12 +23,15 @@ OUT = {
     "gc": "~/.gitconfig",  # a file granted read-only by itself
     "later": "~/.bashrc.d/new.sh",  # does not exist, where the run could not write
     "deep/er/cred": "~/.aws/credentials",  # in a directory the run made
+    "g": ".git",  # git's own directory, under a name an approval does not show
 }
 STAY = {
     "readme2": "README",
     "envbin": "/usr/bin/env",
     "devnull": "/dev/null",
     "sub/up": "../README",
+    "here": ".",  # a link inside the directory it names adds nothing
+    "mirror/p": "..",
 }
 
 

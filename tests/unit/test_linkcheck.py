@@ -26,6 +26,7 @@ def reach(tmp_path):
             writable=[str(proj), "/dev/null"],
             denied=[str(home / ".ssh")],
             kept=[str(proj / ".git/config")],
+            git_dirs=[str(proj / ".git")],
         ),
     )
 
@@ -40,9 +41,12 @@ def test_what_leads_out(tmp_path):
         str(home / ".config/nvim/init.lua"): "could read",
         str(home / ".gitconfig"): "could only read",
         str(home / ".cargo/bin/new"): "does not exist",
+        str(proj / ".git"): "git's own directory",
+        str(proj / ".git/HEAD"): "git's own directory",
+        str(proj): "holds files the host reads",
     }
     for end, why in out.items():
-        got = leads_out(end, r)
+        got = leads_out(end, r, str(home / "cache/link"))
         assert got is not None and why in got, (end, got)
 
 
@@ -56,6 +60,7 @@ def test_what_stays(tmp_path):
         str(home / ".cargo/bin/cargo"),
     ):
         assert leads_out(end, r) is None, end
+    assert leads_out(str(proj), r, str(proj / "sub/up")) is None  # inside what it names
 
 
 def test_the_scan_finds_the_links_that_appeared_after_a_mark(tmp_path):

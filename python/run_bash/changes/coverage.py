@@ -26,7 +26,7 @@ import stat
 from collections.abc import Callable, Iterable
 
 from .render import Change, display_path
-from .snapshot import CONTENT_KINDS, DATA, KIND, MODE, Snapshot, join
+from .snapshot import CONTENT_KINDS, KIND, MODE, Snapshot, join
 
 KIND_WORDS = {
     "i": "ignored and over the undo budget",
@@ -233,42 +233,30 @@ def linked_now(snap: Snapshot, project: str, paths: Iterable[str]) -> str | None
     return None
 
 
-def into_git(snap: Snapshot, project: str, path: str) -> str | None:
-    """The symlink of the project through which the absolute ``path`` leads into a ``.git``
-    (None: it does not, or that cannot be told from the index). Symlinks are followed as the
-    index holds them (at most 40), ``..`` lexically after each: a write there lands in git's
-    own data, which the pause list's reading of the text cannot see."""
-    top = project.rstrip("/")
-    if path != project and not path.startswith(top + "/"):
+def into_git(project: str, path: str) -> str | None:
+    """The symbolic link of the project through which ``path`` (absolute, as the command line
+    names it: ``..`` not collapsed) leads into a ``.git`` (None: it does not). Asked of the file
+    system now, as the command's own open will resolve it (``os.path.realpath``), not of undo's
+    index, which a link the user made since the last run is not in yet: a write there lands in
+    git's own data, which the pause list's reading of the text cannot see. Outside the project
+    it is the sandbox's to judge."""
+    top = os.path.normpath(project)
+    named = os.path.normpath(path)
+    if not (named == top or named.startswith(top.rstrip("/") + "/")):
         return None
-    parts = [p for p in path[len(top) + 1 :].split("/") if p not in ("", ".")]
-    out: list[str] = []
-    via: str | None = None
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part == "..":
-            if not out:
-                return None  # out of the project: the sandbox's to judge
-            out.pop()
-            continue
-        if part == GIT_DIR:
-            return via
-        here = "/".join([*out, part])
-        e = snap.entry(here)
-        if e is None or e[KIND] != "l":
-            out.append(part)
-            continue
-        hops += 1
-        target = str(e[DATA] or "")
-        if hops > 40 or not target:
-            return None
-        if target.startswith("/"):
-            if target != project and not target.startswith(top + "/"):
-                return None
-            out, parts = [], [*target[len(top) + 1 :].split("/"), *parts]
-        else:
-            parts = [*target.split("/"), *parts]
-        parts = [p for p in parts if p not in ("", ".")]
-        via = via or here
-    return None
+    if GIT_DIR in named[len(top) :].split("/"):
+        return None  # named in the text: the pause list sees it
+    real_top = os.path.realpath(top)
+    real = os.path.realpath(path)
+    if not (real == real_top or real.startswith(real_top.rstrip("/") + "/")):
+        return None
+    if GIT_DIR not in real[len(real_top) :].split("/"):
+        return None
+    # The first link on the way, as the text names it.
+    rel = [p for p in path[len(top) :].split("/") if p not in ("", ".")]
+    cur = top
+    for part in rel:
+        cur = os.path.join(cur, part)
+        if os.path.islink(cur):
+            return os.path.relpath(os.path.normpath(cur), top)
+    return os.path.relpath(named, top)

@@ -48,6 +48,7 @@ class Reach:
     writable: tuple[str, ...]
     denied: tuple[str, ...]
     kept: tuple[str, ...] = ()
+    git_dirs: tuple[str, ...] = ()
 
     @staticmethod
     def of(
@@ -55,6 +56,7 @@ class Reach:
         writable: Iterable[str],
         denied: Iterable[str],
         kept: Iterable[str] = (),
+        git_dirs: Iterable[str] = (),
     ) -> Reach:
         def real(paths: Iterable[str]) -> tuple[str, ...]:
             out: list[str] = []
@@ -63,13 +65,13 @@ class Reach:
                 out.append(os.path.realpath(p))
             return tuple(dict.fromkeys(out))
 
-        return Reach(real(readable), real(writable), real(denied), real(kept))
+        return Reach(real(readable), real(writable), real(denied), real(kept), real(git_dirs))
 
 
-def leads_out(end: str, reach: Reach) -> str | None:
-    """Why a link whose end (resolved by the host, ``os.path.realpath``) is ``end`` would give
-    whoever follows it outside the sandbox what the run could not reach; None when it stays
-    within the run's reach."""
+def leads_out(end: str, reach: Reach, link: str = "") -> str | None:
+    """Why a link (at ``link``) whose end (resolved by the host, ``os.path.realpath``) is
+    ``end`` would give whoever follows it outside the sandbox what the run could not reach;
+    None when it stays within the run's reach."""
     denied = Tops(reach.denied)
     if end in denied:
         return "a path the sandbox denies"
@@ -79,6 +81,14 @@ def leads_out(end: str, reach: Reach) -> str | None:
         return "the host's own /proc (inside the sandbox /proc is the run's)"
     if end in Tops(reach.kept):
         return "a file the host reads, kept read-only in the sandbox"
+    if end in Tops(reach.git_dirs):
+        return "git's own directory, whose hooks and config git runs"
+    # A name for a directory that holds them (``g`` -> ``.git``, ``p`` -> the project from
+    # elsewhere) hides them from an approval; a link inside it (``self`` -> ``.``) adds nothing.
+    if not (link and is_under(link, end)) and any(
+        is_under(k, end) for k in (*reach.kept, *reach.git_dirs)
+    ):
+        return "a directory that holds files the host reads"
     if end in Tops(reach.writable):
         return None
     readable = Tops(reach.readable)
@@ -108,7 +118,7 @@ def links_out(
     found = list(found)
     if not found:
         return []
-    reach = Reach.of(readable, hr.writable, hr.denied, (*hr.members, *hr.sealed))
+    reach = Reach.of(readable, hr.writable, hr.denied, (*hr.members, *hr.sealed), hr.git_dirs)
     out = []
     for path, text in found:
         try:
@@ -117,7 +127,8 @@ def links_out(
             end = os.path.realpath(path)
         except (OSError, ValueError):
             continue
-        why = leads_out(end, reach)
+        at = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        why = leads_out(end, reach, at)
         if why is not None:
             out.append((path, end, why))
     return out
