@@ -142,6 +142,10 @@ PAUSES: list[tuple[str, str, str]] = [
     ("systemctl start x", "systemctl", "irreversible"),
     ("systemctl --user enable --now x.service", "systemctl", "irreversible"),
     ("systemctl edit x", "systemctl", "irreversible"),
+    # systemd-run: without --scope the service manager starts the command, outside the sandbox
+    ("systemd-run --user make", "systemd-run", "irreversible"),
+    ("systemd-run --user --on-calendar=daily ./backup.sh", "systemd-run", "irreversible"),
+    ("systemd-run --user -S", "systemd-run", "irreversible"),
     ("systemctl daemon-reexec", "systemctl", "irreversible"),
     ("echo ls | at now", "at", "irreversible"),
     ("at -f job.sh now + 1 hour", "at", "irreversible"),
@@ -219,6 +223,8 @@ PAUSES += [
     ("python3 -c 'import os; os.truncate(\"data.db\", 0)'", "python", "reversible"),
 ]
 RUNS: list[str] = [
+    "systemd-run --user --scope make",
+    "systemd-run --help",
     "git tag v1",
     "git tag -a v1 -m x",
     "git tag -l",

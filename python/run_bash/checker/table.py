@@ -1321,7 +1321,7 @@ TABLE: dict[str, Row] = {
         pauses=(Pause("deletes the files it adds to the archive", when="m move"),),
         runs=(Custom(interpreters.RUNNERS["zip"]),),
     ),
-    "dd": always("writes raw data to files or devices"),
+    "dd": Row(pauses=(Pause("", check=checks.raw_copy),)),
     "mkfs": always("creates a filesystem, erasing the device"),
     "mke2fs": always("creates a filesystem, erasing the device"),
     "mkswap": always("formats a device as swap, erasing it"),
