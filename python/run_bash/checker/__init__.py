@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from run_bash.checker import gitdata
+from run_bash.checker import checks, gitdata
 from run_bash.checker.analysis import Analysis, Found
 from run_bash.checker.model import IRREVERSIBLE, REVERSIBLE, Effect, Hit, Unknown, in_dir
 from run_bash.checker.rules import (
@@ -237,6 +237,11 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
     dirs = {".", *(d for d in ana.cd_targets() if d is not None)}
     writes += [p for w in ana.written for d in sorted(dirs) if (p := in_dir(d, w))]
     writes = list(dict.fromkeys(writes))
+    device = next((p for w in [*ana.devices, *writes] if (p := checks.kernel_path(w))), None)
+    if device is not None:
+        # `dd of=` and `sysctl -w` by any other writer: `> /dev/sda`, `tee /proc/sys/…`, `cp`.
+        reason = f"writes to a device or a kernel setting (`{device}`)"
+        hits.append(Hit(f"{_quote(cmd)} {reason}", command=cmd))
     into_git = gitdata.written_hit(ana.written, ana.cd_targets())
     if into_git is not None:
         hits.append(replace(into_git, reason=f"{_quote(cmd)} {into_git.reason}", command=cmd))

@@ -167,6 +167,7 @@ class Analysis:
     # line wrote
     path_changed: bool = False
     unbounded: list[str] = field(default_factory=list)  # writes to files it cannot name
+    devices: list[str] = field(default_factory=list)  # `> /dev/sda`: devices it writes
     followed: set[str] = field(default_factory=set)  # written files whose content was read
     budget: int = MAX_CODE
     _carrier_set: set[str] = field(default_factory=set)
@@ -591,6 +592,7 @@ class Analysis:
             self.unbounded.append(f"`> {target.text}` writes a file only known at run time")
             return None
         if args[0].value.startswith("/dev/"):
+            self.devices.append(args[0].value)
             return None
         self._store(args[0].value, content, redir.op in (">>", "&>>"))
         return args[0].value

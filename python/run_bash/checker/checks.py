@@ -10,8 +10,15 @@ import fnmatch
 import re
 
 from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
-from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
-from run_bash.checker.words import Arg, normalize_path, wordlist
+from run_bash.checker.reading import (
+    Check,
+    Level,
+    Reading,
+    is_dry_run,
+    operand_paths,
+    worktree,
+)
+from run_bash.checker.words import Arg, clean_path, normalize_path, wordlist
 
 TRUE_WORDS = frozenset({"true", "yes", "on", "1", ""})
 
@@ -529,6 +536,8 @@ def overwrite(reason: str) -> Check:
 
     def check(reading: Reading, level: Level) -> Hit | None:
         paths = operand_paths(level.read.operands)
+        if paths == () and level.read.unknown is None and not level.read.dynamic:
+            return None  # no file at all (`truncate --help`): nothing is cut
         if paths is not None and any(p.startswith("/dev/") for p in paths):
             return Hit(f"{reason} on a device")
         return Hit(reason, REVERSIBLE, paths)
@@ -551,6 +560,54 @@ def system_path(path: str) -> str | None:
     if norm == "/" or any(norm == d or norm.startswith(d + "/") for d in SYSTEM_DIRS):
         return norm
     return None
+
+
+def raw_copy(reading: Reading, level: Level) -> Hit | None:
+    """``dd``: reversible when it writes a file (``of=FILE``), irreversible for a device or a file
+    only known at run time; without ``of=`` it writes to its output and changes nothing."""
+    reason = "writes raw data to files or devices"
+    if level.read.unknown is not None or level.read.dynamic:
+        return Hit(reason)  # `dd $ARGS`: `of=` may be anything
+    outs: list[Arg] = []
+    for a in level.read.operands:
+        if a.value is None and not a.prefix.startswith(("if=", "bs=", "count=", "skip=")):
+            return Hit(reason)  # `dd "$OUT"`: `of=` may be anything
+        if a.value is not None and a.value.startswith("of="):
+            outs.append(a)
+    targets: list[str] = []
+    for out in outs:
+        path = (out.value or "")[3:]
+        if path.startswith("/dev/") and kernel_path(path) is None:
+            continue  # `of=/dev/null`, `of=/dev/stdout`
+        if not path or kernel_path(path) is not None:
+            return Hit(f"{reason} (`{out.show()}`)")
+        targets.append(clean_path(path))
+    return Hit(reason, REVERSIBLE, tuple(targets)) if targets else None
+
+
+# What a write under /dev, /proc or /sys may touch without changing the machine: the standard
+# streams, the terminal, the sinks and sources, shared memory, a process's descriptors, bash's
+# connections (`/dev/tcp/HOST/PORT`: the network is the sandbox's to close).
+_HARMLESS_DEVICES = re.compile(
+    r"/dev/(null|zero|full|random|urandom|stdin|stdout|stderr|tty|ptmx|(fd|pts|shm|tcp|udp)/.+)"
+    r"|/proc/(self|thread-self|[0-9]+)/fd/.+"
+)
+
+
+def kernel_path(path: str) -> str | None:
+    """The normalized path when writing it changes a device or the kernel's settings
+    (``/dev/sda``, ``/proc/sys/…``, ``/proc/sysrq-trigger``, ``/sys/…``)."""
+    if not path.startswith("/"):
+        return None
+    norm = normalize_path(path)
+    if not norm.startswith(("/dev/", "/proc/", "/sys/")) or _HARMLESS_DEVICES.fullmatch(norm):
+        return None
+    return norm
+
+
+# The directory of home directories, or one of them (`/home`, `/home/me`; not a project deeper in
+# one): a recursive change there is one of a home directory, as `~` is.
+_HOMES = re.compile(r"/(home|Users)(/[^/]+)?")
 
 
 def owner(what: str) -> Check:
@@ -576,6 +633,8 @@ def owner(what: str) -> Check:
         for a in operands[0 if r.has("reference") else 1 :] if recursive else ():
             if (a.value if a.value is not None else a.prefix).startswith("~"):
                 return Hit(f"changes {what} of a path in the home directory (`{a.show()}`)")
+            if a.value is not None and _HOMES.fullmatch(normalize_path(a.value)):
+                return Hit(f"changes {what} of home directories (`{a.show()}`)")
             if a.value is None and "/" not in a.prefix:
                 return unknown_hit(f"change {what} of a system directory recursively", a)
         return None

@@ -52,6 +52,15 @@ class Interp:
     judge: Callable[[Walker, str, Lang, Ctx], None] = judge  # how its code is judged
 
 
+# Scripts a framework ships as its command-line tool, with rows of their own in the table.
+_SCRIPT_TOOLS = frozenset({"manage.py", "artisan"})
+
+
+def _script_tool(word: Arg) -> str | None:
+    name = (word.value or "").rsplit("/", 1)[-1]
+    return name if name in _SCRIPT_TOOLS else None
+
+
 def interpreter(interp: Interp) -> Handler:
     """The runner of an interpreter: judge its one-liner, its input or its written script."""
 
@@ -79,6 +88,10 @@ def interpreter(interp: Interp) -> Handler:
                 interp.judge(ana, word.value, interp.lang, ctx)
         if codes or (interp.stops and got.has(*interp.stops.split())):
             return None
+        tool = _script_tool(rest[0]) if rest and not files else None
+        if tool is not None:
+            # `python manage.py flush`, `php artisan db:wipe`: judged as `manage.py flush`.
+            ana.chain([Arg.lit(tool, rest[0].text), *rest[1:]], ctx)
         for word in files or rest[:1]:
             if word.value in STDIN_FILES:
                 _stdin(ana, interp, ctx)

@@ -50,16 +50,20 @@ class Command:
     """The operands from the ``skip``-th on are a command and its arguments (a wrapper).
 
     ``unless``: options after which nothing runs (``command -v``). ``shell``: options that make the
-    words shell code (``sudo -s``). ``env``: ``NAME=value`` words come first. ``package``: the first
-    word is a package spec (``npx @scope/pkg@1``). ``stdin``: with no command, a shell reads its
-    input. ``chdir``: options that change the directory it runs in. ``dashdash``: a ``--`` among
-    the operands starts the command (``aws-vault exec PROFILE -- CMD``). ``elsewhere``: it runs
-    on another machine or root, where undo does not reach (``ssh``, ``chroot``).
+    words shell code (``sudo -s``); ``quoted``: with them, each word is quoted first (sudo escapes
+    every character but letters, digits, ``_``, ``-`` and ``$``), so the words are a command too
+    (``sudo -i bash -c 'rm -rf x'`` runs ``bash -c 'rm -rf x'``). ``env``: ``NAME=value`` words
+    come first. ``package``: the first word is a package spec (``npx @scope/pkg@1``). ``stdin``:
+    with no command, a shell reads its input. ``chdir``: options that change the directory it
+    runs in. ``dashdash``: a ``--`` among the operands starts the command (``aws-vault exec
+    PROFILE -- CMD``). ``elsewhere``: it runs on another machine or root, where undo does not
+    reach (``ssh``, ``chroot``).
     """
 
     skip: int = 0
     unless: str = ""
     shell: str = ""
+    quoted: bool = False
     env: bool = False
     package: bool = False
     stdin: bool = False

@@ -176,6 +176,9 @@ def _run(
             words = words[skip_assignments(ana, words, 0, ctx) :]
         if words:
             shell_words(ana, words, ctx)
+            if spec.quoted:
+                # Each word stays one (only `$` is left to the shell): judged as a command too.
+                ana.chain(list(words), ctx)
         else:
             ana.stdin_code(ctx, "shell code")
         return None

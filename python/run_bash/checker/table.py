@@ -485,6 +485,7 @@ BUN = Row(
         **subs(PUBLISH, "publish", dry_run=True),
         "x": Row(opts("-p: --package= --bun"), permute=False, runs=(Command(package=True),)),
         "exec": Row(permute=False, runs=(Shell(),)),
+        "pm": Row(subs={"cache": Row(subs=subs(CACHE, "rm"))}),
         **_scripts("bun", "run test install i add"),
     },
 )
@@ -711,6 +712,7 @@ AWS = Row(
                 "deregister-*",
                 "purge-*",
                 "remove-*",
+                "schedule-*-deletion",
             ),
         ),
         Pause(
@@ -876,6 +878,19 @@ DATABASE = "deletes a database or its data"
 def _anycase(word: str) -> str:
     """A glob matching ``word`` in any case (``FLUSHALL``, ``flushall``)."""
     return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
+
+
+# Rails tasks that drop databases or their tables (`db:schema:load` recreates every table).
+_RAILS_DB = (
+    "db:drop*",
+    "db:reset",
+    "db:purge*",
+    "db:migrate:reset",
+    "db:schema:load",
+    "db:structure:load",
+    "db:truncate_all",
+    "db:seed:replant",
+)
 
 
 def verbs(reason: str, *patterns: str) -> Row:
@@ -1163,8 +1178,17 @@ MORE: dict[str, Row] = {
             ),
         }
     ),
-    "rails": verbs(DATABASE, "db:drop*", "db:reset", "db:purge*", "db:migrate:reset"),
-    "rake": verbs(DATABASE, "db:drop*", "db:reset", "db:purge*", "db:migrate:reset"),
+    "rails": verbs(DATABASE, *_RAILS_DB),
+    "rake": verbs(DATABASE, *_RAILS_DB),
+    # Django's `manage.py` (also `python manage.py`), Laravel's `artisan` (also `php artisan`)
+    "manage.py": verbs(DATABASE, "flush", "reset_db"),
+    "artisan": verbs(DATABASE, "migrate:fresh", "migrate:reset", "migrate:refresh", "db:wipe"),
+    "alembic": Row(
+        opts("-c:n:x: --config= --name= --raiseerr -q --quiet"),
+        subs={
+            "downgrade": Row(opts("--sql --tag="), pauses=(Pause(DATABASE, operands=("base",)),))
+        },
+    ),
     "usermod": always("changes a user account"),
     "passwd": always("changes a password"),
     "chpasswd": always("changes passwords"),
@@ -1207,6 +1231,17 @@ _FIREWALL_LIST = Row(
         ),
     )
 )
+
+CONDA = _packages(
+    "remove uninstall",
+    env=Row(subs=subs("deletes a conda environment", "remove")),
+    run=Row(
+        opts("-np: --name= --prefix= --cwd= --no-capture-output --live-stream"),
+        permute=False,
+        runs=(Command(),),
+    ),
+)
+
 
 # -- the table ------------------------------------------------------------------------------------
 
@@ -1321,7 +1356,7 @@ TABLE: dict[str, Row] = {
         pauses=(Pause("deletes the files it adds to the archive", when="m move"),),
         runs=(Custom(interpreters.RUNNERS["zip"]),),
     ),
-    "dd": always("writes raw data to files or devices"),
+    "dd": Row(pauses=(Pause("", check=checks.raw_copy),)),
     "mkfs": always("creates a filesystem, erasing the device"),
     "mke2fs": always("creates a filesystem, erasing the device"),
     "mkswap": always("formats a device as swap, erasing it"),
@@ -1613,7 +1648,12 @@ TABLE: dict[str, Row] = {
     "jsr": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
     **dict.fromkeys(("vsce", "ovsx"), Row(subs=subs(PUBLISH, "publish unpublish"))),
     "snapcraft": Row(subs=subs(PUBLISH, "upload push release close promote")),
-    "mix": Row(subs=subs(PUBLISH, "hex.publish hex.retire hex.owner")),
+    "mix": Row(
+        subs={
+            **subs(PUBLISH, "hex.publish hex.retire hex.owner"),
+            **subs(DATABASE, "ecto.drop ecto.reset"),
+        }
+    ),
     "pub": Row(subs=subs(PUBLISH, "publish", dry_run=True)),
     **dict.fromkeys(
         ("dart", "flutter"), Row(subs={"pub": Row(subs=subs(PUBLISH, "publish", dry_run=True))})
@@ -1687,15 +1727,7 @@ TABLE: dict[str, Row] = {
         ),
     ),
     "snap": _packages("remove"),
-    "conda": _packages(
-        "remove uninstall",
-        env=Row(subs=subs("deletes a conda environment", "remove")),
-        run=Row(
-            opts("-np: --name= --prefix= --cwd= --no-capture-output --live-stream"),
-            permute=False,
-            runs=(Command(),),
-        ),
-    ),
+    **dict.fromkeys(("conda", "mamba", "micromamba"), CONDA),
     "pacman": Row(
         opts(
             "-brt: --dbpath= --root= --config= --cachedir= --arch= --logfile= --gpgdir= "
@@ -1740,6 +1772,17 @@ TABLE: dict[str, Row] = {
     "kubectl": KUBECTL,
     "oc": KUBECTL,
     "helm": HELM,
+    "go": Row(
+        permute=False,
+        code=True,
+        runs=(Custom(interpreters.RUNNERS["go"]),),
+        subs={
+            "clean": Row(
+                opts("-i -n -r -x -cache -testcache -modcache -fuzzcache", go=True),
+                pauses=(Pause(CACHE, when="cache modcache fuzzcache", unless="n"),),
+            )
+        },
+    ),
     "terraform": TERRAFORM,
     "tofu": TERRAFORM,
     "aws": AWS,

@@ -56,6 +56,7 @@ WRAPPERS: dict[str, Row] = {
         "--stdin --validate --version --login --set-home --bell --preserve-env[=]",
         env=True,
         shell="s i shell login",
+        quoted=True,
         unless="e l v V K edit list validate version",
         chdir="D chdir",
     ),
@@ -135,19 +136,29 @@ WRAPPERS: dict[str, Row] = {
         stdin=True,
         elsewhere=True,
     ),
-    "systemd-run": wrapper(
-        "-upEHM: -dtPqGrSh --unit= --property= --description= --slice= "
-        "--setenv= --working-directory= --uid= --gid= --nice= "
-        "--service-type= --host= --machine= --on-active= --on-boot= "
-        "--on-startup= --on-unit-active= --on-unit-inactive= "
-        "--on-calendar= --on-clock-change= --on-timezone-change= "
-        "--path-property= --socket-property= --timer-property= --json= "
-        "--expand-environment= --same-dir --pty --pipe --quiet --collect "
-        "--wait --shell --user --system --scope --remain-after-exit "
-        "--send-sighup --no-block --no-ask-password --slice-inherit --help "
-        "--version",
-        unless="S shell",
-        chdir="working-directory",
+    # Without `--scope` the command is started by the service manager, outside the sandbox (a
+    # service, or a timer with `--on-*`); it is judged as a command too.
+    "systemd-run": Row(
+        opts(
+            "-upEHM: -dtPqGrSh --unit= --property= --description= --slice= "
+            "--setenv= --working-directory= --uid= --gid= --nice= "
+            "--service-type= --host= --machine= --on-active= --on-boot= "
+            "--on-startup= --on-unit-active= --on-unit-inactive= "
+            "--on-calendar= --on-clock-change= --on-timezone-change= "
+            "--path-property= --socket-property= --timer-property= --json= "
+            "--expand-environment= --same-dir --pty --pipe --quiet --collect "
+            "--wait --shell --user --system --scope --remain-after-exit "
+            "--send-sighup --no-block --no-ask-password --slice-inherit --help "
+            "--version"
+        ),
+        permute=False,
+        runs=(Command(unless="S shell", chdir="working-directory"),),
+        pauses=(
+            Pause(
+                "starts a service of the service manager, which runs outside the sandbox",
+                unless="scope h help version",
+            ),
+        ),
     ),
     "systemd-inhibit": wrapper(
         "--what= --who= --why= --mode= --list --no-pager --no-legend --help --version",
