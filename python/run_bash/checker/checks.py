@@ -89,7 +89,10 @@ def git_reset(reading: Reading, level: Level) -> Hit | None:
             return unknown_hit("move the branch to another commit", r.unknown)
         if all(v in ("HEAD", "@") for v in revs):
             return Hit(
-                "discards uncommitted changes in the working tree", REVERSIBLE, worktree(reading)
+                "discards uncommitted changes in the working tree",
+                REVERSIBLE,
+                worktree(reading),
+                index=True,
             )
         return Hit("discards uncommitted changes and moves the branch to another commit")
     if r.unknown is not None:
@@ -153,13 +156,22 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
         sources = _revisions(operands[:1]) if len(operands) >= 2 else ()
     if r.unknown is not None:
         sources = None  # a word only known at run time may name a commit
+    index = sources != ()  # files from a commit go into the index too; from the index, not
     if "--" in values and values.index("--") < len(values) - 1:
         return Hit(
-            "overwrites uncommitted changes to the named files", REVERSIBLE, tree, sources=sources
+            "overwrites uncommitted changes to the named files",
+            REVERSIBLE,
+            tree,
+            sources=sources,
+            index=index,
         )
     if r.has("pathspec-from-file"):
         return Hit(
-            "overwrites uncommitted changes to the listed files", REVERSIBLE, tree, sources=sources
+            "overwrites uncommitted changes to the listed files",
+            REVERSIBLE,
+            tree,
+            sources=sources,
+            index=index,
         )
     for op in r.operands:
         if op.value is not None and normalize_path(op.value) == ".":
@@ -168,6 +180,7 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
                 REVERSIBLE,
                 tree,
                 sources=sources,
+                index=index,
             )
     if len(r.operands) >= 2 and not r.has("b", "B", "orphan"):
         return Hit(
@@ -193,6 +206,7 @@ def git_restore(reading: Reading, level: Level) -> Hit | None:
             REVERSIBLE,
             worktree(reading),
             sources=sources,
+            index=r.has("S", "staged") or r.unknown is not None,  # `$OPT` may be `--staged`
         )
     if r.unknown is not None:
         return unknown_hit("discard uncommitted changes", r.unknown)
