@@ -10,6 +10,7 @@ import fnmatch
 import re
 
 from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
+from run_bash.checker.options import Read
 from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
 from run_bash.checker.words import Arg, normalize_path, wordlist
 
@@ -236,20 +237,48 @@ def git_tag(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
-def git_gc(reading: Reading, level: Level) -> Hit | None:
-    """``gc --prune=now|all``."""
-    value = level.read.get("prune")
-    if value is not None and value.lower() in ("now", "all"):
-        return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+def _sooner(r: Read, name: str, default: str = "never") -> Arg | None:
+    """The value word of ``--NAME=WHEN`` when it may be sooner than git's own default: any date
+    but ``never`` and git's ``default`` as it writes it (git reads dates its own way; they are
+    not read here), or one only known at run time. None when not given, or given without a
+    value."""
+    for w in r.values(name):
+        if w.value is None or (w.value and w.value.lower() not in ("never", default)):
+            return w
     return None
+
+
+def git_gc(reading: Reading, level: Level) -> Hit | None:
+    """``gc --prune=WHEN`` with any date but ``never`` and git's own ``2.weeks.ago``: the
+    unreachable objects older than it go (``now``, ``all``, ``1.second.ago``)."""
+    w = (
+        _sooner(level.read, "prune", "2.weeks.ago") or level.read.unknown
+    )  # `git gc $OPTS` may be `--prune=now`
+    if w is None:
+        return None
+    if w.value is None:
+        return unknown_hit("delete unreachable commits now", w)
+    if w.value.lower() in ("now", "all"):
+        return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+    return Hit(f"deletes unreachable commits older than `{w.value}` (git keeps them two weeks)")
 
 
 def git_repack(reading: Reading, level: Level) -> Hit | None:
     """``repack -a -d``: unreachable objects of the old packs are dropped (not with ``-A``,
-    ``-k`` or ``--cruft``, which keep them)."""
+    ``-k`` or ``--cruft``, which keep them); with ``-A`` or ``--cruft``, those older than
+    ``--unpack-unreachable`` or ``--cruft-expiration`` are dropped too."""
     r = level.read
-    if r.has("a") and r.has("d") and not r.has("A", "k", "keep-unreachable", "cruft"):
-        return Hit("deletes unreachable objects that were packed")
+    if r.has("d") and r.has("a", "A") and not r.has("k", "keep-unreachable"):
+        if r.has("cruft"):
+            w = _sooner(r, "cruft-expiration")
+        elif r.has("A"):
+            w = _sooner(r, "unpack-unreachable")
+        else:
+            return Hit("deletes unreachable objects that were packed")
+        if w is not None and w.value is None:
+            return unknown_hit("delete unreachable objects", w)
+        if w is not None:
+            return Hit(f"deletes unreachable objects older than `{w.value}` that were packed")
     if r.unknown is not None:
         return unknown_hit("delete unreachable objects", r.unknown)
     return None
