@@ -593,6 +593,7 @@ class RunChanges:
             if why:
                 store.abandon(got)
                 return None, None, why
+            got.unasked = True  # its change set is the way back the gate promised: kept longer
         return got, None, None
 
     def _finish(self, token: Token) -> ChangeSet:
