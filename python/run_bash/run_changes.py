@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the store is imported on first use: the host starts without
 log = logging.getLogger("run_bash")
 
 T = TypeVar("T")
+STAGED_MAX = 65536  # bytes of names git may list about its index
 WORKERS = 4
 # A project found too big to record (undo.max_files, undo.max_store) is not walked again for this
 # long: finding that out reads it up to the cap, which would otherwise delay every run there.
@@ -96,7 +97,9 @@ class CoverSpec:
     -L``, ``truncate src/*``, ``rm -r src/*/``): a symlink there is not covered, what it points to
     is not what undo kept. ``git_only``: every reason is git's own (reset, checkout, restore,
     clean without ``-x``), which never touches an ignored file git does not track: in the index,
-    in ``HEAD`` or in a commit of ``sources`` (the ones the reasons take files from)."""
+    in ``HEAD`` or in a commit of ``sources`` (the ones the reasons take files from).
+    ``index``: the work trees (absolute) of git's reasons that also write the index (``reset
+    --hard``, ``checkout REV -- .``): what is staged there is not kept by undo."""
 
     cwd: str
     paths: tuple[str, ...] = ()
@@ -106,6 +109,7 @@ class CoverSpec:
     follow: tuple[str, ...] = ()
     git_only: bool = False
     sources: tuple[str, ...] = ()
+    index: tuple[str, ...] = ()
 
     def plain(self) -> dict[str, Any]:
         """The spec as plain data (the gate's answer carries it to the run)."""
@@ -118,14 +122,18 @@ class CoverSpec:
             "follow": list(self.follow),
             "git_only": self.git_only,
             "sources": list(self.sources),
+            "index": list(self.index),
         }
 
     @classmethod
     def from_plain(cls, data: Mapping[str, Any], cwd: str) -> CoverSpec:
         """``plain()``'s data back; what is missing takes the strict answer (every place the
-        run can write, files written in place, symlinks followed under every path)."""
+        run can write, files written in place, symlinks followed under every path, git's reasons
+        writing the index of the working directory)."""
         paths = tuple(str(p) for p in data.get("paths") or ())
         follow = data.get("follow", paths)
+        base = str(data.get("cwd") or cwd)
+        index = data.get("index", [base] if data.get("git") else [])
         return cls(
             str(data.get("cwd") or cwd),
             paths,
@@ -135,6 +143,7 @@ class CoverSpec:
             tuple(str(p) for p in follow or ()),
             data.get("git_only") is True and isinstance(data.get("sources"), list),
             tuple(str(s) for s in data.get("sources") or ()),
+            tuple(str(i) for i in index or ()),
         )
 
 
@@ -300,10 +309,14 @@ def cover_spec(
     inplace = False
     sources: list[str] = []
     known_sources = True
+    index: list[str] = []
     for hit in hits:
         targets = hit.get("targets")
         if hit.get("rule") == "git":
             git = True
+            if hit.get("index") is not False and isinstance(targets, (list, tuple)):
+                # Missing: the strict answer. Unknown targets: every place, which asks anyway.
+                index += [_absolute(base, t) for t in targets if isinstance(t, str) and t]
             got = hit.get("sources")
             if isinstance(got, (list, tuple)) and all(isinstance(s, str) for s in got):
                 sources += got
@@ -348,6 +361,7 @@ def cover_spec(
         tuple(dict.fromkeys(follow)),
         git and known_sources and bool(hits) and all(h.get("rule") == "git" for h in hits),
         tuple(dict.fromkeys(sources)),
+        tuple(dict.fromkeys(index)),
     )
 
 
@@ -373,6 +387,37 @@ def _untracked(project: str, rel: str, sources: Sequence[str] = ()) -> bool:
         if rc != 0 or out != "":
             return False
     return True
+
+
+def _staged(where: str) -> str | None:
+    """Why the index of the repository that holds ``where`` holds content that neither ``HEAD``
+    nor the working tree has, as git itself says (a clean environment and a timeout): a file
+    staged and then edited again (``git add -p``), staged and then deleted, a merge's
+    conflicts. A write of the index throws it away, and undo gives back only the working tree.
+    None when there is none (what is staged is also in the file, which undo keeps). Any doubt
+    is a reason."""
+    from run_bash.sandbox import gitask
+
+    cannot = "git cannot tell what its index holds, which undo does not restore"
+    top = ["-C", where, "diff", "--name-only", "--no-renames", "-z"]
+    try:
+        rc, out, _err = gitask.run_git([*top, "--cached"], "", {}, clean=True, limit=STAGED_MAX)
+        staged = [n for n in out.split("\0") if n]
+        if rc != 0:
+            return cannot
+        if not staged:
+            return None
+        spec = [f":(top,literal){n}" for n in staged]
+        rc, out, _err = gitask.run_git([*top, "--", *spec], "", {}, clean=True, limit=STAGED_MAX)
+    except Exception:
+        return cannot
+    if rc != 0:
+        return cannot
+    names = [n for n in out.split("\0") if n]
+    if not names:
+        return None
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"the index holds staged content the files no longer have ({shown}), which undo does not restore"
 
 
 def _limits(config: UndoConfig) -> Limits:
@@ -548,6 +593,7 @@ class RunChanges:
             if why:
                 store.abandon(got)
                 return None, None, why
+            got.unasked = True  # its change set is the way back the gate promised: kept longer
         return got, None, None
 
     def _finish(self, token: Token) -> ChangeSet:
@@ -715,6 +761,10 @@ class RunChanges:
             from run_bash.changes.coverage import linked_now
 
             why = linked_now(snap, project, paths)
+        for where in spec.index if why is None else ():
+            why = _staged(where)
+            if why is not None:
+                break
         return why
 
     def warm(self, cwd: str) -> None:

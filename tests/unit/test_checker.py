@@ -668,6 +668,7 @@ def test_to_dict_is_plain_data() -> None:
                 "targets": None,
                 "follows": False,
                 "sources": [],
+                "index": False,
             }
         ],
         "programs": ["git"],

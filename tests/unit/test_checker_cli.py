@@ -41,6 +41,7 @@ def test_check_prints_verdict_and_exits_zero(capsys: pytest.CaptureFixture[str])
                 "targets": None,
                 "follows": False,
                 "sources": [],
+                "index": False,
             }
         ],
     }

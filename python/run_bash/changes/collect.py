@@ -5,6 +5,7 @@ removed)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -160,6 +161,27 @@ def drop_snapshots_of_idle(store: ChangeStore) -> bool:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(pdir, name))
     return True
+
+
+def prune_runs(runs: str, keep: int) -> int:
+    """Drop the change sets of a project older than its newest ``keep``, but not one of a run
+    that went without asking because undo covered it (``unasked``): the gate's word that it
+    can be taken back holds until the store is over ``max_store`` or the project is dropped.
+    Returns how many went."""
+    names = sorted(n for n in os.listdir(runs) if n.endswith(".json"))
+    gone = 0
+    for name in names[: max(0, len(names) - keep)]:
+        path = os.path.join(runs, name)
+        try:
+            with open(path, "rb") as f:
+                if json.loads(f.read()).get("unasked") is True:
+                    continue
+        except (OSError, ValueError, AttributeError):
+            pass  # torn or unreadable: it reads as absent anyway
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+            gone += 1
+    return gone
 
 
 def remove_project(store: ChangeStore, key: str) -> None:

@@ -149,6 +149,8 @@ class ChangeSet:
     seq: int = 0
     label: str | None = None  # what ran (the command), for lists and headers
     scope: tuple[str, ...] = ("",)  # the directories walked (see Snapshot.scope)
+    # The run went without asking because undo covered it: kept past ``keep`` (``prune_runs``).
+    unasked: bool = False
 
     def __post_init__(self) -> None:
         for ch in self.changes:
@@ -170,6 +172,7 @@ class ChangeSet:
             "note": self.note,
             "max_file_size": self.max_file_size,
             "scope": list(self.scope),
+            "unasked": self.unasked,
             "changes": [
                 [c.path, entry_to_json(c.before), entry_to_json(c.after)] for c in self.changes
             ],
@@ -192,6 +195,7 @@ class ChangeSet:
             max_file_size=int(d.get("max_file_size") or 0),
             seq=int(d.get("seq") or 0),
             scope=tuple(str(x) for x in d.get("scope") or [""]),
+            unasked=d.get("unasked") is True,
         )
 
     # -- views -----------------------------------------------------------------------------------

@@ -139,6 +139,7 @@ class Token:
     undo_of: str | None = None
     label: str | None = None
     done: bool = False
+    unasked: bool = False  # the gate let it through because undo covers it (``prune_runs``)
     # The stamp the kernel gave a file made when the run began (``file_clock``): a file born
     # after it was made by the run (the walk's ``began_ns``).
     born_ns: int = 0
@@ -805,6 +806,7 @@ class ChangeStore(Records):
                 note=note,
                 max_file_size=self.limits.max_file_size,
                 scope=token.before.scope,
+                unasked=token.unasked,
             )
             if after is not None:
                 if rules_changed:
@@ -955,14 +957,9 @@ class ChangeStore(Records):
     # -- retention -------------------------------------------------------------------------------
 
     def _prune_runs(self, key: str, keep: int) -> int:
-        runs = os.path.join(self._pdir(key), "runs")
-        names = sorted(n for n in os.listdir(runs) if n.endswith(".json"))
-        gone = 0
-        for name in names[: max(0, len(names) - keep)]:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(runs, name))
-                gone += 1
-        return gone
+        from .collect import prune_runs
+
+        return prune_runs(os.path.join(self._pdir(key), "runs"), keep)
 
     def _maybe_collect(self) -> None:
         over = (

@@ -179,7 +179,9 @@ def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
             resolved.append(None)  # `~` is what the line set HOME to, not the user's home
         targets = None if any(t is None for t in resolved) else tuple(t for t in resolved if t)
     reason = f"{_quote(found.text)} {hit.reason}"
-    return Hit(reason, effect, targets, hit.unknown, key, found.text, hit.follows, hit.sources)
+    return Hit(
+        reason, effect, targets, hit.unknown, key, found.text, hit.follows, hit.sources, hit.index
+    )
 
 
 def _rank(hit: Hit) -> int:

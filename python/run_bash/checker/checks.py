@@ -10,14 +10,8 @@ import fnmatch
 import re
 
 from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
-from run_bash.checker.reading import (
-    Check,
-    Level,
-    Reading,
-    is_dry_run,
-    operand_paths,
-    worktree,
-)
+from run_bash.checker.options import Read
+from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
 from run_bash.checker.words import Arg, clean_path, normalize_path, wordlist
 
 TRUE_WORDS = frozenset({"true", "yes", "on", "1", ""})
@@ -96,7 +90,10 @@ def git_reset(reading: Reading, level: Level) -> Hit | None:
             return unknown_hit("move the branch to another commit", r.unknown)
         if all(v in ("HEAD", "@") for v in revs):
             return Hit(
-                "discards uncommitted changes in the working tree", REVERSIBLE, worktree(reading)
+                "discards uncommitted changes in the working tree",
+                REVERSIBLE,
+                worktree(reading),
+                index=True,
             )
         return Hit("discards uncommitted changes and moves the branch to another commit")
     if r.unknown is not None:
@@ -160,13 +157,22 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
         sources = _revisions(operands[:1]) if len(operands) >= 2 else ()
     if r.unknown is not None:
         sources = None  # a word only known at run time may name a commit
+    index = sources != ()  # files from a commit go into the index too; from the index, not
     if "--" in values and values.index("--") < len(values) - 1:
         return Hit(
-            "overwrites uncommitted changes to the named files", REVERSIBLE, tree, sources=sources
+            "overwrites uncommitted changes to the named files",
+            REVERSIBLE,
+            tree,
+            sources=sources,
+            index=index,
         )
     if r.has("pathspec-from-file"):
         return Hit(
-            "overwrites uncommitted changes to the listed files", REVERSIBLE, tree, sources=sources
+            "overwrites uncommitted changes to the listed files",
+            REVERSIBLE,
+            tree,
+            sources=sources,
+            index=index,
         )
     for op in r.operands:
         if op.value is not None and normalize_path(op.value) == ".":
@@ -175,6 +181,7 @@ def git_checkout(reading: Reading, level: Level) -> Hit | None:
                 REVERSIBLE,
                 tree,
                 sources=sources,
+                index=index,
             )
     if len(r.operands) >= 2 and not r.has("b", "B", "orphan"):
         return Hit(
@@ -200,6 +207,7 @@ def git_restore(reading: Reading, level: Level) -> Hit | None:
             REVERSIBLE,
             worktree(reading),
             sources=sources,
+            index=r.has("S", "staged") or r.unknown is not None,  # `$OPT` may be `--staged`
         )
     if r.unknown is not None:
         return unknown_hit("discard uncommitted changes", r.unknown)
@@ -229,20 +237,48 @@ def git_tag(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
-def git_gc(reading: Reading, level: Level) -> Hit | None:
-    """``gc --prune=now|all``."""
-    value = level.read.get("prune")
-    if value is not None and value.lower() in ("now", "all"):
-        return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+def _sooner(r: Read, name: str, default: str = "never") -> Arg | None:
+    """The value word of ``--NAME=WHEN`` when it may be sooner than git's own default: any date
+    but ``never`` and git's ``default`` as it writes it (git reads dates its own way; they are
+    not read here), or one only known at run time. None when not given, or given without a
+    value."""
+    for w in r.values(name):
+        if w.value is None or (w.value and w.value.lower() not in ("never", default)):
+            return w
     return None
+
+
+def git_gc(reading: Reading, level: Level) -> Hit | None:
+    """``gc --prune=WHEN`` with any date but ``never`` and git's own ``2.weeks.ago``: the
+    unreachable objects older than it go (``now``, ``all``, ``1.second.ago``)."""
+    w = (
+        _sooner(level.read, "prune", "2.weeks.ago") or level.read.unknown
+    )  # `git gc $OPTS` may be `--prune=now`
+    if w is None:
+        return None
+    if w.value is None:
+        return unknown_hit("delete unreachable commits now", w)
+    if w.value.lower() in ("now", "all"):
+        return Hit("deletes unreachable commits now instead of keeping them for two weeks")
+    return Hit(f"deletes unreachable commits older than `{w.value}` (git keeps them two weeks)")
 
 
 def git_repack(reading: Reading, level: Level) -> Hit | None:
     """``repack -a -d``: unreachable objects of the old packs are dropped (not with ``-A``,
-    ``-k`` or ``--cruft``, which keep them)."""
+    ``-k`` or ``--cruft``, which keep them); with ``-A`` or ``--cruft``, those older than
+    ``--unpack-unreachable`` or ``--cruft-expiration`` are dropped too."""
     r = level.read
-    if r.has("a") and r.has("d") and not r.has("A", "k", "keep-unreachable", "cruft"):
-        return Hit("deletes unreachable objects that were packed")
+    if r.has("d") and r.has("a", "A") and not r.has("k", "keep-unreachable"):
+        if r.has("cruft"):
+            w = _sooner(r, "cruft-expiration")
+        elif r.has("A"):
+            w = _sooner(r, "unpack-unreachable")
+        else:
+            return Hit("deletes unreachable objects that were packed")
+        if w is not None and w.value is None:
+            return unknown_hit("delete unreachable objects", w)
+        if w is not None:
+            return Hit(f"deletes unreachable objects older than `{w.value}` that were packed")
     if r.unknown is not None:
         return unknown_hit("delete unreachable objects", r.unknown)
     return None

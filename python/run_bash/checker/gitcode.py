@@ -35,6 +35,14 @@ GIT_GLOBAL = opts(
     abbrev=False,
     exhaustive=True,
 )
+# gc's expiry keys (``gc.<pattern>.reflogExpire`` too) and what goes when they are short.
+# Each with what it deletes and git's own default as git writes it (any other date may be sooner:
+# git's dates are not read here).
+_GC_EXPIRY = {
+    "pruneexpire": ("unreachable commits", "2.weeks.ago"),
+    "reflogexpire": ("reflog entries, the way back to lost commits,", "90.days.ago"),
+    "reflogexpireunreachable": ("reflog entries, the way back to lost commits,", "30.days.ago"),
+}
 # Configuration keys (lower case) whose value git runs as a shell command.
 _CODE_KEYS = re.compile(
     r"core\.(?:sshcommand|pager|editor|fsmonitor|askpass|gitproxy|alternaterefscommand)"
@@ -160,6 +168,11 @@ def _judge_key(ana: Walker, key: str, value: Arg, ctx: Ctx) -> None:
             ana.unknown(f"makes git run hooks from `{value.text}`, which it cannot see", ctx.text)
     elif section == "core" and rest not in _INERT_CORE:
         ana.unknown(f"sets `{key}`, which may make git run other programs", ctx.text)
+    elif section == "gc" and name in _GC_EXPIRY:
+        # `git gc`, and the one git starts on its own after a commit or a fetch, reads these.
+        what, default = _GC_EXPIRY[name]
+        if value.value is None or value.value.lower() not in ("never", "false", default):
+            ctx.hits.append(Hit(f"makes git's garbage collection delete {what} sooner (`{key}`)"))
     elif section == "protocol" and name == "allow":
         transport = rest[: -len(".allow")] if rest.endswith(".allow") else ""
         unsafe = transport not in _SAFE_PROTOCOLS if transport else value.value in (None, "always")

@@ -41,7 +41,9 @@ class Hit:
     finds under its targets (``find -L``, ``rm -r dir/``, ``truncate``), so a symlink there
     takes it wherever the symlink points. ``sources``: for git, the commits (as written) whose
     files a reversible effect writes besides the index and ``HEAD`` (``checkout REV -- .``,
-    ``restore --source=REV``); None when they cannot be told.
+    ``restore --source=REV``); None when they cannot be told. ``index``: for git, a reversible
+    effect that also writes the index (``reset --hard``, ``checkout REV -- .``, ``restore
+    --staged --worktree``): what is staged there is gone, and undo does not restore the index.
     """
 
     reason: str
@@ -52,6 +54,7 @@ class Hit:
     command: str | None = None
     follows: bool = False
     sources: tuple[str, ...] | None = ()
+    index: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """A plain dict, safe for JSON and msgpack."""
@@ -63,6 +66,7 @@ class Hit:
             "targets": list(self.targets) if self.targets is not None else None,
             "follows": self.follows,
             "sources": list(self.sources) if self.sources is not None else None,
+            "index": self.index,
         }
 
 

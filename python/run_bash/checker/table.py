@@ -153,7 +153,10 @@ GIT = Row(
         "repack": Row(
             opts(
                 "-abdfFklnqAI --window= --depth= --threads= --max-pack-size= --keep-pack= "
-                "--geometric= --cruft --cruft-expiration= --write-midx --local --quiet"
+                "--geometric= --cruft --cruft-expiration= --write-midx --local --quiet "
+                "--unpack-unreachable= --keep-unreachable --pack-kept-objects --expire-to= "
+                "--max-cruft-size= --combine-cruft-below-size= --filter= --filter-to= "
+                "--write-bitmap-index"
             ),
             pauses=(
                 Pause("deletes unreachable objects that were packed", check=checks.git_repack),
