@@ -150,6 +150,8 @@ def test_protected_paths_in_a_git_project(home):
         "rust-toolchain",
         "rust-toolchain.toml",
         ".tool-versions",
+        ".cargo/config.toml",
+        ".cargo/config",
         ".claude",
         ".gemini",
         ".mcp.json",

@@ -26,10 +26,10 @@ policy:
   ``@`` references include (``agentrules.py``).
 * **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua``,
   rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run),
-  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH), other
-  agents' settings that run commands (``.claude`` and ``.gemini`` whole, ``.mcp.json``, Cursor's MCP
-  and hooks files, opencode's config) and
-  CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
+  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH),
+  cargo's ``.cargo/config.toml`` and ``.cargo/config`` (a rustc wrapper runs at ``cargo metadata``),
+  other agents' settings that run commands (``.claude`` and ``.gemini`` whole, ``.mcp.json``,
+  Cursor's MCP and hooks files, opencode's config) and CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
 for it changed (a stat signature), caches what each gitfile leads to the same way, and caches the
@@ -86,6 +86,11 @@ WORK_TREE_MEMBERS = (
     "rust-toolchain",
     "rust-toolchain.toml",
     ".tool-versions",
+    # Cargo runs the program `build.rustc-wrapper` (or `build.rustc`) of `.cargo/config.toml` (or
+    # the older `.cargo/config`) for every question it asks rustc: `cargo metadata`, which
+    # rust-analyzer runs as the editor starts it, runs `<wrapper> rustc -vV`.
+    ".cargo/config.toml",
+    ".cargo/config",
     # Other agents' project settings that run commands as the user once the project is trusted,
     # without asking again when they change: Claude Code's MCP servers, Cursor's MCP servers and
     # hooks, opencode's MCP servers and plugins. (Their directories: ``AGENT_DIRS``.)
