@@ -39,12 +39,12 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   dir (a ``.git`` file or link that is not the kept one, ``git worktree add``): the hooks
   directory the user's git names there (``gitask.hooks_dir``, their global config included; a
   relative ``core.hooksPath`` is taken in that work tree) holds no hooks unless it is kept or no
-  run can write it; each
-  writable ``PATH`` directory is compared entry by entry with its state before the run
-  (``pathguard``: a program that changed, or a new one that shadows a later command, is
-  quarantined, a retargeted link put back); an agent rules file whose ``@`` references may lead
-  out of the project or into a denied path (``agentrules``) is restored to its trusted content,
-  and a rules name that is not a regular file is quarantined.
+  run can write it, nor a link out of the writable grants (git writes through it); each writable
+  ``PATH`` directory is compared entry by entry with its state before the run (``pathguard``: a
+  changed program, or a new one that shadows a later command, is quarantined, a retargeted link
+  put back); an agent rules file whose ``@`` references may lead out of the project or into a
+  denied path (``agentrules``) is restored to its trusted content, and a rules name that is not
+  a regular file is quarantined, as is a link the run left (``linkcheck``).
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
@@ -79,7 +79,7 @@ from run_bash.sandbox.hostread import (
     active_hooks,
     read_nonblocking,
 )
-from run_bash.sandbox.linkcheck import links_out
+from run_bash.sandbox.linkcheck import git_dir_links, links_out
 from run_bash.sandbox.members import (
     ABSENT,
     Repairer,
@@ -102,8 +102,7 @@ from run_bash.sandbox.treescan import nested_git_dirs
 
 
 def quarantine_dir(env: Mapping[str, str]) -> str:
-    """Where what the guard moves out of a project goes: ``$XDG_STATE_HOME/run_bash/quarantine``
-    (no run is granted it; it outlives the host, so nothing moved there is lost)."""
+    """Where the guard moves things: ``$XDG_STATE_HOME/run_bash/quarantine`` (never granted)."""
     home = env.get("HOME") or os.path.expanduser("~")
     state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return os.path.join(state, "run_bash", "quarantine")
@@ -286,7 +285,7 @@ class Keeper:
                         st = nofollow.lstat(g, self._fence)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             if scope.readable is not None:  # the links there before the run are not its own
-                for root in host_read.scan:
+                for root in (*host_read.scan, *host_read.git_dirs):  # `.git`: walked alone
                     self.discovery.trees.find(root, frozenset(host_read.sealed))
                 scope.link_mark = self.discovery.trees.link_mark()
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
@@ -571,11 +570,12 @@ class Keeper:
         return {i[:2] for i in self._git_ident.values()}
 
     def _check_links(self, scope: Scope, stopped: str) -> None:
-        """Every symbolic link the run left that leads where it could not go (``linkcheck``)
-        is moved to the quarantine."""
+        """Every link the run left that leads where it could not go goes to the quarantine."""
         hr = scope.host_read
         if scope.readable is not None:
-            found = self.discovery.trees.links_since(scope.link_mark, hr.scan)
+            for g in hr.git_dirs:  # a tree walk does not enter `.git`: each is walked alone
+                self.discovery.trees.find(g, frozenset(hr.sealed))
+            found = self.discovery.trees.links_since(scope.link_mark, (*hr.scan, *hr.git_dirs))
             for path, end, why in links_out(found, scope.readable, hr):
                 scope.notices.append(
                     f"{self._name(hr, path)} is a symbolic link the run left to {end}, {why}: "
@@ -639,7 +639,7 @@ class Keeper:
                 why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
             if why is None and not own:
                 try:
-                    why = _not_inert(target, trusted)
+                    why = _not_inert(target, trusted) or git_dir_links(target, hr.writable)
                 except HostReadError as e:
                     why = str(e)
             if why is None:

@@ -99,16 +99,24 @@ def leads_out(end: str, reach: Reach) -> str | None:
     return None
 
 
+# Why a link in a git directory that leads out of the writable grants goes: git on the host
+# writes through it (it appends to ``logs/HEAD``, rewrites ``COMMIT_EDITMSG``), with text a run
+# chooses (a branch name in a reflog line).
+GIT_WRITES = "a place the sandbox could not write, and git writes through links in a git directory"
+
+
 def links_out(
     found: Iterable[tuple[str, str]], readable: Iterable[str], hr: HostRead
 ) -> list[tuple[str, str, str]]:
     """``(path, end, why)`` of each link in ``found`` (``(path, link text)`` from the tree scan)
     that is still there with that text and leads out of the reach of a run with these readable
-    grants and this host-read set (``leads_out``)."""
+    grants and this host-read set (``leads_out``); one in a git directory (``hr.git_dirs``)
+    also when it leads out of the writable grants (``GIT_WRITES``)."""
     found = list(found)
     if not found:
         return []
     reach = Reach.of(readable, hr.writable, hr.denied, (*hr.members, *hr.sealed))
+    git_dirs = Tops(hr.git_dirs)
     out = []
     for path, text in found:
         try:
@@ -118,6 +126,34 @@ def links_out(
         except (OSError, ValueError):
             continue
         why = leads_out(end, reach)
+        if why is None and path in git_dirs and end not in Tops(reach.writable):
+            why = GIT_WRITES
         if why is not None:
             out.append((path, end, why))
     return out
+
+
+# Entries of a new git directory looked at for links (its loose objects are not).
+MAX_GIT_ENTRIES = 10_000
+
+
+def git_dir_links(git_dir: str, writable: Iterable[str]) -> str | None:
+    """Why a git directory a run created is not inert because of a symbolic link in it that
+    leads out of the writable grants (``GIT_WRITES``); None when it holds none."""
+    inside = Tops([*(os.path.realpath(w) for w in writable), *writable])
+    looked = 0
+    for top, dirs, files in os.walk(git_dir):
+        if os.path.basename(top) == "objects":
+            dirs[:] = [d for d in dirs if len(d) != 2]  # loose objects: written by rename
+        for name in (*dirs, *files):
+            looked += 1
+            if looked > MAX_GIT_ENTRIES:
+                return f"it has more than {MAX_GIT_ENTRIES} entries to look at for links"
+            path = os.path.join(top, name)
+            if not os.path.islink(path):
+                continue
+            end = os.path.realpath(path)
+            if end not in inside:
+                rel = os.path.relpath(path, git_dir)
+                return f"its {rel} is a symbolic link to {end}, {GIT_WRITES}"
+    return None
