@@ -34,7 +34,7 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   a repair failed: the same comparison for every member, plus the checks that have no trusted
   state to compare with: a new repository in any tree the run could write (or a new git dir
   under a trusted one or a new one, ``nested_git_dirs``) must be inert, as git reads it
-  (``gitask.judge_config``: only inert keys; no active hooks; no commondir to a repository that
+  (``inert``, ``gitask.judge_config``: only inert keys; no active hooks; no commondir to a repository that
   is not trusted) or it is quarantined. So must every new work tree, also one of a trusted git
   dir (a ``.git`` file or link that is not the kept one, ``git worktree add``): the hooks
   directory the user's git names there (``gitask.hooks_dir``, their global config included; a
@@ -68,7 +68,7 @@ from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
-from run_bash.sandbox import gitask, gitindex, nofollow, sequencer
+from run_bash.sandbox import gitindex, nofollow, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -76,9 +76,8 @@ from run_bash.sandbox.hostread import (
     HostRead,
     HostReadError,
     RulesName,
-    active_hooks,
-    read_nonblocking,
 )
+from run_bash.sandbox.inert import Kept, hooks_not_inert, not_inert
 from run_bash.sandbox.linkcheck import git_dir_links, links_out
 from run_bash.sandbox.members import (
     ABSENT,
@@ -590,7 +589,7 @@ class Keeper:
         the run could write, and among the worktree and submodule git directories of each git
         directory it could write into and of each new repository. A `.git` file or link that
         makes a new work tree for a trusted git dir is judged by the hooks directory git names
-        there (``_hooks_not_inert``)."""
+        there (``inert.hooks_not_inert``)."""
         hr = scope.host_read
         trusted = set(scope.trusted_git)
         found: list[tuple[str, str]] = []
@@ -611,7 +610,7 @@ class Keeper:
         # `.git` entries before git directories: a link is judged while its target is there.
         queue = deque(sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"))
         seen: set[str] = set()
-        kept = _Kept(hr.members)
+        kept = Kept(hr.members)
         deadline = time.monotonic() + JUDGE_BUDGET_S
         while queue:
             path, kind = queue.popleft()
@@ -639,11 +638,11 @@ class Keeper:
                 why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
             if why is None and not own:
                 try:
-                    why = _not_inert(target, trusted) or git_dir_links(target, hr.writable)
+                    why = not_inert(target, trusted) or git_dir_links(target, hr.writable)
                 except HostReadError as e:
                     why = str(e)
             if why is None:
-                why = _hooks_not_inert(hr, path, kind, target, kept)
+                why = hooks_not_inert(hr, path, kind, target, kept)
             if why is None:
                 if not own:
                     # Its own worktree and submodule git dirs, as those of a kept one.
@@ -916,85 +915,3 @@ class Keeper:
                 self._check(scope)
             if tripped or grow:
                 self._refresh_all()
-
-
-class _Kept:
-    """Whether a path is a member of the host-read set (kept at its trusted state), by name or by
-    where it leads."""
-
-    def __init__(self, members: tuple[str, ...]) -> None:
-        self._members = members
-        self._names = frozenset(members)
-        self._real: frozenset[str] | None = None
-
-    def __contains__(self, path: str) -> bool:
-        if path in self._names:
-            return True
-        if self._real is None:
-            self._real = frozenset(os.path.realpath(m) for m in self._members)
-        return os.path.realpath(path) in self._real
-
-
-def _hooks_not_inert(hr: HostRead, path: str, kind: str, target: str, kept: _Kept) -> str | None:
-    """Why a new work tree (or new git dir) would run hooks a run could have written; None when it
-    would not. The hooks directory is the one the user's git names there (their own global and
-    system config included: a relative ``core.hooksPath`` is taken in the work tree), asked only
-    once the repository's own config passed (or is trusted). A hooks directory the host-read set
-    keeps was compared already; one no run can write is the user's own; any other one must hold no
-    hooks. Whatever git cannot answer counts as not inert."""
-    try:
-        if kind == "bare":
-            git_dir, hooks = gitask.hooks_dir(target, hr.env, git_dir=target)
-        else:
-            git_dir, hooks = gitask.hooks_dir(os.path.dirname(path), hr.env)
-    except HostReadError as e:
-        return str(e)
-    if os.path.realpath(git_dir) != os.path.realpath(target):
-        return f"git does not take it for a repository there (it finds {git_dir})"
-    if hooks in kept or not hr.is_writable(hooks):
-        return None
-    found = active_hooks(hooks)
-    if found:
-        base = os.path.dirname(path) if kind != "bare" else target
-        shown = os.path.relpath(hooks, base) if is_under(hooks, base) else hooks
-        return f"git would run hooks from {shown}: {', '.join(found[:5])}"
-    return None
-
-
-def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> str | None:
-    """Why a repository the run created is not inert; None when it is. What git reads of it is
-    asked of git (``gitask``): the keys of its config files, where its commondir leads."""
-    for name in ("config", "config.worktree"):
-        why = gitask.judge_config(os.path.join(git_dir, name))
-        if why:
-            return f"its {name} {why}"
-    for name in ("HEAD", "commondir", "gitdir"):
-        p = os.path.join(git_dir, name)
-        if os.path.lexists(p) and not (os.path.islink(p) or os.path.isfile(p)):
-            return f"its {name} is not a regular file"
-        if os.path.lexists(p) and read_nonblocking(os.path.realpath(p), 1 << 20) is None:
-            return f"its {name} cannot be read without blocking"
-    if os.path.lexists(os.path.join(git_dir, "info/attributes")):
-        return "it has info/attributes"
-    hooks_home = git_dir
-    if os.path.lexists(os.path.join(git_dir, "commondir")):
-        common = gitask.common_dir(git_dir)
-        if common is None:
-            return "git cannot tell where its commondir leads"
-        common = os.path.realpath(common)
-        is_trusted = False
-        with contextlib.suppress(OSError):
-            st = os.stat(common)
-            is_trusted = (st.st_dev, st.st_ino) in trusted
-        if not is_trusted and common != os.path.realpath(git_dir):
-            if depth > 2:
-                return "its commondir chain is too long"
-            why = _not_inert(common, trusted, depth + 1)
-            if why:
-                return f"its commondir points to a repository that is not inert: {why}"
-            hooks_home = common
-    hooks = active_hooks(os.path.join(hooks_home, "hooks"))
-    if hooks:
-        return f"it has hooks: {', '.join(hooks[:5])}"
-    # Last: git reads the repository's config (and its commondir's) to list the index.
-    return gitindex.judge(git_dir)
