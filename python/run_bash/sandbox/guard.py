@@ -79,6 +79,7 @@ from run_bash.sandbox.hostread import (
 )
 from run_bash.sandbox.inert import Kept, hooks_not_inert, not_inert
 from run_bash.sandbox.linkcheck import git_dir_links, links_out
+from run_bash.sandbox.livelinks import LiveLinks
 from run_bash.sandbox.members import (
     ABSENT,
     Repairer,
@@ -111,6 +112,8 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
 # are quarantined unjudged (a run could leave thousands, each with an include git waits on).
 JUDGE_BUDGET_S = 30.0
 
+# Why a background run is stopped by the live judging of its links (``livelinks``).
+LIVE_TRIP = "it made a link that leads where it could not go while it ran in the background"
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
 KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
@@ -154,6 +157,8 @@ class Scope:
     # new links when it started: those found later are the run's (``_check_links``).
     readable: tuple[str, ...] | None = None
     link_mark: int = 0
+    live: bool = False  # it went on in the background: its links are judged as they appear
+    live_mark: int = 0  # the tree scan's count of new links at the last such look
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -206,6 +211,7 @@ class Keeper:
         self._table_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop_r = self._stop_w = -1
+        self._live = LiveLinks(self.discovery.trees.events_fd, self._judge_live)
 
     # -- what other parts of the host ask --------------------------------------------------------
 
@@ -353,8 +359,37 @@ class Keeper:
                 )
             return list(dict.fromkeys(scope.notices))
 
+    def watch_links(self, sid: str) -> None:
+        """Run ``sid`` goes on in the background (its first result was given): from now on the
+        links it makes are judged as they appear (``livelinks``), not only when it ends. Never
+        blocks: the judging runs on its own thread."""
+        scope = self._scopes.get(sid)  # one lookup (the big lock may be held by a check)
+        if scope is None or scope.readable is None:
+            return
+        scope.live = True
+        self._live.start()
+
+    def _judge_live(self) -> bool:
+        """The links the runs watched by ``watch_links`` made since the last look: one that leads
+        out is quarantined and stops its run. Whether any run is still watched."""
+        with self._lock:
+            live = [s for s in self._scopes.values() if s.live and not s.ended]
+            stopped = f"; the run was stopped ({LIVE_TRIP})"
+            for scope in live:
+                n = len(scope.notices)
+                for _ in range(16):  # a walk that raced a change no event reports: again
+                    since = max(scope.link_mark, scope.live_mark)
+                    self._check_links(scope, stopped, since)
+                    scope.live_mark = self.discovery.trees.link_mark()
+                    if not self.discovery.trees.take_raced():
+                        break
+                if len(scope.notices) > n:
+                    scope.trip(LIVE_TRIP)
+            return bool(live)
+
     def shutdown(self) -> None:
         """Stop the watcher (the host is exiting) and the tree scan's watches."""
+        self._live.close()
         self.discovery.trees.close()
         stop_w, self._stop_w = self._stop_w, -1
         if stop_w >= 0:
@@ -568,13 +603,15 @@ class Keeper:
     def _trusted_git_dirs(self) -> set[tuple[int, int]]:
         return {i[:2] for i in self._git_ident.values()}
 
-    def _check_links(self, scope: Scope, stopped: str) -> None:
+    def _check_links(self, scope: Scope, stopped: str, since: int | None = None) -> None:
         """Every link the run left that leads where it could not go goes to the quarantine."""
         hr = scope.host_read
         if scope.readable is not None:
-            for g in hr.git_dirs:  # a tree walk does not enter `.git`: each is walked alone
-                self.discovery.trees.find(g, frozenset(hr.sealed))
-            found = self.discovery.trees.links_since(scope.link_mark, (*hr.scan, *hr.git_dirs))
+            roots = (*hr.scan, *hr.git_dirs)  # a tree walk does not enter `.git`: walked alone
+            for root in roots:
+                self.discovery.trees.find(root, frozenset(hr.sealed))
+            mark = scope.link_mark if since is None else since
+            found = self.discovery.trees.links_since(mark, roots)
             for path, end, why in links_out(found, scope.readable, hr):
                 scope.notices.append(
                     f"{self._name(hr, path)} is a symbolic link the run left to {end}, {why}: "

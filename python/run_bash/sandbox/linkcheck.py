@@ -17,7 +17,11 @@ the run could not go is moved to the quarantine, with a notice: a denied path or
 holding one, a place outside the readable grants, the host's own ``/proc``, a file the host reads
 from the project, a file granted read-only by itself, a file that does not exist outside the
 writable grants. Links that stay inside what the run could reach stay: a venv's ``python`` to
-``/usr/bin/python3``, a link between project files, ``/dev/null``.
+``/usr/bin/python3``, a link between project files, ``/dev/null``. In a git directory (each is
+walked alone: the tree walk does not enter ``.git``) git itself writes through links, so there a
+link that leads out of the writable grants goes too (``GIT_WRITES``; ``git_dir_links`` for a new
+repository). A run that goes on in the background has its links judged as they appear
+(``livelinks.py``).
 """
 
 from __future__ import annotations

@@ -111,6 +111,7 @@ class TreeScan:
         self._born: deque[tuple[int, str, str]] = deque(maxlen=MAX_BORN)
         self._born_n = 0
         self._rooted: set[str] = set()  # trees walked at least once
+        self._raced = False  # ``take_raced``
 
     def find(
         self, root: str, skip: frozenset[str] = frozenset()
@@ -237,12 +238,26 @@ class TreeScan:
                 self._gen.setdefault(d, 0)
                 if (after.st_ino, after.st_ctime_ns, after.st_mtime_ns) != info.ident:
                     self._gen[d] += 1
+                    self._raced = True
                     return None
             dirs[d] = self._gen.get(d, 0)
         if len(self._wd_of) > 4 * MAX_WATCHED_DIRS:
             self._reset()
             return None
         return _Walk(tuple(found), truncated, dirs, self._seq, mounts)
+
+    def events_fd(self) -> int | None:
+        """The descriptor that becomes readable when a watched directory changes (``find``
+        reads the events); None while nothing is watched."""
+        ino = self._ino
+        return ino.fd if ino is not None and ino.fd >= 0 else None
+
+    def take_raced(self) -> bool:
+        """Whether a walk since the last call saw a directory change between its listing and
+        its watch (no event will come for that change: walk again)."""
+        with self._lock:
+            raced, self._raced = self._raced, False
+            return raced
 
     def close(self) -> None:
         """Drop every watch (the host is exiting); later calls walk every time."""
