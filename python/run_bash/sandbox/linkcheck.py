@@ -109,6 +109,41 @@ def leads_out(end: str, reach: Reach) -> str | None:
 GIT_WRITES = "a place the sandbox could not write, and git writes through links in a git directory"
 
 
+# Why a link whose way passes through ``/proc`` goes, wherever it ends for the guard.
+THROUGH_PROC = (
+    "a way through /proc, which each reader resolves in its own process (/dev/fd/N, /dev/stdin: "
+    "the reader's own open files)"
+)
+
+
+def through_proc(path: str, depth: int = 0) -> bool:
+    """Whether the kernel's walk of ``path`` (absolute) passes through ``/proc`` at any step, a
+    link on the way included (``/dev/stdin`` -> ``/proc/self/fd/0``): there ``self`` is whoever
+    walks, so where it ends for the guard says nothing of where it ends for the next reader."""
+    if depth > 40:
+        return True  # the kernel gives up (ELOOP) long before: count it as leading out
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    cur = "/"
+    for i, name in enumerate(parts):
+        if name == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, name)
+        if nxt in Tops(OWN_VIEW):
+            return True
+        try:
+            if not stat.S_ISLNK(os.lstat(nxt).st_mode):
+                cur = nxt
+                continue
+            text = os.readlink(nxt)
+        except OSError:
+            return False  # the rest does not exist: the walk ends here
+        rest = "/".join(parts[i + 1 :])
+        target = os.path.join(cur, text)  # an absolute text replaces ``cur``
+        return through_proc(os.path.join(target, rest) if rest else target, depth + 1)
+    return False
+
+
 def links_out(
     found: Iterable[tuple[str, str]], readable: Iterable[str], hr: HostRead
 ) -> list[tuple[str, str, str]]:
@@ -129,7 +164,7 @@ def links_out(
             end = os.path.realpath(path)
         except (OSError, ValueError):
             continue
-        why = leads_out(end, reach)
+        why = THROUGH_PROC if through_proc(path) else leads_out(end, reach)
         if why is None and path in git_dirs and end not in Tops(reach.writable):
             why = GIT_WRITES
         if why is not None:
