@@ -98,7 +98,7 @@ from run_bash.sandbox.pathguard import (
     refusal_notices,
 )
 from run_bash.sandbox.places import Places
-from run_bash.sandbox.treescan import nested_git_dirs
+from run_bash.sandbox.treescan import looks_like_git_dir, nested_git_dirs
 
 
 def quarantine_dir(env: Mapping[str, str]) -> str:
@@ -113,7 +113,7 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
 JUDGE_BUDGET_S = 30.0
 
 # Why a background run is stopped by the live judging of its links (``livelinks``).
-LIVE_TRIP = "it made a link that leads where it could not go while it ran in the background"
+LIVE_TRIP = "it made a link that leads out, or a repository that is not inert, in the background"
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
 KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
@@ -370,8 +370,9 @@ class Keeper:
         self._live.start()
 
     def _judge_live(self) -> bool:
-        """The links the runs watched by ``watch_links`` made since the last look: one that leads
-        out is quarantined and stops its run. Whether any run is still watched."""
+        """The links the runs watched by ``watch_links`` made since the last look, and the new
+        repositories in their trees: one that leads out, or is not inert, is quarantined and
+        stops its run. Whether any run is still watched."""
         with self._lock:
             live = [s for s in self._scopes.values() if s.live and not s.ended]
             stopped = f"; the run was stopped ({LIVE_TRIP})"
@@ -381,6 +382,7 @@ class Keeper:
                     since = max(scope.link_mark, scope.live_mark)
                     self._check_links(scope, stopped, since)
                     scope.live_mark = self.discovery.trees.link_mark()
+                    self._check_new_repos(scope, stopped)
                     if not self.discovery.trees.take_raced():
                         break
                 if len(scope.notices) > n:
@@ -633,7 +635,7 @@ class Keeper:
         kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
             in_root, truncated = self.discovery.trees.find(root, kept_whole)
-            if truncated and not any(root in w for w in hr.warnings):
+            if truncated and scope.ended and not any(root in w for w in hr.warnings):
                 # It could be walked before the run: the run made it too large to check.
                 self._unwalkable[root] = (
                     f"the last run left more than {MAX_SCAN_DIRS} directories in {root}: new "
@@ -671,6 +673,10 @@ class Keeper:
             own = is_trusted or not hr.is_writable(target)
             if own and (kind == "bare" or (os.path.isdir(path) and not os.path.islink(path))):
                 continue
+            if scope.live and not own:  # a write there wakes the next look (``livelinks``)
+                self.discovery.trees.find(target, content=True)
+                if not looks_like_git_dir(target):
+                    continue  # still being made (`git init`): git does not read it yet
             if why is None and time.monotonic() > deadline:
                 why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
             if why is None and not own:

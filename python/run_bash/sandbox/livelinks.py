@@ -1,4 +1,4 @@
-"""Links a background run makes, judged as it makes them.
+"""Links (and repositories) a background run makes, judged as it makes them.
 
 The post-run check (``guard.py``, ``linkcheck.py``) judges the links a run leaves when it ends.
 A background session (``bg_after``: a server, a watcher) gives its first result and goes on
@@ -6,10 +6,11 @@ running while the chat goes on: a link it makes meanwhile (``notes.md`` -> ``~/.
 would be followed by CodeCompanion's ``read_file`` or your editor long before the run ends. So
 from the moment a run goes on in the background, the tree scan's inotify instance (which watches
 every directory of the trees a run can write, ``treescan.py``) wakes this thread at every change
-there, and the guard judges the links that appeared then: one that leads out is moved to the
-quarantine and the run is stopped (it could make it again at once). A tree inotify cannot watch
-(more than ``treescan.MAX_WATCHED_DIRS`` directories, a network file system) is judged when the
-run ends.
+there, and the guard judges the links that appeared then, and the new repositories (whose git
+directories are then watched for writes too: a config armed later wakes it as well): one that
+leads out, or is not inert, is moved to the quarantine and the run is stopped (it could make it
+again at once). A tree inotify cannot watch (more than ``treescan.MAX_WATCHED_DIRS``
+directories, a network file system) is judged when the run ends.
 """
 
 from __future__ import annotations
