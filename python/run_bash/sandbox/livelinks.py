@@ -55,17 +55,27 @@ class LiveLinks:
                 os.write(self._wake_w, b"x")
 
     def close(self) -> None:
-        """The host is exiting: the thread ends."""
+        """The host is exiting: the thread ends (and closes the wake pipe; now, if none runs)."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"x")
+            if self._thread is None:
+                self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _loop(self) -> None:
         while True:
             with self._lock:
                 if self._closed:
                     self._thread = None
+                    self._close_pipe()
                     return
                 self._pending = False
             try:
