@@ -12,6 +12,8 @@ run's links from the user's).
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 from tests.security.conftest import CONTROL, SECRET
 
@@ -83,3 +85,32 @@ def test_a_later_run_does_not_take_the_users_links_for_its_own(sbx, world):
     assert os.path.islink(world.project / "mine"), r.notices
     assert os.readlink(world.project / "c.txt") == "a.txt"
     assert not [n for n in r.notices if "symbolic link the run left" in n], r.notices
+
+
+def read_with_stdin(path: Path, stdin: Path) -> str:
+    """What a reader whose standard input is ``stdin`` reads at ``path`` (``cat``)."""
+    with stdin.open("rb") as f:
+        done = subprocess.run(["cat", str(path)], stdin=f, capture_output=True, timeout=30)
+    return done.stdout.decode(errors="replace")
+
+
+def test_a_link_through_proc_is_moved_away_wherever_it_ends_for_the_guard(sbx, world):
+    # /dev/stdin and /dev/fd/N lead through /proc/self: each reader reaches its own open files
+    # (Neovim's are its UI channel and whatever it holds open), not what the guard's own
+    # process would read there.
+    key = world.home / ".ssh/id_rsa"
+    r = sbx.run(
+        f"ln -s /dev/stdin in.md && ln -s /dev/fd/0 fd.md && ln -s /dev/null null && echo {CONTROL}"
+    )
+    assert CONTROL in r.output, r.output
+    for name in ("in.md", "fd.md"):
+        assert not os.path.lexists(world.project / name), (name, r.notices)
+        assert any(
+            f"{name} is a symbolic link the run left" in n and "/proc" in n for n in r.notices
+        )
+    assert os.readlink(world.project / "null") == "/dev/null"  # control: stays
+    # Control: the same link made by the user stays, and a reader holding the key open reads it.
+    (world.project / "mine.md").symlink_to("/dev/stdin")
+    r = sbx.run(f"echo {CONTROL}")
+    assert not any("mine.md" in n for n in r.notices), r.notices
+    assert read_with_stdin(world.project / "mine.md", key) == SECRET + "-ssh"

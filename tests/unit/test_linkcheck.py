@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from run_bash.sandbox.linkcheck import Reach, leads_out
+from run_bash.sandbox.linkcheck import Reach, leads_out, through_proc
 from run_bash.sandbox.treescan import TreeScan
 
 
@@ -88,3 +88,14 @@ def test_the_scan_finds_the_links_that_appeared_after_a_mark(tmp_path):
         assert scan.links_since(mark, [str(tmp_path / "elsewhere")]) == []
     finally:
         scan.close()
+
+
+def test_a_way_through_proc_is_seen_on_every_step(tmp_path):
+    (tmp_path / "a").symlink_to("/dev/stdin")  # /dev/stdin -> /proc/self/fd/0
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "c").symlink_to("d/" + "../" * 40 + "proc/self/environ")
+    for p in ("/dev/fd/0", "/dev/stdin", "/proc", "/etc/../proc/1", "a", "b", "c"):
+        assert through_proc(str(tmp_path / p) if not p.startswith("/") else p), p
+    for p in ("/dev/null", "/usr/bin", "/", "/tmp"):
+        assert not through_proc(p), p

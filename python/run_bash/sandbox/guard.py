@@ -34,17 +34,17 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   a repair failed: the same comparison for every member, plus the checks that have no trusted
   state to compare with: a new repository in any tree the run could write (or a new git dir
   under a trusted one or a new one, ``nested_git_dirs``) must be inert, as git reads it
-  (``gitask.judge_config``: only inert keys; no active hooks; no commondir to a repository that
+  (``inert``, ``gitask.judge_config``: only inert keys; no active hooks; no commondir to a repository that
   is not trusted) or it is quarantined. So must every new work tree, also one of a trusted git
   dir (a ``.git`` file or link that is not the kept one, ``git worktree add``): the hooks
   directory the user's git names there (``gitask.hooks_dir``, their global config included; a
   relative ``core.hooksPath`` is taken in that work tree) holds no hooks unless it is kept or no
-  run can write it; each
-  writable ``PATH`` directory is compared entry by entry with its state before the run
-  (``pathguard``: a program that changed, or a new one that shadows a later command, is
-  quarantined, a retargeted link put back); an agent rules file whose ``@`` references may lead
-  out of the project or into a denied path (``agentrules``) is restored to its trusted content,
-  and a rules name that is not a regular file is quarantined.
+  run can write it, nor a link out of the writable grants (git writes through it); each writable
+  ``PATH`` directory is compared entry by entry with its state before the run (``pathguard``: a
+  changed program, or a new one that shadows a later command, is quarantined, a retargeted link
+  put back); an agent rules file whose ``@`` references may lead out of the project or into a
+  denied path (``agentrules``) is restored to its trusted content, and a rules name that is not
+  a regular file is quarantined, as is a link the run left (``linkcheck``).
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
@@ -68,7 +68,7 @@ from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
-from run_bash.sandbox import gitask, gitindex, nofollow, sequencer
+from run_bash.sandbox import gitindex, nofollow, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -76,10 +76,10 @@ from run_bash.sandbox.hostread import (
     HostRead,
     HostReadError,
     RulesName,
-    active_hooks,
-    read_nonblocking,
 )
-from run_bash.sandbox.linkcheck import links_out
+from run_bash.sandbox.inert import Kept, hooks_not_inert, not_inert
+from run_bash.sandbox.linkcheck import git_dir_links, links_out
+from run_bash.sandbox.livelinks import LiveLinks
 from run_bash.sandbox.members import (
     ABSENT,
     Repairer,
@@ -98,12 +98,11 @@ from run_bash.sandbox.pathguard import (
     refusal_notices,
 )
 from run_bash.sandbox.places import Places
-from run_bash.sandbox.treescan import nested_git_dirs
+from run_bash.sandbox.treescan import looks_like_git_dir, nested_git_dirs
 
 
 def quarantine_dir(env: Mapping[str, str]) -> str:
-    """Where what the guard moves out of a project goes: ``$XDG_STATE_HOME/run_bash/quarantine``
-    (no run is granted it; it outlives the host, so nothing moved there is lost)."""
+    """Where the guard moves things: ``$XDG_STATE_HOME/run_bash/quarantine`` (never granted)."""
     home = env.get("HOME") or os.path.expanduser("~")
     state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
     return os.path.join(state, "run_bash", "quarantine")
@@ -113,6 +112,8 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
 # are quarantined unjudged (a run could leave thousands, each with an include git waits on).
 JUDGE_BUDGET_S = 30.0
 
+# Why a background run is stopped by the live judging of its links (``livelinks``).
+LIVE_TRIP = "it made a link that leads out, or a repository that is not inert, in the background"
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
 KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
@@ -156,6 +157,8 @@ class Scope:
     # new links when it started: those found later are the run's (``_check_links``).
     readable: tuple[str, ...] | None = None
     link_mark: int = 0
+    live: bool = False  # it went on in the background: its links are judged as they appear
+    live_mark: int = 0  # the tree scan's count of new links at the last such look
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -208,6 +211,7 @@ class Keeper:
         self._table_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop_r = self._stop_w = -1
+        self._live = LiveLinks(self.discovery.trees.events_fd, self._judge_live)
 
     # -- what other parts of the host ask --------------------------------------------------------
 
@@ -286,7 +290,7 @@ class Keeper:
                         st = nofollow.lstat(g, self._fence)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             if scope.readable is not None:  # the links there before the run are not its own
-                for root in host_read.scan:
+                for root in (*host_read.scan, *host_read.git_dirs):  # `.git`: walked alone
                     self.discovery.trees.find(root, frozenset(host_read.sealed))
                 scope.link_mark = self.discovery.trees.link_mark()
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
@@ -355,8 +359,39 @@ class Keeper:
                 )
             return list(dict.fromkeys(scope.notices))
 
+    def watch_links(self, sid: str) -> None:
+        """Run ``sid`` goes on in the background (its first result was given): from now on the
+        links it makes are judged as they appear (``livelinks``), not only when it ends. Never
+        blocks: the judging runs on its own thread."""
+        scope = self._scopes.get(sid)  # one lookup (the big lock may be held by a check)
+        if scope is None or scope.readable is None:
+            return
+        scope.live = True
+        self._live.start()
+
+    def _judge_live(self) -> bool:
+        """The links the runs watched by ``watch_links`` made since the last look, and the new
+        repositories in their trees: one that leads out, or is not inert, is quarantined and
+        stops its run. Whether any run is still watched."""
+        with self._lock:
+            live = [s for s in self._scopes.values() if s.live and not s.ended]
+            stopped = f"; the run was stopped ({LIVE_TRIP})"
+            for scope in live:
+                n = len(scope.notices)
+                for _ in range(16):  # a walk that raced a change no event reports: again
+                    since = max(scope.link_mark, scope.live_mark)
+                    self._check_links(scope, stopped, since)
+                    scope.live_mark = self.discovery.trees.link_mark()
+                    self._check_new_repos(scope, stopped)
+                    if not self.discovery.trees.take_raced():
+                        break
+                if len(scope.notices) > n:
+                    scope.trip(LIVE_TRIP)
+            return bool(live)
+
     def shutdown(self) -> None:
         """Stop the watcher (the host is exiting) and the tree scan's watches."""
+        self._live.close()
         self.discovery.trees.close()
         stop_w, self._stop_w = self._stop_w, -1
         if stop_w >= 0:
@@ -570,12 +605,15 @@ class Keeper:
     def _trusted_git_dirs(self) -> set[tuple[int, int]]:
         return {i[:2] for i in self._git_ident.values()}
 
-    def _check_links(self, scope: Scope, stopped: str) -> None:
-        """Every symbolic link the run left that leads where it could not go (``linkcheck``)
-        is moved to the quarantine."""
+    def _check_links(self, scope: Scope, stopped: str, since: int | None = None) -> None:
+        """Every link the run left that leads where it could not go goes to the quarantine."""
         hr = scope.host_read
         if scope.readable is not None:
-            found = self.discovery.trees.links_since(scope.link_mark, hr.scan)
+            roots = (*hr.scan, *hr.git_dirs)  # a tree walk does not enter `.git`: walked alone
+            for root in roots:
+                self.discovery.trees.find(root, frozenset(hr.sealed))
+            mark = scope.link_mark if since is None else since
+            found = self.discovery.trees.links_since(mark, roots)
             for path, end, why in links_out(found, scope.readable, hr):
                 scope.notices.append(
                     f"{self._name(hr, path)} is a symbolic link the run left to {end}, {why}: "
@@ -590,14 +628,14 @@ class Keeper:
         the run could write, and among the worktree and submodule git directories of each git
         directory it could write into and of each new repository. A `.git` file or link that
         makes a new work tree for a trusted git dir is judged by the hooks directory git names
-        there (``_hooks_not_inert``)."""
+        there (``inert.hooks_not_inert``)."""
         hr = scope.host_read
         trusted = set(scope.trusted_git)
         found: list[tuple[str, str]] = []
         kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
             in_root, truncated = self.discovery.trees.find(root, kept_whole)
-            if truncated and not any(root in w for w in hr.warnings):
+            if truncated and scope.ended and not any(root in w for w in hr.warnings):
                 # It could be walked before the run: the run made it too large to check.
                 self._unwalkable[root] = (
                     f"the last run left more than {MAX_SCAN_DIRS} directories in {root}: new "
@@ -611,7 +649,7 @@ class Keeper:
         # `.git` entries before git directories: a link is judged while its target is there.
         queue = deque(sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"))
         seen: set[str] = set()
-        kept = _Kept(hr.members)
+        kept = Kept(hr.members)
         deadline = time.monotonic() + JUDGE_BUDGET_S
         while queue:
             path, kind = queue.popleft()
@@ -635,15 +673,19 @@ class Keeper:
             own = is_trusted or not hr.is_writable(target)
             if own and (kind == "bare" or (os.path.isdir(path) and not os.path.islink(path))):
                 continue
+            if scope.live and not own:  # a write there wakes the next look (``livelinks``)
+                self.discovery.trees.find(target, content=True)
+                if not looks_like_git_dir(target):
+                    continue  # still being made (`git init`): git does not read it yet
             if why is None and time.monotonic() > deadline:
                 why = f"too many new repositories to judge in {JUDGE_BUDGET_S:g} s"
             if why is None and not own:
                 try:
-                    why = _not_inert(target, trusted)
+                    why = not_inert(target, trusted) or git_dir_links(target, hr.writable)
                 except HostReadError as e:
                     why = str(e)
             if why is None:
-                why = _hooks_not_inert(hr, path, kind, target, kept)
+                why = hooks_not_inert(hr, path, kind, target, kept)
             if why is None:
                 if not own:
                     # Its own worktree and submodule git dirs, as those of a kept one.
@@ -916,85 +958,3 @@ class Keeper:
                 self._check(scope)
             if tripped or grow:
                 self._refresh_all()
-
-
-class _Kept:
-    """Whether a path is a member of the host-read set (kept at its trusted state), by name or by
-    where it leads."""
-
-    def __init__(self, members: tuple[str, ...]) -> None:
-        self._members = members
-        self._names = frozenset(members)
-        self._real: frozenset[str] | None = None
-
-    def __contains__(self, path: str) -> bool:
-        if path in self._names:
-            return True
-        if self._real is None:
-            self._real = frozenset(os.path.realpath(m) for m in self._members)
-        return os.path.realpath(path) in self._real
-
-
-def _hooks_not_inert(hr: HostRead, path: str, kind: str, target: str, kept: _Kept) -> str | None:
-    """Why a new work tree (or new git dir) would run hooks a run could have written; None when it
-    would not. The hooks directory is the one the user's git names there (their own global and
-    system config included: a relative ``core.hooksPath`` is taken in the work tree), asked only
-    once the repository's own config passed (or is trusted). A hooks directory the host-read set
-    keeps was compared already; one no run can write is the user's own; any other one must hold no
-    hooks. Whatever git cannot answer counts as not inert."""
-    try:
-        if kind == "bare":
-            git_dir, hooks = gitask.hooks_dir(target, hr.env, git_dir=target)
-        else:
-            git_dir, hooks = gitask.hooks_dir(os.path.dirname(path), hr.env)
-    except HostReadError as e:
-        return str(e)
-    if os.path.realpath(git_dir) != os.path.realpath(target):
-        return f"git does not take it for a repository there (it finds {git_dir})"
-    if hooks in kept or not hr.is_writable(hooks):
-        return None
-    found = active_hooks(hooks)
-    if found:
-        base = os.path.dirname(path) if kind != "bare" else target
-        shown = os.path.relpath(hooks, base) if is_under(hooks, base) else hooks
-        return f"git would run hooks from {shown}: {', '.join(found[:5])}"
-    return None
-
-
-def _not_inert(git_dir: str, trusted: set[tuple[int, int]], depth: int = 0) -> str | None:
-    """Why a repository the run created is not inert; None when it is. What git reads of it is
-    asked of git (``gitask``): the keys of its config files, where its commondir leads."""
-    for name in ("config", "config.worktree"):
-        why = gitask.judge_config(os.path.join(git_dir, name))
-        if why:
-            return f"its {name} {why}"
-    for name in ("HEAD", "commondir", "gitdir"):
-        p = os.path.join(git_dir, name)
-        if os.path.lexists(p) and not (os.path.islink(p) or os.path.isfile(p)):
-            return f"its {name} is not a regular file"
-        if os.path.lexists(p) and read_nonblocking(os.path.realpath(p), 1 << 20) is None:
-            return f"its {name} cannot be read without blocking"
-    if os.path.lexists(os.path.join(git_dir, "info/attributes")):
-        return "it has info/attributes"
-    hooks_home = git_dir
-    if os.path.lexists(os.path.join(git_dir, "commondir")):
-        common = gitask.common_dir(git_dir)
-        if common is None:
-            return "git cannot tell where its commondir leads"
-        common = os.path.realpath(common)
-        is_trusted = False
-        with contextlib.suppress(OSError):
-            st = os.stat(common)
-            is_trusted = (st.st_dev, st.st_ino) in trusted
-        if not is_trusted and common != os.path.realpath(git_dir):
-            if depth > 2:
-                return "its commondir chain is too long"
-            why = _not_inert(common, trusted, depth + 1)
-            if why:
-                return f"its commondir points to a repository that is not inert: {why}"
-            hooks_home = common
-    hooks = active_hooks(os.path.join(hooks_home, "hooks"))
-    if hooks:
-        return f"it has hooks: {', '.join(hooks[:5])}"
-    # Last: git reads the repository's config (and its commondir's) to list the index.
-    return gitindex.judge(git_dir)

@@ -26,9 +26,11 @@ policy:
   ``@`` references include (``agentrules.py``).
 * **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua``,
   rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run),
-  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH), other
-  agents' settings that run commands (``.claude`` and ``.gemini`` whole, ``.mcp.json``, Cursor's MCP
-  and hooks files, opencode's config) and
+  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH),
+  cargo's ``.cargo/config.toml`` and ``.cargo/config`` (a rustc wrapper runs at ``cargo metadata``),
+  yarn's ``.yarnrc.yml`` and ``.yarnrc`` (``yarnPath`` runs instead of yarn) with ``.yarn/releases``
+  and ``.yarn/plugins`` whole, other agents' settings that run commands (``.claude`` and
+  ``.gemini`` whole, ``.mcp.json``, Cursor's MCP and hooks files, opencode's config) and
   CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
@@ -86,6 +88,16 @@ WORK_TREE_MEMBERS = (
     "rust-toolchain",
     "rust-toolchain.toml",
     ".tool-versions",
+    # Cargo runs the program `build.rustc-wrapper` (or `build.rustc`) of `.cargo/config.toml` (or
+    # the older `.cargo/config`) for every question it asks rustc: `cargo metadata`, which
+    # rust-analyzer runs as the editor starts it, runs `<wrapper> rustc -vV`.
+    ".cargo/config.toml",
+    ".cargo/config",
+    # Yarn (1 and later, also through corepack) runs the JavaScript file that `yarnPath` of
+    # `.yarnrc.yml` (or `yarn-path` of `.yarnrc`) names instead of itself, at every command:
+    # `yarn --version` in the project would run a file a run wrote.
+    ".yarnrc.yml",
+    ".yarnrc",
     # Other agents' project settings that run commands as the user once the project is trusted,
     # without asking again when they change: Claude Code's MCP servers, Cursor's MCP servers and
     # hooks, opencode's MCP servers and plugins. (Their directories: ``AGENT_DIRS``.)
@@ -101,6 +113,10 @@ WORK_TREE_MEMBERS = (
 # tool discovery command of `.gemini/settings.json` and loads `.gemini/.env`. CodeCompanion starts
 # both in the project over ACP.
 AGENT_DIRS = (".claude", ".gemini")
+# Directories of code a tool runs at every command, kept read-only whole the same way: where
+# `yarn set version` puts the release `yarnPath` names, and where `yarn plugin import` puts the
+# plugins `.yarnrc.yml` loads.
+TOOL_DIRS = (".yarn/releases", ".yarn/plugins")
 
 # Rules files read by agents (CodeCompanion's default group, Claude Code, Cursor, Cline, Windsurf,
 # Goose, Copilot, Gemini). CodeCompanion's own configuration adds to these (``setup``).
@@ -566,14 +582,18 @@ class Discovery:
             for name in (*WORK_TREE_MEMBERS, *project_files):
                 if not os.path.isabs(name):
                     add(os.path.join(r, name))
-            for name in AGENT_DIRS:
+            for name in (*AGENT_DIRS, *TOOL_DIRS):
                 d = os.path.join(r, name)
                 if d not in in_granted:
                     continue
                 if os.path.isdir(d) and not os.path.islink(d):
                     sealed.append(d)
                     holders.append(d)
-                    reasons[d] = f"another agent runs the commands its settings in {name} name"
+                    reasons[d] = (
+                        f"another agent runs the commands its settings in {name} name"
+                        if name in AGENT_DIRS
+                        else f"yarn runs the code in {name} at every command"
+                    )
                 else:
                     add(d)  # not there yet, or not a directory: it must stay what it is
 

@@ -17,7 +17,11 @@ the run could not go is moved to the quarantine, with a notice: a denied path or
 holding one, a place outside the readable grants, the host's own ``/proc``, a file the host reads
 from the project, a file granted read-only by itself, a file that does not exist outside the
 writable grants. Links that stay inside what the run could reach stay: a venv's ``python`` to
-``/usr/bin/python3``, a link between project files, ``/dev/null``.
+``/usr/bin/python3``, a link between project files, ``/dev/null``. In a git directory (each is
+walked alone: the tree walk does not enter ``.git``) git itself writes through links, so there a
+link that leads out of the writable grants goes too (``GIT_WRITES``; ``git_dir_links`` for a new
+repository). A run that goes on in the background has its links judged as they appear
+(``livelinks.py``).
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ def leads_out(end: str, reach: Reach, link: str = "") -> str | None:
         return "the host's own /proc (inside the sandbox /proc is the run's)"
     if end in Tops(reach.kept):
         return "a file the host reads, kept read-only in the sandbox"
-    if end in Tops(reach.git_dirs):
+    if any(is_under(end, g) and not (link and is_under(link, g)) for g in reach.git_dirs):
         return "git's own directory, whose hooks and config git runs"
     # A name for a directory that holds them (``g`` -> ``.git``, ``p`` -> the project from
     # elsewhere) hides them from an approval; a link inside it (``self`` -> ``.``) adds nothing.
@@ -109,16 +113,59 @@ def leads_out(end: str, reach: Reach, link: str = "") -> str | None:
     return None
 
 
+# Why a link in a git directory that leads out of the writable grants goes: git on the host
+# writes through it (it appends to ``logs/HEAD``, rewrites ``COMMIT_EDITMSG``), with text a run
+# chooses (a branch name in a reflog line).
+GIT_WRITES = "a place the sandbox could not write, and git writes through links in a git directory"
+
+
+# Why a link whose way passes through ``/proc`` goes, wherever it ends for the guard.
+THROUGH_PROC = (
+    "a way through /proc, which each reader resolves in its own process (/dev/fd/N, /dev/stdin: "
+    "the reader's own open files)"
+)
+
+
+def through_proc(path: str, depth: int = 0) -> bool:
+    """Whether the kernel's walk of ``path`` (absolute) passes through ``/proc`` at any step, a
+    link on the way included (``/dev/stdin`` -> ``/proc/self/fd/0``): there ``self`` is whoever
+    walks, so where it ends for the guard says nothing of where it ends for the next reader."""
+    if depth > 40:
+        return True  # the kernel gives up (ELOOP) long before: count it as leading out
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    cur = "/"
+    for i, name in enumerate(parts):
+        if name == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, name)
+        if nxt in Tops(OWN_VIEW):
+            return True
+        try:
+            if not stat.S_ISLNK(os.lstat(nxt).st_mode):
+                cur = nxt
+                continue
+            text = os.readlink(nxt)
+        except OSError:
+            return False  # the rest does not exist: the walk ends here
+        rest = "/".join(parts[i + 1 :])
+        target = os.path.join(cur, text)  # an absolute text replaces ``cur``
+        return through_proc(os.path.join(target, rest) if rest else target, depth + 1)
+    return False
+
+
 def links_out(
     found: Iterable[tuple[str, str]], readable: Iterable[str], hr: HostRead
 ) -> list[tuple[str, str, str]]:
     """``(path, end, why)`` of each link in ``found`` (``(path, link text)`` from the tree scan)
     that is still there with that text and leads out of the reach of a run with these readable
-    grants and this host-read set (``leads_out``)."""
+    grants and this host-read set (``leads_out``); one in a git directory (``hr.git_dirs``)
+    also when it leads out of the writable grants (``GIT_WRITES``)."""
     found = list(found)
     if not found:
         return []
     reach = Reach.of(readable, hr.writable, hr.denied, (*hr.members, *hr.sealed), hr.git_dirs)
+    git_dirs = Tops(hr.git_dirs)
     out = []
     for path, text in found:
         try:
@@ -128,7 +175,35 @@ def links_out(
         except (OSError, ValueError):
             continue
         at = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-        why = leads_out(end, reach, at)
+        why = THROUGH_PROC if through_proc(path) else leads_out(end, reach, at)
+        if why is None and path in git_dirs and end not in Tops(reach.writable):
+            why = GIT_WRITES
         if why is not None:
             out.append((path, end, why))
     return out
+
+
+# Entries of a new git directory looked at for links (its loose objects are not).
+MAX_GIT_ENTRIES = 10_000
+
+
+def git_dir_links(git_dir: str, writable: Iterable[str]) -> str | None:
+    """Why a git directory a run created is not inert because of a symbolic link in it that
+    leads out of the writable grants (``GIT_WRITES``); None when it holds none."""
+    inside = Tops([*(os.path.realpath(w) for w in writable), *writable])
+    looked = 0
+    for top, dirs, files in os.walk(git_dir):
+        if os.path.basename(top) == "objects":
+            dirs[:] = [d for d in dirs if len(d) != 2]  # loose objects: written by rename
+        for name in (*dirs, *files):
+            looked += 1
+            if looked > MAX_GIT_ENTRIES:
+                return f"it has more than {MAX_GIT_ENTRIES} entries to look at for links"
+            path = os.path.join(top, name)
+            if not os.path.islink(path):
+                continue
+            end = os.path.realpath(path)
+            if end not in inside:
+                rel = os.path.relpath(path, git_dir)
+                return f"its {rel} is a symbolic link to {end}, {GIT_WRITES}"
+    return None

@@ -111,14 +111,22 @@ class TreeScan:
         self._born: deque[tuple[int, str, str]] = deque(maxlen=MAX_BORN)
         self._born_n = 0
         self._rooted: set[str] = set()  # trees walked at least once
+        self._raced = False  # ``take_raced``
+        self._content: set[str] = set()  # trees whose file writes are events too (``find``)
+        self._content_wds: set[str] = set()  # directories watched for writes
 
     def find(
-        self, root: str, skip: frozenset[str] = frozenset()
+        self, root: str, skip: frozenset[str] = frozenset(), content: bool = False
     ) -> tuple[list[tuple[str, str]], bool]:
         """``(path, kind)`` for every ``.git`` entry (kind "dotgit", the entry's path) and bare
         repository directory (kind "bare") under ``root``; symlinked directories are not entered,
         nor those in ``skip`` (kept read-only whole: nothing can appear in them). The flag says
-        the walk stopped at ``MAX_SCAN_DIRS`` directories."""
+        the walk stopped at ``MAX_SCAN_DIRS`` directories. ``content``: from now on a write to a
+        file in a directory of this tree is an event too (``events_fd``), not only a new name (a
+        new repository's git directory, whose config a background run could arm later)."""
+        if content:
+            with self._lock:
+                self._content.add(root)
         with self._find_lock, fsdeps.unrecorded():
             found, truncated = self._find(root, skip)
         # A computation that used this answer holds while the tree gives the same one.
@@ -147,7 +155,7 @@ class TreeScan:
         if last is not None and self._unchanged(last, mounts):
             return list(last.found), last.truncated
         found, truncated, seen = self._walk(root, skip)
-        walk = self._watch(found, truncated, seen, mounts)
+        walk = self._watch(found, truncated, seen, mounts, root in self._content)
         key = (root, skip)
         if walk is None:
             self._walks.pop(key, None)
@@ -185,6 +193,7 @@ class TreeScan:
                 del self._dir_of[wd]
                 if self._wd_of.get(d) == wd:
                     del self._wd_of[d]
+                    self._content_wds.discard(d)
             elif mask & inotify.IN_ATTRIB and name:
                 continue  # an entry's attributes: the listing is the same
             self._gen[d] = self._gen.get(d, 0) + 1
@@ -201,6 +210,7 @@ class TreeScan:
         truncated: bool,
         seen: dict[str, _DirInfo],
         mounts: int | None,
+        content: bool = False,
     ) -> _Walk | None:
         """Watch every directory of a walk; the walk as a result to keep, or None when its
         tree cannot be trusted to report its changes."""
@@ -216,6 +226,12 @@ class TreeScan:
         dirs: dict[str, int] = {}
         for d, info in seen.items():
             wd = self._wd_of.get(d)
+            if wd is not None and content and d not in self._content_wds:
+                try:  # watched for names already: writes too from now on
+                    ino.add(d, inotify.CONTENT | inotify.IN_MASK_ADD | inotify.IN_DONT_FOLLOW)
+                except OSError:
+                    return None
+                self._content_wds.add(d)
             if wd is None:
                 try:
                     st = os.lstat(d)
@@ -224,7 +240,10 @@ class TreeScan:
                         self._local[dev] = inotify.sees_every_change(d)
                     if not self._local[dev]:
                         return None
-                    wd = ino.add(d, STRUCTURE | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)
+                    mask = STRUCTURE | (inotify.CONTENT if content else 0)
+                    wd = ino.add(d, mask | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)
+                    if content:
+                        self._content_wds.add(d)
                     # Changed between the walk and the watch: the next call walks again.
                     after = os.lstat(d)
                 except OSError:
@@ -237,12 +256,26 @@ class TreeScan:
                 self._gen.setdefault(d, 0)
                 if (after.st_ino, after.st_ctime_ns, after.st_mtime_ns) != info.ident:
                     self._gen[d] += 1
+                    self._raced = True
                     return None
             dirs[d] = self._gen.get(d, 0)
         if len(self._wd_of) > 4 * MAX_WATCHED_DIRS:
             self._reset()
             return None
         return _Walk(tuple(found), truncated, dirs, self._seq, mounts)
+
+    def events_fd(self) -> int | None:
+        """The descriptor that becomes readable when a watched directory changes (``find``
+        reads the events); None while nothing is watched."""
+        ino = self._ino
+        return ino.fd if ino is not None and ino.fd >= 0 else None
+
+    def take_raced(self) -> bool:
+        """Whether a walk since the last call saw a directory change between its listing and
+        its watch (no event will come for that change: walk again)."""
+        with self._lock:
+            raced, self._raced = self._raced, False
+            return raced
 
     def close(self) -> None:
         """Drop every watch (the host is exiting); later calls walk every time."""
@@ -257,6 +290,7 @@ class TreeScan:
         self._ino = None
         self._wd_of.clear()
         self._dir_of.clear()
+        self._content_wds.clear()
         self._walks.clear()
 
     def _walk(

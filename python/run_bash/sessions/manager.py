@@ -706,6 +706,8 @@ class SessionManager:
             return
         if s.background and s.running:
             self.forwarding.update()  # the first result says which ports the host can reach
+            # The chat goes on while it runs: the links it makes are judged as they appear.
+            self.keeper.watch_links(s.id)
         s.result_sent = True
         s.mark("result")
         self.waiters.stop_readiness(s)

@@ -1,0 +1,98 @@
+"""Links (and repositories) a background run makes, judged as it makes them.
+
+The post-run check (``guard.py``, ``linkcheck.py``) judges the links a run leaves when it ends.
+A background session (``bg_after``: a server, a watcher) gives its first result and goes on
+running while the chat goes on: a link it makes meanwhile (``notes.md`` -> ``~/.ssh/id_rsa``)
+would be followed by CodeCompanion's ``read_file`` or your editor long before the run ends. So
+from the moment a run goes on in the background, the tree scan's inotify instance (which watches
+every directory of the trees a run can write, ``treescan.py``) wakes this thread at every change
+there, and the guard judges the links that appeared then, and the new repositories (whose git
+directories are then watched for writes too: a config armed later wakes it as well): one that
+leads out, or is not inert, is moved to the quarantine and the run is stopped (it could make it
+again at once). A tree inotify cannot watch (more than ``treescan.MAX_WATCHED_DIRS``
+directories, a network file system) is judged when the run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("run_bash")
+
+
+class LiveLinks:
+    """One thread per host while a background run is watched: it waits on ``events_fd()`` (the
+    tree scan's inotify descriptor) and calls ``judge()`` at every wake; ``judge`` walks the
+    trees (which reads the events) and returns whether any run is still watched (else the thread
+    ends, and ``start`` begins another one)."""
+
+    def __init__(self, events_fd: Callable[[], int | None], judge: Callable[[], bool]) -> None:
+        self._events_fd = events_fd
+        self._judge = judge
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._closed = False
+        self._pending = False
+
+    def start(self) -> None:
+        """A run is now watched: judge at once, then at every change (never blocks)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._pending = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="run_bash-live-links", daemon=True
+                )
+                self._thread.start()
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+
+    def close(self) -> None:
+        """The host is exiting: the thread ends (and closes the wake pipe; now, if none runs)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+            if self._thread is None:
+                self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    self._thread = None
+                    self._close_pipe()
+                    return
+                self._pending = False
+            try:
+                watched = self._judge()
+            except Exception:  # the post-run check judges what is left
+                log.exception("judging the links of background runs failed")
+                watched = False
+            if not watched:
+                with self._lock:
+                    if not self._pending:  # else a run was watched meanwhile: judge again
+                        self._thread = None
+                        return
+                continue
+            fd = self._events_fd()
+            try:
+                select.select([self._wake_r] + ([fd] if fd is not None else []), [], [])
+            except (OSError, ValueError):
+                pass  # the descriptor was closed meanwhile: ask for the current one
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 4096)
