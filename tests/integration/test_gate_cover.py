@@ -70,8 +70,11 @@ def runs_without_asking_and_undoes(editor, p: Path) -> None:
     assert (p / "build" / "a.o").read_bytes() == b"object\n"
 
 
-def asks_then_runs_on_accept(editor, cmd: str, p: Path) -> dict:
-    """Run ``cmd`` as the agent would: the approval window opens; accepted, it runs."""
+def asks_then_runs_on_accept(
+    editor, cmd: str, p: Path, expect: str = "undo cannot take it all back"
+) -> dict:
+    """Run ``cmd`` as the agent would: the approval window opens (saying ``expect``); accepted,
+    it runs."""
     editor.lua(
         "_G.__res = nil; require('run_bash').run({ cmd = ..., cwd = select(2, ...) }, "
         "function(r) _G.__res = r end)",
@@ -79,7 +82,7 @@ def asks_then_runs_on_accept(editor, cmd: str, p: Path) -> dict:
         str(p),
     )
     text = wait_for(lambda: floats(editor))[0]
-    assert "undo cannot take it all back" in text, text
+    assert expect in text, text
     editor.nvim.input("a")
     res = wait_for(lambda: editor.lua("return _G.__res"), timeout=60)
     assert not any("ran without asking" in n for n in res.get("notices") or []), res
@@ -91,9 +94,13 @@ def test_a_dotdot_after_a_symlink_asks_and_runs_when_accepted(editor):
     os.symlink(".git/objects", p / "lnk")  # made by an earlier run: `ln -s` alone does not pause
     index(editor, p)
     a = check(editor, "rm -rf lnk/../refs", p)
-    assert a["needs_approval"] is True and a["effect"] == "reversible", a
-    assert "`..` after lnk, a symlink" in a["undo_why"], a
-    res = asks_then_runs_on_accept(editor, "rm -rf lnk/../refs", p)
+    # The kernel climbs from where lnk leads: this deletes .git/refs, which undo never restores.
+    assert a["needs_approval"] is True and a["effect"] == "irreversible", a
+    assert any(
+        "writes into git's own data" in h["reason"] and "through the symlink lnk" in h["reason"]
+        for h in a["hits"]
+    ), a
+    res = asks_then_runs_on_accept(editor, "rm -rf lnk/../refs", p, "writes into git's own data")
     assert res["exit_code"] == 0 and not (p / ".git" / "refs").exists()
     (p / "lnk").unlink()
     git("init", "-q", cwd=p)  # the repository's refs back, for the control's `.git` reading
