@@ -20,7 +20,9 @@ time the product's own path:
 * result to Lua: until Lua's callback has the result.
 
 ``first byte`` (of ``echo``'s output, the median of ``ECHO_RUNS`` paced as the series) is printed
-beside them. Last, the
+beside them, and the CPU time per run of the host and of what it started (``cpu_ms``: the
+sandboxes' processes, the fork server): back to back on a machine of few cores, that total and
+not the wait is what bounds the rate. Last, the
 commands an agent runs most (``EVERYDAY``: git status, ls -R, find, grep -r in the 5,000-file
 project), end to end against the same command through ``vim.system``: what a backend adds to each
 file system call shows there. With a
@@ -158,13 +160,33 @@ MODES = (
 )
 
 
+def cpu_ms(host: Any) -> tuple[float, float]:
+    """CPU time (ms) of the host process itself, and of what it started: its children that
+    ended (the sandboxes' processes it reaped) and those still there (the fork server, with the
+    runs it reaped). Processes still running, or not reaped yet, are not in it: for sandlock,
+    whose runs end under the fork server, the second figure is a floor."""
+    import psutil
+
+    t = host.cpu_times()
+    kids = t.children_user + t.children_system
+    for c in host.children():
+        with contextlib.suppress(psutil.Error):
+            k = c.cpu_times()
+            kids += k.user + k.system + k.children_user + k.children_system
+    return (t.user + t.system) * 1000, kids * 1000
+
+
 def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str, Any]:
+    from bench_wait import host_process
+
     spec = {"cmd": "true", "cwd": project, "approved": True, "unsandboxed_ok": True}
     for _ in range(WARMUP):
         nvim.exec_lua(LUA_PAIR, spec)
     bash: list[float] = []
     stages: list[dict[str, float]] = []
     spares = beside = 0
+    host = host_process(nvim)
+    cpu0 = cpu_ms(host)
     for _ in range(RUNS):
         if gap:
             time.sleep(gap)
@@ -175,6 +197,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
         spares += "took_spare" in marks
         beside += "beside" in marks
         stages.append(breakdown(t0, t_cb, marks))
+    cpu1 = cpu_ms(host)
     # Paced as the series was (a run straight after the last one finds no sandbox made for it
     # in the 0.1 s mode): the median of a few.
     echo = {**spec, "cmd": "echo x"}
@@ -195,6 +218,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
         "spares": spares,
         "beside": beside,
         "backend": backend,
+        "cpu": ((cpu1[0] - cpu0[0]) / RUNS, (cpu1[1] - cpu0[1]) / RUNS),
     }
 
 
@@ -249,7 +273,8 @@ def rows_of(label: str, m: dict[str, Any]) -> list[Row]:
             "value": st["total"],
             "unit": "ms",
             "goal": goal,
-            "note": f"{ratio:.2f}x vim.system bash ({m['bash']:.2f} ms){spare}{first}",
+            "note": f"{ratio:.2f}x vim.system bash ({m['bash']:.2f} ms){spare}{first}; CPU per "
+            f"run: the host {m['cpu'][0]:.1f} ms, what it started {m['cpu'][1]:.1f} ms",
         },
         {
             "name": f"{label}, {m['backend']}: stages (ms, medians)",
