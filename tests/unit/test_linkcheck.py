@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from run_bash.sandbox import treescan
 from run_bash.sandbox.linkcheck import Reach, leads_out, through_proc
 from run_bash.sandbox.treescan import TreeScan
 
@@ -99,3 +100,27 @@ def test_a_way_through_proc_is_seen_on_every_step(tmp_path):
         assert through_proc(str(tmp_path / p) if not p.startswith("/") else p), p
     for p in ("/dev/null", "/usr/bin", "/", "/tmp"):
         assert not through_proc(p), p
+
+
+def test_more_new_links_than_are_kept_gives_every_link_there(tmp_path, monkeypatch):
+    """Fail closed: a mark older than what the scan keeps gets every link under the roots, the
+    ones from before the mark too; a mark the kept ones cover gets only the new ones."""
+    monkeypatch.setattr(treescan, "MAX_BORN", 3)
+    root = tmp_path / "t"
+    root.mkdir()
+    os.symlink("x", root / "old")
+    scan = TreeScan()
+    try:
+        scan.find(str(root))
+        mark = scan.link_mark()
+        for i in range(5):
+            os.symlink(f"y{i}", root / f"new{i}")
+        scan.find(str(root))
+        got = dict(scan.links_since(mark, [str(root)]))
+        assert got == {f"{root}/old": "x", **{f"{root}/new{i}": f"y{i}" for i in range(5)}}
+        later = scan.link_mark()
+        os.symlink("z", root / "last")
+        scan.find(str(root))
+        assert scan.links_since(later, [str(root)]) == [(f"{root}/last", "z")]  # the control
+    finally:
+        scan.close()

@@ -290,8 +290,7 @@ class Keeper:
                         st = nofollow.lstat(g, self._fence)
                         self._git_ident[g] = (st.st_dev, st.st_ino, stat.S_IMODE(st.st_mode))
             if scope.readable is not None:  # the links there before the run are not its own
-                for root in (*host_read.scan, *host_read.git_dirs):  # `.git`: walked alone
-                    self.discovery.trees.find(root, frozenset(host_read.sealed))
+                self._walk_for_links(host_read)
                 scope.link_mark = self.discovery.trees.link_mark()
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             scope.indexes = gitindex.state(host_read.git_dirs)
@@ -605,13 +604,19 @@ class Keeper:
     def _trusted_git_dirs(self) -> set[tuple[int, int]]:
         return {i[:2] for i in self._git_ident.values()}
 
+    def _walk_for_links(self, hr: HostRead) -> tuple[str, ...]:
+        """Walk the trees a run of ``hr`` can write, and each git directory (a tree walk does
+        not enter `.git`), so the tree scan has found every link there now; the roots."""
+        roots = (*hr.scan, *hr.git_dirs)
+        for root in roots:
+            self.discovery.trees.find(root, frozenset(hr.sealed))
+        return roots
+
     def _check_links(self, scope: Scope, stopped: str, since: int | None = None) -> None:
         """Every link the run left that leads where it could not go goes to the quarantine."""
         hr = scope.host_read
         if scope.readable is not None:
-            roots = (*hr.scan, *hr.git_dirs)  # a tree walk does not enter `.git`: walked alone
-            for root in roots:
-                self.discovery.trees.find(root, frozenset(hr.sealed))
+            roots = self._walk_for_links(hr)
             mark = scope.link_mark if since is None else since
             found = self.discovery.trees.links_since(mark, roots)
             for path, end, why in links_out(found, scope.readable, hr):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from run_bash.paths import Tops, is_under
+from run_bash.sandbox.places import Places
 
 if TYPE_CHECKING:
     from run_bash.sandbox.hostread import HostRead
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 # Readable inside the sandbox, but a view of the run's own: ``/proc`` shows the sandbox's
 # processes there and the host's (its environment, its open files) outside.
 OWN_VIEW = ("/proc",)
+_OWN = Tops(OWN_VIEW)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def leads_out(end: str, reach: Reach, link: str = "") -> str | None:
         return "a path the sandbox denies"
     if any(is_under(d, end) for d in reach.denied):
         return "a directory that holds paths the sandbox denies"
-    if end in Tops(OWN_VIEW):
+    if end in _OWN:
         return "the host's own /proc (inside the sandbox /proc is the run's)"
     if end in Tops(reach.kept):
         return "a file the host reads, kept read-only in the sandbox"
@@ -139,7 +141,7 @@ def through_proc(path: str, depth: int = 0) -> bool:
             cur = os.path.dirname(cur)
             continue
         nxt = os.path.join(cur, name)
-        if nxt in Tops(OWN_VIEW):
+        if nxt in _OWN:
             return True
         try:
             if not stat.S_ISLNK(os.lstat(nxt).st_mode):
@@ -190,7 +192,7 @@ MAX_GIT_ENTRIES = 10_000
 def git_dir_links(git_dir: str, writable: Iterable[str]) -> str | None:
     """Why a git directory a run created is not inert because of a symbolic link in it that
     leads out of the writable grants (``GIT_WRITES``); None when it holds none."""
-    inside = Tops([*(os.path.realpath(w) for w in writable), *writable])
+    inside = Places(writable)
     looked = 0
     for top, dirs, files in os.walk(git_dir):
         if os.path.basename(top) == "objects":

@@ -61,8 +61,8 @@ STRUCTURE = (
     | inotify.IN_MOVE_SELF
     | inotify.IN_ATTRIB
 )
-# New links kept for ``links_since`` (the oldest are dropped beyond it: the check that takes them
-# runs after every run).
+# New links kept for ``links_since`` (beyond it the oldest are dropped, and a mark older than
+# what is kept gets every link there is).
 MAX_BORN = 100_000
 # Trees with more directories than this are walked every time (each watched directory costs
 # kernel memory, and the change store watches the project's directories too).
@@ -143,9 +143,18 @@ class TreeScan:
     def links_since(self, mark: int, roots: Iterable[str]) -> list[tuple[str, str]]:
         """``(path, link text)`` of every symbolic link that appeared under ``roots`` (created, or
         given a new text) and was found after ``mark``. Found by the walks (``find``): a link
-        made after the last walk of its tree is not in it yet."""
+        made after the last walk of its tree is not in it yet. When more than ``MAX_BORN``
+        appeared since ``mark``, every link the walks see under ``roots`` (fail closed)."""
         tops = Tops(roots)
         with self._lock:
+            if self._born_n - len(self._born) > mark:
+                # More appeared since than are kept: every link there now, the run's or not.
+                return [
+                    (d + "/" + name, text)
+                    for d, info in self._dirs.items()
+                    if d in tops
+                    for name, text in sorted(info.links)
+                ]
             return [(p, t) for n, p, t in self._born if n > mark and p in tops]
 
     def _find(self, root: str, skip: frozenset[str]) -> tuple[list[tuple[str, str]], bool]:
