@@ -134,6 +134,8 @@ class CoverSpec:
         follow = data.get("follow", paths)
         base = str(data.get("cwd") or cwd)
         index = data.get("index", [base] if data.get("git") else [])
+        if not (isinstance(index, list) and all(isinstance(i, str) for i in index)):
+            index = [base]  # not what ``plain`` writes: the strict answer
         return cls(
             str(data.get("cwd") or cwd),
             paths,
@@ -143,7 +145,7 @@ class CoverSpec:
             tuple(str(p) for p in follow or ()),
             data.get("git_only") is True and isinstance(data.get("sources"), list),
             tuple(str(s) for s in data.get("sources") or ()),
-            tuple(str(i) for i in index or ()),
+            tuple(index),
         )
 
 

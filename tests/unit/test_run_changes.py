@@ -464,3 +464,15 @@ def test_a_cover_spec_comes_back_from_its_plain_data_and_missing_keys_are_strict
     assert CoverSpec.from_plain(spec.plain(), "/elsewhere") == spec
     strict = CoverSpec.from_plain({"paths": ["/p/a"]}, "/p")
     assert strict == CoverSpec("/p", ("/p/a",), False, True, True, ("/p/a",))
+
+
+def test_a_cover_spec_index_of_another_type_is_the_strict_answer():
+    """Data that did not come from ``plain`` (a string, numbers) checks the working
+    directory's index rather than iterating it; a list of paths is taken as it is."""
+    from run_bash.run_changes import CoverSpec
+
+    for bad in ("/p/sub", 7, ["/p/a", 3], {"x": 1}, None):
+        got = CoverSpec.from_plain({"cwd": "/p", "git": True, "index": bad}, "/p")
+        assert got.index == ("/p",), bad
+    good = CoverSpec.from_plain({"cwd": "/p", "git": True, "index": ["/p/sub"]}, "/p")
+    assert good.index == ("/p/sub",)
