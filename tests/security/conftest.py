@@ -177,6 +177,21 @@ def make_world(root: Path) -> World:
     return World(home, project, env)
 
 
+def on_host(world: World, argv: list[str], timeout: float = 60) -> str:
+    """What ``argv`` prints (stdout, then stderr) run in the project as the user runs it: their
+    environment, no input. The consumer a test asks after a run."""
+    done = subprocess.run(
+        argv,
+        cwd=world.project,
+        env=world.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done.stdout + done.stderr
+
+
 class Runner:
     """Runs commands under one backend the way the host does: ``SessionManager.start`` and its
     result. Each runner has its own event loop, run while a test waits for a result."""

@@ -11,11 +11,10 @@ user's environment; the control is the ``none`` backend, where the same run's no
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
-from tests.security.conftest import CONTROL
+from tests.security.conftest import CONTROL, on_host
 
 MISE = shutil.which("mise")
 pytestmark = pytest.mark.skipif(MISE is None, reason="mise not found")
@@ -34,16 +33,7 @@ def plant(world, wait: bool = False) -> str:
 
 def host_node(world) -> str:
     """``node --version`` in the project through mise, as a shell mise activates runs it."""
-    done = subprocess.run(
-        [str(MISE), "x", "--", "node", "--version"],
-        cwd=world.project,
-        env=world.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return done.stdout + done.stderr
+    return on_host(world, [str(MISE), "x", "--", "node", "--version"])
 
 
 def test_a_new_tool_versions_file_is_removed(sbx, world):

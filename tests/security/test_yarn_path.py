@@ -12,11 +12,10 @@ where the same run makes ``yarn --version`` run its code.
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
-from tests.security.conftest import CONTROL
+from tests.security.conftest import CONTROL, on_host
 
 YARN = shutil.which("yarn")
 pytestmark = pytest.mark.skipif(YARN is None, reason="yarn not found")
@@ -35,16 +34,7 @@ def plant(name: str, wait: bool = False) -> str:
 
 def host_yarn(world) -> str:
     """``yarn --version`` in the project, as the user types it."""
-    done = subprocess.run(
-        [str(YARN), "--version"],
-        cwd=world.project,
-        env=world.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return done.stdout + done.stderr
+    return on_host(world, [str(YARN), "--version"])
 
 
 @pytest.mark.parametrize("name", [".yarnrc.yml", ".yarnrc"])
