@@ -14,9 +14,11 @@ names its seed, and ``RUN_BASH_UNDO_SEEDS=a-b`` runs others.
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -230,7 +232,29 @@ class Tree:
 
 def fingerprints(root: Path) -> dict[str, tuple[object, ...]]:
     """Every path of the work tree (``.git`` left out) as display text -> (type, mode, content or
-    target). Read as root with CAP_DAC_OVERRIDE, so mode-000 files are read too."""
+    target). Read with CAP_DAC_OVERRIDE, so mode-000 files are read too: as root, or as a
+    normal user in a user namespace of its own (where it has that override over its own files)."""
+    if os.geteuid() != 0:
+        proc = subprocess.run(
+            ["unshare", "--user", "--map-root-user", sys.executable, "-c", FINGERPRINTS,
+             str(Path(__file__).resolve().parents[2]), str(root)],
+            capture_output=True, check=True,
+        )  # fmt: skip
+        return pickle.loads(proc.stdout)
+    return read_fingerprints(root)
+
+
+# ``fingerprints`` in a user namespace: the tree's files are the user's, so root there reads them.
+FINGERPRINTS = """
+import pickle, sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/python"]
+from tests.integration.test_undo_property import read_fingerprints
+sys.stdout.buffer.write(pickle.dumps(read_fingerprints(Path(sys.argv[2]))))
+"""
+
+
+def read_fingerprints(root: Path) -> dict[str, tuple[object, ...]]:
     out: dict[str, tuple[object, ...]] = {}
     base = os.fsencode(root)
     for dirpath, dirs, files in os.walk(base):

@@ -214,6 +214,8 @@ def test_a_file_the_run_made_is_removed_only_when_the_undo_keeps_it(tmp_path, ho
 
 
 def test_a_mode_000_file_is_read_and_restored_not_a_conflict(tmp_path, home, repo):
+    if os.geteuid() != 0:
+        pytest.skip("root reads a mode-000 file; a normal user's store: the test after this")
     f = repo / "locked.txt"
     f.write_text("private\n")
     f.chmod(0)

@@ -316,8 +316,11 @@ class Bubblewrap:
         procs = list(cgroup_procs)
         if mode:
             wrap = [unshare_path() or "unshare"]
-            if os.getuid() != 0 and not join:
+            if os.getuid() != 0:
                 # A user namespace in which we are root, to create the others and write pid_max.
+                # Joining the project's network namespace is no substitute: its user namespace
+                # maps the user to themselves, so the capabilities that joining gives are gone
+                # at the next exec.
                 wrap += ["--user", "--map-root-user"]
             wrap += ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
             cap = ["-", "-"]
