@@ -98,7 +98,7 @@ from run_bash.sandbox.pathguard import (
     refusal_notices,
 )
 from run_bash.sandbox.places import Places
-from run_bash.sandbox.treescan import looks_like_git_dir, nested_git_dirs
+from run_bash.sandbox.treescan import MAX_CHECK_DIRS, looks_like_git_dir, nested_git_dirs
 
 
 def quarantine_dir(env: Mapping[str, str]) -> str:
@@ -639,9 +639,22 @@ class Keeper:
         found: list[tuple[str, str]] = []
         kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
+            known = self.discovery.trees.known()
             in_root, truncated = self.discovery.trees.find(root, kept_whole)
+            if truncated and not any(root in w for w in hr.warnings):
+                # It could be walked before the run: the run made it too large for the usual
+                # walk. The whole tree is walked (what was there before first), and what is left
+                # past MAX_CHECK_DIRS, all of it new, goes to the quarantine: a repository in it
+                # would not be judged.
+                in_root, left = self.discovery.trees.walk_on(root, kept_whole, known)
+                for top in left:
+                    scope.notices.append(
+                        f"{self._name(hr, top)} appeared during the run, in a tree of more than "
+                        f"{MAX_CHECK_DIRS} directories, too many to look for repositories in; "
+                        f"{self._quarantine(top, scope)}{stopped}"
+                    )
             if truncated and scope.ended and not any(root in w for w in hr.warnings):
-                # It could be walked before the run: the run made it too large to check.
+                # Later runs could not be checked after them: refused until it is smaller.
                 self._unwalkable[root] = (
                     f"the last run left more than {MAX_SCAN_DIRS} directories in {root}: new "
                     "repositories in it can no longer be checked after a run; remove what it "
@@ -650,7 +663,7 @@ class Keeper:
                 scope.notices.append(self._unwalkable[root] + stopped)
             found += in_root
         for g in hr.git_dirs:
-            found += [(n, "bare") for n in nested_git_dirs(g)]
+            found += [(n, "bare") for n in nested_git_dirs(g, limit=None)]
         # `.git` entries before git directories: a link is judged while its target is there.
         queue = deque(sorted(dict.fromkeys(found), key=lambda f: f[1] == "bare"))
         seen: set[str] = set()
@@ -694,7 +707,7 @@ class Keeper:
             if why is None:
                 if not own:
                     # Its own worktree and submodule git dirs, as those of a kept one.
-                    queue += [(n, "bare") for n in nested_git_dirs(target)]
+                    queue += [(n, "bare") for n in nested_git_dirs(target, limit=None)]
                     # An operation in progress in it is the run's own list of next steps.
                     scope.notices += sequencer.left_by_run(
                         {}, target, self._name(hr, target), set()

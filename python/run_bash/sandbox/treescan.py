@@ -25,6 +25,10 @@ from run_bash.sandbox import nofollow
 MAX_GIT_DIRS = 512
 # Directories of the trees walked to find repositories (one lstat each when unchanged).
 MAX_SCAN_DIRS = 100_000
+# The check after a run that made its tree too large for that walk walks on (``walk_on``): what a
+# run made costs its check what it cost the run to make. Past this many directories, what is
+# left unwalked goes to the quarantine.
+MAX_CHECK_DIRS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,68 @@ class TreeScan:
                     for name, text in sorted(info.links)
                 ]
             return [(p, t) for n, p, t in self._born if n > mark and p in tops]
+
+    def known(self) -> frozenset[str]:
+        """Every directory a walk has seen (the trees as walked before; kept until a complete
+        walk of their tree finds them gone)."""
+        with self._lock:
+            return frozenset(self._dirs)
+
+    def walk_on(
+        self,
+        root: str,
+        skip: frozenset[str],
+        old: frozenset[str],
+        limit: int = MAX_CHECK_DIRS,
+    ) -> tuple[list[tuple[str, str]], list[str]]:
+        """``find`` for a tree a run made too large for it (more than ``MAX_SCAN_DIRS``
+        directories, when it had fewer before the run): a walk of the whole tree, not kept and
+        not watched, the directories in ``old`` (the tree as it was walked before the run, which
+        was all of it) first, so what is left at ``limit`` directories is what appeared since.
+        ``(found, left)``: found as ``find``'s, and the topmost directory of each branch left
+        unwalked that is not in ``old`` (none when the walk ended)."""
+        found: list[tuple[str, str]] = []
+        lstat, isdir, listing = os.lstat, stat.S_ISDIR, self._list
+        first, later = [root], []
+        walked = 0
+        while first or later:
+            if walked >= limit:
+                break
+            d = first.pop() if first else later.pop()
+            if d in skip:
+                continue
+            try:
+                st = lstat(d)
+            except OSError:
+                continue
+            if not isdir(st.st_mode):
+                continue
+            walked += 1
+            info = listing(d, (st.st_ino, st.st_ctime_ns, st.st_mtime_ns), root)
+            if info.dotgit:
+                found.append((d + "/.git", "dotgit"))
+            subdirs = info.subdirs
+            if info.bare:
+                found.append((d, "bare"))
+                subdirs = tuple(
+                    p for p in subdirs if p.rpartition("/")[2] not in ("objects", "refs")
+                )
+            for sub in subdirs:
+                (first if sub in old else later).append(sub)
+        tops: set[str] = set()
+        prefix = root.rstrip("/") + "/"
+        for d in (*first, *later):
+            if d in skip or not d.startswith(prefix):
+                continue
+            parts = d[len(prefix) :].split("/")
+            top = root.rstrip("/")
+            for part in parts:
+                top = top + "/" + part
+                if top not in old:
+                    break
+            tops.add(top)
+        left = sorted(t for t in tops if not any(t.startswith(o + "/") for o in tops))
+        return found, left
 
     def _find(self, root: str, skip: frozenset[str]) -> tuple[list[tuple[str, str]], bool]:
         mounts = _mount_generation()
@@ -416,12 +482,15 @@ def _make_listable(d: str, root: str) -> None:
                 os.close(fd)
 
 
-def nested_git_dirs(common: str) -> list[str]:
+def nested_git_dirs(common: str, limit: int | None = MAX_GIT_DIRS) -> list[str]:
     """Linked worktree admin dirs (``worktrees/*``) and submodule git dirs (``modules/**``,
-    nested ones too) under a common dir."""
+    nested ones too) under a common dir: at most ``limit`` of them, or every one (None: the
+    check after a run, which must judge all a run could have made, however many there are;
+    the listing costs what the run made)."""
+    cap = limit if limit is not None else float("inf")
     out: list[str] = []
     stack = [common]
-    while stack and len(out) < MAX_GIT_DIRS:
+    while stack and len(out) < cap:
         g = stack.pop()
         base = os.path.join(g, "worktrees")
         if os.path.isdir(base) and not os.path.islink(base):
@@ -435,6 +504,6 @@ def nested_git_dirs(common: str) -> list[str]:
                 out.append(root)
                 stack.append(root)
                 dirs[:] = []  # its own modules/ is walked from the stack
-            if len(out) >= MAX_GIT_DIRS:
+            if len(out) >= cap:
                 break
-    return out[:MAX_GIT_DIRS]
+    return out if limit is None else out[:limit]
