@@ -40,15 +40,11 @@ LEASE = textwrap.dedent(
 def test_stall_40000_hardlinks_into_hooks(sbx, world):
     """40,000 names of a file just over 4 MiB moved into .git/hooks, then .git/config rewritten:
     the guard's work is bounded by what it keeps, so the config change never sticks and the run
-    is stopped at the first name (sandlock); bubblewrap's read-only binds refuse both."""
+    is stopped at the first name (sandlock); bubblewrap's read-only binds refuse both. No run can
+    make a hard link (``seccomp.LINKS``): the 40,000 names are the user's, made before the run."""
     script = textwrap.dedent(
         f"""\
         import os
-        with open("big", "wb") as f:
-            f.write(b"#!/bin/sh\\n" + b"#" * (4 * 1024 * 1024 + 64))
-        os.mkdir("links")
-        for i in range(40000):
-            os.link("big", f"links/h{{i}}")
         print("{CONTROL}", flush=True)
         for i in range(40000):
             try:
@@ -61,10 +57,16 @@ def test_stall_40000_hardlinks_into_hooks(sbx, world):
         """
     )
     (world.project / "stall.py").write_text(script)
+    big = world.project / "big"
+    big.write_bytes(b"#!/bin/sh\n" + b"#" * (4 * 1024 * 1024 + 64))
+    links = world.project / "links"
+    links.mkdir()
+    for i in range(40000):  # hard links the user made, which a run can still move
+        os.link(big, links / f"h{i}")
     config = (world.project / ".git/config").read_bytes()
     hooks = sorted(p.name for p in (world.project / ".git/hooks").iterdir())
     r = sbx.run("python3 stall.py", timeout=120)
-    assert CONTROL in r.output, r.output  # the 40,000 links were made
+    assert CONTROL in r.output, r.output  # the run started
     assert "CONFIG-WRITTEN" not in r.output, r.output
     assert (world.project / ".git/config").read_bytes() == config
     assert sorted(p.name for p in (world.project / ".git/hooks").iterdir()) == hooks

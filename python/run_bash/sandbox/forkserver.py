@@ -178,6 +178,12 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
         else:
             sandbox = Sandbox(**kwargs)
         marks["sandbox"] = time.monotonic()
+        stage = "refusing hard links"
+        from run_bash.sandbox.seccomp import install, links_program
+
+        links = links_program()
+        if links is not None:  # hard links fail with EXDEV, as under bubblewrap (seccomp.LINKS)
+            install(links)
         stage = "starting the command"
         proc = sandbox.popen(req["argv"])
         marks["popen"] = time.monotonic()

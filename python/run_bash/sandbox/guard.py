@@ -647,11 +647,11 @@ class Keeper:
                 # past MAX_CHECK_DIRS, all of it new, goes to the quarantine: a repository in it
                 # would not be judged.
                 in_root, left = self.discovery.trees.walk_on(root, kept_whole, known)
-                for top in left:
+                for branch in left:
                     scope.notices.append(
-                        f"{self._name(hr, top)} appeared during the run, in a tree of more than "
+                        f"{self._name(hr, branch)} appeared during the run, in a tree of more than "
                         f"{MAX_CHECK_DIRS} directories, too many to look for repositories in; "
-                        f"{self._quarantine(top, scope)}{stopped}"
+                        f"{self._quarantine(branch, scope)}{stopped}"
                     )
             if truncated and scope.ended and not any(root in w for w in hr.warnings):
                 # Later runs could not be checked after them: refused until it is smaller.

@@ -8,7 +8,8 @@ second policy: io_uring (the three calls), ``bpf``, ``userfaultfd``, ``perf_even
 management calls (``keyctl``, ``add_key``, ``request_key``), modules and ``kexec``, file handles
 (``open_by_handle_at``, ``name_to_handle_at``), swap, ``reboot``, ``acct``, ``quotactl``, port
 I/O, ``lookup_dcookie``, ``nfsservctl`` and ``personality``. Each fails with EPERM, as under
-sandlock. Calls of another ABI than the machine's own (32-bit x86 on x86-64, and the x32 ABI)
+sandlock. ``link`` and ``linkat`` fail with EXDEV (``LINKS``), on both backends: sandlock's runs
+get a filter of those two alone (``links_program``, installed by the launcher, ``install``). Calls of another ABI than the machine's own (32-bit x86 on x86-64, and the x32 ABI)
 fail with ENOSYS: the list holds for the native numbers only, so the others are refused whole.
 ``ptrace`` stays allowed (debuggers, ``strace``): it reaches only the run's own processes, which
 are in its pid and user namespace.
@@ -74,28 +75,48 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def build(machine: str) -> bytes | None:
-    """The filter for ``machine`` (``platform.machine()``), or None when it has none."""
+# Calls that fail with EXDEV ("Invalid cross-device link", as a link between two mounts does), on
+# both backends (sandlock's runs get a filter of these alone: ``links_program``). A hard link is a
+# second name for a file: a write through it is a write that no watch of the file's own
+# directory sees (undo's watches of an ignored tree it keeps nothing of, ``changes/watch.py``), so
+# a run could change a file where nothing names the change. Tools that make hard links fall back
+# to copying on EXDEV (git's objects, cargo, pnpm, uv, conda); ``ln`` and ``cp -l`` fail.
+LINKS: dict[str, tuple[int | None, int | None]] = {
+    "link": (86, None),
+    "linkat": (265, 37),
+}
+
+
+def build(machine: str, links_only: bool = False) -> bytes | None:
+    """The filter for ``machine`` (``platform.machine()``), or None when it has none.
+    ``links_only``: only the ``LINKS`` calls (and other ABIs) refused, not ``BLOCKED``."""
     if machine not in ARCHES:
         return None
     arch, column = ARCHES[machine]
-    numbers = sorted({n for n in (nrs[column] for nrs in BLOCKED.values()) if n is not None})
-    # Layout: arch check, load nr, [x32 check], one compare per number, ALLOW, EPERM, ENOSYS.
-    checks = len(numbers) + (1 if machine == "x86_64" else 0)
+    links = sorted({n for n in (nrs[column] for nrs in LINKS.values()) if n is not None})
+    blocked = [] if links_only else BLOCKED.values()
+    numbers = sorted({n for n in (nrs[column] for nrs in blocked) if n is not None})
+    # Layout: arch check, load nr, [x32 check], one compare per number (EPERM's, then EXDEV's),
+    # ALLOW, EPERM, EXDEV, ENOSYS.
+    checks = len(numbers) + len(links) + (1 if machine == "x86_64" else 0)
     prog = [_insn(_LD_W_ABS, 0, 0, _ARCH)]
-    # Not our arch: jump over the load, the checks, ALLOW and EPERM, to ENOSYS.
-    prog.append(_insn(_JEQ_K, 0, 1 + checks + 2, arch))
+    # Not our arch: jump over the load, the checks, ALLOW, EPERM and EXDEV, to ENOSYS.
+    prog.append(_insn(_JEQ_K, 0, 1 + checks + 3, arch))
     prog.append(_insn(_LD_W_ABS, 0, 0, _NR))
     left = checks  # compares from here to ALLOW
     if machine == "x86_64":
-        # The x32 ABI's numbers have this bit: refused whole (to ENOSYS, past ALLOW and EPERM).
-        prog.append(_insn(_JGE_K, left + 1, 0, X32_SYSCALL_BIT))
+        # The x32 ABI's numbers have this bit: refused whole (to ENOSYS, past ALLOW, EPERM, EXDEV).
+        prog.append(_insn(_JGE_K, left + 2, 0, X32_SYSCALL_BIT))
         left -= 1
     for nr in numbers:
         prog.append(_insn(_JEQ_K, left, 0, nr))  # to EPERM: past the rest and ALLOW
         left -= 1
+    for nr in links:
+        prog.append(_insn(_JEQ_K, left + 1, 0, nr))  # to EXDEV: past the rest, ALLOW, EPERM
+        left -= 1
     prog.append(_insn(_RET_K, 0, 0, _ALLOW))
     prog.append(_insn(_RET_K, 0, 0, _ERRNO | errno.EPERM))
+    prog.append(_insn(_RET_K, 0, 0, _ERRNO | errno.EXDEV))
     prog.append(_insn(_RET_K, 0, 0, _ERRNO | errno.ENOSYS))
     return b"".join(prog)
 
@@ -104,6 +125,31 @@ def build(machine: str) -> bytes | None:
 def program() -> bytes | None:
     """This machine's filter (None where there is none)."""
     return build(platform.machine())
+
+
+@cache
+def links_program() -> bytes | None:
+    """This machine's filter of ``LINKS`` alone (None where there is none): sandlock refuses the
+    rest itself."""
+    return build(platform.machine(), links_only=True)
+
+
+def install(prog: bytes) -> None:
+    """Install ``prog`` on this thread (and what it starts from now on), with no_new_privs set
+    as the kernel requires. Raises OSError."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    fprog = SockFprog(len(prog) // 8, prog)
+    # seccomp(SECCOMP_SET_MODE_FILTER, 0, &fprog); prctl(PR_SET_SECCOMP) is the same call.
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, MODE_FILTER
+        raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
 
 
 def program_fd() -> int:

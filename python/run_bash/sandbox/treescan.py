@@ -182,7 +182,8 @@ class TreeScan:
         unwalked that is not in ``old`` (none when the walk ended)."""
         found: list[tuple[str, str]] = []
         lstat, isdir, listing = os.lstat, stat.S_ISDIR, self._list
-        first, later = [root], []
+        first: list[str] = [root]
+        later: list[str] = []
         walked = 0
         while first or later:
             if walked >= limit:
