@@ -60,9 +60,7 @@ def test_a_repository_past_the_walk_limit_is_checked(world: World, backend: str)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_module_git_dir_behind_many_worktree_dirs_is_checked(
-    world: World, backend: str
-) -> None:
+def test_a_module_git_dir_behind_many_worktree_dirs_is_checked(world: World, backend: str) -> None:
     add_submodule(world)
     git(world, "submodule", "deinit", "-q", "-f", "mods/sm", check=True)
     shutil.rmtree(world.project / ".git/modules/mods/sm")
