@@ -179,6 +179,7 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
             sandbox = Sandbox(**kwargs)
         marks["sandbox"] = time.monotonic()
         stage = "refusing hard links"
+        # (Imported by ``serve``: the run's mount namespace may hide run_bash's own directory.)
         from run_bash.sandbox.seccomp import install, links_program
 
         links = links_program()
@@ -357,10 +358,15 @@ def serve(ctl_fd: int, host: int) -> None:
     if os.getppid() != host:
         os._exit(0)
     try:
+        import ctypes  # noqa: F401 (seccomp.install, in a run whose namespace may hide it)
+
         import sandlock  # (imported once here, not in every run)
 
         import run_bash.sandbox.capabilities
         import run_bash.sandbox.loopback  # noqa: F401
+        from run_bash.sandbox import seccomp
+
+        seccomp.links_program()  # built once, here
         from run_bash.sandbox.cgroups import CGROUPS, host_dir
     except Exception as e:
         if isinstance(e, ImportError) and e.name == "sandlock":
