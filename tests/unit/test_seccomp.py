@@ -1,4 +1,4 @@
-"""bubblewrap's seccomp filter (``sandbox/seccomp.py``) as the kernel would run it: a small
+"""The runs' seccomp filters (``sandbox/seccomp.py``: bubblewrap's, and sandlock's of hard links alone) as the
 classic-BPF interpreter of the four instructions the filter uses, for both architectures (the
 security suite runs the native one for real)."""
 
@@ -9,9 +9,10 @@ import struct
 
 import pytest
 
-from run_bash.sandbox.seccomp import ARCHES, BLOCKED, X32_SYSCALL_BIT, build
+from run_bash.sandbox.seccomp import ARCHES, BLOCKED, LINKS, X32_SYSCALL_BIT, build
 
 ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+EXDEV = 0x00050000 | errno.EXDEV
 
 
 def verdict(prog: bytes, arch: int, nr: int) -> int:
@@ -33,16 +34,23 @@ def verdict(prog: bytes, arch: int, nr: int) -> int:
         pc += 1
 
 
+@pytest.mark.parametrize("links_only", [False, True])
 @pytest.mark.parametrize("machine", sorted(ARCHES))
-def test_the_filter_refuses_the_listed_calls_and_allows_the_rest(machine):
-    prog = build(machine)
+def test_the_filter_refuses_the_listed_calls_and_allows_the_rest(machine, links_only):
+    prog = build(machine, links_only)
     assert prog is not None and len(prog) % 8 == 0
     arch, column = ARCHES[machine]
-    blocked = {nrs[column] for nrs in BLOCKED.values() if nrs[column] is not None}
+    blocked = (
+        set() if links_only else {n[column] for n in BLOCKED.values() if n[column] is not None}
+    )
+    links = {nrs[column] for nrs in LINKS.values() if nrs[column] is not None}
+    assert links and not links & blocked
     for nr in blocked:
         assert verdict(prog, arch, nr) == EPERM, nr
+    for nr in links:  # hard links: as between two mounts
+        assert verdict(prog, arch, nr) == EXDEV, nr
     # The control: every other native number passes (read, write, openat, clone, execve …).
-    for nr in set(range(500)) - blocked:
+    for nr in set(range(500)) - blocked - links:
         assert verdict(prog, arch, nr) == ALLOW, nr
     # Another ABI's calls are refused whole.
     assert verdict(prog, 0x40000003, 0) == ENOSYS  # AUDIT_ARCH_I386: its read
