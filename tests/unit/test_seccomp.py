@@ -1,6 +1,6 @@
-"""The runs' seccomp filters (``sandbox/seccomp.py``: bubblewrap's, and sandlock's of hard links alone) as the
-classic-BPF interpreter of the four instructions the filter uses, for both architectures (the
-security suite runs the native one for real)."""
+"""The runs' seccomp filters (``sandbox/seccomp.py``: bubblewrap's, and sandlock's of hard links
+alone) as the kernel would run them: a small classic-BPF interpreter of the four instructions the
+filters use, for both architectures (the security suite runs the native one for real)."""
 
 from __future__ import annotations
 
