@@ -66,9 +66,12 @@ def unconfined_fires(
     """The control: the attack without the sandbox makes the outside git run the payload."""
     for f in world.home.glob("PWNED*"):
         f.unlink()
-    sbx.unconfined().run(attack, cwd=cwd)
-    git(world, *outside, cwd=git_cwd or cwd)
-    assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"
+    r = sbx.unconfined().run(attack, cwd=cwd)
+    said = git(world, *outside, cwd=git_cwd or cwd)
+    assert pwned(world), (
+        "the attack does not work even without a sandbox: the test proves nothing "
+        f"(the run: exit {r.exit_code}, {r.error or ''} {r.output!r}; git {outside}: {said!r})"
+    )
 
 
 # -- class 1: every repository git on the host can reach -----------------------------------------
