@@ -5,6 +5,7 @@
   (``ls -U`` shows the order), is still checked whole (``TreeScan.walk_on``): the repository,
   recorded as a gitlink in the index so the user's plain ``git status`` enters it, goes to the
   quarantine with its ``core.fsmonitor``.
+  A link it leaves there that leads where it could not go is judged as any other.
 * **Too many nested git dirs.** Hundreds of empty ``.git/worktrees/*`` do not hide a submodule
   git dir planted in ``.git/modules`` from the check (``nested_git_dirs(limit=None)``): the user's
   ``git submodule update --init`` would take it up.
@@ -57,6 +58,29 @@ def test_a_repository_past_the_walk_limit_is_checked(world: World, backend: str)
     else:
         assert pwned(world) == [], res.notices
         assert any("evil" in n and "not inert" in n for n in res.notices), res.notices
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_link_out_past_the_walk_limit_is_judged(world: World, backend: str) -> None:
+    """A link to a file the run could not read, left where the usual walk does not reach:
+    whoever follows it later (CodeCompanion's file tools, the editor) would read the secret."""
+    r = Runner(backend, world)
+    try:
+        res = r.run(
+            f"echo {CONTROL}; {FLOOD} && mkdir -p p/$first/docs && "
+            "ln -s ~/.ssh/id_rsa p/$first/docs/notes.md && echo p/$first/docs/notes.md > where; "
+            "echo end",
+            timeout=180,
+        )
+    finally:
+        r.close()
+    assert CONTROL in res.output and "end" in res.output, res.output
+    link = world.project / (world.project / "where").read_text().strip()
+    if backend == "none":
+        assert link.is_symlink()  # control: the command made it
+    else:
+        assert not link.is_symlink(), res.notices
+        assert any("notes.md" in n and "symbolic link" in n for n in res.notices), res.notices
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

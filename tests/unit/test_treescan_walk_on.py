@@ -22,9 +22,20 @@ def test_walk_on_finds_a_repository_past_the_usual_walk(tmp_path: Path) -> None:
     for i in range(50):
         (root / "flood" / str(i)).mkdir(parents=True)
     _repo(root / "late" / "evil")
-    found, left = scan.walk_on(str(root), frozenset(), old, limit=10_000)
+    (root / "src" / "mine").symlink_to("/etc/hostname")  # in a directory walked before
+    (root / "late" / "out").symlink_to("/etc/passwd")  # in a new one
+    found, left, links = scan.walk_on(str(root), frozenset(), old, limit=10_000)
     assert (str(root / "late" / "evil" / ".git"), "dotgit") in found
     assert left == []
+    assert sorted(links) == [
+        (str(root / "late" / "out"), "/etc/passwd"),
+        (str(root / "src" / "mine"), "/etc/hostname"),
+    ]
+    # A link the usual walk listed already is not given again.
+    scan.find(str(root / "src"))
+    assert (str(root / "src" / "mine"), "/etc/hostname") not in scan.walk_on(
+        str(root), frozenset(), scan.known(), limit=10_000
+    )[2]
 
 
 def test_walk_on_walks_what_was_there_first_and_names_the_new_tops_it_left(
@@ -39,7 +50,7 @@ def test_walk_on_walks_what_was_there_first_and_names_the_new_tops_it_left(
     for i in range(30):
         (root / "new" / str(i) / "x").mkdir(parents=True)
     (root / "src" / "made" / "a").mkdir(parents=True)
-    found, left = scan.walk_on(str(root), frozenset(), old, limit=8)
+    found, left, _links = scan.walk_on(str(root), frozenset(), old, limit=8)
     # Everything there before was walked (its repository found) within the limit.
     assert (str(root / "src" / "deep" / "mine" / ".git"), "dotgit") in found
     # What is left is new only, each branch by its topmost new directory.

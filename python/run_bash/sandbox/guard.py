@@ -646,7 +646,14 @@ class Keeper:
                 # walk. The whole tree is walked (what was there before first), and what is left
                 # past MAX_CHECK_DIRS, all of it new, goes to the quarantine: a repository in it
                 # would not be judged.
-                in_root, left = self.discovery.trees.walk_on(root, kept_whole, known)
+                in_root, left, links = self.discovery.trees.walk_on(root, kept_whole, known)
+                if scope.readable is not None:  # the links the usual walk did not reach
+                    for link, end, leads in links_out(links, scope.readable, hr):
+                        scope.notices.append(
+                            f"{self._name(hr, link)} is a symbolic link the run left to {end}, "
+                            f"{leads}: whoever follows it outside the sandbox would reach what "
+                            f"the run could not; {self._quarantine(link, scope)}{stopped}"
+                        )
                 for branch in left:
                     scope.notices.append(
                         f"{self._name(hr, branch)} appeared during the run, in a tree of more than "

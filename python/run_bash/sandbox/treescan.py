@@ -173,14 +173,18 @@ class TreeScan:
         skip: frozenset[str],
         old: frozenset[str],
         limit: int = MAX_CHECK_DIRS,
-    ) -> tuple[list[tuple[str, str]], list[str]]:
+    ) -> tuple[list[tuple[str, str]], list[str], list[tuple[str, str]]]:
         """``find`` for a tree a run made too large for it (more than ``MAX_SCAN_DIRS``
         directories, when it had fewer before the run): a walk of the whole tree, not kept and
         not watched, the directories in ``old`` (the tree as it was walked before the run, which
         was all of it) first, so what is left at ``limit`` directories is what appeared since.
-        ``(found, left)``: found as ``find``'s, and the topmost directory of each branch left
-        unwalked that is not in ``old`` (none when the walk ended)."""
+        ``(found, left, links)``: found as ``find``'s; the topmost directory of each branch left
+        unwalked that is not in ``old`` (none when the walk ended); and ``(path, link text)`` of
+        each symbolic link the usual walks have not seen (every link of a directory not in
+        ``old``, and those of the others that their last walk did not list)."""
         found: list[tuple[str, str]] = []
+        links: list[tuple[str, str]] = []
+        cache = self._dirs  # read without the lock: entries are replaced whole, never mutated
         lstat, isdir, listing = os.lstat, stat.S_ISDIR, self._list
         first: list[str] = [root]
         later: list[str] = []
@@ -199,6 +203,9 @@ class TreeScan:
                 continue
             walked += 1
             info = listing(d, (st.st_ino, st.st_ctime_ns, st.st_mtime_ns), root)
+            before = cache.get(d) if d in old else None
+            seen_links = before.links if before is not None else frozenset()
+            links += [(d + "/" + n, t) for n, t in sorted(info.links - seen_links)]
             if info.dotgit:
                 found.append((d + "/.git", "dotgit"))
             subdirs = info.subdirs
@@ -222,7 +229,7 @@ class TreeScan:
                     break
             tops.add(top)
         left = sorted(t for t in tops if not any(t.startswith(o + "/") for o in tops))
-        return found, left
+        return found, left, links
 
     def _find(self, root: str, skip: frozenset[str]) -> tuple[list[tuple[str, str]], bool]:
         mounts = _mount_generation()
