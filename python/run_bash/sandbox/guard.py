@@ -639,13 +639,14 @@ class Keeper:
         found: list[tuple[str, str]] = []
         kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
-            known = self.discovery.trees.known()
             in_root, truncated = self.discovery.trees.find(root, kept_whole)
             if truncated and not any(root in w for w in hr.warnings):
                 # It could be walked before the run: the run made it too large for the usual
-                # walk. The whole tree is walked (what was there before first), and what is left
-                # past MAX_CHECK_DIRS, all of it new, goes to the quarantine: a repository in it
-                # would not be judged.
+                # walk. The whole tree is walked (what the walks saw first: everything there
+                # before the run, as its walk then was complete), and what is left past
+                # MAX_CHECK_DIRS, all of it new, goes to the quarantine: a repository in it would
+                # not be judged.
+                known = self.discovery.trees.known()
                 in_root, left, links = self.discovery.trees.walk_on(root, kept_whole, known)
                 if scope.readable is not None:  # the links the usual walk did not reach
                     for link, end, leads in links_out(links, scope.readable, hr):
