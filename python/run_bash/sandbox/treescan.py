@@ -218,16 +218,16 @@ class TreeScan:
                 (first if sub in old else later).append(sub)
         tops: set[str] = set()
         prefix = root.rstrip("/") + "/"
-        for d in (*first, *later):
-            if d in skip or not d.startswith(prefix):
+        # Only what appeared since: a directory walked before is never moved, whatever is left.
+        for d in later:
+            if d in skip or d in old or not d.startswith(prefix):
                 continue
-            parts = d[len(prefix) :].split("/")
             top = root.rstrip("/")
-            for part in parts:
+            for part in d[len(prefix) :].split("/"):
                 top = top + "/" + part
                 if top not in old:
+                    tops.add(top)
                     break
-            tops.add(top)
         left = sorted(t for t in tops if not any(t.startswith(o + "/") for o in tops))
         return found, left, links
 
