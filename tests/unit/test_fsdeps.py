@@ -489,11 +489,17 @@ async def test_a_kept_policy_is_computed_again_when_a_path_link_into_the_project
     try:
         first = m.launching.policy(str(project))
         assert m.launching.policy(str(project)) is first
-        (project / "tool").write_text("#!/bin/sh\n")
-        (tools / "tool").symlink_to(project / "tool")
+        # In a directory of its own: one at the top of the project (or in its `bin`) would make
+        # the project its code unit, which cannot be kept read-only (the run is refused).
+        (project / "scripts").mkdir()
+        (project / "scripts/tool").write_text("#!/bin/sh\n")
+        (tools / "tool").symlink_to(project / "scripts/tool")
         again = m.launching.policy(str(project))
         assert again is not first
         assert str(tools) in [pd.path for pd in again.host_read.path_dirs]
+        assert str(project / "scripts") in again.sealed
+        # Kept in turn while nothing changes (the units hold).
+        assert m.launching.policy(str(project)) is again
     finally:
         fsdeps.SETTLED_NS = old
         await m.shutdown()

@@ -18,7 +18,8 @@ policy:
   subdirectory or a linked worktree. Never the git dir of a repository whose work tree is ``$HOME``,
   one of its parents, or ``/``.
 * **PATH.** Entries of the user's ``PATH`` that lie inside a writable grant (``pathguard.py``):
-  read-only inside the run, or compared by state when they hold the project itself.
+  read-only inside the run, or compared by state when they hold the project itself; what the
+  programs that PATH links run load with them (their code units), read-only.
 * **Symlinks.** What a member leads to (a member that is a link, the links in a member
   directory or a kept hooks holder), followed all the way (``link_ends``).
 * **Agent rules files.** CodeCompanion's configured rules files (``setup`` passes them) and the
@@ -44,7 +45,7 @@ import os
 import stat
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from run_bash.paths import Tops, expand, is_under
 from run_bash.sandbox import gitask
@@ -454,10 +455,11 @@ class Discovery:
             for base in ([None] if raw.startswith(("/", "~", "$")) else roots)
             if (p := expand(raw, env=env, home=home, base=base)) is not None
         ]
-        pds = path_dirs(env.get("PATH", ""), granted, roots, exempt, real)
+        path_var = env.get("PATH", "")
+        pds = path_dirs(path_var, granted, roots, exempt, real)
         writable_places = Places(granted, real)
-        pds += read_only_dirs(env.get("PATH", ""), writable_places, [pd.path for pd in pds])
-        for pd in pds:
+        pds += read_only_dirs(path_var, writable_places, [pd.path for pd in pds], exempt)
+        for i, pd in enumerate(pds):
             if not pd.sealed:
                 continue
             why = reason(pd, cwd)
@@ -471,9 +473,15 @@ class Discovery:
                 if unit in writable_places and not pd.outside:
                     sealed.append(unit)
                     reasons[unit] = why
-                kept = link_targets(pd, writable_places)
-                sealed += kept.files
-                members += kept.links
+                # What its links run, and what that loads with it (its code unit).
+                kept = link_targets(pd, writable_places, roots=roots)
+                in_units = Tops(kept.dirs)
+                sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
+                members += [*kept.links, *kept.names]
+                for p, said, _program in kept.why:
+                    reasons.setdefault(p, said)
+                if kept.why:
+                    pds[i] = replace(pd, kept=kept.why)
                 for p in (*kept.files, *kept.links):
                     reasons.setdefault(p, why)
             else:  # not there yet, or not a directory: it must stay what it is

@@ -5,24 +5,23 @@ given as a relative entry, a cache's ``bin``) would let a run change what the us
 outside the sandbox. Two mechanisms, one per kind of entry:
 
 * **Read-only inside the run** (by construction), for every such entry that does not hold the
-  project itself. Its *unit* is bound read-only whole: the directory, or for a Python venv whose
+  project itself. Its *unit* is bound read-only whole: the directory, for a Python venv whose
   ``bin`` is on ``PATH`` the whole venv (its ``*.pth`` files, ``sitecustomize.py``,
   ``usercustomize.py``, ``activate*`` and ``pyvenv.cfg`` run or decide what runs at every start
-  of its Python). A symlink in the directory whose target lies in a writable grant gets its
-  target (followed all the way; the links on the way kept as links) bound read-only too. A
-  directory on ``PATH`` no run can write that holds such a link is compared after the run for
-  those links (``read_only_dirs``). A unit that does not exist yet is a member of the host-read set
-  that does not exist: it may not appear (the run is stopped and it is removed).
-* **Full-state comparison**, for an entry that holds a project root (``.``, an empty entry, the
-  project itself): binding it read-only would make the project read-only. Every entry's state
-  (type, mode, inode, size, times, a link's text and its target's state) is taken before the run
-  and compared after it (and on every file event during it): a program that changed and can be
-  run, or a new one that shadows a command found later on ``PATH``, is moved to the quarantine
-  (a changed link is put back as it was).
+  of its Python), for a directory inside a ``node_modules`` (``node_modules/.bin``) the
+  outermost ``node_modules``. A symlink in the directory whose target lies in a writable grant
+  gets what its program loads with it (its *code unit*, ``code_unit``: its package, venv or
+  ``node_modules``, or its directory for a Python program) bound read-only whole too (followed
+  all the way; the links on the way kept as links); a code unit that holds a project root
+  cannot be, and the run is refused (``HostReadError``). A directory on ``PATH`` no run can
+  write that holds such a link is compared after the run for those links (``read_only_dirs``).
+  A unit that does not exist yet is a member of the host-read set that does not exist: it may
+  not appear (the run is stopped and it is removed).
 
 Every entry is compared after the run either way (a bound directory's links can still be led
 elsewhere by renaming a directory on the way to their target). ``sandbox.rules.path_writable``
-names entries runs may write: nothing protects what the host runs from those.
+names entries runs may write, and programs (or places their targets lie in) whose code runs may
+change: nothing protects what the host runs from those.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from typing import Any
 
 from run_bash import fsdeps
 from run_bash.paths import Tops, is_under
+from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.places import Places
 
 OPTION = "sandbox.rules.path_writable"
@@ -52,9 +52,12 @@ class PathDir:
 
     ``path`` is the directory as ``PATH`` means it (relative entries resolved against a project
     root), ``later`` the entries after it, ``unit`` what is kept read-only for it (the directory,
-    or the venv it is the ``bin`` of), ``sealed`` whether the unit is bound read-only inside the
-    run (False: it holds a project root and is compared by state only), ``outside`` whether it
-    lies outside every writable grant (kept for its links into one: ``read_only_dirs``).
+    the venv it is the ``bin`` of, or the outermost ``node_modules`` it lies in), ``sealed``
+    whether the unit is bound read-only inside the run (False: it holds a project root and is
+    compared by state only), ``outside`` whether it lies outside every writable grant (kept for
+    its links into one: ``read_only_dirs``), ``free`` the places runs may change what a program
+    leads to (``sandbox.rules.path_writable``), ``kept`` what its links' programs load with them
+    (``link_targets``), each with why and the program.
     """
 
     path: str
@@ -62,6 +65,8 @@ class PathDir:
     unit: str
     sealed: bool
     outside: bool = False
+    free: tuple[str, ...] = ()
+    kept: tuple[tuple[str, str, str], ...] = ()  # ``Kept.why`` of its links' code units
 
 
 def venv_root(bin_dir: str) -> str | None:
@@ -100,14 +105,16 @@ def path_dirs(
             if e in seen or e not in places:
                 continue
             seen.add(e)
-            unit, sealed = _unit(e, roots, realpath)
+            unit, sealed = _unit(e, roots, realpath, places)
             if e in free or unit in free:
                 continue
-            out.append(PathDir(e, later, unit, sealed))
+            out.append(PathDir(e, later, unit, sealed, free=free.paths))
     return out
 
 
-def _unit(entry: str, roots: Sequence[str], realpath: Callable[[str], str]) -> tuple[str, bool]:
+def _unit(
+    entry: str, roots: Sequence[str], realpath: Callable[[str], str], places: Places
+) -> tuple[str, bool]:
     real_roots = [realpath(r) for r in roots]
 
     def holds_root(d: str) -> bool:
@@ -116,6 +123,11 @@ def _unit(entry: str, roots: Sequence[str], realpath: Callable[[str], str]) -> t
 
     if holds_root(entry):
         return entry, False
+    # `node_modules/.bin` (or any directory inside a node_modules): its links lead into the
+    # packages beside it, whose bare requires resolve through every node_modules above them.
+    modules = outermost_node_modules(entry, places)
+    if modules is not None and not holds_root(modules):
+        return modules, True
     parent = os.path.dirname(entry)
     # Python finds its venv from where the interpreter really is: through any symlink on the way.
     venv = venv_root(entry) or venv_root(realpath(entry))
@@ -124,6 +136,18 @@ def _unit(entry: str, roots: Sequence[str], realpath: Callable[[str], str]) -> t
     if venv is not None and not holds_root(venv):
         return venv, True
     return entry, True
+
+
+def outermost_node_modules(path: str, places: Places | Tops) -> str | None:
+    """The outermost directory named ``node_modules`` among ``path`` and its ancestors that lies
+    in ``places`` (a writable grant); None when there is none."""
+    parts = path.split("/")
+    for i in range(2, len(parts) + 1):
+        if parts[i - 1] == "node_modules":
+            d = "/".join(parts[:i])
+            if d in places:
+                return d
+    return None
 
 
 # Symlinks followed on the way to one target (the kernel's own limit).
@@ -177,19 +201,31 @@ def followed(path: str, writable: Places) -> tuple[list[str], str | None]:
 @dataclass(frozen=True)
 class Kept:
     """What the links of a directory lead to inside a writable grant: ``links`` (symlinks on the
-    way, kept as links), ``files`` (existing or not, kept as they are) and ``dirs`` (kept
-    read-only whole)."""
+    way, kept as links), ``files`` (the programs at their ends), ``dirs`` (each program's code
+    unit and the ``node_modules`` above it, kept read-only whole), ``names`` (``node_modules``
+    above a unit that are not there yet or are links: they must stay what they are) and ``why``
+    (for each of ``dirs`` and ``names``: it, what made it kept, the program on PATH)."""
 
     links: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     dirs: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    why: tuple[tuple[str, str, str], ...] = ()
 
 
-def link_targets(pd: PathDir, writable: Places, read: set[str] | None = None) -> Kept:
+def link_targets(
+    pd: PathDir,
+    writable: Places,
+    read: set[str] | None = None,
+    roots: Sequence[str] | None = None,
+) -> Kept:
     """What the symlinks in ``pd`` lead to inside a writable grant and outside its unit, followed
-    all the way: bound read-only beside the unit (the program a link runs is the target's
-    content), the links on the way kept as they are. ``read`` gets every directory whose entries
-    the quick resolution read (what the answer depends on besides ``pd`` itself)."""
+    all the way: the links on the way kept as they are, the program at the end. With ``roots``
+    (the project roots) also what each such program loads with it (``code_unit``), kept
+    read-only beside the unit; raises HostReadError when that holds a project root (nothing
+    could be kept then). A link or target under ``pd.free`` is left out. ``read`` gets every
+    directory whose entries the quick resolution read (what the answer depends on besides ``pd``
+    itself)."""
     try:
         with os.scandir(pd.path) as it:
             names = [e.name for e in it if e.is_symlink()][:MAX_ENTRIES]
@@ -197,10 +233,16 @@ def link_targets(pd: PathDir, writable: Places, read: set[str] | None = None) ->
         return Kept()
     links: list[str] = []
     files: list[str] = []
+    dirs: list[str] = []
+    members: list[str] = []
+    why: dict[str, tuple[str, str]] = {}
     real = _fast_real(read)
     tops = Tops(writable.real)
+    free = Places(pd.free)
     for name in names:
         path = os.path.join(pd.path, name)
+        if pd.free and path in free:
+            continue
         try:
             text = os.readlink(path)
         except OSError:
@@ -213,13 +255,189 @@ def link_targets(pd: PathDir, writable: Places, read: set[str] | None = None) ->
         if quick is not None and quick[0] not in tops and not any(h in tops for h in quick[1]):
             continue
         on_way, target = followed(path, writable)
+        if target is not None and pd.free and target in free:
+            continue
         links += [link for link in on_way if not is_under(link, pd.unit)]
         if target is None or is_under(target, pd.unit):
             continue
         with contextlib.suppress(OSError):
             if stat.S_ISREG(os.stat(target).st_mode):
                 files.append(target)
-    return Kept(tuple(dict.fromkeys(links)), tuple(dict.fromkeys(files)))
+                if roots is not None:
+                    unit = code_unit(target, tops)
+                    refuse_holding(path, target, unit, roots)
+                    runs = f"{path} is on your PATH and runs {target}"
+                    dirs.append(unit.path)
+                    why.setdefault(unit.path, (f"{runs}; {unit.why}", path))
+                    for d in (*unit.dirs, *unit.names):
+                        said = f"{runs}; Node looks for the packages it requires in {d}"
+                        why.setdefault(d, (said, path))
+                    dirs += unit.dirs
+                    members += unit.names
+    return Kept(
+        tuple(dict.fromkeys(links)),
+        tuple(dict.fromkeys(files)),
+        tuple(dict.fromkeys(dirs)),
+        tuple(dict.fromkeys(members)),
+        tuple((p, w, prog) for p, (w, prog) in why.items()),
+    )
+
+
+# -------------------------------------------------------------------------------------------------
+# What a program on PATH loads with it
+
+# Files that make a directory a package: the code of a program in it lies beside them (its
+# `lib/` next to its `bin/`), found relative to the program.
+MANIFESTS = (
+    "package.json",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "Cargo.toml",
+    "go.mod",
+    "Gemfile",
+    "composer.json",
+    "deno.json",
+    "deno.jsonc",
+)
+# Bytes of a program read for its `#!` line.
+SHEBANG_BYTES = 256
+# What marks a program as JavaScript (Node resolves its bare requires through node_modules).
+NODE_SUFFIXES = (".js", ".mjs", ".cjs")
+NODE_INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "tsx", "ts-node"})
+
+
+@dataclass(frozen=True)
+class CodeUnit:
+    """What a program in a writable grant loads with it (``code_unit``): ``path`` is kept
+    read-only whole, ``dirs`` are the ``node_modules`` directories above it (Node resolves a bare
+    ``require`` through each), ``names`` those that are links (kept leading where they do) or,
+    for a JavaScript program, not there yet (they may not appear: one would shadow a package
+    found further up). ``why`` says what made ``path`` the unit."""
+
+    path: str
+    why: str
+    dirs: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+
+def interpreter(path: str) -> str | None:
+    """The name (basename) of the program the `#!` line of ``path`` runs it with, after ``env``
+    and its options and assignments (``#!/usr/bin/env -S python3 -u`` is ``python3``); None
+    without one. Reads at most ``SHEBANG_BYTES``, never blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, SHEBANG_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) != "env":
+        return os.path.basename(words[0])
+    args = iter(words[1:])
+    for w in args:
+        if w in ("-u", "--unset", "-C", "--chdir"):
+            next(args, None)  # the option's value
+        elif w.startswith(("-S", "--split-string=")) and w not in ("-S", "--split-string="):
+            value = w[2:] if w.startswith("-S") else w.split("=", 1)[1]
+            return os.path.basename(value.split()[0]) if value.split() else None
+        elif w.startswith("-") or "=" in w:
+            continue  # an option, or a variable set for the program
+        else:
+            return os.path.basename(w)
+    return None
+
+
+def code_unit(target: str, grants: Tops) -> CodeUnit:
+    """What the program ``target`` (a file in a writable grant, symlinks resolved) loads with it,
+    inside that grant, so what is kept read-only whole for a ``PATH`` link that runs it:
+
+    * inside a ``node_modules``: the outermost one in the grant (the package, its own and its
+      hoisted dependencies);
+    * inside a venv (an ancestor holds ``pyvenv.cfg``): the venv;
+    * a Python program (``*.py``, or a `#!` line that runs ``python*``): its directory, the
+      first place its imports are found;
+    * else the nearest ancestor that holds a package manifest (``MANIFESTS``), up to the top of
+      the grant; with none, its directory, or the one above when that is a ``bin`` (a
+      package's ``bin/`` beside its ``lib/``). The ``node_modules`` directories above that unit
+      in the grant are kept too (``CodeUnit``)."""
+    here = os.path.dirname(target)
+    ups: list[str] = []  # the target's ancestors inside the grant, nearest first
+    d = here
+    while d in grants:
+        ups.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    if not ups:
+        return CodeUnit(here, "the directory it lies in")
+    for d in reversed(ups):
+        if os.path.basename(d) == "node_modules":
+            return CodeUnit(d, f"it lies in {d}, whose packages it requires")
+    for d in ups:
+        if os.path.lexists(os.path.join(d, "pyvenv.cfg")):
+            return CodeUnit(d, f"it lies in the venv {d}, whose packages it imports")
+    prog = interpreter(target) or ""
+    if target.endswith(".py") or prog.startswith("python"):
+        return CodeUnit(here, f"Python imports first from its directory {here}")
+    unit: int | None = None
+    why = ""
+    for i, d in enumerate(ups):
+        found = next((m for m in MANIFESTS if os.path.lexists(os.path.join(d, m))), None)
+        if found is not None:
+            unit, why = i, f"it belongs to the package {d} ({found}), whose files it loads"
+            break
+    if unit is None:
+        if os.path.basename(here) == "bin" and len(ups) > 1:
+            unit, why = 1, f"it lies in {here}, beside the rest of its package in {ups[1]}"
+        else:
+            unit, why = 0, f"it loads what lies beside it in {here}"
+    top = ups[unit]
+    node = (
+        prog in NODE_INTERPRETERS
+        or target.endswith(NODE_SUFFIXES)
+        or os.path.lexists(os.path.join(top, "package.json"))
+    )
+    dirs: list[str] = []
+    names: list[str] = []
+    for d in ups[unit + 1 :]:
+        modules = os.path.join(d, "node_modules")
+        try:
+            st = os.lstat(modules)
+        except OSError:
+            if node:
+                names.append(modules)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            dirs.append(modules)
+        elif stat.S_ISLNK(st.st_mode) or node:
+            names.append(modules)
+    return CodeUnit(top, why, tuple(dirs), tuple(names))
+
+
+def refuse_holding(program: str, target: str, unit: CodeUnit, roots: Sequence[str]) -> None:
+    """Raise HostReadError when ``unit`` (or a directory kept with it) is, or holds, a project
+    root: the project itself cannot be read-only."""
+    for d in (unit.path, *unit.dirs):
+        real = os.path.realpath(d)
+        for r in roots:
+            if is_under(r, d) or is_under(os.path.realpath(r), real):
+                raise HostReadError(
+                    f"{program} is on your PATH and runs {target}; {unit.why}, and {d} holds the "
+                    f"project, so it cannot be kept read-only: add {program} to `{OPTION}` to let "
+                    "runs change what it runs, or remove it from your PATH"
+                )
 
 
 def _fast_real(
@@ -266,7 +484,9 @@ def _quick_end(
     return None
 
 
-def read_only_dirs(path_var: str, writable: Places, skip: Iterable[str] = ()) -> list[PathDir]:
+def read_only_dirs(
+    path_var: str, writable: Places, skip: Iterable[str] = (), exempt: Sequence[str] = ()
+) -> list[PathDir]:
     """Absolute ``PATH`` entries no run can write that hold a symlink leading into a writable
     grant (``npm link``, ``ln -s ~/proj/bin/tool ~/.local/bin/``): each as a ``PathDir`` whose
     unit is itself (nothing is bound for it; its links' targets are, ``link_targets``) and that is
@@ -274,25 +494,30 @@ def read_only_dirs(path_var: str, writable: Places, skip: Iterable[str] = ()) ->
 
     Its hundreds of reads (every link of ``/usr/bin``) are not noted one by one in a policy's
     recording (``fsdeps``): the answer adds its own check, the same question asked again, which
-    the kept answers (``_NO_LINKS``) make a few ``stat`` calls."""
+    the kept answers (``_NO_LINKS``) make a few ``stat`` calls. Entries under ``exempt``
+    (``sandbox.rules.path_writable``) are left out, and so are links that lead under it."""
     skipped = tuple(skip)
+    free = tuple(exempt)
     with fsdeps.unrecorded():
-        out = _read_only_dirs(path_var, writable, skipped)
+        out = _read_only_dirs(path_var, writable, skipped, free)
     same = [pd.path for pd in out]
     fsdeps.add_check(
-        lambda: [pd.path for pd in _read_only_dirs(path_var, writable, skipped)] == same
+        lambda: [pd.path for pd in _read_only_dirs(path_var, writable, skipped, free)] == same
     )
     return out
 
 
-def _read_only_dirs(path_var: str, writable: Places, skip: Iterable[str]) -> list[PathDir]:
+def _read_only_dirs(
+    path_var: str, writable: Places, skip: Iterable[str], exempt: tuple[str, ...]
+) -> list[PathDir]:
     entries = [os.path.normpath(e) for e in path_var.split(os.pathsep) if os.path.isabs(e)]
     skipped = set(skip)
     seen: set[tuple[int, int]] = set()
     tops = tuple(sorted(writable.real))
+    free = Places(exempt)
     out: list[PathDir] = []
     for i, e in enumerate(entries):
-        if e in skipped or e in writable:
+        if e in skipped or e in writable or (exempt and e in free):
             continue
         skipped.add(e)
         try:
@@ -302,10 +527,10 @@ def _read_only_dirs(path_var: str, writable: Places, skip: Iterable[str]) -> lis
         if (st.st_dev, st.st_ino) in seen:
             continue  # the same directory by another name (``/bin`` and ``/usr/bin``)
         seen.add((st.st_dev, st.st_ino))
-        key = (e, tops)
+        key = (e, tops, exempt)
         if _still(_NO_LINKS.get(key)):
             continue
-        pd = PathDir(e, tuple(entries[i + 1 :]), e, True, outside=True)
+        pd = PathDir(e, tuple(entries[i + 1 :]), e, True, outside=True, free=free.paths)
         read: set[str] = {e}
         kept = link_targets(pd, writable, read)
         if kept.files or kept.links:
@@ -322,7 +547,7 @@ def _read_only_dirs(path_var: str, writable: Places, skip: Iterable[str]) -> lis
 # grants): the directories the answer read, each with its signature. Any entry added, removed or
 # replaced in one of them (a new link, an alternative re-pointed) changes its signature and the
 # directory is looked at again; nothing else can change where its links lead.
-_NO_LINKS: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, object], ...]] = {}
+_NO_LINKS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[tuple[str, object], ...]] = {}
 MAX_KEPT_ANSWERS = 512
 
 
@@ -460,6 +685,10 @@ def judge(
     now = entry_sig(path)
     if now == was or now is None or not runnable(path):
         return None  # unchanged, removed (a later entry is found instead) or not a program
+    if pd.free and _link(now) is not None:
+        free = Places(pd.free)
+        if path in free or os.path.realpath(path) in free:
+            return None  # it leads where runs may change what it runs (``path_writable``)
     if pd.outside and os.path.realpath(path) not in writable:
         return None  # a directory no run writes: only what leads into a writable grant counts
     if was is None:
@@ -517,9 +746,18 @@ def refusal_notices(
     hit = bool(_READ_ONLY_RE.search(output))
     out: list[str] = []
     for pd in units:
-        if not pd.sealed or pd.outside:
+        if not pd.sealed:
             continue
-        rel = _show(pd.unit, cwd)
-        if hit or pd.unit in output or rel in output:
-            out.append(f"{rel} is read-only inside the sandbox: {reason(pd, cwd)}")
+        if not pd.outside:
+            rel = _show(pd.unit, cwd)
+            if hit or pd.unit in output or rel in output:
+                out.append(f"{rel} is read-only inside the sandbox: {reason(pd, cwd)}")
+        # What a program on PATH loads with it: only the one the output names a file of.
+        for d, why, program in pd.kept if hit else ():
+            rel = _show(d, cwd)
+            if f"{d}/" in output or f"{rel}/" in output:
+                out.append(
+                    f"{rel} is read-only inside the sandbox: {why}; adding {program} to "
+                    f"`{OPTION}` lets runs change it"
+                )
     return list(dict.fromkeys(out))

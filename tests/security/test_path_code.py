@@ -1,0 +1,248 @@
+"""What a program on PATH loads with it stays what it was.
+
+A PATH link that runs a program in the project (``~/.local/bin/mytool`` -> ``proj/tools/...``, a
+relative ``node_modules/.bin``) runs more than the file it leads to: Python imports from the
+script's own directory first, Node requires the files of its package and resolves bare requires
+through every ``node_modules`` above it. Each attack below writes one of those from inside the sandbox; the user
+then runs the program outside it. Every test has its positive controls: the same run does its
+ordinary work (a file written beside), and the same attack without a sandbox (the ``none``
+backend) does run the payload for the user.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from run_bash.errors import SpawnError
+from tests.security.conftest import CONTROL, World
+from tests.security.test_hostread import payload, pwned
+
+ORDINARY = f"echo ok > other.txt && echo {CONTROL}"
+
+
+def run_outside(world: World, script: str) -> str:
+    """A shell of the user's, outside the sandbox, in the project, with their PATH."""
+    done = subprocess.run(
+        ["/bin/sh", "-c", script],
+        env=world.env,
+        capture_output=True,
+        text=True,
+        cwd=world.project,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    return done.stdout + done.stderr
+
+
+def local_bin(world: World) -> Path:
+    """``~/.local/bin``, first on the user's PATH (no run can write it)."""
+    lb = world.home / ".local/bin"
+    lb.mkdir(parents=True, exist_ok=True)
+    world.env["PATH"] = f"{lb}:{world.env['PATH']}"
+    return lb
+
+
+def write(path: Path, text: str, mode: int | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mode is not None:
+        path.chmod(mode)
+
+
+def attack_and_check(sbx, world: World, attack: str, program: str, **config) -> None:
+    """The attack inside the sandbox, after ordinary work: the work is done, and the user's
+    program does not run the payload afterwards. Then the control: the same attack without the
+    sandbox does."""
+    rb = sbx.with_config(**config)
+    r = rb.run(f"{ORDINARY}; {attack}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), (r.error, r.output)
+    said = run_outside(world, program)
+    assert pwned(world) == [], (r.output, r.notices, said)
+    r = rb.unconfined().run(attack)
+    said = run_outside(world, program)
+    assert pwned(world), (
+        "the attack does not work even without a sandbox: the test proves nothing "
+        f"(the run: {r.error or ''} {r.output!r}; {program}: {said!r})"
+    )
+
+
+# -- a Python program: its own directory is the first place its imports are found ----------------
+
+
+def python_tool(world: World, suffix: bool) -> None:
+    """``~/.local/bin/mytool`` -> ``proj/tools/mytool[.py]``, which imports ``json`` and
+    ``helper`` (beside it). Without the suffix it is known by its `#!` line."""
+    name = "mytool.py" if suffix else "mytool"
+    tools = world.project / "tools"
+    write(
+        tools / name,
+        "#!/usr/bin/env python3\nimport json\nimport helper\nprint('real', helper.X)\n",
+        0o755,
+    )
+    write(tools / "helper.py", "X = 1\n")
+    (local_bin(world) / "mytool").symlink_to(tools / name)
+
+
+def py_payload(world: World, tag: str) -> str:
+    return f"printf 'import os\\nos.system(\"{payload(world, tag)}\")\\nX = 2\\n'"
+
+
+PYTHON_ATTACKS = {
+    "new_stdlib_shadow": "{p} > tools/json.py",
+    "edit_sibling": "{p} >> tools/helper.py",
+    "package_shadow": "mkdir -p tools/helper && {p} > tools/helper/__init__.py",
+}
+
+
+@pytest.mark.parametrize("suffix", [True, False], ids=["py", "shebang"])
+@pytest.mark.parametrize("attack", sorted(PYTHON_ATTACKS))
+def test_a_python_program_on_path_keeps_its_modules(sbx, world, attack, suffix):
+    python_tool(world, suffix)
+    assert "real 1" in run_outside(world, "mytool")
+    cmd = PYTHON_ATTACKS[attack].format(p=py_payload(world, attack))
+    attack_and_check(sbx, world, cmd, "mytool")
+
+
+def test_a_write_the_unit_refuses_says_why(sbx, world):
+    """The run that fails on the read-only directory is told which program on PATH keeps it,
+    and the option."""
+    python_tool(world, True)
+    r = sbx.with_config().run(f"{ORDINARY} && echo 'X = 3' > tools/helper.py")
+    assert CONTROL in r.output and r.exit_code, r.output
+    lb = world.home / ".local/bin/mytool"
+    said = [n for n in r.notices if n.startswith("tools is read-only inside the sandbox")]
+    assert said and str(lb) in said[0] and "sandbox.rules.path_writable" in said[0], r.notices
+    assert "X = 1" in (world.project / "tools/helper.py").read_text()
+
+
+# -- a Node package in the project ---------------------------------------------------------------
+
+
+def js_payload(world: World, tag: str) -> str:
+    return f'printf \'require("child_process").execSync("{payload(world, tag)}");\\n\''
+
+
+def node_tool(world: World, dep_in: str) -> None:
+    """``~/.local/bin/cli`` -> ``proj/tools/cli/bin/cli.js`` (a package: ``package.json``) that
+    requires ``../lib/main.js`` and the package ``dep``, installed in ``dep_in``."""
+    cli = world.project / "tools/cli"
+    write(cli / "package.json", '{"name": "cli", "bin": {"cli": "bin/cli.js"}}\n')
+    write(
+        cli / "bin/cli.js",
+        "#!/usr/bin/env node\nrequire('../lib/main.js');\nrequire('dep');\n"
+        "console.log('real cli');\n",
+        0o755,
+    )
+    write(cli / "lib/main.js", "module.exports = 1;\n")
+    write(world.project / dep_in / "dep/index.js", "module.exports = 1;\n")
+    (local_bin(world) / "cli").symlink_to(cli / "bin/cli.js")
+
+
+NODE_ATTACKS = {
+    ("node_modules", "edit_lib"): "{p} >> tools/cli/lib/main.js",
+    ("node_modules", "edit_hoisted_dep"): "{p} >> node_modules/dep/index.js",
+    # A package of that name nearer to the program than the one it finds now.
+    ("node_modules", "shadow_dep"): "mkdir -p tools/node_modules/dep && "
+    "{p} > tools/node_modules/dep/index.js",
+    ("tools/cli/node_modules", "edit_own_dep"): "{p} >> tools/cli/node_modules/dep/index.js",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NODE_ATTACKS), ids="-".join)
+def test_a_node_package_on_path_keeps_its_files(sbx, world, case):
+    dep_in, tag = case
+    node_tool(world, dep_in)
+    assert "real cli" in run_outside(world, "cli")
+    attack_and_check(sbx, world, NODE_ATTACKS[case].format(p=js_payload(world, tag)), "cli")
+
+
+# -- `./node_modules/.bin` on PATH: the whole node_modules -----------------------------------------
+
+
+def eslint_project(world: World) -> None:
+    """``PATH=./node_modules/.bin:$PATH`` with an eslint-like layout: ``.bin/eslint`` ->
+    ``../eslint/bin/eslint.js``, which requires ``../lib/cli.js`` and the hoisted ``espree``."""
+    nm = world.project / "node_modules"
+    write(nm / "eslint/package.json", '{"name": "eslint", "bin": {"eslint": "bin/eslint.js"}}\n')
+    write(
+        nm / "eslint/bin/eslint.js",
+        "#!/usr/bin/env node\nrequire('../lib/cli.js');\nrequire('espree');\n"
+        "console.log('real eslint');\n",
+        0o755,
+    )
+    write(nm / "eslint/lib/cli.js", "module.exports = 1;\n")
+    write(nm / "espree/package.json", '{"name": "espree"}\n')
+    write(nm / "espree/index.js", "module.exports = 1;\n")
+    (nm / ".bin").mkdir()
+    (nm / ".bin/eslint").symlink_to("../eslint/bin/eslint.js")
+    world.env["PATH"] = f"./node_modules/.bin:{world.env['PATH']}"
+
+
+ESLINT_ATTACKS = {
+    "edit_lib": "{p} >> node_modules/eslint/lib/cli.js",
+    "edit_hoisted_dep": "{p} >> node_modules/espree/index.js",
+    "nested_shadow": "mkdir -p node_modules/eslint/node_modules/espree && "
+    "{p} > node_modules/eslint/node_modules/espree/index.js",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ESLINT_ATTACKS))
+def test_relative_node_modules_bin_keeps_the_packages(sbx, world, attack):
+    eslint_project(world)
+    assert "real eslint" in run_outside(world, "eslint")
+    attack_and_check(
+        sbx, world, ESLINT_ATTACKS[attack].format(p=js_payload(world, attack)), "eslint"
+    )
+
+
+# -- the package is the project: refused, unless allowed -------------------------------------------
+
+
+def project_package(world: World) -> str:
+    """``~/.local/bin/cli`` -> ``proj/bin/cli.js`` of the package that is the project (``npm
+    link`` in it); what the attack writes: its ``lib/main.js``."""
+    p = world.project
+    write(p / "package.json", '{"name": "proj", "bin": {"cli": "bin/cli.js"}}\n')
+    write(
+        p / "bin/cli.js",
+        "#!/usr/bin/env node\nrequire('../lib/main.js');\nconsole.log('real cli');\n",
+        0o755,
+    )
+    write(p / "lib/main.js", "module.exports = 1;\n")
+    (local_bin(world) / "cli").symlink_to(p / "bin/cli.js")
+    return f"{js_payload(world, 'project')} >> lib/main.js"
+
+
+def test_a_package_that_is_the_project_is_refused(sbx, world):
+    """Its code unit would be the project, which cannot be read-only: the run does not start and
+    says which program, why, and the option. Nothing of the attack runs."""
+    attack = project_package(world)
+    with pytest.raises(SpawnError) as refused:
+        sbx.with_config().run(f"{ORDINARY}; {attack}; echo end")
+    assert not (world.project / "other.txt").exists()
+    err = str(refused.value)
+    assert str(world.home / ".local/bin/cli") in err and "path_writable" in err, err
+    assert "package.json" in err and "holds the project" in err, err
+    assert "\n" not in err.strip(), err
+    run_outside(world, "cli")
+    assert pwned(world) == []
+    # The control: without a sandbox the attack does run for the user.
+    sbx.unconfined().run(attack)
+    run_outside(world, "cli")
+    assert pwned(world)
+
+
+@pytest.mark.parametrize("allowed", ["~/.local/bin/cli", "~/.local/bin", "."])
+def test_a_package_that_is_the_project_runs_when_allowed(sbx, world, allowed):
+    """`sandbox.rules.path_writable` naming the program, its PATH directory or the project lets
+    the runs start (and change what it runs: the user's choice)."""
+    project_package(world)
+    rb = sbx.with_config(sandbox={"rules": {"path_writable": [allowed]}})
+    r = rb.run(f"{ORDINARY}; echo '// edited' >> lib/main.js && echo edited")
+    assert r.error is None and CONTROL in r.output and "edited" in r.output, (r.error, r.output)
+    assert "// edited" in (world.project / "lib/main.js").read_text()
+    assert "real cli" in run_outside(world, "cli")  # its link was left in place
+    assert (world.home / ".local/bin/cli").is_symlink(), r.notices
