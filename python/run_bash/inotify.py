@@ -57,12 +57,20 @@ LOCAL_FS = frozenset(
 )
 
 
-def sees_every_change(path: str) -> bool:
-    """Whether inotify sees every change of the filesystem holding ``path`` (``LOCAL_FS``)."""
+OVERLAYFS = 0x794C7630
+
+
+def fs_type(path: str) -> int | None:
+    """The magic number of the filesystem holding ``path`` (``statfs``); None when unknown."""
     buf = ctypes.create_string_buffer(256)
     if _libc.statfs(os.fsencode(path), buf) != 0:
-        return False
-    return ctypes.c_long.from_buffer(buf).value in LOCAL_FS
+        return None
+    return ctypes.c_long.from_buffer(buf).value
+
+
+def sees_every_change(path: str) -> bool:
+    """Whether inotify sees every change of the filesystem holding ``path`` (``LOCAL_FS``)."""
+    return fs_type(path) in LOCAL_FS
 
 
 class Inotify:

@@ -3,7 +3,8 @@
 A PATH link that runs a program in the project (``~/.local/bin/mytool`` -> ``proj/tools/...``, a
 relative ``node_modules/.bin``) runs more than the file it leads to: Python imports from the
 script's own directory first, Node requires the files of its package and resolves bare requires
-through every ``node_modules`` above it. Each attack below writes one of those from inside the sandbox; the user
+through every ``node_modules`` above it. And a program on PATH may have another name (a hard
+link) in the project. Each attack below writes one of those from inside the sandbox; the user
 then runs the program outside it. Every test has its positive controls: the same run does its
 ordinary work (a file written beside), and the same attack without a sandbox (the ``none``
 backend) does run the payload for the user.
@@ -11,6 +12,7 @@ backend) does run the payload for the user.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -246,3 +248,93 @@ def test_a_package_that_is_the_project_runs_when_allowed(sbx, world, allowed):
     assert "// edited" in (world.project / "lib/main.js").read_text()
     assert "real cli" in run_outside(world, "cli")  # its link was left in place
     assert (world.home / ".local/bin/cli").is_symlink(), r.notices
+
+
+# -- hard links: another name of a program on PATH -----------------------------------------------
+
+
+def script(world: World, text: str = "echo real tool") -> str:
+    return f"#!/bin/sh\n{text}\n"
+
+
+def hard_linked(world: World, order: str) -> tuple[Path, Path]:
+    """``~/.local/bin/mytool`` and ``proj/tools/mytool`` are one file; ``order`` says which name
+    the user made first (the other is the hard link)."""
+    on_path = local_bin(world) / "mytool"
+    in_project = world.project / "tools/mytool"
+    in_project.parent.mkdir(parents=True)
+    first, second = (in_project, on_path) if order == "project_first" else (on_path, in_project)
+    write(first, script(world), 0o755)
+    os.link(first, second)
+    return on_path, in_project
+
+
+HARD_LINK_ATTACKS = {
+    "write": "printf '#!/bin/sh\\n{p}\\n' > tools/mytool",
+    "truncate": ": > tools/mytool && printf '#!/bin/sh\\n{p}\\n' >> tools/mytool",
+    "append": "echo '{p}' >> tools/mytool",
+}
+
+
+@pytest.mark.parametrize("order", ["project_first", "path_first"])
+@pytest.mark.parametrize("attack", sorted(HARD_LINK_ATTACKS))
+def test_a_hard_link_of_a_program_on_path(sbx, world, attack, order):
+    on_path, _ = hard_linked(world, order)
+    before = on_path.read_bytes()
+    cmd = HARD_LINK_ATTACKS[attack].format(p=payload(world, attack))
+    rb = sbx.with_config()
+    # The project's name of it stays readable inside the run.
+    r = rb.run(f"{ORDINARY} && cat tools/mytool; {cmd}; echo end")
+    assert CONTROL in r.output and "real tool" in r.output, (r.error, r.output)
+    assert (world.project / "other.txt").exists()
+    assert on_path.read_bytes() == before, r.notices
+    run_outside(world, "mytool")
+    assert pwned(world) == [], (r.output, r.notices)
+    rb.unconfined().run(cmd)
+    run_outside(world, "mytool")
+    assert pwned(world), "the attack does not work even without a sandbox"
+
+
+@pytest.mark.parametrize("order", ["project_first", "path_first"])
+def test_a_hard_link_made_between_runs(sbx, world, order):
+    """The link is made after a run in the same session has looked at PATH (what was found then
+    is remembered): the next run keeps the new name too."""
+    lb = local_bin(world)
+    (world.project / "tools").mkdir()
+    rb = sbx.with_config()
+    first = lb / "mytool" if order == "path_first" else world.project / "tools/mytool"
+    write(first, script(world), 0o755)
+    r = rb.run(f"echo {CONTROL}")
+    assert CONTROL in r.output, (r.error, r.output)
+    second = world.project / "tools/mytool" if order == "path_first" else lb / "mytool"
+    os.link(first, second)
+    attack = HARD_LINK_ATTACKS["append"].format(p=payload(world, "between"))
+    r = rb.run(f"{ORDINARY}; {attack}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), (r.error, r.output)
+    run_outside(world, "mytool")
+    assert pwned(world) == [], (r.output, r.notices)
+    rb.unconfined().run(attack)
+    run_outside(world, "mytool")
+    assert pwned(world), "the attack does not work even without a sandbox"
+
+
+def test_a_hard_link_of_what_a_path_link_runs(sbx, world):
+    """``~/.local/bin/mytool`` -> ``proj/tools/mytool``, which is also ``proj/other/mytool``."""
+    tools = world.project / "tools"
+    write(tools / "mytool", script(world), 0o755)
+    (world.project / "other").mkdir()
+    os.link(tools / "mytool", world.project / "other/mytool")
+    (local_bin(world) / "mytool").symlink_to(tools / "mytool")
+    attack = f"echo '{payload(world, 'end')}' >> other/mytool"
+    attack_and_check(sbx, world, attack, "mytool")
+
+
+def test_a_hard_link_of_a_program_in_a_path_directory_in_the_project(sbx, world):
+    """``proj/pbin`` is on PATH (read-only inside runs); its ``tool`` is also ``proj/scripts/tool``."""
+    pbin = world.project / "pbin"
+    write(pbin / "tool", script(world), 0o755)
+    (world.project / "scripts").mkdir()
+    os.link(pbin / "tool", world.project / "scripts/tool")
+    world.env["PATH"] = f"{pbin}:{world.env['PATH']}"
+    attack = f"echo '{payload(world, 'pbin')}' >> scripts/tool"
+    attack_and_check(sbx, world, attack, "tool")

@@ -498,7 +498,33 @@ async def test_a_kept_policy_is_computed_again_when_a_path_link_into_the_project
         assert again is not first
         assert str(tools) in [pd.path for pd in again.host_read.path_dirs]
         assert str(project / "scripts") in again.sealed
-        # Kept in turn while nothing changes (the units hold).
+        # Kept in turn while nothing changes (the units and the hard-link check hold).
+        assert m.launching.policy(str(project)) is again
+    finally:
+        fsdeps.SETTLED_NS = old
+        await m.shutdown()
+
+
+async def test_a_kept_policy_is_computed_again_when_a_path_program_gets_a_name_in_the_project(
+    tmp_path,
+):
+    """A hard link made from the project's side to a program on PATH changes neither PATH
+    directory: the check of a kept policy reads the programs' link counts, so the next run's
+    policy keeps the new name read-only (the control: kept while nothing changes)."""
+    _home, project, m = policy_world(tmp_path)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "tool").write_text("#!/bin/sh\n")
+    m.environ["PATH"] = f"{tools}:{m.environ['PATH']}"
+    old = fsdeps.SETTLED_NS
+    fsdeps.SETTLED_NS = 0
+    try:
+        first = m.launching.policy(str(project))
+        assert m.launching.policy(str(project)) is first
+        os.link(tools / "tool", project / "tool")
+        again = m.launching.policy(str(project))
+        assert again is not first
+        assert str(project / "tool") in again.sealed
         assert m.launching.policy(str(project)) is again
     finally:
         fsdeps.SETTLED_NS = old

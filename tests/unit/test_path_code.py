@@ -1,9 +1,11 @@
 """The PATH guard's building blocks for what a program on PATH loads with it (``code_unit``,
-``interpreter``, the ``node_modules`` unit of a PATH entry), without a sandbox."""
+``interpreter``, the ``node_modules`` unit of a PATH entry) and for its other names (the
+hard-link census and search), without a sandbox."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -15,9 +17,11 @@ from run_bash.sandbox.hostread import Discovery
 from run_bash.sandbox.pathguard import (
     PathDir,
     code_unit,
+    hard_links,
     interpreter,
     judge,
     link_targets,
+    may_write,
     path_dirs,
 )
 from run_bash.sandbox.places import Places
@@ -233,3 +237,168 @@ def test_discovery_seals_the_units(tmp_path):
         assert "is on your PATH and runs" in hr.reasons[str(proj / d)]
     assert str(proj / "tools/node_modules") in hr.members
     assert str(lb) in [pd.path for pd in hr.path_dirs]
+
+
+# -- hard links ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """Empty listings (and watches) of PATH directories and searches."""
+    programs = pathguard._Programs()
+    monkeypatch.setattr(pathguard, "_PROGRAMS", programs)
+    monkeypatch.setattr(pathguard, "_SEARCHED", {})
+    yield programs
+    for d in list(programs._dirs):
+        programs._forget(d)
+    if programs._ino is not None:
+        programs._ino.close()
+
+
+def counting(monkeypatch, name: str) -> list[object]:
+    calls: list[object] = []
+    real = getattr(pathguard, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pathguard, name, counted)
+    return calls
+
+
+def test_a_program_on_path_with_a_name_in_the_grant(tmp_path, proj, fresh):
+    lb = tmp_path / "lb"
+    tool = write(lb / "tool", "#!/bin/sh\n", 0o755)
+    os.link(tool, proj / "copy")
+    found = hard_links([str(lb)], [], Places([str(proj)]))
+    assert [(h.name, h.program) for h in found] == [(str(proj / "copy"), str(tool))]
+
+
+def test_names_on_path_account_for_each_other(tmp_path, proj, fresh, monkeypatch):
+    lb = tmp_path / "lb"
+    perl = write(lb / "perl", "#!/bin/sh\n", 0o755)
+    os.link(perl, lb / "perl5.36.0")
+    other = tmp_path / "other"
+    (other / "bin").mkdir(parents=True)
+    os.link(perl, other / "bin/perl")  # a third name, in another PATH directory
+    searched = counting(monkeypatch, "_search")
+    assert hard_links([str(lb), str(other / "bin")], [], Places([str(proj)])) == []
+    assert searched == []
+
+
+def test_a_name_outside_every_grant_is_searched_once(tmp_path, proj, fresh, monkeypatch):
+    lb = tmp_path / "lb"
+    tool = write(lb / "tool", "#!/bin/sh\n", 0o755)
+    (tmp_path / "backup").mkdir()
+    os.link(tool, tmp_path / "backup/tool")
+    searched = counting(monkeypatch, "_search")
+    for _ in range(3):
+        assert hard_links([str(lb)], [], Places([str(proj)])) == []
+    assert len(searched) == 1
+    # A name made in the grant changes the file's ctime and link count: searched again.
+    os.link(tool, proj / "again")
+    found = hard_links([str(lb)], [], Places([str(proj)]))
+    assert [h.name for h in found] == [str(proj / "again")] and len(searched) == 2
+
+
+@pytest.mark.parametrize("watched", [True, False])
+def test_a_directory_is_listed_once_per_state(tmp_path, proj, fresh, monkeypatch, watched):
+    """Each PATH directory is listed once while its signature holds; its programs' link counts
+    are read again only when inotify says one changed (or, unwatched, at every look). A name
+    the user makes in the project for a program on PATH changes no PATH directory: its count
+    says it."""
+    if not watched:
+        monkeypatch.setattr(pathguard, "_watch_budget", lambda: 0)
+    lb = tmp_path / "lb"
+    for i in range(5):
+        write(lb / f"t{i}", "#!/bin/sh\n", 0o755)
+    (lb / "link").symlink_to("/usr/bin/true")
+    listed = counting(monkeypatch, "_Listing")
+    stats: list[str] = []
+    real_lstat = os.lstat
+
+    def lstat(path, *args, **kwargs):
+        stats.append(str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(pathguard.os, "lstat", lstat)
+    assert hard_links([str(lb)], [], Places([str(proj)])) == []
+    stats.clear()
+    assert hard_links([str(lb)], [], Places([str(proj)])) == []
+    assert len(listed) == 1
+    assert len([p for p in stats if p.startswith(f"{lb}/t")]) == (0 if watched else 5)
+    sig = pathguard._dir_sig(str(lb))
+    os.link(lb / "t3", proj / "t3")
+    assert pathguard._dir_sig(str(lb)) == sig
+    found = hard_links([str(lb)], [], Places([str(proj)]))
+    assert [h.name for h in found] == [str(proj / "t3")]
+    assert len(listed) == 1
+    # A new program in the directory: listed again.
+    write(lb / "t9", "#!/bin/sh\n", 0o755)
+    os.link(lb / "t9", proj / "t9")
+    found = hard_links([str(lb)], [], Places([str(proj)]))
+    assert sorted(h.name for h in found) == [str(proj / "t3"), str(proj / "t9")]
+    assert len(listed) == 2
+
+
+def test_the_end_of_a_path_link_with_another_name(tmp_path, proj, fresh):
+    end = write(proj / "tools/mytool", "#!/bin/sh\n", 0o755)
+    os.link(end, proj / "other")
+    found = hard_links([], [str(end)], Places([str(proj)]))
+    assert [(h.name, h.program) for h in found] == [(str(proj / "other"), str(end))]
+
+
+def test_a_search_that_must_stop_fails_closed(tmp_path, proj, fresh, monkeypatch):
+    lb = tmp_path / "lb"
+    tool = write(lb / "tool", "#!/bin/sh\n", 0o755)
+    (tmp_path / "backup").mkdir()
+    os.link(tool, tmp_path / "backup/tool")
+    for i in range(20):
+        write(proj / f"d{i}/f")
+    monkeypatch.setattr(pathguard, "MAX_LINK_SEARCH", 10)
+    with pytest.raises(HostReadError, match="hard links") as e:
+        hard_links([str(lb)], [], Places([str(proj)]))
+    assert str(tool) in str(e.value) and "sandbox.rules.path_writable" in str(e.value)
+
+
+def test_a_search_stops_once_every_name_is_found(tmp_path, proj, fresh, monkeypatch):
+    lb = tmp_path / "lb"
+    tool = write(lb / "tool", "#!/bin/sh\n", 0o755)
+    os.link(tool, proj / "a")
+    for i in range(50):
+        write(proj / f"zz/{i}")
+    monkeypatch.setattr(pathguard, "MAX_LINK_SEARCH", 20)
+    # The top of the grant is listed first: the name is found before the rest is walked.
+    assert [h.name for h in hard_links([str(lb)], [], Places([str(proj)]))] == [str(proj / "a")]
+
+
+def test_a_name_in_another_filesystem_is_not_looked_for(tmp_path, proj, fresh, monkeypatch):
+    lb = tmp_path / "lb"
+    tool = write(lb / "tool", "#!/bin/sh\n", 0o755)
+    os.link(tool, tmp_path / "elsewhere")
+    real_stat = os.stat
+
+    def other_dev(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        if str(path) == str(proj):
+            return os.stat_result((st.st_mode, st.st_ino, st.st_dev + 1, *tuple(st)[3:]))
+        return st
+
+    monkeypatch.setattr(pathguard.os, "stat", other_dev)
+    searched = counting(monkeypatch, "_search")
+    assert hard_links([str(lb)], [], Places([str(proj)])) == []
+    assert searched == []
+
+
+def test_may_write():
+    me = os.geteuid()
+    other = me + 1
+    mode = stat.S_IFREG | 0o755
+
+    def st(uid: int, m: int) -> os.stat_result:
+        return os.stat_result((m, 1, 1, 1, uid, 0, 0, 0, 0, 0))
+
+    assert may_write(st(me, stat.S_IFREG | 0o555))  # the owner may give itself the bit
+    assert may_write(st(other, mode | 0o002)) and may_write(st(other, mode | 0o020))
+    assert may_write(st(other, mode)) == (me == 0)

@@ -19,7 +19,8 @@ policy:
   one of its parents, or ``/``.
 * **PATH.** Entries of the user's ``PATH`` that lie inside a writable grant (``pathguard.py``):
   read-only inside the run, or compared by state when they hold the project itself; what the
-  programs that PATH links run load with them (their code units), read-only.
+  programs that PATH links run load with them (their code units), and the other names (hard
+  links) of PATH programs in the writable grants, read-only.
 * **Symlinks.** What a member leads to (a member that is a link, the links in a member
   directory or a kept hooks holder), followed all the way (``link_ends``).
 * **Agent rules files.** CodeCompanion's configured rules files (``setup`` passes them) and the
@@ -53,7 +54,9 @@ from run_bash.sandbox.gitask import HostReadError, run_git
 from run_bash.sandbox.pathguard import (
     PathDir,
     followed,
+    hard_links,
     link_targets,
+    outside_dirs,
     path_dirs,
     read_only_dirs,
     reason,
@@ -459,6 +462,7 @@ class Discovery:
         pds = path_dirs(path_var, granted, roots, exempt, real)
         writable_places = Places(granted, real)
         pds += read_only_dirs(path_var, writable_places, [pd.path for pd in pds], exempt)
+        ends: list[str] = []  # the programs PATH links run
         for i, pd in enumerate(pds):
             if not pd.sealed:
                 continue
@@ -475,6 +479,7 @@ class Discovery:
                     reasons[unit] = why
                 # What its links run, and what that loads with it (its code unit).
                 kept = link_targets(pd, writable_places, roots=roots)
+                ends += kept.files
                 in_units = Tops(kept.dirs)
                 sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
                 members += [*kept.links, *kept.names]
@@ -487,6 +492,17 @@ class Discovery:
             else:  # not there yet, or not a directory: it must stay what it is
                 members.append(pd.unit)
                 reasons[pd.unit] = why
+        # Another name (a hard link) in a writable grant of a program on PATH is kept too.
+        census = [pd.path for pd in pds if pd.sealed and not pd.outside]
+        census += outside_dirs(path_var, writable_places, exempt)
+        kept_tops = Tops(sealed)
+        for hl in hard_links(census, ends, writable_places):
+            if hl.name not in kept_tops:
+                sealed.append(hl.name)
+                reasons[hl.name] = (
+                    f"it is another name (a hard link) of {hl.program}, which is on your PATH: "
+                    "a write through it changes that program"
+                )
 
         # Every git dir to look at: git's answer, the `.git` entries and bare repos in every tree
         # a run can write, the nested ones under each common dir.
