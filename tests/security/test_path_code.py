@@ -200,6 +200,64 @@ def test_relative_node_modules_bin_keeps_the_packages(sbx, world, attack):
     )
 
 
+# -- what links in those kept directories lead to: workspaces, linked modules ----------------------
+
+
+def workspace(world: World, where: str) -> str:
+    """An npm workspace: ``eslint`` requires ``@my/lib``, a link (``node_modules/@my/lib`` ->
+    ``../../packages/lib``) to a workspace package in the project, and ``dep``, hoisted to the
+    root ``node_modules``. ``where``: ``root`` puts ``./node_modules/.bin`` on PATH;
+    ``package``, ``packages/web/node_modules/.bin`` (eslint in the package's own node_modules,
+    ``@my/lib`` linked there). The program to run outside."""
+    p = world.project
+    nm = p / ("node_modules" if where == "root" else "packages/web/node_modules")
+    write(
+        nm / "eslint/bin/eslint.js",
+        "#!/usr/bin/env node\nrequire('@my/lib');\nrequire('dep');\nconsole.log('real');\n",
+        0o755,
+    )
+    write(nm / "eslint/package.json", '{"name": "eslint"}\n')
+    write(p / "packages/lib/package.json", '{"name": "@my/lib"}\n')
+    write(p / "packages/lib/index.js", "module.exports = 1;\n")
+    (nm / "@my").mkdir(parents=True)
+    (nm / "@my/lib").symlink_to(os.path.relpath(p / "packages/lib", nm / "@my"))
+    write(p / "node_modules/dep/index.js", "module.exports = 1;\n")
+    (nm / ".bin").mkdir()
+    (nm / ".bin/eslint").symlink_to("../eslint/bin/eslint.js")
+    entry = "./node_modules/.bin" if where == "root" else str(nm / ".bin")
+    world.env["PATH"] = f"{entry}:{world.env['PATH']}"
+    return "eslint"
+
+
+WORKSPACE_ATTACKS = {
+    "workspace_package": "{p} >> packages/lib/index.js",
+    "hoisted_to_the_root": "{p} >> node_modules/dep/index.js",
+    "new_file_of_the_package": "{p} > packages/lib/extra.js && "
+    "printf 'require(\"./extra.js\");\n' >> packages/lib/index.js",
+}
+
+
+@pytest.mark.parametrize("where", ["root", "package"])
+@pytest.mark.parametrize("attack", sorted(WORKSPACE_ATTACKS))
+def test_a_workspace_package_a_program_on_path_requires(sbx, world, attack, where):
+    program = workspace(world, where)
+    assert "real" in run_outside(world, program)
+    attack_and_check(
+        sbx, world, WORKSPACE_ATTACKS[attack].format(p=js_payload(world, attack)), program
+    )
+
+
+def test_a_module_linked_into_a_python_programs_directory(sbx, world):
+    """``tools/helper.py`` is a link to ``lib/helper.py``: Python imports what it leads to."""
+    python_tool(world, True)
+    lib = world.project / "lib"
+    lib.mkdir()
+    (world.project / "tools/helper.py").rename(lib / "helper.py")
+    (world.project / "tools/helper.py").symlink_to("../lib/helper.py")
+    assert "real 1" in run_outside(world, "mytool")
+    attack_and_check(sbx, world, f"{py_payload(world, 'linked')} >> lib/helper.py", "mytool")
+
+
 # -- the package is the project: refused, unless allowed -------------------------------------------
 
 

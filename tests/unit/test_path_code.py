@@ -151,6 +151,112 @@ def test_a_manifest_above_the_grant_does_not_count(tmp_path):
     assert unit_of(write(grant / "x.js"), grant).path == str(grant)
 
 
+def test_a_program_in_a_nested_node_modules_keeps_those_above(proj):
+    """A workspace package's own node_modules: the root's, where packages are hoisted, too."""
+    (proj / "node_modules").mkdir()
+    t = write(proj / "packages/web/node_modules/x/bin/x.js")
+    u = unit_of(t, proj)
+    assert u.path == str(proj / "packages/web/node_modules")
+    assert u.dirs == (str(proj / "node_modules"),)
+    assert u.names == (str(proj / "packages/node_modules"),)
+    assert pathguard.modules_above(u.path, Places([str(proj)])) == (u.dirs, u.names)
+
+
+def test_the_unit_of_a_directory_a_link_leads_to(proj):
+    write(proj / "packages/lib/package.json")
+    assert code_unit(str(proj / "packages/lib"), Tops([str(proj)]), True).path == str(
+        proj / "packages/lib"
+    )
+    (proj / "shared/sub").mkdir(parents=True)
+    u = code_unit(str(proj / "shared/sub"), Tops([str(proj)]), True)
+    assert u.path == str(proj / "shared/sub")
+
+
+# -- links in the kept units --------------------------------------------------------------------
+
+
+@pytest.fixture
+def listed(monkeypatch):
+    monkeypatch.setattr(pathguard, "_LISTED", {})
+
+
+def test_a_workspace_link_keeps_the_package_it_leads_to(proj, listed):
+    nm = proj / "node_modules"
+    write(proj / "packages/lib/package.json")
+    write(proj / "packages/lib/index.js")
+    (nm / "@my").mkdir(parents=True)
+    (nm / "@my/lib").symlink_to("../../packages/lib")
+    (nm / "inside").symlink_to("@my")  # within the unit: nothing more to keep
+    kept = pathguard.unit_links([(str(nm), "/lb/eslint")], Places([str(proj)]), [str(proj)])
+    assert kept.dirs == (str(proj / "packages/lib"),)
+    assert str(proj / "packages/node_modules") in kept.names
+    why = {p: w for p, w, _program in kept.why}
+    assert why[str(proj / "packages/lib")].startswith(
+        f"/lb/eslint is on your PATH and loads {nm}/@my/lib"
+    )
+
+
+def test_links_of_the_package_a_link_leads_to_are_followed(proj, tmp_path, listed):
+    (proj / "tools").mkdir()
+    (proj / "tools/helper.py").symlink_to("../lib/helper.py")
+    write(proj / "lib/helper.py")
+    (proj / "lib/more.py").symlink_to("../more/more.py")
+    write(proj / "more/more.py")
+    (proj / "tools/gone.py").symlink_to("../nowhere/gone.py")
+    (proj / "tools/out").symlink_to(tmp_path)  # outside every grant: nothing to keep
+    kept = pathguard.unit_links(
+        [(str(proj / "tools"), "/lb/mytool")], Places([str(proj)]), [str(proj)]
+    )
+    assert set(kept.dirs) == {str(proj / "lib"), str(proj / "more")}
+    assert set(kept.files) == {str(proj / "lib/helper.py"), str(proj / "more/more.py")}
+    assert kept.names == (str(proj / "nowhere/gone.py"),)  # may not appear
+
+
+def test_a_link_in_a_unit_to_the_project_is_refused(proj, listed):
+    (proj / "tools").mkdir()
+    (proj / "tools/all").symlink_to("..")
+    with pytest.raises(HostReadError, match="holds the project") as e:
+        pathguard.unit_links(
+            [(str(proj / "tools"), "/lb/mytool")], Places([str(proj)]), [str(proj)]
+        )
+    assert "/lb/mytool" in str(e.value) and "sandbox.rules.path_writable" in str(e.value)
+    # Exempt: where it leads.
+    kept = pathguard.unit_links(
+        [(str(proj / "tools"), "/lb/mytool")], Places([str(proj)]), [str(proj)], [str(proj)]
+    )
+    assert kept.dirs == ()
+
+
+def test_unit_listings_are_kept_per_state(proj, listed, monkeypatch):
+    nm = proj / "node_modules"
+    (nm / "@s").mkdir(parents=True)
+    for i in range(3):
+        (nm / f"p{i}").mkdir()
+    scans: list[str] = []
+    real_scandir = os.scandir
+
+    def scandir(path):
+        scans.append(str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(pathguard.os, "scandir", scandir)
+    for _ in range(3):
+        assert pathguard.unit_links([(str(nm), "p")], Places([str(proj)]), [str(proj)]).dirs == ()
+    assert scans.count(str(nm)) == 1 and scans.count(str(nm / "@s")) == 1
+    write(proj / "packages/x/package.json")
+    (nm / "@s/x").symlink_to("../../packages/x")
+    kept = pathguard.unit_links([(str(nm), "p")], Places([str(proj)]), [str(proj)])
+    assert kept.dirs == (str(proj / "packages/x"),) and scans.count(str(nm / "@s")) == 2
+
+
+def test_too_many_entries_in_the_units_fail_closed(proj, listed, monkeypatch):
+    for i in range(10):
+        (proj / "tools" / f"d{i}").mkdir(parents=True)
+    monkeypatch.setattr(pathguard, "MAX_UNIT_ENTRIES", 5)
+    with pytest.raises(HostReadError, match="too many"):
+        pathguard.unit_links([(str(proj / "tools"), "/lb/t")], Places([str(proj)]), [str(proj)])
+
+
 # -- link_targets with units -------------------------------------------------------------------------
 
 

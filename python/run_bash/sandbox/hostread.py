@@ -56,10 +56,12 @@ from run_bash.sandbox.pathguard import (
     followed,
     hard_links,
     link_targets,
+    modules_above,
     outside_dirs,
     path_dirs,
     read_only_dirs,
     reason,
+    unit_links,
 )
 from run_bash.sandbox.places import Places, RealPaths
 from run_bash.sandbox.treescan import MAX_GIT_DIRS, MAX_SCAN_DIRS, TreeScan, nested_git_dirs
@@ -463,6 +465,7 @@ class Discovery:
         writable_places = Places(granted, real)
         pds += read_only_dirs(path_var, writable_places, [pd.path for pd in pds], exempt)
         ends: list[str] = []  # the programs PATH links run
+        units: list[tuple[str, str]] = []  # each kept unit, and the PATH entry it is kept for
         for i, pd in enumerate(pds):
             if not pd.sealed:
                 continue
@@ -477,14 +480,25 @@ class Discovery:
                 if unit in writable_places and not pd.outside:
                     sealed.append(unit)
                     reasons[unit] = why
+                    units.append((unit, pd.path))
+                    if os.path.basename(unit) == "node_modules":
+                        # Its packages require what the node_modules above it hold too.
+                        above, absent = modules_above(unit, writable_places)
+                        sealed += above
+                        members += absent
+                        units += [(d, pd.path) for d in above]
+                        for p in (*above, *absent):
+                            reasons.setdefault(p, why)
                 # What its links run, and what that loads with it (its code unit).
                 kept = link_targets(pd, writable_places, roots=roots)
                 ends += kept.files
                 in_units = Tops(kept.dirs)
                 sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
                 members += [*kept.links, *kept.names]
-                for p, said, _program in kept.why:
+                for p, said, program in kept.why:
                     reasons.setdefault(p, said)
+                    if p in kept.dirs:
+                        units.append((p, program))
                 if kept.why:
                     pds[i] = replace(pd, kept=kept.why)
                 for p in (*kept.files, *kept.links):
@@ -492,6 +506,14 @@ class Discovery:
             else:  # not there yet, or not a directory: it must stay what it is
                 members.append(pd.unit)
                 reasons[pd.unit] = why
+        # What links in the kept units lead to outside them (a workspace package).
+        led = unit_links(units, writable_places, roots, exempt)
+        ends += led.files
+        in_units = Tops(led.dirs)
+        sealed += [*led.dirs, *(f for f in led.files if f not in in_units)]
+        members += [*led.links, *led.names]
+        for p, said, _program in led.why:
+            reasons.setdefault(p, said)
         # Another name (a hard link) in a writable grant of a program on PATH is kept too.
         census = [pd.path for pd in pds if pd.sealed and not pd.outside]
         census += outside_dirs(path_var, writable_places, exempt)

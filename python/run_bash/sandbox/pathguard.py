@@ -13,7 +13,9 @@ outside the sandbox. Two mechanisms, one per kind of entry:
   gets what its program loads with it (its *code unit*, ``code_unit``: its package, venv or
   ``node_modules``, or its directory for a Python program) bound read-only whole too (followed
   all the way; the links on the way kept as links); a code unit that holds a project root
-  cannot be, and the run is refused (``HostReadError``). A directory on ``PATH`` no run can
+  cannot be, and the run is refused (``HostReadError``). What a link in a kept unit leads to
+  outside it (a workspace package linked into ``node_modules``) is kept the same way
+  (``unit_links``). A directory on ``PATH`` no run can
   write that holds such a link is compared after the run for those links (``read_only_dirs``).
   A unit that does not exist yet is a member of the host-read set that does not exist: it may
   not appear (the run is stopped and it is removed).
@@ -368,7 +370,7 @@ def interpreter(path: str) -> str | None:
     return None
 
 
-def code_unit(target: str, grants: Tops) -> CodeUnit:
+def code_unit(target: str, grants: Tops, is_dir: bool = False) -> CodeUnit:
     """What the program ``target`` (a file in a writable grant, symlinks resolved) loads with it,
     inside that grant, so what is kept read-only whole for a ``PATH`` link that runs it:
 
@@ -379,27 +381,25 @@ def code_unit(target: str, grants: Tops) -> CodeUnit:
       first place its imports are found;
     * else the nearest ancestor that holds a package manifest (``MANIFESTS``), up to the top of
       the grant; with none, its directory, or the one above when that is a ``bin`` (a
-      package's ``bin/`` beside its ``lib/``). The ``node_modules`` directories above that unit
-      in the grant are kept too (``CodeUnit``)."""
-    here = os.path.dirname(target)
-    ups: list[str] = []  # the target's ancestors inside the grant, nearest first
-    d = here
-    while d in grants:
-        ups.append(d)
-        parent = os.path.dirname(d)
-        if parent == d:
-            break
-        d = parent
+      package's ``bin/`` beside its ``lib/``).
+
+    Except for a venv or a Python program, the ``node_modules`` directories above the unit in
+    the grant are kept too (``CodeUnit``: Node resolves a bare ``require`` through each, a
+    workspace's hoisted packages among them). ``is_dir``: ``target`` is a directory a link in a
+    kept unit leads to (a workspace package): the unit is found from it, itself included."""
+    here = target if is_dir else os.path.dirname(target)
+    ups = _ups(here, grants)
     if not ups:
         return CodeUnit(here, "the directory it lies in")
-    for d in reversed(ups):
-        if os.path.basename(d) == "node_modules":
-            return CodeUnit(d, f"it lies in {d}, whose packages it requires")
+    for i in range(len(ups) - 1, -1, -1):
+        if os.path.basename(ups[i]) == "node_modules":
+            dirs, names = _modules_above(ups, i, True)
+            return CodeUnit(ups[i], f"it lies in {ups[i]}, whose packages it requires", dirs, names)
     for d in ups:
         if os.path.lexists(os.path.join(d, "pyvenv.cfg")):
             return CodeUnit(d, f"it lies in the venv {d}, whose packages it imports")
-    prog = interpreter(target) or ""
-    if target.endswith(".py") or prog.startswith("python"):
+    prog = "" if is_dir else interpreter(target) or ""
+    if not is_dir and (target.endswith(".py") or prog.startswith("python")):
         return CodeUnit(here, f"Python imports first from its directory {here}")
     unit: int | None = None
     why = ""
@@ -409,7 +409,7 @@ def code_unit(target: str, grants: Tops) -> CodeUnit:
             unit, why = i, f"it belongs to the package {d} ({found}), whose files it loads"
             break
     if unit is None:
-        if os.path.basename(here) == "bin" and len(ups) > 1:
+        if not is_dir and os.path.basename(here) == "bin" and len(ups) > 1:
             unit, why = 1, f"it lies in {here}, beside the rest of its package in {ups[1]}"
         else:
             unit, why = 0, f"it loads what lies beside it in {here}"
@@ -419,10 +419,32 @@ def code_unit(target: str, grants: Tops) -> CodeUnit:
         or target.endswith(NODE_SUFFIXES)
         or os.path.lexists(os.path.join(top, "package.json"))
     )
+    dirs, names = _modules_above(ups, unit, node)
+    return CodeUnit(top, why, dirs, names)
+
+
+def _ups(here: str, grants: Tops) -> list[str]:
+    """``here`` and its ancestors inside the grant, nearest first."""
+    ups: list[str] = []
+    d = here
+    while d in grants:
+        ups.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    return ups
+
+
+def _modules_above(ups: Sequence[str], unit: int, node: bool) -> tuple[tuple[str, ...], ...]:
+    """The ``node_modules`` directories in the ancestors above ``ups[unit]`` (inside the grant):
+    (those that are directories, those that are links or, for ``node``, not there yet)."""
     dirs: list[str] = []
     names: list[str] = []
     for d in ups[unit + 1 :]:
         modules = os.path.join(d, "node_modules")
+        if modules == ups[unit]:
+            continue
         try:
             st = os.lstat(modules)
         except OSError:
@@ -433,21 +455,181 @@ def code_unit(target: str, grants: Tops) -> CodeUnit:
             dirs.append(modules)
         elif stat.S_ISLNK(st.st_mode) or node:
             names.append(modules)
-    return CodeUnit(top, why, tuple(dirs), tuple(names))
+    return tuple(dirs), tuple(names)
 
 
-def refuse_holding(program: str, target: str, unit: CodeUnit, roots: Sequence[str]) -> None:
+def modules_above(unit: str, writable: Places) -> tuple[tuple[str, ...], ...]:
+    """For a ``PATH`` entry's unit that is a ``node_modules`` (``node_modules/.bin`` on PATH):
+    the ``node_modules`` above it in its grant, as ``CodeUnit.dirs`` and ``CodeUnit.names``."""
+    ups = _ups(os.path.realpath(unit), Tops(writable.real))
+    return _modules_above(ups, 0, True) if ups else ((), ())
+
+
+def refuse_holding(
+    program: str, target: str, unit: CodeUnit, roots: Sequence[str], how: str | None = None
+) -> None:
     """Raise HostReadError when ``unit`` (or a directory kept with it) is, or holds, a project
-    root: the project itself cannot be read-only."""
+    root: the project itself cannot be read-only. ``how`` says how ``program`` (on PATH) comes
+    to load ``target`` (default: it runs it)."""
     for d in (unit.path, *unit.dirs):
         real = os.path.realpath(d)
         for r in roots:
             if is_under(r, d) or is_under(os.path.realpath(r), real):
                 raise HostReadError(
-                    f"{program} is on your PATH and runs {target}; {unit.why}, and {d} holds the "
-                    f"project, so it cannot be kept read-only: add {program} to `{OPTION}` to let "
-                    "runs change what it runs, or remove it from your PATH"
+                    f"{how or f'{program} is on your PATH and runs {target}'}; {unit.why}, and "
+                    f"{d} holds the project, so it cannot be kept read-only: add {program} to "
+                    f"`{OPTION}` to let runs change what it runs, or remove it from your PATH"
                 )
+
+
+# Entries of the kept units listed for symlinks that lead out of them, and how many links deep
+# the units those links lead to are looked at in turn.
+MAX_UNIT_ENTRIES = 50_000
+MAX_UNIT_DEPTH = 4
+
+
+def unit_links(
+    units: Sequence[tuple[str, str]],
+    writable: Places,
+    roots: Sequence[str],
+    exempt: Sequence[str] = (),
+) -> Kept:
+    """What the symlinks in kept units (``(directory, the program on PATH it is kept for)``)
+    lead to inside a writable grant outside every kept unit: a package manager's link to a
+    workspace package (``node_modules/@my/lib`` -> ``../../packages/lib``), a module linked into
+    a Python program's directory. Node and Python load what such a link leads to, so its code
+    unit (``code_unit``) is kept read-only whole too, the links on the way keep their text, a
+    target that does not exist yet may not appear, and the new unit's own links are looked at
+    in turn (``MAX_UNIT_DEPTH``). Looked at: the entries of each unit, and for a
+    ``node_modules`` those of its ``@scope`` directories (each listing remembered while its
+    directory's signature holds). Read unnoted by a policy's recording and checked by asking
+    again, like ``read_only_dirs``. Raises HostReadError when such a unit holds the project, or
+    there are more than ``MAX_UNIT_ENTRIES`` entries to look at."""
+    args = (tuple(units), writable, tuple(roots), tuple(exempt))
+    with fsdeps.unrecorded():
+        out = _unit_links(*args)
+
+    def check() -> bool:
+        try:
+            return _unit_links(*args) == out
+        except HostReadError:
+            return False
+
+    fsdeps.add_check(check)
+    return out
+
+
+def _unit_links(
+    units: tuple[tuple[str, str], ...],
+    writable: Places,
+    roots: tuple[str, ...],
+    exempt: tuple[str, ...],
+) -> Kept:
+    tops = Tops(writable.real)
+    free = Places(exempt)
+    kept = [u for u, _p in units]
+    links: list[str] = []
+    files: list[str] = []
+    dirs: list[str] = []
+    names: list[str] = []
+    why: dict[str, tuple[str, str]] = {}
+    todo = [(u, program, 0) for u, program in units]
+    seen: set[str] = set()
+    looked = 0
+    while todo:
+        unit, program, depth = todo.pop(0)
+        if unit in seen:
+            continue
+        seen.add(unit)
+        found, n = _unit_symlinks(unit)
+        looked += n
+        if looked > MAX_UNIT_ENTRIES:
+            raise HostReadError(
+                f"more than {MAX_UNIT_ENTRIES} entries to look at for links in what {program} "
+                f"on your PATH loads (through {unit}): too many to keep; add {program} to "
+                f"`{OPTION}`, or remove it from your PATH"
+            )
+        inside = Tops(kept)
+        for link in found:
+            on_way, end = followed(link, writable)
+            links += [x for x in on_way if x not in inside]
+            if end is None or end in inside or (exempt and end in free):
+                continue
+            how = f"{program} is on your PATH and loads {link} in {unit}, which leads to {end}"
+            try:
+                is_dir = stat.S_ISDIR(os.stat(end).st_mode)
+            except OSError:
+                names.append(end)  # not there yet: it may not appear
+                why.setdefault(end, (how, program))
+                continue
+            cu = code_unit(end, tops, is_dir)
+            refuse_holding(program, end, cu, roots, how)
+            if not is_dir:
+                files.append(end)
+            why.setdefault(cu.path, (f"{how}; {cu.why}", program))
+            for d in (*cu.dirs, *cu.names):
+                why.setdefault(
+                    d, (f"{how}; Node looks for the packages it requires in {d}", program)
+                )
+            new = [d for d in (cu.path, *cu.dirs) if d not in inside]
+            dirs += new
+            names += [m for m in cu.names if m not in inside]
+            kept += new
+            inside = Tops(kept)
+            if depth + 1 < MAX_UNIT_DEPTH:
+                todo += [(d, program, depth + 1) for d in new]
+    return Kept(
+        tuple(dict.fromkeys(links)),
+        tuple(dict.fromkeys(files)),
+        tuple(dict.fromkeys(dirs)),
+        tuple(dict.fromkeys(names)),
+        tuple((p, w, prog) for p, (w, prog) in why.items()),
+    )
+
+
+# Each directory listed for ``_unit_symlinks``: (its signature then, its symlinks, its `@scope`
+# subdirectories, how many entries it has).
+_LISTED: dict[str, tuple[object, tuple[str, ...], tuple[str, ...], int]] = {}
+
+
+def _unit_symlinks(unit: str) -> tuple[list[str], int]:
+    """The symlinks among the entries of ``unit`` (and, for a ``node_modules``, of its
+    ``@scope`` directories, where package managers put their links to workspace packages), and
+    how many entries were looked at."""
+    links: list[str] = []
+    todo = [unit]
+    looked = 0
+    first = True
+    while todo:
+        d = todo.pop()
+        sig = _dir_sig(d)
+        hit = _LISTED.get(d)
+        if hit is None or sig is None or hit[0] != sig:
+            found: list[str] = []
+            scopes: list[str] = []
+            count = 0
+            try:
+                with os.scandir(d) as it:
+                    for entry in it:
+                        count += 1
+                        if count > MAX_UNIT_ENTRIES:
+                            break
+                        with contextlib.suppress(OSError):
+                            if entry.is_symlink():
+                                found.append(entry.name)
+                            elif entry.name.startswith("@") and entry.is_dir():
+                                scopes.append(entry.name)
+            except OSError:
+                pass
+            if len(_LISTED) >= MAX_KEPT_ANSWERS * 8:
+                _LISTED.clear()
+            hit = _LISTED[d] = (sig, tuple(found), tuple(scopes), count)
+        links += [os.path.join(d, n) for n in hit[1]]
+        looked += hit[3]
+        if first and os.path.basename(unit) == "node_modules":
+            todo += [os.path.join(d, n) for n in hit[2]]
+        first = False
+    return links, looked
 
 
 def _fast_real(
