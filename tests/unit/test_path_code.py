@@ -508,3 +508,24 @@ def test_may_write():
     assert may_write(st(me, stat.S_IFREG | 0o555))  # the owner may give itself the bit
     assert may_write(st(other, mode | 0o002)) and may_write(st(other, mode | 0o020))
     assert may_write(st(other, mode)) == (me == 0)
+
+
+def test_where_a_unit_link_leads_is_asked_again_only_when_what_it_read_changed(
+    proj, listed, monkeypatch
+):
+    monkeypatch.setattr(pathguard, "_LEAD", {})
+    monkeypatch.setattr(pathguard.fsdeps, "SETTLED_NS", 0)
+    nm = proj / "node_modules"
+    (nm / "@my").mkdir(parents=True)
+    (proj / "packages/lib/src").mkdir(parents=True)
+    (nm / "@my/lib").symlink_to("../../packages/lib/src")
+    chains = counting(monkeypatch, "link_chain")
+
+    def kept() -> tuple[str, ...]:
+        return pathguard.unit_links([(str(nm), "p")], Places([str(proj)]), [str(proj)]).dirs
+
+    assert kept() == (str(proj / "packages/lib/src"),)
+    assert kept() == (str(proj / "packages/lib/src"),) and len(chains) == 1
+    # A manifest above it makes the package the unit: seen, the directory it lies in changed.
+    write(proj / "packages/lib/package.json")
+    assert kept() == (str(proj / "packages/lib"),) and len(chains) == 2

@@ -42,6 +42,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -468,18 +469,36 @@ def modules_above(unit: str, writable: Places) -> tuple[tuple[str, ...], ...]:
 def refuse_holding(
     program: str, target: str, unit: CodeUnit, roots: Sequence[str], how: str | None = None
 ) -> None:
-    """Raise HostReadError when ``unit`` (or a directory kept with it) is, or holds, a project
-    root: the project itself cannot be read-only. ``how`` says how ``program`` (on PATH) comes
-    to load ``target`` (default: it runs it)."""
+    """Raise HostReadError when ``unit`` (or a directory kept with it; symlinks resolved, as
+    ``code_unit`` finds them) is, or holds, a project root (as given, or resolved): the project
+    itself cannot be read-only. ``how`` says how ``program`` (on PATH) comes to load ``target``
+    (default: it runs it)."""
+    both = {*roots, *(_real_root(r) for r in roots)}
     for d in (unit.path, *unit.dirs):
-        real = os.path.realpath(d)
-        for r in roots:
-            if is_under(r, d) or is_under(os.path.realpath(r), real):
+        for r in both:
+            if is_under(r, d):
                 raise HostReadError(
                     f"{how or f'{program} is on your PATH and runs {target}'}; {unit.why}, and "
                     f"{d} holds the project, so it cannot be kept read-only: add {program} to "
                     f"`{OPTION}` to let runs change what it runs, or remove it from your PATH"
                 )
+
+
+def _real_root(root: str) -> str:
+    """``root`` with its symlinks resolved, remembered for a few seconds (one computation asks
+    for it once per unit)."""
+    now = time.monotonic()
+    hit = _REAL_ROOTS.get(root)
+    if hit is not None and now - hit[0] < 2:
+        return hit[1]
+    if len(_REAL_ROOTS) > 64:
+        _REAL_ROOTS.clear()
+    real = os.path.realpath(root)
+    _REAL_ROOTS[root] = (now, real)
+    return real
+
+
+_REAL_ROOTS: dict[str, tuple[float, str]] = {}
 
 
 # Entries of the kept units listed for symlinks that lead out of them, and how many links deep
@@ -527,7 +546,16 @@ def _unit_links(
 ) -> Kept:
     tops = Tops(writable.real)
     free = Places(exempt)
-    kept = [u for u, _p in units]
+    kept = {u for u, _p in units}
+
+    def inside(path: str) -> bool:
+        p = path
+        while p:
+            if p in kept:
+                return True
+            p = p[: p.rfind("/")]
+        return False
+
     links: list[str] = []
     files: list[str] = []
     dirs: list[str] = []
@@ -536,12 +564,13 @@ def _unit_links(
     todo = [(u, program, 0) for u, program in units]
     seen: set[str] = set()
     looked = 0
+    sigs: dict[str, object] = {}
     while todo:
         unit, program, depth = todo.pop(0)
         if unit in seen:
             continue
         seen.add(unit)
-        found, n = _unit_symlinks(unit)
+        found, n = _unit_symlinks(unit, sigs)
         looked += n
         if looked > MAX_UNIT_ENTRIES:
             raise HostReadError(
@@ -549,33 +578,29 @@ def _unit_links(
                 f"on your PATH loads (through {unit}): too many to keep; add {program} to "
                 f"`{OPTION}`, or remove it from your PATH"
             )
-        inside = Tops(kept)
         for link in found:
-            on_way, end = followed(link, writable)
-            links += [x for x in on_way if x not in inside]
-            if end is None or end in inside or (exempt and end in free):
+            led = _lead(link, writable, tops, sigs)
+            links += [x for x in led.on_way if not inside(x)]
+            end, cu = led.end, led.unit
+            if end is None or inside(end) or (exempt and end in free):
                 continue
             how = f"{program} is on your PATH and loads {link} in {unit}, which leads to {end}"
-            try:
-                is_dir = stat.S_ISDIR(os.stat(end).st_mode)
-            except OSError:
+            if cu is None:
                 names.append(end)  # not there yet: it may not appear
                 why.setdefault(end, (how, program))
                 continue
-            cu = code_unit(end, tops, is_dir)
             refuse_holding(program, end, cu, roots, how)
-            if not is_dir:
+            if not led.is_dir:
                 files.append(end)
             why.setdefault(cu.path, (f"{how}; {cu.why}", program))
             for d in (*cu.dirs, *cu.names):
                 why.setdefault(
                     d, (f"{how}; Node looks for the packages it requires in {d}", program)
                 )
-            new = [d for d in (cu.path, *cu.dirs) if d not in inside]
+            new = [d for d in (cu.path, *cu.dirs) if not inside(d)]
             dirs += new
-            names += [m for m in cu.names if m not in inside]
-            kept += new
-            inside = Tops(kept)
+            names += [m for m in cu.names if not inside(m)]
+            kept.update(new)
             if depth + 1 < MAX_UNIT_DEPTH:
                 todo += [(d, program, depth + 1) for d in new]
     return Kept(
@@ -587,12 +612,78 @@ def _unit_links(
     )
 
 
+@dataclass(frozen=True)
+class _Led:
+    """Where a link in a kept unit leads (``_lead``): the links on the way in a writable grant,
+    its end there (None: outside every grant, or a loop), whether that is a directory, and the
+    end's code unit (None: the end does not exist)."""
+
+    on_way: tuple[str, ...]
+    end: str | None
+    is_dir: bool = False
+    unit: CodeUnit | None = None
+
+
+# ``_lead``'s answers, by (link, grants): (the signatures of what it read, the answer).
+_LEAD: dict[tuple[str, tuple[str, ...]], tuple[tuple[tuple[str, object], ...], _Led]] = {}
+
+
+def _sig_in(sigs: dict[str, object], path: str) -> object:
+    """``_dir_sig(path)``, asked once per computation (``sigs``)."""
+    if path not in sigs:
+        sigs[path] = _dir_sig(path)
+    return sigs[path]
+
+
+def _lead(link: str, writable: Places, tops: Tops, sigs: dict[str, object]) -> _Led:
+    """Where ``link`` leads and the code unit there, remembered while every directory it was
+    read from (the ancestors of the link, of each link on the way and of the end, where the
+    unit's manifests and ``node_modules`` are looked for) and the end itself are unchanged
+    (their signatures; an answer read from something changed within ``fsdeps.SETTLED_NS`` is
+    not kept)."""
+    key = (link, writable.real)
+    hit = _LEAD.get(key)
+    if hit is not None and all(_sig_in(sigs, p) == sig for p, sig in hit[0]):
+        return hit[1]
+    chain, end = link_chain(link)
+    on_way = tuple(x for x in chain if x in writable)
+    led = _Led(on_way, None)
+    if end is not None and end in writable:
+        try:
+            is_dir = stat.S_ISDIR(os.stat(end).st_mode)
+        except OSError:
+            led = _Led(on_way, end)
+        else:
+            led = _Led(on_way, end, is_dir, code_unit(end, tops, is_dir))
+    read: set[str] = set()
+    for p in (link, *chain, *([end] if end is not None else [])):
+        d = os.path.dirname(p)
+        while d not in read:
+            read.add(d)
+            if d == "/":
+                break
+            d = os.path.dirname(d)
+    if end is not None:
+        read.add(end)
+    deps = tuple((p, _dir_sig(p)) for p in sorted(read))
+    young = time.time_ns() - fsdeps.SETTLED_NS
+    settled = all(
+        sig is None or (isinstance(sig, tuple) and sig[2] < young and sig[3] < young)
+        for _p, sig in deps
+    )
+    if settled:
+        if len(_LEAD) >= MAX_KEPT_ANSWERS * 8:
+            _LEAD.clear()
+        _LEAD[key] = (deps, led)
+    return led
+
+
 # Each directory listed for ``_unit_symlinks``: (its signature then, its symlinks, its `@scope`
 # subdirectories, how many entries it has).
 _LISTED: dict[str, tuple[object, tuple[str, ...], tuple[str, ...], int]] = {}
 
 
-def _unit_symlinks(unit: str) -> tuple[list[str], int]:
+def _unit_symlinks(unit: str, sigs: dict[str, object]) -> tuple[list[str], int]:
     """The symlinks among the entries of ``unit`` (and, for a ``node_modules``, of its
     ``@scope`` directories, where package managers put their links to workspace packages), and
     how many entries were looked at."""
@@ -602,7 +693,7 @@ def _unit_symlinks(unit: str) -> tuple[list[str], int]:
     first = True
     while todo:
         d = todo.pop()
-        sig = _dir_sig(d)
+        sig = _sig_in(sigs, d)
         hit = _LISTED.get(d)
         if hit is None or sig is None or hit[0] != sig:
             found: list[str] = []
