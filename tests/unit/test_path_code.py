@@ -124,24 +124,40 @@ def test_a_package_is_found_by_its_manifest(proj):
 @pytest.mark.parametrize("manifest", pathguard.MANIFESTS)
 def test_every_manifest_makes_a_package(proj, manifest):
     write(proj / "pkg" / manifest)
-    t = write(proj / "pkg/src/deep/run", "#!/bin/sh\n")
+    t = write(proj / "pkg/src/deep/run", "#!/usr/bin/env ruby\n")
     assert unit_of(t, proj).path == str(proj / "pkg")
 
 
 def test_without_a_manifest_its_directory_or_the_one_holding_bin(proj):
-    assert unit_of(write(proj / "tools/mytool", "#!/bin/sh\n"), proj).path == str(proj / "tools")
-    u = unit_of(write(proj / "pkg/bin/tool", "#!/bin/sh\n"), proj)
+    assert unit_of(write(proj / "tools/mytool", "#!/usr/bin/env ruby\n"), proj).path == str(
+        proj / "tools"
+    )
+    u = unit_of(write(proj / "pkg/bin/tool", "#!/usr/bin/env ruby\n"), proj)
     assert u.path == str(proj / "pkg")
-    # A shell program: a node_modules that is not there is no concern of it; one that is, is.
+    # Not a JavaScript program: a node_modules that is not there is no concern of it; one that
+    # is, is.
     assert u.names == ()
     (proj / "node_modules").mkdir()
     assert unit_of(proj / "pkg/bin/tool", proj).dirs == (str(proj / "node_modules"),)
 
 
+@pytest.mark.parametrize(
+    "head", ["#!/bin/sh\n", "#!/usr/bin/env bash\n", "#!/bin/zsh -f\n", "\x7fELF\x02\x01\x01"]
+)
+def test_a_shell_script_or_compiled_program_is_its_directory(proj, head):
+    # A dotfiles repository's bin/ (no manifest): bin, not the repository, even with a manifest
+    # above it; the node_modules above are no concern of it.
+    write(proj / "package.json", "{}\n")
+    (proj / "node_modules").mkdir()
+    u = unit_of(write(proj / "dots/bin/tool", head), proj)
+    assert (u.path, u.dirs, u.names) == (str(proj / "dots/bin"), (), ())
+    assert unit_of(write(proj / "scripts/run.sh", "echo\n"), proj).path == str(proj / "scripts")
+
+
 def test_a_node_modules_link_above_the_unit_is_kept_as_a_link(proj, tmp_path):
     (tmp_path / "shared").mkdir()
     (proj / "node_modules").symlink_to(tmp_path / "shared")
-    u = unit_of(write(proj / "tools/x", "#!/bin/sh\n"), proj)
+    u = unit_of(write(proj / "tools/x", "#!/usr/bin/env ruby\n"), proj)
     assert u.dirs == () and u.names == (str(proj / "node_modules"),)
 
 
@@ -283,7 +299,7 @@ def test_link_targets_keep_each_programs_unit(tmp_path, proj):
 
 def test_a_unit_that_holds_the_project_is_refused(tmp_path, proj):
     write(proj / "package.json")
-    pd = linked(tmp_path, proj, "bin/cli.js")
+    pd = linked(tmp_path, proj, "bin/cli.js", "#!/usr/bin/env node\n")
     with pytest.raises(HostReadError) as e:
         link_targets(pd, Places([str(proj)]), roots=[str(proj)])
     msg = str(e.value)

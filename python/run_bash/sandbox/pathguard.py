@@ -318,6 +318,13 @@ SHEBANG_BYTES = 256
 # What marks a program as JavaScript (Node resolves its bare requires through node_modules).
 NODE_SUFFIXES = (".js", ".mjs", ".cjs")
 NODE_INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "tsx", "ts-node"})
+# Shells: a script loads what it sources by a path it builds (``$(dirname "$0")/lib.sh``): its
+# directory is kept, the convention of a ``bin/`` of shell scripts (a dotfiles repository).
+SHELL_INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"})
+SHELL_SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".fish")
+# What ``interpreter`` says of a compiled program (an ELF file): it loads no source beside it,
+# only libraries its ``$ORIGIN`` run path names, which lie in its directory (``target/release``).
+ELF = "\x7fELF"
 
 
 @dataclass(frozen=True)
@@ -350,6 +357,8 @@ def interpreter(path: str) -> str | None:
         return None
     finally:
         os.close(fd)
+    if head.startswith(b"\x7fELF"):
+        return ELF
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
@@ -379,12 +388,13 @@ def code_unit(target: str, grants: Tops, is_dir: bool = False) -> CodeUnit:
       hoisted dependencies);
     * inside a venv (an ancestor holds ``pyvenv.cfg``): the venv;
     * a Python program (``*.py``, or a `#!` line that runs ``python*``): its directory, the
-      first place its imports are found;
+      first place its imports are found; a shell script (``SHELL_INTERPRETERS``) or a compiled
+      program (ELF): its directory too;
     * else the nearest ancestor that holds a package manifest (``MANIFESTS``), up to the top of
       the grant; with none, its directory, or the one above when that is a ``bin`` (a
       package's ``bin/`` beside its ``lib/``).
 
-    Except for a venv or a Python program, the ``node_modules`` directories above the unit in
+    Except for a venv, a Python or shell script or a compiled program, the ``node_modules`` directories above the unit in
     the grant are kept too (``CodeUnit``: Node resolves a bare ``require`` through each, a
     workspace's hoisted packages among them). ``is_dir``: ``target`` is a directory a link in a
     kept unit leads to (a workspace package): the unit is found from it, itself included."""
@@ -402,6 +412,10 @@ def code_unit(target: str, grants: Tops, is_dir: bool = False) -> CodeUnit:
     prog = "" if is_dir else interpreter(target) or ""
     if not is_dir and (target.endswith(".py") or prog.startswith("python")):
         return CodeUnit(here, f"Python imports first from its directory {here}")
+    if not is_dir and (prog in SHELL_INTERPRETERS or target.endswith(SHELL_SUFFIXES)):
+        return CodeUnit(here, f"a shell script sources what lies beside it in {here}")
+    if not is_dir and prog == ELF:
+        return CodeUnit(here, f"a compiled program loads the libraries beside it in {here}")
     unit: int | None = None
     why = ""
     for i, d in enumerate(ups):
