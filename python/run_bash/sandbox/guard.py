@@ -212,6 +212,8 @@ class Keeper:
         self._thread: threading.Thread | None = None
         self._stop_r = self._stop_w = -1
         self._live = LiveLinks(self.discovery.trees.events_fd, self._judge_live)
+        # Events another walk reads (a policy computed meanwhile) wake the live thread too.
+        self.discovery.trees.on_events.append(self._live.poke)
 
     # -- what other parts of the host ask --------------------------------------------------------
 

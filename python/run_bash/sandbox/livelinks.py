@@ -54,6 +54,16 @@ class LiveLinks:
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"x")
 
+    def poke(self) -> None:
+        """Events of the watched trees were read by another caller of the tree scan (a policy
+        computed meanwhile, another run's check): ``events_fd`` will not wake the thread for
+        them, so this does, when one runs (it never starts one, never blocks)."""
+        with self._lock:
+            if self._closed or self._thread is None:
+                return
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+
     def close(self) -> None:
         """The host is exiting: the thread ends (and closes the wake pipe; now, if none runs)."""
         with self._lock:

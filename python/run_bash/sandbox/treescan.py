@@ -16,7 +16,7 @@ import os
 import stat
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from run_bash import fsdeps, inotify
@@ -125,6 +125,8 @@ class TreeScan:
         self._raced = False  # ``take_raced``
         self._content: set[str] = set()  # trees whose file writes are events too (``find``)
         self._unfollowed: set[str] = set()  # trees inotify cannot follow (``follows``)
+        # Called when a walk read events (``events_fd`` is drained for whoever waits on it).
+        self.on_events: list[Callable[[], None]] = []
         self._content_wds: set[str] = set()  # directories watched for writes
 
     def find(
@@ -308,6 +310,9 @@ class TreeScan:
             events = ino.read()
         except OSError:
             events = [(-1, inotify.IN_Q_OVERFLOW, "")]
+        if events:
+            for tell in self.on_events:
+                tell()
         for wd, mask, name in events:
             self._seq += 1
             if mask & inotify.IN_Q_OVERFLOW:
@@ -407,7 +412,8 @@ class TreeScan:
 
     def events_fd(self) -> int | None:
         """The descriptor that becomes readable when a watched directory changes (``find``
-        reads the events); None while nothing is watched."""
+        reads the events, and calls ``on_events`` then: a caller waiting on the descriptor is
+        not woken by events another call read); None while nothing is watched."""
         ino = self._ino
         return ino.fd if ino is not None and ino.fd >= 0 else None
 
