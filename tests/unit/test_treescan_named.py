@@ -68,3 +68,32 @@ def test_walk_on_reports_named_entries_too(tmp_path: Path) -> None:
     named: list[str] = []
     scan.walk_on(str(root), frozenset(), old, limit=10_000, named=named)
     assert named == [str(root / "new/deep/.tool-versions")]
+
+
+def test_a_listing_made_while_the_directory_was_young_is_not_reused(tmp_path, monkeypatch):
+    """Two changes within one timestamp tick leave the same (inode, ctime, mtime): a directory
+    listed while its change time is young is listed again at the next walk, and the walk is not
+    kept (a name made in the same tick, before its watch, would be missed for good)."""
+    from run_bash.sandbox import treescan
+
+    root = tmp_path / "p"
+    (root / "a").mkdir(parents=True)
+    scan = TreeScan({".envrc"})
+    listed: list[str] = []
+    real_list = TreeScan._list
+
+    def counting(self, d, ident, top):
+        listed.append(d)
+        return real_list(self, d, ident, top)
+
+    monkeypatch.setattr(TreeScan, "_list", counting)
+    scan.find_named(str(root))
+    first = len(listed)
+    scan.find_named(str(root))  # young: every directory listed again
+    assert len(listed) == 2 * first
+    # Once settled, an unchanged tree is not listed again.
+    monkeypatch.setattr(treescan, "_now", lambda: 2**62)
+    scan.find_named(str(root))
+    settled = len(listed)
+    scan.find_named(str(root))
+    assert len(listed) == settled

@@ -15,6 +15,7 @@ import contextlib
 import os
 import stat
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ class _DirInfo:
     links: frozenset[tuple[str, str]] = frozenset()  # (name, text) of each symbolic link in it
     named: tuple[str, ...] = ()  # its entries (of any type) whose name the scan wants
     names_gen: int = 0  # the scan's names when it was listed (``TreeScan.want``)
+    settled: bool = True  # its change time was older than ``SETTLED_NS`` when it was listed
 
 
 def looks_like_git_dir(names: Iterable[str] | str) -> bool:
@@ -72,6 +74,11 @@ STRUCTURE = (
 # New links kept for ``links_since`` (beyond it the oldest are dropped, and a mark older than
 # what is kept gets every link there is).
 MAX_BORN = 100_000
+# A listing of a directory whose change time was younger than this is not reused: two changes
+# within one timestamp tick (a few milliseconds on most kernels; a second or two on some file
+# systems) leave the same (inode, ctime, mtime), so a name made just after the listing would
+# not be seen (ctime only: user space cannot set it, nor move it into the future).
+SETTLED_NS = 2_000_000_000
 # Trees with more directories than this are walked every time (each watched directory costs
 # kernel memory, and the change store watches the project's directories too).
 MAX_WATCHED_DIRS = 20_000
@@ -361,7 +368,11 @@ class TreeScan:
                 return None
         ino = self._ino
         dirs: dict[str, int] = {}
+        # A directory listed while its change time was young may have changed since within the
+        # same tick, before its watch: watched, but the walk is not kept (the next one lists it).
+        keep = True
         for d, info in seen.items():
+            keep = keep and info.settled
             wd = self._wd_of.get(d)
             if wd is not None and content and d not in self._content_wds:
                 try:  # watched for names already: writes too from now on
@@ -401,6 +412,8 @@ class TreeScan:
             self._reset()
             return None
         self._unfollowed.discard(root)
+        if not keep:
+            return None
         return _Walk(tuple(found), truncated, dirs, self._seq, mounts, tuple(named))
 
     def follows(self, root: str) -> bool:
@@ -470,7 +483,7 @@ class TreeScan:
                 continue
             ident = (st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
             info = cache.get(d)
-            if info is None or info.ident != ident or info.names_gen != gen:
+            if info is None or info.ident != ident or info.names_gen != gen or not info.settled:
                 old = info
                 info = listing(d, ident, root)
                 listed = True
@@ -507,6 +520,7 @@ class TreeScan:
 
     def _list(self, d: str, ident: tuple[int, int, int], root: str) -> _DirInfo:
         wanted, gen = self._names
+        settled = _now() - ident[1] > SETTLED_NS
         names: list[str] = []
         subdirs: list[str] = []
         links: list[tuple[str, str]] = []
@@ -534,7 +548,12 @@ class TreeScan:
             frozenset(links),
             tuple(sorted(n for n in names if n in wanted)),
             gen,
+            settled,
         )
+
+
+def _now() -> int:
+    return time.time_ns()
 
 
 def _mount_generation() -> int | None:
