@@ -230,3 +230,35 @@ def test_a_kept_file_the_run_moves_elsewhere_is_no_way_around(sbx, world):
         and "PWNED" in (world.project / d / ".envrc").read_text()
         for d in ("web", "web2")
     ), r.notices
+
+
+@pytest.mark.parametrize("where", ["", "web/"])
+def test_a_directory_kept_whole_is_not_swapped_through_its_parent(sbx, world, where):
+    """``.yarn/releases`` is read-only whole, but ``.yarn`` above it is not: a run that renames
+    ``.yarn`` and makes ``.yarn/releases`` again would choose the file the kept ``yarnPath``
+    names. The kept directory must stay the one it was: the run is stopped, and what it made
+    under that name goes to the quarantine."""
+    base = world.project / where
+    (base / ".yarn/releases").mkdir(parents=True)
+    release = base / ".yarn/releases/yarn-4.cjs"
+    release.write_text('console.log("4.0.0")\n')
+    (base / ".yarnrc.yml").write_text("yarnPath: .yarn/releases/yarn-4.cjs\n")
+    attack = (
+        f"mv {where}.yarn {where}.yarn.old && mkdir -p {where}.yarn/releases && "
+        f"echo 'console.log(\"{FIRED}\")' > {where}.yarn/releases/yarn-4.cjs"
+    )
+    r = sbx.run(f"echo ok > other.txt && echo {CONTROL}; {attack}; sleep 5; echo survived")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    assert "survived" not in r.output, (r.output, r.notices)
+    assert not release.exists() or FIRED not in release.read_text(), r.notices
+    assert any(
+        f"{where}.yarn/releases, kept read-only whole, was moved away" in n for n in r.notices
+    ), r.notices
+    # Control: without the sandbox the kept yarnPath now names the run's file.
+    for p in (base / ".yarn", base / ".yarn.old"):
+        if p.exists():
+            shutil.rmtree(p)
+    (base / ".yarn/releases").mkdir(parents=True)
+    release.write_text('console.log("4.0.0")\n')
+    sbx.unconfined().run(attack)
+    assert FIRED in release.read_text()

@@ -205,6 +205,9 @@ class Keeper:
         # PATH directory -> the state of each entry (``pathguard``); None: not a directory.
         self._path_states: dict[str, dict[str, Sig] | None] = {}
         self._git_ident: dict[str, tuple[int, int, int]] = {}  # git dir -> (dev, ino, mode)
+        # What is kept read-only whole (``HostRead.sealed``) -> (dev, ino): a run that renames a
+        # directory above one (`mv web/.yarn x`) and makes the name again must not keep it.
+        self._sealed_ident: dict[str, tuple[int, int]] = {}
         self._rules: dict[str, State] = {}  # rules files and their include targets
         self._pending: dict[str, str] = {}  # member -> why its repair failed
         self._pending_moves: dict[str, str] = {}  # what must leave the project -> why it did not
@@ -303,6 +306,14 @@ class Keeper:
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             scope.indexes = gitindex.state(host_read.git_dirs)
             scope.trusted_git = frozenset(self._trusted_git_dirs())
+            for p in host_read.sealed:
+                if not covered(p) or p not in self._sealed_ident:
+                    try:
+                        st = nofollow.lstat(p, self._fence)
+                    except OSError:
+                        self._sealed_ident.pop(p, None)
+                    else:
+                        self._sealed_ident[p] = (st.st_dev, st.st_ino)
             for pd in host_read.path_dirs:
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
@@ -444,6 +455,19 @@ class Keeper:
             if now is not None:
                 elsewhere[g] = now
         scope.moved = elsewhere
+
+        # What is kept whole: still the same directory (or file) under the same name.
+        for p in hr.sealed:
+            if self._sealed_swapped(p):
+                what = (
+                    f"what is there now {self._quarantine(p, scope)}"
+                    if self._exists(p)
+                    else "nothing is there now"
+                )
+                note(
+                    f"{self._name(hr, p)}, kept read-only whole, was moved away (with a "
+                    f"directory above it) or replaced inside the sandbox; {what}{stopped}"
+                )
 
         # Every member: its trusted state, or quarantined when it never had a trusted one.
         for m in hr.members:
@@ -775,11 +799,26 @@ class Keeper:
             )
             scope.notices.append(f"{said}; {dest}{stopped}")
 
+    def _sealed_swapped(self, path: str) -> bool:
+        """Whether what is kept whole at ``path`` is no longer the directory (or file) it was."""
+        ident = self._sealed_ident.get(path)
+        if ident is None:
+            return False
+        try:
+            st = nofollow.lstat(path, self._fence)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != ident
+
     def _named_appeared(self, scope: Scope) -> str | None:
         """While a run goes on: the first path that the names kept at every level keep that it
-        made (``_check_named`` moves it when the run ends). Walks only trees inotify follows
-        (a walk of an unchanged one costs nothing; one it cannot follow is checked at the end)."""
+        made (``_check_named`` moves it when the run ends), or a directory kept whole that it
+        moved away or replaced. Walks only trees inotify follows (a walk of an unchanged one
+        costs nothing; one it cannot follow is checked at the end)."""
         hr = scope.host_read
+        for p in hr.sealed:
+            if self._sealed_swapped(p):
+                return f"{self._name(hr, p)} was moved away or replaced"
         kept_whole = frozenset(hr.sealed)
         for root in hr.scan:
             if root in scope.blind or any(root in w for w in hr.warnings):
