@@ -936,7 +936,9 @@ class Keeper:
                 is_dir = os.path.isdir(m) and not os.path.islink(m)
                 mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
                 todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
-            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=m in git_places)
+            # (Whether it lies in a git dir matters only when its directory is not there yet.)
+            grows_in_git = not os.path.isdir(os.path.dirname(m)) and m in git_places
+            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=grows_in_git)
         for g in hr.git_dirs:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
@@ -951,7 +953,19 @@ class Keeper:
             if os.path.isdir(r.path) and not os.path.islink(r.path):
                 mask = inotify.ENTRIES | inotify.CONTENT
                 todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask, True))
+        # The names watched in one directory for one purpose share one subscription (a
+        # project's top holds tens of names that may not appear): one watch call, one look-up.
+        merged: dict[tuple[str, str, int], Sub] = {}
+        subs: list[tuple[str, Sub, int]] = []
         for path, sub, mask, _must in todo:
+            if sub.kind in (KILL_NAMES, GROW) and sub.ref is None:
+                same = merged.get((path, sub.kind, mask))
+                if same is not None:
+                    same.names = same.names | sub.names
+                    continue
+                merged[(path, sub.kind, mask)] = sub
+            subs.append((path, sub, mask))
+        for path, sub, mask in subs:
             try:
                 self._sub(ino, scope, path, mask, sub)
             except FileNotFoundError:

@@ -886,6 +886,20 @@ def link_ends(
     seen: set[str] = set()
     todo = [(p, p, 0) for p in paths]
     looked = 0
+    plain: dict[str, bool] = {}
+
+    def plain_dir(d: str) -> bool:
+        """No symbolic link at ``d`` or above it (one that is not there is none): remembered
+        per directory, so the members of one directory cost one ``lstat`` each."""
+        hit = plain.get(d)
+        if hit is None:
+            try:
+                link = stat.S_ISLNK(os.lstat(d).st_mode)
+            except OSError:
+                link = False
+            hit = plain[d] = not link and (d == "/" or plain_dir(os.path.dirname(d)))
+        return hit
+
     while todo:
         path, origin, depth = todo.pop()
         if path in seen:
@@ -898,7 +912,14 @@ def link_ends(
                 f"{origin}): too many to keep"
             )
         why = reasons.get(origin) or f"the host reads it through {origin}"
-        links, end = followed(path, writable)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:
+            is_link = False
+        links: list[str] = []
+        end: str | None = None  # no link on the way: it leads nowhere else
+        if is_link or not plain_dir(os.path.dirname(path)):
+            links, end = followed(path, writable)
         for link in links:
             if link != path:
                 members.append(link)
