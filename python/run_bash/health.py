@@ -151,15 +151,17 @@ def memory_cap(cgroups: Cgroups | None = None) -> Item:
 
 def relative_path_entries(path_var: str) -> list[Item]:
     """A warning for each relative ``PATH`` entry other than the current directory: the shell
-    resolves it in whatever directory it is in, while run_bash keeps it only in the project roots
-    (|run_bash-host-read|), so a program a run leaves in a subdirectory's copy runs there."""
+    resolves it in whatever directory it is in, so run_bash keeps that directory in every
+    directory of the project (|run_bash-host-read|): it is read-only wherever it exists, and a run
+    that makes one anywhere (``npm install`` in a subdirectory) is stopped."""
     relative = [e for e in dict.fromkeys(path_var.split(os.pathsep)) if e and e != "."]
     relative = [e for e in relative if not os.path.isabs(e)]
     return [
         _item(
             "warn",
-            f"PATH has a relative entry {e!r}: a program a run leaves in <any directory>/{e} "
-            "runs when you cd there (run_bash keeps it in the project roots only)",
+            f"PATH has a relative entry {e!r}: your shell runs a program from <any directory>/{e} "
+            "when you cd there, so run_bash keeps it read-only in every directory of the project, "
+            "and stops a run that makes one",
             "make it absolute (direnv's PATH_add does) or remove it",
         )
         for e in relative

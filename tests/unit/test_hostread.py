@@ -329,6 +329,25 @@ def test_restore_as_the_owner_of_a_locked_directory(tmp_path):
     assert (d.stat().st_mode & 0o777) == 0o500  # the directory's mode is left as found
 
 
+def test_restore_makes_again_the_directories_a_run_moved_away(tmp_path):
+    """A kept ``src/.cargo/config.toml`` whose ``src`` a run renamed: it is written back where
+    it was, the directories on the way made again."""
+    src = tmp_path / "src"
+    (src / ".cargo").mkdir(parents=True)
+    (src / ".cargo/config.toml").write_text("[build]\n")
+    trusted = capture(str(src / ".cargo/config.toml"))
+    absent = capture(str(src / "rust-toolchain.toml"))
+    src.rename(tmp_path / "app")
+    rep = Repairer(str(tmp_path / "q"))
+    ok, done = rep.restore(str(src / ".cargo/config.toml"), trusted, "t")
+    assert ok and done == "restored", done
+    assert (src / ".cargo/config.toml").read_text() == "[build]\n"
+    assert (tmp_path / "app/.cargo/config.toml").exists()  # the moved one is not touched here
+    # A name that must stay absent makes no directory for itself.
+    ok, _done = rep.restore(str(tmp_path / "gone/rust-toolchain.toml"), absent, "t")
+    assert not ok and not (tmp_path / "gone").exists()
+
+
 def test_trusted_realpath_never_follows_links_in_writable_places(tmp_path):
     (tmp_path / "private").mkdir()
     proj = tmp_path / "proj"

@@ -44,7 +44,10 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   changed program, or a new one that shadows a later command, is quarantined, a retargeted link
   put back); an agent rules file whose ``@`` references may lead out of the project or into a
   denied path (``agentrules``) is restored to its trusted content, and a rules name that is not
-  a regular file is quarantined, as is a link the run left (``linkcheck``).
+  a regular file is quarantined, as is a link the run left (``linkcheck``). A file of a name kept
+  at every level (``hostread.EVERY_LEVEL_MEMBERS``, a relative PATH entry's directory) that the run
+  made anywhere in its trees is quarantined too (``hostread.appeared``); while the run goes on,
+  one that appears stops it (``_named_appeared``, on the tree scan's inotify).
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
@@ -76,6 +79,7 @@ from run_bash.sandbox.hostread import (
     HostRead,
     HostReadError,
     RulesName,
+    appeared,
 )
 from run_bash.sandbox.inert import Kept, hooks_not_inert, not_inert
 from run_bash.sandbox.linkcheck import git_dir_links, links_out
@@ -159,6 +163,8 @@ class Scope:
     link_mark: int = 0
     live: bool = False  # it went on in the background: its links are judged as they appear
     live_mark: int = 0  # the tree scan's count of new links at the last such look
+    # Trees whose kept names are looked for only when the run ends (``_named_appeared``).
+    blind: set[str] = field(default_factory=set)
 
     def trip(self, why: str) -> None:
         """Stop the run now (no I/O but the kill itself)."""
@@ -199,6 +205,9 @@ class Keeper:
         # PATH directory -> the state of each entry (``pathguard``); None: not a directory.
         self._path_states: dict[str, dict[str, Sig] | None] = {}
         self._git_ident: dict[str, tuple[int, int, int]] = {}  # git dir -> (dev, ino, mode)
+        # What is kept read-only whole (``HostRead.sealed``) -> (dev, ino): a run that renames a
+        # directory above one (`mv web/.yarn x`) and makes the name again must not keep it.
+        self._sealed_ident: dict[str, tuple[int, int]] = {}
         self._rules: dict[str, State] = {}  # rules files and their include targets
         self._pending: dict[str, str] = {}  # member -> why its repair failed
         self._pending_moves: dict[str, str] = {}  # what must leave the project -> why it did not
@@ -212,6 +221,8 @@ class Keeper:
         self._thread: threading.Thread | None = None
         self._stop_r = self._stop_w = -1
         self._live = LiveLinks(self.discovery.trees.events_fd, self._judge_live)
+        # Events another walk reads (a policy computed meanwhile) wake the live thread too.
+        self.discovery.trees.on_events.append(self._live.poke)
 
     # -- what other parts of the host ask --------------------------------------------------------
 
@@ -295,6 +306,14 @@ class Keeper:
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             scope.indexes = gitindex.state(host_read.git_dirs)
             scope.trusted_git = frozenset(self._trusted_git_dirs())
+            for p in host_read.sealed:
+                if not covered(p) or p not in self._sealed_ident:
+                    try:
+                        st = nofollow.lstat(p, self._fence)
+                    except OSError:
+                        self._sealed_ident.pop(p, None)
+                    else:
+                        self._sealed_ident[p] = (st.st_dev, st.st_ino)
             for pd in host_read.path_dirs:
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
@@ -303,6 +322,9 @@ class Keeper:
                     if not covered(p) or p not in self._rules:
                         self._rules[p] = capture_or_mark(p, self._rules.get(p))
             self._scopes[sid] = scope
+            # What the names kept at every level keep, made anywhere in its trees, stops it
+            # as it appears (``_judge_live``).
+            self._live.start()
             try:
                 self._watch(scope)
             except OSError as e:
@@ -371,9 +393,16 @@ class Keeper:
     def _judge_live(self) -> bool:
         """The links the runs watched by ``watch_links`` made since the last look, and the new
         repositories in their trees: one that leads out, or is not inert, is quarantined and
-        stops its run. Whether any run is still watched."""
+        stops its run. And for every run going on, what the names kept at every level keep that
+        it made: that stops it (``_named_appeared``). Whether any run is still going on."""
         with self._lock:
-            live = [s for s in self._scopes.values() if s.live and not s.ended]
+            active = [s for s in self._scopes.values() if not s.ended]
+            for scope in active:
+                if not scope.tripped:
+                    why = self._named_appeared(scope)
+                    if why is not None:
+                        scope.trip(why)
+            live = [s for s in active if s.live]
             stopped = f"; the run was stopped ({LIVE_TRIP})"
             for scope in live:
                 n = len(scope.notices)
@@ -386,7 +415,7 @@ class Keeper:
                         break
                 if len(scope.notices) > n:
                     scope.trip(LIVE_TRIP)
-            return bool(live)
+            return bool(active)
 
     def shutdown(self) -> None:
         """Stop the watcher (the host is exiting) and the tree scan's watches."""
@@ -427,6 +456,19 @@ class Keeper:
                 elsewhere[g] = now
         scope.moved = elsewhere
 
+        # What is kept whole: still the same directory (or file) under the same name.
+        for p in hr.sealed:
+            if self._sealed_swapped(p):
+                what = (
+                    f"what is there now {self._quarantine(p, scope)}"
+                    if self._exists(p)
+                    else "nothing is there now"
+                )
+                note(
+                    f"{self._name(hr, p)}, kept read-only whole, was moved away (with a "
+                    f"directory above it) or replaced inside the sandbox; {what}{stopped}"
+                )
+
         # Every member: its trusted state, or quarantined when it never had a trusted one.
         for m in hr.members:
             trusted = self._trusted.get(m)
@@ -456,7 +498,8 @@ class Keeper:
                 f"sandbox{why}; {done}{stopped}"
             )
 
-        self._check_new_repos(scope, stopped)
+        named = self._check_new_repos(scope, stopped)
+        self._check_named(scope, named, stopped)
         self._check_indexes(scope, stopped, elsewhere)
         for pd in hr.path_dirs:
             self._check_path_dir(scope, pd, stopped)
@@ -627,19 +670,21 @@ class Keeper:
                     f"{self._quarantine(path, scope)}{stopped}"
                 )
 
-    def _check_new_repos(self, scope: Scope, stopped: str) -> None:
+    def _check_new_repos(self, scope: Scope, stopped: str) -> list[str]:
         """A repository git can now reach that was not trusted before the run must be inert;
         otherwise its `.git` entry (or git directory) is quarantined. Looked for in every tree
         the run could write, and among the worktree and submodule git directories of each git
         directory it could write into and of each new repository. A `.git` file or link that
         makes a new work tree for a trusted git dir is judged by the hooks directory git names
-        there (``inert.hooks_not_inert``)."""
+        there (``inert.hooks_not_inert``). The entries of the names kept at every level that the
+        same walks found (``TreeScan.find_named``, for ``_check_named``)."""
         hr = scope.host_read
         trusted = set(scope.trusted_git)
         found: list[tuple[str, str]] = []
+        named: list[str] = []
         kept_whole = frozenset(hr.sealed)  # read-only in the run: nothing new in them
         for root in hr.scan:
-            in_root, truncated = self.discovery.trees.find(root, kept_whole)
+            in_root, named_here, truncated = self.discovery.trees.find_named(root, kept_whole)
             if truncated and not any(root in w for w in hr.warnings):
                 # It could be walked before the run: the run made it too large for the usual
                 # walk. The whole tree is walked (what the walks saw first: everything there
@@ -647,7 +692,10 @@ class Keeper:
                 # MAX_CHECK_DIRS, all of it new, goes to the quarantine: a repository in it would
                 # not be judged.
                 known = self.discovery.trees.known()
-                in_root, left, links = self.discovery.trees.walk_on(root, kept_whole, known)
+                named_here = []
+                in_root, left, links = self.discovery.trees.walk_on(
+                    root, kept_whole, known, named=named_here
+                )
                 if scope.readable is not None:  # the links the usual walk did not reach
                     for link, end, leads in links_out(links, scope.readable, hr):
                         scope.notices.append(
@@ -670,6 +718,7 @@ class Keeper:
                 )
                 scope.notices.append(self._unwalkable[root] + stopped)
             found += in_root
+            named += named_here
         for g in hr.git_dirs:
             found += [(n, "bare") for n in nested_git_dirs(g, limit=None)]
         # `.git` entries before git directories: a link is judged while its target is there.
@@ -729,6 +778,59 @@ class Keeper:
             scope.notices.append(
                 f"new repository {self._name(hr, path)} is not inert ({why}); {dest}{stopped}"
             )
+        return named
+
+    def _check_named(self, scope: Scope, named: list[str], stopped: str) -> None:
+        """What the names kept at every level keep, made by the run anywhere in its trees (a
+        ``web/rust-toolchain.toml``, a ``web/node_modules/.bin`` with a relative
+        ``node_modules/.bin`` on PATH): moved to the quarantine, as a member that appeared is
+        (``hostread.appeared``; an existing one is a member, compared above)."""
+        hr = scope.host_read
+        for path, why in appeared(hr, named, self._exists):
+            others = self._others_covering(scope, path)
+            for o in others:
+                o.trip("a file the host reads changed while it ran")
+            dest = self._quarantine(path, scope)
+            name = self._name(hr, path)
+            said = (
+                f"{name} was created inside the sandbox, but {why}"
+                if why
+                else (f"protected file {name} was created inside the sandbox")
+            )
+            scope.notices.append(f"{said}; {dest}{stopped}")
+
+    def _sealed_swapped(self, path: str) -> bool:
+        """Whether what is kept whole at ``path`` is no longer the directory (or file) it was."""
+        ident = self._sealed_ident.get(path)
+        if ident is None:
+            return False
+        try:
+            st = nofollow.lstat(path, self._fence)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != ident
+
+    def _named_appeared(self, scope: Scope) -> str | None:
+        """While a run goes on: the first path that the names kept at every level keep that it
+        made (``_check_named`` moves it when the run ends), or a directory kept whole that it
+        moved away or replaced. Walks only trees inotify follows (a walk of an unchanged one
+        costs nothing; one it cannot follow is checked at the end)."""
+        hr = scope.host_read
+        for p in hr.sealed:
+            if self._sealed_swapped(p):
+                return f"{self._name(hr, p)} was moved away or replaced"
+        kept_whole = frozenset(hr.sealed)
+        for root in hr.scan:
+            if root in scope.blind or any(root in w for w in hr.warnings):
+                continue
+            _found, named, truncated = self.discovery.trees.find_named(root, kept_whole)
+            if truncated or not self.discovery.trees.follows(root):
+                scope.blind.add(root)  # walked at every change: left to the check at the end
+                continue
+            hit = appeared(hr, named)
+            if hit:
+                return f"{self._name(hr, hit[0][0])} appeared"
+        return None
 
     def _check_indexes(self, scope: Scope, stopped: str, elsewhere: dict[str, str]) -> None:
         """An index of a kept git directory that the run changed must name only paths git itself
@@ -834,7 +936,9 @@ class Keeper:
                 is_dir = os.path.isdir(m) and not os.path.islink(m)
                 mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
                 todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
-            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=m in git_places)
+            # (Whether it lies in a git dir matters only when its directory is not there yet.)
+            grows_in_git = not os.path.isdir(os.path.dirname(m)) and m in git_places
+            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=grows_in_git)
         for g in hr.git_dirs:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
@@ -849,7 +953,19 @@ class Keeper:
             if os.path.isdir(r.path) and not os.path.islink(r.path):
                 mask = inotify.ENTRIES | inotify.CONTENT
                 todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask, True))
+        # The names watched in one directory for one purpose share one subscription (a
+        # project's top holds tens of names that may not appear): one watch call, one look-up.
+        merged: dict[tuple[str, str, int], Sub] = {}
+        subs: list[tuple[str, Sub, int]] = []
         for path, sub, mask, _must in todo:
+            if sub.kind in (KILL_NAMES, GROW) and sub.ref is None:
+                same = merged.get((path, sub.kind, mask))
+                if same is not None:
+                    same.names = same.names | sub.names
+                    continue
+                merged[(path, sub.kind, mask)] = sub
+            subs.append((path, sub, mask))
+        for path, sub, mask in subs:
             try:
                 self._sub(ino, scope, path, mask, sub)
             except FileNotFoundError:

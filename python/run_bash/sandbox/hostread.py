@@ -20,20 +20,29 @@ policy:
 * **PATH.** Entries of the user's ``PATH`` that lie inside a writable grant (``pathguard.py``):
   read-only inside the run, or compared by state when they hold the project itself; what the
   programs that PATH links run load with them (their code units), and the other names (hard
-  links) of PATH programs in the writable grants, read-only.
+  links) of PATH programs in the writable grants, read-only. A relative entry
+  (``node_modules/.bin``) in the project roots and in every directory of the writable trees that
+  holds its first component (``nested_path_dirs``): a shell resolves it where it is.
 * **Symlinks.** What a member leads to (a member that is a link, the links in a member
   directory or a kept hooks holder), followed all the way (``link_ends``).
 * **Agent rules files.** CodeCompanion's configured rules files (``setup`` passes them) and the
   common names other agents use, in the project: the next chat reads them and the files their
   ``@`` references include (``agentrules.py``).
-* **Neovim and shell hooks.** ``.nvim.lua``, ``.nvimrc``, ``.exrc``, ``.envrc``, ``.lazy.lua``,
-  rustup's ``rust-toolchain`` and ``rust-toolchain.toml`` (they choose the program its proxies run),
-  asdf's and mise's ``.tool-versions`` (its ``path:`` versions put a directory first on PATH),
-  cargo's ``.cargo/config.toml`` and ``.cargo/config`` (a rustc wrapper runs at ``cargo metadata``),
-  yarn's ``.yarnrc.yml`` and ``.yarnrc`` (``yarnPath`` runs instead of yarn) with ``.yarn/releases``
-  and ``.yarn/plugins`` whole, other agents' settings that run commands (``.claude`` and
-  ``.gemini`` whole, ``.mcp.json``, Cursor's MCP and hooks files, opencode's config) and
-  CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the project.
+* **Neovim, shell, toolchain and hook-manager files, at every level.** ``.nvim.lua``, ``.nvimrc``,
+  ``.exrc``, ``.envrc``, ``.lazy.lua``, rustup's ``rust-toolchain`` and ``rust-toolchain.toml``
+  (they choose the program its proxies run), asdf's and mise's ``.tool-versions`` (its ``path:``
+  versions put a directory first on PATH), cargo's ``.cargo/config.toml`` and ``.cargo/config`` (a
+  rustc wrapper runs at ``cargo metadata``), yarn's ``.yarnrc.yml`` and ``.yarnrc`` (``yarnPath``
+  runs instead of yarn) with ``.yarn/releases`` and ``.yarn/plugins`` whole, the configs git hook
+  managers read at every commit (pre-commit, prek, lefthook, overcommit, hk, rusty-hook,
+  CaptainHook) with lefthook's and overcommit's script directories whole
+  (``EVERY_LEVEL_MEMBERS``, ``EVERY_LEVEL_DIRS``): these tools look in the directory they run in
+  (and above), so the names are kept in every directory of the writable trees, not only at the
+  top; the tree walk reports them (``appeared`` names what a run made).
+* **Other agents and CodeCompanion, at the top.** Other agents' settings that run commands
+  (``.claude`` and ``.gemini`` whole, ``.mcp.json``, Cursor's MCP and hooks files, opencode's
+  config) and CodeCompanion's ``per_project_config`` files (it runs them with ``dofile``) in the
+  project roots.
 
 ``Discovery`` caches what git said per working directory and asks again only when a file git read
 for it changed (a stat signature), caches what each gitfile leads to the same way, and caches the
@@ -45,7 +54,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from run_bash.paths import Tops, expand, is_under
@@ -77,36 +86,94 @@ GIT_DIR_MEMBERS = (
     "info/attributes",
     "objects/info/alternates",
 )
-# Files at the top of a work tree that are host-read: git reads .gitmodules for submodule URLs and
-# paths; Neovim runs .nvim.lua/.nvimrc/.exrc (exrc), direnv runs .envrc, lazy.nvim runs .lazy.lua;
-# rustup's proxies (cargo, rustc, rust-analyzer) run the toolchain a rust-toolchain file names, and
-# its `path` (or the legacy file's absolute path) may name any directory: `cargo --version` in the
-# project, or the editor starting rust-analyzer there, would run `<path>/bin/cargo`. A
-# `.tool-versions` version `path:<dir>` puts `<dir>/bin` first on the PATH of asdf's shims and of a
-# shell mise activates (mise asks no trust for it): the next `node` typed there runs `<dir>/bin/node`.
-WORK_TREE_MEMBERS = (
-    ".gitmodules",
+# Names a tool looks up in the directory it runs in (most of them in every directory above it too,
+# the nearest one winning), so such a file is read wherever it lies in the project: `cd web`
+# before `cargo`, an editor opening `web/`, a git hook run in a nested repository's work tree.
+# Each is kept at every level of the writable trees, not only at the top: the tree walk reports
+# the entries of their first components (``treescan.TreeScan.find_named``), an existing one is a
+# member like one at the top (read-only inside the run), and one a run makes anywhere stops it
+# and goes to the quarantine (``appeared``, ``guard.py``). Only names: no reader of ours judges
+# what such a file says. What reads each:
+EVERY_LEVEL_MEMBERS = (
+    # Neovim runs the exrc files of the directory it is started in ('exrc'); lazy.nvim's
+    # `local_spec` runs the nearest `.lazy.lua` from there upward. (Both ask trust for a new or
+    # changed file: `:trust`.)
     ".nvim.lua",
     ".nvimrc",
     ".exrc",
-    ".envrc",
     ".lazy.lua",
+    # direnv runs the nearest `.envrc` upward from your shell's directory (once allowed).
+    ".envrc",
+    # rustup's proxies (cargo, rustc, rust-analyzer) run the toolchain the nearest rust-toolchain
+    # file upward names, and its `path` (or the legacy file's absolute path) may name any
+    # directory: `cargo --version` there, or the editor starting rust-analyzer, would run
+    # `<path>/bin/cargo`.
     "rust-toolchain",
     "rust-toolchain.toml",
+    # A `.tool-versions` version `path:<dir>` (asdf's file, which mise reads without asking trust;
+    # both look upward) puts `<dir>/bin` first on the PATH of asdf's shims and of a shell mise
+    # activates: the next `node` typed there runs `<dir>/bin/node`.
     ".tool-versions",
-    # Cargo runs the program `build.rustc-wrapper` (or `build.rustc`) of `.cargo/config.toml` (or
-    # the older `.cargo/config`) for every question it asks rustc: `cargo metadata`, which
-    # rust-analyzer runs as the editor starts it, runs `<wrapper> rustc -vV`.
+    # Cargo merges every `.cargo/config.toml` (or the older `.cargo/config`) from the working
+    # directory up, and runs the program `build.rustc-wrapper` (or `build.rustc`) names for every
+    # question it asks rustc: `cargo metadata`, which rust-analyzer runs as the editor starts it
+    # (from the directory of the file it opened too), runs `<wrapper> rustc -vV`.
     ".cargo/config.toml",
     ".cargo/config",
-    # Yarn (1 and later, also through corepack) runs the JavaScript file that `yarnPath` of
-    # `.yarnrc.yml` (or `yarn-path` of `.yarnrc`) names instead of itself, at every command:
-    # `yarn --version` in the project would run a file a run wrote.
+    # Yarn (1 and later, also through corepack) runs the JavaScript file that `yarnPath` of the
+    # nearest `.yarnrc.yml` upward (or `yarn-path` of `.yarnrc`) names instead of itself, at every
+    # command: `yarn --version` there would run a file a run wrote.
     ".yarnrc.yml",
     ".yarnrc",
-    # Other agents' project settings that run commands as the user once the project is trusted,
-    # without asking again when they change: Claude Code's MCP servers, Cursor's MCP servers and
-    # hooks, opencode's MCP servers and plugins. (Their directories: ``AGENT_DIRS``.)
+    # Git hook managers: the hook installed in the git dir (kept) reads its manager's config at
+    # every commit, in the work tree's top (each nested repository's too), and runs the commands
+    # it names. pre-commit reads `.pre-commit-config.yaml`; prek also `.pre-commit-config.yml` and
+    # `prek.toml`, and in every subdirectory below the one it starts in (workspaces).
+    ".pre-commit-config.yaml",
+    ".pre-commit-config.yml",
+    "prek.toml",
+    # lefthook: its config and the local one merged over it, each in any of five formats, with or
+    # without a leading dot, or in `.config/` (its scripts directories: ``EVERY_LEVEL_DIRS``).
+    *(
+        f"{where}{dot}lefthook{local}.{ext}"
+        for where in ("", ".config/")
+        for dot in (("",) if where else ("", "."))
+        for local in ("", "-local")
+        for ext in ("yml", "yaml", "json", "jsonc", "toml")
+    ),
+    # overcommit's `.overcommit.yml` (its plugins directory: ``EVERY_LEVEL_DIRS``).
+    ".overcommit.yml",
+    # hk reads the first of these from the working directory upward.
+    "hk.local.pkl",
+    ".config/hk.local.pkl",
+    "hk.pkl",
+    ".config/hk.pkl",
+    # rusty-hook and CaptainHook read these at every hook.
+    ".rusty-hook.toml",
+    "rusty-hook.toml",
+    "captainhook.json",
+)
+# Directories of code a tool runs, kept read-only whole at every level the same way (what they
+# hold is never copied, so their size does not matter), with why:
+EVERY_LEVEL_DIRS = {
+    # Where `yarn set version` puts the release `yarnPath` names, and where `yarn plugin import`
+    # puts the plugins `.yarnrc.yml` loads.
+    ".yarn/releases": "yarn runs the code in .yarn/releases at every command",
+    ".yarn/plugins": "yarn runs the code in .yarn/plugins at every command",
+    # lefthook's `scripts` (its `source_dir` and `source_dir_local`), run by the git hook.
+    ".lefthook": "lefthook runs the scripts in .lefthook at every git hook",
+    ".lefthook-local": "lefthook runs the scripts in .lefthook-local at every git hook",
+    # overcommit's repository hooks (its `plugin_directory`), Ruby it loads at every git hook.
+    ".git-hooks": "overcommit loads the hooks in .git-hooks at every git hook",
+}
+# Files at the top of a work tree that are host-read: git reads .gitmodules for submodule URLs and
+# paths; the names kept at every level; other agents' project settings that run commands as the
+# user once the project is trusted, without asking again when they change: Claude Code's MCP
+# servers, Cursor's MCP servers and hooks, opencode's MCP servers and plugins. (Their directories:
+# ``AGENT_DIRS``.) CodeCompanion's ``per_project_config`` files are added to these.
+WORK_TREE_MEMBERS = (
+    ".gitmodules",
+    *EVERY_LEVEL_MEMBERS,
     ".mcp.json",
     ".cursor/mcp.json",
     ".cursor/hooks.json",
@@ -119,10 +186,180 @@ WORK_TREE_MEMBERS = (
 # tool discovery command of `.gemini/settings.json` and loads `.gemini/.env`. CodeCompanion starts
 # both in the project over ACP.
 AGENT_DIRS = (".claude", ".gemini")
-# Directories of code a tool runs at every command, kept read-only whole the same way: where
-# `yarn set version` puts the release `yarnPath` names, and where `yarn plugin import` puts the
-# plugins `.yarnrc.yml` loads.
-TOOL_DIRS = (".yarn/releases", ".yarn/plugins")
+# Directories of code a tool runs at every command, kept read-only whole the same way.
+TOOL_DIRS = tuple(EVERY_LEVEL_DIRS)
+
+
+def _first(name: str) -> str:
+    return name.split("/", 1)[0]
+
+
+# What an entry of each first component keeps in its directory: (the name, kept whole).
+_BY_FIRST: dict[str, list[tuple[str, bool]]] = {}
+for _n in EVERY_LEVEL_MEMBERS:
+    _BY_FIRST.setdefault(_first(_n), []).append((_n, False))
+for _n in EVERY_LEVEL_DIRS:
+    _BY_FIRST.setdefault(_first(_n), []).append((_n, True))
+# The names the tree walk reports (``treescan.TreeScan``), besides the relative PATH entries'.
+EVERY_LEVEL_FIRST = frozenset(_BY_FIRST)
+
+
+def kept_by_name(directory: str, name: str) -> list[tuple[str, bool]]:
+    """What an entry ``name`` of ``directory`` makes kept there, as at the project's top:
+    ``(path, kept whole)`` for each name of ``EVERY_LEVEL_MEMBERS`` and ``EVERY_LEVEL_DIRS``
+    that begins with it (``.cargo`` keeps ``.cargo/config.toml`` and ``.cargo/config``)."""
+    return [(os.path.join(directory, n), whole) for n, whole in _BY_FIRST.get(name, ())]
+
+
+def _taken_below(entry: str) -> str | None:
+    """A relative ``PATH`` entry as the name it keeps in every directory (a leading ``../`` taken
+    off: from a subdirectory, ``../bin`` is the ``bin`` beside it); None for an absolute, ``~``
+    or ``$`` one, and for ``.``, ``..`` and the empty one (every directory: ``:checkhealth`` warns
+    of them)."""
+    if not entry or os.path.isabs(entry) or entry.startswith(("~", "$")):
+        return None
+    rel = os.path.normpath(entry)
+    while rel.startswith("../"):
+        rel = rel[3:]
+    return None if rel in (".", "..") else rel
+
+
+def relative_entries(path_var: str) -> list[str]:
+    """The relative entries of ``PATH`` that a shell resolves in whatever directory it is in, as
+    names kept at every level (``_taken_below``): ``node_modules/.bin``, ``bin``, ``.venv/bin``."""
+    taken = (_taken_below(e) for e in path_var.split(os.pathsep))
+    return list(dict.fromkeys(t for t in taken if t is not None))
+
+
+def _exempt(
+    path_free: Sequence[str], bases: Sequence[str], env: Mapping[str, str], home: str
+) -> list[str]:
+    """``sandbox.rules.path_writable`` as paths: relative ones in each of ``bases``."""
+    return [
+        p
+        for raw in path_free
+        for base in ([None] if raw.startswith(("/", "~", "$")) else bases)
+        if (p := expand(raw, env=env, home=home, base=base)) is not None
+    ]
+
+
+def nested_path_dirs(
+    path_var: str,
+    writable: Sequence[str],
+    roots: Sequence[str],
+    bases: Sequence[str],
+    path_free: Sequence[str],
+    env: Mapping[str, str],
+    home: str,
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> list[PathDir]:
+    """The PATH directories the relative entries (``relative_entries``) name in ``bases``,
+    directories of the writable trees below the project roots: each made by
+    ``pathguard.path_dirs`` as it makes those of the roots (the same units, the same
+    ``path_writable`` exemptions, taken in each base)."""
+    rel = relative_entries(path_var)
+    bases = [b for b in dict.fromkeys(bases) if b not in roots]
+    if not rel or not bases:
+        return []
+    wanted = {os.path.normpath(os.path.join(b, e)) for b in bases for e in rel}
+    # The same PATH, its relative entries as they are taken below the top (no `.` or empty
+    # entry, which would name every base itself).
+    entries: list[str] = []
+    for e in path_var.split(os.pathsep):
+        below = _taken_below(e)
+        if below is not None:
+            entries.append(below)
+        elif os.path.isabs(e) or e.startswith(("~", "$")):
+            entries.append(e)
+    every = [*roots, *bases]
+    exempt = _exempt(path_free, every, env, home)
+    pds = path_dirs(os.pathsep.join(entries), writable, every, exempt, realpath)
+    return [pd for pd in pds if pd.path in wanted]
+
+
+def keep_path_units(
+    pds: Sequence[PathDir],
+    cwd: str,
+    roots: Sequence[str],
+    writable_places: Places,
+    real: Callable[[str], str],
+    exempt: Sequence[str],
+    members: list[str],
+    sealed: list[str],
+    reasons: dict[str, str],
+    path_var: str = "",
+) -> list[PathDir]:
+    """What keeps each PATH directory: its unit read-only (or, not there yet, a member that may
+    not appear), and what the programs its links run load with them (their code units,
+    ``link_targets``), what links in those units lead to (``unit_links``), and the other names
+    (hard links) in a writable grant of its programs (``hard_links``; with ``path_var``, also of
+    those of the PATH directories outside every grant). The directories, each with what is kept
+    for its links (``PathDir.kept``)."""
+    pds = list(pds)
+    ends: list[str] = []  # the programs PATH links run
+    units: list[tuple[str, str]] = []  # each kept unit, and the PATH entry it is kept for
+    for i, pd in enumerate(pds):
+        if not pd.sealed:
+            continue
+        why = reason(pd, cwd)
+        if pd.outside:
+            why = f"{pd.path} is on your PATH and a program in it leads there"
+        elif os.path.islink(pd.unit):
+            members.append(pd.unit)  # the link itself must keep leading where it did
+            reasons[pd.unit] = why
+        unit = real(pd.unit)
+        if os.path.isdir(unit):
+            if unit in writable_places and not pd.outside:
+                sealed.append(unit)
+                reasons[unit] = why
+                units.append((unit, pd.path))
+                if os.path.basename(unit) == "node_modules":
+                    # Its packages require what the node_modules above it hold too.
+                    above, absent = modules_above(unit, writable_places)
+                    sealed += above
+                    members += absent
+                    units += [(d, pd.path) for d in above]
+                    for p in (*above, *absent):
+                        reasons.setdefault(p, why)
+            # What its links run, and what that loads with it (its code unit).
+            kept = link_targets(pd, writable_places, roots=roots)
+            ends += kept.files
+            in_units = Tops(kept.dirs)
+            sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
+            members += [*kept.links, *kept.names]
+            for p, said, program in kept.why:
+                reasons.setdefault(p, said)
+                if p in kept.dirs:
+                    units.append((p, program))
+            if kept.why:
+                pds[i] = replace(pd, kept=kept.why)
+            for p in (*kept.files, *kept.links):
+                reasons.setdefault(p, why)
+        else:  # not there yet, or not a directory: it must stay what it is
+            members.append(pd.unit)
+            reasons[pd.unit] = why
+    # What links in the kept units lead to outside them (a workspace package).
+    led = unit_links(units, writable_places, roots, exempt)
+    ends += led.files
+    in_units = Tops(led.dirs)
+    sealed += [*led.dirs, *(f for f in led.files if f not in in_units)]
+    members += [*led.links, *led.names]
+    for p, said, _program in led.why:
+        reasons.setdefault(p, said)
+    # Another name (a hard link) in a writable grant of a program on PATH is kept too.
+    census = [pd.path for pd in pds if pd.sealed and not pd.outside]
+    if path_var:
+        census += outside_dirs(path_var, writable_places, exempt)
+    kept_tops = Tops(sealed)
+    for hl in hard_links(census, ends, writable_places):
+        if hl.name not in kept_tops:
+            sealed.append(hl.name)
+            reasons[hl.name] = (
+                f"it is another name (a hard link) of {hl.program}, which is on your PATH: "
+                "a write through it changes that program"
+            )
+    return pds
+
 
 # Rules files read by agents (CodeCompanion's default group, Claude Code, Cursor, Cline, Windsurf,
 # Goose, Copilot, Gemini). CodeCompanion's own configuration adds to these (``setup``).
@@ -212,8 +449,12 @@ class HostRead:
     directories that hold a hooks directory); ``git_dirs`` are the git directories inside
     writable grants (bound onto themselves; their identity is checked); ``grant`` are git
     directories outside the working directory that everyday git needs writable. ``scan`` are the
-    trees searched for new repositories after each run: every writable grant. ``reasons`` says
-    why a member or sealed path is kept, when the plain "protected file" would not.
+    trees searched for new repositories after each run: every writable grant. ``named`` are the
+    entries found in them whose names are kept at every level (or are the first component of a
+    relative PATH entry): what they keep is in ``members``, ``sealed`` and ``path_dirs``; one not
+    among them after a run is new (``appeared``). ``path_free`` are the PATH entries runs may
+    write (``sandbox.rules.path_writable``). ``reasons`` says why a member or sealed path is
+    kept, when the plain "protected file" would not.
     """
 
     cwd: str
@@ -229,6 +470,8 @@ class HostRead:
     path_dirs: tuple[PathDir, ...] = ()
     rules: tuple[RulesName, ...] = ()
     scan: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
+    path_free: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     reasons: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     warnings: tuple[str, ...] = ()
@@ -334,7 +577,7 @@ class Discovery:
     (see the module docstring). Thread-safe: the host computes policies off its event loop."""
 
     def __init__(self) -> None:
-        self.trees = TreeScan()
+        self.trees = TreeScan(EVERY_LEVEL_FIRST)
         self._answers: dict[
             tuple[str, str | None], tuple[tuple[object, ...], GitAnswer | None]
         ] = {}
@@ -454,77 +697,14 @@ class Discovery:
         members: list[str] = []
         sealed: list[str] = []
         reasons: dict[str, str] = {}
-        exempt = [
-            p
-            for raw in path_writable
-            for base in ([None] if raw.startswith(("/", "~", "$")) else roots)
-            if (p := expand(raw, env=env, home=home, base=base)) is not None
-        ]
+        exempt = _exempt(path_writable, roots, env, home)
         path_var = env.get("PATH", "")
         pds = path_dirs(path_var, granted, roots, exempt, real)
         writable_places = Places(granted, real)
         pds += read_only_dirs(path_var, writable_places, [pd.path for pd in pds], exempt)
-        ends: list[str] = []  # the programs PATH links run
-        units: list[tuple[str, str]] = []  # each kept unit, and the PATH entry it is kept for
-        for i, pd in enumerate(pds):
-            if not pd.sealed:
-                continue
-            why = reason(pd, cwd)
-            if pd.outside:
-                why = f"{pd.path} is on your PATH and a program in it leads there"
-            elif os.path.islink(pd.unit):
-                members.append(pd.unit)  # the link itself must keep leading where it did
-                reasons[pd.unit] = why
-            unit = real(pd.unit)
-            if os.path.isdir(unit):
-                if unit in writable_places and not pd.outside:
-                    sealed.append(unit)
-                    reasons[unit] = why
-                    units.append((unit, pd.path))
-                    if os.path.basename(unit) == "node_modules":
-                        # Its packages require what the node_modules above it hold too.
-                        above, absent = modules_above(unit, writable_places)
-                        sealed += above
-                        members += absent
-                        units += [(d, pd.path) for d in above]
-                        for p in (*above, *absent):
-                            reasons.setdefault(p, why)
-                # What its links run, and what that loads with it (its code unit).
-                kept = link_targets(pd, writable_places, roots=roots)
-                ends += kept.files
-                in_units = Tops(kept.dirs)
-                sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
-                members += [*kept.links, *kept.names]
-                for p, said, program in kept.why:
-                    reasons.setdefault(p, said)
-                    if p in kept.dirs:
-                        units.append((p, program))
-                if kept.why:
-                    pds[i] = replace(pd, kept=kept.why)
-                for p in (*kept.files, *kept.links):
-                    reasons.setdefault(p, why)
-            else:  # not there yet, or not a directory: it must stay what it is
-                members.append(pd.unit)
-                reasons[pd.unit] = why
-        # What links in the kept units lead to outside them (a workspace package).
-        led = unit_links(units, writable_places, roots, exempt)
-        ends += led.files
-        in_units = Tops(led.dirs)
-        sealed += [*led.dirs, *(f for f in led.files if f not in in_units)]
-        members += [*led.links, *led.names]
-        for p, said, _program in led.why:
-            reasons.setdefault(p, said)
-        # Another name (a hard link) in a writable grant of a program on PATH is kept too.
-        census = [pd.path for pd in pds if pd.sealed and not pd.outside]
-        census += outside_dirs(path_var, writable_places, exempt)
-        kept_tops = Tops(sealed)
-        for hl in hard_links(census, ends, writable_places):
-            if hl.name not in kept_tops:
-                sealed.append(hl.name)
-                reasons[hl.name] = (
-                    f"it is another name (a hard link) of {hl.program}, which is on your PATH: "
-                    "a write through it changes that program"
-                )
+        pds = keep_path_units(
+            pds, cwd, roots, writable_places, real, exempt, members, sealed, reasons, path_var
+        )
 
         # Every git dir to look at: git's answer, the `.git` entries and bare repos in every tree
         # a run can write, the nested ones under each common dir.
@@ -538,12 +718,19 @@ class Discovery:
                 entries[answer.git_dir] = os.path.join(answer.work_tree, ".git")
         warnings: list[str] = []
         kept_whole = frozenset(sealed)
+        # The walk also reports the entries of the names kept at every level (``kept_by_name``)
+        # and of the first component of each relative PATH entry.
+        path_first = {_first(e) for e in relative_entries(path_var)}
+        self.trees.want(path_first)
+        named: list[str] = []
         for root in scan:
-            found, truncated = self.trees.find(root, kept_whole)
+            found, named_here, truncated = self.trees.find_named(root, kept_whole)
+            named += named_here
             if truncated:
                 warnings.append(
                     f"{root} has more than {MAX_SCAN_DIRS} directories: repositories created "
-                    "deeper in it are not checked after a run"
+                    "deeper in it are not checked after a run, nor the tool files kept at every "
+                    "level (rust-toolchain.toml, .cargo/config.toml, …) kept there"
                 )
             for path, kind in found:
                 if kind == "bare":
@@ -638,10 +825,41 @@ class Discovery:
                     reasons[d] = (
                         f"another agent runs the commands its settings in {name} name"
                         if name in AGENT_DIRS
-                        else f"yarn runs the code in {name} at every command"
+                        else EVERY_LEVEL_DIRS[name]
                     )
                 else:
                     add(d)  # not there yet, or not a directory: it must stay what it is
+        # The same names in every other directory of the writable trees that holds their first
+        # component, and there the PATH directories relative entries name.
+        bases: list[str] = []
+        for p in named:
+            d, name = os.path.split(p)
+            if name in path_first:
+                bases.append(d)
+            for path, whole_dir in kept_by_name(d, name):
+                if (
+                    whole_dir
+                    and path in in_granted
+                    and os.path.isdir(path)
+                    and not os.path.islink(path)
+                ):
+                    sealed.append(path)
+                    holders.append(path)
+                    reasons[path] = EVERY_LEVEL_DIRS[os.path.relpath(path, d)]
+                else:
+                    add(path)  # a file, or not there yet: it must stay what it is
+        nested = nested_path_dirs(path_var, granted, roots, bases, path_writable, env, home, real)
+        pds += keep_path_units(
+            nested,
+            cwd,
+            roots,
+            writable_places,
+            real,
+            _exempt(path_writable, [*roots, *bases], env, home),
+            members,
+            sealed,
+            reasons,
+        )
 
         # What the members and the kept hooks holders lead to through symlinks is read with them.
         more, whole = link_ends([*members, *holders], in_granted, roots, sealed, reasons)
@@ -662,10 +880,50 @@ class Discovery:
             path_dirs=tuple(pds),
             rules=tuple(rules_names(roots, rules, granted, env, home)),
             scan=tuple(scan),
+            named=tuple(sorted(set(named))),
+            path_free=tuple(path_writable),
             env=dict(env),
             reasons=reasons,
             warnings=tuple(warnings),
         )
+
+
+def appeared(
+    hr: HostRead, named: Iterable[str], exists: Callable[[str], bool] = os.path.lexists
+) -> list[tuple[str, str | None]]:
+    """What a run made that the names kept at every level keep: for each entry of ``named`` (the
+    tree walk's, ``TreeScan.find_named``) that was not there when ``hr`` was computed, each path
+    it keeps (``kept_by_name``) and each PATH unit it holds (``nested_path_dirs``) that
+    ``exists`` now and is neither a member nor kept whole (those are compared with their state
+    as such). ``(path, why)``: why is None for a protected file, else why it is kept."""
+    before = set(hr.named)
+    kept = {*hr.members, *hr.sealed}
+    path_var = hr.env.get("PATH", "")
+    path_first = {_first(e) for e in relative_entries(path_var)}
+    out: list[tuple[str, str | None]] = []
+    bases: list[str] = []
+    for p in dict.fromkeys(named):
+        if p in before:
+            continue
+        d, name = os.path.split(p)
+        if name in path_first:
+            bases.append(d)
+        out += [(path, None) for path, _whole in kept_by_name(d, name) if path not in kept]
+    if bases:
+        pds = nested_path_dirs(
+            path_var, hr.writable, hr.roots, bases, hr.path_free, hr.env, hr.home
+        )
+        out += [
+            (pd.unit, reason(pd, hr.cwd))
+            for pd in pds
+            if pd.sealed and pd.unit not in kept and exists(pd.path)
+        ]
+    out = [(path, why) for path, why in dict.fromkeys(out) if why is not None or exists(path)]
+    # One inside another that goes (a new `web/.venv` holding `web/.venv/bin`) goes with it.
+    paths = {path for path, _why in out}
+    return [
+        (path, why) for path, why in out if not any(p != path and is_under(path, p) for p in paths)
+    ]
 
 
 # Entries looked at for symlinks in the member directories and what their links lead to.
@@ -694,6 +952,20 @@ def link_ends(
     seen: set[str] = set()
     todo = [(p, p, 0) for p in paths]
     looked = 0
+    plain: dict[str, bool] = {}
+
+    def plain_dir(d: str) -> bool:
+        """No symbolic link at ``d`` or above it (one that is not there is none): remembered
+        per directory, so the members of one directory cost one ``lstat`` each."""
+        hit = plain.get(d)
+        if hit is None:
+            try:
+                link = stat.S_ISLNK(os.lstat(d).st_mode)
+            except OSError:
+                link = False
+            hit = plain[d] = not link and (d == "/" or plain_dir(os.path.dirname(d)))
+        return hit
+
     while todo:
         path, origin, depth = todo.pop()
         if path in seen:
@@ -706,7 +978,14 @@ def link_ends(
                 f"{origin}): too many to keep"
             )
         why = reasons.get(origin) or f"the host reads it through {origin}"
-        links, end = followed(path, writable)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:
+            is_link = False
+        links: list[str] = []
+        end: str | None = None  # no link on the way: it leads nowhere else
+        if is_link or not plain_dir(os.path.dirname(path)):
+            links, end = followed(path, writable)
         for link in links:
             if link != path:
                 members.append(link)

@@ -11,6 +11,12 @@ directories are then watched for writes too: a config armed later wakes it as we
 leads out, or is not inert, is moved to the quarantine and the run is stopped (it could make it
 again at once). A tree inotify cannot watch (more than ``treescan.MAX_WATCHED_DIRS``
 directories, a network file system) is judged when the run ends.
+
+The same thread serves every run while it goes on, background or not, for one cheaper look: a
+file of a name kept at every level of its trees (``hostread.EVERY_LEVEL_MEMBERS``, a relative PATH
+entry's directory) that it made anywhere stops it at once, as a member of the host-read set that
+appears does (``guard.Keeper._named_appeared``). Looks are spaced by a multiple of what the last
+one took (``GAP_FACTOR``): a build that changes its tree all the time gets a share of one core.
 """
 
 from __future__ import annotations
@@ -20,9 +26,16 @@ import logging
 import os
 import select
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger("run_bash")
+
+# Between two looks, at least this many times what the last one took (within these bounds): a
+# build that changes its tree all the time makes the walks a share of one core, not all of it.
+GAP_FACTOR = 4.0
+MIN_GAP_S = 0.05
+MAX_GAP_S = 1.0
 
 
 class LiveLinks:
@@ -35,6 +48,7 @@ class LiveLinks:
         self._events_fd = events_fd
         self._judge = judge
         self._lock = threading.Lock()
+        self._closing = threading.Event()  # ends a gap between two looks at once
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._closed = False
@@ -54,12 +68,25 @@ class LiveLinks:
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"x")
 
+    def poke(self) -> None:
+        """Events of the watched trees were read by another caller of the tree scan (a policy
+        computed meanwhile, another run's check): ``events_fd`` will not wake the thread for
+        them, so this does, when one runs (it never starts one, never blocks)."""
+        with self._lock:
+            if self._closed or self._thread is None:
+                return
+            if self._thread is threading.current_thread():
+                return  # its own look read them, and judged what they said
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+
     def close(self) -> None:
         """The host is exiting: the thread ends (and closes the wake pipe; now, if none runs)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._closing.set()
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"x")
             if self._thread is None:
@@ -78,17 +105,20 @@ class LiveLinks:
                     self._close_pipe()
                     return
                 self._pending = False
+            began = time.monotonic()
             try:
                 watched = self._judge()
             except Exception:  # the post-run check judges what is left
                 log.exception("judging the links of background runs failed")
                 watched = False
+            took = time.monotonic() - began
             if not watched:
                 with self._lock:
                     if not self._pending:  # else a run was watched meanwhile: judge again
                         self._thread = None
                         return
                 continue
+            self._closing.wait(min(MAX_GAP_S, max(MIN_GAP_S, GAP_FACTOR * took)))
             fd = self._events_fd()
             try:
                 select.select([self._wake_r] + ([fd] if fd is not None else []), [], [])

@@ -237,10 +237,15 @@ class Repairer:
     def restore(self, path: str, state: State, tag: str) -> tuple[bool, str]:
         """Make ``path`` be ``state`` again; (checked ok, what was done). Raises ``LinkInPath``
         when a directory on the way is a symbolic link a run could have planted: nothing was
-        written (the caller decides what to do with the link)."""
+        written (the caller decides what to do with the link). Directories on the way that are
+        gone (a run moved ``src`` away, and with it the ``src/.cargo/config.toml`` kept there)
+        are made again (mode 0700) for what must be there."""
         moved = ""
         try:
-            with nofollow.parent(path, self.fence, owner=True) as (fd, name):
+            with nofollow.parent(path, self.fence, owner=True, create=state[0] != "absent") as (
+                fd,
+                name,
+            ):
                 if nofollow.lstat_at(fd, name) is not None:
                     moved = self._away(fd, name, path, tag)
                 _create(fd, name, state)

@@ -3,8 +3,10 @@ that is itself a git directory.
 
 ``TreeScan`` walks the trees a run can write after each run; an unchanged directory (same inode,
 ctime and mtime) is not listed again, so a walk of an unchanged tree costs one ``lstat`` per
-directory, and a tree inotify says is unchanged is not walked at all. ``nested_git_dirs`` lists the worktree and submodule git directories inside a common
-directory.
+directory, and a tree inotify says is unchanged is not walked at all. The same walk reports the
+entries of the names it is asked for (``want``, ``find_named``): the files tools look up in the
+directory they run in, kept at every level of a writable tree (``hostread.py``).
+``nested_git_dirs`` lists the worktree and submodule git directories inside a common directory.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import contextlib
 import os
 import stat
 import threading
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from run_bash import fsdeps, inotify
@@ -38,6 +41,9 @@ class _DirInfo:
     bare: bool
     subdirs: tuple[str, ...]  # full paths of the subdirectories to walk
     links: frozenset[tuple[str, str]] = frozenset()  # (name, text) of each symbolic link in it
+    named: tuple[str, ...] = ()  # its entries (of any type) whose name the scan wants
+    names_gen: int = 0  # the scan's names when it was listed (``TreeScan.want``)
+    settled: bool = True  # its change time was older than ``SETTLED_NS`` when it was listed
 
 
 def looks_like_git_dir(names: Iterable[str] | str) -> bool:
@@ -68,6 +74,11 @@ STRUCTURE = (
 # New links kept for ``links_since`` (beyond it the oldest are dropped, and a mark older than
 # what is kept gets every link there is).
 MAX_BORN = 100_000
+# A listing of a directory whose change time was younger than this is not reused: two changes
+# within one timestamp tick (a few milliseconds on most kernels; a second or two on some file
+# systems) leave the same (inode, ctime, mtime), so a name made just after the listing would
+# not be seen (ctime only: user space cannot set it, nor move it into the future).
+SETTLED_NS = 2_000_000_000
 # Trees with more directories than this are walked every time (each watched directory costs
 # kernel memory, and the change store watches the project's directories too).
 MAX_WATCHED_DIRS = 20_000
@@ -83,6 +94,7 @@ class _Walk:
     dirs: dict[str, int]  # directory -> its change count when walked
     seq: int  # the scan's event count when walked
     mounts: int
+    named: tuple[str, ...] = ()  # every entry of a wanted name it saw
 
 
 class TreeScan:
@@ -98,7 +110,9 @@ class TreeScan:
     of the mount table, or a tree on a filesystem changed elsewhere (NFS, FUSE) mean a walk.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        # The names whose entries the walks report, and their generation (``want``).
+        self._names: tuple[frozenset[str], int] = (frozenset(names), 0)
         self._dirs: dict[str, _DirInfo] = {}
         self._lock = threading.Lock()
         self._find_lock = threading.Lock()
@@ -117,6 +131,9 @@ class TreeScan:
         self._rooted: set[str] = set()  # trees walked at least once
         self._raced = False  # ``take_raced``
         self._content: set[str] = set()  # trees whose file writes are events too (``find``)
+        self._unfollowed: set[str] = set()  # trees inotify cannot follow (``follows``)
+        # Called when a walk read events (``events_fd`` is drained for whoever waits on it).
+        self.on_events: list[Callable[[], None]] = []
         self._content_wds: set[str] = set()  # directories watched for writes
 
     def find(
@@ -132,11 +149,41 @@ class TreeScan:
             with self._lock:
                 self._content.add(root)
         with self._find_lock, fsdeps.unrecorded():
-            found, truncated = self._find(root, skip)
+            found, _named, truncated = self._find(root, skip)
         # A computation that used this answer holds while the tree gives the same one.
         same = sorted(found)
         fsdeps.add_check(lambda: (sorted(self.find(root, skip)[0]), truncated) == (same, False))
         return found, truncated
+
+    def find_named(
+        self, root: str, skip: frozenset[str] = frozenset()
+    ) -> tuple[list[tuple[str, str]], list[str], bool]:
+        """``find``, and the path of every entry under ``root`` (a file, a directory, a link:
+        whatever it is) whose name is one of the wanted ones (``want``), from the same walk at no
+        extra cost: each directory's are kept with its listing."""
+        with self._find_lock, fsdeps.unrecorded():
+            found, named, truncated = self._find(root, skip)
+        same = (sorted(found), sorted(named))
+        fsdeps.add_check(lambda: (self._same_named(root, skip), truncated) == (same, False))
+        return found, named, truncated
+
+    def _same_named(
+        self, root: str, skip: frozenset[str]
+    ) -> tuple[list[tuple[str, str]], list[str]]:
+        found, named, _truncated = self.find_named(root, skip)
+        return sorted(found), sorted(named)
+
+    def want(self, names: Iterable[str]) -> None:
+        """From now on the walks also report the entries of ``names`` (``find_named``). A name
+        not wanted before has every directory listed again at its next walk (its links are
+        compared with the earlier listing as usual: none of them is new for it)."""
+        more = frozenset(names)
+        if more <= self._names[0]:
+            return
+        with self._find_lock:
+            have, gen = self._names
+            self._names = (have | more, gen + 1)
+            self._walks.clear()
 
     def link_mark(self) -> int:
         """The number of the last new link found: ``links_since`` that mark gives the ones
@@ -173,6 +220,7 @@ class TreeScan:
         skip: frozenset[str],
         old: frozenset[str],
         limit: int = MAX_CHECK_DIRS,
+        named: list[str] | None = None,
     ) -> tuple[list[tuple[str, str]], list[str], list[tuple[str, str]]]:
         """``find`` for a tree a run made too large for it (more than ``MAX_SCAN_DIRS``
         directories, when it had fewer before the run): a walk of the whole tree, not kept and
@@ -181,7 +229,8 @@ class TreeScan:
         ``(found, left, links)``: found as ``find``'s; the topmost directory of each branch left
         unwalked that is not in ``old`` (none when the walk ended); and ``(path, link text)`` of
         each symbolic link the usual walks have not seen (every link of a directory not in
-        ``old``, and those of the others that their last walk did not list)."""
+        ``old``, and those of the others that their last walk did not list). ``named`` gets the
+        entries of the wanted names (``find_named``) in every directory walked."""
         found: list[tuple[str, str]] = []
         links: list[tuple[str, str]] = []
         cache = self._dirs  # read without the lock: entries are replaced whole, never mutated
@@ -203,6 +252,8 @@ class TreeScan:
                 continue
             walked += 1
             info = listing(d, (st.st_ino, st.st_ctime_ns, st.st_mtime_ns), root)
+            if named is not None:
+                named += [d + "/" + n for n in info.named]
             before = cache.get(d) if d in old else None
             seen_links = before.links if before is not None else frozenset()
             links += [(d + "/" + n, t) for n, t in sorted(info.links - seen_links)]
@@ -231,14 +282,16 @@ class TreeScan:
         left = sorted(t for t in tops if not any(t.startswith(o + "/") for o in tops))
         return found, left, links
 
-    def _find(self, root: str, skip: frozenset[str]) -> tuple[list[tuple[str, str]], bool]:
+    def _find(
+        self, root: str, skip: frozenset[str]
+    ) -> tuple[list[tuple[str, str]], list[str], bool]:
         mounts = _mount_generation()
         self._read_events()
         last = self._walks.get((root, skip))
         if last is not None and self._unchanged(last, mounts):
-            return list(last.found), last.truncated
-        found, truncated, seen = self._walk(root, skip)
-        walk = self._watch(found, truncated, seen, mounts, root in self._content)
+            return list(last.found), list(last.named), last.truncated
+        found, named, truncated, seen = self._walk(root, skip)
+        walk = self._watch(root, found, named, truncated, seen, mounts, root in self._content)
         key = (root, skip)
         if walk is None:
             self._walks.pop(key, None)
@@ -246,7 +299,7 @@ class TreeScan:
             if len(self._walks) > 64:
                 self._walks.clear()
             self._walks[key] = walk
-        return found, truncated
+        return found, named, truncated
 
     def _unchanged(self, last: _Walk, mounts: int | None) -> bool:
         if mounts is None or mounts != last.mounts:
@@ -264,6 +317,9 @@ class TreeScan:
             events = ino.read()
         except OSError:
             events = [(-1, inotify.IN_Q_OVERFLOW, "")]
+        if events:
+            for tell in self.on_events:
+                tell()
         for wd, mask, name in events:
             self._seq += 1
             if mask & inotify.IN_Q_OVERFLOW:
@@ -289,25 +345,34 @@ class TreeScan:
 
     def _watch(
         self,
+        root: str,
         found: list[tuple[str, str]],
+        named: list[str],
         truncated: bool,
         seen: dict[str, _DirInfo],
         mounts: int | None,
         content: bool = False,
     ) -> _Walk | None:
         """Watch every directory of a walk; the walk as a result to keep, or None when its
-        tree cannot be trusted to report its changes."""
+        tree cannot be trusted to report its changes (``follows`` says whether it will be, once
+        it stops changing between a listing and its watch)."""
         if truncated or mounts is None or len(seen) > MAX_WATCHED_DIRS or self._no_ino:
+            self._unfollowed.add(root)
             return None
         if self._ino is None:
             try:
                 self._ino = inotify.Inotify()
             except OSError:
                 self._no_ino = True
+                self._unfollowed.add(root)
                 return None
         ino = self._ino
         dirs: dict[str, int] = {}
+        # A directory listed while its change time was young may have changed since within the
+        # same tick, before its watch: watched, but the walk is not kept (the next one lists it).
+        keep = True
         for d, info in seen.items():
+            keep = keep and info.settled
             wd = self._wd_of.get(d)
             if wd is not None and content and d not in self._content_wds:
                 try:  # watched for names already: writes too from now on
@@ -322,6 +387,7 @@ class TreeScan:
                     if dev not in self._local:
                         self._local[dev] = inotify.sees_every_change(d)
                     if not self._local[dev]:
+                        self._unfollowed.add(root)
                         return None
                     mask = STRUCTURE | (inotify.CONTENT if content else 0)
                     wd = ino.add(d, mask | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)
@@ -345,11 +411,22 @@ class TreeScan:
         if len(self._wd_of) > 4 * MAX_WATCHED_DIRS:
             self._reset()
             return None
-        return _Walk(tuple(found), truncated, dirs, self._seq, mounts)
+        self._unfollowed.discard(root)
+        if not keep:
+            return None
+        return _Walk(tuple(found), truncated, dirs, self._seq, mounts, tuple(named))
+
+    def follows(self, root: str) -> bool:
+        """Whether inotify reports the changes of the tree at ``root`` (``events_fd``), so a walk
+        of it costs nothing while it does not change: not when its last walk stopped at the limit,
+        it has more than ``MAX_WATCHED_DIRS`` directories, it lies on a filesystem changed
+        elsewhere, or inotify is not available."""
+        return root not in self._unfollowed
 
     def events_fd(self) -> int | None:
         """The descriptor that becomes readable when a watched directory changes (``find``
-        reads the events); None while nothing is watched."""
+        reads the events, and calls ``on_events`` then: a caller waiting on the descriptor is
+        not woken by events another call read); None while nothing is watched."""
         ino = self._ino
         return ino.fd if ino is not None and ino.fd >= 0 else None
 
@@ -378,9 +455,11 @@ class TreeScan:
 
     def _walk(
         self, root: str, skip: frozenset[str]
-    ) -> tuple[list[tuple[str, str]], bool, dict[str, _DirInfo]]:
+    ) -> tuple[list[tuple[str, str]], list[str], bool, dict[str, _DirInfo]]:
         found: list[tuple[str, str]] = []
+        named: list[str] = []
         seen: dict[str, _DirInfo] = {}
+        gen = self._names[1]
         cache = self._dirs  # read without the lock: entries are replaced whole, never mutated
         lstat, isdir, listing = os.lstat, stat.S_ISDIR, self._list
         stack = [root]
@@ -404,7 +483,7 @@ class TreeScan:
                 continue
             ident = (st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
             info = cache.get(d)
-            if info is None or info.ident != ident:
+            if info is None or info.ident != ident or info.names_gen != gen or not info.settled:
                 old = info
                 info = listing(d, ident, root)
                 listed = True
@@ -412,6 +491,8 @@ class TreeScan:
                     before = old.links if old is not None else frozenset()
                     born += [(d + "/" + n, t) for n, t in sorted(info.links - before)]
             seen[d] = info
+            if info.named:
+                named += [d + "/" + n for n in info.named]
             if info.dotgit:
                 found.append((d + "/.git", "dotgit"))
             if info.bare:
@@ -435,10 +516,11 @@ class TreeScan:
                     for path in [p for p in self._dirs if p.startswith(prefix) and p not in seen]:
                         del self._dirs[path]
                 self._dirs.update(seen)
-        return found, truncated, seen
+        return found, named, truncated, seen
 
-    @staticmethod
-    def _list(d: str, ident: tuple[int, int, int], root: str) -> _DirInfo:
+    def _list(self, d: str, ident: tuple[int, int, int], root: str) -> _DirInfo:
+        wanted, gen = self._names
+        settled = _now() - ident[1] > SETTLED_NS
         names: list[str] = []
         subdirs: list[str] = []
         links: list[tuple[str, str]] = []
@@ -458,7 +540,20 @@ class TreeScan:
                             links.append((entry.name, os.readlink(entry.path)))
         except OSError:
             pass
-        return _DirInfo(ident, dotgit, looks_like_git_dir(names), tuple(subdirs), frozenset(links))
+        return _DirInfo(
+            ident,
+            dotgit,
+            looks_like_git_dir(names),
+            tuple(subdirs),
+            frozenset(links),
+            tuple(sorted(n for n in names if n in wanted)),
+            gen,
+            settled,
+        )
+
+
+def _now() -> int:
+    return time.time_ns()
 
 
 def _mount_generation() -> int | None:
