@@ -17,7 +17,8 @@ from run_bash.sandbox.agentrules import include_candidates, rules_problems
 from run_bash.sandbox.gitask import config_keys, judge_config, key_pattern
 from run_bash.sandbox.hostread import Discovery, read_nonblocking
 from run_bash.sandbox.members import ABSENT, Repairer, capture, matches
-from run_bash.sandbox.pathguard import PathDir, shadowed
+from run_bash.sandbox.pathguard import PathDir
+from run_bash.sandbox.pathstate import shadowed
 from run_bash.sandbox.policy import trusted_realpath
 from run_bash.service import parse_codecompanion
 
@@ -484,7 +485,7 @@ def test_a_settled_member_is_compared_by_its_signature(tmp_path, monkeypatch):
 
 
 def test_path_state_judgement(tmp_path):
-    from run_bash.sandbox.pathguard import dir_state, judge
+    from run_bash.sandbox.pathstate import dir_state, judge
     from run_bash.sandbox.places import Places
 
     mine, later = tmp_path / "mine", tmp_path / "later"

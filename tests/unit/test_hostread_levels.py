@@ -1,4 +1,4 @@
-"""Names kept at every level (``hostread.EVERY_LEVEL_MEMBERS``, ``EVERY_LEVEL_DIRS``, relative PATH
+"""Names kept at every level (``keptnames.EVERY_LEVEL_MEMBERS``, ``EVERY_LEVEL_DIRS``, relative PATH
 entries): an existing one anywhere in the writable trees is kept like one at the top, and one made
 later is what ``appeared`` names. Discovery only; the sandbox tests are in tests/security."""
 
@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from run_bash.sandbox.hostread import (
+from run_bash.sandbox.hostread import Discovery, appeared
+from run_bash.sandbox.keptnames import (
     EVERY_LEVEL_MEMBERS,
     WORK_TREE_MEMBERS,
-    Discovery,
-    appeared,
     kept_by_name,
     relative_entries,
 )
@@ -102,8 +101,9 @@ def test_relative_path_entries_are_taken_in_subdirectories(proj: Path):
     paths = {pd.path: pd for pd in hr.path_dirs}
     assert str(proj / "node_modules/.bin") in paths  # the top, as before
     assert paths[str(proj / "web/node_modules/.bin")].sealed
-    assert str(proj / "web/node_modules/.bin") in hr.sealed
-    assert str(proj / "api/node_modules/.bin") in hr.members
+    # The unit of a node_modules/.bin is its node_modules (pathguard), there as at the top.
+    assert str(proj / "web/node_modules") in hr.sealed
+    assert str(proj / "api/node_modules") in hr.sealed
     assert str(proj / "docs/node_modules/.bin") not in paths  # path_writable, taken there too
     assert "/usr/bin" in paths[str(proj / "web/node_modules/.bin")].later
 
@@ -126,11 +126,11 @@ def test_what_appeared_after_the_set_was_made(proj: Path):
     assert set(got) == {
         str(proj / "src/rust-toolchain.toml"),
         str(proj / "new/deep/.cargo/config.toml"),
-        str(proj / "web/node_modules/.bin"),
+        str(proj / "web/node_modules"),  # the unit of its .bin, as at the top
         str(proj / "py/.venv"),  # the whole venv, as at the top
     }
     assert got[str(proj / "src/rust-toolchain.toml")] is None
-    assert "is on your PATH" in (got[str(proj / "web/node_modules/.bin")] or "")
+    assert "is on your PATH" in (got[str(proj / "web/node_modules")] or "")
     # The existing one changed is a member (compared as such), not something that appeared.
     (proj / "old/.envrc").write_text("changed")
     assert str(proj / "old/.envrc") not in dict(appeared(hr, named_now(d, hr)))

@@ -11,19 +11,18 @@ from pathlib import Path
 import pytest
 
 from run_bash.paths import Tops
-from run_bash.sandbox import pathguard
+from run_bash.sandbox import pathguard, pathlinks, pathstate
 from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.hostread import Discovery
 from run_bash.sandbox.pathguard import (
     PathDir,
     code_unit,
-    hard_links,
     interpreter,
-    judge,
     link_targets,
-    may_write,
     path_dirs,
 )
+from run_bash.sandbox.pathlinks import hard_links, may_write
+from run_bash.sandbox.pathstate import judge
 from run_bash.sandbox.places import Places
 
 
@@ -317,7 +316,7 @@ def test_a_unit_that_holds_the_project_is_refused(tmp_path, proj):
 
 def test_the_exempt_link_is_not_judged(tmp_path, proj):
     pd = linked(tmp_path, proj, "bin/cli.js")
-    before = pathguard.dir_state(pd.path)
+    before = pathstate.dir_state(pd.path)
     (proj / "bin/cli.js").write_text("#!/bin/sh\necho changed\n")
     writable = Places([str(proj)])
     assert judge(pd, before, "tool", writable) is not None
@@ -367,9 +366,9 @@ def test_discovery_seals_the_units(tmp_path):
 @pytest.fixture
 def fresh(monkeypatch):
     """Empty listings (and watches) of PATH directories and searches."""
-    programs = pathguard._Programs()
-    monkeypatch.setattr(pathguard, "_PROGRAMS", programs)
-    monkeypatch.setattr(pathguard, "_SEARCHED", {})
+    programs = pathlinks._Programs()
+    monkeypatch.setattr(pathlinks, "_PROGRAMS", programs)
+    monkeypatch.setattr(pathlinks, "_SEARCHED", {})
     yield programs
     for d in list(programs._dirs):
         programs._forget(d)
@@ -379,13 +378,14 @@ def fresh(monkeypatch):
 
 def counting(monkeypatch, name: str) -> list[object]:
     calls: list[object] = []
-    real = getattr(pathguard, name)
+    module = pathlinks if hasattr(pathlinks, name) else pathguard
+    real = getattr(module, name)
 
     def counted(*args, **kwargs):
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pathguard, name, counted)
+    monkeypatch.setattr(module, name, counted)
     return calls
 
 
@@ -431,7 +431,7 @@ def test_a_directory_is_listed_once_per_state(tmp_path, proj, fresh, monkeypatch
     the user makes in the project for a program on PATH changes no PATH directory: its count
     says it."""
     if not watched:
-        monkeypatch.setattr(pathguard, "_watch_budget", lambda: 0)
+        monkeypatch.setattr(pathlinks, "_watch_budget", lambda: 0)
     lb = tmp_path / "lb"
     for i in range(5):
         write(lb / f"t{i}", "#!/bin/sh\n", 0o755)
@@ -450,9 +450,9 @@ def test_a_directory_is_listed_once_per_state(tmp_path, proj, fresh, monkeypatch
     assert hard_links([str(lb)], [], Places([str(proj)])) == []
     assert len(listed) == 1
     assert len([p for p in stats if p.startswith(f"{lb}/t")]) == (0 if watched else 5)
-    sig = pathguard._dir_sig(str(lb))
+    sig = pathlinks._dir_sig(str(lb))
     os.link(lb / "t3", proj / "t3")
-    assert pathguard._dir_sig(str(lb)) == sig
+    assert pathlinks._dir_sig(str(lb)) == sig
     found = hard_links([str(lb)], [], Places([str(proj)]))
     assert [h.name for h in found] == [str(proj / "t3")]
     assert len(listed) == 1
@@ -478,7 +478,7 @@ def test_a_search_that_must_stop_fails_closed(tmp_path, proj, fresh, monkeypatch
     os.link(tool, tmp_path / "backup/tool")
     for i in range(20):
         write(proj / f"d{i}/f")
-    monkeypatch.setattr(pathguard, "MAX_LINK_SEARCH", 10)
+    monkeypatch.setattr(pathlinks, "MAX_LINK_SEARCH", 10)
     with pytest.raises(HostReadError, match="hard links") as e:
         hard_links([str(lb)], [], Places([str(proj)]))
     assert str(tool) in str(e.value) and "sandbox.rules.path_writable" in str(e.value)
@@ -490,7 +490,7 @@ def test_a_search_stops_once_every_name_is_found(tmp_path, proj, fresh, monkeypa
     os.link(tool, proj / "a")
     for i in range(50):
         write(proj / f"zz/{i}")
-    monkeypatch.setattr(pathguard, "MAX_LINK_SEARCH", 20)
+    monkeypatch.setattr(pathlinks, "MAX_LINK_SEARCH", 20)
     # The top of the grant is listed first: the name is found before the rest is walked.
     assert [h.name for h in hard_links([str(lb)], [], Places([str(proj)]))] == [str(proj / "a")]
 

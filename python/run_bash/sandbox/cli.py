@@ -198,7 +198,8 @@ def _run(config: Config, cmd: str, cwd: str, temp_root: str, timeout: float | No
 
     from run_bash.sandbox import proc
     from run_bash.sandbox.base import RunSpec
-    from run_bash.sandbox.guard import Keeper, quarantine_dir
+    from run_bash.sandbox.guard import Keeper
+    from run_bash.sandbox.guardscope import quarantine_dir
     from run_bash.sandbox.policy import build_env, build_policy
 
     stop: list[int] = []

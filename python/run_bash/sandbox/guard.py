@@ -45,7 +45,7 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   put back); an agent rules file whose ``@`` references may lead out of the project or into a
   denied path (``agentrules``) is restored to its trusted content, and a rules name that is not
   a regular file is quarantined, as is a link the run left (``linkcheck``). A file of a name kept
-  at every level (``hostread.EVERY_LEVEL_MEMBERS``, a relative PATH entry's directory) that the run
+  at every level (``keptnames.EVERY_LEVEL_MEMBERS``, a relative PATH entry's directory) that the run
   made anywhere in its trees is quarantined too (``hostread.appeared``); while the run goes on,
   one that appears stops it (``_named_appeared``, on the tree scan's inotify).
 
@@ -63,8 +63,7 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from run_bash import inotify
@@ -73,6 +72,17 @@ from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import gitindex, nofollow, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
+from run_bash.sandbox.guardscope import (
+    GROW,
+    JUDGE_BUDGET_S,
+    KILL_ANY,
+    KILL_NAMES,
+    LIVE_TRIP,
+    PATH_DIR,
+    RULES,
+    Scope,
+    Sub,
+)
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
     Discovery,
@@ -93,102 +103,17 @@ from run_bash.sandbox.members import (
     matches,
 )
 from run_bash.sandbox.nofollow import Fence, LinkInPath
-from run_bash.sandbox.pathguard import (
-    PathDir,
-    Sig,
-    changes,
-    dir_state,
-    judge,
-    refusal_notices,
-)
+from run_bash.sandbox.pathguard import PathDir, Sig, refusal_notices
+from run_bash.sandbox.pathstate import changes, dir_state, judge
 from run_bash.sandbox.places import Places
+from run_bash.sandbox.repairs import Repairs
 from run_bash.sandbox.treescan import MAX_CHECK_DIRS, looks_like_git_dir, nested_git_dirs
-
-
-def quarantine_dir(env: Mapping[str, str]) -> str:
-    """Where the guard moves things: ``$XDG_STATE_HOME/run_bash/quarantine`` (never granted)."""
-    home = env.get("HOME") or os.path.expanduser("~")
-    state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
-    return os.path.join(state, "run_bash", "quarantine")
-
-
-# The most time the post-run check spends asking git about new repositories; the ones left then
-# are quarantined unjudged (a run could leave thousands, each with an include git waits on).
-JUDGE_BUDGET_S = 30.0
-
-# Why a background run is stopped by the live judging of its links (``livelinks``).
-LIVE_TRIP = "it made a link that leads out, or a repository that is not inert, in the background"
-# What a subscription on a watch descriptor means when an event arrives.
-KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
-KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
-GROW = "grow"  # one of ``names`` appeared here: watch deeper (a PATH dir or rules name later)
-PATH_DIR = "path"  # an entry in a writable PATH directory: is it still what it was?
-RULES = "rules"  # a rules name (or an entry inside a rules directory) changed
-
-
-@dataclass(eq=False)
-class Sub:
-    scope: Scope
-    kind: str
-    mask: int
-    names: frozenset[str] = frozenset()
-    ref: Any = None
-
-
-@dataclass(eq=False)
-class Scope:
-    """One active run as the guard knows it."""
-
-    sid: str
-    host_read: HostRead
-    places: Places
-    kill: Callable[[], None] | None = None
-    tripped: str = ""
-    notices: list[str] = field(default_factory=list)
-    wds: set[int] = field(default_factory=set)
-    ended: bool = False
-    # The in-progress git operations of each git directory before the run (``sequencer.py``).
-    sequencer: dict[str, sequencer.State] = field(default_factory=dict)
-    # The index file of each git directory before the run (``gitindex.py``).
-    indexes: gitindex.State = field(default_factory=dict)
-    # The git directories trusted when the run started, by (dev, ino): a repository that became
-    # trusted later (another run's host-read set took it up while this one ran) may have been
-    # made, and armed, by this run, which could write it all along; it is judged as new.
-    trusted_git: frozenset[tuple[int, int]] = frozenset()
-    # Git directories the run moved away that stay where it put them: path before -> now.
-    moved: dict[str, str] = field(default_factory=dict)
-    # The run's readable grants (None: its links are not judged) and the tree scan's count of
-    # new links when it started: those found later are the run's (``_check_links``).
-    readable: tuple[str, ...] | None = None
-    link_mark: int = 0
-    live: bool = False  # it went on in the background: its links are judged as they appear
-    live_mark: int = 0  # the tree scan's count of new links at the last such look
-    # Trees whose kept names are looked for only when the run ends (``_named_appeared``).
-    blind: set[str] = field(default_factory=set)
-
-    def trip(self, why: str) -> None:
-        """Stop the run now (no I/O but the kill itself)."""
-        first = not self.tripped
-        if first:
-            self.tripped = why
-        kill = self.kill
-        if kill is not None and not self.ended:
-            with contextlib.suppress(Exception):
-                kill()
-
-    def attach(self, kill: Callable[[], None]) -> None:
-        """The run has started: how to stop it. A trip before this kills it at once."""
-        self.kill = kill
-        if self.tripped:
-            with contextlib.suppress(Exception):
-                kill()
-
 
 # -------------------------------------------------------------------------------------------------
 # The keeper
 
 
-class Keeper:
+class Keeper(Repairs):
     """The host's guard: trusted states, the watcher and the checks. See the module docstring."""
 
     def __init__(self, quarantine_root: str, discovery: Discovery | None = None) -> None:
@@ -429,12 +354,6 @@ class Keeper:
 
     # -- the check -------------------------------------------------------------------------------
 
-    def _name(self, hr: HostRead, path: str) -> str:
-        for root in sorted(hr.roots, key=len, reverse=True):
-            if is_under(path, root) and path != root:
-                return os.path.relpath(path, root)
-        return path
-
     def _others_covering(self, scope: Scope, path: str) -> list[Scope]:
         return [s for s in self._scopes.values() if s is not scope and path in s.places]
 
@@ -507,71 +426,6 @@ class Keeper:
             self._check_rules(scope, r, stopped)
         # Last: the checks above judge what reads through a link with the link in place.
         self._check_links(scope, stopped)
-
-    # -- repairs: never through a symbolic link in a place a run can write (``nofollow``) ---------
-
-    def _exists(self, path: str) -> bool:
-        """Whether something is at ``path``; a link on the way in a writable place counts (it
-        is what must go)."""
-        try:
-            return nofollow.lexists(path, self._fence)
-        except LinkInPath:
-            return True
-
-    def _move(self, path: str, scope: Scope) -> tuple[str, bool]:
-        """Move what is at ``path`` to the quarantine: what was done, and whether a symbolic link
-        on the way was moved instead (``path`` is then no longer reached at all)."""
-        try:
-            dest = self.repairer.quarantine(path, scope.sid)
-        except LinkInPath as e:
-            moved, done = self._move_link(e, scope)
-            if moved:
-                self._pending_moves.pop(path, None)
-            else:
-                self._pending_moves[path] = str(e.strerror)
-            return done, moved
-        except OSError as e:
-            self._pending_moves[path] = str(e.strerror)
-            return f"could not be moved away ({e.strerror})", False
-        self._pending_moves.pop(path, None)
-        return "moved to " + dest, False
-
-    def _quarantine(self, path: str, scope: Scope) -> str:
-        return self._move(path, scope)[0]
-
-    def _move_link(self, e: LinkInPath, scope: Scope) -> tuple[bool, str]:
-        """A repair met a symbolic link on its way, in a place a run can write: nothing is written
-        through it, and the link itself goes to the quarantine (whatever reads that path, git,
-        your shell or the next chat, would be led through it; a repair was needed behind it, so
-        it leads to something a run changed, or somewhere a run chose). Whether the run made the
-        link or only moved a directory that held one of the user's there cannot be told apart,
-        so one that was the user's goes too, and the notice names it. (moved, what was done)."""
-        said = (
-            f"nothing was written through {self._name(scope.host_read, e.link)}: it is a symbolic "
-            f"link (to {e.target}), which a repair never follows"
-        )
-        try:
-            dest = self.repairer.quarantine(e.link, scope.sid)
-        except OSError as e2:
-            return False, f"{said}, and the link could not be moved away ({e2.strerror})"
-        return True, f"{said}; the link was moved to {dest}"
-
-    def _restore(self, path: str, state: State, scope: Scope) -> tuple[bool, str]:
-        """``Repairer.restore``; a symbolic link on the way is moved away instead of followed
-        (``_move_link``), then the path is compared (and written) again."""
-        try:
-            return self.repairer.restore(path, state, scope.sid)
-        except LinkInPath as e:
-            moved, done = self._move_link(e, scope)
-        if not moved:
-            return False, done
-        if matches(path, state):
-            return True, done
-        try:
-            ok, again = self.repairer.restore(path, state, scope.sid)
-        except LinkInPath as e:
-            return False, f"{done}; could not be restored ({e.strerror})"
-        return ok, f"{done}; {again}"
 
     def _check_git_dir(
         self, scope: Scope, g: str, ident: tuple[int, int, int], stopped: str

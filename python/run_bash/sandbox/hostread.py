@@ -55,22 +55,30 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from run_bash.paths import Tops, expand, is_under
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError, run_git
+from run_bash.sandbox.keptnames import (
+    AGENT_DIRS,
+    EVERY_LEVEL_DIRS,
+    EVERY_LEVEL_FIRST,
+    TOOL_DIRS,
+    WORK_TREE_MEMBERS,
+    _exempt,
+    _first,
+    keep_path_units,
+    kept_by_name,
+    nested_path_dirs,
+    relative_entries,
+)
 from run_bash.sandbox.pathguard import (
     PathDir,
     followed,
-    hard_links,
-    link_targets,
-    modules_above,
-    outside_dirs,
     path_dirs,
     read_only_dirs,
     reason,
-    unit_links,
 )
 from run_bash.sandbox.places import Places, RealPaths
 from run_bash.sandbox.treescan import MAX_GIT_DIRS, MAX_SCAN_DIRS, TreeScan, nested_git_dirs
@@ -86,281 +94,6 @@ GIT_DIR_MEMBERS = (
     "info/attributes",
     "objects/info/alternates",
 )
-# Names a tool looks up in the directory it runs in (most of them in every directory above it too,
-# the nearest one winning), so such a file is read wherever it lies in the project: `cd web`
-# before `cargo`, an editor opening `web/`, a git hook run in a nested repository's work tree.
-# Each is kept at every level of the writable trees, not only at the top: the tree walk reports
-# the entries of their first components (``treescan.TreeScan.find_named``), an existing one is a
-# member like one at the top (read-only inside the run), and one a run makes anywhere stops it
-# and goes to the quarantine (``appeared``, ``guard.py``). Only names: no reader of ours judges
-# what such a file says. What reads each:
-EVERY_LEVEL_MEMBERS = (
-    # Neovim runs the exrc files of the directory it is started in ('exrc'); lazy.nvim's
-    # `local_spec` runs the nearest `.lazy.lua` from there upward. (Both ask trust for a new or
-    # changed file: `:trust`.)
-    ".nvim.lua",
-    ".nvimrc",
-    ".exrc",
-    ".lazy.lua",
-    # direnv runs the nearest `.envrc` upward from your shell's directory (once allowed).
-    ".envrc",
-    # rustup's proxies (cargo, rustc, rust-analyzer) run the toolchain the nearest rust-toolchain
-    # file upward names, and its `path` (or the legacy file's absolute path) may name any
-    # directory: `cargo --version` there, or the editor starting rust-analyzer, would run
-    # `<path>/bin/cargo`.
-    "rust-toolchain",
-    "rust-toolchain.toml",
-    # A `.tool-versions` version `path:<dir>` (asdf's file, which mise reads without asking trust;
-    # both look upward) puts `<dir>/bin` first on the PATH of asdf's shims and of a shell mise
-    # activates: the next `node` typed there runs `<dir>/bin/node`.
-    ".tool-versions",
-    # Cargo merges every `.cargo/config.toml` (or the older `.cargo/config`) from the working
-    # directory up, and runs the program `build.rustc-wrapper` (or `build.rustc`) names for every
-    # question it asks rustc: `cargo metadata`, which rust-analyzer runs as the editor starts it
-    # (from the directory of the file it opened too), runs `<wrapper> rustc -vV`.
-    ".cargo/config.toml",
-    ".cargo/config",
-    # Yarn (1 and later, also through corepack) runs the JavaScript file that `yarnPath` of the
-    # nearest `.yarnrc.yml` upward (or `yarn-path` of `.yarnrc`) names instead of itself, at every
-    # command: `yarn --version` there would run a file a run wrote.
-    ".yarnrc.yml",
-    ".yarnrc",
-    # Git hook managers: the hook installed in the git dir (kept) reads its manager's config at
-    # every commit, in the work tree's top (each nested repository's too), and runs the commands
-    # it names. pre-commit reads `.pre-commit-config.yaml`; prek also `.pre-commit-config.yml` and
-    # `prek.toml`, and in every subdirectory below the one it starts in (workspaces).
-    ".pre-commit-config.yaml",
-    ".pre-commit-config.yml",
-    "prek.toml",
-    # lefthook: its config and the local one merged over it, each in any of five formats, with or
-    # without a leading dot, or in `.config/` (its scripts directories: ``EVERY_LEVEL_DIRS``).
-    *(
-        f"{where}{dot}lefthook{local}.{ext}"
-        for where in ("", ".config/")
-        for dot in (("",) if where else ("", "."))
-        for local in ("", "-local")
-        for ext in ("yml", "yaml", "json", "jsonc", "toml")
-    ),
-    # overcommit's `.overcommit.yml` (its plugins directory: ``EVERY_LEVEL_DIRS``).
-    ".overcommit.yml",
-    # hk reads the first of these from the working directory upward.
-    "hk.local.pkl",
-    ".config/hk.local.pkl",
-    "hk.pkl",
-    ".config/hk.pkl",
-    # rusty-hook and CaptainHook read these at every hook.
-    ".rusty-hook.toml",
-    "rusty-hook.toml",
-    "captainhook.json",
-)
-# Directories of code a tool runs, kept read-only whole at every level the same way (what they
-# hold is never copied, so their size does not matter), with why:
-EVERY_LEVEL_DIRS = {
-    # Where `yarn set version` puts the release `yarnPath` names, and where `yarn plugin import`
-    # puts the plugins `.yarnrc.yml` loads.
-    ".yarn/releases": "yarn runs the code in .yarn/releases at every command",
-    ".yarn/plugins": "yarn runs the code in .yarn/plugins at every command",
-    # lefthook's `scripts` (its `source_dir` and `source_dir_local`), run by the git hook.
-    ".lefthook": "lefthook runs the scripts in .lefthook at every git hook",
-    ".lefthook-local": "lefthook runs the scripts in .lefthook-local at every git hook",
-    # overcommit's repository hooks (its `plugin_directory`), Ruby it loads at every git hook.
-    ".git-hooks": "overcommit loads the hooks in .git-hooks at every git hook",
-}
-# Files at the top of a work tree that are host-read: git reads .gitmodules for submodule URLs and
-# paths; the names kept at every level; other agents' project settings that run commands as the
-# user once the project is trusted, without asking again when they change: Claude Code's MCP
-# servers, Cursor's MCP servers and hooks, opencode's MCP servers and plugins. (Their directories:
-# ``AGENT_DIRS``.) CodeCompanion's ``per_project_config`` files are added to these.
-WORK_TREE_MEMBERS = (
-    ".gitmodules",
-    *EVERY_LEVEL_MEMBERS,
-    ".mcp.json",
-    ".cursor/mcp.json",
-    ".cursor/hooks.json",
-    "opencode.json",
-    "opencode.jsonc",
-)
-# Directories of other agents' project settings, kept read-only whole like a hooks holder (what
-# their hooks run usually lies beside them; never copied, so their size does not matter): Claude
-# Code runs the hooks and status line of `.claude/settings*.json`, Gemini CLI the MCP servers and
-# tool discovery command of `.gemini/settings.json` and loads `.gemini/.env`. CodeCompanion starts
-# both in the project over ACP.
-AGENT_DIRS = (".claude", ".gemini")
-# Directories of code a tool runs at every command, kept read-only whole the same way.
-TOOL_DIRS = tuple(EVERY_LEVEL_DIRS)
-
-
-def _first(name: str) -> str:
-    return name.split("/", 1)[0]
-
-
-# What an entry of each first component keeps in its directory: (the name, kept whole).
-_BY_FIRST: dict[str, list[tuple[str, bool]]] = {}
-for _n in EVERY_LEVEL_MEMBERS:
-    _BY_FIRST.setdefault(_first(_n), []).append((_n, False))
-for _n in EVERY_LEVEL_DIRS:
-    _BY_FIRST.setdefault(_first(_n), []).append((_n, True))
-# The names the tree walk reports (``treescan.TreeScan``), besides the relative PATH entries'.
-EVERY_LEVEL_FIRST = frozenset(_BY_FIRST)
-
-
-def kept_by_name(directory: str, name: str) -> list[tuple[str, bool]]:
-    """What an entry ``name`` of ``directory`` makes kept there, as at the project's top:
-    ``(path, kept whole)`` for each name of ``EVERY_LEVEL_MEMBERS`` and ``EVERY_LEVEL_DIRS``
-    that begins with it (``.cargo`` keeps ``.cargo/config.toml`` and ``.cargo/config``)."""
-    return [(os.path.join(directory, n), whole) for n, whole in _BY_FIRST.get(name, ())]
-
-
-def _taken_below(entry: str) -> str | None:
-    """A relative ``PATH`` entry as the name it keeps in every directory (a leading ``../`` taken
-    off: from a subdirectory, ``../bin`` is the ``bin`` beside it); None for an absolute, ``~``
-    or ``$`` one, and for ``.``, ``..`` and the empty one (every directory: ``:checkhealth`` warns
-    of them)."""
-    if not entry or os.path.isabs(entry) or entry.startswith(("~", "$")):
-        return None
-    rel = os.path.normpath(entry)
-    while rel.startswith("../"):
-        rel = rel[3:]
-    return None if rel in (".", "..") else rel
-
-
-def relative_entries(path_var: str) -> list[str]:
-    """The relative entries of ``PATH`` that a shell resolves in whatever directory it is in, as
-    names kept at every level (``_taken_below``): ``node_modules/.bin``, ``bin``, ``.venv/bin``."""
-    taken = (_taken_below(e) for e in path_var.split(os.pathsep))
-    return list(dict.fromkeys(t for t in taken if t is not None))
-
-
-def _exempt(
-    path_free: Sequence[str], bases: Sequence[str], env: Mapping[str, str], home: str
-) -> list[str]:
-    """``sandbox.rules.path_writable`` as paths: relative ones in each of ``bases``."""
-    return [
-        p
-        for raw in path_free
-        for base in ([None] if raw.startswith(("/", "~", "$")) else bases)
-        if (p := expand(raw, env=env, home=home, base=base)) is not None
-    ]
-
-
-def nested_path_dirs(
-    path_var: str,
-    writable: Sequence[str],
-    roots: Sequence[str],
-    bases: Sequence[str],
-    path_free: Sequence[str],
-    env: Mapping[str, str],
-    home: str,
-    realpath: Callable[[str], str] = os.path.realpath,
-) -> list[PathDir]:
-    """The PATH directories the relative entries (``relative_entries``) name in ``bases``,
-    directories of the writable trees below the project roots: each made by
-    ``pathguard.path_dirs`` as it makes those of the roots (the same units, the same
-    ``path_writable`` exemptions, taken in each base)."""
-    rel = relative_entries(path_var)
-    bases = [b for b in dict.fromkeys(bases) if b not in roots]
-    if not rel or not bases:
-        return []
-    wanted = {os.path.normpath(os.path.join(b, e)) for b in bases for e in rel}
-    # The same PATH, its relative entries as they are taken below the top (no `.` or empty
-    # entry, which would name every base itself).
-    entries: list[str] = []
-    for e in path_var.split(os.pathsep):
-        below = _taken_below(e)
-        if below is not None:
-            entries.append(below)
-        elif os.path.isabs(e) or e.startswith(("~", "$")):
-            entries.append(e)
-    every = [*roots, *bases]
-    exempt = _exempt(path_free, every, env, home)
-    pds = path_dirs(os.pathsep.join(entries), writable, every, exempt, realpath)
-    return [pd for pd in pds if pd.path in wanted]
-
-
-def keep_path_units(
-    pds: Sequence[PathDir],
-    cwd: str,
-    roots: Sequence[str],
-    writable_places: Places,
-    real: Callable[[str], str],
-    exempt: Sequence[str],
-    members: list[str],
-    sealed: list[str],
-    reasons: dict[str, str],
-    path_var: str = "",
-) -> list[PathDir]:
-    """What keeps each PATH directory: its unit read-only (or, not there yet, a member that may
-    not appear), and what the programs its links run load with them (their code units,
-    ``link_targets``), what links in those units lead to (``unit_links``), and the other names
-    (hard links) in a writable grant of its programs (``hard_links``; with ``path_var``, also of
-    those of the PATH directories outside every grant). The directories, each with what is kept
-    for its links (``PathDir.kept``)."""
-    pds = list(pds)
-    ends: list[str] = []  # the programs PATH links run
-    units: list[tuple[str, str]] = []  # each kept unit, and the PATH entry it is kept for
-    for i, pd in enumerate(pds):
-        if not pd.sealed:
-            continue
-        why = reason(pd, cwd)
-        if pd.outside:
-            why = f"{pd.path} is on your PATH and a program in it leads there"
-        elif os.path.islink(pd.unit):
-            members.append(pd.unit)  # the link itself must keep leading where it did
-            reasons[pd.unit] = why
-        unit = real(pd.unit)
-        if os.path.isdir(unit):
-            if unit in writable_places and not pd.outside:
-                sealed.append(unit)
-                reasons[unit] = why
-                units.append((unit, pd.path))
-                if os.path.basename(unit) == "node_modules":
-                    # Its packages require what the node_modules above it hold too.
-                    above, absent = modules_above(unit, writable_places)
-                    sealed += above
-                    members += absent
-                    units += [(d, pd.path) for d in above]
-                    for p in (*above, *absent):
-                        reasons.setdefault(p, why)
-            # What its links run, and what that loads with it (its code unit).
-            kept = link_targets(pd, writable_places, roots=roots)
-            ends += kept.files
-            in_units = Tops(kept.dirs)
-            sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
-            members += [*kept.links, *kept.names]
-            for p, said, program in kept.why:
-                reasons.setdefault(p, said)
-                if p in kept.dirs:
-                    units.append((p, program))
-            if kept.why:
-                pds[i] = replace(pd, kept=kept.why)
-            for p in (*kept.files, *kept.links):
-                reasons.setdefault(p, why)
-        else:  # not there yet, or not a directory: it must stay what it is
-            members.append(pd.unit)
-            reasons[pd.unit] = why
-    # What links in the kept units lead to outside them (a workspace package).
-    led = unit_links(units, writable_places, roots, exempt)
-    ends += led.files
-    in_units = Tops(led.dirs)
-    sealed += [*led.dirs, *(f for f in led.files if f not in in_units)]
-    members += [*led.links, *led.names]
-    for p, said, _program in led.why:
-        reasons.setdefault(p, said)
-    # Another name (a hard link) in a writable grant of a program on PATH is kept too.
-    census = [pd.path for pd in pds if pd.sealed and not pd.outside]
-    if path_var:
-        census += outside_dirs(path_var, writable_places, exempt)
-    kept_tops = Tops(sealed)
-    for hl in hard_links(census, ends, writable_places):
-        if hl.name not in kept_tops:
-            sealed.append(hl.name)
-            reasons[hl.name] = (
-                f"it is another name (a hard link) of {hl.program}, which is on your PATH: "
-                "a write through it changes that program"
-            )
-    return pds
-
-
 # Rules files read by agents (CodeCompanion's default group, Claude Code, Cursor, Cline, Windsurf,
 # Goose, Copilot, Gemini). CodeCompanion's own configuration adds to these (``setup``).
 RULES_NAMES = (

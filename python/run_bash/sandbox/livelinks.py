@@ -13,7 +13,7 @@ again at once). A tree inotify cannot watch (more than ``treescan.MAX_WATCHED_DI
 directories, a network file system) is judged when the run ends.
 
 The same thread serves every run while it goes on, background or not, for one cheaper look: a
-file of a name kept at every level of its trees (``hostread.EVERY_LEVEL_MEMBERS``, a relative PATH
+file of a name kept at every level of its trees (``keptnames.EVERY_LEVEL_MEMBERS``, a relative PATH
 entry's directory) that it made anywhere stops it at once, as a member of the host-read set that
 appears does (``guard.Keeper._named_appeared``). Looks are spaced by a multiple of what the last
 one took (``GAP_FACTOR``): a build that changes its tree all the time gets a share of one core.

@@ -234,15 +234,18 @@ class Repairer:
         finally:
             os.close(run_fd)
 
-    def restore(self, path: str, state: State, tag: str) -> tuple[bool, str]:
+    def restore(self, path: str, state: State, tag: str, create: bool = True) -> tuple[bool, str]:
         """Make ``path`` be ``state`` again; (checked ok, what was done). Raises ``LinkInPath``
         when a directory on the way is a symbolic link a run could have planted: nothing was
         written (the caller decides what to do with the link). Directories on the way that are
         gone (a run moved ``src`` away, and with it the ``src/.cargo/config.toml`` kept there)
-        are made again (mode 0700) for what must be there."""
+        are made again (mode 0700) for what must be there, unless ``create`` is False (a link
+        on the way was just moved to the quarantine: nothing takes its place)."""
         moved = ""
         try:
-            with nofollow.parent(path, self.fence, owner=True, create=state[0] != "absent") as (
+            with nofollow.parent(
+                path, self.fence, owner=True, create=create and state[0] != "absent"
+            ) as (
                 fd,
                 name,
             ):

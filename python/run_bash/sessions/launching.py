@@ -19,7 +19,8 @@ from run_bash.errors import SpawnError
 from run_bash.output import Capture, OutputBudget, ReadyFile
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import RunSpec
-from run_bash.sandbox.guard import Keeper, Scope
+from run_bash.sandbox.guard import Keeper
+from run_bash.sandbox.guardscope import Scope
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sandbox.policy import Policy, build_env, build_policy
 from run_bash.sandbox.spare import Spare

@@ -55,7 +55,8 @@ from run_bash.results import (
 )
 from run_bash.sandbox import proc
 from run_bash.sandbox.base import Backend, Choice, Launched, choose_backend, get_backend
-from run_bash.sandbox.guard import Keeper, quarantine_dir
+from run_bash.sandbox.guard import Keeper
+from run_bash.sandbox.guardscope import quarantine_dir
 from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions.forwarding import Forwarding
 from run_bash.sessions.launching import Launching, Prepared

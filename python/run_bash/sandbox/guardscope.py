@@ -1,0 +1,94 @@
+"""What the guard (``guard.py``) keeps for each active run (``Scope``) and for each watch it holds
+(``Sub``), and where it moves what must not stay (``quarantine_dir``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from run_bash.sandbox import gitindex, sequencer
+from run_bash.sandbox.hostread import HostRead
+from run_bash.sandbox.places import Places
+
+
+def quarantine_dir(env: Mapping[str, str]) -> str:
+    """Where the guard moves things: ``$XDG_STATE_HOME/run_bash/quarantine`` (never granted)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    state = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return os.path.join(state, "run_bash", "quarantine")
+
+
+# The most time the post-run check spends asking git about new repositories; the ones left then
+# are quarantined unjudged (a run could leave thousands, each with an include git waits on).
+JUDGE_BUDGET_S = 30.0
+
+# Why a background run is stopped by the live judging of its links (``livelinks``).
+LIVE_TRIP = "it made a link that leads out, or a repository that is not inert, in the background"
+# What a subscription on a watch descriptor means when an event arrives.
+KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
+KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
+GROW = "grow"  # one of ``names`` appeared here: watch deeper (a PATH dir or rules name later)
+PATH_DIR = "path"  # an entry in a writable PATH directory: is it still what it was?
+RULES = "rules"  # a rules name (or an entry inside a rules directory) changed
+
+
+@dataclass(eq=False)
+class Sub:
+    scope: Scope
+    kind: str
+    mask: int
+    names: frozenset[str] = frozenset()
+    ref: Any = None
+
+
+@dataclass(eq=False)
+class Scope:
+    """One active run as the guard knows it."""
+
+    sid: str
+    host_read: HostRead
+    places: Places
+    kill: Callable[[], None] | None = None
+    tripped: str = ""
+    notices: list[str] = field(default_factory=list)
+    wds: set[int] = field(default_factory=set)
+    ended: bool = False
+    # The in-progress git operations of each git directory before the run (``sequencer.py``).
+    sequencer: dict[str, sequencer.State] = field(default_factory=dict)
+    # The index file of each git directory before the run (``gitindex.py``).
+    indexes: gitindex.State = field(default_factory=dict)
+    # The git directories trusted when the run started, by (dev, ino): a repository that became
+    # trusted later (another run's host-read set took it up while this one ran) may have been
+    # made, and armed, by this run, which could write it all along; it is judged as new.
+    trusted_git: frozenset[tuple[int, int]] = frozenset()
+    # Git directories the run moved away that stay where it put them: path before -> now.
+    moved: dict[str, str] = field(default_factory=dict)
+    # The run's readable grants (None: its links are not judged) and the tree scan's count of
+    # new links when it started: those found later are the run's (``_check_links``).
+    readable: tuple[str, ...] | None = None
+    link_mark: int = 0
+    live: bool = False  # it went on in the background: its links are judged as they appear
+    live_mark: int = 0  # the tree scan's count of new links at the last such look
+    # Trees whose kept names are looked for only when the run ends (``_named_appeared``).
+    blind: set[str] = field(default_factory=set)
+
+    def trip(self, why: str) -> None:
+        """Stop the run now (no I/O but the kill itself)."""
+        first = not self.tripped
+        if first:
+            self.tripped = why
+        kill = self.kill
+        if kill is not None and not self.ended:
+            with contextlib.suppress(Exception):
+                kill()
+
+    def attach(self, kill: Callable[[], None]) -> None:
+        """The run has started: how to stop it. A trip before this kills it at once."""
+        self.kill = kill
+        if self.tripped:
+            with contextlib.suppress(Exception):
+                kill()
