@@ -396,3 +396,32 @@ def test_a_hard_link_of_a_program_in_a_path_directory_in_the_project(sbx, world)
     world.env["PATH"] = f"{pbin}:{world.env['PATH']}"
     attack = f"echo '{payload(world, 'pbin')}' >> scripts/tool"
     attack_and_check(sbx, world, attack, "tool")
+
+
+def interpreted_tool(world: World) -> str:
+    """``~/.local/bin/tool`` → ``proj/tools/tool.py``, whose `#!` line names the project venv's
+    python: the sandboxed attack (made by the caller) plants a ``*.pth`` in that venv, which every
+    start of its python runs."""
+    import glob
+    import sys
+
+    venv = world.project / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    write(world.project / "tools/tool.py", f"#!{venv}/bin/python\nprint('real tool')\n", 0o755)
+    (local_bin(world) / "tool").symlink_to(world.project / "tools/tool.py")
+    site = os.path.relpath(glob.glob(str(venv / "lib/python*/site-packages"))[0], world.project)
+    return f"printf 'import os; os.system(\"%s\")\\n' '{payload(world, 'pth')}' > {site}/evil.pth"
+
+
+def test_the_interpreter_a_linked_program_names_is_kept(sbx, world):
+    attack = interpreted_tool(world)
+    assert "real tool" in run_outside(world, "tool")
+    r = sbx.with_config().run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    assert "Read-only file system" in r.output, r.output
+    run_outside(world, "tool")
+    assert pwned(world) == [], (r.output, r.notices)
+    # The control: without the sandbox the same write makes the user's tool run it.
+    sbx.with_config().unconfined().run(attack)
+    run_outside(world, "tool")
+    assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"

@@ -286,6 +286,21 @@ def link_targets(
                         why.setdefault(d, (said, path))
                     dirs += unit.dirs
                     members += unit.names
+                    # The interpreter its `#!` line names, when a run could write it (a
+                    # project venv's python): what that loads runs too (the venv's `*.pth`).
+                    # Python finds its venv from the path as named (a venv's python is a link
+                    # to the system's), the kernel runs where it leads: both count.
+                    interp = interpreter_path(target)
+                    named = [interp, os.path.realpath(interp)] if interp else []
+                    for it in dict.fromkeys(p for p in named if p in tops):
+                        iunit = code_unit(it, tops)
+                        how = f"{path} is on your PATH and runs {target} with {interp}"
+                        refuse_holding(path, it, iunit, roots, how)
+                        dirs += [iunit.path, *iunit.dirs]
+                        members += iunit.names
+                        why.setdefault(iunit.path, (f"{how}; {iunit.why}", path))
+                        for d in (*iunit.dirs, *iunit.names):
+                            why.setdefault(d, (f"{how}; {iunit.why}", path))
     return Kept(
         tuple(dict.fromkeys(links)),
         tuple(dict.fromkeys(files)),
@@ -338,6 +353,30 @@ class CodeUnit:
     why: str
     dirs: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
+
+
+def interpreter_path(path: str) -> str | None:
+    """The program the kernel runs ``path`` with, when its `#!` line names one by an absolute
+    path (``#!/home/me/proj/.venv/bin/python``); None otherwise (no `#!` line, or ``env``, which
+    finds it on ``PATH``, whose entries are kept by their own rules). Never blocks."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, SHEBANG_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words or not words[0].startswith("/") or os.path.basename(words[0]) == "env":
+        return None
+    return words[0]
 
 
 def interpreter(path: str) -> str | None:
