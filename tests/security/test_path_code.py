@@ -425,3 +425,112 @@ def test_the_interpreter_a_linked_program_names_is_kept(sbx, world):
     sbx.with_config().unconfined().run(attack)
     run_outside(world, "tool")
     assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"
+
+
+@pytest.mark.parametrize("ext", ["js", "mjs"])
+def test_a_package_json_above_a_linked_script_cannot_claim_its_imports(sbx, world, ext):
+    """A JavaScript program in no package of its own: a ``package.json`` a run writes above it
+    would be its package, whose ``name`` and ``exports`` resolve ``import 'dep'`` before any
+    ``node_modules`` is searched (Node's self-reference)."""
+    write(world.home / "node_modules/dep/package.json", '{"name":"dep","main":"index.js"}\n')
+    write(world.home / "node_modules/dep/index.js", "module.exports = 'dep-real';\n")
+    src = (
+        "#!/usr/bin/env node\nimport d from 'dep';\nconsole.log('real', d);\n"
+        if ext == "mjs"
+        else "#!/usr/bin/env node\nconsole.log('real', require('dep'));\n"
+    )
+    write(world.project / f"tools/mytool.{ext}", src, 0o755)
+    (local_bin(world) / "mytool").symlink_to(world.project / f"tools/mytool.{ext}")
+    assert "dep-real" in run_outside(world, "mytool")
+    pl = payload(world, "selfref")
+    attack = (
+        'printf \'{"name":"dep","exports":{"import":"./evil.mjs",'
+        '"require":"./evil.cjs"}}\' > package.json && '
+        f'printf \'require("child_process").execSync("{pl}");module.exports="x";\' '
+        "> evil.cjs && "
+        f'printf \'import cp from "child_process";cp.execSync("{pl}");export default "x";\' '
+        "> evil.mjs"
+    )
+    r = sbx.with_config().run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    run_outside(world, "mytool")
+    assert pwned(world) == [], (r.output, r.notices)
+    for name in ("package.json", "evil.cjs", "evil.mjs"):
+        (world.project / name).unlink(missing_ok=True)
+    # The control: without the sandbox the same files take over the user's tool's import.
+    sbx.with_config().unconfined().run(attack)
+    run_outside(world, "mytool")
+    assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"
+
+
+@pytest.mark.parametrize("existing", [False, True])
+@pytest.mark.parametrize(
+    ("entry", "plant"), [("../bin", "bin"), ("../node_modules/.bin", "node_modules/.bin")]
+)
+def test_a_parent_relative_entry_is_kept_at_the_top(sbx, world, entry, plant, existing):
+    """From ``web``, ``../bin`` is the project's ``bin``: kept at the top too."""
+    tool = "rbtool"
+    (world.project / "web").mkdir()
+    if existing:
+        write(world.project / plant / tool, "#!/bin/sh\necho real\n", 0o755)
+    world.env["PATH"] = f"{entry}:{world.env['PATH']}"
+    attack = (
+        f"mkdir -p {plant} && printf '#!/bin/sh\\n{payload(world, 'up')}\\n' > {plant}/{tool} "
+        f"&& chmod +x {plant}/{tool}"
+    )
+
+    def shell() -> None:
+        subprocess.run(
+            ["bash", "-c", f"{tool}; true"],
+            cwd=world.project / "web",
+            env=world.env,
+            capture_output=True,
+            timeout=60,
+        )
+
+    r = sbx.with_config().run(f"echo ok > web/other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output and (world.project / "web/other.txt").exists(), r.output
+    shell()
+    assert pwned(world) == [], (r.output, r.notices)
+    sbx.with_config().unconfined().run(attack)
+    shell()
+    assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"
+
+
+def test_the_libraries_a_linked_compiled_program_loads_are_kept(sbx, world, tmp_path):
+    """``~/.local/bin/tool`` → ``proj/build/bin/tool``, linked with ``RUNPATH $ORIGIN/../lib``:
+    the loader takes ``build/lib/libh.so`` from beside ``bin``, so that directory is kept too
+    (the loader says where it looks)."""
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found")
+    b, src = world.project / "build", tmp_path / "src"
+    for d in (b / "bin", b / "lib", src):
+        d.mkdir(parents=True, exist_ok=True)
+    (src / "h.c").write_text("int h(void){return 1;}\n")
+    (src / "m.c").write_text(
+        '#include <stdio.h>\nint h(void);\nint main(){printf("real %d\\n",h());}\n'
+    )
+    (src / "e.c").write_text(
+        "#include <stdlib.h>\nint h(void){return 2;}\n"
+        f'__attribute__((constructor)) static void c(void){{system("{payload(world, "elf")}");}}\n'
+    )
+
+    def gcc(*args: object) -> None:
+        subprocess.run(["gcc", *map(str, args)], check=True)
+
+    gcc("-shared", "-fPIC", "-o", b / "lib/libh.so", src / "h.c")
+    gcc("-o", b / "bin/tool", src / "m.c", f"-L{b}/lib", "-lh", "-Wl,-rpath,$ORIGIN/../lib")
+    gcc("-shared", "-fPIC", "-o", world.project / "evil.so", src / "e.c")
+    (local_bin(world) / "tool").symlink_to(b / "bin/tool")
+    assert "real 1" in run_outside(world, "tool")
+    attack = "cp evil.so build/lib/libh.so"
+    r = sbx.with_config().run(f"echo ok > other.txt && echo {CONTROL}; {attack}; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    assert "Read-only file system" in r.output, r.output
+    run_outside(world, "tool")
+    assert pwned(world) == [], (r.output, r.notices)
+    sbx.with_config().unconfined().run(attack)
+    run_outside(world, "tool")
+    assert pwned(world), "the attack does not work even without a sandbox: the test proves nothing"

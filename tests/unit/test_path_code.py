@@ -17,13 +17,13 @@ from run_bash.sandbox.hostread import Discovery
 from run_bash.sandbox.pathguard import (
     PathDir,
     code_unit,
-    interpreter,
     link_targets,
     path_dirs,
 )
 from run_bash.sandbox.pathlinks import hard_links, may_write
 from run_bash.sandbox.pathstate import judge
 from run_bash.sandbox.places import Places
+from run_bash.sandbox.programs import interpreter
 
 
 def write(path: Path, text: str = "x\n", mode: int = 0o644) -> Path:

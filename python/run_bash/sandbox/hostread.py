@@ -68,6 +68,7 @@ from run_bash.sandbox.keptnames import (
     WORK_TREE_MEMBERS,
     _exempt,
     _first,
+    _taken_below,
     keep_path_units,
     kept_by_name,
     nested_path_dirs,
@@ -432,7 +433,15 @@ class Discovery:
         reasons: dict[str, str] = {}
         exempt = _exempt(path_writable, roots, env, home)
         path_var = env.get("PATH", "")
-        pds = path_dirs(path_var, granted, roots, exempt, real)
+        # A relative entry with a leading `../` (`../bin`) is, from any subdirectory, the one
+        # beside it: at a project root too (`cd web`, then `../bin` is the root's `bin`).
+        top_entries: list[str] = []
+        for e in path_var.split(os.pathsep):
+            top_entries.append(e)
+            below = _taken_below(e)
+            if below is not None and below != os.path.normpath(e):
+                top_entries.append(below)
+        pds = path_dirs(os.pathsep.join(top_entries), granted, roots, exempt, real)
         writable_places = Places(granted, real)
         pds += read_only_dirs(path_var, writable_places, [pd.path for pd in pds], exempt)
         pds = keep_path_units(

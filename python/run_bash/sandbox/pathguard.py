@@ -50,6 +50,7 @@ from run_bash import fsdeps
 from run_bash.paths import Tops, is_under
 from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.places import Places
+from run_bash.sandbox.programs import ELF, interpreter, interpreter_path, library_dirs
 
 OPTION = "sandbox.rules.path_writable"
 # Entries of one PATH directory looked at (state and links); more are compared by name only.
@@ -282,7 +283,7 @@ def link_targets(
                     dirs.append(unit.path)
                     why.setdefault(unit.path, (f"{runs}; {unit.why}", path))
                     for d in (*unit.dirs, *unit.names):
-                        said = f"{runs}; Node looks for the packages it requires in {d}"
+                        said = f"{runs}; Node resolves what it requires through {d}"
                         why.setdefault(d, (said, path))
                     dirs += unit.dirs
                     members += unit.names
@@ -292,10 +293,10 @@ def link_targets(
                     # to the system's), the kernel runs where it leads: both count.
                     interp = interpreter_path(target)
                     named = [interp, os.path.realpath(interp)] if interp else []
-                    for it in dict.fromkeys(p for p in named if p in tops):
-                        iunit = code_unit(it, tops)
+                    for each in dict.fromkeys(p for p in named if p in tops):
+                        iunit = code_unit(each, tops)
                         how = f"{path} is on your PATH and runs {target} with {interp}"
-                        refuse_holding(path, it, iunit, roots, how)
+                        refuse_holding(path, each, iunit, roots, how)
                         dirs += [iunit.path, *iunit.dirs]
                         members += iunit.names
                         why.setdefault(iunit.path, (f"{how}; {iunit.why}", path))
@@ -327,8 +328,6 @@ MANIFESTS = (
     "deno.json",
     "deno.jsonc",
 )
-# Bytes of a program read for its `#!` line.
-SHEBANG_BYTES = 256
 # What marks a program as JavaScript (Node resolves its bare requires through node_modules).
 NODE_SUFFIXES = (".js", ".mjs", ".cjs")
 NODE_INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "tsx", "ts-node"})
@@ -336,9 +335,6 @@ NODE_INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "tsx", "ts-node"
 # directory is kept, the convention of a ``bin/`` of shell scripts (a dotfiles repository).
 SHELL_INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"})
 SHELL_SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".fish")
-# What ``interpreter`` says of a compiled program (an ELF file): it loads no source beside it,
-# only libraries its ``$ORIGIN`` run path names, which lie in its directory (``target/release``).
-ELF = "\x7fELF"
 
 
 @dataclass(frozen=True)
@@ -353,69 +349,6 @@ class CodeUnit:
     why: str
     dirs: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
-
-
-def interpreter_path(path: str) -> str | None:
-    """The program the kernel runs ``path`` with, when its `#!` line names one by an absolute
-    path (``#!/home/me/proj/.venv/bin/python``); None otherwise (no `#!` line, or ``env``, which
-    finds it on ``PATH``, whose entries are kept by their own rules). Never blocks."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, SHEBANG_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
-    if not words or not words[0].startswith("/") or os.path.basename(words[0]) == "env":
-        return None
-    return words[0]
-
-
-def interpreter(path: str) -> str | None:
-    """The name (basename) of the program the `#!` line of ``path`` runs it with, after ``env``
-    and its options and assignments (``#!/usr/bin/env -S python3 -u`` is ``python3``); None
-    without one. Reads at most ``SHEBANG_BYTES``, never blocking."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, SHEBANG_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if head.startswith(b"\x7fELF"):
-        return ELF
-    if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
-    if not words:
-        return None
-    if os.path.basename(words[0]) != "env":
-        return os.path.basename(words[0])
-    args = iter(words[1:])
-    for w in args:
-        if w in ("-u", "--unset", "-C", "--chdir"):
-            next(args, None)  # the option's value
-        elif w.startswith(("-S", "--split-string=")) and w not in ("-S", "--split-string="):
-            value = w[2:] if w.startswith("-S") else w.split("=", 1)[1]
-            return os.path.basename(value.split()[0]) if value.split() else None
-        elif w.startswith("-") or "=" in w:
-            continue  # an option, or a variable set for the program
-        else:
-            return os.path.basename(w)
-    return None
 
 
 def code_unit(target: str, grants: Tops, is_dir: bool = False) -> CodeUnit:
@@ -453,7 +386,11 @@ def code_unit(target: str, grants: Tops, is_dir: bool = False) -> CodeUnit:
     if not is_dir and (prog in SHELL_INTERPRETERS or target.endswith(SHELL_SUFFIXES)):
         return CodeUnit(here, f"a shell script sources what lies beside it in {here}")
     if not is_dir and prog == ELF:
-        return CodeUnit(here, f"a compiled program loads the libraries beside it in {here}")
+        libs = tuple(d for d in library_dirs(target, grants) if not is_under(d, here))
+        why = f"a compiled program loads the libraries beside it in {here}"
+        if libs:
+            why = f"a compiled program loads its libraries from {', '.join((here, *libs))}"
+        return CodeUnit(here, why, libs)
     unit: int | None = None
     why = ""
     for i, d in enumerate(ups):
@@ -472,7 +409,8 @@ def code_unit(target: str, grants: Tops, is_dir: bool = False) -> CodeUnit:
         or target.endswith(NODE_SUFFIXES)
         or os.path.lexists(os.path.join(top, "package.json"))
     )
-    dirs, names = _modules_above(ups, unit, node)
+    scopes = node and not os.path.lexists(os.path.join(top, "package.json"))
+    dirs, names = _modules_above(ups, unit, node, scopes)
     return CodeUnit(top, why, dirs, names)
 
 
@@ -489,12 +427,20 @@ def _ups(here: str, grants: Tops) -> list[str]:
     return ups
 
 
-def _modules_above(ups: Sequence[str], unit: int, node: bool) -> tuple[tuple[str, ...], ...]:
+def _modules_above(
+    ups: Sequence[str], unit: int, node: bool, scopes: bool = False
+) -> tuple[tuple[str, ...], ...]:
     """The ``node_modules`` directories in the ancestors above ``ups[unit]`` (inside the grant):
-    (those that are directories, those that are links or, for ``node``, not there yet)."""
+    (those that are directories, those that are links or, for ``node``, not there yet). With
+    ``scopes`` (a JavaScript program that is not itself in a package: no ``package.json`` in its
+    unit), each ancestor's ``package.json`` is a name too, there or not: Node takes the nearest
+    one as the program's package, and its ``name`` with ``exports`` (or its ``imports``) resolves
+    a bare specifier before any ``node_modules`` is searched."""
     dirs: list[str] = []
     names: list[str] = []
     for d in ups[unit + 1 :]:
+        if scopes:
+            names.append(os.path.join(d, "package.json"))
         modules = os.path.join(d, "node_modules")
         if modules == ups[unit]:
             continue
@@ -646,9 +592,7 @@ def _unit_links(
                 files.append(end)
             why.setdefault(cu.path, (f"{how}; {cu.why}", program))
             for d in (*cu.dirs, *cu.names):
-                why.setdefault(
-                    d, (f"{how}; Node looks for the packages it requires in {d}", program)
-                )
+                why.setdefault(d, (f"{how}; Node resolves what it requires through {d}", program))
             new = [d for d in (cu.path, *cu.dirs) if not inside(d)]
             dirs += new
             names += [m for m in cu.names if not inside(m)]
