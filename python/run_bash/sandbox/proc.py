@@ -161,18 +161,21 @@ class Tracker:
                     self.known[pid] = st
 
     def members(self, exclude: Iterable[int] = ()) -> list[int]:
-        """Live processes of this run (not zombies), pid+start-time checked."""
+        """Live processes of this run (not zombies), pid+start-time checked, parents before
+        their children: signalled in this order, no parent outlives a child's death by the
+        moment it takes to signal the next one (a ``bash`` that saw its ``sleep`` killed would
+        otherwise run its next command)."""
         skip = set(exclude)
-        found: set[int] = set()
+        found: dict[int, None] = {}
         if start_time(self.root) == self.known.get(self.root):
-            found.add(self.root)
-            found.update(descendants(self.root))
+            found[self.root] = None
+            found.update(dict.fromkeys(descendants(self.root)))
         for child in adopted(self.owner):
             if child in skip or child in found:
                 continue
             if child in self.known or session_tag(child) == self.session_id:
-                found.add(child)
-                found.update(descendants(child))
+                found[child] = None
+                found.update(dict.fromkeys(descendants(child)))
         self.remember(found)
         return [p for p in found if start_time(p) == self.known.get(p) and not is_zombie(p)]
 

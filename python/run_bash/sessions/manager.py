@@ -72,6 +72,8 @@ if TYPE_CHECKING:
     from run_bash.run_changes import CoverSpec, RunChanges
 
 KILL_GRACE_S = proc.KILL_GRACE_S
+# Rounds of listing and signalling a run's tree again after the guard stopped it (``_kill_now``).
+KILL_ROUNDS = 20
 DRAIN_GRACE_S = 0.3
 # How long a run runs before the next command's sandbox is made beside it (``spares``).
 PREPARE_BESIDE_S = 0.25
@@ -647,9 +649,21 @@ class SessionManager:
             s.tracker.signal(signal.SIGKILL)
             return
         if (s.running or force) and s.launched is not None and s.tracker is not None:
+            # The tree is read while its root still holds it together: killed first, the root's
+            # children are handed to this process as it exits, and a listing made meanwhile
+            # finds them under neither.
+            s.tracker.signal(signal.SIGKILL)
             with contextlib.suppress(Exception):
                 s.launched.terminate(signal.SIGKILL)
             s.tracker.signal(signal.SIGKILL)
+            if force:
+                # From the guard's thread: a process the listing missed (one forked while the
+                # tree was read) must not go on, so the tree is read and signalled again until
+                # nothing of it is left (a few rounds; each finds only what is still alive).
+                for _ in range(KILL_ROUNDS):
+                    time.sleep(0.005)
+                    if not s.tracker.signal(signal.SIGKILL):
+                        break
 
     async def kill(self, sid: str) -> RunResult:
         """Kill a session's whole tree; wait for it to end and return its result."""
