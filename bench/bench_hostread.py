@@ -36,7 +36,8 @@ from bench_sandbox import make_repo  # noqa: E402
 
 from run_bash.sandbox.guard import Keeper  # noqa: E402
 from run_bash.sandbox.hostread import Discovery, HostRead  # noqa: E402
-from run_bash.sandbox.pathguard import changes, dir_state, link_targets, path_dirs  # noqa: E402
+from run_bash.sandbox.pathguard import link_targets, path_dirs  # noqa: E402
+from run_bash.sandbox.pathstate import changes, dir_state  # noqa: E402
 from run_bash.sandbox.places import Places  # noqa: E402
 
 Row = dict[str, Any]
