@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from run_bash.paths import Tops, expand
 from run_bash.sandbox.pathguard import (
+    Kept,
     PathDir,
     link_targets,
     modules_above,
@@ -215,6 +216,19 @@ def nested_path_dirs(
     return [pd for pd in pds if pd.path in wanted]
 
 
+def _take(
+    kept: Kept, members: list[str], sealed: list[str], reasons: dict[str, str]
+) -> tuple[str, ...]:
+    """Add what ``kept`` keeps to the set: its directories and the files outside them kept whole,
+    its links and names as members, each with its reason; the programs it runs."""
+    in_units = Tops(kept.dirs)
+    sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
+    members += [*kept.links, *kept.names]
+    for p, said, _program in kept.why:
+        reasons.setdefault(p, said)
+    return kept.files
+
+
 def keep_path_units(
     pds: Sequence[PathDir],
     cwd: str,
@@ -261,14 +275,8 @@ def keep_path_units(
                         reasons.setdefault(p, why)
             # What its links run, and what that loads with it (its code unit).
             kept = link_targets(pd, writable_places, roots=roots)
-            ends += kept.files
-            in_units = Tops(kept.dirs)
-            sealed += [*kept.dirs, *(f for f in kept.files if f not in in_units)]
-            members += [*kept.links, *kept.names]
-            for p, said, program in kept.why:
-                reasons.setdefault(p, said)
-                if p in kept.dirs:
-                    units.append((p, program))
+            ends += _take(kept, members, sealed, reasons)
+            units += [(p, program) for p, _said, program in kept.why if p in kept.dirs]
             if kept.why:
                 pds[i] = replace(pd, kept=kept.why)
             for p in (*kept.files, *kept.links):
@@ -277,13 +285,7 @@ def keep_path_units(
             members.append(pd.unit)
             reasons[pd.unit] = why
     # What links in the kept units lead to outside them (a workspace package).
-    led = unit_links(units, writable_places, roots, exempt)
-    ends += led.files
-    in_units = Tops(led.dirs)
-    sealed += [*led.dirs, *(f for f in led.files if f not in in_units)]
-    members += [*led.links, *led.names]
-    for p, said, _program in led.why:
-        reasons.setdefault(p, said)
+    ends += _take(unit_links(units, writable_places, roots, exempt), members, sealed, reasons)
     # Another name (a hard link) in a writable grant of a program on PATH is kept too.
     census = [pd.path for pd in pds if pd.sealed and not pd.outside]
     if path_var:

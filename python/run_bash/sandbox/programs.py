@@ -90,10 +90,9 @@ def _ask_loader(program: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.normpath(d) for d in dirs if d.startswith("/")))
 
 
-def interpreter_path(path: str) -> str | None:
-    """The program the kernel runs ``path`` with, when its `#!` line names one by an absolute
-    path (``#!/home/me/proj/.venv/bin/python``); None otherwise (no `#!` line, or ``env``, which
-    finds it on ``PATH``, whose entries are kept by their own rules). Never blocks."""
+def _head(path: str) -> bytes | None:
+    """The first ``SHEBANG_BYTES`` of a regular file, read without following a link or ever
+    blocking (a FIFO opens at once); None when it is not one or cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError:
@@ -101,11 +100,20 @@ def interpreter_path(path: str) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        head = os.read(fd, SHEBANG_BYTES)
+        return os.read(fd, SHEBANG_BYTES)
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def interpreter_path(path: str) -> str | None:
+    """The program the kernel runs ``path`` with, when its `#!` line names one by an absolute
+    path (``#!/home/me/proj/.venv/bin/python``); None otherwise (no `#!` line, or ``env``, which
+    finds it on ``PATH``, whose entries are kept by their own rules). Never blocks."""
+    head = _head(path)
+    if head is None:
+        return None
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
@@ -118,18 +126,9 @@ def interpreter(path: str) -> str | None:
     """The name (basename) of the program the `#!` line of ``path`` runs it with, after ``env``
     and its options and assignments (``#!/usr/bin/env -S python3 -u`` is ``python3``); None
     without one. Reads at most ``SHEBANG_BYTES``, never blocking."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
+    head = _head(path)
+    if head is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, SHEBANG_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     if head.startswith(b"\x7fELF"):
         return ELF
     if not head.startswith(b"#!"):
