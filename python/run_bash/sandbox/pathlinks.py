@@ -99,10 +99,13 @@ def _hard_links(dirs: Sequence[str], ends: Sequence[str], writable: Places) -> l
             away = d not in in_grants and os.path.realpath(d) not in in_grants
             looked.append((d, st.st_dev, away))
             _PROGRAMS.files(d, st.st_dev)
-        # What the files say, put together again only when one of them changed.
-        memo = (tuple(looked), _PROGRAMS.generation)
-        if _PROGRAMS.counted is not None and _PROGRAMS.counted[0] == memo:
-            over = _PROGRAMS.counted[1]
+        # What the files say, put together again only when one of them changed. One sum per
+        # set of directories: a policy asks for two (its PATH directories, and the ones its
+        # links lead to), and two projects' policies see the same directory differently.
+        looked_key = tuple(looked)
+        hit = _PROGRAMS.counted.get(looked_key)
+        if hit is not None and hit[0] == _PROGRAMS.generation:
+            over = hit[1]
         else:
             known: dict[Inode, list[str]] = {}  # each inode's names in the PATH directories
             outside: dict[Inode, int] = {}  # how many of those lie outside every grant
@@ -118,7 +121,9 @@ def _hard_links(dirs: Sequence[str], ends: Sequence[str], writable: Places) -> l
             over = {
                 k: (tuple(ps), outside.get(k, 0)) for k, ps in known.items() if counts[k] > len(ps)
             }
-            _PROGRAMS.counted = (memo, over)
+            if len(_PROGRAMS.counted) >= MAX_KEPT_ANSWERS:
+                _PROGRAMS.counted.clear()
+            _PROGRAMS.counted[looked_key] = (_PROGRAMS.generation, over)
     known_names = {k: v[0] for k, v in over.items()}
     outside = {k: v[1] for k, v in over.items()}
     wanted: dict[Inode, tuple[os.stat_result, str]] = {}
@@ -222,8 +227,8 @@ class _Programs:
         self._local: dict[int, bool] = {}  # st_dev -> inotify sees every change there
         # Moves whenever a file's inode or count read differs, or a listing is made or dropped.
         self.generation = 0
-        # ``_hard_links``'s sum of the files, for (directories looked at, generation).
-        self.counted: tuple[object, dict[Inode, tuple[tuple[str, ...], int]]] | None = None
+        # ``_hard_links``'s sum of the files, by the directories looked at: (generation, sum).
+        self.counted: dict[object, tuple[int, dict[Inode, tuple[tuple[str, ...], int]]]] = {}
 
     def pump(self) -> None:
         """Read the events: every path a changed inode stands for is read again."""
