@@ -783,27 +783,37 @@ class Keeper(Repairs):
         """Watch everything of ``scope`` (re-run after a repair moved inodes around)."""
         ino = self._ensure_watcher()
         hr = scope.host_read
-        git_places = Places(hr.git_dirs)
+        git_places = Places(hr.git_dirs) if hr.git_dirs else None
+        # Whether each directory exists, looked up once per call: a project's top holds tens of
+        # kept names. (Anything made between looking and watching is caught after watching.)
+        dirs: dict[str, bool] = {}
         todo: list[tuple[str, Sub, int, bool]] = []  # (path, sub, mask, the path must exist)
         for m in hr.members:
-            if os.path.lexists(m):
-                is_dir = os.path.isdir(m) and not os.path.islink(m)
-                mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
+            try:
+                mode: int | None = os.lstat(m).st_mode
+            except OSError:
+                mode = None
+            if mode is not None:
+                mask = inotify.CONTENT | (inotify.ENTRIES if stat.S_ISDIR(mode) else 0)
                 todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
             # (Whether it lies in a git dir matters only when its directory is not there yet.)
-            grows_in_git = not os.path.isdir(os.path.dirname(m)) and m in git_places
-            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=grows_in_git)
+            grows_in_git = (
+                git_places is not None
+                and not _is_dir(os.path.dirname(m), dirs)
+                and m in git_places
+            )
+            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs)
         for g in hr.git_dirs:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
-            self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True)
+            self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True, dirs=dirs)
         for pd in hr.path_dirs:
             # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
                 mask = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.CONTENT
                 todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask, True))
         for r in hr.rules:
-            self._watch_name(todo, scope, r.path, RULES, kill_growth=False, ref=r)
+            self._watch_name(todo, scope, r.path, RULES, kill_growth=False, ref=r, dirs=dirs)
             if os.path.isdir(r.path) and not os.path.islink(r.path):
                 mask = inotify.ENTRIES | inotify.CONTENT
                 todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask, True))
@@ -840,17 +850,21 @@ class Keeper(Repairs):
         kind: str,
         kill_growth: bool,
         ref: Any = None,
+        dirs: dict[str, bool] | None = None,
     ) -> None:
         """Watch the entry ``path`` in its directory; when that directory does not exist yet,
         watch the deepest ancestor that does for the next component (created: kill, when the
-        path is inside a git directory; otherwise watch deeper)."""
+        path is inside a git directory; otherwise watch deeper). ``dirs``: whether each
+        directory exists, as this watching found it."""
         parent, name = os.path.dirname(path), os.path.basename(path)
         mask = inotify.ENTRIES
-        if os.path.isdir(parent):
+        if dirs is None:
+            dirs = {}
+        if _is_dir(parent, dirs):
             todo.append((parent, Sub(scope, kind, mask, frozenset({name}), ref), mask, True))
             return
         d = parent
-        while not os.path.isdir(d):
+        while not _is_dir(d, dirs):
             up = os.path.dirname(d)
             if up == d:
                 return
@@ -954,3 +968,11 @@ class Keeper(Repairs):
                 self._check(scope)
             if tripped or grow:
                 self._refresh_all()
+
+
+def _is_dir(path: str, seen: dict[str, bool]) -> bool:
+    """``os.path.isdir(path)``, asked once per ``seen``."""
+    hit = seen.get(path)
+    if hit is None:
+        hit = seen[path] = os.path.isdir(path)
+    return hit
