@@ -783,10 +783,13 @@ class Keeper(Repairs):
         """Watch everything of ``scope`` (re-run after a repair moved inodes around)."""
         ino = self._ensure_watcher()
         hr = scope.host_read
-        git_places = Places(hr.git_dirs) if hr.git_dirs else None
         # Whether each directory exists, looked up once per call: a project's top holds tens of
         # kept names. (Anything made between looking and watching is caught after watching.)
         dirs: dict[str, bool] = {}
+        reals: dict[str, str | None] = {}
+        git_places = (
+            Places(hr.git_dirs, realpath=lambda p: _realpath(p, reals)) if hr.git_dirs else None
+        )
         todo: list[tuple[str, Sub, int, bool]] = []  # (path, sub, mask, the path must exist)
         for m in hr.members:
             try:
@@ -798,9 +801,7 @@ class Keeper(Repairs):
                 todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
             # (Whether it lies in a git dir matters only when its directory is not there yet.)
             grows_in_git = (
-                git_places is not None
-                and not _is_dir(os.path.dirname(m), dirs)
-                and m in git_places
+                git_places is not None and not _is_dir(os.path.dirname(m), dirs) and m in git_places
             )
             self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs)
         for g in hr.git_dirs:
@@ -976,3 +977,20 @@ def _is_dir(path: str, seen: dict[str, bool]) -> bool:
     if hit is None:
         hit = seen[path] = os.path.isdir(path)
     return hit
+
+
+def _realpath(path: str, reals: dict[str, str | None]) -> str:
+    """``os.path.realpath(path)``, each name on the way looked at once per ``reals`` (a name
+    that does not exist: None): below the deepest name that exists nothing can be a link, so
+    the rest of the path is kept as written, as ``realpath`` keeps it."""
+    if not os.path.isabs(path):
+        return os.path.realpath(path)
+    d, rest = os.path.normpath(path), ""
+    while True:
+        if d not in reals:
+            reals[d] = os.path.realpath(d) if os.path.lexists(d) or d == "/" else None
+        real = reals[d]
+        if real is not None:
+            return os.path.join(real, rest) if rest else real
+        d, name = os.path.split(d)
+        rest = name if not rest else name + "/" + rest
