@@ -464,6 +464,29 @@ def test_a_directory_is_listed_once_per_state(tmp_path, proj, fresh, monkeypatch
     assert len(listed) == 2
 
 
+def test_each_set_of_directories_keeps_its_own_sum(tmp_path, proj, fresh):
+    """A policy asks about two sets of PATH directories (its own, and those its links lead to):
+    asked in turn, each set's sum of the files is made once while no file changed, not again at
+    every turn. Control: a name made in the grant for a program moves the sums, and is found."""
+    lb, other = tmp_path / "lb", tmp_path / "other"
+    for i in range(3):
+        write(lb / f"t{i}", "#!/bin/sh\n", 0o755)
+        write(other / f"o{i}", "#!/bin/sh\n", 0o755)
+    one, two = [str(lb)], [str(lb), str(other)]
+    places = Places([str(proj)])
+    for _ in range(2):  # (listing the second set moves the first set's sum once)
+        assert hard_links(one, [], places) == [] and hard_links(two, [], places) == []
+    sums = {k: v[1] for k, v in fresh.counted.items()}
+    assert len(sums) == 2
+    for _ in range(3):
+        assert hard_links(one, [], places) == [] and hard_links(two, [], places) == []
+    assert all(fresh.counted[k][1] is v for k, v in sums.items())  # the same sums, kept
+    os.link(other / "o1", proj / "o1")
+    assert [h.name for h in hard_links(two, [], places)] == [str(proj / "o1")]
+    assert hard_links(one, [], places) == []
+    assert all(fresh.counted[k][1] is not v for k, v in sums.items())  # summed again
+
+
 def test_the_end_of_a_path_link_with_another_name(tmp_path, proj, fresh):
     end = write(proj / "tools/mytool", "#!/bin/sh\n", 0o755)
     os.link(end, proj / "other")
