@@ -103,9 +103,9 @@ def _hard_links(dirs: Sequence[str], ends: Sequence[str], writable: Places) -> l
         # set of directories: a policy asks for two (its PATH directories, and the ones its
         # links lead to), and two projects' policies see the same directory differently.
         looked_key = tuple(looked)
-        hit = _PROGRAMS.counted.get(looked_key)
-        if hit is not None and hit[0] == _PROGRAMS.generation:
-            over = hit[1]
+        summed = _PROGRAMS.counted.get(looked_key)
+        if summed is not None and summed[0] == _PROGRAMS.generation:
+            over = summed[1]
         else:
             known: dict[Inode, list[str]] = {}  # each inode's names in the PATH directories
             outside: dict[Inode, int] = {}  # how many of those lie outside every grant
