@@ -119,7 +119,11 @@ def test_a_repository_left_where_the_run_moved_it_keeps_its_protected_files(sbx,
 def test_a_path_directory_reached_through_a_planted_link_is_not_repaired_through_it(sbx, world):
     """A PATH directory in the project whose parent the run replaces with a link to
     ``~/.local``: the user's own programs in ``~/.local/bin`` now look like new ones that
-    shadow later commands, yet none is moved; the link is."""
+    shadow later commands, yet none is moved; the link is.
+
+    The swap is one call (``renameat2`` exchanging ``tools`` and the link): moving the kept
+    directory away stops the run at once, so with ``mv`` and ``ln`` as two steps the run was
+    sometimes stopped between them and the link was never made."""
     tools = world.project / "tools/bin"
     tools.mkdir(parents=True)
     local_bin = world.home / ".local/bin"
@@ -128,11 +132,17 @@ def test_a_path_directory_reached_through_a_planted_link_is_not_repaired_through
     (local_bin / "ls").chmod(0o755)
     before = tree(local_bin), tree(world.home / ".local/share")
     rb = on_path(sbx, world, tools)
-    r = rb.run(f"echo {CONTROL}; mv tools tools2 && ln -s {world.home / '.local'} tools; echo done")
-    assert CONTROL in r.output and "done" in r.output, r.output
+    swap = (
+        "import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+        "ok = libc.renameat2(-100, b'tools.link', -100, b'tools', 2) == 0; "  # RENAME_EXCHANGE
+        "print('SWAPPED' if ok else os.strerror(ctypes.get_errno()), flush=True)"
+    )
+    r = rb.run(f'echo {CONTROL}; ln -s {world.home / ".local"} tools.link && python3 -c "{swap}"')
+    assert CONTROL in r.output, r.output
+    # (The run may be stopped before it says SWAPPED: the notice says the swap was made.)
+    assert any("never follows" in n for n in r.notices), (r.notices, r.output)
     assert (tree(local_bin), tree(world.home / ".local/share")) == before
     assert not os.path.lexists(world.project / "tools")
-    assert any("never follows" in n for n in r.notices), r.notices
 
 
 def test_a_rules_file_behind_a_planted_link_is_not_repaired_through_it(sbx, world):
