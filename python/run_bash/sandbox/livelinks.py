@@ -36,13 +36,15 @@ log = logging.getLogger("run_bash")
 GAP_FACTOR = 4.0
 MIN_GAP_S = 0.05
 MAX_GAP_S = 1.0
+# How long the thread waits, with nothing to watch, for the next run before it ends.
+IDLE_S = 30.0
 
 
 class LiveLinks:
     """One thread per host while a background run is watched: it waits on ``events_fd()`` (the
     tree scan's inotify descriptor) and calls ``judge()`` at every wake; ``judge`` walks the
     trees (which reads the events) and returns whether any run is still watched (else the thread
-    ends, and ``start`` begins another one)."""
+    waits ``IDLE_S`` for the next ``start``, then ends, and ``start`` begins another one)."""
 
     def __init__(self, events_fd: Callable[[], int | None], judge: Callable[[], bool]) -> None:
         self._events_fd = events_fd
@@ -97,6 +99,28 @@ class LiveLinks:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def _idle(self) -> bool:
+        """Wait up to ``IDLE_S`` for a run to watch (or the host's exit); True when none came
+        and the thread is to end (it is forgotten: the next ``start`` begins another)."""
+        deadline = time.monotonic() + IDLE_S
+        while True:
+            woke = False
+            left = deadline - time.monotonic()
+            if left > 0:
+                try:
+                    woke = bool(select.select([self._wake_r], [], [], left)[0])
+                except (OSError, ValueError):
+                    woke = False
+                if woke:
+                    with contextlib.suppress(OSError):
+                        os.read(self._wake_r, 4096)
+            with self._lock:
+                if self._pending or self._closed:
+                    return False
+                if not woke:
+                    self._thread = None
+                    return True
+
     def _loop(self) -> None:
         while True:
             with self._lock:
@@ -113,10 +137,10 @@ class LiveLinks:
                 watched = False
             took = time.monotonic() - began
             if not watched:
-                with self._lock:
-                    if not self._pending:  # else a run was watched meanwhile: judge again
-                        self._thread = None
-                        return
+                # Nothing to watch: the thread waits a while for the next run before it ends
+                # (starting one is on that run's way, and commands come in bursts).
+                if self._idle():
+                    return
                 continue
             self._closing.wait(min(MAX_GAP_S, max(MIN_GAP_S, GAP_FACTOR * took)))
             fd = self._events_fd()
