@@ -299,6 +299,7 @@ class Reads:
         self._armed: _Armed | None = None
         self._lock = threading.Lock()
         self.looks = 0  # full looks (every path stat'ed again) so far
+        self._settled: bool | None = None  # ``settled``, once asked (a new path forgets it)
 
     def note(self, path: object, follow: bool, full: bool = True) -> None:
         if isinstance(path, os.PathLike):
@@ -309,6 +310,7 @@ class Reads:
         key = (path, follow, full)
         if key not in self.sigs:
             self.sigs[key] = sig_of(path, follow, full)
+            self._settled = None
 
     @property
     def armed(self) -> bool:
@@ -317,11 +319,14 @@ class Reads:
 
     @property
     def settled(self) -> bool:
-        """Whether every change time it saw is old enough to trust an equal one later."""
-        young = self.started_ns - SETTLED_NS
-        return all(
-            s[0] in ("E", "D") or (s[5] < young and s[4] < young) for s in self.sigs.values()
-        )
+        """Whether every change time it saw is old enough to trust an equal one later (against
+        when the recording started: the answer holds for as long as the paths noted do)."""
+        if self._settled is None:
+            young = self.started_ns - SETTLED_NS
+            self._settled = all(
+                s[0] in ("E", "D") or (s[5] < young and s[4] < young) for s in self.sigs.values()
+            )
+        return self._settled
 
     def still(self, writable: Iterable[str] = ()) -> bool:
         """Whether the computation would read exactly the same now. ``writable``: directories
