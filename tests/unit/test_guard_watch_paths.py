@@ -41,6 +41,9 @@ PATHS = [
     "/missing/deeper/still",
     "/loop1/x",
     "/a/b/./c/../d",
+    "/L/../x",
+    "/a/rel/../b",
+    "//L/b/",
 ]
 
 

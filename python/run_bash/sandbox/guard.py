@@ -983,9 +983,9 @@ def _realpath(path: str, reals: dict[str, str | None]) -> str:
     """``os.path.realpath(path)``, each name on the way looked at once per ``reals`` (a name
     that does not exist: None): below the deepest name that exists nothing can be a link, so
     the rest of the path is kept as written, as ``realpath`` keeps it."""
-    if not os.path.isabs(path):
-        return os.path.realpath(path)
-    d, rest = os.path.normpath(path), ""
+    if not os.path.isabs(path) or os.path.normpath(path) != path:
+        return os.path.realpath(path)  # (``..`` after a link is the link's parent: not lexical)
+    d, rest = path, ""
     while True:
         if d not in reals:
             reals[d] = os.path.realpath(d) if os.path.lexists(d) or d == "/" else None
