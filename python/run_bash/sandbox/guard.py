@@ -803,11 +803,13 @@ class Keeper(Repairs):
             grows_in_git = (
                 git_places is not None and not _is_dir(os.path.dirname(m), dirs) and m in git_places
             )
-            self._watch_name(todo, scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs)
+            self._watch_name(
+                todo, scope, m, KILL_NAMES, kill_growth=grows_in_git, ref=None, dirs=dirs
+            )
         for g in hr.git_dirs:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
-            self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True, dirs=dirs)
+            self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True, ref=None, dirs=dirs)
         for pd in hr.path_dirs:
             # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
@@ -849,9 +851,10 @@ class Keeper(Repairs):
         scope: Scope,
         path: str,
         kind: str,
+        *,
         kill_growth: bool,
-        ref: Any = None,
-        dirs: dict[str, bool] | None = None,
+        ref: Any,
+        dirs: dict[str, bool],
     ) -> None:
         """Watch the entry ``path`` in its directory; when that directory does not exist yet,
         watch the deepest ancestor that does for the next component (created: kill, when the
@@ -859,8 +862,6 @@ class Keeper(Repairs):
         directory exists, as this watching found it."""
         parent, name = os.path.dirname(path), os.path.basename(path)
         mask = inotify.ENTRIES
-        if dirs is None:
-            dirs = {}
         if _is_dir(parent, dirs):
             todo.append((parent, Sub(scope, kind, mask, frozenset({name}), ref), mask, True))
             return
