@@ -17,6 +17,7 @@ sandbox``, so both give the same lifetime guarantees:
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import time
@@ -24,13 +25,22 @@ from collections.abc import Callable, Sequence
 
 from run_bash.sandbox import proc
 
+# How long a worker has to start before the keeper does its own deferred work (``keep``'s
+# ``later``): on two cores the host's start shares them with the sandbox launcher and Neovim.
+LATER_S = 2.0
+
 
 def keep(
-    worker_pid: int, dirs: Sequence[str] = (), on_end: Callable[[], None] | None = None
+    worker_pid: int,
+    dirs: Sequence[str] = (),
+    on_end: Callable[[], None] | None = None,
+    later: Callable[[], None] | None = None,
 ) -> int:
     """Wait for the worker; then kill whatever it left behind, call ``on_end`` (before ``dirs``
     go: e.g. the audit lines of runs that ended with a crashed host), remove ``dirs`` and return
-    its exit status (128+N when it was killed by signal N)."""
+    its exit status (128+N when it was killed by signal N). ``later`` is called once the worker
+    has run for ``LATER_S``, or when it ends before that (work that is not urgent, kept off the
+    worker's start)."""
 
     def forward(signum: int, _frame: object) -> None:
         try:
@@ -41,6 +51,9 @@ def keep(
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGHUP, forward)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if later is not None:
+        _wait_for(worker_pid, LATER_S)
+        later()
     status = 0
     while True:
         try:
@@ -67,6 +80,21 @@ def keep(
         if pid == 0:
             time.sleep(0.01)
     return status if status >= 0 else 128 - status
+
+
+def _wait_for(pid: int, timeout_s: float) -> None:
+    """Return when process ``pid`` ends or after ``timeout_s``, whichever is first (it is not
+    reaped: ``keep``'s loop does that)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone already (or no pidfds here): at once
+    try:
+        select.select([fd], [], [], timeout_s)  # signals: handled, and the wait goes on
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def become_worker(keeper_pid: int) -> bool:

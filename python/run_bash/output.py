@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import threading
 from collections.abc import Callable
 
@@ -196,7 +195,7 @@ class ReadyFile:
         self._ahead: MadeAhead[tuple[int, str]] = MadeAhead(self._make, _drop_made)
 
     def _make(self) -> tuple[int, str]:
-        path = os.path.join(self.directory, f"ready-{secrets.token_hex(6)}.log")
+        path = os.path.join(self.directory, f"ready-{os.urandom(6).hex()}.log")
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), path
 
     def refill(self) -> None:

@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import marshal
 import os
-import secrets
 import struct
 import threading
 import time
@@ -80,7 +79,7 @@ class PackWriter:
 
     def _put_payload(self, h: str, payload: bytes) -> int:
         if self._fd is None:
-            self._name = f"{time.time_ns():x}-{secrets.token_hex(4)}.pack"
+            self._name = f"{time.time_ns():x}-{os.urandom(4).hex()}.pack"
             self._fd = os.open(
                 os.path.join(self.objects.packs, self._name),
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,

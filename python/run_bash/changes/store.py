@@ -42,7 +42,6 @@ import json
 import logging
 import marshal
 import os
-import secrets
 import struct
 import threading
 import time
@@ -212,7 +211,7 @@ def _proc_start(pid: int) -> str | None:
 
 
 def _write_atomic(path: str, data: bytes, tmp_dir: str) -> None:
-    tmp = os.path.join(tmp_dir, "tmp-" + secrets.token_hex(8))
+    tmp = os.path.join(tmp_dir, "tmp-" + os.urandom(8).hex())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as f:

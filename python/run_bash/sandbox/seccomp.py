@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import platform
 import struct
 from functools import cache
 
@@ -88,7 +87,7 @@ LINKS: dict[str, tuple[int | None, int | None]] = {
 
 
 def build(machine: str, links_only: bool = False) -> bytes | None:
-    """The filter for ``machine`` (``platform.machine()``), or None when it has none.
+    """The filter for ``machine`` (``os.uname().machine``), or None when it has none.
     ``links_only``: only the ``LINKS`` calls (and other ABIs) refused, not ``BLOCKED``."""
     if machine not in ARCHES:
         return None
@@ -124,14 +123,14 @@ def build(machine: str, links_only: bool = False) -> bytes | None:
 @cache
 def program() -> bytes | None:
     """This machine's filter (None where there is none)."""
-    return build(platform.machine())
+    return build(os.uname().machine)
 
 
 @cache
 def links_program() -> bytes | None:
     """This machine's filter of ``LINKS`` alone (None where there is none): sandlock refuses the
     rest itself."""
-    return build(platform.machine(), links_only=True)
+    return build(os.uname().machine, links_only=True)
 
 
 def install(prog: bytes) -> None:

@@ -90,8 +90,9 @@ def remove_cgroups() -> None:
 
 def keeper(host_pid: int, dirs: list[str]) -> None:
     """Wait for the host; then kill whatever it left behind and exit with its status. A host that
-    crashed or was killed leaves open runs: they get their audit lines first."""
-    os._exit(keep(host_pid, dirs, on_end=lambda: close_runs(dirs[0])))
+    crashed or was killed leaves open runs: they get their audit lines first. The runs of hosts
+    that died with their keeper are closed once this host has started (``keep``'s ``later``)."""
+    os._exit(keep(host_pid, dirs, on_end=lambda: close_runs(dirs[0]), later=reconcile_dead_hosts))
 
 
 def host(dirs: list[str]) -> None:
@@ -177,7 +178,7 @@ def start_launcher() -> None:
 
 def reconcile_dead_hosts() -> None:
     """Hosts that died with their keeper left their state dirs: close their runs in the audit
-    log (the keeper does it, beside the host's start)."""
+    log (the keeper does it once the host has started)."""
     try:
         from run_bash.journal import reconcile_stale
         from run_bash.statedir import state_root
@@ -208,7 +209,6 @@ def main() -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.close(devnull)
-        reconcile_dead_hosts()
         keeper(pid, dirs)
 
 
