@@ -13,6 +13,8 @@ result callback. Rows, for ``none`` and every confining backend that works here:
 * **host up**: ``setup()`` started the host and it answered; from the run request to its result;
 * **1 s after ready**: the same a second later, once what the host starts after ``ready`` (the
   first command's sandbox, the project's undo index) is done: a session's first command;
+* **the first run's stages**: the "at once" runs from the request to the result, by the stages
+  of ``bench_fastpath.py`` (its RPC is the wait for the host to start), medians;
 * **the host's start-up**: where the "at once" hosts' time went, from the host's own log
   (``run_bash/startup.py``: interpreter and boot imports, fork (the sandbox launcher forked),
   pynvim imported, run_bash imported and the service made, the checker loaded, setup (the options
@@ -26,6 +28,7 @@ both from the process's start.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import statistics
@@ -37,8 +40,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "python") not in sys.path:
-    sys.path.insert(0, str(ROOT / "python"))
+for _sub in ("python", "bench"):
+    if str(ROOT / _sub) not in sys.path:
+        sys.path.insert(0, str(ROOT / _sub))
+
+from bench_fastpath import ORDER, breakdown  # noqa: E402
 
 Row = dict[str, Any]
 
@@ -60,6 +66,7 @@ local function finish(t_req, r)
   timer:stop()
   local f = assert(io.open(out, "w"))
   f:write(("%d %d %.3f %s %s\n"):format(t, t_req, worst, tostring(r.exit_code), tostring(r.error)))
+  f:write(vim.json.encode(r.timing or vim.empty_dict()), "\n") -- the run's stage marks (s)
   f:close()
   vim.cmd("qa!")
 end
@@ -121,6 +128,7 @@ class Cold:
         self.baseline = self.root / "baseline.lua"
         self.baseline.write_text(BASELINE_SYSTEM)
         self.out = self.root / "out"
+        self.stages: dict[str, float] = {}  # the last first run's, in ms (``breakdown``)
         self.env = dict(os.environ)
         for sub in ("config", "data", "state", "cache", "runtime"):
             (self.root / sub).mkdir(mode=0o700)
@@ -153,7 +161,11 @@ class Cold:
         t0 = self._nvim(
             "-c", f"luafile {self.script}", env={"COLD_MODE": mode, "COLD_BACKEND": backend}
         )
-        t_result, t_req, stall, code, err = self.out.read_text().split(maxsplit=4)
+        first, _, marks = self.out.read_text().partition("\n")
+        t_result, t_req, stall, code, err = first.split(maxsplit=4)
+        # The run's stages from the request (which waits in Lua's queue while the host starts)
+        # to the result callback, as ``make bench ARGS=fastpath`` names them.
+        self.stages = breakdown(int(t_req) / 1e9, int(t_result) / 1e9, json.loads(marks or "{}"))
         if code != "0":
             raise RuntimeError(f"the first run failed ({mode}, {backend}): {err.strip()}")
         start = int(t_req) if mode in ("host_up", "host_settled") else t0
@@ -230,7 +242,10 @@ def run(n: int = 8) -> list[Row]:
         for backend in backends():
             cold.first_run("at_once", backend)  # the host's bytecode, the kernel's caches
             cold.startup_marks()  # (not counted)
-            at_once = [cold.first_run("at_once", backend) for _ in range(n)]
+            at_once, stages = [], []
+            for _ in range(n):
+                at_once.append(cold.first_run("at_once", backend))
+                stages.append(cold.stages)
             times = [t for t, _ in at_once]
             rows.append(
                 {
@@ -239,6 +254,18 @@ def run(n: int = 8) -> list[Row]:
                     "unit": "ms",
                     "goal": "< 150 ms",
                     "note": _stats(times) + "; fresh Neovim's start to the first result",
+                }
+            )
+            med = {k: statistics.median(st.get(k, 0.0) for st in stages) for k in stages[0]}
+            rows.append(
+                {
+                    "name": f"cold start ({backend}): the first run's stages",
+                    "value": med["total"],
+                    "unit": "ms",
+                    "goal": "",
+                    "note": "medians, ms from setup()'s request to the result callback; RPC is "
+                    "the wait for the host to start: "
+                    + ", ".join(f"{k} {med[k]:.1f}" for k in (*ORDER, "result to Lua")),
                 }
             )
             marks = cold.startup_marks()
