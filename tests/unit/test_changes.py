@@ -9,6 +9,7 @@ import os
 import socket
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -754,3 +755,25 @@ def test_two_hosts_share_one_store(tmp_path, home, repo):
     assert tree_hash(repo) == start
     assert a.undo("ra")["conflicts"] == []  # already as before: nothing to do
     assert tree_hash(repo) == start
+
+
+def _recent(store):
+    (state,) = [json.loads(p.read_text()) for p in Path(store.root).glob("projects/*/state.json")]
+    return [r[0] for r in state["recent"]]
+
+
+def test_runs_one_after_another_leave_no_history_in_the_state(store, repo):
+    """What every run reads and writes stays small: an ended run is kept only while a run that
+    began before it ended is still going (the one it may overlap)."""
+    for i in range(5):
+        store.finish(begin(store, f"r{i}", repo))
+    assert _recent(store) == ["r4"]  # r0..r3 ended before r4 began
+    # The control: a run going meanwhile keeps those that ended after it began, and they are
+    # its overlaps.
+    long = begin(store, "long", repo)
+    for i in range(3):
+        store.finish(begin(store, f"s{i}", repo))
+    assert _recent(store) == ["s0", "s1", "s2"]
+    assert store.finish(long).overlaps == ["s0", "s1", "s2"]
+    store.finish(begin(store, "after", repo))
+    assert _recent(store) == ["after"]

@@ -73,7 +73,7 @@ from .watch import Events, Watcher
 MIB = 1024 * 1024
 FORMAT = 1
 HARD_FILES_FACTOR = 4  # a run may leave this many times max_files entries before the walk stops
-RECENT_KEEP_S = 24 * 3600  # ended runs remembered for overlap detection
+RECENT_KEEP_S = 24 * 3600  # the longest an ended run is kept for overlaps (``_live``)
 PROJECT_IDLE_S = 30 * 24 * 3600  # a project unused this long is dropped whole
 WATCHED_PROJECTS = 8  # inotify instances kept (the default per-user limit is 128)
 GC_EVERY_PRUNES = 16  # collect garbage after this many pruned change sets (or when over max_store)
@@ -383,14 +383,22 @@ class ChangeStore(Records):
         _write_inplace(os.path.join(self._pdir(key), "state.json"), data)
 
     def _live(self, state: dict[str, Any]) -> None:
-        """Drop active runs whose host is gone, and ended runs too old to matter."""
-        cutoff = time.time_ns() - RECENT_KEEP_S * 1_000_000_000
+        """Drop active runs whose host is gone, and ended runs that can overlap no run: an
+        ended run is only ever an overlap of a run going when it ended (``finish``), so one
+        that ended before every run going now began is of no use to them nor to any run that
+        begins later. Commands one after another leave nothing here: the state read and written
+        around every run stays small however long the history."""
+        now = time.time_ns()
+        cutoff = now - RECENT_KEEP_S * 1_000_000_000
         alive = {}
         for rid, info in state["active"].items():
             pid_s, _, start = str(info.get("host", "")).partition(":")
             if pid_s.isdigit() and _proc_start(int(pid_s)) == (start or None):
                 alive[rid] = info
         state["active"] = alive
+        began = [info.get("began") for info in alive.values()]
+        if all(type(b) is int for b in began):  # (a run without it keeps every one)
+            cutoff = max(cutoff, min(began, default=now))
         state["recent"] = [r for r in state["recent"] if r[2] >= cutoff][-200:]
 
     def _load_snapshot(self, key: str, proj: _Project, state: dict[str, Any]) -> Snapshot | None:
