@@ -383,11 +383,9 @@ class ChangeStore(Records):
         _write_inplace(os.path.join(self._pdir(key), "state.json"), data)
 
     def _live(self, state: dict[str, Any]) -> None:
-        """Drop active runs whose host is gone, and ended runs that can overlap no run: an
-        ended run is only ever an overlap of a run going when it ended (``finish``), so one
-        that ended before every run going now began is of no use to them nor to any run that
-        begins later. Commands one after another leave nothing here: the state read and written
-        around every run stays small however long the history."""
+        """Drop active runs whose host is gone, and ended runs that can overlap no run (one that
+        ended before every run going now began): the state every run reads and writes stays
+        small however long the history of commands run one after another."""
         now = time.time_ns()
         cutoff = now - RECENT_KEEP_S * 1_000_000_000
         alive = {}
