@@ -39,6 +39,15 @@ def live():
     links.close()
 
 
+def idle_thread(links: LiveLinks, judge: Judge) -> threading.Thread:
+    """Start the thread for a run, once judged (nothing watched now): it is idle."""
+    links.start()
+    judge.wait_calls(1)
+    thread = links._thread
+    assert thread is not None
+    return thread
+
+
 def ended(links: LiveLinks, timeout: float = 10.0) -> bool:
     thread = links._thread
     if thread is not None:
@@ -49,10 +58,7 @@ def ended(links: LiveLinks, timeout: float = 10.0) -> bool:
 def test_the_thread_serves_the_next_run_without_starting_again(live, monkeypatch):
     links, judge = live
     monkeypatch.setattr(livelinks, "IDLE_S", 3600.0)
-    links.start()
-    judge.wait_calls(1)
-    first = links._thread
-    assert first is not None
+    first = idle_thread(links, judge)
     first.join(0.2)  # nothing is watched now: it waits instead of ending
     assert first.is_alive() and links._thread is first
     links.start()  # the next run of the burst: judged by the same thread
@@ -85,10 +91,7 @@ def test_a_poke_while_idle_neither_judges_nor_keeps_it(live, monkeypatch):
 def test_closing_ends_an_idle_thread_at_once(live, monkeypatch):
     links, judge = live
     monkeypatch.setattr(livelinks, "IDLE_S", 3600.0)
-    links.start()
-    judge.wait_calls(1)
-    thread = links._thread
-    assert thread is not None
+    thread = idle_thread(links, judge)
     links.close()
     thread.join(10)
     assert not thread.is_alive()
