@@ -109,21 +109,7 @@ def drive(loop: asyncio.AbstractEventLoop, cond, timeout: float = 30.0) -> None:
     loop.run_until_complete(asyncio.wait_for(wait(), timeout))
 
 
-@pytest.mark.parametrize(
-    "prepare",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="known: about 1 run in 15 with prepared sandboxes the second run reports "
-                "nothing; a spare's policy computation may open .git/config (git) and break the "
-                "lease first, killing the holder; the guard should see a lease before git runs",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("prepare", [False, True])
 @pytest.mark.parametrize("backend", selected_backends())
 def test_host_calls_answer_while_a_run_holds_a_lease(world, tmp_path, backend, prepare):
     """Class 7 and the freeze: a background run holds a write lease on .git/config (any open of

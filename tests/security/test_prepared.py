@@ -268,3 +268,45 @@ def test_a_prepared_sandbox_fits_while_the_available_memory_moves(sbx, world, mo
         size_kib = int(r.output.split()[1])
         assert 15 * available // 32 <= size_kib * 1024 <= available // 2, r.output
         assert settled(rb) == 1
+
+
+def leased(path) -> bool:
+    """Whether the kernel lists a lease on ``path``'s inode (``/proc/locks``)."""
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with open("/proc/locks") as f:
+        return any(" LEASE " in line and f" {dev} " in line for line in f)
+
+
+def test_no_sandbox_is_prepared_ahead_while_a_run_holds_a_file_lease(sbx, world):
+    """A run holds a write lease on .git/config: any other process's open of the file breaks it
+    (the holder is signalled, which kills it by default, and the opener waits). Preparing the next
+    command's sandbox is work nobody asked for yet, and computing its policy asks git, which reads
+    that config: while a run holds a lease, no sandbox is prepared ahead, and the lease is still
+    there for the next run's own post-run check to judge. The control: once the holder is gone,
+    the same preparation (git asked again) makes a sandbox."""
+    from tests.security.test_guard import LEASE
+
+    (world.project / "lease.py").write_text(LEASE)
+    config = world.project / ".git/config"
+    backend = sbx.mgr.backend(sbx.name)
+    holder = sbx.start("python3 lease.py .git/config 40", timeout=60)
+    try:
+        sbx.wait_output(holder, "LEASED")
+        assert leased(config)
+        assert sbx.mgr.spares.settle(30)
+        sbx.mgr.spares.clear("the test asks for a new one")
+        # The user edits their git configuration meanwhile: the next policy asks git again.
+        with open(world.home / ".gitconfig", "a") as f:
+            f.write("[user]\n\tname = someone\n")
+        sbx.mgr.spares.want(str(world.project), backend)
+        made = settled(sbx)
+        assert leased(config)
+        assert made == 0
+        assert "lease" in sbx.mgr.spares.error, sbx.mgr.spares.error
+    finally:
+        sbx.kill(holder)
+    with open(world.home / ".gitconfig", "a") as f:
+        f.write("[user]\n\temail = someone@example.org\n")
+    sbx.mgr.spares.want(str(world.project), backend)
+    assert settled(sbx) == 1

@@ -99,6 +99,24 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def lease_holders(limit: int = 1 << 20) -> set[int]:
+    """The processes holding a file lease or delegation now, by ``/proc/locks`` (the kernel's
+    list, pids as this process sees them). Any other process's open of a leased file breaks the
+    lease: the holder is signalled (SIGIO, which kills it unless handled) and the opener waits
+    for it. Queued requests (``->``) are not holders. Empty when the list cannot be read."""
+    try:
+        with open("/proc/locks", "rb") as f:
+            text = f.read(limit)
+    except OSError:
+        return set()
+    held: set[int] = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[1] in (b"LEASE", b"DELEG") and fields[4].isdigit():
+            held.add(int(fields[4]))
+    return held
+
+
 # A process in the middle of execve(2) shows an empty environment for a moment (its new memory
 # has no environment yet): how long to wait for the exec to end before taking "empty" as final.
 EXEC_SETTLE_S = 0.2

@@ -7,7 +7,8 @@ at least two CPUs, and little CPU pressure lately),
 so that the next command, however soon it comes, finds its sandbox ready; else beside a run
 still going after ``PREPARE_BESIDE_S`` (a build, a server; a short run's is then made after it,
 so making it never takes the command's core); when a run ends and its project has none; and
-after ``setup()`` for the host's working directory. A spare made while a run is going may hold
+after ``setup()`` for the host's working directory; never while a run holds a file lease (its
+policy would read the leased file: ``_make``). A spare made while a run is going may hold
 state that run then changes: the check at claim (below) is what guarantees a run gets the
 sandbox its policy says now. Making one
 computes the policy a run in that directory would get now (``Launching.policy``) and asks the
@@ -35,10 +36,11 @@ import time
 from collections.abc import Callable, Mapping
 
 from run_bash.config import Config
+from run_bash.errors import SpawnError
 from run_bash.sandbox.base import Backend, RunSpec
 from run_bash.sandbox.netholder import project_of
 from run_bash.sandbox.policy import Policy, build_env
-from run_bash.sandbox.proc import descendants
+from run_bash.sandbox.proc import descendants, lease_holders
 from run_bash.sandbox.spare import Spare, lift, mounts
 from run_bash.sessions.session import Session, new_id
 from run_bash.sessions.tempspace import TempSpace
@@ -257,6 +259,14 @@ class Spares:
 
     def _make(self, cwd: str, backend: Backend) -> Spare:
         config = self._config()
+        held = lease_holders()
+        if held and held.intersection(descendants(os.getpid())):
+            # Computing the policy reads the project's files (git reads its config): an open
+            # breaks the lease, which is for the next run's own post-run check to judge.
+            raise SpawnError(
+                "a running command holds a file lease, which reading the project ahead of a run "
+                "would break; the next sandbox is made once it is let go"
+            )
         policy = self._policy(cwd)
         tag = "spare" + new_id({})
         tmpdir = self.temp.make_dir(tag)
