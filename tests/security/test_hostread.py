@@ -66,6 +66,12 @@ def unconfined_fires(
     """The control: the attack without the sandbox makes the outside git run the payload."""
     for f in world.home.glob("PWNED*"):
         f.unlink()
+    # The confined run may have been stopped by the guard in the middle of a git command (the
+    # stop follows the first event on another thread: the shell goes on meanwhile), leaving git's
+    # lock behind, as a git killed by hand does.
+    for top in {world.project, cwd or world.project}:
+        for lock in top.glob(".git/*.lock"):
+            lock.unlink()
     r = sbx.unconfined().run(attack, cwd=cwd)
     said = git(world, *outside, cwd=git_cwd or cwd)
     assert pwned(world), (
