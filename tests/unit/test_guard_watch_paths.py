@@ -1,5 +1,5 @@
-"""The guard's path look-ups made once per watching (``guard._realpath``, ``guard._is_dir``) answer
-what ``os.path.realpath`` and ``os.path.isdir`` answer, on a tree with every kind of name on the
+"""The guard's path look-ups made once per watching (``guardscope.realpath_once``,
+``guardscope.is_dir_once``) answer what ``os.path.realpath`` and ``os.path.isdir`` answer, on a tree with every kind of name on the
 way: links to directories, to files, dangling and relative links, files used as directories, and
 names that do not exist."""
 
@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from run_bash.sandbox.guard import _is_dir, _realpath
+from run_bash.sandbox.guardscope import is_dir_once as _is_dir
+from run_bash.sandbox.guardscope import realpath_once as _realpath
 
 
 @pytest.fixture

@@ -64,7 +64,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
 
 from run_bash import inotify
 from run_bash.errors import SpawnError
@@ -82,6 +81,10 @@ from run_bash.sandbox.guardscope import (
     RULES,
     Scope,
     Sub,
+    dir_mode,
+    is_dir_once,
+    realpath_once,
+    split_once,
 )
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
@@ -177,6 +180,7 @@ class Keeper(Repairs):
             def covered(path: str) -> bool:
                 return any(path in s.places for s in others)
 
+            fresh: dict[str, State] = {}  # the states taken now
             for m in host_read.members:
                 if covered(m):
                     if m not in self._trusted:
@@ -197,7 +201,7 @@ class Keeper(Repairs):
                     scope.notices.append(
                         f"{self._name(host_read, m)} {done} (changed by an earlier run)"
                     )
-                self._trusted[m] = capture(m, prev=self._trusted.get(m))
+                self._trusted[m] = fresh[m] = capture(m, prev=self._trusted.get(m))
                 self._suspect.discard(m)
             for root in host_read.scan:
                 why = self._unwalkable.get(root)
@@ -251,7 +255,7 @@ class Keeper(Repairs):
             # as it appears (``_judge_live``).
             self._live.start()
             try:
-                self._watch(scope)
+                self._watch(scope, fresh)
             except OSError as e:
                 self.release(sid)
                 limit = {
@@ -779,8 +783,10 @@ class Keeper(Repairs):
             self._table.setdefault(wd, []).append(sub)
         scope.wds.add(wd)
 
-    def _watch(self, scope: Scope) -> None:
-        """Watch everything of ``scope`` (re-run after a repair moved inodes around)."""
+    def _watch(self, scope: Scope, fresh: dict[str, State] | None = None) -> None:
+        """Watch everything of ``scope`` (re-run after a repair moved inodes around). ``fresh``:
+        states of members taken just now (``prepare``), which say whether each exists without
+        asking again (what appears meanwhile is caught after watching, as below)."""
         ino = self._ensure_watcher()
         hr = scope.host_read
         # Whether each directory exists, looked up once per call: a project's top holds tens of
@@ -788,51 +794,46 @@ class Keeper(Repairs):
         dirs: dict[str, bool] = {}
         reals: dict[str, str | None] = {}
         git_places = (
-            Places(hr.git_dirs, realpath=lambda p: _realpath(p, reals)) if hr.git_dirs else None
+            Places(hr.git_dirs, realpath=lambda p: realpath_once(p, reals)) if hr.git_dirs else None
         )
-        todo: list[tuple[str, Sub, int, bool]] = []  # (path, sub, mask, the path must exist)
+        todo: list[tuple[str, Sub, int]] = []  # (path, sub, mask)
+        # The names watched in one directory for one purpose share one subscription (a
+        # project's top holds tens of names that may not appear): one watch call, one look-up.
+        names: dict[tuple[str, str], set[str]] = {}  # (directory, kind) -> names, mask ENTRIES
         for m in hr.members:
-            try:
-                mode: int | None = os.lstat(m).st_mode
-            except OSError:
-                mode = None
-            if mode is not None:
-                mask = inotify.CONTENT | (inotify.ENTRIES if stat.S_ISDIR(mode) else 0)
-                todo.append((m, Sub(scope, KILL_ANY, mask), mask, True))
+            is_dir = dir_mode(m, fresh.get(m) if fresh is not None else None)
+            if is_dir is not None:
+                mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
+                todo.append((m, Sub(scope, KILL_ANY, mask), mask))
             # (Whether it lies in a git dir matters only when its directory is not there yet.)
             grows_in_git = (
-                git_places is not None and not _is_dir(os.path.dirname(m), dirs) and m in git_places
+                git_places is not None
+                and not is_dir_once(split_once(m)[0], dirs)
+                and m in git_places
             )
-            self._watch_name(
-                todo, scope, m, KILL_NAMES, kill_growth=grows_in_git, ref=None, dirs=dirs
-            )
+            self._watch_name(names, scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs)
         for g in hr.git_dirs:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
-            todo.append((g, Sub(scope, KILL_ANY, mask), mask, True))
-            self._watch_name(todo, scope, g, KILL_NAMES, kill_growth=True, ref=None, dirs=dirs)
+            todo.append((g, Sub(scope, KILL_ANY, mask), mask))
+            self._watch_name(names, scope, g, KILL_NAMES, kill_growth=True, dirs=dirs)
         for pd in hr.path_dirs:
             # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
                 mask = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.CONTENT
-                todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask, True))
+                todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask))
         for r in hr.rules:
-            self._watch_name(todo, scope, r.path, RULES, kill_growth=False, ref=r, dirs=dirs)
+            rules: dict[tuple[str, str], set[str]] = {}
+            self._watch_name(rules, scope, r.path, RULES, kill_growth=False, dirs=dirs)
+            for (d, kind), found in rules.items():  # one name: a subscription of its own
+                mask = inotify.ENTRIES
+                todo.append((d, Sub(scope, kind, mask, frozenset(found), r), mask))
             if os.path.isdir(r.path) and not os.path.islink(r.path):
                 mask = inotify.ENTRIES | inotify.CONTENT
-                todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask, True))
-        # The names watched in one directory for one purpose share one subscription (a
-        # project's top holds tens of names that may not appear): one watch call, one look-up.
-        merged: dict[tuple[str, str, int], Sub] = {}
-        subs: list[tuple[str, Sub, int]] = []
-        for path, sub, mask, _must in todo:
-            if sub.kind in (KILL_NAMES, GROW) and sub.ref is None:
-                same = merged.get((path, sub.kind, mask))
-                if same is not None:
-                    same.names = same.names | sub.names
-                    continue
-                merged[(path, sub.kind, mask)] = sub
-            subs.append((path, sub, mask))
-        for path, sub, mask in subs:
+                todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask))
+        for (d, kind), found in names.items():
+            mask = inotify.ENTRIES
+            todo.append((d, Sub(scope, kind, mask, frozenset(found)), mask))
+        for path, sub, mask in todo:
             try:
                 self._sub(ino, scope, path, mask, sub)
             except FileNotFoundError:
@@ -847,32 +848,31 @@ class Keeper(Repairs):
 
     def _watch_name(
         self,
-        todo: list[tuple[str, Sub, int, bool]],
+        names: dict[tuple[str, str], set[str]],
         scope: Scope,
         path: str,
         kind: str,
         *,
         kill_growth: bool,
-        ref: Any,
         dirs: dict[str, bool],
     ) -> None:
-        """Watch the entry ``path`` in its directory; when that directory does not exist yet,
-        watch the deepest ancestor that does for the next component (created: kill, when the
-        path is inside a git directory; otherwise watch deeper). ``dirs``: whether each
-        directory exists, as this watching found it."""
-        parent, name = os.path.dirname(path), os.path.basename(path)
-        mask = inotify.ENTRIES
-        if _is_dir(parent, dirs):
-            todo.append((parent, Sub(scope, kind, mask, frozenset({name}), ref), mask, True))
+        """Watch the entry ``path`` in its directory (``names``: directory and kind -> the names
+        watched there); when that directory does not exist yet, watch the deepest ancestor that
+        does for the next component (created: kill, when the path is inside a git directory;
+        otherwise watch deeper). ``dirs``: whether each directory exists, as this watching
+        found it."""
+        parent, name = split_once(path)
+        if is_dir_once(parent, dirs):
+            names.setdefault((parent, kind), set()).add(name)
             return
         d = parent
-        while not _is_dir(d, dirs):
-            up = os.path.dirname(d)
+        while not is_dir_once(d, dirs):
+            up, below = split_once(d)
             if up == d:
                 return
-            name, d = os.path.basename(d), up
+            name, d = below, up
         grow = KILL_NAMES if kill_growth or self._inside_git(scope, path) else GROW
-        todo.append((d, Sub(scope, grow, mask, frozenset({name}), ref), mask, True))
+        names.setdefault((d, grow), set()).add(name)
 
     @staticmethod
     def _inside_git(scope: Scope, path: str) -> bool:
@@ -970,28 +970,3 @@ class Keeper(Repairs):
                 self._check(scope)
             if tripped or grow:
                 self._refresh_all()
-
-
-def _is_dir(path: str, seen: dict[str, bool]) -> bool:
-    """``os.path.isdir(path)``, asked once per ``seen``."""
-    hit = seen.get(path)
-    if hit is None:
-        hit = seen[path] = os.path.isdir(path)
-    return hit
-
-
-def _realpath(path: str, reals: dict[str, str | None]) -> str:
-    """``os.path.realpath(path)``, each name on the way looked at once per ``reals`` (a name
-    that does not exist: None): below the deepest name that exists nothing can be a link, so
-    the rest of the path is kept as written, as ``realpath`` keeps it."""
-    if not os.path.isabs(path) or os.path.normpath(path) != path:
-        return os.path.realpath(path)  # (``..`` after a link is the link's parent: not lexical)
-    d, rest = path, ""
-    while True:
-        if d not in reals:
-            reals[d] = os.path.realpath(d) if os.path.lexists(d) or d == "/" else None
-        real = reals[d]
-        if real is not None:
-            return os.path.join(real, rest) if rest else real
-        d, name = os.path.split(d)
-        rest = name if not rest else name + "/" + rest

@@ -1,11 +1,14 @@
 """What the guard (``guard.py``) keeps for each active run (``Scope``) and for each watch it holds
-(``Sub``), and where it moves what must not stay (``quarantine_dir``).
+(``Sub``), where it moves what must not stay (``quarantine_dir``), and the path look-ups it makes
+once per watching.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,3 +95,48 @@ class Scope:
         if self.tripped:
             with contextlib.suppress(Exception):
                 kill()
+
+
+# -- look-ups made once per watching ----------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def split_once(path: str) -> tuple[str, str]:
+    """``os.path.split``, kept: the guard splits the same few hundred paths at every run."""
+    return os.path.split(path)
+
+
+def dir_mode(path: str, state: tuple[Any, ...] | None) -> bool | None:
+    """Whether ``path`` is a directory (None: it does not exist, or cannot be looked at), from
+    its ``state`` taken just now when that says (an unreadable one does not), else asked."""
+    if state is not None and state[0] != "unreadable":
+        return None if state[0] == "absent" else state[0] == "dir"
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def is_dir_once(path: str, seen: dict[str, bool]) -> bool:
+    """``os.path.isdir(path)``, asked once per ``seen``."""
+    hit = seen.get(path)
+    if hit is None:
+        hit = seen[path] = os.path.isdir(path)
+    return hit
+
+
+def realpath_once(path: str, reals: dict[str, str | None]) -> str:
+    """``os.path.realpath(path)``, each name on the way looked at once per ``reals`` (a name
+    that does not exist: None): below the deepest name that exists nothing can be a link, so
+    the rest of the path is kept as written, as ``realpath`` keeps it."""
+    if not os.path.isabs(path) or os.path.normpath(path) != path:
+        return os.path.realpath(path)  # (``..`` after a link is the link's parent: not lexical)
+    d, rest = path, ""
+    while True:
+        if d not in reals:
+            reals[d] = os.path.realpath(d) if os.path.lexists(d) or d == "/" else None
+        real = reals[d]
+        if real is not None:
+            return os.path.join(real, rest) if rest else real
+        d, name = os.path.split(d)
+        rest = name if not rest else name + "/" + rest
