@@ -92,7 +92,13 @@ def test_runs_of_a_host_killed_with_its_keeper_are_closed_by_the_next_keeper(edi
     )
     wait_for(lambda: any(p.name() == "sleep" for p in keeper.children(recursive=True)))
     tree = [keeper, *keeper.children(recursive=True)]
-    for p in tree:  # everything at once: nobody is left to write the run line
+    # Everything at once, so that nobody is left to write the run line: stopped first (a host
+    # whose keeper died before it gets its SIGTERM and closes its runs; a keeper whose host died
+    # first closes them too), then killed.
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.suspend()
+    for p in tree:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
     psutil.wait_procs(tree, timeout=10)
