@@ -18,7 +18,7 @@ import pytest
 
 from run_bash.sandbox.gitask import is_inert_key, judge_config
 from tests.security.conftest import CONTROL, World
-from tests.security.test_hostread import git, payload, pwned, unconfined_fires
+from tests.security.test_hostread import drop_git_locks, git, payload, pwned, unconfined_fires
 
 MARK = "PWNED-cfg"
 
@@ -215,7 +215,8 @@ def test_every_file_a_reachable_config_includes_is_host_read(sbx, world):
     assert CONTROL in r.output, r.output
     assert not (world.project / "cfg/b.cfg").exists()
     assert (world.project / "cfg/a.cfg").read_text() == "[include]\n\tpath = b.cfg\n"
-    git(world, "checkout", "-q", "-B", "other")
+    drop_git_locks(world.project)
+    git(world, "checkout", "-q", "-B", "other", check=True)
     git(world, "status")
     assert pwned(world) == [], r.notices
     git(world, "checkout", "-q", "main")

@@ -55,6 +55,16 @@ def hook(world: World, tag: str) -> str:
     return f"printf '#!/bin/sh\\n{payload(world, tag)}\\n'"
 
 
+def drop_git_locks(*tops: Path) -> None:
+    """Remove the locks git left in the repositories at ``tops``. A confined run may have been
+    stopped by the guard in the middle of a git command (the stop follows the first event, from
+    another thread: the shell goes on meanwhile), leaving them behind (the index's, a ref's), as
+    a git killed by hand does; a git command of the test's own after it would fail."""
+    for top in set(tops):
+        for lock in (top / ".git").rglob("*.lock"):
+            lock.unlink()
+
+
 def unconfined_fires(
     sbx,
     world: World,
@@ -66,12 +76,7 @@ def unconfined_fires(
     """The control: the attack without the sandbox makes the outside git run the payload."""
     for f in world.home.glob("PWNED*"):
         f.unlink()
-    # The confined run may have been stopped by the guard in the middle of a git command (the
-    # stop follows the first event on another thread: the shell goes on meanwhile), leaving git's
-    # lock behind, as a git killed by hand does.
-    for top in {world.project, cwd or world.project}:
-        for lock in top.glob(".git/*.lock"):
-            lock.unlink()
+    drop_git_locks(world.project, cwd or world.project)
     r = sbx.unconfined().run(attack, cwd=cwd)
     said = git(world, *outside, cwd=git_cwd or cwd)
     assert pwned(world), (
