@@ -811,22 +811,22 @@ class Keeper(Repairs):
                 and not is_dir_once(split_once(m)[0], dirs)
                 and m in git_places
             )
-            self._watch_name(names, scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs)
+            _add(names, self._watch_name(scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs))
         for g in hr.git_dirs:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, Sub(scope, KILL_ANY, mask), mask))
-            self._watch_name(names, scope, g, KILL_NAMES, kill_growth=True, dirs=dirs)
+            _add(names, self._watch_name(scope, g, KILL_NAMES, kill_growth=True, dirs=dirs))
         for pd in hr.path_dirs:
             # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
                 mask = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.CONTENT
                 todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask))
         for r in hr.rules:
-            rules: dict[tuple[str, str], set[str]] = {}
-            self._watch_name(rules, scope, r.path, RULES, kill_growth=False, dirs=dirs)
-            for (d, kind), found in rules.items():  # one name: a subscription of its own
+            where = self._watch_name(scope, r.path, RULES, kill_growth=False, dirs=dirs)
+            if where is not None:  # a subscription of its own: its events name the rules file
+                d, kind, name = where
                 mask = inotify.ENTRIES
-                todo.append((d, Sub(scope, kind, mask, frozenset(found), r), mask))
+                todo.append((d, Sub(scope, kind, mask, frozenset({name}), r), mask))
             if os.path.isdir(r.path) and not os.path.islink(r.path):
                 mask = inotify.ENTRIES | inotify.CONTENT
                 todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask))
@@ -847,32 +847,23 @@ class Keeper(Repairs):
                 scope.trip(f"{self._name(hr, m)} appeared")
 
     def _watch_name(
-        self,
-        names: dict[tuple[str, str], set[str]],
-        scope: Scope,
-        path: str,
-        kind: str,
-        *,
-        kill_growth: bool,
-        dirs: dict[str, bool],
-    ) -> None:
-        """Watch the entry ``path`` in its directory (``names``: directory and kind -> the names
-        watched there); when that directory does not exist yet, watch the deepest ancestor that
-        does for the next component (created: kill, when the path is inside a git directory;
-        otherwise watch deeper). ``dirs``: whether each directory exists, as this watching
-        found it."""
+        self, scope: Scope, path: str, kind: str, *, kill_growth: bool, dirs: dict[str, bool]
+    ) -> tuple[str, str, str] | None:
+        """Where to watch for the entry ``path``, as (directory, kind, name): in its directory;
+        when that directory does not exist yet, the deepest ancestor that does, for the next
+        component (created: kill, when the path is inside a git directory; otherwise watch
+        deeper). None when no ancestor exists. ``dirs``: whether each directory exists, as this
+        watching found it."""
         parent, name = split_once(path)
         if is_dir_once(parent, dirs):
-            names.setdefault((parent, kind), set()).add(name)
-            return
+            return parent, kind, name
         d = parent
         while not is_dir_once(d, dirs):
             up, below = split_once(d)
             if up == d:
-                return
+                return None
             name, d = below, up
-        grow = KILL_NAMES if kill_growth or self._inside_git(scope, path) else GROW
-        names.setdefault((d, grow), set()).add(name)
+        return d, KILL_NAMES if kill_growth or self._inside_git(scope, path) else GROW, name
 
     @staticmethod
     def _inside_git(scope: Scope, path: str) -> bool:
@@ -970,3 +961,9 @@ class Keeper(Repairs):
                 self._check(scope)
             if tripped or grow:
                 self._refresh_all()
+
+
+def _add(names: dict[tuple[str, str], set[str]], where: tuple[str, str, str] | None) -> None:
+    """Put a name to watch (``_watch_name``) with the others of its directory and kind."""
+    if where is not None:
+        names.setdefault(where[:2], set()).add(where[2])

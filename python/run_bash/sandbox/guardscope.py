@@ -15,6 +15,7 @@ from typing import Any
 
 from run_bash.sandbox import gitindex, sequencer
 from run_bash.sandbox.hostread import HostRead
+from run_bash.sandbox.members import State
 from run_bash.sandbox.places import Places
 
 
@@ -106,7 +107,7 @@ def split_once(path: str) -> tuple[str, str]:
     return os.path.split(path)
 
 
-def dir_mode(path: str, state: tuple[Any, ...] | None) -> bool | None:
+def dir_mode(path: str, state: State | None) -> bool | None:
     """Whether ``path`` is a directory (None: it does not exist, or cannot be looked at), from
     its ``state`` taken just now when that says (an unreadable one does not), else asked."""
     if state is not None and state[0] != "unreadable":

@@ -265,7 +265,7 @@ class Spares:
             # breaks the lease, which is for the next run's own post-run check to judge.
             raise SpawnError(
                 "a running command holds a file lease, which reading the project ahead of a run "
-                "would break; the next sandbox is made once it is let go"
+                "would break; no sandbox is made ahead until it is let go"
             )
         policy = self._policy(cwd)
         tag = "spare" + new_id({})
