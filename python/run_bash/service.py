@@ -286,11 +286,15 @@ class Service:
                 gc.enable()
         startup.mark("ready")
         kept, compiled = codecache.stats()
+        found, noted = codecache.pattern_stats()
         log.info(
-            "start-up (ms from jobstart): %s; dataclass methods: %d kept, %d compiled",
+            "start-up (ms from jobstart): %s; dataclass methods: %d kept, %d compiled; "
+            "patterns: %d kept, %d compiled",
             startup.report(),
             kept,
             compiled,
+            found,
+            noted,
         )
         self.emit("ready", {})
         codecache.save()  # what start-up compiled (if anything), for the next start
