@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from run_bash import codecache, startup
 from run_bash.audit import RUN_FIELDS, AuditLog
-from run_bash.backends import BACKENDS, named_at_start
+from run_bash.backends import AUTO, BACKENDS, named_at_start
 from run_bash.boundary import arity, choice, flag, options, text
 from run_bash.config import (
     DEFAULT_WAIT_S,
@@ -297,14 +297,15 @@ class Service:
             noted,
         )
         self.emit("ready", {})
-        codecache.save()  # what start-up compiled (if anything), for the next start
+        codecache.save()  # start-up is over: what it compiled (if anything), for the next start
 
     def preload(self, early: object = None) -> None:
         """Load what every run needs and answer the backend question for the options in force,
         so that the first command does not pay for it: the pause list's checker, the change
         store when runs are recorded, and the backend's availability (which waits for the
-        sandbox launcher the host started first thing). What no run needs (health, diffs,
-        undo, the command line) stays unloaded until it is used.
+        sandbox launcher the host started first thing, or for bubblewrap's probe, started
+        before the checker loads so that its sandboxes run meanwhile). What no run needs
+        (health, diffs, undo, the command line) stays unloaded until it is used.
 
         The loading runs here, on the loop's thread, before ``ready``: an earlier change that
         moved the sandbox guard's and policy's imports and the guard's ``Keeper`` onto executor
@@ -315,21 +316,34 @@ class Service:
         then, as after any ``setup``."""
         import importlib
 
-        importlib.import_module("run_bash.checker")
-        startup.mark("checker")
-        if self.recorder.recording:
-            importlib.import_module("run_bash.changes")
-        if isinstance(early, dict):
-            self._setup_early(early.get("opts"), early.get("codecompanion"))
+        from run_bash.sandbox import bwprobe
+
         named = named_at_start(self.environ)
-        if named == "none":
-            return  # the options name no sandbox: checking one would start the launcher for nothing
+        # bubblewrap's probe (asked first by "auto") runs its sandboxes while the rest loads.
+        probing = named is None or named in (AUTO, "bubblewrap")
+        if probing:
+            bwprobe.start()
         try:
-            # The backend the options name (its answer is kept for setup's new objects), else
-            # the one "auto" picks.
-            self.mgr.choice(named if named in BACKENDS else None)
-        except Exception:  # asked again, and reported, at setup and at the first run
-            log.exception("backend check at start-up")
+            importlib.import_module("run_bash.checker")
+            startup.mark("checker")
+            if self.recorder.recording:
+                importlib.import_module("run_bash.changes")
+            if isinstance(early, dict):
+                self._setup_early(early.get("opts"), early.get("codecompanion"))
+            if named == "none":
+                return  # no sandbox named: checking one would start the launcher for nothing
+            try:
+                # The backend the options name (its answer is kept for setup's new objects),
+                # else the one "auto" picks.
+                self.mgr.choice(named if named in BACKENDS else None)
+            except Exception:  # asked again, and reported, at setup and at the first run
+                log.exception("backend check at start-up")
+        finally:
+            if probing:  # taken whatever was chosen: no probe is left running
+                try:
+                    bwprobe.result()
+                except Exception:
+                    log.exception("bubblewrap's probe at start-up")
 
     def setup(self, opts: object = None, codecompanion: object = None) -> dict[str, Any]:
         """Validate and apply the user's options; return notices and what the tool needs to know.

@@ -15,6 +15,7 @@ from run_bash.sandbox import bwprobe
 def fresh(monkeypatch):
     """Nothing probed yet; RUN_BASH_BWRAP as the test sets it."""
     monkeypatch.setattr(bwprobe, "FOUND", {})
+    monkeypatch.setattr(bwprobe, "STARTED", {})
     bwprobe.bwrap_path.cache_clear()
     yield monkeypatch
     bwprobe.bwrap_path.cache_clear()
@@ -38,6 +39,41 @@ def test_the_probe_finds_a_working_bwrap_once_and_leaves_no_temp_dir(fresh, monk
     assert mode in ("capped", "plain"), found  # the run's pid namespace works here
     assert bwprobe.result() is found and len(made) == 1  # kept: probed once
     assert made[0].dir and not os.path.exists(made[0].dir)  # the pid probe's temp dir is gone
+
+
+def test_a_probe_started_ahead_is_the_one_the_answer_takes(fresh, monkeypatch):
+    """``start`` (the host, before its checker loads) begins the probe without waiting; the
+    answer waits for that probe, not a new one, and it leaves nothing running."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap not installed")
+    made: list[bwprobe.Probe] = []
+    real = bwprobe.Probe
+
+    def probe(bwrap: str) -> bwprobe.Probe:
+        made.append(real(bwrap))
+        return made[-1]
+
+    monkeypatch.setattr(bwprobe, "Probe", probe)
+    bwprobe.start()
+    bwprobe.start()  # once per set of programs
+    assert len(made) == 1 and not bwprobe.FOUND
+    running = made[0].version
+    assert not isinstance(running, str) and running.returncode is None  # started, not waited for
+    avail, mode, _note = bwprobe.result()
+    assert avail.ok and mode in ("capped", "plain"), avail
+    assert len(made) == 1 and not bwprobe.STARTED  # taken, not probed again
+    assert not isinstance(running, str) and running.returncode == 0  # waited for
+    assert made[0].dir and not os.path.exists(made[0].dir)
+    bwprobe.start()  # already found: nothing started
+    assert len(made) == 1 and not bwprobe.STARTED
+
+
+def test_nothing_is_started_ahead_without_bwrap(fresh):
+    fresh.setenv("RUN_BASH_BWRAP", "")
+    bwprobe.bwrap_path.cache_clear()
+    bwprobe.start()
+    assert not bwprobe.STARTED
+    assert bwprobe.result()[0].reason == "bwrap not found"
 
 
 def test_a_bwrap_that_cannot_make_namespaces_is_unavailable_with_its_words(fresh, tmp_path):
