@@ -30,6 +30,7 @@ something was compiled; a directory that cannot be written to is left alone.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import marshal
 import os
@@ -52,6 +53,8 @@ FILE = os.path.join(
     "__pycache__",
     f"startup-code.{sys.implementation.cache_tag}.bin",
 )
+# What this file was called when it kept dataclass methods only: removed by ``save``.
+_FORMER = os.path.join(os.path.dirname(FILE), f"dataclass-code.{sys.implementation.cache_tag}.bin")
 # The exact interpreter (version and build): its marshal, bytecode and regex formats are the file's.
 _HEADER = f"run_bash start-up code 2\n{sys.version}\n".encode()
 
@@ -190,11 +193,14 @@ def _load(path: str) -> tuple[dict[str, CodeType], dict[ReKey, ReArgs]]:
 def save() -> bool:
     """Start-up is over: re compiles as usual from now on. Write the code and patterns this
     process used to the file ``install`` read, when any of it had to be compiled; whether it
-    wrote."""
+    wrote. (The file's former name, which held dataclass methods only, is removed.)"""
     global _unsaved, _re_original
     if _re_original is not None:
         _re_compiler.compile = _re_original
         _re_original = None
+    if _path == FILE:
+        with contextlib.suppress(OSError):
+            os.unlink(_FORMER)
     if not _unsaved:
         return False
     path = _path
