@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from run_bash import codecache, startup
 from run_bash.audit import RUN_FIELDS, AuditLog
-from run_bash.backends import AUTO, BACKENDS, named_at_start
+from run_bash.backends import BACKENDS, CONFINING_BACKENDS, named_at_start
 from run_bash.boundary import arity, choice, flag, options, text
 from run_bash.config import (
     DEFAULT_WAIT_S,
@@ -319,8 +319,9 @@ class Service:
         from run_bash.sandbox import bwprobe
 
         named = named_at_start(self.environ)
-        # bubblewrap's probe (asked first by "auto") runs its sandboxes while the rest loads.
-        probing = named is None or named in (AUTO, "bubblewrap")
+        # The backend the check below asks first ("auto" asks them in the registry's order).
+        # bubblewrap's probe runs sandboxes: started now, they run while the rest loads.
+        probing = (named if named in BACKENDS else CONFINING_BACKENDS[0]) == "bubblewrap"
         if probing:
             bwprobe.start()
         try:
