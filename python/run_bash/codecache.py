@@ -101,15 +101,18 @@ class _Noting:
     def __getattr__(self, name: str) -> Any:
         return getattr(_sre, name)
 
-    def compile(
-        self, pattern: Any, flags: int, code: list[int], groups: int, index: Any, names: Any
-    ) -> Any:
-        if type(pattern) is not type(self.pattern) or pattern != self.pattern:
-            return _sre.compile(pattern, flags, code, groups, index, names)
+    def compile(self, pattern: Any, *args: Any) -> Any:
+        if (
+            type(pattern) is not type(self.pattern)
+            or pattern != self.pattern
+            or len(args) != 5  # (flags, code, groups, groupindex, indexgroup) in 3.11 to 3.13
+        ):
+            return _sre.compile(pattern, *args)
+        flags, code, groups, index, names = args
         # As marshal keeps them: re's opcodes are ints with names, the same numbers.
-        args = (int(flags), [int(c) for c in code], int(groups), dict(index), tuple(names))
-        self.args = args
-        return _sre.compile(pattern, *args)
+        kept = (int(flags), [int(c) for c in code], int(groups), dict(index), tuple(names))
+        self.args = kept
+        return _sre.compile(pattern, *kept)
 
 
 def _re_compile(p: Any, flags: int = 0) -> Any:
