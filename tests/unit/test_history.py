@@ -39,8 +39,13 @@ def forgotten(m) -> list[str]:
 async def test_only_the_last_n_finished_sessions_are_kept_with_their_files(tmp_path):
     m = manager(tmp_path, sessions={"keep_finished": 3})
     try:
-        results = [await run(m, f"echo run{i}") for i in range(8)]
-        await m.sessions[results[-1].id].done.wait()  # its clean-up done, the oldest forgotten
+        results, sessions = [], []
+        for i in range(8):
+            results.append(await run(m, f"echo run{i}"))
+            sessions.append(m.sessions[results[-1].id])
+        # Every clean-up done (a run's may end after the next run's), the oldest forgotten.
+        for s in sessions:
+            await asyncio.wait_for(s.done.wait(), 30)
         kept = [r.id for r in results[-3:]]
         assert [info.id for info in m.list()] == kept
         assert forgotten(m) == [r.id for r in results[:5]]
