@@ -34,6 +34,7 @@ import contextlib
 import importlib
 import marshal
 import os
+import re
 import sys
 import threading
 from types import CodeType
@@ -46,7 +47,6 @@ try:  # Python 3.11 and later: re's compiler and the C engine it hands its progr
     _re_compiler = importlib.import_module("re._compiler")
 except ImportError:  # (3.10: patterns are compiled at every start)
     _re_compiler = None
-_DEBUG = 128  # re.DEBUG: such a pattern prints its program when compiled, and is never kept
 
 FILE = os.path.join(
     os.path.dirname(os.path.abspath(__file__)),
@@ -124,7 +124,7 @@ def _re_compile(p: Any, flags: int = 0) -> Any:
         return (original or _re_compiler.compile)(p, flags)
     key: ReKey = (p, flags)
     args = _re_known.get(key)
-    if args is not None and type(args[0]) is int:
+    if args is not None:
         try:
             pattern = _sre.compile(p, *args)
         except Exception:  # not what this interpreter takes: compiled as usual below
@@ -140,7 +140,8 @@ def _re_compile(p: Any, flags: int = 0) -> Any:
             pattern = original(p, flags)
         finally:
             _re_compiler._sre = _sre
-    if noting.args is not None and not flags & _DEBUG:  # (re keeps no such pattern either)
+    # (A pattern with re.DEBUG prints its program when compiled: re keeps none either.)
+    if noting.args is not None and not flags & re.DEBUG:
         _re_known[key] = _re_used[key] = noting.args
         _re_counts[1] += 1
         _unsaved = True
@@ -189,6 +190,7 @@ def _load(path: str) -> tuple[dict[str, CodeType], dict[ReKey, ReArgs]]:
             and type(k[1]) is int
             and isinstance(v, tuple)
             and len(v) == 5
+            and type(v[0]) is int
         },
     )
 

@@ -316,13 +316,13 @@ class Service:
         then, as after any ``setup``."""
         import importlib
 
-        from run_bash.sandbox import bwprobe
-
         named = named_at_start(self.environ)
         # The backend the check below asks first ("auto" asks them in the registry's order).
         # bubblewrap's probe runs sandboxes: started now, they run while the rest loads.
         probing = (named if named in BACKENDS else CONFINING_BACKENDS[0]) == "bubblewrap"
         if probing:
+            from run_bash.sandbox import bwprobe
+
             bwprobe.start()
         try:
             importlib.import_module("run_bash.checker")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from run_bash.changes import store as change_store
+from run_bash.sandbox import bwprobe
 from run_bash.service import Service
 
 
@@ -48,3 +49,20 @@ async def svc(tmp_path: Any) -> AsyncIterator[Service]:
     service.audit_path = audit  # type: ignore[attr-defined]
     yield service
     await service.mgr.shutdown()
+
+
+@pytest.fixture
+def made_probes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every bubblewrap probe made while the test runs (``bwprobe.Probe``, still the real one),
+    in order; nothing probed or started before it."""
+    monkeypatch.setattr(bwprobe, "FOUND", {})
+    monkeypatch.setattr(bwprobe, "STARTED", {})
+    made: list[Any] = []
+    real = bwprobe.Probe
+
+    def probe(bwrap: str) -> Any:
+        made.append(real(bwrap))
+        return made[-1]
+
+    monkeypatch.setattr(bwprobe, "Probe", probe)
+    return made

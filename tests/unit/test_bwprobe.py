@@ -21,51 +21,36 @@ def fresh(monkeypatch):
     bwprobe.bwrap_path.cache_clear()
 
 
-def test_the_probe_finds_a_working_bwrap_once_and_leaves_no_temp_dir(fresh, monkeypatch):
+def test_the_probe_finds_a_working_bwrap_once_and_leaves_no_temp_dir(fresh, made_probes):
     if shutil.which("bwrap") is None:
         pytest.skip("bwrap not installed")
-    made: list[bwprobe.Probe] = []
-    real = bwprobe.Probe
-
-    def probe(bwrap: str) -> bwprobe.Probe:
-        made.append(real(bwrap))
-        return made[-1]
-
-    monkeypatch.setattr(bwprobe, "Probe", probe)
     found = bwprobe.result()
     avail, mode, _note = found
     ok, why, version = avail.ok, avail.reason, avail.version
     assert ok and why == "" and version.startswith("bubblewrap"), found
     assert mode in ("capped", "plain"), found  # the run's pid namespace works here
-    assert bwprobe.result() is found and len(made) == 1  # kept: probed once
-    assert made[0].dir and not os.path.exists(made[0].dir)  # the pid probe's temp dir is gone
+    assert bwprobe.result() is found and len(made_probes) == 1  # kept: probed once
+    # The pid probe's temp dir is gone.
+    assert made_probes[0].dir and not os.path.exists(made_probes[0].dir)
 
 
-def test_a_probe_started_ahead_is_the_one_the_answer_takes(fresh, monkeypatch):
+def test_a_probe_started_ahead_is_the_one_the_answer_takes(fresh, made_probes):
     """``start`` (the host, before its checker loads) begins the probe without waiting; the
     answer waits for that probe, not a new one, and it leaves nothing running."""
     if shutil.which("bwrap") is None:
         pytest.skip("bwrap not installed")
-    made: list[bwprobe.Probe] = []
-    real = bwprobe.Probe
-
-    def probe(bwrap: str) -> bwprobe.Probe:
-        made.append(real(bwrap))
-        return made[-1]
-
-    monkeypatch.setattr(bwprobe, "Probe", probe)
     bwprobe.start()
     bwprobe.start()  # once per set of programs
-    assert len(made) == 1 and not bwprobe.FOUND
-    running = made[0].version
+    assert len(made_probes) == 1 and not bwprobe.FOUND
+    running = made_probes[0].version
     assert not isinstance(running, str) and running.returncode is None  # started, not waited for
     avail, mode, _note = bwprobe.result()
     assert avail.ok and mode in ("capped", "plain"), avail
-    assert len(made) == 1 and not bwprobe.STARTED  # taken, not probed again
+    assert len(made_probes) == 1 and not bwprobe.STARTED  # taken, not probed again
     assert not isinstance(running, str) and running.returncode == 0  # waited for
-    assert made[0].dir and not os.path.exists(made[0].dir)
+    assert made_probes[0].dir and not os.path.exists(made_probes[0].dir)
     bwprobe.start()  # already found: nothing started
-    assert len(made) == 1 and not bwprobe.STARTED
+    assert len(made_probes) == 1 and not bwprobe.STARTED
 
 
 def test_nothing_is_started_ahead_without_bwrap(fresh):

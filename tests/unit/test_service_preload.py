@@ -14,25 +14,17 @@ from run_bash.service import Service
 
 
 @pytest.fixture
-def probes(monkeypatch):
-    """Nothing probed yet; every probe made is recorded, and every ``start``."""
-    monkeypatch.setattr(bwprobe, "FOUND", {})
-    monkeypatch.setattr(bwprobe, "STARTED", {})
-    made: list[bwprobe.Probe] = []
+def probes(made_probes, monkeypatch):
+    """Every probe made (``made_probes``), and every ``start``."""
     started: list[bool] = []
-    real_probe, real_start = bwprobe.Probe, bwprobe.start
-
-    def probe(bwrap: str) -> bwprobe.Probe:
-        made.append(real_probe(bwrap))
-        return made[-1]
+    real_start = bwprobe.start
 
     def start() -> None:
         started.append(True)
         real_start()
 
-    monkeypatch.setattr(bwprobe, "Probe", probe)
     monkeypatch.setattr(bwprobe, "start", start)
-    return made, started
+    return made_probes, started
 
 
 @pytest.mark.parametrize(
