@@ -116,7 +116,7 @@ def sandlock_works() -> bool:
 def idle_row(nvim: Any, host: Any, name: str, note: str = "") -> Row:
     """Host CPU over 5 s while 16 background sessions each have a `wait` pending."""
     ids = nvim.exec_lua(LUA_START_WAITERS, 16)
-    time.sleep(0.5)  # let the starts settle
+    settled = settle(host)
     load = os.getloadavg()[0]
     c0, t0 = cpu_s(host), time.monotonic()
     time.sleep(5)
@@ -130,8 +130,25 @@ def idle_row(nvim: Any, host: Any, name: str, note: str = "") -> Row:
         "unit": "%",
         "goal": "~ 0",
         "note": f"{c1 - c0:.3f} s CPU in 5 s (10 ms ticks); {pending} waits pending; "
-        f"load average {load:.2f} on {os.cpu_count()} CPUs" + (f"; {note}" if note else ""),
+        f"load average {load:.2f} on {os.cpu_count()} CPUs; measured once the host's work "
+        f"from earlier rows had ended ({settled:.1f} s after the starts)"
+        + (f"; {note}" if note else ""),
     }
+
+
+def settle(host: Any, quiet_s: float = 0.5, limit_s: float = 10.0) -> float:
+    """Wait until the host has used no CPU for ``quiet_s`` (what earlier rows' runs left to do,
+    their change sets and clean-up, is done), at most ``limit_s``; the seconds waited."""
+    t0 = time.monotonic()
+    last, quiet_since = cpu_s(host), t0
+    while time.monotonic() - t0 < limit_s:
+        time.sleep(0.1)
+        now = cpu_s(host)
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            break
+    return time.monotonic() - t0
 
 
 def cpu_s(proc: Any) -> float:
