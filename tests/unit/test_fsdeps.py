@@ -161,17 +161,25 @@ def test_a_parent_looked_at_is_its_identity_a_listed_one_its_entries(tmp_path):
     assert not looked.still()
 
 
-async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(tmp_path, monkeypatch):
+@pytest.mark.parametrize("settled", [True, False])
+async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
+    tmp_path, monkeypatch, settled
+):
     """A run arriving while its spare's preparation computes the same policy takes that answer
-    (one computation); a policy of another directory is computed beside it (the control: the
-    count sees a second computation when there is one)."""
+    as it is (one computation, and no second look at what it read: it is as recent as one of
+    its own); a policy of another directory is computed beside it (the control: the count sees
+    a second computation when there is one). An answer that could not be kept (what it read was
+    still changing) is not handed on: the one who waited computes its own."""
     import asyncio
     import threading
 
     from run_bash.config import parse_config
     from run_bash.sessions import SessionManager, launching
 
-    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
+    if settled:
+        monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
+    else:
+        monkeypatch.setattr(fsdeps, "SETTLED_NS", 3600 * 10**9)  # nothing read counts as settled
     real = launching.build_policy
     calls: list[str] = []
     first_in, go = threading.Event(), threading.Event()
@@ -193,6 +201,15 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(tmp
     )
     try:
         got: dict[str, list[object]] = {"a": [], "b": []}
+        looks: dict[str, int] = {}  # the memo's checks, by asking thread
+        kept = m.launching._kept
+
+        def counted_kept(key, config):
+            name = threading.current_thread().name
+            looks[name] = looks.get(name, 0) + 1
+            return kept(key, config)
+
+        m.launching._kept = counted_kept  # type: ignore[method-assign]
 
         def ask(project):
             got[project.name].append(m.launching.policy(str(project)))
@@ -214,8 +231,14 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(tmp
         go.set()
         for t in [*same, other]:
             t.join(30)
-        assert sorted(calls) == [str(projects[0]), str(projects[1])], calls  # a: one computation
-        assert got["a"][0] is got["a"][1] and len(got["b"]) == 1
+        if settled:
+            # a: one computation; the one who waited looked at the memo once, before the gate
+            assert sorted(calls) == [str(projects[0]), str(projects[1])], calls
+            assert got["a"][0] is got["a"][1] and len(got["b"]) == 1
+            assert looks[same[0].name] == 2 and looks[same[1].name] == 1, looks
+        else:
+            assert sorted(calls) == [str(projects[0])] * 2 + [str(projects[1])], calls
+            assert got["a"][0] is not got["a"][1] and len(got["b"]) == 1
     finally:
         go.set()
         await m.shutdown()

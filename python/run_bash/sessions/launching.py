@@ -76,7 +76,8 @@ class Launching:
         # Every directory a policy of this host let runs write to: a run may still be there (in
         # the background), and a file it mapped changes without an inotify event (``fsdeps``).
         self._writable: frozenset[str] = frozenset()
-        # Keys being computed: a lock each and how many callers hold or wait for it.
+        # Keys being computed: a lock each, how many callers hold or wait for it, and the policy
+        # computed for those that waited.
         self._computing: dict[tuple[object, ...], list[Any]] = {}
 
     def policy(self, cwd: str, on_stage: Callable[[str], None] | None = None) -> Policy:
@@ -95,15 +96,23 @@ class Launching:
         hit = self._kept(key, config)
         if hit is None:
             # One computation per key at a time: a run arriving while its spare's preparation
-            # computes the same policy waits for that answer instead of racing it for the GIL.
+            # computes the same policy waits for that answer instead of racing it for the GIL,
+            # and takes it as it is (gate[2]): computed while it waited, it is as recent as one
+            # of its own, so it is not checked again (what a spare holds is checked when a run
+            # takes it: ``Spares.claim``).
             with self._memo_lock:
-                gate = self._computing.setdefault(key, [threading.Lock(), 0])
+                gate = self._computing.setdefault(key, [threading.Lock(), 0, None])
                 gate[1] += 1
             try:
                 with gate[0]:
-                    hit = self._kept(key, config)
+                    hit = gate[2] or self._kept(key, config)
                     if hit is None:
-                        return self._compute(key, config, cwd, untrusted, hidden, on_stage)
+                        policy = self._compute(key, config, cwd, untrusted, hidden, on_stage)
+                        with self._memo_lock:
+                            kept = self._memo.get(key)
+                        if kept is not None and kept[1] is policy:
+                            gate[2] = policy  # for those waiting (one kept: what it read held)
+                        return policy
             finally:
                 with self._memo_lock:
                     gate[1] -= 1
