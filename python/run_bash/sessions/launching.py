@@ -105,7 +105,7 @@ class Launching:
                 gate[1] += 1
             try:
                 with gate[0]:
-                    hit = gate[2] or self._kept(key, config)
+                    hit = gate[2] if gate[2] is not None else self._kept(key, config)
                     if hit is None:
                         policy = self._compute(key, config, cwd, untrusted, hidden, on_stage)
                         with self._memo_lock:
