@@ -176,10 +176,9 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
     from run_bash.config import parse_config
     from run_bash.sessions import SessionManager, launching
 
-    if settled:
-        monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
-    else:
-        monkeypatch.setattr(fsdeps, "SETTLED_NS", 3600 * 10**9)  # nothing read counts as settled
+    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
+    if not settled:  # what each computation read was still changing: its answer is not kept
+        monkeypatch.setattr(fsdeps.Reads, "settled", property(lambda self: False))
     real = launching.build_policy
     calls: list[str] = []
     first_in, go = threading.Event(), threading.Event()
