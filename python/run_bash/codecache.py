@@ -128,7 +128,7 @@ def _re_compile(p: Any, flags: int = 0) -> Any:
         try:
             pattern = _sre.compile(p, *args)
         except Exception:  # not what this interpreter takes: compiled as usual below
-            del _re_known[key]
+            _re_known.pop(key, None)  # (another thread may have dropped it already)
         else:
             _re_used[key] = args
             _re_counts[0] += 1

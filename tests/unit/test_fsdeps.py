@@ -243,6 +243,59 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
         await m.shutdown()
 
 
+async def test_an_answer_handed_on_before_a_caller_came_is_not_taken_unchecked(
+    tmp_path, monkeypatch
+):
+    """A caller that comes to a policy's gate after its answer was handed on (other callers
+    still hold the gate) found the kept policy stale: it computes its own, and does not take
+    the older one. The control: a caller at an empty gate computes too, and a caller arriving
+    while the memo holds a fresh policy takes that one."""
+    import asyncio
+    import threading
+
+    from run_bash.config import parse_config
+    from run_bash.sessions import SessionManager, launching
+
+    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
+    real = launching.build_policy
+    calls: list[str] = []
+
+    def counted(config, cwd, **kw):
+        calls.append(cwd)
+        return real(config, cwd, **kw)
+
+    monkeypatch.setattr(launching, "build_policy", counted)
+    project = tmp_path / "a"
+    (project / ".git").mkdir(parents=True)
+    m = SessionManager(
+        parse_config({"sandbox": {"backend": "sandlock"}}),
+        loop=asyncio.get_running_loop(),
+        state_dir=str(tmp_path / "state"),
+    )
+    try:
+        keys: list[tuple[object, ...]] = []
+        kept = m.launching._kept
+
+        def noting_kept(key, config):
+            keys.append(key)
+            return kept(key, config)
+
+        m.launching._kept = noting_kept  # type: ignore[method-assign]
+        first = m.launching.policy(str(project))
+        assert len(calls) == 1
+        assert m.launching.policy(str(project)) is first and len(calls) == 1  # kept: taken
+        # The kept policy went stale, and an older answer is still at the gate, handed on
+        # before this caller came (another caller holds the gate).
+        older = object()
+        m.launching._memo.clear()
+        m.launching._computing[keys[0]] = [threading.Lock(), 1, older]
+        got = m.launching.policy(str(project))
+        assert got is not older and len(calls) == 2, (got, calls)
+        assert m.launching._computing[keys[0]][2] is got  # handed on to those waiting now
+    finally:
+        await m.shutdown()
+
+
 # -- armed recordings: inotify instead of a stat of every path ----------------------------------
 
 

@@ -76,8 +76,8 @@ class Launching:
         # Every directory a policy of this host let runs write to: a run may still be there (in
         # the background), and a file it mapped changes without an inotify event (``fsdeps``).
         self._writable: frozenset[str] = frozenset()
-        # Keys being computed: a lock each, how many callers hold or wait for it, and the policy
-        # computed for those that waited.
+        # Keys being computed: a lock each, how many callers hold or wait for it, and the last
+        # policy computed there (for the callers that were waiting while it was).
         self._computing: dict[tuple[object, ...], list[Any]] = {}
 
     def policy(self, cwd: str, on_stage: Callable[[str], None] | None = None) -> Policy:
@@ -99,20 +99,18 @@ class Launching:
             # computes the same policy waits for that answer instead of racing it for the GIL,
             # and takes it as it is (gate[2]): computed while it waited, it is as recent as one
             # of its own, so it is not checked again (what a spare holds is checked when a run
-            # takes it: ``Spares.claim``).
+            # takes it: ``Spares.claim``). An answer handed on before a caller came is not that
+            # caller's: it found the kept one stale, and checks or computes for itself.
             with self._memo_lock:
                 gate = self._computing.setdefault(key, [threading.Lock(), 0, None])
                 gate[1] += 1
+                before = gate[2]
             try:
                 with gate[0]:
-                    hit = gate[2] if gate[2] is not None else self._kept(key, config)
+                    handed = gate[2]
+                    hit = handed if handed is not before else self._kept(key, config)
                     if hit is None:
-                        policy = self._compute(key, config, cwd, untrusted, hidden, on_stage)
-                        with self._memo_lock:
-                            kept = self._memo.get(key)
-                        if kept is not None and kept[1] is policy:
-                            gate[2] = policy  # for those waiting (one kept: what it read held)
-                        return policy
+                        return self._compute(key, config, cwd, untrusted, hidden, on_stage, gate)
             finally:
                 with self._memo_lock:
                     gate[1] -= 1
@@ -138,7 +136,10 @@ class Launching:
         untrusted: tuple[str, ...],
         hidden: tuple[str, ...],
         on_stage: Callable[[str], None] | None,
+        gate: list[Any],
     ) -> Policy:
+        """Compute the policy of ``key`` and keep it when what it read held still; a kept one
+        is also handed to the callers waiting at ``gate`` (``policy``)."""
         with fsdeps.recording() as reads:
             policy = build_policy(
                 config,
@@ -163,6 +164,7 @@ class Launching:
                 if len(self._memo) >= MEMO_SIZE:
                     self._memo.clear()
                 self._memo[key] = (config, policy, reads)
+                gate[2] = policy
             else:
                 self._memo.pop(key, None)
         if keep and on_stage is None:
