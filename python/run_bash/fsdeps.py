@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import os
 import stat
 import threading
@@ -154,7 +155,9 @@ class _Watches:
         with self.lock:
             if self.lost > seq or (self.log and self.log[0][0] > seq + 1):
                 return None
-            return [e for e in self.log if e[0] > seq]
+            # The log's numbers run without a gap up to ``self.seq``: the newest few are the
+            # ones asked for (a look costs the events since, not the whole log).
+            return list(itertools.islice(reversed(self.log), max(0, self.seq - seq)))[::-1]
 
 
 _WATCHES: list[_Watches | None] = []

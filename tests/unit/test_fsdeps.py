@@ -415,6 +415,25 @@ def test_events_it_could_not_keep_mean_a_look(tmp_path):
     assert not rec.still()
 
 
+def test_a_look_gets_exactly_the_events_since_its_own_oldest_first(tmp_path):
+    """``since`` hands a look the events numbered after its last one, in order, whatever else
+    the log holds (it reads the newest few, not the whole log); none when none came."""
+    w = fsdeps._watches()
+    assert w is not None
+    wd = w.add(str(tmp_path), fsdeps.DIR_MASK)
+    start = w.pump()
+    for i in range(5):
+        (tmp_path / f"n{i}").touch()
+    last = w.pump()
+    got = w.since(start)
+    assert got is not None
+    assert [e[0] for e in got] == list(range(start + 1, last + 1))
+    assert [e[3] for e in got if e[1] == wd] == [f"n{i}" for i in range(5)]
+    middle = start + 2
+    assert [e[0] for e in w.since(middle) or []] == list(range(middle + 1, last + 1))
+    assert w.since(last) == []
+
+
 def test_a_file_where_runs_may_write_is_stat_ed_every_time(tmp_path):
     """A file under a writable directory can change through a shared writable mapping made
     before the watch, without an event: it is looked at by stat on every check."""
