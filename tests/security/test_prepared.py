@@ -162,6 +162,54 @@ def test_a_protected_file_created_after_preparation_reaches_the_next_run(sbx, wo
     assert (world.project / ".envrc").read_text() == "export A=1\n"
 
 
+def test_a_path_its_plan_looked_at_that_appears_after_preparation_reaches_the_next_run(
+    sbx, world, monkeypatch
+):
+    """A denied path appears under a grant while a sandbox is prepared: the policy is the same
+    object (the rules name the path whether it exists or not), but a sandbox made now hides it.
+    The prepared sandbox's plan, which a run that changed nothing takes as it is
+    (``spare.Planned``), is made again, and the run does not get the sandbox that shows it."""
+    from run_bash import fsdeps
+    from run_bash.sandbox.policy import default_rules
+
+    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # the world was made a moment ago
+    secret = world.project / "secret"
+    rb = sbx.with_config(
+        sandbox={
+            "prepare": True,
+            "rules": {"fs_denied": [*default_rules()["fs_denied"], str(secret)]},
+        }
+    )
+    backend = rb.mgr.backend(rb.name)
+    planned_again: list[str] = []
+    plan = backend._plan
+
+    def spy(spec, *args, **kwargs):
+        if not spec.prepared:
+            planned_again.append(spec.session_id)
+        return plan(spec, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "_plan", spy)
+    rb.run("true")
+    assert settled(rb) == 1
+    # The control: nothing changed, the prepared sandbox is taken and not planned again.
+    planned_again.clear()
+    r, took = run_marked(rb, "ls secret; echo end")
+    assert took and "end" in r.output, r.output
+    assert planned_again == []
+    assert settled(rb) == 1
+    secret.mkdir()
+    (secret / "key").write_text("hunter2\n")
+    s = rb.start("cat secret/key; echo end")
+    r = rb.wait(s)
+    assert "end" in r.output, r.output
+    assert "hunter2" not in r.output
+    assert "took_spare" not in s.marks
+    # The claim planned the prepared sandbox again (its tag), then the run started anew.
+    assert len(planned_again) == 2 and planned_again[0].startswith("spare"), planned_again
+    assert planned_again[1] == s.id
+
+
 def test_the_next_sandbox_is_made_beside_a_long_run(sbx, world):
     """A server or a build keeps running: the next command's sandbox is made beside it, not
     only when it ends."""

@@ -62,7 +62,17 @@ from run_bash.sandbox.cgroups import CGROUPS, RunCgroup
 from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy, point_temp
 from run_bash.sandbox.proc import bash_path
-from run_bash.sandbox.spare import TRAMPOLINE, Ident, Spare, identities, mounts
+from run_bash.sandbox.spare import (
+    TRAMPOLINE,
+    Ident,
+    Planned,
+    Spare,
+    arm,
+    identities,
+    mounts,
+    plan_inputs,
+    planning,
+)
 from run_bash.sandbox.tempfs import temp_size, tmpfs_data
 
 PRIVATE_MOUNTS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -394,9 +404,13 @@ class Bubblewrap:
         return argv, env
 
     def _start(
-        self, spec: RunSpec, cmd: str, before: Callable[[list[str]], None] | None = None
+        self,
+        spec: RunSpec,
+        cmd: str,
+        before: Callable[[list[str], Planned | None], None] | None = None,
     ) -> tuple[BwrapLaunched, list[str], tuple[list[str], dict[str, str]]]:
-        """Start ``cmd`` in the sandbox of ``spec``; ``before(argv)`` is called first."""
+        """Start ``cmd`` in the sandbox of ``spec``; ``before(argv, planned)`` is called first
+        (``planned``: how a spare's command line was made, ``spare.planning``)."""
         policy = self._policy(spec)
         loop: Loopback | None = None
         cgroup: RunCgroup | None = None
@@ -418,9 +432,17 @@ class Bubblewrap:
                 )
             except OSError as e:
                 raise SpawnError(f"bubblewrap: cannot make the run's memory cgroup: {e}") from e
-            argv, env = self._plan(spec, policy, cmd, loop, cgroup)
+            planned: Planned | None = None
+            if spec.prepared:
+                (argv, env), planned = planning(
+                    policy,
+                    plan_inputs(spec, cmd, loop, cgroup),
+                    lambda: self._plan(spec, policy, cmd, loop, cgroup),
+                )
+            else:
+                argv, env = self._plan(spec, policy, cmd, loop, cgroup)
             if before is not None:
-                before(argv)
+                before(argv, planned)
             try:
                 flt = seccomp.program_fd()
             except OSError as e:
@@ -460,11 +482,14 @@ class Bubblewrap:
             raise SpawnError("the mount table cannot be watched (/proc/self/mountinfo)")
         policy = self._policy(spec)
         paths = self._held(policy, spec)
-        held: list[tuple[Ident, ...]] = []
+        held: list[tuple[tuple[Ident, ...], Planned | None]] = []
         launched, notes, key = self._start(
-            spec, TRAMPOLINE, lambda _argv: held.append(identities(paths))
+            spec, TRAMPOLINE, lambda _argv, planned: held.append((identities(paths), planned))
         )
-        return Spare(self, spec.cwd, launched, (key, launched.loopback), paths, held[0], gen, notes)
+        idents, planned = held[0]
+        spare = Spare(self, spec.cwd, launched, (key, launched.loopback), paths, idents, gen, notes)
+        spare.planned = arm(planned)
+        return spare
 
     def spare_key(self, spare: Spare, spec: RunSpec) -> object:
         """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
@@ -478,6 +503,11 @@ class Bubblewrap:
             loop is None or LOOPBACKS.current(project_of(policy)) is not loop
         ):
             return None  # a run now would join (or try again to join) another namespace
+        planned = spare.planned
+        if planned is not None and planned.same(
+            policy, plan_inputs(spec, TRAMPOLINE, loop, launched.cgroup)
+        ):
+            return spare.key  # the same plan: made from the same things, which read the same
         return (self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup), loop)
 
     def adopt(self, spare: Spare) -> BwrapLaunched:

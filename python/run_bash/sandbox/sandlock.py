@@ -69,7 +69,17 @@ from run_bash.sandbox.netholder import LOOPBACKS, Loopback, project_of
 from run_bash.sandbox.policy import Policy, build_policy
 from run_bash.sandbox.proc import bash_path, children, descendants, session_tag, signal_group
 from run_bash.sandbox.sandlock_options import SandlockOptions, sdk_fields, utf8_script
-from run_bash.sandbox.spare import TRAMPOLINE, Ident, Spare, identities, mounts
+from run_bash.sandbox.spare import (
+    TRAMPOLINE,
+    Ident,
+    Planned,
+    Spare,
+    arm,
+    identities,
+    mounts,
+    plan_inputs,
+    planning,
+)
 from run_bash.sandbox.tempfs import full_notice, temp_size, tmpfs_data
 
 MIN_ABI = 6
@@ -420,15 +430,27 @@ class Sandlock:
             return None, str(e)
 
     def _start(
-        self, spec: RunSpec, argv: list[str], before: Callable[[dict[str, Any]], None] | None = None
+        self,
+        spec: RunSpec,
+        argv: list[str],
+        before: Callable[[dict[str, Any], Planned | None], None] | None = None,
     ) -> tuple[SandlockLaunched, list[str], dict[str, Any]]:
-        """Start ``argv`` in the sandbox of ``spec``; ``before(request)`` is called first."""
+        """Start ``argv`` in the sandbox of ``spec``; ``before(request, planned)`` is called
+        first (``planned``: how a spare's request was made, ``spare.planning``)."""
         policy = self._policy(spec)
         loop, why = self._loop(policy, spec.session_id, not spec.prepared)
         try:
-            req, notes, temp = self._plan(spec, policy, argv, loop, why)
+            planned: Planned | None = None
+            if spec.prepared:
+                (req, notes, temp), planned = planning(
+                    policy,
+                    plan_inputs(spec, argv, loop),
+                    lambda: self._plan(spec, policy, argv, loop, why),
+                )
+            else:
+                req, notes, temp = self._plan(spec, policy, argv, loop, why)
             if before is not None:
-                before(req)
+                before(req, planned)
             stderr = spec.stdout_fd if spec.stderr_fd is None else spec.stderr_fd
             stdin = -1 if spec.stdin_fd is None else spec.stdin_fd
             try:
@@ -452,16 +474,18 @@ class Sandlock:
         gen = mounts().generation()
         if gen is None:
             raise SpawnError("the mount table cannot be watched (/proc/self/mountinfo)")
-        held: list[tuple[tuple[str, ...], tuple[Ident, ...]]] = []
+        held: list[tuple[tuple[str, ...], tuple[Ident, ...], Planned | None]] = []
 
-        def before(req: dict[str, Any]) -> None:
+        def before(req: dict[str, Any], planned: Planned | None) -> None:
             paths = self._held(req, spec)
-            held.append((tuple(paths), identities(paths)))
+            held.append((tuple(paths), identities(paths), planned))
 
         launched, notes, req = self._start(spec, self.argv_trampoline(), before)
         key = (req, launched.loopback)
-        paths, idents = held[0]
-        return Spare(self, spec.cwd, launched, key, paths, idents, gen, notes)
+        paths, idents, planned = held[0]
+        spare = Spare(self, spec.cwd, launched, key, paths, idents, gen, notes)
+        spare.planned = arm(planned)
+        return spare
 
     def spare_key(self, spare: Spare, spec: RunSpec) -> object:
         """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
@@ -475,7 +499,10 @@ class Sandlock:
             return None  # a run now would try again to join the project's namespace
         if loop is not None and LOOPBACKS.current(project_of(policy)) is not loop:
             return None  # the project's namespace is another one now
-        req, _notes, _temp = self._plan(spec, policy, self.argv_trampoline(), loop)
+        argv = self.argv_trampoline()
+        if spare.planned is not None and spare.planned.same(policy, plan_inputs(spec, argv, loop)):
+            return spare.key  # the same plan: made from the same things, which read the same
+        req, _notes, _temp = self._plan(spec, policy, argv, loop)
         return (req, loop)
 
     def adopt(self, spare: Spare) -> SandlockLaunched:

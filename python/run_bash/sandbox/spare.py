@@ -13,7 +13,9 @@ A spare is used only for a run that would get exactly the same sandbox now (``Sp
 
 * the backend's request for this run, computed now (policy, host-read set and protections,
   cwd, environment, limits, network namespace), is equal to the one the spare was built from
-  (``key``);
+  (``key``). It is not computed again when nothing it is made from changed (``Planned``): the
+  same policy object (kept while everything computing it read is the same), the same run, and
+  every path planning looked at the same, which inotify vouches for (``fsdeps``);
 * every path the sandbox grants, binds or hides, and the cwd, is still the same inode
   (``identities``: a mount or a Landlock rule holds the inode it was given, not the name);
 * the host's mount table has not changed since (``MountWatch``: the kernel says so);
@@ -33,9 +35,13 @@ import select
 import stat
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, TypeVar
+
+from run_bash import fsdeps
+
+T = TypeVar("T")
 
 
 class Process(Protocol):
@@ -169,12 +175,70 @@ def pipe_room(fd: int) -> int:
         return 4096
 
 
+# Where a file planning read may change without an inotify event (a shared writable mapping made
+# before the watch): anywhere. Every regular file a plan read is stat'ed again when a run takes
+# the spare; a plan reads few (it mostly asks whether paths exist, which the watches answer).
+ANYWHERE = ("/",)
+# The fields of a run's spec a plan is not made from: its descriptors (a run takes a spare with
+# other pipes than the ones the spare was built with), whether it is a spare, and the policy
+# (compared as the same object: ``Planned``).
+_NOT_PLANNED = frozenset({"policy", "stdout_fd", "stderr_fd", "stdin_fd", "prepared"})
+
+
+def plan_inputs(spec: Any, *more: object) -> tuple[object, ...]:
+    """What a backend's plan for the run ``spec`` (a ``base.RunSpec``) is made from besides its
+    policy: every other field of the spec (a field added later counts too), then ``more`` (the
+    backend's own: the program, the network namespace, the cgroup)."""
+    return (
+        *(getattr(spec, f.name) for f in fields(spec) if f.name not in _NOT_PLANNED),
+        *more,
+    )
+
+
+@dataclass(eq=False)
+class Planned:
+    """How a spare's plan was made: from ``policy`` (that object) and ``inputs``
+    (``plan_inputs``), reading ``reads``. A run that takes the spare with the same policy object
+    and inputs, while everything planning read is the same (``fsdeps``: the watches set when
+    the spare was made vouch for most of it), would get the very same plan: the backend does
+    not make it again (``spare_key``)."""
+
+    policy: object
+    inputs: tuple[object, ...]
+    reads: fsdeps.Reads
+
+    def same(self, policy: object, inputs: tuple[object, ...]) -> bool:
+        return policy is self.policy and inputs == self.inputs and self.reads.still(ANYWHERE)
+
+
+def planning(
+    policy: object, inputs: tuple[object, ...], plan: Callable[[], T]
+) -> tuple[T, Planned | None]:
+    """``plan()`` made while noting what it reads, and how it was made (``Planned``); None when
+    what it read cannot be vouched for later (``fsdeps``: a descriptor, a change too recent to
+    tell from the next one). ``arm`` it once the spare is built."""
+    with fsdeps.recording() as reads:
+        out = plan()
+    if not (reads.usable and reads.settled):
+        return out, None
+    return out, Planned(policy, inputs, reads)
+
+
+def arm(planned: Planned | None) -> Planned | None:
+    """Set the watches that vouch for what ``planned`` read (off the run's path: the spare's
+    preparation), looking at each path once more; None when something changed since."""
+    if planned is None or not planned.reads.still(ANYWHERE):
+        return None
+    return planned
+
+
 @dataclass(eq=False)
 class Spare:
     """A prepared sandbox (see the module docstring), as its backend made it.
 
     ``launched``: the started trampoline (its tag, ``launched.session_id``, is in its
-    environment as ``RUN_BASH_SESSION``). ``key``: what the backend built it from; ``paths``
+    environment as ``RUN_BASH_SESSION``). ``key``: what the backend built it from
+    (``planned``: how, when that can be vouched for later); ``paths``
     and ``idents``: every path it holds and the inode each was then; ``mounts``: the mount
     table's generation before it was built. ``notes``: what the backend would tell the run that
     takes it. The host side (``sessions/spares.py``) fills in the pipes and the temp dir.
@@ -193,6 +257,7 @@ class Spare:
     pipe_r: int = -1  # the read end of its output pipe
     cmd_w: int = -1  # the write end of its command pipe
     made: float = field(default_factory=time.monotonic)
+    planned: Planned | None = None
 
     @property
     def tag(self) -> str:
