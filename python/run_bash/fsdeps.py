@@ -212,6 +212,10 @@ class _Armed:
         return True
 
 
+# How far ``_arm``'s walk down to a directory got.
+_REACHED, _MISSING, _BLIND = 0, 1, 2
+
+
 def _arm(sigs: dict[Key, Sig], writable: Tops) -> _Armed | None:
     """Watches for every recorded path that inotify can vouch for (see the module docstring);
     None when there can be none (no inotify, no view of the mount table). A file under
@@ -242,47 +246,77 @@ def _arm(sigs: dict[Key, Sig], writable: Tops) -> _Armed | None:
             wds[path] = w.add(path, mask) if local[st.st_dev] else None
         return wds[path]
 
+    # How far the walk from / down to a directory gets (``reach``), kept per directory (the
+    # paths of a recording share most of theirs): to it (its lstat), or it stopped above it at
+    # a missing entry (the watch on its parent for that name vouches for everything below), or
+    # where nothing can vouch (no watch, a symlink on the way: what it leads to can change
+    # elsewhere).
+    reached: dict[str, tuple[int, os.stat_result | None]] = {"/": (_REACHED, look("/"))}
+
+    def entry(parent: str, st: os.stat_result | None, name: str) -> bool:
+        """Watch the directory ``parent`` (lstat ``st``) for its entry ``name``."""
+        wd = add(parent, st, DIR_MASK) if st is not None and stat.S_ISDIR(st.st_mode) else None
+        if wd is None:
+            return False
+        armed.dirs.setdefault(wd, set()).add(name)
+        return True
+
+    def reach(d: str) -> tuple[int, os.stat_result | None]:
+        below: list[str] = []
+        while d not in reached:
+            below.append(d)
+            d = d.rpartition("/")[0] or "/"
+        how, st = reached[d]
+        for sub in reversed(below):
+            if how == _REACHED:
+                if not entry(d, st, sub.rpartition("/")[2]):
+                    how, st = _BLIND, None
+                else:
+                    st = look(sub)
+                    if st is None:
+                        how = _MISSING
+                    elif stat.S_ISLNK(st.st_mode):
+                        how, st = _BLIND, None
+            reached[sub] = (how, st)
+            d = sub
+        return how, st
+
     for key in sigs:
         path, follow, _full = key
-        if not isinstance(path, str) or not path.startswith("/") or path != os.path.normpath(path):
+        if (
+            not isinstance(path, str)
+            or not path.startswith("/")
+            or path.startswith("//")
+            or path != os.path.normpath(path)
+            or path == "/"
+        ):
             armed.slow.append(key)
             continue
-        ok = True
-        parts = path.split("/")[1:] if path != "/" else []
-        here = "/"
-        st = look(here)
-        for i, part in enumerate(parts):
-            # Each directory above the path, while it exists: its entry on the way matters.
-            below = os.path.join(here, part)
-            nxt = look(below)
-            wd = add(here, st, DIR_MASK) if st is not None and stat.S_ISDIR(st.st_mode) else None
-            if wd is None:
-                ok = False
-                break
-            armed.dirs.setdefault(wd, set()).add(part)
-            if nxt is None:  # does not exist (yet): its parent's entry is all there is to watch
-                break
-            if stat.S_ISLNK(nxt.st_mode) and (i < len(parts) - 1 or follow):
-                ok = False  # through a symlink: what it leads to can change elsewhere
-                break
-            here, st = below, nxt
-        else:
-            # The path itself: a file is watched; a directory is stat'ed (see DIR_MASK), and so
-            # is a file where runs may write.
-            if (
-                st is None
-                or stat.S_ISDIR(st.st_mode)
-                or (stat.S_ISREG(st.st_mode) and path in writable)
-            ):
-                ok = False
-            else:
-                wd = add(path, st, FILE_MASK)
-                if wd is None:
-                    ok = False
-                else:
-                    armed.files[wd] = armed.files.get(wd, False) or not _special(st.st_mode)
-        if not ok:
+        parent, _, name = path.rpartition("/")
+        parent = parent or "/"
+        how, above = reach(parent)
+        if how == _MISSING:
+            continue  # a directory above does not exist (yet): the entry on its way is watched
+        if how == _BLIND or not entry(parent, above, name):
             armed.slow.append(key)
+            continue
+        st = look(path)
+        if st is None:
+            continue  # does not exist (yet): its parent's entry is all there is to watch
+        # Through a symlink, what it leads to can change elsewhere. The path itself: a file is
+        # watched; a directory is stat'ed (see DIR_MASK), and so is a file where runs may write.
+        if (
+            (stat.S_ISLNK(st.st_mode) and follow)
+            or stat.S_ISDIR(st.st_mode)
+            or (stat.S_ISREG(st.st_mode) and path in writable)
+        ):
+            armed.slow.append(key)
+            continue
+        wd = add(path, st, FILE_MASK)
+        if wd is None:
+            armed.slow.append(key)
+        else:
+            armed.files[wd] = armed.files.get(wd, False) or not _special(st.st_mode)
     return armed
 
 
