@@ -67,7 +67,6 @@ from run_bash.sandbox.spare import (
     Ident,
     Planned,
     Spare,
-    arm,
     identities,
     mounts,
     plan_inputs,
@@ -488,7 +487,7 @@ class Bubblewrap:
         )
         idents, planned = held[0]
         spare = Spare(self, spec.cwd, launched, (key, launched.loopback), paths, idents, gen, notes)
-        spare.planned = arm(planned)
+        spare.planned = planned  # armed once it is ready (``Spares``)
         return spare
 
     def spare_key(self, spare: Spare, spec: RunSpec) -> object:

@@ -74,7 +74,6 @@ from run_bash.sandbox.spare import (
     Ident,
     Planned,
     Spare,
-    arm,
     identities,
     mounts,
     plan_inputs,
@@ -484,7 +483,7 @@ class Sandlock:
         key = (req, launched.loopback)
         paths, idents, planned = held[0]
         spare = Spare(self, spec.cwd, launched, key, paths, idents, gen, notes)
-        spare.planned = arm(planned)
+        spare.planned = planned  # armed once it is ready (``Spares``)
         return spare
 
     def spare_key(self, spare: Spare, spec: RunSpec) -> object:

@@ -198,17 +198,30 @@ def plan_inputs(spec: Any, *more: object) -> tuple[object, ...]:
 @dataclass(eq=False)
 class Planned:
     """How a spare's plan was made: from ``policy`` (that object) and ``inputs``
-    (``plan_inputs``), reading ``reads``. A run that takes the spare with the same policy object
-    and inputs, while everything planning read is the same (``fsdeps``: the watches set when
-    the spare was made vouch for most of it), would get the very same plan: the backend does
-    not make it again (``spare_key``)."""
+    (``plan_inputs``), reading ``reads``. Once armed (``arm``: the watches that vouch for what
+    planning read are set, after the spare is ready), a run that takes the spare with the same
+    policy object and inputs, while everything planning read is the same (``fsdeps``), would
+    get the very same plan: the backend does not make it again (``spare_key``). Before that
+    (a run that came at once, back to back), planning again costs less than arming."""
 
     policy: object
     inputs: tuple[object, ...]
     reads: fsdeps.Reads
+    armed: bool = False
 
     def same(self, policy: object, inputs: tuple[object, ...]) -> bool:
-        return policy is self.policy and inputs == self.inputs and self.reads.still(ANYWHERE)
+        return (
+            self.armed
+            and policy is self.policy
+            and inputs == self.inputs
+            and self.reads.still(ANYWHERE)
+        )
+
+    def arm(self) -> bool:
+        """Set the watches, looking at each path once more; False when something changed
+        since planning (``same`` then never holds)."""
+        self.armed = self.reads.still(ANYWHERE)
+        return self.armed
 
 
 def planning(
@@ -216,20 +229,12 @@ def planning(
 ) -> tuple[T, Planned | None]:
     """``plan()`` made while noting what it reads, and how it was made (``Planned``); None when
     what it read cannot be vouched for later (``fsdeps``: a descriptor, a change too recent to
-    tell from the next one). ``arm`` it once the spare is built."""
+    tell from the next one)."""
     with fsdeps.recording() as reads:
         out = plan()
     if not (reads.usable and reads.settled):
         return out, None
     return out, Planned(policy, inputs, reads)
-
-
-def arm(planned: Planned | None) -> Planned | None:
-    """Set the watches that vouch for what ``planned`` read (off the run's path: the spare's
-    preparation), looking at each path once more; None when something changed since."""
-    if planned is None or not planned.reads.still(ANYWHERE):
-        return None
-    return planned
 
 
 @dataclass(eq=False)

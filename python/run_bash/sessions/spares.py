@@ -14,7 +14,8 @@ sandbox its policy says now. Making one
 computes the policy a run in that directory would get now (``Launching.policy``) and asks the
 backend to ``prepare`` it; a newer one replaces the older one of the same project, and at most
 ``MAX_SPARES`` are kept in all (the oldest go first). Preparing runs on this part's own worker
-threads, never on the host loop.
+threads, never on the host loop. Once a spare is ready, the watches that let a run take it without
+planning its sandbox again are set (``spare.Planned``), unless a run took it first.
 
 Taking one (``claim``, off the loop, after the run's policy and guard): the project's spare, if it
 was made for the run's cwd by the backend instance the run uses and the backend says it is exactly
@@ -142,6 +143,9 @@ class Spares:
         self._lock = threading.Lock()
         self._ready: dict[str, Spare] = {}  # project -> its spare
         self._pending: dict[str, concurrent.futures.Future[None]] = {}  # cwd -> its preparation
+        # Spares whose plan is armed (``Planned.arm``) once they have been ready a while: tag ->
+        # the work, and what tells it that a run took the spare (or it went) before.
+        self._arming: dict[str, tuple[concurrent.futures.Future[None], threading.Event]] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=2, thread_name_prefix="run_bash-spare"
         )
@@ -185,11 +189,12 @@ class Spares:
         return True, text
 
     def settle(self, timeout: float = WAIT_S) -> bool:
-        """Wait (off the loop) until no preparation is running; whether none is."""
+        """Wait (off the loop) until no preparation is running, the arming of a ready spare's
+        plan included; whether none is."""
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
-                pending = list(self._pending.values())
+                pending = [*self._pending.values(), *(f for f, _gone in self._arming.values())]
             if not pending:
                 return True
             left = deadline - time.monotonic()
@@ -254,8 +259,33 @@ class Spares:
                         oldest = min(self._ready, key=lambda k: self._ready[k].made)
                         old.append(self._ready.pop(oldest))
             self._pending.pop(cwd, None)
+            if spare is not None and spare.planned is not None and spare not in old:
+                taken = threading.Event()
+                with contextlib.suppress(RuntimeError):  # the pool is shut down
+                    self._arming[spare.tag] = (self._pool.submit(self._arm, spare, taken), taken)
         for o in old:
             self._discard(o, "replaced")
+
+    def _arm(self, spare: Spare, gone: threading.Event) -> None:
+        """Arm the plan of a spare (``Planned.arm``) once it has been ready for ``BURST_S``
+        without a run taking it (a worker thread; never raises). A run that comes at once
+        (commands back to back) plans its sandbox again, which costs less than arming; one
+        that comes later finds the plan armed."""
+        try:
+            planned = spare.planned
+            if not gone.wait(BURST_S) and planned is not None and not planned.arm():
+                spare.planned = None
+        except Exception as err:
+            log.debug("could not arm the plan of prepared sandbox %s: %s", spare.tag, err)
+        finally:
+            with self._lock:
+                self._arming.pop(spare.tag, None)
+
+    def _gone(self, spare: Spare) -> None:
+        """A spare was taken or let go: its plan is not armed any more (under ``_lock``)."""
+        arming = self._arming.get(spare.tag)
+        if arming is not None:
+            arming[1].set()
 
     def _make(self, cwd: str, backend: Backend) -> Spare:
         config = self._config()
@@ -326,6 +356,7 @@ class Spares:
             if not spare.fits(s.cmd):
                 return None  # kept for the next run; this one starts the usual way
             del self._ready[project]
+            self._gone(spare)
         why = self.mismatch(spare, s, policy)
         if why:
             self._discard(spare, why)
@@ -362,6 +393,8 @@ class Spares:
         self._discard(spare, why)
 
     def _discard(self, spare: Spare, why: str) -> None:
+        with self._lock:
+            self._gone(spare)
         self.discarded += 1
         log.debug("prepared sandbox %s for %s discarded: %s", spare.tag, spare.cwd, why)
         spare.close_pipes()
@@ -391,6 +424,8 @@ class Spares:
         with self._lock:
             self._closed = True
             spares, self._ready = list(self._ready.values()), {}
+            for _work, gone in self._arming.values():
+                gone.set()
         for spare in spares:
             spare.close_pipes()
             with contextlib.suppress(Exception):
