@@ -192,6 +192,9 @@ def test_a_path_its_plan_looked_at_that_appears_after_preparation_reaches_the_ne
     monkeypatch.setattr(backend, "_plan", spy)
     rb.run("true")
     assert settled(rb) == 1
+    # What the preparation computed is armed once it is done: the next run's check reads events.
+    *_, (_config, _policy, reads) = rb.mgr.launching._memo.values()
+    assert reads.armed  # the policy the preparation computed (the last kept)
     # The control: nothing changed, the prepared sandbox is taken and not planned again.
     planned_again.clear()
     r, took = run_marked(rb, "ls secret; echo end")

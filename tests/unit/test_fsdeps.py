@@ -512,8 +512,9 @@ async def test_files_a_policy_lets_runs_write_are_stat_ed_at_every_check(tmp_pat
 
 
 async def test_a_policy_is_armed_by_whoever_computed_it(tmp_path):
-    """The watches that vouch for a kept policy are set when it is computed (by a spare's
-    preparation, beside no run), so the next run's check reads events instead of looking at
+    """The watches that vouch for a kept policy are set by whoever computed it (a spare's
+    preparation, beside no run), once it has asked for its sandbox (``arm_kept``: a run may be
+    waiting for that sandbox), so the next run's check reads events instead of looking at
     every file again; a change made after the computation is still seen (the control)."""
     home, project, m = policy_world(tmp_path)
     old = fsdeps.SETTLED_NS
@@ -523,7 +524,9 @@ async def test_a_policy_is_armed_by_whoever_computed_it(tmp_path):
         (reads,) = [hit[2] for hit in m.launching._memo.values()]
         if fsdeps._watches() is None:
             pytest.skip("no inotify here")
-        assert reads.armed and reads.looks == 1, "armed by the computation itself"
+        assert not reads.armed, "not before the preparation's sandbox is asked for"
+        m.launching.arm_kept()
+        assert reads.armed and reads.looks == 1, "armed by the preparation that computed it"
         assert m.launching.policy(str(project)) is first
         assert reads.looks == 1, "the kept policy's check read events, not every file"
         (home / ".gitconfig").write_text("[user]\n\tname = someone else\n")

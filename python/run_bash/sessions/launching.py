@@ -79,6 +79,9 @@ class Launching:
         # Keys being computed: a lock each, how many callers hold or wait for it, and the last
         # policy computed there (for the callers that were waiting while it was).
         self._computing: dict[tuple[object, ...], list[Any]] = {}
+        # Kept policies a spare's preparation computed, whose watches it sets once its sandbox
+        # is asked for (``arm_kept``).
+        self._unarmed: list[fsdeps.Reads] = []
 
     def policy(self, cwd: str, on_stage: Callable[[str], None] | None = None) -> Policy:
         """The policy of a sandboxed run in ``cwd`` now. Host I/O (git, the project's files):
@@ -158,7 +161,6 @@ class Launching:
             )
         with self._memo_lock:
             self._writable = self._writable | frozenset(policy.writable)
-            writable = self._writable
             keep = reads.usable and reads.settled
             if keep:
                 if len(self._memo) >= MEMO_SIZE:
@@ -167,15 +169,26 @@ class Launching:
                 gate[2] = policy
             else:
                 self._memo.pop(key, None)
-        if keep and on_stage is None:
-            # Computed beside no run (a spare's preparation): the watches that vouch for what
-            # it read are set now, not by the next run's first look (a few ms of inotify work
-            # on a run's path). A run that computed its own leaves them to the next look, the
-            # preparation after it. Only a head start: the next check decides, so a failure
-            # here changes nothing.
-            with contextlib.suppress(Exception):
-                reads.still(writable)
+            if keep and on_stage is None:
+                # Computed beside no run (a spare's preparation): the watches that vouch for
+                # what it read are set by that preparation once it has asked for its sandbox
+                # (``arm_kept``), not by the next run's first look (a few ms of inotify work on
+                # a run's path), nor before the sandbox a run may be waiting for. A run that
+                # computed its own leaves them to the next look, the preparation after it.
+                self._unarmed = [*self._unarmed[-(MEMO_SIZE - 1) :], reads]
         return policy
+
+    def arm_kept(self) -> None:
+        """Set the watches of the policies spares' preparations computed (``_compute``), now
+        that their sandboxes are asked for. Only a head start: the next check decides, so a
+        failure here changes nothing."""
+        with self._memo_lock:
+            todo, self._unarmed = self._unarmed, []
+            writable = self._writable
+        for reads in todo:
+            if not reads.armed:
+                with contextlib.suppress(Exception):
+                    reads.still(writable)
 
     def prepare(self, s: Session) -> Prepared:
         """The run's policy, the guard of what the host reads from its project, and the prepared

@@ -124,7 +124,11 @@ class SessionManager:
         self.waiters = Waiters(self.loop, self.streams, self._send_result)
         self.forwarding = Forwarding(self.loop, self.sessions, current)
         self.spares = Spares(
-            current, self.environ, self.temp, lambda cwd: self.launching.policy(cwd)
+            current,
+            self.environ,
+            self.temp,
+            lambda cwd: self.launching.policy(cwd),
+            lambda: self.launching.arm_kept(),
         )
         self.launching = Launching(
             current,

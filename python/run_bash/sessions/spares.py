@@ -126,7 +126,9 @@ def spare_memory(spare: Spare) -> int:
 class Spares:
     """The prepared sandboxes of one host; see the module docstring.
 
-    ``policy(cwd)`` computes the policy of a run in ``cwd`` as ``Launching`` does.
+    ``policy(cwd)`` computes the policy of a run in ``cwd`` as ``Launching`` does;
+    ``arm_policies()`` sets the watches of the policies computed so (``Launching.arm_kept``),
+    called once a preparation has asked for its sandbox.
     """
 
     def __init__(
@@ -135,17 +137,21 @@ class Spares:
         environ: Mapping[str, str],
         temp: TempSpace,
         policy: Callable[[str], Policy],
+        arm_policies: Callable[[], None] = lambda: None,
     ) -> None:
         self._config = config
         self.environ = environ
         self.temp = temp
         self._policy = policy
+        self._arm_policies = arm_policies
         self._lock = threading.Lock()
         self._ready: dict[str, Spare] = {}  # project -> its spare
         self._pending: dict[str, concurrent.futures.Future[None]] = {}  # cwd -> its preparation
-        # Spares whose plan is armed (``Planned.arm``) once they have been ready a while: tag ->
-        # the work, and what tells it that a run took the spare (or it went) before.
-        self._arming: dict[str, tuple[concurrent.futures.Future[None], threading.Event]] = {}
+        # Watches set after a preparation (``_arm``, ``_arm_policy``), by what they are for.
+        self._arming: dict[str, concurrent.futures.Future[None]] = {}
+        # Ready spares whose plan is armed once they have been ready a while (``_arm``): tag ->
+        # what tells that work a run took the spare (or it went) before.
+        self._taken: dict[str, threading.Event] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=2, thread_name_prefix="run_bash-spare"
         )
@@ -194,7 +200,7 @@ class Spares:
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
-                pending = [*self._pending.values(), *(f for f, _gone in self._arming.values())]
+                pending = [*self._pending.values(), *self._arming.values()]
             if not pending:
                 return True
             left = deadline - time.monotonic()
@@ -259,33 +265,49 @@ class Spares:
                         oldest = min(self._ready, key=lambda k: self._ready[k].made)
                         old.append(self._ready.pop(oldest))
             self._pending.pop(cwd, None)
+            # The watches of the policy it computed, if it did: after the sandbox a run may be
+            # waiting for, beside that run.
+            with contextlib.suppress(RuntimeError):  # the pool is shut down
+                work = "policy:" + cwd
+                self._arming[work] = self._pool.submit(self._arm_policy, work)
             if spare is not None and spare.planned is not None and spare not in old:
-                taken = threading.Event()
+                taken = self._taken[spare.tag] = threading.Event()
                 with contextlib.suppress(RuntimeError):  # the pool is shut down
-                    self._arming[spare.tag] = (self._pool.submit(self._arm, spare, taken), taken)
+                    self._arming[spare.tag] = self._pool.submit(self._arm, spare, taken)
         for o in old:
             self._discard(o, "replaced")
 
-    def _arm(self, spare: Spare, gone: threading.Event) -> None:
+    def _arm(self, spare: Spare, taken: threading.Event) -> None:
         """Arm the plan of a spare (``Planned.arm``) once it has been ready for ``BURST_S``
         without a run taking it (a worker thread; never raises). A run that comes at once
         (commands back to back) plans its sandbox again, which costs less than arming; one
         that comes later finds the plan armed."""
         try:
             planned = spare.planned
-            if not gone.wait(BURST_S) and planned is not None and not planned.arm():
+            if not taken.wait(BURST_S) and planned is not None and not planned.arm():
                 spare.planned = None
         except Exception as err:
             log.debug("could not arm the plan of prepared sandbox %s: %s", spare.tag, err)
         finally:
             with self._lock:
                 self._arming.pop(spare.tag, None)
+                self._taken.pop(spare.tag, None)
+
+    def _arm_policy(self, tag: str) -> None:
+        """``arm_policies`` on a worker thread; never raises."""
+        try:
+            self._arm_policies()
+        except Exception as err:
+            log.debug("could not arm the kept policies: %s", err)
+        finally:
+            with self._lock:
+                self._arming.pop(tag, None)
 
     def _gone(self, spare: Spare) -> None:
         """A spare was taken or let go: its plan is not armed any more (under ``_lock``)."""
-        arming = self._arming.get(spare.tag)
-        if arming is not None:
-            arming[1].set()
+        taken = self._taken.get(spare.tag)
+        if taken is not None:
+            taken.set()
 
     def _make(self, cwd: str, backend: Backend) -> Spare:
         config = self._config()
@@ -424,8 +446,8 @@ class Spares:
         with self._lock:
             self._closed = True
             spares, self._ready = list(self._ready.values()), {}
-            for _work, gone in self._arming.values():
-                gone.set()
+            for taken in self._taken.values():
+                taken.set()
         for spare in spares:
             spare.close_pipes()
             with contextlib.suppress(Exception):
