@@ -321,6 +321,30 @@ def test_a_prepared_sandbox_fits_while_the_available_memory_moves(sbx, world, mo
         assert settled(rb) == 1
 
 
+def test_a_prepared_sandbox_is_not_taken_once_the_available_memory_fell(sbx, world, monkeypatch):
+    """The temp space is sized by the memory available when a sandbox is made: when half of it
+    is gone by the time a run comes, the run does not get the prepared sandbox's larger temp
+    space (its request is made again, with the size memory allows now), though nothing on
+    the file system changed. The control: with the memory as it was, the run takes it."""
+    from run_bash import fsdeps
+    from run_bash.sandbox import tempfs
+
+    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # the world was made a moment ago
+    available = [1 << 30]
+    monkeypatch.setattr(tempfs, "available_memory", lambda: available[0])
+    rb = sbx.with_config(sandbox={"prepare": True, "limits": {"max_temp_size": "1G"}})
+    rb.run("true")
+    assert settled(rb) == 1
+    r, took = run_marked(rb, "df -k /tmp | tail -1")
+    assert took and int(r.output.split()[1]) * 1024 <= available[0] // 2, r.output
+    assert settled(rb) == 1
+    available[0] = 1 << 28
+    s = rb.start("df -k /tmp | tail -1")
+    r = rb.wait(s)
+    assert "took_spare" not in s.marks
+    assert int(r.output.split()[1]) * 1024 <= available[0] // 2, r.output
+
+
 def leased(path) -> bool:
     """Whether the kernel lists a lease on ``path``'s inode (``/proc/locks``)."""
     st = os.stat(path)

@@ -392,10 +392,13 @@ class Bubblewrap:
         cmd: str,
         loop: Loopback | None,
         cgroup: RunCgroup | None,
+        temp: int | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """The command line and environment of ``cmd`` in the sandbox of ``spec``."""
+        """The command line and environment of ``cmd`` in the sandbox of ``spec`` (``temp``: the
+        size of its temp space, as the memory available now makes it unless given)."""
         env = point_temp(dict(spec.env), "/tmp")  # inside, the private temp dir is /tmp
-        temp = temp_size(policy.limits.max_temp_size)
+        if temp is None:
+            temp = temp_size(policy.limits.max_temp_size)
         run = replace(spec, cmd=cmd)
         argv = self.argv(
             policy, run, loop.paths() if loop else None, cgroup.procs if cgroup else (), temp
@@ -433,10 +436,11 @@ class Bubblewrap:
                 raise SpawnError(f"bubblewrap: cannot make the run's memory cgroup: {e}") from e
             planned: Planned | None = None
             if spec.prepared:
+                space = temp_size(policy.limits.max_temp_size)  # the input not on the disk
                 (argv, env), planned = planning(
                     policy,
-                    plan_inputs(spec, cmd, loop, cgroup),
-                    lambda: self._plan(spec, policy, cmd, loop, cgroup),
+                    plan_inputs(spec, cmd, loop, cgroup, space),
+                    lambda: self._plan(spec, policy, cmd, loop, cgroup, space),
                 )
             else:
                 argv, env = self._plan(spec, policy, cmd, loop, cgroup)
@@ -503,11 +507,12 @@ class Bubblewrap:
         ):
             return None  # a run now would join (or try again to join) another namespace
         planned = spare.planned
+        space = temp_size(policy.limits.max_temp_size)
         if planned is not None and planned.same(
-            policy, plan_inputs(spec, TRAMPOLINE, loop, launched.cgroup)
+            policy, plan_inputs(spec, TRAMPOLINE, loop, launched.cgroup, space)
         ):
             return spare.key  # the same plan: made from the same things, which read the same
-        return (self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup), loop)
+        return (self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup, space), loop)
 
     def adopt(self, spare: Spare) -> BwrapLaunched:
         """The started run of a spare a run takes (its notes said now)."""

@@ -386,6 +386,11 @@ class Sandlock:
             spec.policy if isinstance(spec.policy, Policy) else build_policy(self.config, spec.cwd)
         )
 
+    def temp_space(self, policy: Policy) -> int:
+        """The size of a run's temp space now (it moves with the memory available: ``tempfs``);
+        0 without a mount namespace (the private dir as it is)."""
+        return temp_size(policy.limits.max_temp_size) if self.mount_ns else 0
+
     def _plan(
         self,
         spec: RunSpec,
@@ -393,16 +398,19 @@ class Sandlock:
         argv: list[str],
         loop: Loopback | None,
         why: str = "",
+        temp: int | None = None,
     ) -> tuple[dict[str, Any], list[str], int]:
         """The launcher's request for ``spec`` in the namespace ``loop`` (``why`` there is none),
-        the notes about it, and the size of its temp space."""
+        the notes about it, and the size of its temp space (``temp``: as ``temp_space`` says
+        now, unless given)."""
         notes: list[str] = []
         if not host_network(policy) and loop is None:
             notes.append(
                 f"sandlock: the project's own network namespace is unavailable ({why}); "
                 "runs share the host's loopback, each connect checked when it happens"
             )
-        temp = temp_size(policy.limits.max_temp_size) if self.mount_ns else 0
+        if temp is None:
+            temp = self.temp_space(policy)
         if not self.mount_ns:
             notes.append(
                 "sandlock: no mount namespace, so the temp dir is on disk and "
@@ -441,10 +449,11 @@ class Sandlock:
         try:
             planned: Planned | None = None
             if spec.prepared:
+                space = self.temp_space(policy)  # the one input not on the file system
                 (req, notes, temp), planned = planning(
                     policy,
-                    plan_inputs(spec, argv, loop),
-                    lambda: self._plan(spec, policy, argv, loop, why),
+                    plan_inputs(spec, argv, loop, space),
+                    lambda: self._plan(spec, policy, argv, loop, why, space),
                 )
             else:
                 req, notes, temp = self._plan(spec, policy, argv, loop, why)
@@ -499,9 +508,11 @@ class Sandlock:
         if loop is not None and LOOPBACKS.current(project_of(policy)) is not loop:
             return None  # the project's namespace is another one now
         argv = self.argv_trampoline()
-        if spare.planned is not None and spare.planned.same(policy, plan_inputs(spec, argv, loop)):
+        space = self.temp_space(policy)
+        planned = spare.planned
+        if planned is not None and planned.same(policy, plan_inputs(spec, argv, loop, space)):
             return spare.key  # the same plan: made from the same things, which read the same
-        req, _notes, _temp = self._plan(spec, policy, argv, loop)
+        req, _notes, _temp = self._plan(spec, policy, argv, loop, temp=space)
         return (req, loop)
 
     def adopt(self, spare: Spare) -> SandlockLaunched:

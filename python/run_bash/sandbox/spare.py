@@ -188,7 +188,8 @@ _NOT_PLANNED = frozenset({"policy", "stdout_fd", "stderr_fd", "stdin_fd", "prepa
 def plan_inputs(spec: Any, *more: object) -> tuple[object, ...]:
     """What a backend's plan for the run ``spec`` (a ``base.RunSpec``) is made from besides its
     policy: every other field of the spec (a field added later counts too), then ``more`` (the
-    backend's own: the program, the network namespace, the cgroup)."""
+    backend's own: the program, the network namespace, the cgroup, and what is not on the file
+    system: the temp space's size, which moves with the memory available)."""
     return (
         *(getattr(spec, f.name) for f in fields(spec) if f.name not in _NOT_PLANNED),
         *more,
