@@ -29,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import shutil
@@ -152,6 +153,7 @@ class Spares:
         # Ready spares whose plan is armed once they have been ready a while (``_arm``): tag ->
         # what tells that work a run took the spare (or it went) before.
         self._taken: dict[str, threading.Event] = {}
+        self._works = itertools.count()  # names the policies' arming in ``_arming``
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=2, thread_name_prefix="run_bash-spare"
         )
@@ -268,7 +270,7 @@ class Spares:
             # The watches of the policy it computed, if it did: after the sandbox a run may be
             # waiting for, beside that run.
             with contextlib.suppress(RuntimeError):  # the pool is shut down
-                work = "policy:" + cwd
+                work = f"policy {next(self._works)}"
                 self._arming[work] = self._pool.submit(self._arm_policy, work)
             if spare is not None and spare.planned is not None and spare not in old:
                 taken = self._taken[spare.tag] = threading.Event()
@@ -293,7 +295,7 @@ class Spares:
                 self._arming.pop(spare.tag, None)
                 self._taken.pop(spare.tag, None)
 
-    def _arm_policy(self, tag: str) -> None:
+    def _arm_policy(self, work: str) -> None:
         """``arm_policies`` on a worker thread; never raises."""
         try:
             self._arm_policies()
@@ -301,10 +303,10 @@ class Spares:
             log.debug("could not arm the kept policies: %s", err)
         finally:
             with self._lock:
-                self._arming.pop(tag, None)
+                self._arming.pop(work, None)
 
     def _gone(self, spare: Spare) -> None:
-        """A spare was taken or let go: its plan is not armed any more (under ``_lock``)."""
+        """A spare was taken or let go: its plan is armed no more (under ``_lock``)."""
         taken = self._taken.get(spare.tag)
         if taken is not None:
             taken.set()
