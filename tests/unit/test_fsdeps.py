@@ -173,8 +173,7 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
     import asyncio
     import threading
 
-    from run_bash.config import parse_config
-    from run_bash.sessions import SessionManager, launching
+    from run_bash.sessions import launching
 
     monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
     if not settled:  # what each computation read was still changing: its answer is not kept
@@ -193,11 +192,7 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
     projects = [tmp_path / "a", tmp_path / "b"]
     for p in projects:
         (p / ".git").mkdir(parents=True)
-    m = SessionManager(
-        parse_config({"sandbox": {"backend": "sandlock"}}),
-        loop=asyncio.get_running_loop(),
-        state_dir=str(tmp_path / "state"),
-    )
+    m = sandlock_manager(tmp_path)
     try:
         got: dict[str, list[object]] = {"a": [], "b": []}
         looks: dict[str, int] = {}  # the memo's checks, by asking thread
@@ -250,11 +245,9 @@ async def test_an_answer_handed_on_before_a_caller_came_is_not_taken_unchecked(
     still hold the gate) found the kept policy stale: it computes its own, and does not take
     the older one. The control: a caller at an empty gate computes too, and a caller arriving
     while the memo holds a fresh policy takes that one."""
-    import asyncio
     import threading
 
-    from run_bash.config import parse_config
-    from run_bash.sessions import SessionManager, launching
+    from run_bash.sessions import launching
 
     monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled
     real = launching.build_policy
@@ -267,11 +260,7 @@ async def test_an_answer_handed_on_before_a_caller_came_is_not_taken_unchecked(
     monkeypatch.setattr(launching, "build_policy", counted)
     project = tmp_path / "a"
     (project / ".git").mkdir(parents=True)
-    m = SessionManager(
-        parse_config({"sandbox": {"backend": "sandlock"}}),
-        loop=asyncio.get_running_loop(),
-        state_dir=str(tmp_path / "state"),
-    )
+    m = sandlock_manager(tmp_path)
     try:
         keys: list[tuple[object, ...]] = []
         kept = m.launching._kept
@@ -462,13 +451,25 @@ def test_a_file_where_runs_may_write_is_stat_ed_every_time(tmp_path):
         mapped.close()
 
 
-def policy_world(tmp_path):
-    """A home with a git config, a project in it with its own, both settled, and a manager of
-    the running loop whose policies read them: (home, project, manager)."""
+def sandlock_manager(tmp_path, **environ: str):
+    """A manager of the running loop configured for sandlock, its state under ``tmp_path``,
+    with ``environ`` over this process's environment."""
     import asyncio
 
     from run_bash.config import parse_config
     from run_bash.sessions import SessionManager
+
+    return SessionManager(
+        parse_config({"sandbox": {"backend": "sandlock"}}),
+        loop=asyncio.get_running_loop(),
+        state_dir=str(tmp_path / "state"),
+        environ={**os.environ, **environ},
+    )
+
+
+def policy_world(tmp_path):
+    """A home with a git config, a project in it with its own, both settled, and a manager of
+    the running loop whose policies read them: (home, project, manager)."""
 
     home = tmp_path / "home"
     project = home / "project"
@@ -477,12 +478,7 @@ def policy_world(tmp_path):
     (home / ".gitconfig").write_text("[user]\n\tname = x\n")
     for p in (project / ".git" / "config", home / ".gitconfig"):
         age(p)
-    m = SessionManager(
-        parse_config({"sandbox": {"backend": "sandlock"}}),
-        loop=asyncio.get_running_loop(),
-        state_dir=str(tmp_path / "state"),
-        environ={**os.environ, "HOME": str(home)},
-    )
+    m = sandlock_manager(tmp_path, HOME=str(home))
     return home, project, m
 
 

@@ -385,6 +385,11 @@ class Bubblewrap:
             policy = build_policy(self.config, spec.cwd)
         return policy
 
+    @staticmethod
+    def temp_space(policy: Policy) -> int:
+        """The size of a run's temp space now (it moves with the memory available: ``tempfs``)."""
+        return temp_size(policy.limits.max_temp_size)
+
     def _plan(
         self,
         spec: RunSpec,
@@ -395,10 +400,10 @@ class Bubblewrap:
         temp: int | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """The command line and environment of ``cmd`` in the sandbox of ``spec`` (``temp``: the
-        size of its temp space, as the memory available now makes it unless given)."""
+        size of its temp space, as ``temp_space`` says now unless given)."""
         env = point_temp(dict(spec.env), "/tmp")  # inside, the private temp dir is /tmp
         if temp is None:
-            temp = temp_size(policy.limits.max_temp_size)
+            temp = self.temp_space(policy)
         run = replace(spec, cmd=cmd)
         argv = self.argv(
             policy, run, loop.paths() if loop else None, cgroup.procs if cgroup else (), temp
@@ -436,7 +441,7 @@ class Bubblewrap:
                 raise SpawnError(f"bubblewrap: cannot make the run's memory cgroup: {e}") from e
             planned: Planned | None = None
             if spec.prepared:
-                space = temp_size(policy.limits.max_temp_size)  # the input not on the disk
+                space = self.temp_space(policy)  # the one input not on the file system
                 (argv, env), planned = planning(
                     policy,
                     plan_inputs(spec, cmd, loop, cgroup, space),
@@ -507,7 +512,7 @@ class Bubblewrap:
         ):
             return None  # a run now would join (or try again to join) another namespace
         planned = spare.planned
-        space = temp_size(policy.limits.max_temp_size)
+        space = self.temp_space(policy)
         if planned is not None and planned.same(
             policy, plan_inputs(spec, TRAMPOLINE, loop, launched.cgroup, space)
         ):
