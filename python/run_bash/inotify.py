@@ -84,6 +84,15 @@ class Inotify:
             raise OSError(err, os.strerror(err))
         self.fd: int = fd
 
+    @classmethod
+    def adopt(cls, fd: int) -> Inotify:
+        """The instance ``fd`` (received from another process, with its watches); made
+        non-blocking."""
+        self = cls.__new__(cls)
+        os.set_blocking(fd, False)
+        self.fd = fd
+        return self
+
     def add(self, path: str, mask: int) -> int:
         """A watch on ``path`` (a ``/proc/self/fd/N`` path watches that very inode); its wd.
         Raises OSError (``ENOSPC``: ``fs.inotify.max_user_watches``)."""

@@ -32,6 +32,8 @@ from run_bash.sandbox.tempfs import is_full
 Req = dict[str, Any]  # a request to the launcher
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 MAX_FDS = 8
+# The largest head start of the host's PATH census (``_send_census``) sent; a larger one is not.
+MAX_CENSUS_BYTES = 128 * 1024
 SPAWN_TIMEOUT_S = 30.0
 # After the confined process exited, how long its status may take to arrive.
 STATUS_TIMEOUT_S = 10.0
@@ -336,12 +338,40 @@ def _probe_namespace() -> str:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def serve(ctl_fd: int, host: int) -> None:
+def _send_census(ctl: socket.socket, path_var: str) -> None:
+    """The host's first policy lists the programs on its ``PATH`` (``pathlinks``): done here,
+    on the other core while the host starts, and sent after ``ready`` as ``{"census": data}``
+    with the inotify instance that watches them (``{"census": null}`` when there is none). The
+    host takes it over at its first look (``Launcher.take_census``)."""
+    msg: dict[str, Any] = {"census": None}
+    fds: list[int] = []
+    try:
+        from run_bash.sandbox import pathlinks
+
+        got = pathlinks.warm(path_var)
+        if got is not None:
+            fds.append(got[1])
+            if len(json.dumps(got[0])) <= MAX_CENSUS_BYTES:
+                msg["census"] = got[0]
+    except Exception:
+        pass
+    try:
+        _send(ctl, msg, fds if msg["census"] is not None else ())
+    except OSError:
+        pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def serve(ctl_fd: int, host: int, census: str | None = None) -> None:
     """The fork server: one request per message on ``ctl_fd``, taken by a spare child that
     becomes its run.
 
     Single-threaded by design (the runs unshare a user namespace). Exits when the host dies
     (SIGHUP as its parent-death signal, checked against the host's pid) or closes the socket.
+    ``census``: the host's ``PATH``, whose programs are listed for it once ``ready`` is sent
+    (``_send_census``).
     """
     ctl = socket.socket(fileno=ctl_fd)
 
@@ -396,7 +426,11 @@ def serve(ctl_fd: int, host: int) -> None:
     queries, _QUERIES = socket.socketpair(
         socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
     )
-    ctl.send(json.dumps({"ready": os.getpid(), "sandlock": facts}).encode())
+    ctl.send(
+        json.dumps({"ready": os.getpid(), "sandlock": facts, "census": census is not None}).encode()
+    )
+    if census is not None:
+        _send_census(ctl, census)
     me = os.getpid()
     # Spare children wait for the next request themselves, so a request wakes one process (the
     # kernel wakes one reader of the socket per message), and the fork happens while nothing

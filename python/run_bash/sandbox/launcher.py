@@ -47,6 +47,7 @@ from __future__ import annotations
 import array
 import contextlib
 import gc
+import json
 import logging
 import os
 import pickle
@@ -63,16 +64,21 @@ from typing import Any
 from run_bash.errors import SpawnError
 from run_bash.sandbox.forkserver import (
     EXIT_WAIT_S,
+    MAX_CENSUS_BYTES,
     MAX_REQUEST_BYTES,
     SPAWN_TIMEOUT_S,
     STATUS_TIMEOUT_S,
     Req,
+    _fds_of,
     receive,
     serve,
 )
 from run_bash.sandbox.spare import lift
 
 START_TIMEOUT_S = 30.0
+# How long the host's first policy waits for the fork server's census of PATH (``take_census``)
+# when the fork server is still making it; then the policy makes its own.
+CENSUS_WAIT_S = 0.2
 __all__ = ["EXIT_WAIT_S", "STATUS_TIMEOUT_S", "Launcher", "Run", "launcher"]
 
 
@@ -134,6 +140,14 @@ class Run:
             with contextlib.suppress(OSError):
                 os.close(self.pidfd)
             self.pidfd = -1
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` has something to read within ``timeout`` seconds."""
+    try:
+        return bool(select.select([sock], [], [], timeout)[0])
+    except (OSError, ValueError):
+        return False
 
 
 def single_threaded() -> bool:
@@ -241,10 +255,11 @@ def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
                 with contextlib.suppress(OSError):
                     os.close(int(name))
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        path_var = os.environ.get("PATH", "")  # the host's: its programs are listed for it
         os.environ.clear()
         os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
         gc.disable()  # (``serve`` freezes what is loaded and turns collection on)
-        serve(ctl, host)
+        serve(ctl, host, census=path_var)
     finally:
         os._exit(1)
 
@@ -263,6 +278,10 @@ class Launcher:
         self._runs = 0  # runs started through this process's fork servers
         # What the fork server said of sandlock when it started (``sandlock_facts``).
         self._facts: dict[str, Any] = {}
+        # The fork server said a census of PATH follows its ``ready`` (``take_census``), and it
+        # has not been read yet; ``_census_wanted``: nobody asked for it yet.
+        self._census_coming = False
+        self._census_wanted = True
 
     @property
     def pid(self) -> int | None:
@@ -373,6 +392,47 @@ class Launcher:
         self._proc, self._sock, self._owner = proc, ours, os.getpid()
         facts = msg.get("sandlock")
         self._facts = facts if isinstance(facts, dict) else {}
+        self._census_coming = msg.get("census") is True
+
+    def take_census(self) -> tuple[Any, int] | None:
+        """The census of the host's PATH the fork server made when it started
+        (``forkserver._send_census``): ``(data, inotify fd)`` for ``pathlinks``, which asks once,
+        at its first look. Waits for it up to ``CENSUS_WAIT_S`` when the fork server is ready
+        and still making it; None when there is none (a fork server that is not ready by now
+        is not waited for). One that comes later is dropped."""
+        with self._lock:
+            self._census_wanted = False
+            begun = self._begun
+            if begun is not None and begun[2] == os.getpid() and _readable(begun[1], 0):
+                with contextlib.suppress(SpawnError):
+                    self._start()  # its ``ready`` is there: read it
+            return self._read_census(CENSUS_WAIT_S)
+
+    def _read_census(self, timeout: float) -> tuple[Any, int] | None:
+        """The census message, once (callers hold the lock); None when none came in ``timeout``
+        (it is then dropped when it comes: ``_send``)."""
+        sock = self._sock
+        if not self._census_coming or sock is None or self._owner != os.getpid():
+            return None
+        if not _readable(sock, timeout):
+            return None
+        self._census_coming = False
+        try:
+            data, anc, _flags, _addr = sock.recvmsg(
+                MAX_CENSUS_BYTES + 4096, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC
+            )
+        except OSError:
+            return None
+        fds = _fds_of(anc)
+        try:
+            census = json.loads(data).get("census")
+        except (ValueError, AttributeError):
+            census = None
+        if census is None or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            return None
+        return census, fds[0]
 
     def sandlock_facts(self) -> dict[str, Any]:
         """What the fork server said of sandlock when it started (it imports sandlock; the host
@@ -383,6 +443,7 @@ class Launcher:
         return dict(self._facts)
 
     def _stop(self) -> None:
+        self._census_coming = False
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
@@ -418,6 +479,10 @@ class Launcher:
         for attempt in range(2):
             self.ensure()
             with self._lock:
+                if self._census_coming and not self._census_wanted:
+                    late = self._read_census(0)  # asked for and not there then: dropped
+                    if late is not None:
+                        os.close(late[1])
                 sock = self._sock
                 try:
                     assert sock is not None

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from run_bash import fsdeps, inotify
 from run_bash.paths import Tops, is_under
@@ -87,6 +89,7 @@ def _hard_links(dirs: Sequence[str], ends: Sequence[str], writable: Places) -> l
     seen: set[Inode] = set()
     looked: list[tuple[str, int, bool]] = []  # (directory, its st_dev, outside every grant)
     with _PROGRAMS.lock:
+        _PROGRAMS.head_start()
         _PROGRAMS.pump()
         for d in dirs:
             try:
@@ -229,6 +232,91 @@ class _Programs:
         self.generation = 0
         # ``_hard_links``'s sum of the files, by the directories looked at: (generation, sum).
         self.counted: dict[object, tuple[int, dict[Inode, tuple[tuple[str, ...], int]]]] = {}
+        self._asked = False  # ``head_start`` asked the sandbox launcher
+        self.adopted = 0  # listings taken over from the launcher's fork server (``adopt``)
+
+    def head_start(self) -> None:
+        """The first time: take over the listings and watches the sandbox launcher's fork server
+        made while the host started (``warm``), if it made them and they are there by now."""
+        if self._asked:
+            return
+        self._asked = True
+        launching = sys.modules.get("run_bash.sandbox.launcher")
+        if launching is None or self._dirs or self._ino is not None:
+            return  # no fork server was started (or this process already looked itself)
+        got = launching.launcher().take_census()
+        if got is not None:
+            self.adopt(*got)
+
+    def export(self) -> tuple[dict[str, Any], int] | None:
+        """This object's listings and watches as plain data, with the descriptor of the inotify
+        instance that holds the watches (the caller closes it once sent); this object is left
+        empty. None when nothing is watched (then nothing is worth handing over)."""
+        if self._ino is None or self._ino.fd < 0:
+            return None
+        dirs = []
+        for d, listing in self._dirs.items():
+            files = [
+                [name, ino, nlink, self._wd_of.get(d + "/" + name, -1)]
+                for name, (ino, nlink) in listing.files.items()
+            ]
+            sig = list(listing.sig) if isinstance(listing.sig, tuple) else None
+            dirs.append([d, sig, files])
+        data = {
+            "dirs": dirs,
+            "dirty": sorted(self._dirty),
+            "local": [[dev, ok] for dev, ok in self._local.items()],
+            "budget": self._budget or 0,
+        }
+        fd, self._ino.fd = self._ino.fd, -1
+        self.__init__()  # type: ignore[misc]
+        return data, fd
+
+    def adopt(self, data: object, fd: int) -> bool:
+        """Take over what ``export`` gave in another process (the fork server's ``warm``): its
+        listings, and its inotify instance ``fd`` whose watches stand for them. The events queued
+        since the watches were set are read at the next look, as for listings made here. Only
+        while this object holds nothing; anything malformed is dropped (``fd`` is closed) and
+        the directories are listed here as usual. True when taken."""
+        try:
+            if self._dirs or self._ino is not None or not isinstance(data, dict):
+                raise ValueError("nothing to take")
+            dirs: dict[str, _Listing] = {}
+            wd_of: dict[str, int] = {}
+            for d, sig, files in data["dirs"]:
+                if not isinstance(d, str) or not os.path.isabs(d):
+                    raise ValueError(d)
+                if sig is not None:
+                    sig = tuple(sig)
+                    if len(sig) != 4 or not all(type(x) is int for x in sig):
+                        raise ValueError(sig)
+                listed: dict[str, list[int]] = {}
+                for name, ino, nlink, wd in files:
+                    if not isinstance(name, str) or "/" in name or not name:
+                        raise ValueError(name)
+                    if not all(type(x) is int for x in (ino, nlink, wd)):
+                        raise ValueError(name)
+                    listed[name] = [ino, nlink]
+                    if wd >= 0:
+                        wd_of[d + "/" + name] = wd
+                dirs[d] = _Listing(sig, listed)
+            dirty = {str(p) for p in data["dirty"] if isinstance(p, str)}
+            local = {int(dev): bool(ok) for dev, ok in data["local"]}
+            budget = data["budget"]
+            if type(budget) is not int:
+                raise ValueError(budget)
+        except (KeyError, TypeError, ValueError):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            return False
+        self._ino = inotify.Inotify.adopt(fd)
+        self._budget, self._local, self._dirs, self._wd_of = budget, local, dirs, wd_of
+        self._dirty = dirty & wd_of.keys()
+        for path, wd in wd_of.items():
+            self._paths_of.setdefault(wd, set()).add(path)
+        self.generation += 1
+        self.adopted = len(dirs)
+        return True
 
     def pump(self) -> None:
         """Read the events: every path a changed inode stands for is read again."""
@@ -364,6 +452,28 @@ class _Programs:
 
 
 _PROGRAMS = _Programs()
+
+
+def warm(path_var: str) -> tuple[dict[str, Any], int] | None:
+    """List (and watch) the programs of each absolute entry of ``path_var`` as a policy's census
+    does, and hand the result over (``_Programs.export``). The sandbox launcher's fork server
+    does this while the host starts (``forkserver.serve``): the host's first policy then takes
+    the listings (``head_start``) instead of making them, the largest part of its cost where
+    ``PATH`` holds many programs a run could write (everything, for root)."""
+    seen: set[Inode] = set()
+    with _PROGRAMS.lock:
+        for e in path_var.split(os.pathsep):
+            if not os.path.isabs(e):
+                continue
+            e = os.path.normpath(e)
+            try:
+                st = os.stat(e)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))  # one directory by two names: listed once
+                _PROGRAMS.files(e, st.st_dev)
+        return _PROGRAMS.export()
 
 
 def _still_names(key: Inode, names: Iterable[str]) -> bool:
