@@ -61,3 +61,35 @@ def test_only_a_run_that_came_back_to_back_has_the_next_sandbox_made_beside_it(t
         assert not spares.in_burst("/p", time.monotonic() + BURST_S + 1)  # after an agent's turn
     finally:
         spares.close()
+
+
+def test_a_hosts_first_sandbox_reads_no_lease_list_until_a_command_started(tmp_path, monkeypatch):
+    """Reading /proc/locks waits for the kernel (4-13 ms): before the host started any command
+    no process of its own can hold a lease, so its first sandbox (which its first command waits
+    for) does not read it. Control: once a command started, it is read."""
+    import pytest
+
+    from run_bash.config import parse_config
+    from run_bash.sessions import spares as module
+    from run_bash.sessions.tempspace import TempSpace
+
+    reads: list[int] = []
+    monkeypatch.setattr(module, "lease_holders", lambda: reads.append(1) or set())
+
+    class Computed(Exception):
+        pass
+
+    def policy(cwd: str):
+        raise Computed(cwd)  # the preparation got as far as the policy
+
+    spares = module.Spares(lambda: parse_config({}), {}, TempSpace({}, str(tmp_path)), policy)
+    try:
+        with pytest.raises(Computed):
+            spares._make(str(tmp_path), None)  # type: ignore[arg-type]
+        assert reads == []
+        spares.commands += 1
+        with pytest.raises(Computed):
+            spares._make(str(tmp_path), None)  # type: ignore[arg-type]
+        assert reads == [1]
+    finally:
+        spares.close()

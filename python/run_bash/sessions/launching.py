@@ -217,6 +217,8 @@ class Launching:
         pipe (``pipe_r``), launched process and tracker. Raises on failure (nothing is left)."""
         sid = s.id
         s.mark("spawn")
+        if self.spares is not None:
+            self.spares.commands += 1  # (from now on a process of ours may hold a lease)
         config = self._config()
         out_path = os.path.join(self.state_dir, f"{sid}.log")
         spare = prepared[2]

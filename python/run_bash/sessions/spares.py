@@ -163,6 +163,8 @@ class Spares:
         self.error = ""
         self.taken = 0
         self.discarded = 0
+        # Commands this host started, in or out of a sandbox (``Launching.spawn`` counts them).
+        self.commands = 0
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -313,7 +315,10 @@ class Spares:
 
     def _make(self, cwd: str, backend: Backend) -> Spare:
         config = self._config()
-        held = lease_holders()
+        # Until a command has started, no process of ours can hold a lease: reading
+        # /proc/locks (which waits for the kernel, 4-13 ms) is left out of a host's first
+        # sandbox, which its first command waits for.
+        held = lease_holders() if self.commands else set()
         if held and held.intersection(descendants(os.getpid())):
             # Computing the policy reads the project's files (git reads its config): an open
             # breaks the lease, which is for the next run's own post-run check to judge.
