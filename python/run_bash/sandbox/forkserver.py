@@ -32,8 +32,8 @@ from run_bash.sandbox.tempfs import is_full
 Req = dict[str, Any]  # a request to the launcher
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 MAX_FDS = 8
-# The largest head start of the host's PATH census (``_send_census``) sent; a larger one is not.
-MAX_CENSUS_BYTES = 128 * 1024
+# The largest head start of the host's first policy (``_send_census``) sent; a larger one is not.
+MAX_CENSUS_BYTES = 192 * 1024
 SPAWN_TIMEOUT_S = 30.0
 # After the confined process exited, how long its status may take to arrive.
 STATUS_TIMEOUT_S = 10.0
@@ -339,20 +339,19 @@ def _probe_namespace() -> str:
 
 
 def _send_census(ctl: socket.socket, path_var: str) -> None:
-    """The host's first policy lists the programs on its ``PATH`` (``pathlinks``): done here,
-    on the other core while the host starts, and sent after ``ready`` as ``{"census": data}``
-    with the inotify instance that watches them (``{"census": null}`` when there is none). The
-    host takes it over at its first look (``Launcher.take_census``)."""
+    """What the host's first policy reads of its ``PATH``, made here on the other core while
+    the host starts (``headstart.make``) and sent after ``ready`` as ``{"census": data}`` with
+    the inotify instance that watches the programs (``{"census": null}`` when it cannot be
+    made, or is larger than ``MAX_CENSUS_BYTES``). The host takes it at its first look
+    (``headstart.take``)."""
     msg: dict[str, Any] = {"census": None}
     fds: list[int] = []
     try:
-        from run_bash.sandbox import pathlinks
+        from run_bash.sandbox import headstart
 
-        got = pathlinks.warm(path_var)
-        if got is not None:
-            fds.append(got[1])
-            if len(json.dumps(got[0])) <= MAX_CENSUS_BYTES:
-                msg["census"] = got[0]
+        data, fds = headstart.make(path_var)
+        if len(json.dumps(data)) <= MAX_CENSUS_BYTES:
+            msg["census"] = data
     except Exception:
         pass
     try:

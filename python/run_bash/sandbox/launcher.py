@@ -65,6 +65,7 @@ from run_bash.errors import SpawnError
 from run_bash.sandbox.forkserver import (
     EXIT_WAIT_S,
     MAX_CENSUS_BYTES,
+    MAX_FDS,
     MAX_REQUEST_BYTES,
     SPAWN_TIMEOUT_S,
     STATUS_TIMEOUT_S,
@@ -394,12 +395,12 @@ class Launcher:
         self._facts = facts if isinstance(facts, dict) else {}
         self._census_coming = msg.get("census") is True
 
-    def take_census(self) -> tuple[Any, int] | None:
-        """The census of the host's PATH the fork server made when it started
-        (``forkserver._send_census``): ``(data, inotify fd)`` for ``pathlinks``, which asks once,
-        at its first look. Waits for it up to ``CENSUS_WAIT_S`` when the fork server is ready
-        and still making it; None when there is none (a fork server that is not ready by now
-        is not waited for). One that comes later is dropped."""
+    def take_census(self) -> tuple[dict[str, Any], list[int]] | None:
+        """What the fork server made for the host's first policy when it started
+        (``forkserver._send_census``): (its data, its descriptors) for ``headstart.take``, which
+        asks once. Waits for it up to ``CENSUS_WAIT_S`` when the fork server is ready and still
+        making it; None when there is none (a fork server that is not ready by now is not waited
+        for). One that comes later is dropped."""
         with self._lock:
             self._census_wanted = False
             begun = self._begun
@@ -408,7 +409,7 @@ class Launcher:
                     self._start()  # its ``ready`` is there: read it
             return self._read_census(CENSUS_WAIT_S)
 
-    def _read_census(self, timeout: float) -> tuple[Any, int] | None:
+    def _read_census(self, timeout: float) -> tuple[dict[str, Any], list[int]] | None:
         """The census message, once (callers hold the lock); None when none came in ``timeout``
         (it is then dropped when it comes: ``_send``)."""
         sock = self._sock
@@ -419,7 +420,7 @@ class Launcher:
         self._census_coming = False
         try:
             data, anc, _flags, _addr = sock.recvmsg(
-                MAX_CENSUS_BYTES + 4096, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC
+                MAX_CENSUS_BYTES + 4096, socket.CMSG_SPACE(4 * MAX_FDS), socket.MSG_CMSG_CLOEXEC
             )
         except OSError:
             return None
@@ -428,11 +429,11 @@ class Launcher:
             census = json.loads(data).get("census")
         except (ValueError, AttributeError):
             census = None
-        if census is None or len(fds) != 1:
+        if not isinstance(census, dict):
             for fd in fds:
                 os.close(fd)
             return None
-        return census, fds[0]
+        return census, fds
 
     def sandlock_facts(self) -> dict[str, Any]:
         """What the fork server said of sandlock when it started (it imports sandlock; the host
@@ -481,8 +482,8 @@ class Launcher:
             with self._lock:
                 if self._census_coming and not self._census_wanted:
                     late = self._read_census(0)  # asked for and not there then: dropped
-                    if late is not None:
-                        os.close(late[1])
+                    for fd in late[1] if late is not None else ():
+                        os.close(fd)
                 sock = self._sock
                 try:
                     assert sock is not None

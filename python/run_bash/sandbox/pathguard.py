@@ -48,6 +48,7 @@ from typing import Any
 
 from run_bash import fsdeps
 from run_bash.paths import Tops, is_under
+from run_bash.sandbox import headstart
 from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.places import Places
 from run_bash.sandbox.programs import ELF, interpreter, interpreter_path, library_dirs
@@ -777,6 +778,7 @@ def read_only_dirs(
     (``sandbox.rules.path_writable``) are left out, and so are links that lead under it."""
     skipped = tuple(skip)
     free = tuple(exempt)
+    headstart.take()  # the first look: what the launcher's fork server made meanwhile
     with fsdeps.unrecorded():
         out = _read_only_dirs(path_var, writable, skipped, free)
     same = [pd.path for pd in out]
@@ -815,6 +817,7 @@ def _read_only_dirs(
     skipped = set(skip)
     seen: set[tuple[int, int]] = set()
     tops = tuple(sorted(writable.real))
+    in_grants = Tops(writable.real)
     free = Places(exempt)
     out: list[PathDir] = []
     for i, e in enumerate(entries):
@@ -831,6 +834,15 @@ def _read_only_dirs(
         key = (e, tops, exempt)
         if _still(_NO_LINKS.get(key)):
             continue
+        deps, reach = link_reach(e)
+        if reach is not None and not any(p in in_grants for p in reach):
+            # None of its links leads into or through a grant: what ``link_targets`` would find
+            # (it looks at no link the quick resolution places outside every grant).
+            if deps is not None:
+                if len(_NO_LINKS) >= MAX_KEPT_ANSWERS:
+                    _NO_LINKS.clear()
+                _NO_LINKS[key] = deps
+            continue
         pd = PathDir(e, tuple(entries[i + 1 :]), e, True, outside=True, free=free.paths)
         read: set[str] = {e}
         kept = link_targets(pd, writable, read)
@@ -843,6 +855,60 @@ def _read_only_dirs(
             _NO_LINKS[key] = tuple((d, _dir_sig(d)) for d in sorted(read))
     return out
 
+
+Deps = tuple[tuple[str, object], ...]  # directories read, each with its signature (``_dir_sig``)
+
+
+def link_reach(d: str) -> tuple[Deps | None, tuple[str, ...] | None]:
+    """Where the symlinks of the PATH directory ``d`` lead, whatever the grants: every end and
+    every link met on the way by the quick resolution ``link_targets`` makes of each (``None``
+    when one has no quick answer, a loop, or ``d`` cannot be listed: ``link_targets`` decides
+    then), with the directories that answer read. Kept per directory while those directories
+    keep their signatures (``_REACH``), like ``_NO_LINKS``; ``None`` for them when the answer
+    is not kept (one of them changed in the last ``fsdeps.SETTLED_NS``: a change within the
+    same timestamp could leave its signature as it was)."""
+    hit = _REACH.get(d)
+    if hit is not None and _still(hit[0]):
+        return hit
+    read: set[str] = {d}
+    real = _fast_real(read)
+    reach: set[str] = set()
+    answered = True
+    try:
+        with os.scandir(d) as it:
+            names = [e.name for e in it if e.is_symlink()][:MAX_ENTRIES]
+    except OSError:
+        return None, None
+    for name in names:
+        path = os.path.join(d, name)
+        try:
+            text = os.readlink(path)
+        except OSError:
+            continue
+        if "/" not in text and text not in (".", ".."):
+            continue  # a sibling: an entry of this same directory, looked at as itself
+        quick = _quick_end(path, real)
+        if quick is None:
+            answered = False
+            break
+        reach.add(quick[0])
+        reach.update(quick[1])
+    deps = tuple((p, _dir_sig(p)) for p in sorted(read))
+    answer = (deps, tuple(sorted(reach)) if answered else None)
+    young = time.time_ns() - fsdeps.SETTLED_NS
+    if not all(
+        sig is None or (isinstance(sig, tuple) and sig[2] < young and sig[3] < young)
+        for _p, sig in deps
+    ):
+        return None, answer[1]
+    if len(_REACH) >= MAX_KEPT_ANSWERS:
+        _REACH.clear()
+    _REACH[d] = answer
+    return answer
+
+
+# ``link_reach``'s answers, by directory.
+_REACH: dict[str, tuple[Deps, tuple[str, ...] | None]] = {}
 
 # Read-only PATH directories none of whose links led into the writable grants, by (directory,
 # grants): the directories the answer read, each with its signature. Any entry added, removed or

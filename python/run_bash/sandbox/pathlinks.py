@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 from run_bash import fsdeps, inotify
 from run_bash.paths import Tops, is_under
+from run_bash.sandbox import headstart
 from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.pathguard import MAX_ENTRIES, MAX_KEPT_ANSWERS, OPTION, _dir_sig
 from run_bash.sandbox.places import Places
@@ -88,8 +88,8 @@ def _hard_links(dirs: Sequence[str], ends: Sequence[str], writable: Places) -> l
     in_grants = Tops(tops)
     seen: set[Inode] = set()
     looked: list[tuple[str, int, bool]] = []  # (directory, its st_dev, outside every grant)
+    headstart.take()  # the first look: what the launcher's fork server made meanwhile
     with _PROGRAMS.lock:
-        _PROGRAMS.head_start()
         _PROGRAMS.pump()
         for d in dirs:
             try:
@@ -232,21 +232,7 @@ class _Programs:
         self.generation = 0
         # ``_hard_links``'s sum of the files, by the directories looked at: (generation, sum).
         self.counted: dict[object, tuple[int, dict[Inode, tuple[tuple[str, ...], int]]]] = {}
-        self._asked = False  # ``head_start`` asked the sandbox launcher
-        self.adopted = 0  # listings taken over from the launcher's fork server (``adopt``)
-
-    def head_start(self) -> None:
-        """The first time: take over the listings and watches the sandbox launcher's fork server
-        made while the host started (``warm``), if it made them and they are there by now."""
-        if self._asked:
-            return
-        self._asked = True
-        launching = sys.modules.get("run_bash.sandbox.launcher")
-        if launching is None or self._dirs or self._ino is not None:
-            return  # no fork server was started (or this process already looked itself)
-        got = launching.launcher().take_census()
-        if got is not None:
-            self.adopt(*got)
+        self.adopted = 0  # listings taken over from another process (``adopt``)
 
     def export(self) -> tuple[dict[str, Any], int] | None:
         """This object's listings and watches as plain data, with the descriptor of the inotify
@@ -456,10 +442,8 @@ _PROGRAMS = _Programs()
 
 def warm(path_var: str) -> tuple[dict[str, Any], int] | None:
     """List (and watch) the programs of each absolute entry of ``path_var`` as a policy's census
-    does, and hand the result over (``_Programs.export``). The sandbox launcher's fork server
-    does this while the host starts (``forkserver.serve``): the host's first policy then takes
-    the listings (``head_start``) instead of making them, the largest part of its cost where
-    ``PATH`` holds many programs a run could write (everything, for root)."""
+    does, and hand the result over (``_Programs.export``): the sandbox launcher's fork server
+    does it for the host's first policy (``headstart.py``)."""
     seen: set[Inode] = set()
     with _PROGRAMS.lock:
         for e in path_var.split(os.pathsep):
