@@ -77,6 +77,48 @@ def test_a_namespace_that_cannot_be_made_is_a_spawn_error():
     assert loops.projects() == []
 
 
+def test_the_first_projects_namespace_can_be_made_ahead_and_is_taken_once():
+    """``make_ahead`` (a host's first sandbox: made while its policy is computed) makes one for
+    whichever project first needs one; the next new project gets a new one. A process with one
+    makes none ahead, and closing lets go of one made and never taken."""
+    import threading
+
+    loops, made = fake_namespaces()
+    loops.make_ahead()
+    loops.make_ahead()  # (one on its way already)
+    a = loops.acquire("/p/a", "s1")
+    assert a.fds == made[0] and len(made) == 1 and loops.made_ahead == 1
+    b = loops.acquire("/p/b", "s2")
+    assert b.fds == made[1] and loops.made_ahead == 1
+    loops.make_ahead()  # namespaces are kept already: none is made
+    assert len(made) == 2
+    loops.close()
+    other, made2 = fake_namespaces()
+    other.make_ahead()
+    for t in threading.enumerate():  # (made on a thread of its own)
+        if t.name == "run_bash-netns":
+            t.join(5)
+    assert len(made2) == 1 and all(is_open(fd) for fd in made2[0])
+    other.close()
+    assert not any(is_open(fd) for fd in made2[0])  # made, never taken, let go
+
+
+def test_a_namespace_made_ahead_that_failed_is_made_again_when_needed():
+    calls: list[int] = []
+
+    def flaky() -> tuple[int, int]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise SpawnError("the launcher was busy")
+        return os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_RDONLY)
+
+    loops = Loopbacks(flaky)
+    loops.make_ahead()
+    a = loops.acquire("/p/a", "s1")
+    assert len(calls) == 2 and all(is_open(fd) for fd in a.fds) and loops.made_ahead == 0
+    loops.close()
+
+
 def policy_for(cwd: Path, roots: tuple[str, ...]) -> Policy:
     hr = HostRead(cwd=str(cwd), roots=roots, writable=(str(cwd),), denied=(), home="/home/u")
     return Policy(

@@ -82,14 +82,18 @@ def test_a_hosts_first_sandbox_reads_no_lease_list_until_a_command_started(tmp_p
     def policy(cwd: str):
         raise Computed(cwd)  # the preparation got as far as the policy
 
+    class Backend:
+        def ready_network(self) -> None:
+            pass
+
     spares = module.Spares(lambda: parse_config({}), {}, TempSpace({}, str(tmp_path)), policy)
     try:
         with pytest.raises(Computed):
-            spares._make(str(tmp_path), None)  # type: ignore[arg-type]
+            spares._make(str(tmp_path), Backend())  # type: ignore[arg-type]
         assert reads == []
         spares.commands += 1
         with pytest.raises(Computed):
-            spares._make(str(tmp_path), None)  # type: ignore[arg-type]
+            spares._make(str(tmp_path), Backend())  # type: ignore[arg-type]
         assert reads == [1]
     finally:
         spares.close()

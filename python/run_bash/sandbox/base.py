@@ -20,6 +20,7 @@ Contract (``Backend`` below)::
     prepare(spec) -> Spare       # (prepares) a spare: the sandbox of spec around TRAMPOLINE
     spare_key(spare, spec) -> object  # (prepares) what spare must equal (spare.key) to serve spec
     adopt(spare) -> Launched     # (prepares) the spare a run takes, as its Launched
+    ready_network() -> None      # (prepares) start making the namespace a first run joins
 
 ``Launched.pid`` must exit when the command's root process exits; ``Launched.pidfd()`` gives a new
 pidfd of it (the runtime waits on it). ``Launched.reap()`` is called once
@@ -212,6 +213,8 @@ class Backend(Protocol):
     def spare_key(self, spare: Spare, spec: RunSpec) -> object: ...
 
     def adopt(self, spare: Spare) -> Launched: ...
+
+    def ready_network(self) -> None: ...
 
 
 class LaunchedBase:
@@ -441,6 +444,9 @@ class BrokenBackend:
 
     def adopt(self, spare: Spare) -> Launched:
         raise SpawnError(self.availability().reason)
+
+    def ready_network(self) -> None:
+        pass
 
 
 def get_backend(name: str, config: Config) -> Backend:

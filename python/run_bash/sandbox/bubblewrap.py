@@ -482,6 +482,12 @@ class Bubblewrap:
 
     # -- prepared sandboxes (spare.py) -----------------------------------------------------------
 
+    def ready_network(self) -> None:
+        """Start making the network namespace a project's first run joins, when runs join one
+        (``Loopbacks.make_ahead``; ``Spares`` calls this before it computes a policy)."""
+        if not self.config.sandbox.network.allow:
+            LOOPBACKS.make_ahead()
+
     def prepare(self, spec: RunSpec) -> Spare:
         """Start the trampoline in the sandbox a run of ``spec`` would get (``spec.stdin_fd``:
         its command pipe). Raises SpawnError."""

@@ -53,7 +53,7 @@ import contextlib
 import os
 import select
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -476,6 +476,13 @@ class Sandlock:
 
     # -- prepared sandboxes (spare.py) -----------------------------------------------------------
 
+    def ready_network(self) -> None:
+        """Start making the network namespace a project's first run joins, when runs join one
+        (``Loopbacks.make_ahead``; ``Spares`` calls this before it computes a policy)."""
+        net = self.config.sandbox.network
+        if self.mount_ns and not shares_host_network(net.allow, net.allow_local_ports):
+            LOOPBACKS.make_ahead()
+
     def prepare(self, spec: RunSpec) -> Spare:
         """Start the trampoline in the sandbox a run of ``spec`` would get (``spec.stdin_fd``:
         its command pipe). Raises SpawnError."""
@@ -550,4 +557,10 @@ class Sandlock:
 def host_network(policy: Policy) -> bool:
     """True when runs share the host's network: the user configured outside endpoints or local
     ports to reach; otherwise they join run_bash's own loopback-only network namespace."""
-    return bool(policy.network_allow or policy.allow_local_ports)
+    return shares_host_network(policy.network_allow, policy.allow_local_ports)
+
+
+def shares_host_network(allow: Sequence[str], local_ports: Sequence[int]) -> bool:
+    """``host_network`` of the policies of options whose ``network`` has ``allow`` and
+    ``allow_local_ports`` (a policy has them as they are)."""
+    return bool(allow or local_ports)

@@ -326,6 +326,7 @@ class Spares:
                 "a running command holds a file lease, which reading the project ahead of a run "
                 "would break; no sandbox is made ahead until it is let go"
             )
+        backend.ready_network()  # (made while the policy is computed)
         policy = self._policy(cwd)
         tag = "spare" + new_id({})
         tmpdir = self.temp.make_dir(tag)
