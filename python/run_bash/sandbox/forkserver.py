@@ -338,6 +338,26 @@ def _probe_namespace() -> str:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _census_child(ctl: socket.socket, path_var: str) -> None:
+    """``_send_census`` in a child of its own that runs only on a CPU nothing else wants
+    (``SCHED_IDLE``): it never slows the host's start, which it is for, nor delays this fork
+    server's spares. Best effort (the host reads the directories itself when it is late)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return
+    if pid:
+        return  # (reaped by the kernel: SIGCHLD is ignored here)
+    try:
+        gc.disable()
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        _send_census(ctl, path_var)
+    finally:
+        os._exit(0)
+
+
 def _send_census(ctl: socket.socket, path_var: str) -> None:
     """What the host's first policy reads of its ``PATH``, made here on the other core while
     the host starts (``headstart.make``) and sent after ``ready`` as ``{"census": data}`` with
@@ -429,7 +449,7 @@ def serve(ctl_fd: int, host: int, census: str | None = None) -> None:
         json.dumps({"ready": os.getpid(), "sandlock": facts, "census": census is not None}).encode()
     )
     if census is not None:
-        _send_census(ctl, census)
+        _census_child(ctl, census)
     me = os.getpid()
     # Spare children wait for the next request themselves, so a request wakes one process (the
     # kernel wakes one reader of the socket per message), and the fork happens while nothing

@@ -5,9 +5,9 @@ A policy looks at every program on ``PATH`` (``pathlinks``: their link counts) a
 of its directories (``pathguard.link_reach``: where they lead). Where ``PATH`` holds many programs
 a run could write (all of them, for root) that is most of the first policy's cost, and the host
 pays it after its own start, on the way to the first command's sandbox. The fork server has
-nothing to do meanwhile: once it said ``ready`` it makes both for the host's own ``PATH`` on the
-other core (``make``, the same code the host runs) and sends them as one message, with the inotify
-instance that watches the programs (``forkserver._send_census``). The host's first look takes them
+nothing to do meanwhile: once it said ``ready``, a child of it makes both for the host's own
+``PATH`` on a CPU nothing else wants (``make``, the same code the host runs) and sends them as one
+message, with the inotify instance that watches the programs (``forkserver._census_child``). The host's first look takes them
 (``take``): the listings of the programs with their watches (``_Programs.adopt``: what changed
 since is in the instance's queue), and the links' answers, which are checked against the
 directories' signatures at their use as answers made in the host are. Anything else the policy

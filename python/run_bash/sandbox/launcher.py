@@ -78,8 +78,9 @@ from run_bash.sandbox.spare import lift
 
 START_TIMEOUT_S = 30.0
 # How long the host's first policy waits for the fork server's census of PATH (``take_census``)
-# when the fork server is still making it; then the policy makes its own.
-CENSUS_WAIT_S = 0.2
+# when it is not there yet; then the policy makes its own. Not at all: it is made only on a CPU
+# nothing else wants, and can be late by any amount on a busy machine.
+CENSUS_WAIT_S = 0.0
 __all__ = ["EXIT_WAIT_S", "STATUS_TIMEOUT_S", "Launcher", "Run", "launcher"]
 
 
@@ -398,9 +399,9 @@ class Launcher:
     def take_census(self) -> tuple[dict[str, Any], list[int]] | None:
         """What the fork server made for the host's first policy when it started
         (``forkserver._send_census``): (its data, its descriptors) for ``headstart.take``, which
-        asks once. Waits for it up to ``CENSUS_WAIT_S`` when the fork server is ready and still
-        making it; None when there is none (a fork server that is not ready by now is not waited
-        for). One that comes later is dropped."""
+        asks once. Waits for it up to ``CENSUS_WAIT_S`` when the fork server is ready and it is
+        still being made; None when there is none (a fork server that is not ready by now is not
+        waited for). One that comes later is dropped."""
         with self._lock:
             self._census_wanted = False
             begun = self._begun
