@@ -103,6 +103,35 @@ def test_the_first_projects_namespace_can_be_made_ahead_and_is_taken_once():
     assert not any(is_open(fd) for fd in made2[0])  # made, never taken, let go
 
 
+def test_a_project_that_comes_while_the_namespace_is_still_being_made_ahead_waits_for_it():
+    """The run's ``acquire`` waits for the namespace being made ahead, holding the registry's
+    lock; making it must not need that lock (it did, and the two waited for each other)."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    made: list[tuple[int, int]] = []
+
+    def slow() -> tuple[int, int]:
+        entered.set()
+        assert release.wait(10)
+        fds = (os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_RDONLY))
+        made.append(fds)
+        return fds
+
+    loops = Loopbacks(slow)
+    loops.make_ahead()
+    assert entered.wait(10)
+    timer = threading.Timer(0.05, release.set)  # (the run is waiting by then, most likely)
+    timer.start()
+    try:
+        a = loops.acquire("/p/a", "s1")
+        assert a.fds == made[0] and loops.made_ahead == 1
+    finally:
+        release.set()
+        timer.cancel()
+        loops.close()
+
+
 def test_a_namespace_made_ahead_that_failed_is_made_again_when_needed():
     calls: list[int] = []
 

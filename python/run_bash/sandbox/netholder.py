@@ -164,19 +164,9 @@ class Loopbacks:
 
         def work() -> None:
             try:
-                fds = self._create()
+                ahead.set_result(self._create())
             except BaseException as err:
                 ahead.set_exception(err)
-                return
-            with self._lock:  # (``close`` reads the result under it)
-                kept = self._ahead is ahead
-                if kept:
-                    ahead.set_result(fds)
-            if not kept:  # let go meanwhile (``close``)
-                for fd in fds:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                ahead.set_exception(SpawnError("the network namespaces were let go"))
 
         threading.Thread(target=work, name="run_bash-netns", daemon=True).start()
 
@@ -260,10 +250,8 @@ class Loopbacks:
             ahead, self._ahead = self._ahead, None
         for x in loops:
             x.close()
-        if ahead is not None and ahead.done() and ahead.exception() is None:
-            for fd in ahead.result():
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        if ahead is not None:  # made ahead and never taken: closed once made
+            ahead.add_done_callback(_close_made)
 
     def _create(self) -> tuple[int, int]:
         if self._make is not None:
@@ -271,6 +259,13 @@ class Loopbacks:
         from run_bash.sandbox.launcher import launcher
 
         return launcher().netns()
+
+
+def _close_made(made: concurrent.futures.Future[tuple[int, int]]) -> None:
+    if made.exception() is None:
+        for fd in made.result():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 LOOPBACKS = Loopbacks()
