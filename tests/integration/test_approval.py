@@ -355,7 +355,14 @@ def test_runbashlog_opens_the_audit_log_read_only(editor, target):
     editor.nvim.input("r")
     editor.nvim.input("too risky<CR>")
     path = editor.lua("return require('run_bash.audit_log').path()")
-    wait_for(lambda: os.path.exists(path) and "user_reject" in Path(path).read_text())
+
+    def logged() -> list[dict]:
+        if not os.path.exists(path):
+            return []
+        return [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+
+    # The decision's line, then the run's (written once the run has ended as rejected).
+    wait_for(lambda: any(r.get("event") == "run" for r in logged()))
     editor.nvim.command("RunBashLog")
     buf = editor.lua(
         "return { name = vim.api.nvim_buf_get_name(0), ro = vim.bo.readonly,"
