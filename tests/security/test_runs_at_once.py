@@ -19,9 +19,12 @@ from tests.security.test_hostread import fsmonitor_cfg, git, pwned, unconfined_f
 
 def made_then_armed(sbx: Runner, world: World, arm: str):
     """The background run makes ``X``, waits until another run has started (it touches ``go``),
-    then runs ``arm`` in the project; the other run's result and the background run's."""
+    says ``CONTROL``, then runs ``arm`` in the project; the other run's result and the background
+    run's. (Said before the arming: a write to a file another run's guard holds kills every run
+    that could write it at once, the writer too, which may be before it says anything more.)"""
     bg = sbx.start(
-        f"git init -q X && echo made; while [ ! -e go ]; do sleep 0.05; done; {arm} echo {CONTROL}",
+        f"git init -q X && echo made; while [ ! -e go ]; do sleep 0.05; done; echo {CONTROL}; "
+        f"{arm} true",
         bg_after=1,
     )
     sbx.wait_output(bg, "made")
