@@ -77,18 +77,7 @@ def warm_links(path_var: str) -> list[list[Any]]:
     from run_bash.sandbox import pathguard
 
     out: list[list[Any]] = []
-    seen: set[tuple[int, int]] = set()
-    for e in path_var.split(os.pathsep):
-        if not os.path.isabs(e):
-            continue
-        e = os.path.normpath(e)
-        try:
-            st = os.stat(e)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) in seen:
-            continue
-        seen.add((st.st_dev, st.st_ino))
+    for e, _dev in pathguard.path_directories(path_var):
         deps, reach = pathguard.link_reach(e)
         if deps is not None:
             out.append(

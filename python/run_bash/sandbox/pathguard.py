@@ -240,10 +240,8 @@ def link_targets(
     could be kept then). A link or target under ``pd.free`` is left out. ``read`` gets every
     directory whose entries the quick resolution read (what the answer depends on besides ``pd``
     itself)."""
-    try:
-        with os.scandir(pd.path) as it:
-            names = [e.name for e in it if e.is_symlink()][:MAX_ENTRIES]
-    except OSError:
+    names = _symlink_names(pd.path)
+    if names is None:
         return Kept()
     links: list[str] = []
     files: list[str] = []
@@ -257,12 +255,8 @@ def link_targets(
         path = os.path.join(pd.path, name)
         if pd.free and path in free:
             continue
-        try:
-            text = os.readlink(path)
-        except OSError:
+        if not _leads_away(path):
             continue
-        if "/" not in text and text not in (".", ".."):
-            continue  # a sibling: an entry of this same directory, looked at as itself
         # Most links of a PATH directory lead to the system: a quick resolution (directories
         # remembered) tells which ones reach a writable grant before each is walked.
         quick = _quick_end(path, real)
@@ -663,12 +657,7 @@ def _lead(link: str, writable: Places, tops: Tops, sigs: dict[str, object]) -> _
     if end is not None:
         read.add(end)
     deps = tuple((p, _dir_sig(p)) for p in sorted(read))
-    young = time.time_ns() - fsdeps.SETTLED_NS
-    settled = all(
-        sig is None or (isinstance(sig, tuple) and sig[2] < young and sig[3] < young)
-        for _p, sig in deps
-    )
-    if settled:
+    if _settled(deps):
         if len(_LEAD) >= MAX_KEPT_ANSWERS * 8:
             _LEAD.clear()
         _LEAD[key] = (deps, led)
@@ -792,22 +781,11 @@ def outside_dirs(path_var: str, writable: Places, exempt: Sequence[str] = ()) ->
     """The absolute ``PATH`` entries outside every writable grant and not under ``exempt``, each
     directory once (``/bin`` and ``/usr/bin`` may be one)."""
     free = Places(exempt)
-    seen: set[tuple[int, int]] = set()
-    out: list[str] = []
-    for e in path_var.split(os.pathsep):
-        if not os.path.isabs(e):
-            continue
-        e = os.path.normpath(e)
-        if e in writable or (exempt and e in free):
-            continue
-        try:
-            st = os.stat(e)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
-            seen.add((st.st_dev, st.st_ino))
-            out.append(e)
-    return out
+
+    def left_out(e: str) -> bool:
+        return e in writable or bool(exempt and e in free)
+
+    return [e for e, _dev in path_directories(path_var, left_out)]
 
 
 def _read_only_dirs(
@@ -874,19 +852,13 @@ def link_reach(d: str) -> tuple[Deps | None, tuple[str, ...] | None]:
     real = _fast_real(read)
     reach: set[str] = set()
     answered = True
-    try:
-        with os.scandir(d) as it:
-            names = [e.name for e in it if e.is_symlink()][:MAX_ENTRIES]
-    except OSError:
+    names = _symlink_names(d)
+    if names is None:
         return None, None
     for name in names:
         path = os.path.join(d, name)
-        try:
-            text = os.readlink(path)
-        except OSError:
+        if not _leads_away(path):
             continue
-        if "/" not in text and text not in (".", ".."):
-            continue  # a sibling: an entry of this same directory, looked at as itself
         quick = _quick_end(path, real)
         if quick is None:
             answered = False
@@ -895,11 +867,7 @@ def link_reach(d: str) -> tuple[Deps | None, tuple[str, ...] | None]:
         reach.update(quick[1])
     deps = tuple((p, _dir_sig(p)) for p in sorted(read))
     answer = (deps, tuple(sorted(reach)) if answered else None)
-    young = time.time_ns() - fsdeps.SETTLED_NS
-    if not all(
-        sig is None or (isinstance(sig, tuple) and sig[2] < young and sig[3] < young)
-        for _p, sig in deps
-    ):
+    if not _settled(deps):
         return None, answer[1]
     if len(_REACH) >= MAX_KEPT_ANSWERS:
         _REACH.clear()
@@ -916,6 +884,61 @@ _REACH: dict[str, tuple[Deps, tuple[str, ...] | None]] = {}
 # directory is looked at again; nothing else can change where its links lead.
 _NO_LINKS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[tuple[str, object], ...]] = {}
 MAX_KEPT_ANSWERS = 512
+
+
+def _symlink_names(d: str) -> list[str] | None:
+    """The names of the symlinks among the entries of ``d`` (at most ``MAX_ENTRIES``); None
+    when it cannot be listed."""
+    try:
+        with os.scandir(d) as it:
+            return [e.name for e in it if e.is_symlink()][:MAX_ENTRIES]
+    except OSError:
+        return None
+
+
+def _leads_away(link: str) -> bool:
+    """Whether the symlink ``link`` names something other than an entry of its own directory
+    (a sibling is looked at as itself)."""
+    try:
+        text = os.readlink(link)
+    except OSError:
+        return False
+    return "/" in text or text in (".", "..")
+
+
+def _settled(deps: Deps) -> bool:
+    """Whether none of the directories of ``deps`` changed in the last ``fsdeps.SETTLED_NS`` (a
+    change within the same timestamp could leave a signature as it was): only then is an answer
+    read from them kept."""
+    young = time.time_ns() - fsdeps.SETTLED_NS
+    return all(
+        sig is None or (isinstance(sig, tuple) and sig[2] < young and sig[3] < young)
+        for _p, sig in deps
+    )
+
+
+def path_directories(
+    path_var: str, left_out: Callable[[str], bool] = lambda _e: False
+) -> list[tuple[str, int]]:
+    """Each absolute entry of ``path_var`` that is a directory, normalized, once per directory
+    (``/bin`` and ``/usr/bin`` may be one: the first name not ``left_out`` counts), with its
+    ``st_dev``."""
+    out: list[tuple[str, int]] = []
+    seen: set[tuple[int, int]] = set()
+    for e in path_var.split(os.pathsep):
+        if not os.path.isabs(e):
+            continue
+        e = os.path.normpath(e)
+        if left_out(e):
+            continue
+        try:
+            st = os.stat(e)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            out.append((e, st.st_dev))
+    return out
 
 
 def _dir_sig(d: str) -> object:

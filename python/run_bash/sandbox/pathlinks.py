@@ -18,7 +18,13 @@ from run_bash import fsdeps, inotify
 from run_bash.paths import Tops, is_under
 from run_bash.sandbox import headstart
 from run_bash.sandbox.gitask import HostReadError
-from run_bash.sandbox.pathguard import MAX_ENTRIES, MAX_KEPT_ANSWERS, OPTION, _dir_sig
+from run_bash.sandbox.pathguard import (
+    MAX_ENTRIES,
+    MAX_KEPT_ANSWERS,
+    OPTION,
+    _dir_sig,
+    path_directories,
+)
 from run_bash.sandbox.places import Places
 
 # Entries of the writable grants looked at for the other names of the programs on PATH.
@@ -255,7 +261,9 @@ class _Programs:
             "budget": self._budget or 0,
         }
         fd, self._ino.fd = self._ino.fd, -1
-        self.__init__()  # type: ignore[misc]
+        self._ino = None
+        self._dirs, self._wd_of, self._paths_of, self._dirty = {}, {}, {}, set()
+        self.counted.clear()
         return data, fd
 
     def adopt(self, data: object, fd: int) -> bool:
@@ -444,19 +452,9 @@ def warm(path_var: str) -> tuple[dict[str, Any], int] | None:
     """List (and watch) the programs of each absolute entry of ``path_var`` as a policy's census
     does, and hand the result over (``_Programs.export``): the sandbox launcher's fork server
     does it for the host's first policy (``headstart.py``)."""
-    seen: set[Inode] = set()
     with _PROGRAMS.lock:
-        for e in path_var.split(os.pathsep):
-            if not os.path.isabs(e):
-                continue
-            e = os.path.normpath(e)
-            try:
-                st = os.stat(e)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))  # one directory by two names: listed once
-                _PROGRAMS.files(e, st.st_dev)
+        for d, dev in path_directories(path_var):
+            _PROGRAMS.files(d, dev)
         return _PROGRAMS.export()
 
 
