@@ -70,6 +70,11 @@ def sig_of(path: str | bytes, follow: bool, full: bool = True) -> Sig:
         st = _STAT(path) if follow else _LSTAT(path)
     except OSError as e:
         return ("E", e.errno)
+    return _sig(st, full)
+
+
+def _sig(st: os.stat_result, full: bool) -> Sig:
+    """``sig_of`` from a stat already made."""
     if not full and stat.S_ISDIR(st.st_mode):
         return ("D", st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid)
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -349,6 +354,29 @@ class Reads:
             self.sigs[key] = sig_of(path, follow, full)
             self._settled = None
 
+    def stat(
+        self, orig: Callable[..., os.stat_result], path: object, follow: bool
+    ) -> os.stat_result:
+        """``orig(path)`` (``os.stat`` or ``os.lstat``, as ``follow`` says), noted from that very
+        call: what the caller saw is what is looked at again (one stat, not two)."""
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, (str, bytes)):
+            self.usable = False  # a descriptor: nothing to look at again by name
+            return orig(path)
+        key = (path, follow, False)
+        try:
+            st = orig(path)
+        except OSError as e:
+            if key not in self.sigs:
+                self.sigs[key] = ("E", e.errno)
+                self._settled = None
+            raise
+        if key not in self.sigs:
+            self.sigs[key] = _sig(st, False)
+            self._settled = None
+        return st
+
     @property
     def armed(self) -> bool:
         """Whether inotify watches stand in for the stats (see the module docstring)."""
@@ -401,12 +429,13 @@ def _wrap_stat(name: str) -> Callable[..., Any]:
 
     def wrapped(path: Any, *args: Any, **kwargs: Any) -> Any:
         rec = _current()
-        if rec is not None:
-            if kwargs.get("dir_fd") is not None or args:
-                rec.usable = False
-            else:
-                rec.note(path, bool(kwargs.get("follow_symlinks", default_follow)), False)
-        return orig(path, *args, **kwargs)
+        if rec is None:
+            return orig(path, *args, **kwargs)
+        if kwargs.get("dir_fd") is not None or args:
+            rec.usable = False
+            return orig(path, *args, **kwargs)
+        follow = bool(kwargs.get("follow_symlinks", default_follow))
+        return rec.stat(_STAT if follow else _LSTAT, path, follow)
 
     return wrapped
 

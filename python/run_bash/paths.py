@@ -140,3 +140,12 @@ class Tops:
 
     def __bool__(self) -> bool:
         return bool(self._set)
+
+
+def lmode(path: str) -> int:
+    """The mode of ``path`` itself (an ``lstat``: a symlink is not followed); 0 when it does not
+    exist or cannot be looked at. One call where ``lexists`` and ``islink`` would make two."""
+    try:
+        return os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return 0

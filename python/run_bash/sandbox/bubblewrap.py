@@ -37,6 +37,7 @@ one stops the run at once and removes it.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -45,7 +46,7 @@ from typing import ClassVar
 
 from run_bash.config import Config
 from run_bash.errors import SpawnError
-from run_bash.paths import is_under
+from run_bash.paths import is_under, lmode
 from run_bash.sandbox import bwprobe, seccomp
 from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
 from run_bash.sandbox.bwprobe import (
@@ -93,9 +94,10 @@ def _depth(p: str) -> int:
     return p.rstrip("/").count("/")
 
 
-def _bind_source_args(kind: str, path: str) -> list[str]:
-    """Arguments binding ``path`` onto itself; a symlink stays a symlink (``/bin -> usr/bin``)."""
-    if os.path.islink(path):
+def _bind_source_args(kind: str, path: str, mode: int) -> list[str]:
+    """Arguments binding ``path`` (``mode``: its ``lstat`` mode) onto itself; a symlink stays a
+    symlink (``/bin -> usr/bin``)."""
+    if stat.S_ISLNK(mode):
         return ["--symlink", os.readlink(path), path]
     return [kind, path, path]
 
@@ -133,12 +135,10 @@ def bwrap_args(
     # (depth, order, args): parents before children, so a project under /tmp is bound on top of
     # the private /tmp; at equal depth read-only before read-write.
     binds: list[tuple[int, int, list[str]]] = []
-    for p in policy.readable:
-        if not skip(p) and os.path.lexists(p):
-            binds.append((_depth(p), 1, _bind_source_args("--ro-bind", p)))
-    for p in policy.writable:
-        if not skip(p) and os.path.lexists(p):
-            binds.append((_depth(p), 2, _bind_source_args("--bind", p)))
+    for order, kind, paths in ((1, "--ro-bind", policy.readable), (2, "--bind", policy.writable)):
+        for p in paths:
+            if not skip(p) and (mode := lmode(p)):
+                binds.append((_depth(p), order, _bind_source_args(kind, p, mode)))
     for p in PRIVATE_MOUNTS:
         if tmpfs_size:
             binds.append((_depth(p), 0, ["--size", str(tmpfs_size), "--tmpfs", p]))

@@ -15,12 +15,13 @@ import fnmatch
 import glob
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from run_bash.config import Config, LimitsConfig, SandboxConfig
-from run_bash.paths import Tops, expand, expand_rules, is_under
+from run_bash.paths import Tops, expand, expand_rules, is_under, lmode
 from run_bash.sandbox import loopback
 from run_bash.sandbox.hostread import Discovery, HostRead, RulesName
 from run_bash.sandbox.proc import SESSION_TAG
@@ -304,10 +305,11 @@ class Policy:
         lstat()."""
         out: list[tuple[str, str]] = []
         for g in sorted(dict.fromkeys(self.git_dirs), key=_depth):
-            if os.path.isdir(g) and not os.path.islink(g):
+            if stat.S_ISDIR(lmode(g)):  # a directory, not a symlink to one
                 out.append(("self", g))
         for p in sorted(dict.fromkeys([*self.sealed, *self.protected]), key=_depth):
-            if os.path.lexists(p) and not os.path.islink(p):
+            mode = lmode(p)
+            if mode and not stat.S_ISLNK(mode):
                 out.append(("ro", p))
         return out
 

@@ -79,10 +79,11 @@ def identity(path: str) -> Ident:
         st = os.lstat(path)
     except OSError:
         return (None,)
+    if not stat.S_ISLNK(st.st_mode):  # it leads to itself
+        return (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode), None, (st.st_dev, st.st_ino))
     link = None
-    if stat.S_ISLNK(st.st_mode):
-        with contextlib.suppress(OSError):
-            link = os.readlink(path)
+    with contextlib.suppress(OSError):
+        link = os.readlink(path)
     try:
         to = os.stat(path)
         target: tuple[int, int] | None = (to.st_dev, to.st_ino)
