@@ -13,6 +13,7 @@ import os
 import psutil
 import pytest
 
+from run_bash import fsdeps
 from run_bash.config import parse_config
 from tests.conftest import until
 from tests.security.conftest import Runner
@@ -160,6 +161,45 @@ def test_a_protected_file_created_after_preparation_reaches_the_next_run(sbx, wo
     assert "took_spare" not in s.marks
     assert "end" in r.output
     assert (world.project / ".envrc").read_text() == "export A=1\n"
+
+
+def test_a_sandbox_made_from_a_policy_that_went_stale_before_it_was_made_is_not_taken(
+    sbx, world, monkeypatch
+):
+    """A prepared sandbox is made from the kept policy without looking again at what computing
+    it read (``Launching.policy(spare=True)``): the run that takes it computes and checks its
+    own. The user sets ``core.hooksPath`` while no run looks, and then the next sandbox is made
+    from the policy kept before (which does not keep that directory): the run that comes does
+    not take it, and cannot write the hook. The control first: made the same way with nothing
+    changed, the sandbox is taken, and the directory is writable."""
+    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # fresh test files count as settled: kept
+    hooks = world.project / "tools/hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    sbx.run("true")
+    assert settled(sbx) == 1
+    backend = sbx.mgr.backend(sbx.name)
+    cwd = str(world.project)
+
+    def made_again() -> None:
+        sbx.mgr.spares.clear("the test makes it again")
+        sbx.mgr.spares.want(cwd, backend)
+        assert settled(sbx) == 1
+
+    made_again()
+    r, took = run_marked(sbx, "echo '# x' >> tools/hooks/pre-commit && echo wrote")
+    assert took and "wrote" in r.output, r.output  # the control
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    assert settled(sbx) == 1
+    git(world, "config", "core.hooksPath", "tools/hooks", check=True)
+    made_again()
+    before = sbx.mgr.spares.discarded
+    s = sbx.start("echo '# pwned' >> tools/hooks/pre-commit; echo end")
+    r = sbx.wait(s)
+    assert "end" in r.output
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\nexit 0\n"
+    assert "took_spare" not in s.marks
+    assert sbx.mgr.spares.discarded == before + 1  # it was made, from the stale policy
 
 
 def test_a_path_its_plan_looked_at_that_appears_after_preparation_reaches_the_next_run(

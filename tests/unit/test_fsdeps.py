@@ -198,10 +198,10 @@ async def test_a_policy_asked_for_while_it_is_computed_waits_for_that_answer(
         looks: dict[str, int] = {}  # the memo's checks, by asking thread
         kept = m.launching._kept
 
-        def counted_kept(key, config):
+        def counted_kept(key, config, look=True):
             name = threading.current_thread().name
             looks[name] = looks.get(name, 0) + 1
-            return kept(key, config)
+            return kept(key, config, look)
 
         m.launching._kept = counted_kept  # type: ignore[method-assign]
 
@@ -265,9 +265,9 @@ async def test_an_answer_handed_on_before_a_caller_came_is_not_taken_unchecked(
         keys: list[tuple[object, ...]] = []
         kept = m.launching._kept
 
-        def noting_kept(key, config):
+        def noting_kept(key, config, look=True):
             keys.append(key)
-            return kept(key, config)
+            return kept(key, config, look)
 
         m.launching._kept = noting_kept  # type: ignore[method-assign]
         first = m.launching.policy(str(project))

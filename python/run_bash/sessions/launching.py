@@ -83,20 +83,27 @@ class Launching:
         # is asked for (``arm_kept``).
         self._unarmed: list[fsdeps.Reads] = []
 
-    def policy(self, cwd: str, on_stage: Callable[[str], None] | None = None) -> Policy:
+    def policy(
+        self, cwd: str, on_stage: Callable[[str], None] | None = None, *, spare: bool = False
+    ) -> Policy:
         """The policy of a sandboxed run in ``cwd`` now. Host I/O (git, the project's files):
         never on the loop. Raises on failure.
 
         Computed again only when something it read changed: the last policy of the same inputs
         is kept with what computing it read (``fsdeps``), and used while that is all still the
         same (stat signatures, and the tree scan's own inotify watches).
+
+        ``spare``: for a prepared sandbox, which runs nothing until a run takes it, and a run
+        takes it only when its own policy, computed and checked then, is the very one it was
+        built from (``Spares.claim``): a kept policy is taken without looking again (the run
+        that comes next looks, and a stale one costs a spare, never a run's sandbox).
         """
         config = self._config()
         # The change store is never reachable from inside, whatever the rules grant.
         hidden = tuple(self.changes.private_paths()) if self.changes is not None else ()
         untrusted = tuple(self.keeper.untrusted())
         key = (cwd, id(config), self.agent_rules, self.project_config, untrusted, hidden)
-        hit = self._kept(key, config)
+        hit = self._kept(key, config, not spare)
         if hit is None:
             # One computation per key at a time: a run arriving while its spare's preparation
             # computes the same policy waits for that answer instead of racing it for the GIL,
@@ -123,11 +130,12 @@ class Launching:
             on_stage("hostread")
         return hit
 
-    def _kept(self, key: tuple[object, ...], config: Config) -> Policy | None:
-        """The policy kept for ``key`` while everything computing it read is still the same."""
+    def _kept(self, key: tuple[object, ...], config: Config, look: bool = True) -> Policy | None:
+        """The policy kept for ``key`` while everything computing it read is still the same
+        (``look`` false: kept, unchecked; see ``policy``)."""
         with self._memo_lock:
             hit = self._memo.get(key)
-        if hit is not None and hit[0] is config and hit[2].still(self._writable):
+        if hit is not None and hit[0] is config and (not look or hit[2].still(self._writable)):
             return hit[1]
         return None
 

@@ -127,7 +127,7 @@ class SessionManager:
             current,
             self.environ,
             self.temp,
-            lambda cwd: self.launching.policy(cwd),
+            lambda cwd: self.launching.policy(cwd, spare=True),
             lambda: self.launching.arm_kept(),
         )
         self.launching = Launching(
