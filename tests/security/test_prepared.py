@@ -425,3 +425,43 @@ def test_no_sandbox_is_prepared_ahead_while_a_run_holds_a_file_lease(sbx, world)
         f.write("[user]\n\temail = someone@example.org\n")
     sbx.mgr.spares.want(str(world.project), backend)
     assert settled(sbx) == 1
+
+
+LIMITS = "grep -E '^Max (file size|processes|data size) ' /proc/self/limits"
+
+
+def _limit_lines(output: str) -> list[str]:
+    return sorted(" ".join(x.split()) for x in output.splitlines() if x.startswith("Max "))
+
+
+@pytest.mark.parametrize("posix", [False, True], ids=["", "POSIXLY_CORRECT"])
+def test_a_prepared_sandbox_has_the_per_process_limits_of_one_built_for_its_command(
+    sbx, world, posix
+):
+    """The per-process limits (file size, processes, data: soft and hard) of a command run in a
+    prepared sandbox are exactly those of the same command in a sandbox built for it
+    (``sandbox.prepare = false``), and under bubblewrap exactly the configured ones. With
+    ``POSIXLY_CORRECT`` set for runs too: bash's own ``ulimit``, which a prepared bwrap
+    sandbox uses, would count file sizes in 512-byte blocks there."""
+    env = {"set": {"POSIXLY_CORRECT": "1"}} if posix else {}
+    prepared = sbx.with_config(sandbox={"prepare": True, "env": env})
+    built = sbx.with_config(sandbox={"prepare": False, "env": env})
+    cmd = f"{LIMITS}; echo posix=${{POSIXLY_CORRECT-}}"
+    prepared.run("true")
+    assert settled(prepared) == 1
+    r, took = run_marked(prepared, cmd)
+    assert took and r.exit_code == 0, r.output
+    assert f"posix={'1' if posix else ''}" in r.output, r.output
+    control, took_built = run_marked(built, cmd)
+    assert not took_built and control.exit_code == 0, control.output
+    lines = _limit_lines(r.output)
+    assert len(lines) == 3, r.output
+    assert lines == _limit_lines(control.output)
+    if sbx.name == "bubblewrap":
+        limits = parse_config({}).sandbox.limits
+        size, mem, nproc = limits.max_file_size, limits.max_memory, limits.max_processes
+        assert lines == [
+            f"Max data size {mem} {mem} bytes",
+            f"Max file size {size} {size} bytes",
+            f"Max processes {nproc} {nproc} processes",
+        ]

@@ -229,3 +229,31 @@ def test_joining_the_shared_network_namespace(tmp_path):
     # With outside network allowed, the host's network is shared instead (no join).
     policy2, _ = make(tmp_path / "b", network_allow=["x:1"])
     assert not any(a.endswith("nsenter") for a in b.argv(policy2, spec, ("/a", "/b")))
+
+
+def test_a_prepared_sandboxs_bash_sets_its_limits_itself_when_its_units_are_exact(tmp_path):
+    """A prepared sandbox's bash (the trampoline) sets the per-process limits with ``ulimit``
+    (KiB units) instead of starting ``prlimit``; a size that is no whole number of KiB, or bash
+    in POSIX mode (512-byte blocks for file sizes), keeps ``prlimit``; any other command too."""
+    from dataclasses import replace
+
+    from run_bash.sandbox.bubblewrap import per_process_limits
+    from run_bash.sandbox.bwprobe import prlimit_path
+    from run_bash.sandbox.spare import TRAMPOLINE
+
+    policy, spec = make(tmp_path)
+    spare = replace(spec, cmd=TRAMPOLINE)
+    mem = policy.limits.max_memory
+    assert per_process_limits(policy, spare) == (
+        [],
+        f"ulimit -f {(1 << 20) // 1024} -u 10 -d {mem // 1024} || exit 125; {TRAMPOLINE}",
+    )
+    odd = replace(policy, limits=replace(policy.limits, max_file_size=1000))
+    posix = replace(spare, env={**spare.env, "POSIXLY_CORRECT": "1"})
+    shellopts = replace(spare, env={**spare.env, "SHELLOPTS": "posix"})
+    for p, s in ((odd, spare), (policy, posix), (policy, shellopts), (policy, spec)):
+        limits, cmd = per_process_limits(p, s)
+        assert cmd == s.cmd
+        if prlimit_path():
+            size = p.limits.max_file_size
+            assert limits[0] == prlimit_path() and limits[1] == f"--fsize={size}:{size}"

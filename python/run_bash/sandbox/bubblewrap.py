@@ -19,7 +19,8 @@ What the sandbox looks like (see doc/run_bash.txt, *run_bash-bubblewrap*):
 * The launcher's environment *is* the scrubbed one (``bwrap`` is pid 1's parent and its own
   environment would be readable through /proc otherwise), and bwrap inherits only fds 0/1/2.
 * Each run starts in its own pid namespace, capped by its ``pid_max`` (see ``RESERVED_PIDS``);
-  inside the sandbox ``prlimit`` sets ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` (per run there) and
+  inside the sandbox ``prlimit`` (a prepared sandbox's bash: its ``ulimit``,
+  ``per_process_limits``) sets ``RLIMIT_FSIZE``, ``RLIMIT_NPROC`` (per run there) and
   ``RLIMIT_DATA`` (memory, per process). Where a memory cgroup can be made (``cgroups.py``), the
   run's first process joins the run's own, which caps the whole run's memory and tasks.
 * Network: bwrap cannot filter by port. With ``sandbox.network.allow`` empty every run joins one
@@ -165,6 +166,34 @@ def bwrap_args(
     return args
 
 
+def per_process_limits(policy: Policy, spec: RunSpec) -> tuple[list[str], str]:
+    """The per-process limits of a run inside bwrap (RLIMIT_FSIZE, RLIMIT_NPROC and
+    RLIMIT_DATA, each soft and hard), as (the program that sets them before bash, bash's
+    command). A prepared sandbox's bash (``TRAMPOLINE``) sets them itself with its ``ulimit``
+    builtin before it waits (one program fewer to start; it exits 125 when it cannot), when
+    its units are exact: sizes in whole KiB, and bash not in POSIX mode (``POSIXLY_CORRECT``
+    or ``SHELLOPTS`` in the environment: file sizes would count in 512-byte blocks). Else, and
+    for every other command, ``prlimit`` (none when it is missing)."""
+    size = policy.limits.max_file_size
+    nproc = policy.limits.max_processes
+    # Per process (the whole run's cap is its cgroup, where there is one): heap and private
+    # writable mappings; address space merely reserved does not count.
+    mem = policy.limits.max_memory
+    if (
+        spec.cmd == TRAMPOLINE
+        and size % 1024 == 0
+        and mem % 1024 == 0
+        and "POSIXLY_CORRECT" not in spec.env
+        and "SHELLOPTS" not in spec.env
+    ):
+        return [], f"ulimit -f {size // 1024} -u {nproc} -d {mem // 1024} || exit 125; {TRAMPOLINE}"
+    pl = prlimit_path()
+    if not pl:
+        return [], spec.cmd
+    limits = [pl, f"--fsize={size}:{size}", f"--nproc={nproc}:{nproc}", f"--data={mem}:{mem}", "--"]
+    return limits, spec.cmd
+
+
 def _granted(policy: Policy) -> list[str]:
     return [*policy.readable, *policy.writable]
 
@@ -300,7 +329,7 @@ class Bubblewrap:
         loopback to join first; ``cgroup_procs``: the run's cgroups (``cgroups.py``); ``temp``:
         the size of its temp space (0: the private dir as it is).
 
-        ``[nsenter --user --net] unshare --pid … sh -c RUN_INIT … bwrap … -- prlimit … -- bash -c
+        ``[nsenter --user --net] unshare --pid … sh -c RUN_INIT … bwrap … -- [prlimit … --] bash -c
         CMD``: the run's own pid and mount namespace, whose first process joins the run's
         cgroups, mounts its temp space and caps its pids (see ``RUN_INIT``, ``RESERVED_PIDS``),
         then the sandbox, and inside it the per-process limits. RLIMIT_NPROC is set inside bwrap's
@@ -345,25 +374,11 @@ class Bubblewrap:
         if join or (wrap and os.getuid() != 0):
             # Keep the real ids inside (the user namespace around bwrap maps them to 0).
             extra = ["--uid", str(os.getuid()), "--gid", str(os.getgid()), *extra]
-        limits: list[str] = []
-        pl = prlimit_path()
-        if pl:
-            size = policy.limits.max_file_size
-            nproc = policy.limits.max_processes
-            mem = policy.limits.max_memory
-            limits = [
-                pl,
-                f"--fsize={size}:{size}",
-                f"--nproc={nproc}:{nproc}",
-                # Per process (the whole run's cap is its cgroup, where there is one): heap and
-                # private writable mappings; address space merely reserved does not count.
-                f"--data={mem}:{mem}",
-                "--",
-            ]
+        limits, cmd = per_process_limits(policy, spec)
         inner = bwrap_args(
             policy, spec, extra, shared_netns=bool(join), tmpfs_size=0 if mode else temp
         )
-        return [*first, *join, *wrap, bwrap, *inner, "--", *limits, bash, "-c", spec.cmd]
+        return [*first, *join, *wrap, bwrap, *inner, "--", *limits, bash, "-c", cmd]
 
     def pid_namespace(self) -> str:
         """How runs get their own pid namespace: "capped" (with ``pid_max``), "plain" (without:
