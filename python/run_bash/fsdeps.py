@@ -393,6 +393,16 @@ class Reads:
             )
         return self._settled
 
+    def look(self) -> bool:
+        """Whether the computation would read exactly the same now, by looking at every path it
+        read once, without setting watches: for an answer asked for once, soon after it was
+        made (``still`` sets them, which pays only when it is asked for again and again)."""
+        if not self.usable or not self.settled:
+            return False
+        if any(sig_of(*key) != sig for key, sig in list(self.sigs.items())):
+            return False
+        return all(check() for check in self.checks)
+
     def still(self, writable: Iterable[str] = ()) -> bool:
         """Whether the computation would read exactly the same now. ``writable``: directories
         where other processes may write (their files are always stat'ed, see ``_arm``)."""

@@ -97,3 +97,39 @@ def test_a_hosts_first_sandbox_reads_no_lease_list_until_a_command_started(tmp_p
         assert reads == [1]
     finally:
         spares.close()
+
+
+def test_a_plan_not_armed_yet_is_the_same_only_while_every_path_it_read_is(tmp_path, monkeypatch):
+    """A run that takes a spare before its plan is armed (back to back, or a host's first) has
+    every path planning read looked at once (``Reads.look``): the same policy object, inputs and
+    paths mean the same plan; a path that appeared, another policy or other inputs do not. The
+    armed plan answers the same."""
+    from run_bash import fsdeps
+    from run_bash.sandbox.spare import Planned, planning
+
+    monkeypatch.setattr(fsdeps, "SETTLED_NS", 0)  # made a moment ago: settled all the same
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "kept").write_text("x")
+    policy = object()
+
+    def plan() -> tuple[bool, bool]:
+        return os.path.lexists(d / "new"), os.path.isfile(d / "kept")
+
+    out, planned = planning(policy, ("in",), plan)
+    assert out == (False, True)
+    assert isinstance(planned, Planned) and not planned.armed
+    assert planned.same(policy, ("in",))  # the control: nothing changed
+    assert not planned.same(object(), ("in",))
+    assert not planned.same(policy, ("other",))
+    (d / "new").write_text("")
+    assert not planned.same(policy, ("in",))
+    (d / "new").unlink()
+    assert planned.same(policy, ("in",))
+    (d / "kept").write_text("changed")
+    assert not planned.same(policy, ("in",))
+    (d / "kept").write_text("x")
+    armed = planning(policy, ("in",), plan)[1]
+    assert armed is not None and armed.arm() and armed.same(policy, ("in",))
+    (d / "new").write_text("")
+    assert not armed.same(policy, ("in",))

@@ -200,11 +200,12 @@ def plan_inputs(spec: Any, *more: object) -> tuple[object, ...]:
 @dataclass(eq=False)
 class Planned:
     """How a spare's plan was made: from ``policy`` (that object) and ``inputs``
-    (``plan_inputs``), reading ``reads``. Once armed (``arm``: the watches that vouch for what
-    planning read are set, after the spare is ready), a run that takes the spare with the same
-    policy object and inputs, while everything planning read is the same (``fsdeps``), would
-    get the very same plan: the backend does not make it again (``spare_key``). Before that
-    (a run that came at once, back to back), planning again costs less than arming."""
+    (``plan_inputs``), reading ``reads``. A run that takes the spare with the same policy object
+    and inputs, while everything planning read is the same (``fsdeps``), would get the very same
+    plan: the backend does not make it again (``spare_key``). Once armed (``arm``: the watches
+    that vouch for what planning read are set, after the spare is ready), that is the watches'
+    word and the stats they leave; before (a run that came at once, back to back), one look at
+    every path planning read (``Reads.look``), which costs less than arming or planning again."""
 
     policy: object
     inputs: tuple[object, ...]
@@ -212,12 +213,9 @@ class Planned:
     armed: bool = False
 
     def same(self, policy: object, inputs: tuple[object, ...]) -> bool:
-        return (
-            self.armed
-            and policy is self.policy
-            and inputs == self.inputs
-            and self.reads.still(ANYWHERE)
-        )
+        if policy is not self.policy or inputs != self.inputs:
+            return False
+        return self.reads.still(ANYWHERE) if self.armed else self.reads.look()
 
     def arm(self) -> bool:
         """Set the watches, looking at each path once more; False when something changed

@@ -284,8 +284,8 @@ class Spares:
     def _arm(self, spare: Spare, taken: threading.Event) -> None:
         """Arm the plan of a spare (``Planned.arm``) once it has been ready for ``BURST_S``
         without a run taking it (a worker thread; never raises). A run that comes at once
-        (commands back to back) plans its sandbox again, which costs less than arming; one
-        that comes later finds the plan armed."""
+        (commands back to back) looks at what planning read once instead, which costs less than
+        arming; one that comes later finds the plan armed."""
         try:
             planned = spare.planned
             if not taken.wait(BURST_S) and planned is not None and not planned.arm():
