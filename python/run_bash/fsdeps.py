@@ -350,32 +350,29 @@ class Reads:
             self.usable = False  # a descriptor: nothing to look at again by name
             return
         key = (path, follow, full)
-        if key not in self.sigs:
+        if self._new(key):
             self.sigs[key] = sig_of(path, follow, full)
-            self._settled = None
 
-    def stat(
-        self, orig: Callable[..., os.stat_result], path: object, follow: bool
-    ) -> os.stat_result:
-        """``orig(path)`` (``os.stat`` or ``os.lstat``, as ``follow`` says), noted from that very
-        call: what the caller saw is what is looked at again (one stat, not two)."""
-        if isinstance(path, os.PathLike):
-            path = os.fspath(path)
-        if not isinstance(path, (str, bytes)):
-            self.usable = False  # a descriptor: nothing to look at again by name
-            return orig(path)
+    def stat(self, path: str | bytes, follow: bool) -> os.stat_result:
+        """``os.stat(path)`` (``os.lstat`` unless ``follow``), noted from that very call: what
+        the caller saw is what is looked at again (one stat, not two)."""
         key = (path, follow, False)
         try:
-            st = orig(path)
+            st = _STAT(path) if follow else _LSTAT(path)
         except OSError as e:
-            if key not in self.sigs:
+            if self._new(key):
                 self.sigs[key] = ("E", e.errno)
-                self._settled = None
             raise
-        if key not in self.sigs:
+        if self._new(key):
             self.sigs[key] = _sig(st, False)
-            self._settled = None
         return st
+
+    def _new(self, key: Key) -> bool:
+        """Whether ``key`` was not noted yet (the first look counts: the caller notes it now)."""
+        if key in self.sigs:
+            return False
+        self._settled = None
+        return True
 
     @property
     def armed(self) -> bool:
@@ -441,11 +438,12 @@ def _wrap_stat(name: str) -> Callable[..., Any]:
         rec = _current()
         if rec is None:
             return orig(path, *args, **kwargs)
-        if kwargs.get("dir_fd") is not None or args:
-            rec.usable = False
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if kwargs.get("dir_fd") is not None or args or not isinstance(path, (str, bytes)):
+            rec.usable = False  # relative to a descriptor, or one: nothing to look at by name
             return orig(path, *args, **kwargs)
-        follow = bool(kwargs.get("follow_symlinks", default_follow))
-        return rec.stat(_STAT if follow else _LSTAT, path, follow)
+        return rec.stat(path, bool(kwargs.get("follow_symlinks", default_follow)))
 
     return wrapped
 

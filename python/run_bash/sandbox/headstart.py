@@ -104,11 +104,7 @@ def adopt_links(data: object) -> int:
             for p, sig in raw_deps:
                 if not isinstance(p, str) or not os.path.isabs(p):
                     raise ValueError(p)
-                if sig is not None:
-                    sig = tuple(sig)
-                    if len(sig) != 4 or not all(type(x) is int for x in sig):
-                        raise ValueError(sig)
-                deps.append((p, sig))
+                deps.append((p, dir_sig(sig)))
             if reach is not None:
                 if not isinstance(reach, list) or not all(isinstance(r, str) for r in reach):
                     raise ValueError(reach)
@@ -120,3 +116,13 @@ def adopt_links(data: object) -> int:
         pathguard._REACH[d] = (tuple(deps), reach)
         kept += 1
     return kept
+
+
+def dir_sig(raw: object) -> tuple[int, ...] | None:
+    """A directory's signature (``pathguard._dir_sig``: four integers, or None) as another
+    process sent it. Raises ValueError when it is anything else."""
+    if raw is None:
+        return None
+    if not isinstance(raw, (list, tuple)) or len(raw) != 4 or not all(type(x) is int for x in raw):
+        raise ValueError(raw)
+    return tuple(raw)

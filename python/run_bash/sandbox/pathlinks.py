@@ -280,10 +280,7 @@ class _Programs:
             for d, sig, files in data["dirs"]:
                 if not isinstance(d, str) or not os.path.isabs(d):
                     raise ValueError(d)
-                if sig is not None:
-                    sig = tuple(sig)
-                    if len(sig) != 4 or not all(type(x) is int for x in sig):
-                        raise ValueError(sig)
+                sig = headstart.dir_sig(sig)
                 listed: dict[str, list[int]] = {}
                 for name, ino, nlink, wd in files:
                     if not isinstance(name, str) or "/" in name or not name:
