@@ -474,6 +474,7 @@ class RunChanges:
         self.others: Callable[[str, str | None], str | None] | None = None
         self._projects: dict[str, tuple[float, str | None, str | None]] = {}  # cwd -> found
         self._warming: set[str] = set()
+        self._closed = False  # ``close``: the host is exiting
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -613,7 +614,8 @@ class RunChanges:
         try:
             listed = await self._call(self.store.kept_ids)
         except Exception:
-            log.exception("listing the kept change sets failed")
+            if not self._closed:  # (closed: the host is exiting, and nothing asks any more)
+                log.exception("listing the kept change sets failed")
             return
         self._kept = listed | (self._kept - before)
 
@@ -823,6 +825,7 @@ class RunChanges:
     def close(self) -> None:
         """Stop the workers without waiting and release the store's inotify instances (the host
         is exiting)."""
+        self._closed = True
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._store is not None:
             self._store.release()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -150,6 +151,22 @@ async def test_the_kept_predicate_follows_retention(svc, proj):
     # What retention dropped is learnt once the run is done (after its result).
     await asyncio.wait_for(svc.mgr.sessions[second["id"]].done.wait(), 30)
     assert svc.mgr.change_set_kept(first["id"]) is False
+
+
+async def test_a_listing_of_kept_sets_after_the_host_closed_its_workers_logs_no_error(
+    svc, proj, caplog
+):
+    """A recorded run that ends while the host exits lists the kept change sets after the
+    recorder closed its workers: nothing is listed then, and that is no error to log."""
+    first = await run(svc, "echo 1 > one.txt", proj)
+    await asyncio.wait_for(svc.mgr.sessions[first["id"]].done.wait(), 30)
+    with caplog.at_level(logging.DEBUG, logger="run_bash"):
+        await svc.recorder.refresh_kept()  # control: open, it lists and logs nothing
+        assert svc.mgr.change_set_kept(first["id"]) is True
+        svc.recorder.close()
+        await svc.recorder.refresh_kept()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert svc.mgr.change_set_kept(first["id"]) is True  # what it knew stays
 
 
 async def test_with_undo_disabled_nothing_is_recorded(svc, proj, tmp_path):
