@@ -21,8 +21,10 @@ time the product's own path:
 
 ``first byte`` (of ``echo``'s output, the median of ``ECHO_RUNS`` paced as the series) is printed
 beside them, and the CPU time per run of the host and of what it started (``cpu_ms``: the
-sandboxes' processes, the fork server): back to back on a machine of few cores, that total and
-not the wait is what bounds the rate. Last, the
+sandboxes' processes, the fork server), and of the whole machine (``machine_ms``: kernel threads
+too, such as those tearing namespaces down; with the ``vim.system`` bash beside each run): back to
+back on a machine of few cores, that total over the CPUs, and not the wait, bounds the rate.
+Last, the
 commands an agent runs most (``EVERYDAY``: git status, ls -R, find, grep -r in the 5,000-file
 project), end to end against the same command through ``vim.system``: what a backend adds to each
 file system call shows there. With a
@@ -176,6 +178,15 @@ def cpu_ms(host: Any) -> tuple[float, float]:
     return (t.user + t.system) * 1000, kids * 1000
 
 
+def machine_ms() -> float:
+    """CPU time (ms) the whole machine has spent busy (every CPU, every process and kernel thread:
+    ``/proc/stat``), so far: what bounds commands back to back on a machine of few cores."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait
+    return (sum(ticks[:8]) - idle) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str, Any]:
     from bench_wait import host_process
 
@@ -187,6 +198,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
     spares = beside = 0
     host = host_process(nvim)
     cpu0 = cpu_ms(host)
+    busy0 = machine_ms()
     for _ in range(RUNS):
         if gap:
             time.sleep(gap)
@@ -198,6 +210,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
         beside += "beside" in marks
         stages.append(breakdown(t0, t_cb, marks))
     cpu1 = cpu_ms(host)
+    busy1 = machine_ms()
     # Paced as the series was (a run straight after the last one finds no sandbox made for it
     # in the 0.1 s mode): the median of a few.
     echo = {**spec, "cmd": "echo x"}
@@ -219,6 +232,7 @@ def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str,
         "beside": beside,
         "backend": backend,
         "cpu": ((cpu1[0] - cpu0[0]) / RUNS, (cpu1[1] - cpu0[1]) / RUNS),
+        "machine": (busy1 - busy0) / RUNS,
     }
 
 
@@ -259,6 +273,7 @@ def rows_of(label: str, m: dict[str, Any]) -> list[Row]:
         if m["first_byte"]
         else ""
     )
+    cpus = os.cpu_count() or 1
     spare = f"; {m['spares']}/{RUNS} runs took a prepared sandbox" if m["spares"] else ""
     if m["spares"]:
         spare += f", {m['beside']}/{RUNS} had the next one made beside them at once"
@@ -274,7 +289,9 @@ def rows_of(label: str, m: dict[str, Any]) -> list[Row]:
             "unit": "ms",
             "goal": goal,
             "note": f"{ratio:.2f}x vim.system bash ({m['bash']:.2f} ms){spare}{first}; CPU per "
-            f"run: the host {m['cpu'][0]:.1f} ms, what it started {m['cpu'][1]:.1f} ms",
+            f"run: the host {m['cpu'][0]:.1f} ms, what it started {m['cpu'][1]:.1f} ms, the "
+            f"whole machine {m['machine']:.1f} ms with the bash beside it (on {cpus} CPUs, "
+            f"{m['machine'] / cpus:.1f} ms of wall time at the least)",
         },
         {
             "name": f"{label}, {m['backend']}: stages (ms, medians)",
