@@ -180,11 +180,13 @@ def cpu_ms(host: Any) -> tuple[float, float]:
 
 def machine_ms() -> float:
     """CPU time (ms) the whole machine has spent busy (every CPU, every process and kernel thread:
-    ``/proc/stat``), so far: what bounds commands back to back on a machine of few cores."""
+    ``/proc/stat``), so far: what bounds commands back to back on a machine of few cores. Busy is
+    user, nice, system, irq and softirq time; idle, iowait and a virtual machine's steal time
+    (its CPUs running something else) are not."""
     with open("/proc/stat") as f:
-        ticks = [int(v) for v in f.readline().split()[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait
-    return (sum(ticks[:8]) - idle) * 1000 / os.sysconf("SC_CLK_TCK")
+        ticks = [int(v) for v in f.readline().split()[1:8]]
+    user, nice, system, _idle, _iowait, irq, softirq = ticks
+    return (user + nice + system + irq + softirq) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def series(nvim: Any, project: str, backend: str, gap: float = GAP) -> dict[str, Any]:
