@@ -14,6 +14,11 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
 * **Kill first.** An event on a member (or on a git directory, or an ancestor of a member inside
   a git directory being created or moved) kills every run that could write it before anything is
   read: matching the event is a dictionary lookup and a name comparison.
+* **Lost events are read from the state.** A run that makes names faster than the watcher reads
+  them (40,000 files moved into the project's top) overflows its queue: the names are lost,
+  not the run. Every active run's git directories, members, ``PATH`` directories and rules files
+  are then compared with their trusted states, as after a run (``_changed_unseen``); a
+  difference stops the run, anything later is an event again.
 * **Then check and repair, bounded by what is protected.** Each member is compared with its
   trusted state using only the trusted state's size: a directory is listed up to one entry more
   than it had (40,000 entries moved into ``.git/hooks`` cost one rename: the directory is moved
@@ -146,6 +151,7 @@ class Keeper(Repairs):
         self._ino: Inotify | None = None
         self._table: dict[int, list[Sub]] = {}
         self._table_lock = threading.Lock()
+        self.lost_events = 0  # how many times the watcher's queue overflowed (``_changed_unseen``)
         self._thread: threading.Thread | None = None
         self._stop_r = self._stop_w = -1
         self._live = LiveLinks(self.discovery.trees.events_fd, self._judge_live)
@@ -921,12 +927,11 @@ class Keeper(Repairs):
         grow: set[Scope] = set()
         paths: list[tuple[Scope, PathDir, str]] = []
         rules: list[tuple[Scope, RulesName]] = []
+        lost = False
         with self._table_lock:
             for wd, mask, name in events:
                 if mask & inotify.IN_Q_OVERFLOW:
-                    for subs in self._table.values():
-                        for s in subs:
-                            kill[s.scope] = "too many file events to follow"
+                    lost = True  # names were lost: the state says what they could have said
                     continue
                 if mask & inotify.IN_IGNORED:
                     # The kernel dropped the watch (its inode is gone); the number may be reused.
@@ -956,11 +961,46 @@ class Keeper(Repairs):
             for scope, r in dict.fromkeys(rules):
                 if not scope.ended and rules_problems(scope.host_read, r.path):
                     scope.trip(f"agent rules file {self._name(scope.host_read, r.path)} changed")
+            if lost:
+                self.lost_events += 1
+                for scope in list(self._scopes.values()):
+                    if not scope.ended and not scope.tripped:
+                        unseen = self._changed_unseen(scope)
+                        if unseen is not None:
+                            scope.trip(unseen)
             tripped = [s for s in self._scopes.values() if s.tripped and not s.ended]
             for scope in tripped:
                 self._check(scope)
-            if tripped or grow:
+            if tripped or grow or lost:
                 self._refresh_all()
+
+    def _changed_unseen(self, scope: Scope) -> str | None:
+        """Events were lost (the queue overflowed while a run made many names): what they could
+        have said, read from the state, as the check after a run reads it and bounded the same
+        way. Why ``scope`` must stop, or None. Whatever changes after this look is an event again
+        (the queue was just read), or another overflow and another look."""
+        hr = scope.host_read
+        for g in hr.git_dirs:
+            ident = self._git_ident.get(g)
+            if ident is None:
+                continue
+            try:
+                st = nofollow.lstat(g, self._fence)
+            except (OSError, LinkInPath):
+                return f"{self._name(hr, g)} was moved or replaced"
+            if (st.st_dev, st.st_ino) != ident[:2]:
+                return f"{self._name(hr, g)} was moved or replaced"
+        for m in hr.members:
+            trusted = self._trusted.get(m)
+            if trusted is None or not matches(m, trusted):
+                return "a file the host reads was changed"
+        for pd in hr.path_dirs:
+            for c in changes(pd, self._path_states.get(pd.path), scope.places):
+                return f"{c.name} in {pd.path} (on PATH) {c.why}"
+        for r in hr.rules:
+            if rules_problems(hr, r.path):
+                return f"agent rules file {self._name(hr, r.path)} changed"
+        return None
 
 
 def _add(names: dict[tuple[str, str], set[str]], where: tuple[str, str, str] | None) -> None:
