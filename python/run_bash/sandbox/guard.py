@@ -63,34 +63,24 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import select
 import stat
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable
 
-from run_bash import inotify
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import gitindex, nofollow, sequencer
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.guardscope import (
-    GROW,
     JUDGE_BUDGET_S,
-    KILL_ANY,
-    KILL_NAMES,
     LIVE_TRIP,
-    PATH_DIR,
-    RULES,
     Scope,
     Sub,
-    dir_mode,
-    is_dir_once,
-    realpath_once,
-    split_once,
 )
+from run_bash.sandbox.guardwatch import Watcher
 from run_bash.sandbox.hostread import (
     MAX_SCAN_DIRS,
     Discovery,
@@ -112,7 +102,7 @@ from run_bash.sandbox.members import (
 )
 from run_bash.sandbox.nofollow import Fence, LinkInPath
 from run_bash.sandbox.pathguard import PathDir, Sig, refusal_notices
-from run_bash.sandbox.pathstate import changes, dir_state, judge
+from run_bash.sandbox.pathstate import changes, dir_state
 from run_bash.sandbox.places import Places
 from run_bash.sandbox.repairs import Repairs
 from run_bash.sandbox.treescan import MAX_CHECK_DIRS, looks_like_git_dir, nested_git_dirs
@@ -121,7 +111,7 @@ from run_bash.sandbox.treescan import MAX_CHECK_DIRS, looks_like_git_dir, nested
 # The keeper
 
 
-class Keeper(Repairs):
+class Keeper(Repairs, Watcher):
     """The host's guard: trusted states, the watcher and the checks. See the module docstring."""
 
     def __init__(self, quarantine_root: str, discovery: Discovery | None = None) -> None:
@@ -772,238 +762,3 @@ class Keeper(Repairs):
             done.append(what)
         scope.notices.append(f"agent rules file {name} {why}; {'; '.join(done)}{stopped}")
         return True
-
-    # -- watching --------------------------------------------------------------------------------
-
-    def _ensure_watcher(self) -> Inotify:
-        if self._ino is None:
-            self._ino = Inotify()  # OSError: the caller refuses the run
-            self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-            self._thread = threading.Thread(target=self._loop, name="run_bash-guard", daemon=True)
-            self._thread.start()
-        return self._ino
-
-    def _sub(self, ino: Inotify, scope: Scope, path: str, mask: int, sub: Sub) -> None:
-        wd = ino.add(path, mask | inotify.IN_DONT_FOLLOW | inotify.IN_MASK_ADD)
-        with self._table_lock:
-            self._table.setdefault(wd, []).append(sub)
-        scope.wds.add(wd)
-
-    def _watch(self, scope: Scope, fresh: dict[str, State] | None = None) -> None:
-        """Watch everything of ``scope`` (re-run after a repair moved inodes around). ``fresh``:
-        states of members taken just now (``prepare``), which say whether each exists without
-        asking again (what appears meanwhile is caught after watching, as below)."""
-        ino = self._ensure_watcher()
-        hr = scope.host_read
-        # Whether each directory exists, looked up once per call: a project's top holds tens of
-        # kept names. (Anything made between looking and watching is caught after watching.)
-        dirs: dict[str, bool] = {}
-        reals: dict[str, str | None] = {}
-        git_places = (
-            Places(hr.git_dirs, realpath=lambda p: realpath_once(p, reals)) if hr.git_dirs else None
-        )
-        todo: list[tuple[str, Sub, int]] = []  # (path, sub, mask)
-        # The names watched in one directory for one purpose share one subscription (a
-        # project's top holds tens of names that may not appear): one watch call, one look-up.
-        names: dict[tuple[str, str], set[str]] = {}  # (directory, kind) -> names, mask ENTRIES
-        for m in hr.members:
-            is_dir = dir_mode(m, fresh.get(m) if fresh is not None else None)
-            if is_dir is not None:
-                mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
-                todo.append((m, Sub(scope, KILL_ANY, mask), mask))
-            # (Whether it lies in a git dir matters only when its directory is not there yet.)
-            grows_in_git = (
-                git_places is not None
-                and not is_dir_once(split_once(m)[0], dirs)
-                and m in git_places
-            )
-            _add(names, self._watch_name(scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs))
-        for g in hr.git_dirs:
-            mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
-            todo.append((g, Sub(scope, KILL_ANY, mask), mask))
-            _add(names, self._watch_name(scope, g, KILL_NAMES, kill_growth=True, dirs=dirs))
-        for pd in hr.path_dirs:
-            # A unit that does not exist yet is a member (watched above).
-            if os.path.isdir(pd.path):
-                mask = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.CONTENT
-                todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask))
-        for r in hr.rules:
-            where = self._watch_name(scope, r.path, RULES, kill_growth=False, dirs=dirs)
-            if where is not None:  # a subscription of its own: its events name the rules file
-                d, kind, name = where
-                mask = inotify.ENTRIES
-                todo.append((d, Sub(scope, kind, mask, frozenset({name}), r), mask))
-            if os.path.isdir(r.path) and not os.path.islink(r.path):
-                mask = inotify.ENTRIES | inotify.CONTENT
-                todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask))
-        for (d, kind), found in names.items():
-            mask = inotify.ENTRIES
-            todo.append((d, Sub(scope, kind, mask, frozenset(found)), mask))
-        for path, sub, mask in todo:
-            try:
-                self._sub(ino, scope, path, mask, sub)
-            except FileNotFoundError:
-                continue  # gone meanwhile: the check after watching sees it
-            except NotADirectoryError:
-                continue
-        # Anything created between looking and watching is caught here.
-        for m in hr.members:
-            trusted = self._trusted.get(m)
-            if trusted is not None and trusted[0] == "absent" and os.path.lexists(m):
-                scope.trip(f"{self._name(hr, m)} appeared")
-
-    def _watch_name(
-        self, scope: Scope, path: str, kind: str, *, kill_growth: bool, dirs: dict[str, bool]
-    ) -> tuple[str, str, str] | None:
-        """Where to watch for the entry ``path``, as (directory, kind, name): in its directory;
-        when that directory does not exist yet, the deepest ancestor that does, for the next
-        component (created: kill, when the path is inside a git directory; otherwise watch
-        deeper). None when no ancestor exists. ``dirs``: whether each directory exists, as this
-        watching found it."""
-        parent, name = split_once(path)
-        if is_dir_once(parent, dirs):
-            return parent, kind, name
-        d = parent
-        while not is_dir_once(d, dirs):
-            up, below = split_once(d)
-            if up == d:
-                return None
-            name, d = below, up
-        return d, KILL_NAMES if kill_growth or self._inside_git(scope, path) else GROW, name
-
-    @staticmethod
-    def _inside_git(scope: Scope, path: str) -> bool:
-        return any(is_under(path, g) for g in scope.host_read.git_dirs)
-
-    def _unwatch(self, scope: Scope) -> None:
-        ino = self._ino
-        with self._table_lock:
-            for wd in scope.wds:
-                subs = [s for s in self._table.get(wd, []) if s.scope is not scope]
-                if subs:
-                    self._table[wd] = subs
-                else:
-                    self._table.pop(wd, None)
-                    if ino is not None:
-                        ino.remove(wd)
-            scope.wds.clear()
-
-    def _refresh_all(self) -> None:
-        """Watch again after a repair replaced watched inodes."""
-        for scope in list(self._scopes.values()):
-            self._unwatch(scope)
-            with contextlib.suppress(OSError):
-                self._watch(scope)
-
-    def _loop(self) -> None:
-        ino = self._ino
-        assert ino is not None
-        while True:
-            try:
-                ready, _, _ = select.select([ino.fd, self._stop_r], [], [])
-            except (OSError, ValueError):
-                return
-            if self._stop_r in ready:
-                ino.close()
-                stop_r, self._stop_r = self._stop_r, -1
-                with contextlib.suppress(OSError):
-                    os.close(stop_r)
-                return
-            try:
-                events = ino.read()
-            except OSError:
-                events = []
-            if events:
-                try:
-                    self._dispatch(events)
-                except Exception:  # the guard must keep running
-                    import logging
-
-                    logging.getLogger("run_bash").exception("guard: event handling failed")
-
-    def _dispatch(self, events: list[tuple[int, int, str]]) -> None:
-        """Kill first (lookups only), then the checks that read, then repair."""
-        kill: dict[Scope, str] = {}
-        grow: set[Scope] = set()
-        paths: list[tuple[Scope, PathDir, str]] = []
-        rules: list[tuple[Scope, RulesName]] = []
-        lost = False
-        with self._table_lock:
-            for wd, mask, name in events:
-                if mask & inotify.IN_Q_OVERFLOW:
-                    lost = True  # names were lost: the state says what they could have said
-                    continue
-                if mask & inotify.IN_IGNORED:
-                    # The kernel dropped the watch (its inode is gone); the number may be reused.
-                    for s in self._table.pop(wd, ()):
-                        s.scope.wds.discard(wd)
-                    continue
-                for s in self._table.get(wd, ()):
-                    if not mask & s.mask:
-                        continue
-                    if s.kind == KILL_ANY or (s.kind == KILL_NAMES and name in s.names):
-                        kill.setdefault(s.scope, "a file the host reads was changed")
-                    elif s.kind == GROW and name in s.names:
-                        grow.add(s.scope)
-                    elif s.kind == PATH_DIR and name:
-                        paths.append((s.scope, s.ref, name))
-                    elif s.kind == RULES and (name in s.names or not s.names):
-                        rules.append((s.scope, s.ref))
-        for scope, why in kill.items():
-            scope.trip(why)
-        with self._lock:
-            for scope, pd, name in paths:
-                if scope.ended:
-                    continue
-                c = judge(pd, self._path_states.get(pd.path), name, scope.places)
-                if c is not None:
-                    scope.trip(f"{name} in {pd.path} (on PATH) {c.why}")
-            for scope, r in dict.fromkeys(rules):
-                if not scope.ended and rules_problems(scope.host_read, r.path):
-                    scope.trip(f"agent rules file {self._name(scope.host_read, r.path)} changed")
-            if lost:
-                self.lost_events += 1
-                for scope in list(self._scopes.values()):
-                    if not scope.ended and not scope.tripped:
-                        unseen = self._changed_unseen(scope)
-                        if unseen is not None:
-                            scope.trip(unseen)
-            tripped = [s for s in self._scopes.values() if s.tripped and not s.ended]
-            for scope in tripped:
-                self._check(scope)
-            if tripped or grow or lost:
-                self._refresh_all()
-
-    def _changed_unseen(self, scope: Scope) -> str | None:
-        """Events were lost (the queue overflowed while a run made many names): what they could
-        have said, read from the state, as the check after a run reads it and bounded the same
-        way. Why ``scope`` must stop, or None. Whatever changes after this look is an event again
-        (the queue was just read), or another overflow and another look."""
-        hr = scope.host_read
-        for g in hr.git_dirs:
-            ident = self._git_ident.get(g)
-            if ident is None:
-                continue
-            try:
-                st = nofollow.lstat(g, self._fence)
-            except (OSError, LinkInPath):
-                return f"{self._name(hr, g)} was moved or replaced"
-            if (st.st_dev, st.st_ino) != ident[:2]:
-                return f"{self._name(hr, g)} was moved or replaced"
-        for m in hr.members:
-            trusted = self._trusted.get(m)
-            if trusted is None or not matches(m, trusted):
-                return "a file the host reads was changed"
-        for pd in hr.path_dirs:
-            for c in changes(pd, self._path_states.get(pd.path), scope.places):
-                return f"{c.name} in {pd.path} (on PATH) {c.why}"
-        for r in hr.rules:
-            if rules_problems(hr, r.path):
-                return f"agent rules file {self._name(hr, r.path)} changed"
-        return None
-
-
-def _add(names: dict[tuple[str, str], set[str]], where: tuple[str, str, str] | None) -> None:
-    """Put a name to watch (``_watch_name``) with the others of its directory and kind."""
-    if where is not None:
-        names.setdefault(where[:2], set()).add(where[2])
