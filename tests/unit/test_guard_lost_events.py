@@ -127,3 +127,25 @@ def test_a_rules_file_written_while_the_queue_was_full_stops_the_run(guarded, tm
     flood(keeper, proj, then=lambda: (proj / "CLAUDE.md").write_text("@~/.ssh/id_rsa\n"))
     assert killed.wait(30), "a rules file written while events were lost went unseen"
     assert "CLAUDE.md" in scope.tripped, scope.tripped
+
+
+def test_a_failed_read_of_the_queue_counts_as_lost_events(guarded):
+    """The events a failed read took with it are lost as in an overflow: the state is read."""
+    keeper, proj, scope, killed = guarded
+    ino = keeper._ino
+    assert ino is not None
+    real = ino.read
+    failed = threading.Event()
+
+    def read_then_fail():
+        events = real()
+        if not failed.is_set() and any(name == ".nvim.lua" for _wd, _mask, name in events):
+            failed.set()
+            raise OSError(5, "Input/output error")
+        return events
+
+    ino.read = read_then_fail  # type: ignore[method-assign]
+    (proj / ".nvim.lua").write_text("os.exit(1)\n")
+    assert failed.wait(30) and killed.wait(30), "events lost to a failed read went unseen"
+    assert scope.tripped == "a file the host reads was changed", scope.tripped
+    assert keeper.lost_events >= 1

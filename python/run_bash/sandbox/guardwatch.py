@@ -196,8 +196,8 @@ class Watcher:
                 return
             try:
                 events = ino.read()
-            except OSError:
-                events = []
+            except OSError:  # what was queued is gone: lost, as in an overflow
+                events = [(-1, inotify.IN_Q_OVERFLOW, "")]
             if events:
                 try:
                     self._dispatch(events)
