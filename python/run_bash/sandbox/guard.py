@@ -141,7 +141,9 @@ class Keeper(Repairs, Watcher):
         self._ino: Inotify | None = None
         self._table: dict[int, list[Sub]] = {}
         self._table_lock = threading.Lock()
-        self.lost_events = 0  # how many times the watcher's queue overflowed (``_changed_unseen``)
+        # How many times the watcher lost events: its queue overflowed or a read of it failed
+        # (``_changed_unseen``).
+        self.lost_events = 0
         self._thread: threading.Thread | None = None
         self._stop_r = self._stop_w = -1
         self._live = LiveLinks(self.discovery.trees.events_fd, self._judge_live)

@@ -33,7 +33,7 @@ from run_bash.sandbox.hostread import HostRead, RulesName
 from run_bash.sandbox.members import State, matches
 from run_bash.sandbox.nofollow import Fence, LinkInPath
 from run_bash.sandbox.pathguard import PathDir, Sig
-from run_bash.sandbox.pathstate import changes, judge
+from run_bash.sandbox.pathstate import Change, changes, judge
 from run_bash.sandbox.places import Places
 
 
@@ -227,7 +227,7 @@ class Watcher:
                     if not mask & s.mask:
                         continue
                     if s.kind == KILL_ANY or (s.kind == KILL_NAMES and name in s.names):
-                        kill.setdefault(s.scope, "a file the host reads was changed")
+                        kill.setdefault(s.scope, CHANGED)
                     elif s.kind == GROW and name in s.names:
                         grow.add(s.scope)
                     elif s.kind == PATH_DIR and name:
@@ -242,10 +242,10 @@ class Watcher:
                     continue
                 c = judge(pd, self._path_states.get(pd.path), name, scope.places)
                 if c is not None:
-                    scope.trip(f"{name} in {pd.path} (on PATH) {c.why}")
+                    scope.trip(_on_path(pd, c))
             for scope, r in dict.fromkeys(rules):
                 if not scope.ended and rules_problems(scope.host_read, r.path):
-                    scope.trip(f"agent rules file {self._name(scope.host_read, r.path)} changed")
+                    scope.trip(self._rules_changed(scope.host_read, r))
             if lost:
                 self.lost_events += 1
                 for scope in list(self._scopes.values()):
@@ -278,14 +278,25 @@ class Watcher:
         for m in hr.members:
             trusted = self._trusted.get(m)
             if trusted is None or not matches(m, trusted):
-                return "a file the host reads was changed"
+                return CHANGED
         for pd in hr.path_dirs:
             for c in changes(pd, self._path_states.get(pd.path), scope.places):
-                return f"{c.name} in {pd.path} (on PATH) {c.why}"
+                return _on_path(pd, c)
         for r in hr.rules:
             if rules_problems(hr, r.path):
-                return f"agent rules file {self._name(hr, r.path)} changed"
+                return self._rules_changed(hr, r)
         return None
+
+    def _rules_changed(self, hr: HostRead, r: RulesName) -> str:
+        return f"agent rules file {self._name(hr, r.path)} changed"
+
+
+# Why the watcher stopped a run (a scope's ``tripped``).
+CHANGED = "a file the host reads was changed"
+
+
+def _on_path(pd: PathDir, c: Change) -> str:
+    return f"{c.name} in {pd.path} (on PATH) {c.why}"
 
 
 def _add(names: dict[tuple[str, str], set[str]], where: tuple[str, str, str] | None) -> None:
