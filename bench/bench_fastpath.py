@@ -13,10 +13,14 @@ time the product's own path:
 * policy: building the policy (with the hop to the worker thread), without the host-read set;
 * host-read set: what the host reads later from the project (``hostread.py``);
 * guard: its trusted states and watches (``guard.py``);
-* spawn: the run's files and the backend's start until it has a pid;
+* claim: taking the prepared sandbox, once it is shown to be exactly the run's (``spares.py``);
+* spawn: the run's files and the backend's start until it has a pid (or the command handed to
+  the prepared sandbox);
 * exec: until the command's root exits (the backend's set-up that is left, bash, ``true``);
-* exit: from the exit until the result (reap, sweep, the post-run check, the change set, and
-  the backend's clean-up beside them);
+* then, from the exit until the result is made, each of what that waits for: reap (the root's
+  exit status: sandlock's comes from its supervisor), sweep (what the command left behind, and
+  the end of its output), post-run check (the files the host reads, ``Keeper.finish``), change
+  set (with undo on) and result (the result itself);
 * result to Lua: until Lua's callback has the result.
 
 ``first byte`` (of ``echo``'s output, the median of ``ECHO_RUNS`` paced as the series) is printed
@@ -111,7 +115,12 @@ STAGES = (
     ("spawn", "spawned"),
     ("spawn", "took_spare"),
     ("exec", "exit"),
-    ("exit", "result"),
+    ("reap", "reaped"),
+    ("sweep", "swept"),
+    ("sweep", "drained"),
+    ("post-run check", "checked"),
+    ("change set", "changes"),
+    ("result", "result"),
 )
 ORDER = (
     "RPC",
@@ -123,7 +132,11 @@ ORDER = (
     "claim",
     "spawn",
     "exec",
-    "exit",
+    "reap",
+    "sweep",
+    "post-run check",
+    "change set",
+    "result",
 )
 # Seconds between two measured runs (RUN_BASH_BENCH_GAP): an agent's turn between commands.
 GAP = float(os.environ.get("RUN_BASH_BENCH_GAP", "0"))
