@@ -122,22 +122,8 @@ STAGES = (
     ("change set", "changes"),
     ("result", "result"),
 )
-ORDER = (
-    "RPC",
-    "gate",
-    "snapshot",
-    "policy",
-    "host-read set",
-    "guard",
-    "claim",
-    "spawn",
-    "exec",
-    "reap",
-    "sweep",
-    "post-run check",
-    "change set",
-    "result",
-)
+# The stages in the order they come, each once (a label may end at one of several marks).
+ORDER = tuple(dict.fromkeys(label for label, _mark in STAGES))
 # Seconds between two measured runs (RUN_BASH_BENCH_GAP): an agent's turn between commands.
 GAP = float(os.environ.get("RUN_BASH_BENCH_GAP", "0"))
 
