@@ -141,6 +141,8 @@ class Keeper(Repairs, Watcher):
         self._ino: Inotify | None = None
         self._table: dict[int, list[Sub]] = {}
         self._table_lock = threading.Lock()
+        self._plans = {}  # what to watch per host-read set (``Watcher._planned``)
+        self._plans_lock = threading.Lock()
         # How many times the watcher lost events: its queue overflowed or a read of it failed
         # (``_changed_unseen``).
         self.lost_events = 0

@@ -10,8 +10,9 @@ import contextlib
 import os
 import select
 import threading
+from typing import Any
 
-from run_bash import inotify
+from run_bash import fsdeps, inotify
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import nofollow
@@ -36,6 +37,12 @@ from run_bash.sandbox.pathguard import PathDir, Sig
 from run_bash.sandbox.pathstate import Change, changes, judge
 from run_bash.sandbox.places import Places
 
+# One watch of a plan (``Watcher._plan``): (path, kind, mask, names, ref), as its ``Sub`` has them.
+Plan = tuple[str, str, int, frozenset[str], Any]
+NO_NAMES: frozenset[str] = frozenset()
+# Plans kept (one per host-read set in use; a host-read set is kept per policy, ``launching``).
+MAX_PLANS = 16
+
 
 class Watcher:
     """The watches and their thread, for ``Keeper``."""
@@ -49,6 +56,10 @@ class Watcher:
     _ino: Inotify | None
     _table: dict[int, list[Sub]]
     _table_lock: threading.Lock
+    # Host-read set's id -> (it, its members' kinds, its plan, what making the plan read).
+    _plans: dict[int, tuple[HostRead, tuple[str, ...], list[Plan], fsdeps.Reads]]
+    _plans_lock: threading.Lock
+    _written: set[str]
     _thread: threading.Thread | None
     _stop_r: int
     _stop_w: int
@@ -80,6 +91,52 @@ class Watcher:
         asking again (what appears meanwhile is caught after watching, as below)."""
         ino = self._ensure_watcher()
         hr = scope.host_read
+        for path, kind, mask, names, ref in self._planned(hr, fresh):
+            try:
+                self._sub(ino, scope, path, mask, Sub(scope, kind, mask, names, ref))
+            except FileNotFoundError:
+                continue  # gone meanwhile: the check after watching sees it
+            except NotADirectoryError:
+                continue
+        # Anything created between looking and watching is caught here. (A member whose
+        # directory is not there now is not there either: the directory is asked once.)
+        missing: dict[str, bool] = {}
+        for m in hr.members:
+            trusted = self._trusted.get(m)
+            if trusted is None or trusted[0] != "absent":
+                continue
+            parent = split_once(m)[0]
+            gone = missing.get(parent)
+            if gone is None:
+                gone = missing[parent] = not os.path.lexists(parent)
+            if not gone and os.path.lexists(m):
+                scope.trip(f"{self._name(hr, m)} appeared")
+
+    def _planned(self, hr: HostRead, fresh: dict[str, State] | None) -> list[Plan]:
+        """``_plan`` of ``hr``, the one kept for it while what making it read is all still the
+        same (``fsdeps``: the same look-ups would answer the same) and the members' kinds taken
+        just now are those it was made from. A project's runs watch the same places run after
+        run; only which of them exist, are directories or lead elsewhere decides the watches."""
+        kinds = _kinds(hr, fresh)
+        if kinds is None:  # a member's kind is not known from ``fresh``: asked while planning
+            return self._plan(hr, fresh)
+        with self._plans_lock:
+            hit = self._plans.get(id(hr))
+        if hit is not None and hit[0] is hr and hit[1] == kinds and hit[3].still(self._written):
+            return hit[2]
+        with fsdeps.recording() as reads:
+            plan = self._plan(hr, fresh)
+        if reads.usable and reads.settled:
+            with self._plans_lock:
+                if len(self._plans) >= MAX_PLANS:
+                    self._plans.clear()
+                self._plans[id(hr)] = (hr, kinds, plan, reads)
+        return plan
+
+    def _plan(self, hr: HostRead, fresh: dict[str, State] | None) -> list[Plan]:
+        """What to watch for ``hr`` now: each watch as (path, kind, mask, names, ref), what its
+        subscription (``Sub``) holds. Reads only whether paths exist, are directories and where
+        they lead (``_planned`` keeps the answer while those read the same)."""
         # Whether each directory exists, looked up once per call: a project's top holds tens of
         # kept names. (Anything made between looking and watching is caught after watching.)
         dirs: dict[str, bool] = {}
@@ -87,7 +144,7 @@ class Watcher:
         git_places = (
             Places(hr.git_dirs, realpath=lambda p: realpath_once(p, reals)) if hr.git_dirs else None
         )
-        todo: list[tuple[str, Sub, int]] = []  # (path, sub, mask)
+        todo: list[Plan] = []
         # The names watched in one directory for one purpose share one subscription (a
         # project's top holds tens of names that may not appear): one watch call, one look-up.
         names: dict[tuple[str, str], set[str]] = {}  # (directory, kind) -> names, mask ENTRIES
@@ -95,50 +152,36 @@ class Watcher:
             is_dir = dir_mode(m, fresh.get(m) if fresh is not None else None)
             if is_dir is not None:
                 mask = inotify.CONTENT | (inotify.ENTRIES if is_dir else 0)
-                todo.append((m, Sub(scope, KILL_ANY, mask), mask))
+                todo.append((m, KILL_ANY, mask, NO_NAMES, None))
             # (Whether it lies in a git dir matters only when its directory is not there yet.)
             grows_in_git = (
                 git_places is not None
                 and not is_dir_once(split_once(m)[0], dirs)
                 and m in git_places
             )
-            _add(names, self._watch_name(scope, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs))
+            _add(names, self._watch_name(hr, m, KILL_NAMES, kill_growth=grows_in_git, dirs=dirs))
         for g in hr.git_dirs:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
-            todo.append((g, Sub(scope, KILL_ANY, mask), mask))
-            _add(names, self._watch_name(scope, g, KILL_NAMES, kill_growth=True, dirs=dirs))
+            todo.append((g, KILL_ANY, mask, NO_NAMES, None))
+            _add(names, self._watch_name(hr, g, KILL_NAMES, kill_growth=True, dirs=dirs))
         for pd in hr.path_dirs:
             # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
                 mask = inotify.ENTRIES | inotify.IN_ATTRIB | inotify.CONTENT
-                todo.append((pd.path, Sub(scope, PATH_DIR, mask, ref=pd), mask))
+                todo.append((pd.path, PATH_DIR, mask, NO_NAMES, pd))
         for r in hr.rules:
-            where = self._watch_name(scope, r.path, RULES, kill_growth=False, dirs=dirs)
+            where = self._watch_name(hr, r.path, RULES, kill_growth=False, dirs=dirs)
             if where is not None:  # a subscription of its own: its events name the rules file
                 d, kind, name = where
-                mask = inotify.ENTRIES
-                todo.append((d, Sub(scope, kind, mask, frozenset({name}), r), mask))
+                todo.append((d, kind, inotify.ENTRIES, frozenset({name}), r))
             if os.path.isdir(r.path) and not os.path.islink(r.path):
-                mask = inotify.ENTRIES | inotify.CONTENT
-                todo.append((r.path, Sub(scope, RULES, mask, ref=r), mask))
+                todo.append((r.path, RULES, inotify.ENTRIES | inotify.CONTENT, NO_NAMES, r))
         for (d, kind), found in names.items():
-            mask = inotify.ENTRIES
-            todo.append((d, Sub(scope, kind, mask, frozenset(found)), mask))
-        for path, sub, mask in todo:
-            try:
-                self._sub(ino, scope, path, mask, sub)
-            except FileNotFoundError:
-                continue  # gone meanwhile: the check after watching sees it
-            except NotADirectoryError:
-                continue
-        # Anything created between looking and watching is caught here.
-        for m in hr.members:
-            trusted = self._trusted.get(m)
-            if trusted is not None and trusted[0] == "absent" and os.path.lexists(m):
-                scope.trip(f"{self._name(hr, m)} appeared")
+            todo.append((d, kind, inotify.ENTRIES, frozenset(found), None))
+        return todo
 
     def _watch_name(
-        self, scope: Scope, path: str, kind: str, *, kill_growth: bool, dirs: dict[str, bool]
+        self, hr: HostRead, path: str, kind: str, *, kill_growth: bool, dirs: dict[str, bool]
     ) -> tuple[str, str, str] | None:
         """Where to watch for the entry ``path``, as (directory, kind, name): in its directory;
         when that directory does not exist yet, the deepest ancestor that does, for the next
@@ -154,11 +197,7 @@ class Watcher:
             if up == d:
                 return None
             name, d = below, up
-        return d, KILL_NAMES if kill_growth or self._inside_git(scope, path) else GROW, name
-
-    @staticmethod
-    def _inside_git(scope: Scope, path: str) -> bool:
-        return any(is_under(path, g) for g in scope.host_read.git_dirs)
+        return d, KILL_NAMES if kill_growth or _inside_git(hr, path) else GROW, name
 
     def _unwatch(self, scope: Scope) -> None:
         ino = self._ino
@@ -289,6 +328,22 @@ class Watcher:
 
     def _rules_changed(self, hr: HostRead, r: RulesName) -> str:
         return f"agent rules file {self._name(hr, r.path)} changed"
+
+
+def _inside_git(hr: HostRead, path: str) -> bool:
+    return any(is_under(path, g) for g in hr.git_dirs)
+
+
+def _kinds(hr: HostRead, fresh: dict[str, State] | None) -> tuple[str, ...] | None:
+    """Each member's kind (absent, file, dir, link, other) in its state taken just now; None
+    when one has no such state (``dir_mode`` would ask the file system)."""
+    if fresh is None:
+        return None
+    try:
+        kinds = tuple([fresh[m][0] for m in hr.members])
+    except KeyError:
+        return None
+    return None if "unreadable" in kinds else kinds
 
 
 # Why the watcher stopped a run (a scope's ``tripped``).
