@@ -551,6 +551,27 @@ class RunChanges:
             s.cover = None
             s.hold = uncovered or f"undo cannot record this run: {(why or '').removeprefix(QUIET)}"
             return
+        self._began(s, token, why)
+
+    def begin_here(self, s: Run) -> None:
+        """``begin`` on the calling worker thread, for a run the gate did not let through on
+        undo's word (``s.cover`` is None: nothing to check again, never a reason to ask): the
+        launch's worker takes the snapshot and then prepares the sandbox, with no hop back to
+        the loop between them. Never raises."""
+        assert s.cover is None, "a run covered by undo is checked again on the loop (begin)"
+        if not self.recording:
+            return
+        try:
+            writable = self._writable(s.cwd) if s.backend.isolates else None
+            token, why, _uncovered = self._begin(s.id, s.cwd, s.cmd, writable, None)
+        except Exception as err:
+            log.exception("recording the changes of %s failed", s.id)
+            token, why = None, f"internal error ({err}; details in the log)"
+        self._began(s, token, why)
+
+    @staticmethod
+    def _began(s: Run, token: Token | None, why: str | None) -> None:
+        """What ``begin`` found, on the run: its token, or why it is not recorded."""
         if why is not None:
             quiet = why.startswith(QUIET)
             why = why.removeprefix(QUIET)

@@ -58,6 +58,7 @@ from run_bash.sandbox.hostread import RulesName
 from run_bash.sessions import Session, SessionManager, caller_id, check_cmd, new_id
 
 if TYPE_CHECKING:
+    from run_bash.fsdeps import Reads
     from run_bash.run_changes import RunChanges
 
 log = logging.getLogger("run_bash")
@@ -131,6 +132,10 @@ def same_data(a: object, b: object) -> bool:
     return a == b
 
 
+# Directories whose write grants ``Service._grants`` keeps at once.
+GRANTS_KEPT = 64
+
+
 class Service:
     """State of one host: config, the gate, sessions, the audit log."""
 
@@ -145,6 +150,10 @@ class Service:
         self.loop = loop
         self._emit = emit
         self.environ = dict(os.environ if environ is None else environ)
+        # ``_grants``' answers: (directory, hidden paths) -> (options, answer, what it read).
+        self._grants_kept: dict[
+            tuple[str, tuple[str, ...]], tuple[Config, tuple[list[str], list[str]], Reads]
+        ] = {}
         self.config: Config = parse_config({})
         self.gate = Gate()
         self._held: dict[str, Answer] = {}  # session id -> the answer the user is asked about
@@ -231,11 +240,26 @@ class Service:
         return self._changes
 
     def _grants(self, cwd: str) -> tuple[list[str], list[str]]:
-        """What a sandboxed run in ``cwd`` may write by the rules, and the verified caches."""
+        """What a sandboxed run in ``cwd`` may write by the rules, and the verified caches. Each
+        recorded run's snapshot asks (``RunChanges.begin``): the answer for a directory is kept
+        with the few paths computing it looked at (``fsdeps``), and computed again when one of
+        them changed, or the options did."""
+        from run_bash import fsdeps
         from run_bash.sandbox.policy import writable_grants
 
-        hidden = self._changes.private_paths() if self._changes is not None else []
-        return writable_grants(self.config, cwd, env=self.environ, hidden=hidden)
+        config = self.config
+        hidden = tuple(self._changes.private_paths()) if self._changes is not None else ()
+        key = (cwd, hidden)
+        hit = self._grants_kept.get(key)
+        if hit is not None and hit[0] is config and hit[2].look():
+            return list(hit[1][0]), list(hit[1][1])
+        with fsdeps.recording() as reads:
+            got = writable_grants(config, cwd, env=self.environ, hidden=hidden)
+        if reads.usable and reads.settled:
+            if len(self._grants_kept) >= GRANTS_KEPT:
+                self._grants_kept.clear()
+            self._grants_kept[key] = (config, got, reads)
+        return list(got[0]), list(got[1])
 
     @property
     def mgr(self) -> SessionManager:

@@ -339,29 +339,38 @@ class SessionManager:
 
     def _launch_soon(self, s: Session) -> None:
         early: asyncio.Future[Prepared] | None = None
-        recording = self.changes is not None and self.changes.recording
-        if s.backend.isolates and not recording and s.cover is None and not self.closing:
-            # Nothing to snapshot first: the policy, the guard and the prepared sandbox's claim
-            # start on a worker now, while the caller (an RPC handler) still answers.
-            early = self.loop.run_in_executor(None, self.launching.prepare, s)
+        if s.backend.isolates and s.cover is None and not self.closing:
+            # Nothing the snapshot could make a reason to ask: the snapshot (with undo on), then
+            # the policy, the guard and the prepared sandbox's claim, in that order on one worker
+            # that starts now, while the caller (an RPC handler) still answers.
+            early = self.loop.run_in_executor(None, self._snapshot_and_prepare, s)
         self.loop.create_task(self._launch_deferred(s, early))
+
+    def _snapshot_and_prepare(self, s: Session) -> Prepared:
+        """``_launch_deferred``'s work off the loop, for a run not covered by undo (a worker)."""
+        if self.changes is not None and not s.killed:
+            self.changes.begin_here(s)
+            s.mark("snapshot")
+        return self.launching.prepare(s)
 
     async def _launch_deferred(
         self, s: Session, early: asyncio.Future[Prepared] | None = None
     ) -> None:
         """Deferred launch: the project's snapshot first, then the policy and the guard (they read
         files a sandbox can touch), both off the loop; then the spawn. A failure becomes the
-        session's result instead of an exception."""
-        if self.changes is not None and not s.killed:
-            await self.changes.begin(s)
-            s.mark("snapshot")
-        elif s.cover is not None:
-            s.cover, s.hold = None, "undo is off"
-        if s.hold is not None and not s.killed and not self.closing:
-            # Undo does not cover what the gate let through on that ground: ask after all.
-            s.status = "awaiting_approval"
-            self.on_hold(s)
-            return
+        session's result instead of an exception. ``early``: both, started already
+        (``_launch_soon``)."""
+        if early is None:
+            if self.changes is not None and not s.killed:
+                await self.changes.begin(s)
+                s.mark("snapshot")
+            elif s.cover is not None:
+                s.cover, s.hold = None, "undo is off"
+            if s.hold is not None and not s.killed and not self.closing:
+                # Undo does not cover what the gate let through on that ground: ask after all.
+                s.status = "awaiting_approval"
+                self.on_hold(s)
+                return
         if self.closing:
             s.killed = True
         await self._prepare_and_launch(s, early)
