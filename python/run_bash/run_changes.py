@@ -640,13 +640,15 @@ class RunChanges:
             return
         self._kept = listed | (self._kept - before)
 
-    async def finish(self, s: Run) -> None:
-        """Record what the run changed; its summary goes on the session (``changes``)."""
+    def finish_here(self, s: Run) -> None:
+        """Record what the run changed; its summary goes on the session (``changes``). On the
+        calling worker thread: the one that has just made the run's post-run check, with no hop
+        back to the loop between them. Never raises."""
         token, s.change_token = s.change_token, None
         if token is None:
             return
         try:
-            s.changes = describe(await self._call(self._finish, token))
+            s.changes = describe(self._finish(token))
         except Exception as err:
             log.exception("recording the changes of %s failed", s.id)
             s.changes = {"not_recorded": f"internal error ({err}; details in the log)"}

@@ -35,6 +35,7 @@ import logging
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -82,6 +83,14 @@ _WALL = 0x40000000  # waitid: children of any exit signal (Linux's __WALL)
 log = logging.getLogger("run_bash")
 
 EventSink = Callable[[str, Wire], None]
+
+
+def _remove(path: str, removed: threading.Event) -> None:
+    """Remove a run's temp dir (a worker); ``removed`` is set however it goes."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        removed.set()
 
 
 class SessionManager:
@@ -528,17 +537,19 @@ class SessionManager:
             await self.loop.run_in_executor(None, launched.kill_remaining)
         recorded = s.change_token is not None
         removing: asyncio.Future[None] | None = None
+        removed = threading.Event()
         if recorded:  # its change set must not see the run's temp dir
-            removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
-        # What the host reads from the project is checked now that nothing of the run is left.
+            removing = self.loop.run_in_executor(None, _remove, s.tmpdir, removed)
+        # What the host reads from the project is checked now that nothing of the run is left,
+        # then what the run changed is recorded, on one worker.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
-        if self.keeper.guards(s.id):
+        if self.keeper.guards(s.id) or recorded:
             kept = await self.loop.run_in_executor(
-                None, self.keeper.finish, s.id, text, s.exit_code
+                None, self._check_and_record, s, text, removed if recorded else None
             )
         else:
             kept = []
-        s.mark("checked")
+            s.mark("checked")
         if s.timed_out:
             s.status = "timed_out"
         elif s.killed:
@@ -547,11 +558,6 @@ class SessionManager:
             s.status = "exited"
         if removing is not None:
             await removing
-        # Post-run checks that put project files back (the guard's restore of protected files)
-        # belong above this line: the change set must show the project as the run left it.
-        if self.changes is not None:
-            await self.changes.finish(s)
-            s.mark("changes")
         # The result says how the run ended; what it held is let go by the time it is done
         # (``done``: ``kill`` and the host's end wait for that).
         launched.ended()
@@ -594,6 +600,21 @@ class SessionManager:
         s.mark("closed")
         s.done.set()
         self.prune()
+
+    def _check_and_record(
+        self, s: Session, text: str, removed: threading.Event | None
+    ) -> list[str]:
+        """The post-run check of the files the host reads (``Keeper.finish``), then the run's
+        change set once its temp dir is gone (``removed``); a worker. The check's notices."""
+        kept = self.keeper.finish(s.id, text, s.exit_code) if self.keeper.guards(s.id) else []
+        s.mark("checked")
+        # Post-run checks that put project files back (the guard's restore of protected files)
+        # belong above this line: the change set must show the project as the run left it.
+        if removed is not None and self.changes is not None:
+            removed.wait()
+            self.changes.finish_here(s)
+            s.mark("changes")
+        return kept
 
     def _let_go(self, launched: Launched, capture: Capture) -> None:
         """After an ended run's result (a worker thread; never raises): let go of what its
