@@ -30,19 +30,27 @@ MOUNT_OPTIONS = "nosuid,nodev"
 
 
 def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
-    """``MemAvailable`` + ``SwapFree`` in bytes; None when /proc/meminfo cannot tell."""
-    found: dict[str, int] = {}
+    """``MemAvailable`` + ``SwapFree`` in bytes; None when /proc/meminfo cannot tell. Read whole
+    and searched (every sandbox asks, on a command's path too)."""
     try:
-        with open(meminfo) as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key in ("MemAvailable", "SwapFree"):
-                    found[key] = int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
+        with open(meminfo, "rb") as f:
+            data = b"\n" + f.read()
+    except OSError:
         return None
-    if "MemAvailable" not in found:
+    available = _meminfo_kib(data, b"MemAvailable")
+    if available is None:
         return None
-    return found["MemAvailable"] + found.get("SwapFree", 0)
+    return (available + (_meminfo_kib(data, b"SwapFree") or 0)) * 1024
+
+
+def _meminfo_kib(data: bytes, key: bytes) -> int | None:
+    """The value of ``key`` in ``data`` (/proc/meminfo after a newline), in KiB."""
+    at = data.find(b"\n" + key + b":")
+    if at < 0:
+        return None
+    end = data.find(b"\n", at + 1)
+    words = data[at + len(key) + 2 : end if end >= 0 else len(data)].split()
+    return int(words[0]) if words and words[0].isdigit() else None
 
 
 def memory_share(available: int) -> int:
