@@ -193,12 +193,15 @@ class Service:
         return getattr(self, method)(*args)
 
     def emit(self, name: str, event: Wire | dict[str, Any]) -> None:
-        """Forward an event to Lua as plain data; a run that ended goes to the audit log."""
+        """Forward an event to Lua as plain data; a run that ended goes to the audit log, at once
+        after its result is on its way (the line's two file writes are not on the result's
+        path; nothing else runs on the loop between them, and a host that dies in between has
+        the line written from its journal, ``journal.reconcile``)."""
         payload = event.to_wire() if isinstance(event, Wire) else event
+        self._emit(name, payload)
         status = payload.get("status")
         if (name == "result" and status != "running") or name == "exited":
             self._run_line(payload)
-        self._emit(name, payload)
 
     def _run_line(self, run: Mapping[str, Any]) -> None:
         """The one run line of a run (a second report of the same run, e.g. a result that comes

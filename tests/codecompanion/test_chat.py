@@ -344,7 +344,8 @@ def test_skip_sandbox_asks_and_runs_unsandboxed(chat: Chat) -> None:
     text = chat.result(cid)
     assert text == "Success.\nOutput:\n\noutside\n"
     assert "WITHOUT SANDBOX" in chat.buffer()
-    runs = [r for r in chat.audit() if r["event"] == "run"]
+    # The run's line follows its result (written at once after it is sent).
+    runs = wait_for(lambda: [r for r in chat.audit() if r["event"] == "run"])
     assert runs[-1]["sandboxed"] is False
 
 
@@ -417,8 +418,9 @@ def test_cancel_runs_nothing(open_chat: Chat) -> None:
     open_chat.press("g4")
     assert open_chat.result(cid).startswith("The user cancelled the execution of the run_bash tool")
     assert open_chat.decisions() == [("echo never", "user_cancel")]
-    # Nothing ran: its one run line says so.
-    assert [r["status"] for r in open_chat.audit() if r["event"] == "run"] == ["cancelled"]
+    # Nothing ran: its one run line says so (written at once after its result is sent).
+    runs = wait_for(lambda: [r["status"] for r in open_chat.audit() if r["event"] == "run"])
+    assert runs == ["cancelled"]
 
 
 # -- what a run leaves for the next chat ---------------------------------------------------------

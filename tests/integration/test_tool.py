@@ -489,7 +489,13 @@ def test_rejection_reaches_the_agent_and_the_audit_log(nosandbox: Tool) -> None:
 def test_decisions_are_audited(nosandbox: Tool) -> None:
     nosandbox.call({"cmd": "echo a"}, decision="accept")
     nosandbox.call({"cmd": "echo b"}, decision="always")
-    log = nosandbox.audit()
+
+    def both_runs() -> list[dict[str, Any]] | None:
+        # A run's line follows its result (written at once after it is sent).
+        log = nosandbox.audit()
+        return log if sum(r["event"] == "run" for r in log) == 2 else None
+
+    log = wait_for(both_runs)
     decisions = [(r["cmd"], r["decided_by"]) for r in log if r["event"] == "decision"]
     assert decisions == [("echo a", "user_accept"), ("echo b", "user_always")]
     assert sorted(r["cmd"] for r in log if r["event"] == "run") == ["echo a", "echo b"]
