@@ -198,10 +198,12 @@ class Service:
         path; nothing else runs on the loop between them, and a host that dies in between has
         the line written from its journal, ``journal.reconcile``)."""
         payload = event.to_wire() if isinstance(event, Wire) else event
-        self._emit(name, payload)
-        status = payload.get("status")
-        if (name == "result" and status != "running") or name == "exited":
-            self._run_line(payload)
+        try:
+            self._emit(name, payload)
+        finally:  # the line is written whatever became of the sending
+            status = payload.get("status")
+            if (name == "result" and status != "running") or name == "exited":
+                self._run_line(payload)
 
     def _run_line(self, run: Mapping[str, Any]) -> None:
         """The one run line of a run (a second report of the same run, e.g. a result that comes

@@ -57,7 +57,7 @@ class Watcher:
     _table: dict[int, list[Sub]]
     _table_lock: threading.Lock
     # Host-read set's id -> (it, its members' kinds, its plan, what making the plan read).
-    _plans: dict[int, tuple[HostRead, tuple[str, ...], list[Plan], fsdeps.Reads]]
+    _plans: dict[int, tuple[HostRead, tuple[str, ...], tuple[Plan, ...], fsdeps.Reads]]
     _plans_lock: threading.Lock
     _written: set[str]
     _thread: threading.Thread | None
@@ -112,7 +112,7 @@ class Watcher:
             if not gone and os.path.lexists(m):
                 scope.trip(f"{self._name(hr, m)} appeared")
 
-    def _planned(self, hr: HostRead, fresh: dict[str, State] | None) -> list[Plan]:
+    def _planned(self, hr: HostRead, fresh: dict[str, State] | None) -> tuple[Plan, ...]:
         """``_plan`` of ``hr``, the one kept for it while what making it read is all still the
         same (``fsdeps``: the same look-ups would answer the same) and the members' kinds taken
         just now are those it was made from. A project's runs watch the same places run after
@@ -133,7 +133,7 @@ class Watcher:
                 self._plans[id(hr)] = (hr, kinds, plan, reads)
         return plan
 
-    def _plan(self, hr: HostRead, fresh: dict[str, State] | None) -> list[Plan]:
+    def _plan(self, hr: HostRead, fresh: dict[str, State] | None) -> tuple[Plan, ...]:
         """What to watch for ``hr`` now: each watch as (path, kind, mask, names, ref), what its
         subscription (``Sub``) holds. Reads only whether paths exist, are directories and where
         they lead (``_planned`` keeps the answer while those read the same)."""
@@ -178,7 +178,7 @@ class Watcher:
                 todo.append((r.path, RULES, inotify.ENTRIES | inotify.CONTENT, NO_NAMES, r))
         for (d, kind), found in names.items():
             todo.append((d, kind, inotify.ENTRIES, frozenset(found), None))
-        return todo
+        return tuple(todo)  # kept and shared by the runs that follow (``_planned``)
 
     def _watch_name(
         self, hr: HostRead, path: str, kind: str, *, kill_growth: bool, dirs: dict[str, bool]

@@ -537,16 +537,15 @@ class SessionManager:
             await self.loop.run_in_executor(None, launched.kill_remaining)
         recorded = s.change_token is not None
         removing: asyncio.Future[None] | None = None
-        removed = threading.Event()
+        removed: threading.Event | None = None
         if recorded:  # its change set must not see the run's temp dir
+            removed = threading.Event()
             removing = self.loop.run_in_executor(None, _remove, s.tmpdir, removed)
         # What the host reads from the project is checked now that nothing of the run is left,
         # then what the run changed is recorded, on one worker.
         text = s.capture.agent_text(out_cfg.max_chars, out_cfg.max_line_chars)
         if self.keeper.guards(s.id) or recorded:
-            kept = await self.loop.run_in_executor(
-                None, self._check_and_record, s, text, removed if recorded else None
-            )
+            kept = await self.loop.run_in_executor(None, self._check_and_record, s, text, removed)
         else:
             kept = []
             s.mark("checked")
