@@ -2,9 +2,11 @@
 
 The host appends one JSON line per event to ``<state dir>/journal.jsonl`` (0600, in the 0700 state
 dir): ``audit`` (where the audit log is and its settings), ``open`` (a run began: its run line so
-far, and its decision line when nobody has decided yet), ``decided`` and ``closed``. When a host ends
+far, and its decision line when nobody has decided yet, or the decision taken when its line is
+still to be written), ``decided`` and ``closed``. When a host ends
 without closing a run (a crash, a kill), ``reconcile`` writes what is missing to the audit log: a
-decision line ``host_exit`` for a run nobody decided on, and a run line with status ``cancelled``
+decision line ``host_exit`` for a run nobody decided on (or the decision taken, for a run that
+started before its line was written), and a run line with status ``cancelled``
 (it never started) or ``lost`` (it was running; the keeper killed what was left). The keeper calls
 it when the host exits; a host that starts calls it for the state dirs of hosts that are gone.
 """
@@ -51,10 +53,19 @@ class Journal:
         self._append({"audit": {"path": path, "max_bytes": max_bytes, "enabled": enabled}})
 
     def open(
-        self, sid: str, run: Mapping[str, Any], decision: Mapping[str, Any] | None = None
+        self,
+        sid: str,
+        run: Mapping[str, Any],
+        decision: Mapping[str, Any] | None = None,
+        made: Mapping[str, Any] | None = None,
     ) -> None:
-        """A run began; ``decision`` is its decision line when nobody has decided yet."""
-        self._append({"open": sid, "run": dict(run), "decision": decision})
+        """A run began; ``decision`` is its decision line when nobody has decided yet, ``made``
+        the line of a decision taken that is written to the audit log just after (``decided``
+        says it was)."""
+        entry: dict[str, Any] = {"open": sid, "run": dict(run), "decision": decision}
+        if made is not None:
+            entry["made"] = dict(made)
+        self._append(entry)
 
     def decided(self, sid: str) -> None:
         self._append({"decided": sid})
@@ -74,6 +85,7 @@ def reconcile(state_dir: str) -> int:
     audit: AuditLog | None = None
     runs: dict[str, dict[str, Any]] = {}
     pending: dict[str, dict[str, Any]] = {}
+    made: dict[str, dict[str, Any]] = {}  # decisions taken whose line may not be written yet
     for line in raw.decode("utf-8", "surrogateescape").splitlines():
         try:
             entry = json.loads(line)
@@ -86,17 +98,23 @@ def reconcile(state_dir: str) -> int:
             runs[entry["open"]] = entry.get("run") or {}
             if entry.get("decision"):
                 pending[entry["open"]] = entry["decision"]
+            if entry.get("made"):
+                made[entry["open"]] = entry["made"]
         elif "decided" in entry:
             pending.pop(entry["decided"], None)
+            made.pop(entry["decided"], None)
         elif "closed" in entry:
             runs.pop(entry["closed"], None)
             pending.pop(entry["closed"], None)
+            made.pop(entry["closed"], None)
     if audit is None:
         return 0
     for sid, run in runs.items():
         decision = pending.get(sid)
         if decision is not None:
             audit.decision({**decision, "decided_by": "host_exit", "session_id": sid})
+        elif sid in made:  # decided, and started, before its line was written
+            audit.decision({**made[sid], "session_id": sid})
         status = "cancelled" if decision is not None else "lost"
         audit.run({**run, "id": sid, "status": status, "killed": status == "lost"})
     with contextlib.suppress(OSError):

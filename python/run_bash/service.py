@@ -159,6 +159,9 @@ class Service:
         self._held: dict[str, Answer] = {}  # session id -> the answer the user is asked about
         # Runs started without asking because undo covers them, until their snapshot says so.
         self._held_answers: dict[str, Answer] = {}
+        # Decisions made and journaled whose audit line waits for the run to have started
+        # (``_decided``): session id -> the decision line.
+        self._made: dict[str, dict[str, Any]] = {}
         self._state_dir = state_dir or self.environ.get("RUN_BASH_STATE_DIR")
         self._temp_root = self.environ.get("RUN_BASH_TEMP_DIR") if state_dir is None else None
         self._mgr: SessionManager | None = None
@@ -212,6 +215,7 @@ class Service:
         if sid in self._lined:
             return
         self._lined.add(sid)
+        self._decided(sid)  # (it ended before its start was over: a failed spawn)
         undoable = self._held_answers.pop(sid, None)
         if undoable is not None:  # it started on undo's word: that was the decision
             cwd = str(run.get("cwd") or undoable.cwd)
@@ -220,13 +224,27 @@ class Service:
         self.audit.run(run)
         self.journal.closed(sid)
 
-    def _open(self, s: Session, held: Answer | None = None) -> None:
-        """Journal a run that began (and, when held, the decision line nobody has written yet)."""
+    def _open(
+        self, s: Session, held: Answer | None = None, made: dict[str, Any] | None = None
+    ) -> None:
+        """Journal a run that began: when held, with the decision line nobody has written yet;
+        ``made``: a decision taken whose line is written once the run has started
+        (``_decided``)."""
         # Before it started, or this instant: nothing of it listens yet (finding out would read
         # every process of its tree).
-        run = {k: v for k, v in s.info(ports=False).to_wire().items() if k in RUN_FIELDS}
+        fields = s.fields(ports=False)
+        run = {k: fields[k] for k in RUN_FIELDS if fields.get(k) is not None}
         decision = self._decision_record(held, s.cwd, "", session_id=s.id) if held else None
-        self.journal.open(s.id, run, decision)
+        self.journal.open(s.id, run, decision, made)
+        if made is not None:
+            self._made[s.id] = made
+
+    def _decided(self, sid: str) -> None:
+        """Write the decision line of a run journaled with it (``_open``'s ``made``), once."""
+        record = self._made.pop(sid, None)
+        if record is not None:
+            self.audit.decision(record)
+            self.journal.decided(sid)
 
     @property
     def recorder(self) -> RunChanges:
@@ -643,8 +661,11 @@ class Service:
         if consent:
             decided_by = ANSWERS[how]
 
+        started: list[str] = []
+
         def opened(s: Session) -> None:
-            """The run's decision line and journal entry, before anything of it starts."""
+            """The run's journal entry, with its decision, before anything of it starts."""
+            started.append(s.id)
             if "cover" in kwargs:
                 # Its decision line waits: the snapshot before it starts may still make it ask.
                 self._held_answers[s.id] = replace(answer, cwd=s.cwd)
@@ -654,12 +675,19 @@ class Service:
                 )
                 self._open(s, held=answer)
             else:
-                self._decision_line(answer, s.cwd, decided_by, session_id=s.id)
-                self._open(s)
+                # The journal holds the decision before anything of the run starts; its audit
+                # line is written at once after the start (below), beside the command rather
+                # than before it. A host that dies in between has it written from the journal.
+                made = self._decision_record(answer, s.cwd, decided_by, session_id=s.id)
+                self._open(s, made=made)
 
-        s = self.mgr.start(
-            cmd, unsandboxed_ok=not answer.sandboxed, defer=True, opened=opened, **kwargs
-        )
+        try:
+            s = self.mgr.start(
+                cmd, unsandboxed_ok=not answer.sandboxed, defer=True, opened=opened, **kwargs
+            )
+        finally:
+            for sid in started:
+                self._decided(sid)
         return s.info(ports=False).to_wire()  # it may have started this instant: see `_open`
 
     @staticmethod

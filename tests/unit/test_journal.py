@@ -54,3 +54,26 @@ def test_a_later_host_closes_the_runs_of_hosts_that_are_gone(tmp_path):
     assert reconcile_stale(str(tmp_path)) == 3
     assert not stale.exists() and alive.exists()  # a live host's dir is its own
     assert len([r for r in audit_lines(audit) if r["event"] == "run"]) == 3
+
+
+def test_a_decision_taken_is_written_once_whether_its_line_was_or_not(tmp_path):
+    """A run journaled with the decision taken for it (``made``: its audit line is written just
+    after it started) gets that decision from ``reconcile`` when the host died before the line;
+    once the line is written (``decided``), reconcile writes only the run line."""
+    state, audit = tmp_path / "state", tmp_path / "audit.jsonl"
+    state.mkdir()
+    j = Journal(str(state))
+    j.audit(str(audit), 1 << 20, True)
+    made = {"cmd": "sleep 9", "cwd": "/p", "decided_by": "auto", "source": "agent"}
+    j.open("unwritten", {"cmd": "sleep 9", "cwd": "/p"}, made={**made, "session_id": "unwritten"})
+    j.open("written", {"cmd": "sleep 9", "cwd": "/p"}, made={**made, "session_id": "written"})
+    j.decided("written")
+    assert reconcile(str(state)) == 2
+    lines = audit_lines(audit)
+    assert {r["id"]: r["status"] for r in lines if r["event"] == "run"} == {
+        "unwritten": "lost",
+        "written": "lost",
+    }
+    [decision] = [r for r in lines if r["event"] == "decision"]
+    assert decision["session_id"] == "unwritten"
+    assert decision["decided_by"] == "auto" and decision["source"] == "agent"

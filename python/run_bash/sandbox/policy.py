@@ -18,6 +18,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from run_bash.config import Config, LimitsConfig, SandboxConfig
@@ -716,22 +717,25 @@ def point_temp(env: dict[str, str], tmpdir: str) -> dict[str, str]:
     return env
 
 
-def build_env(
-    config: Config,
-    *,
-    tmpdir: str,
-    session_id: str,
-    base_env: Mapping[str, str],
-) -> tuple[dict[str, str], list[str]]:
-    """Return the command's environment and the names dropped although the user asked for them."""
+@dataclass(frozen=True)
+class EnvBase:
+    """What a command's environment takes from the options and the host's environment, the same
+    for every run under them (``env_base``); ``build_env`` adds the run's own entries."""
+
+    env: Mapping[str, str]
+    caches: tuple[str, ...]  # the ``RUN_CACHES`` the run's temp dir holds (the user named none)
+    dropped: tuple[str, ...]  # asked for, but they look secret: not passed
+
+
+def env_base(config: Config, base_env: Mapping[str, str]) -> EnvBase:
+    """``build_env``'s work that does not depend on the run."""
     env_cfg = config.sandbox.env
-    wanted = list(env_cfg.passthrough)
     env: dict[str, str] = {}
     for name, value in base_env.items():
         if name in ENV_ALLOW or any(fnmatch.fnmatchcase(name, g) for g in ENV_ALLOW_GLOBS):
             env[name] = value
     dropped: list[str] = []
-    for pattern in wanted:
+    for pattern in env_cfg.passthrough:
         for name, value in base_env.items():
             if fnmatch.fnmatchcase(name, pattern):
                 if is_blocked_name(name):
@@ -742,9 +746,26 @@ def build_env(
     # Values in `set` are written by the user in their config, not inherited: they are kept.
     env.update(env_cfg.set)
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    for name, sub in RUN_CACHES.items():
-        if not any(k.lower() == name for k in env):  # npm reads its variables in any case
-            env[name] = os.path.join(tmpdir, sub)
+    # npm reads its variables in any case
+    caches = tuple(n for n in RUN_CACHES if not any(k.lower() == n for k in env))
+    return EnvBase(MappingProxyType(env), caches, tuple(sorted(set(dropped))))
+
+
+def build_env(
+    config: Config,
+    *,
+    tmpdir: str,
+    session_id: str,
+    base_env: Mapping[str, str],
+    base: EnvBase | None = None,
+) -> tuple[dict[str, str], list[str]]:
+    """Return the command's environment and the names dropped although the user asked for them.
+    ``base``: ``env_base(config, base_env)``, when the caller kept it."""
+    if base is None:
+        base = env_base(config, base_env)
+    env = dict(base.env)
+    for name in base.caches:
+        env[name] = os.path.join(tmpdir, RUN_CACHES[name])
     env["TMPDIR"] = tmpdir
     env[SESSION_TAG] = session_id
-    return env, sorted(set(dropped))
+    return env, list(base.dropped)

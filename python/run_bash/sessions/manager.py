@@ -629,7 +629,12 @@ class SessionManager:
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
         assert s.tracker is not None and s.launched is not None
-        roots = [o.launched.pid for o in self.sessions.values() if o is not s and o.launched]
+        # Other runs' roots, still running (an ended run's pid may be this run's orphan now).
+        roots = [
+            o.launched.pid
+            for o in self.sessions.values()
+            if o is not s and o.running and o.launched
+        ]
         members = s.tracker.members(roots)
         if not members:
             return 0
