@@ -67,21 +67,31 @@ class AuditLog:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         line = json.dumps(valid_text({"time": stamp, **record}), ensure_ascii=False) + "\n"
         data = line.encode("utf-8")
+        fd = -1
         try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            try:
-                if os.path.getsize(self.path) + len(data) > self.max_bytes:
-                    os.replace(self.path, self.path + ".1")
-            except FileNotFoundError:
-                pass
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                os.fchmod(fd, 0o600)
-                os.write(fd, data)
-            finally:
+            fd = self._open(self.path)
+            if os.fstat(fd).st_size + len(data) > self.max_bytes:
                 os.close(fd)
+                fd = -1
+                os.replace(self.path, self.path + ".1")
+                fd = self._open(self.path)
+            os.fchmod(fd, 0o600)
+            os.write(fd, data)
         except OSError:
             pass  # auditing never breaks a run
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    @staticmethod
+    def _open(path: str) -> int:
+        """The log opened to append (made, in a 0700 directory, when it is not there)."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        try:
+            return os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            return os.open(path, flags, 0o600)
 
     def decision(self, record: Mapping[str, Any]) -> None:
         keys = (
