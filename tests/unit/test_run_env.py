@@ -1,6 +1,6 @@
 """A run's environment: what the options and the host's environment give every run is kept
-(``Launching._env``) and made again when either changes; each run still gets its own temp dir
-and session tag."""
+(``RunEnv``, shared with the prepared sandboxes) and made again when either changes; each run
+still gets its own temp dir and session tag."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ async def test_the_kept_environment_follows_the_options_and_the_host(mgr):
     first = await run(mgr, PRINT)
     assert first.output == "1|unset|unset", first.output  # a name that looks secret is not passed
     assert any("RB_PASS_TOKEN looks secret" in n for n in first.notices), first.notices
-    kept = mgr.launching._env_kept
+    kept = mgr.launching.env.kept
     assert kept is not None
     # The control: nothing changed, the same answer serves the next run.
     again = await run(mgr, 'printf "%s %s" "$TMPDIR" "$RUN_BASH_SESSION"; echo; ' + PRINT)
-    assert mgr.launching._env_kept is kept
+    assert mgr.launching.env.kept is kept
     tmp, tag = again.output.splitlines()[0].split()
     assert tag == again.id and tmp != "" and again.output.endswith("1|unset|unset")
     # The host's environment changed: the next run sees it.
@@ -52,4 +52,5 @@ async def test_the_kept_environment_follows_the_options_and_the_host(mgr):
         {"sandbox": {"backend": "none", "env": {"pass": ["RB_PASS_*"], "set": {"RB_SET": "x"}}}}
     )
     assert (await run(mgr, PRINT)).output == "2|x|unset"
-    assert mgr.launching._env_kept is not kept
+    assert mgr.launching.env.kept is not kept
+    assert mgr.spares.env is mgr.launching.env  # the prepared sandboxes are made with the same

@@ -751,6 +751,26 @@ def env_base(config: Config, base_env: Mapping[str, str]) -> EnvBase:
     return EnvBase(MappingProxyType(env), caches, tuple(sorted(set(dropped))))
 
 
+class RunEnv:
+    """``build_env`` for the runs of one host (its environment ``environ``): ``env_base``'s
+    answer is kept while the options and the host's environment are the same. Shared by the
+    host's threads (two that find it stale both compute it; either answer is right)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+        self.kept: tuple[Config, dict[str, str], EnvBase] | None = None
+
+    def __call__(
+        self, config: Config, tmpdir: str, session_id: str
+    ) -> tuple[dict[str, str], list[str]]:
+        kept = self.kept
+        if kept is None or kept[0] is not config or kept[1] != self.environ:
+            kept = self.kept = (config, dict(self.environ), env_base(config, self.environ))
+        return build_env(
+            config, tmpdir=tmpdir, session_id=session_id, base_env=self.environ, base=kept[2]
+        )
+
+
 def build_env(
     config: Config,
     *,

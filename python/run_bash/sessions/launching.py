@@ -22,7 +22,7 @@ from run_bash.sandbox.base import RunSpec
 from run_bash.sandbox.guard import Keeper
 from run_bash.sandbox.guardscope import Scope
 from run_bash.sandbox.hostread import RulesName
-from run_bash.sandbox.policy import EnvBase, Policy, build_env, build_policy, env_base
+from run_bash.sandbox.policy import Policy, RunEnv, build_policy
 from run_bash.sandbox.spare import Spare
 from run_bash.sessions.session import Session
 from run_bash.sessions.tempspace import TempSpace
@@ -54,6 +54,7 @@ class Launching:
         on_tamper: Callable[[Session], None],
         changes: RunChanges | None = None,
         spares: Spares | None = None,
+        env: RunEnv | None = None,
     ) -> None:
         self._config = config
         self.environ = environ
@@ -73,8 +74,7 @@ class Launching:
         # Policies kept with what computing them read (``policy``).
         self._memo: dict[tuple[object, ...], tuple[Config, Policy, fsdeps.Reads]] = {}
         self._memo_lock = threading.Lock()
-        # ``env_base``'s answer, with the options and the environment it was made from.
-        self._env_kept: tuple[Config, dict[str, str], EnvBase] | None = None
+        self.env = env if env is not None else RunEnv(environ)  # a run's environment
         # Every directory a policy of this host let runs write to: a run may still be there (in
         # the background), and a file it mapped changes without an inotify event (``fsdeps``).
         self._writable: frozenset[str] = frozenset()
@@ -266,14 +266,6 @@ class Launching:
         self.ready_file.refill()
         self.temp.refill()
 
-    def _env(self, config: Config, tmpdir: str, tag: str) -> tuple[dict[str, str], list[str]]:
-        """The run's environment (``build_env``); what does not depend on the run is kept while
-        the options and the host's environment are the same."""
-        kept = self._env_kept
-        if kept is None or kept[0] is not config or kept[1] != self.environ:
-            kept = self._env_kept = (config, dict(self.environ), env_base(config, self.environ))
-        return build_env(config, tmpdir=tmpdir, session_id=tag, base_env=self.environ, base=kept[2])
-
     def _dropped(self, s: Session, dropped: list[str]) -> None:
         for name in dropped:
             if name not in self._warned:
@@ -284,7 +276,7 @@ class Launching:
         """Start ``s`` in its prepared sandbox: the waiting bash gets the command. False when
         the spare is gone (it is discarded; the run starts the usual way)."""
         assert self.spares is not None
-        _env, dropped = self._env(config, spare.tmpdir, spare.tag)
+        _env, dropped = self.env(config, spare.tmpdir, spare.tag)
         try:
             launched = s.backend.adopt(spare)
         except SpawnError as err:
@@ -314,7 +306,7 @@ class Launching:
                 fcntl.fcntl(w, 1031, PIPE_SIZE)  # F_SETPIPE_SZ: fewer wake-ups for chatty commands
             # The write end must block: a command writing faster than we read should wait, not fail.
             os.set_blocking(w, True)
-            env, dropped = self._env(config, s.tmpdir, sid)
+            env, dropped = self.env(config, s.tmpdir, sid)
             self._dropped(s, dropped)
             spec = RunSpec(
                 cmd=s.cmd,

@@ -59,6 +59,7 @@ from run_bash.sandbox.base import Backend, Choice, Launched, choose_backend, get
 from run_bash.sandbox.guard import Keeper
 from run_bash.sandbox.guardscope import quarantine_dir
 from run_bash.sandbox.hostread import RulesName
+from run_bash.sandbox.policy import RunEnv
 from run_bash.sessions.forwarding import Forwarding
 from run_bash.sessions.launching import Launching, Prepared
 from run_bash.sessions.retention import Retention
@@ -132,12 +133,14 @@ class SessionManager:
         self.streams = Streams(self.loop, current, self._emit, self._match)
         self.waiters = Waiters(self.loop, self.streams, self._send_result)
         self.forwarding = Forwarding(self.loop, self.sessions, current)
+        env = RunEnv(self.environ)  # runs' environments, the prepared sandboxes' too
         self.spares = Spares(
             current,
             self.environ,
             self.temp,
             lambda cwd: self.launching.policy(cwd, spare=True),
             lambda: self.launching.arm_kept(),
+            env,
         )
         self.launching = Launching(
             current,
@@ -150,6 +153,7 @@ class SessionManager:
             lambda s: self._kill_now(s, force=True),
             changes,
             self.spares,
+            env,
         )
 
     def _emit(self, name: str, payload: Wire) -> None:

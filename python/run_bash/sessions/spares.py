@@ -41,7 +41,7 @@ from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.sandbox.base import Backend, RunSpec
 from run_bash.sandbox.netholder import project_of
-from run_bash.sandbox.policy import Policy, build_env
+from run_bash.sandbox.policy import Policy, RunEnv
 from run_bash.sandbox.proc import descendants, lease_holders
 from run_bash.sandbox.spare import Spare, lift, mounts
 from run_bash.sessions.session import Session, new_id
@@ -139,9 +139,11 @@ class Spares:
         temp: TempSpace,
         policy: Callable[[str], Policy],
         arm_policies: Callable[[], None] = lambda: None,
+        env: RunEnv | None = None,
     ) -> None:
         self._config = config
         self.environ = environ
+        self.env = env if env is not None else RunEnv(environ)  # a run's environment
         self.temp = temp
         self._policy = policy
         self._arm_policies = arm_policies
@@ -339,7 +341,7 @@ class Spares:
             os.set_blocking(out_w, True)  # a command writing faster than we read waits
             cmd_r, cmd_w = os.pipe2(os.O_CLOEXEC)
             fds += [cmd_r, cmd_w]
-            env, _dropped = build_env(config, tmpdir=tmpdir, session_id=tag, base_env=self.environ)
+            env, _dropped = self.env(config, tmpdir, tag)
             spec = RunSpec(
                 cmd="",
                 cwd=cwd,
@@ -396,9 +398,7 @@ class Spares:
 
     def mismatch(self, spare: Spare, s: Session, policy: Policy) -> str:
         """Why ``spare`` is not exactly the sandbox run ``s`` gets now ("" when it is)."""
-        env, _dropped = build_env(
-            self._config(), tmpdir=spare.tmpdir, session_id=spare.tag, base_env=self.environ
-        )
+        env, _dropped = self.env(self._config(), spare.tmpdir, spare.tag)
         spec = RunSpec(
             cmd="",
             cwd=s.cwd,
