@@ -593,10 +593,11 @@ class SessionManager:
             self.on_event("exited", self._ended(s))
         # What it held goes once the result is on its way: a worker doing it meanwhile would
         # take the interpreter lock from the result's path on every system call of that path.
-        if removing is None:
-            removing = self.loop.run_in_executor(None, shutil.rmtree, s.tmpdir, True)
-        await self.loop.run_in_executor(None, self._let_go, launched, s.capture)
-        await removing
+        # (Its temp dir on the same worker, unless it is gone already: one hop fewer.)
+        tmpdir = s.tmpdir if removing is None else None
+        await self.loop.run_in_executor(None, self._let_go, launched, s.capture, tmpdir)
+        if removing is not None:
+            await removing
         self._reap_strays()  # orphans of runs that exited (this process is their subreaper)
         if recorded and self.changes is not None:
             await self.changes.refresh_kept()  # before ``prune`` asks ``is_kept``
@@ -619,16 +620,18 @@ class SessionManager:
             s.mark("changes")
         return kept
 
-    def _let_go(self, launched: Launched, capture: Capture) -> None:
+    def _let_go(self, launched: Launched, capture: Capture, tmpdir: str | None) -> None:
         """After an ended run's result (a worker thread; never raises): let go of what its
-        backend held and of its output file's reserved space, then make the next run's output
-        file and temp dir ahead of it."""
+        backend held and of its output file's reserved space, make the next run's output file
+        and temp dir ahead of it, then remove the run's temp dir (``tmpdir``, when given)."""
         with contextlib.suppress(Exception):
             launched.close()
         with contextlib.suppress(OSError):
             capture.release()
         if not self.closing:
             self.launching.refill()
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
     async def _sweep(self, s: Session) -> int:
         """TERM the run's remaining processes, KILL after the grace; return how many there were."""
