@@ -678,8 +678,9 @@ class Service:
                 # The journal holds the decision before anything of the run starts; its audit
                 # line is written at once after the start (below), beside the command rather
                 # than before it. A host that dies in between has it written from the journal.
+                # (With the audit log off there is no line to write, now or by the keeper.)
                 made = self._decision_record(answer, s.cwd, decided_by, session_id=s.id)
-                self._open(s, made=made)
+                self._open(s, made=made if self.audit.enabled else None)
 
         try:
             s = self.mgr.start(

@@ -79,3 +79,34 @@ async def test_a_run_is_journaled_with_its_decision_before_it_starts(tmp_path: P
     lines = [json.loads(x) for x in audit.read_text().splitlines()]
     assert [r["event"] for r in lines] == ["decision", "run"]
     await service.mgr.shutdown()
+
+
+async def test_with_the_audit_log_off_the_journal_holds_no_decision_to_write(tmp_path: Path):
+    """No line will be written (by the host or the keeper): the journal keeps only what it needs
+    to close the run (the test above is the control, with the log on)."""
+    audit = tmp_path / "audit.jsonl"
+    state = tmp_path / "state"
+    results: asyncio.Queue[dict] = asyncio.Queue()
+
+    def emit(name: str, payload: dict) -> None:
+        if name == "result" and payload.get("status") != "running":
+            results.put_nowait(payload)
+
+    service = Service(
+        asyncio.get_running_loop(),
+        emit,
+        environ={**os.environ, "RUN_BASH_AUDIT": str(audit)},
+        state_dir=str(state),
+    )
+    os.makedirs(service.mgr.state_dir, mode=0o700, exist_ok=True)
+    service.setup(
+        {"sandbox": {"backend": "none"}, "undo": {"enabled": False}, "audit": {"enabled": False}}
+    )
+    service.run({"cmd": "true", "cwd": str(tmp_path), "unsandboxed_ok": True})
+    result = await asyncio.wait_for(results.get(), 30)
+    assert result["exit_code"] == 0, result
+    entries = [json.loads(x) for x in (state / "journal.jsonl").read_text().splitlines()]
+    runs = [e for e in entries if "audit" not in e]
+    assert [next(iter(e)) for e in runs] == ["open", "closed"]
+    assert "made" not in runs[0] and not audit.exists()
+    await service.mgr.shutdown()

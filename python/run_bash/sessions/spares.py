@@ -142,7 +142,6 @@ class Spares:
         env: RunEnv | None = None,
     ) -> None:
         self._config = config
-        self.environ = environ
         self.env = env if env is not None else RunEnv(environ)  # a run's environment
         self.temp = temp
         self._policy = policy
