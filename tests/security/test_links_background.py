@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 from tests.security.conftest import SECRET
 
@@ -76,3 +77,41 @@ def test_a_repository_armed_in_the_background_is_judged_at_once(sbx, world):
     env = {**world.env, "GIT_CONFIG_NOSYSTEM": "1"}
     git = subprocess.run(["git", "status"], cwd=world.project / "sub", env=env, capture_output=True)
     assert b"FSMONITOR-RAN" not in git.stderr
+
+
+def test_a_link_made_between_two_walks_of_one_look_is_judged(sbx, world, monkeypatch):
+    # One look walks the trees more than once (the links, then the new repositories). A link
+    # the run makes after the first walk is read, and its event drained, by the second: the
+    # look must look again, not wait for an event that already came. The run makes it exactly
+    # then: the second walk of the look after `good` appeared lets the run go on and waits.
+    keeper = sbx.mgr.keeper
+    original = keeper._check_new_repos
+    fired = []
+
+    def between(scope, stopped):
+        if not fired and os.path.lexists(world.project / "d/e/good"):
+            fired.append(True)
+            (world.project / "go2").touch()
+            deadline = time.monotonic() + 30
+            while not os.path.lexists(world.project / "d/e/notes.md"):
+                assert time.monotonic() < deadline, "the run did not make its link"
+                time.sleep(0.01)
+        return original(scope, stopped)
+
+    monkeypatch.setattr(keeper, "_check_new_repos", between)
+    s = sbx.start(
+        f"echo up; {until('go')}; mkdir -p d/e && ln -s ../../README d/e/good && "
+        f"echo good-made; {until('go2')}; ln -s ~/.ssh/id_rsa d/e/notes.md && echo bad-made; "
+        "sleep 20; echo survived",
+        bg_after=0.2,
+        timeout=120,
+    )
+    assert not sbx.first_result(s).notices
+    (world.project / "go").touch()
+    r = sbx.wait(s, timeout=120)
+    out = sbx.mgr.output(s.id, tail=50).output
+    assert fired and "bad-made" in out and "survived" not in out, out
+    assert not os.path.lexists(world.project / "d/e/notes.md")
+    assert any("d/e/notes.md is a symbolic link the run left" in n for n in r.notices), r.notices
+    # The control: the link inside the project, judged by the same looks, stays.
+    assert (world.project / "d/e/good").read_text() == "hello\n"

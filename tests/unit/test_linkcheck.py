@@ -72,21 +72,27 @@ def test_the_scan_finds_the_links_that_appeared_after_a_mark(tmp_path):
     try:
         scan.find(str(root))  # the first walk: what is there is no news
         mark = scan.link_mark()
-        assert scan.links_since(mark, [str(root)]) == []
+        assert scan.links_since(mark, [str(root)])[0] == []
         os.symlink("y", root / "a/new")
         os.remove(root / "a/old")
         os.symlink("z", root / "a/old")  # the same name, a new text
         (root / "b/c").mkdir(parents=True)
         os.symlink("w", root / "b/c/deep")  # in a directory that is new
         scan.find(str(root))
-        got = sorted(scan.links_since(mark, [str(root)]))
+        got = sorted(scan.links_since(mark, [str(root)])[0])
         assert got == sorted(
             [(f"{root}/a/new", "y"), (f"{root}/a/old", "z"), (f"{root}/b/c/deep", "w")]
         )
         later = scan.link_mark()
         scan.find(str(root))
-        assert scan.links_since(later, [str(root)]) == []
-        assert scan.links_since(mark, [str(tmp_path / "elsewhere")]) == []
+        assert scan.links_since(later, [str(root)])[0] == []
+        assert scan.links_since(mark, [str(tmp_path / "elsewhere")])[0] == []
+        # The mark it gives covers what it gave: a link found after it, by any walk, is newer.
+        covered = scan.links_since(mark, [str(root)])[1]
+        assert scan.links_since(covered, [str(root)])[0] == []
+        os.symlink("v", root / "b/c/later")
+        scan.find(str(root))
+        assert scan.links_since(covered, [str(root)])[0] == [(f"{root}/b/c/later", "v")]
     finally:
         scan.close()
 
@@ -116,11 +122,11 @@ def test_more_new_links_than_are_kept_gives_every_link_there(tmp_path, monkeypat
         for i in range(5):
             os.symlink(f"y{i}", root / f"new{i}")
         scan.find(str(root))
-        got = dict(scan.links_since(mark, [str(root)]))
+        got = dict(scan.links_since(mark, [str(root)])[0])
         assert got == {f"{root}/old": "x", **{f"{root}/new{i}": f"y{i}" for i in range(5)}}
         later = scan.link_mark()
         os.symlink("z", root / "last")
         scan.find(str(root))
-        assert scan.links_since(later, [str(root)]) == [(f"{root}/last", "z")]  # the control
+        assert scan.links_since(later, [str(root)])[0] == [(f"{root}/last", "z")]  # the control
     finally:
         scan.close()

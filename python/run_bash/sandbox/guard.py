@@ -324,7 +324,13 @@ class Keeper(Repairs, Watcher):
         repositories in their trees: one that leads out, or is not inert, is quarantined and
         stops its run. And for every run going on, what the names kept at every level keep that
         it made: that stops it (``_named_appeared``). Whether any run is still going on."""
+        trees = self.discovery.trees
         with self._lock:
+            # The events that woke this look; one a walk of it reads later is a change made while
+            # it looked, which it may have seen only in part (a link found by the repository walk
+            # after the link walk): that wakes no one (the descriptor is drained), so the next
+            # look comes after the usual gap (``LiveLinks.again``).
+            seen = trees.read_events()
             active = [s for s in self._scopes.values() if not s.ended]
             for scope in active:
                 if not scope.tripped:
@@ -337,13 +343,14 @@ class Keeper(Repairs, Watcher):
                 n = len(scope.notices)
                 for _ in range(16):  # a walk that raced a change no event reports: again
                     since = max(scope.link_mark, scope.live_mark)
-                    self._check_links(scope, stopped, since)
-                    scope.live_mark = self.discovery.trees.link_mark()
+                    scope.live_mark = self._check_links(scope, stopped, since)
                     self._check_new_repos(scope, stopped)
-                    if not self.discovery.trees.take_raced():
+                    if not trees.take_raced():
                         break
                 if len(scope.notices) > n:
                     scope.trip(LIVE_TRIP)
+            if trees.events_read() != seen:
+                self._live.again()
             return bool(active)
 
     def shutdown(self) -> None:
@@ -513,13 +520,14 @@ class Keeper(Repairs, Watcher):
             self.discovery.trees.find(root, frozenset(hr.sealed))
         return roots
 
-    def _check_links(self, scope: Scope, stopped: str, since: int | None = None) -> None:
-        """Every link the run left that leads where it could not go goes to the quarantine."""
+    def _check_links(self, scope: Scope, stopped: str, since: int | None = None) -> int:
+        """Every link the run left that leads where it could not go goes to the quarantine; the
+        mark of the last link judged (``TreeScan.links_since``)."""
         hr = scope.host_read
+        mark = scope.link_mark if since is None else since
         if scope.readable is not None:
             roots = self._walk_for_links(hr)
-            mark = scope.link_mark if since is None else since
-            found = self.discovery.trees.links_since(mark, roots)
+            found, mark = self.discovery.trees.links_since(mark, roots)
             for path, end, why in links_out(found, scope.readable, hr):
                 scope.notices.append(
                     f"{self._name(hr, path)} is a symbolic link the run left to {end}, {why}: "
@@ -527,6 +535,7 @@ class Keeper(Repairs, Watcher):
                     f"editor) would reach what the run could not; "
                     f"{self._quarantine(path, scope)}{stopped}"
                 )
+        return mark
 
     def _check_new_repos(self, scope: Scope, stopped: str) -> list[str]:
         """A repository git can now reach that was not trusted before the run must be inert;

@@ -82,6 +82,15 @@ class LiveLinks:
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"x")
 
+    def again(self) -> None:
+        """The look going on (``judge``) read changes it may have seen only in part: the next
+        look comes after the usual gap, whatever thread asks (never blocks)."""
+        with self._lock:
+            if self._closed:
+                return
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+
     def close(self) -> None:
         """The host is exiting: the thread ends (and closes the wake pipe; now, if none runs)."""
         with self._lock:

@@ -191,22 +191,38 @@ class TreeScan:
         with self._lock:
             return self._born_n
 
-    def links_since(self, mark: int, roots: Iterable[str]) -> list[tuple[str, str]]:
+    def links_since(self, mark: int, roots: Iterable[str]) -> tuple[list[tuple[str, str]], int]:
         """``(path, link text)`` of every symbolic link that appeared under ``roots`` (created, or
-        given a new text) and was found after ``mark``. Found by the walks (``find``): a link
-        made after the last walk of its tree is not in it yet. When more than ``MAX_BORN``
-        appeared since ``mark``, every link the walks see under ``roots`` (fail closed)."""
+        given a new text) and was found after ``mark``, and the mark they go up to (``links_since``
+        that one gives what is found later, by any walk, also one of another thread meanwhile).
+        Found by the walks (``find``): a link made after the last walk of its tree is not in it
+        yet. When more than ``MAX_BORN`` appeared since ``mark``, every link the walks see under
+        ``roots`` (fail closed)."""
         tops = Tops(roots)
         with self._lock:
             if self._born_n - len(self._born) > mark:
                 # More appeared since than are kept: every link there now, the run's or not.
-                return [
+                links = [
                     (d + "/" + name, text)
                     for d, info in self._dirs.items()
                     if d in tops
                     for name, text in sorted(info.links)
                 ]
-            return [(p, t) for n, p, t in self._born if n > mark and p in tops]
+            else:
+                links = [(p, t) for n, p, t in self._born if n > mark and p in tops]
+            return links, self._born_n
+
+    def read_events(self) -> int:
+        """Read the events that came (as a walk does first); the number of events read so far,
+        by any caller: a look that reads more later than this read changes it saw while it was
+        looking (``events_read``)."""
+        with self._find_lock:
+            self._read_events()
+            return self._seq
+
+    def events_read(self) -> int:
+        """The number of events read so far (``read_events``)."""
+        return self._seq
 
     def known(self) -> frozenset[str]:
         """Every directory a walk has seen (the trees as walked before; kept until a complete
