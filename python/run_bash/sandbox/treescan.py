@@ -387,6 +387,12 @@ class TreeScan:
         # A directory listed while its change time was young may have changed since within the
         # same tick, before its watch: watched, but the walk is not kept (the next one lists it).
         keep = True
+        # A directory that changed between its listing and its watch (or went away, or was
+        # replaced, or could not be watched): the change made no event. Every other directory
+        # of the walk is still watched (one left unwatched would report nothing of what is made
+        # in it later), the walk is not kept, and whoever waits on ``events_fd`` is told
+        # (``on_events``; ``take_raced`` says why).
+        raced = False
         for d, info in seen.items():
             keep = keep and info.settled
             wd = self._wd_of.get(d)
@@ -394,7 +400,8 @@ class TreeScan:
                 try:  # watched for names already: writes too from now on
                     ino.add(d, inotify.CONTENT | inotify.IN_MASK_ADD | inotify.IN_DONT_FOLLOW)
                 except OSError:
-                    return None
+                    raced = True
+                    continue
                 self._content_wds.add(d)
             if wd is None:
                 try:
@@ -411,8 +418,9 @@ class TreeScan:
                         self._content_wds.add(d)
                     # Changed between the walk and the watch: the next call walks again.
                     after = os.lstat(d)
-                except OSError:
-                    return None
+                except OSError:  # gone or replaced since its listing (or no watch to be had)
+                    raced = True
+                    continue
                 old = self._dir_of.get(wd)
                 if old is not None and old != d:
                     self._wd_of.pop(old, None)  # the same directory under a new name
@@ -421,9 +429,14 @@ class TreeScan:
                 self._gen.setdefault(d, 0)
                 if (after.st_ino, after.st_ctime_ns, after.st_mtime_ns) != info.ident:
                     self._gen[d] += 1
-                    self._raced = True
-                    return None
+                    raced = True
             dirs[d] = self._gen.get(d, 0)
+        if raced:
+            with self._lock:
+                self._raced = True
+            for tell in self.on_events:
+                tell()
+            return None
         if len(self._wd_of) > 4 * MAX_WATCHED_DIRS:
             self._reset()
             return None
