@@ -9,14 +9,16 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import stat
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from run_bash import fsdeps, inotify
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import nofollow
-from run_bash.sandbox.agentrules import rules_problems
+from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.guardscope import (
     GROW,
     KILL_ANY,
@@ -174,8 +176,23 @@ class Watcher:
             if where is not None:  # a subscription of its own: its events name the rules file
                 d, kind, name = where
                 todo.append((d, kind, inotify.ENTRIES, frozenset({name}), r))
-            if os.path.isdir(r.path) and not os.path.islink(r.path):
+            try:
+                mode = os.lstat(r.path).st_mode
+            except OSError:
+                mode = 0
+            if stat.S_ISDIR(mode):
                 todo.append((r.path, RULES, inotify.ENTRIES | inotify.CONTENT, NO_NAMES, r))
+            elif stat.S_ISREG(mode):
+                # Its content too: a run may write it in place (``echo @… >> CLAUDE.md``).
+                todo.append((r.path, RULES, inotify.CONTENT, NO_NAMES, r))
+                # And the names its references lead to in the project (one made a FIFO, or
+                # a link out, after the file was judged).
+                for p in rules_include_paths(hr, r.path):
+                    if p != r.path and hr.is_project(p):
+                        where = self._watch_name(hr, p, RULES, kill_growth=False, dirs=dirs)
+                        if where is not None:
+                            d, kind, name = where
+                            todo.append((d, kind, inotify.ENTRIES, frozenset({name}), r))
         for (d, kind), found in names.items():
             todo.append((d, kind, inotify.ENTRIES, frozenset(found), None))
         return tuple(todo)  # kept and shared by the runs that follow (``_planned``)
@@ -213,11 +230,40 @@ class Watcher:
             scope.wds.clear()
 
     def _refresh_all(self) -> None:
-        """Watch again after a repair replaced watched inodes."""
-        for scope in list(self._scopes.values()):
-            self._unwatch(scope)
-            with contextlib.suppress(OSError):
+        """Watch again after a repair replaced watched inodes, or a directory appeared on the way
+        to a kept name. A scope's new watches come before its old ones go: a change made
+        meanwhile is an event of one or the other (the watch of an inode that is still there is
+        the same one, its subscriptions replaced), never of neither."""
+        self._refresh(list(self._scopes.values()))
+
+    def _refresh(self, scopes: Iterable[Scope]) -> None:
+        """``_refresh_all`` for these scopes."""
+        for scope in scopes:
+            with self._table_lock:
+                old = {
+                    wd: [s for s in self._table.get(wd, ()) if s.scope is scope] for wd in scope.wds
+                }
+            scope.wds.clear()
+            try:
                 self._watch(scope)
+            except OSError:
+                # Watched in part (the watch limit): the old watches stay beside the new ones.
+                scope.wds.update(old)
+                continue
+            self._drop(old)
+
+    def _drop(self, old: dict[int, list[Sub]]) -> None:
+        """Remove these subscriptions (by identity); a watch none is left on goes."""
+        ino = self._ino
+        with self._table_lock:
+            for wd, subs in old.items():
+                left = [s for s in self._table.get(wd, ()) if not any(s is o for o in subs)]
+                if left:
+                    self._table[wd] = left
+                else:
+                    self._table.pop(wd, None)
+                    if ino is not None:
+                        ino.remove(wd)
 
     def _loop(self) -> None:
         ino = self._ino
@@ -282,9 +328,7 @@ class Watcher:
                 c = judge(pd, self._path_states.get(pd.path), name, scope.places)
                 if c is not None:
                     scope.trip(_on_path(pd, c))
-            for scope, r in dict.fromkeys(rules):
-                if not scope.ended and rules_problems(scope.host_read, r.path):
-                    scope.trip(self._rules_changed(scope.host_read, r))
+            judged = self._judge_rules(rules)
             if lost:
                 self.lost_events += 1
                 for scope in list(self._scopes.values()):
@@ -297,6 +341,26 @@ class Watcher:
                 self._check(scope)
             if tripped or grow or lost:
                 self._refresh_all()
+            elif judged:
+                # A rules file written, made or replaced: its new inode, and the names its
+                # references now lead to, are watched; then it is judged once more (what was
+                # written before those watches came made no event of theirs).
+                self._refresh({scope for scope, _r in judged})
+            if tripped or grow or lost or judged:
+                self._judge_rules(judged)
+
+    def _judge_rules(self, rules: list[tuple[Scope, RulesName]]) -> list[tuple[Scope, RulesName]]:
+        """Judge the rules files these events named (each once); those of runs still going on
+        that were not stopped now."""
+        fine: list[tuple[Scope, RulesName]] = []
+        for scope, r in dict.fromkeys(rules):
+            if scope.ended or scope.tripped:
+                continue
+            if rules_problems(scope.host_read, r.path):
+                scope.trip(self._rules_changed(scope.host_read, r))
+            else:
+                fine.append((scope, r))
+        return fine
 
     def _changed_unseen(self, scope: Scope) -> str | None:
         """Events were lost (the queue overflowed while a run made many names): what they could

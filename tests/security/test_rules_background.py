@@ -1,0 +1,84 @@
+"""A rules file a background run rewrites is judged as it is written, not only when the run ends.
+
+CodeCompanion reads its rules files (``CLAUDE.md``, ``AGENTS.md``, …) and the files they include
+when a chat starts: a background session (a server, a watcher) that writes ``@~/.ssh/id_rsa``
+into ``CLAUDE.md`` while it goes on would have the key read into the next chat long before the
+post-run check gives the file back its content. So a write to a rules file of a run's project
+(in place, or a new file renamed over it) is judged at once: one whose references lead out stops
+the run, and the file gets back what it had. The controls: an include inside the project, written
+the same way, stays and stops nothing; the user's own include of the key, made before the run, is
+left alone.
+"""
+
+from __future__ import annotations
+
+
+def until(name: str) -> str:
+    return f"while [ ! -e {name} ]; do sleep 0.05; done"
+
+
+def test_a_rules_file_written_in_place_in_the_background_is_judged_at_once(sbx, world):
+    rules = world.project / "CLAUDE.md"
+    rules.write_text("# notes\n")
+    s = sbx.start(
+        f"echo up; {until('go')}; echo '@README' >> CLAUDE.md && echo good-written; "
+        f"{until('go2')}; echo '@~/.ssh/id_rsa' >> CLAUDE.md && echo bad-written; "
+        "sleep 20; echo survived",
+        bg_after=0.2,
+        timeout=120,
+    )
+    assert not sbx.first_result(s).notices
+    (world.project / "go").touch()
+    sbx.wait_output(s, "good-written")
+    (world.project / "go2").touch()
+    r = sbx.wait(s, timeout=120)
+    out = sbx.mgr.output(s.id, tail=50).output
+    assert "good-written" in out and "survived" not in out, out
+    assert any("CLAUDE.md" in n for n in r.notices), r.notices
+    assert "id_rsa" not in rules.read_text()
+
+
+def test_a_rules_file_renamed_over_then_written_is_judged_at_once(sbx, world):
+    # The file is replaced (a new inode) with a harmless one, then that one is written.
+    rules = world.project / "AGENTS.md"
+    rules.write_text("# notes\n")
+    s = sbx.start(
+        f"echo up; {until('go')}; printf '# mine\\n' > t.md && mv t.md AGENTS.md && echo swapped; "
+        f"{until('go2')}; echo '@~/.ssh/id_rsa' >> AGENTS.md && echo bad-written; "
+        "sleep 20; echo survived",
+        bg_after=0.2,
+        timeout=120,
+    )
+    assert not sbx.first_result(s).notices
+    (world.project / "go").touch()
+    sbx.wait_output(s, "swapped")
+    (world.project / "go2").touch()
+    r = sbx.wait(s, timeout=120)
+    out = sbx.mgr.output(s.id, tail=50).output
+    assert "swapped" in out and "survived" not in out, out
+    assert any("AGENTS.md" in n for n in r.notices), r.notices
+    assert "id_rsa" not in rules.read_text()
+
+
+def test_an_include_made_a_fifo_in_the_background_is_judged_at_once(sbx, world):
+    # The rules file stays as it is; what it includes (the user's own note, and one the run
+    # adds a reference to) becomes a FIFO, which would hang the editor when the next chat opens.
+    rules = world.project / "CLAUDE.md"
+    rules.write_text("# notes\n@notes.md\n")
+    (world.project / "notes.md").write_text("mine\n")
+    s = sbx.start(
+        f"echo up; {until('go')}; echo '@later.md' >> CLAUDE.md && echo referenced; "
+        f"{until('go2')}; mkfifo later.md && echo fifo-made; sleep 20; echo survived",
+        bg_after=0.2,
+        timeout=120,
+    )
+    assert not sbx.first_result(s).notices
+    (world.project / "go").touch()
+    sbx.wait_output(s, "referenced")
+    (world.project / "go2").touch()
+    r = sbx.wait(s, timeout=120)
+    out = sbx.mgr.output(s.id, tail=50).output
+    assert "referenced" in out and "survived" not in out, out
+    assert any("later.md" in n for n in r.notices), r.notices
+    assert not (world.project / "later.md").exists()
+    assert (world.project / "notes.md").read_text() == "mine\n"  # the control: left alone
