@@ -35,7 +35,8 @@ def index_path(git_dir: str) -> str:
     return os.path.join(git_dir, "index")
 
 
-def _sig(path: str) -> Sig | None:
+def signature(path: str) -> Sig | None:
+    """The index file's identity, size and times now (None: not there)."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -46,7 +47,7 @@ def _sig(path: str) -> Sig | None:
 def state(git_dirs: Iterable[str]) -> State:
     """The index file of each git directory as it is now (identity, size and times: a run cannot
     set a change time back)."""
-    return {index_path(g): _sig(index_path(g)) for g in git_dirs}
+    return {index_path(g): signature(index_path(g)) for g in git_dirs}
 
 
 def changed(
@@ -59,7 +60,7 @@ def changed(
     for g in git_dirs:
         was = index_path(g)
         p = index_path((moved or {}).get(g, g))
-        now = _sig(p)
+        now = signature(p)
         if now is not None and (was not in before or before[was] != now):
             out.append(p)
     return out

@@ -234,6 +234,7 @@ class Keeper(Repairs, Watcher):
                 scope.link_mark = self.discovery.trees.link_mark()
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             scope.indexes = gitindex.state(host_read.git_dirs)
+            scope.index_ok = dict(scope.indexes)
             scope.trusted_git = frozenset(self._trusted_git_dirs())
             for p in host_read.sealed:
                 if not covered(p) or p not in self._sealed_ident:
@@ -347,6 +348,7 @@ class Keeper(Repairs, Watcher):
                     self._check_new_repos(scope, stopped)
                     if not trees.take_raced():
                         break
+                self._check_indexes_live(scope, stopped)
                 if len(scope.notices) > n:
                     scope.trip(LIVE_TRIP)
             if trees.events_read() != seen:
@@ -708,15 +710,30 @@ class Keeper(Repairs, Watcher):
         hr = scope.host_read
         for index in gitindex.changed(scope.indexes, hr.git_dirs, elsewhere):
             why = gitindex.judge(os.path.dirname(index), index)
+            if why is not None:
+                self._index_refused(scope, index, why, stopped)
+
+    def _check_indexes_live(self, scope: Scope, stopped: str) -> None:
+        """``_check_indexes`` while a run goes on in the background (the host's ``git restore``
+        would not wait for its end): an index that changed since it was last judged fine is
+        judged now. Its state is taken before git reads it: a write meanwhile is judged at the
+        next look (the guard's watch of the index wakes it, ``guardwatch``)."""
+        for index in gitindex.changed(scope.index_ok, scope.host_read.git_dirs):
+            now = gitindex.signature(index)
+            why = gitindex.judge(os.path.dirname(index), index)
             if why is None:
-                continue
-            dest = self._quarantine(index, scope)
-            scope.notices.append(
-                f"{self._name(hr, index)} was written inside the sandbox and "
-                f"{why.removeprefix('its index ')}; {dest} "
-                f"(`git reset` makes a new index from HEAD; the files in the work tree are as the "
-                f"run left them){stopped}"
-            )
+                scope.index_ok[index] = now
+            else:
+                self._index_refused(scope, index, why, stopped)
+
+    def _index_refused(self, scope: Scope, index: str, why: str, stopped: str) -> None:
+        dest = self._quarantine(index, scope)
+        scope.notices.append(
+            f"{self._name(scope.host_read, index)} was written inside the sandbox and "
+            f"{why.removeprefix('its index ')}; {dest} "
+            f"(`git reset` makes a new index from HEAD; the files in the work tree are as the "
+            f"run left them){stopped}"
+        )
 
     def _check_path_dir(self, scope: Scope, pd: PathDir, stopped: str) -> bool:
         """An entry of a writable PATH directory that changed and can be run, or a new one that

@@ -30,14 +30,18 @@ def quarantine_dir(env: Mapping[str, str]) -> str:
 # are quarantined unjudged (a run could leave thousands, each with an include git waits on).
 JUDGE_BUDGET_S = 30.0
 
-# Why a background run is stopped by the live judging of its links (``livelinks``).
-LIVE_TRIP = "it made a link that leads out, or a repository that is not inert, in the background"
+# Why a background run is stopped by the live judging of what it made (``livelinks``).
+LIVE_TRIP = (
+    "it made a link that leads out, a repository that is not inert, or an index git refuses, "
+    "in the background"
+)
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
 KILL_NAMES = "kill-names"  # an entry event for one of ``names`` in this directory
 GROW = "grow"  # one of ``names`` appeared here: watch deeper (a PATH dir or rules name later)
 PATH_DIR = "path"  # an entry in a writable PATH directory: is it still what it was?
 RULES = "rules"  # a rules name (or an entry inside a rules directory) changed
+INDEX = "index"  # a git directory's index written or replaced: the live look judges it
 
 
 @dataclass(eq=False)
@@ -65,6 +69,8 @@ class Scope:
     sequencer: dict[str, sequencer.State] = field(default_factory=dict)
     # The index file of each git directory before the run (``gitindex.py``).
     indexes: gitindex.State = field(default_factory=dict)
+    # The same, as last judged fine while the run goes on in the background (``live``).
+    index_ok: gitindex.State = field(default_factory=dict)
     # The git directories trusted when the run started, by (dev, ino): a repository that became
     # trusted later (another run's host-read set took it up while this one ran) may have been
     # made, and armed, by this run, which could write it all along; it is judged as new.

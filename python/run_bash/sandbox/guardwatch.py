@@ -21,6 +21,7 @@ from run_bash.sandbox import nofollow
 from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
 from run_bash.sandbox.guardscope import (
     GROW,
+    INDEX,
     KILL_ANY,
     KILL_NAMES,
     PATH_DIR,
@@ -65,6 +66,7 @@ class Watcher:
     _thread: threading.Thread | None
     _stop_r: int
     _stop_w: int
+    _live: Any  # ``livelinks.LiveLinks``: the looks at what background runs make
     lost_events: int
 
     def _name(self, hr: HostRead, path: str) -> str:
@@ -166,6 +168,16 @@ class Watcher:
             mask = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF
             todo.append((g, KILL_ANY, mask, NO_NAMES, None))
             _add(names, self._watch_name(hr, g, KILL_NAMES, kill_growth=True, dirs=dirs))
+            # Its index, written in place or replaced: the live look judges it (``guard``'s
+            # ``_check_indexes_live``; a background run's index is read by your next `git
+            # restore` long before the run ends).
+            todo.append((g, INDEX, inotify.ENTRIES, frozenset({"index"}), g))
+            try:
+                index_mode = os.lstat(os.path.join(g, "index")).st_mode
+            except OSError:
+                index_mode = 0
+            if stat.S_ISREG(index_mode):
+                todo.append((os.path.join(g, "index"), INDEX, inotify.CONTENT, NO_NAMES, g))
         for pd in hr.path_dirs:
             # A unit that does not exist yet is a member (watched above).
             if os.path.isdir(pd.path):
@@ -297,6 +309,7 @@ class Watcher:
         grow: set[Scope] = set()
         paths: list[tuple[Scope, PathDir, str]] = []
         rules: list[tuple[Scope, RulesName]] = []
+        indexes: list[tuple[Scope, bool]] = []  # (scope, replaced rather than written)
         lost = False
         with self._table_lock:
             for wd, mask, name in events:
@@ -319,6 +332,8 @@ class Watcher:
                         paths.append((s.scope, s.ref, name))
                     elif s.kind == RULES and (name in s.names or not s.names):
                         rules.append((s.scope, s.ref))
+                    elif s.kind == INDEX and (name in s.names or not s.names):
+                        indexes.append((s.scope, bool(name)))
         for scope, why in kill.items():
             scope.trip(why)
         with self._lock:
@@ -339,15 +354,20 @@ class Watcher:
             tripped = [s for s in self._scopes.values() if s.tripped and not s.ended]
             for scope in tripped:
                 self._check(scope)
+            # A rules file written, made or replaced: its new inode, and the names its
+            # references now lead to, are watched; then it is judged once more (what was
+            # written before those watches came made no event of theirs). So is an index that
+            # was replaced.
+            rewatch = {scope for scope, _r in judged}
+            rewatch |= {scope for scope, replaced in indexes if replaced and not scope.ended}
             if tripped or grow or lost:
                 self._refresh_all()
-            elif judged:
-                # A rules file written, made or replaced: its new inode, and the names its
-                # references now lead to, are watched; then it is judged once more (what was
-                # written before those watches came made no event of theirs).
-                self._refresh({scope for scope, _r in judged})
-            if tripped or grow or lost or judged:
+            elif rewatch:
+                self._refresh(rewatch)
+            if judged:
                 self._judge_rules(judged)
+        if indexes:
+            self._live.poke()  # after the watches: a later write wakes it again
 
     def _judge_rules(self, rules: list[tuple[Scope, RulesName]]) -> list[tuple[Scope, RulesName]]:
         """Judge the rules files these events named (each once); those of runs still going on
