@@ -69,6 +69,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 
+from run_bash import fsdeps
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
@@ -341,6 +342,11 @@ class Keeper(Repairs, Watcher):
             live = [s for s in active if s.live]
             stopped = f"; the run was stopped ({LIVE_TRIP})"
             for scope in live:
+                if not scope.live_watched:
+                    # Its first look: what it replaced while in the foreground (its index)
+                    # is watched as it is now (``guardwatch``).
+                    scope.live_watched = True
+                    self._refresh([scope])
                 n = len(scope.notices)
                 for _ in range(16):  # a walk that raced a change no event reports: again
                     since = max(scope.link_mark, scope.live_mark)
@@ -717,14 +723,16 @@ class Keeper(Repairs, Watcher):
         """``_check_indexes`` while a run goes on in the background (the host's ``git restore``
         would not wait for its end): an index that changed since it was last judged fine is
         judged now. Its state is taken before git reads it: a write meanwhile is judged at the
-        next look (the guard's watch of the index wakes it, ``guardwatch``)."""
+        next look (the guard's watch of the index wakes it, ``guardwatch``). A state whose change
+        time is younger than ``fsdeps.SETTLED_NS`` is not taken for judged: two writes within one
+        timestamp tick, of the same size, would look like one."""
         for index in gitindex.changed(scope.index_ok, scope.host_read.git_dirs):
             now = gitindex.signature(index)
             why = gitindex.judge(os.path.dirname(index), index)
-            if why is None:
-                scope.index_ok[index] = now
-            else:
+            if why is not None:
                 self._index_refused(scope, index, why, stopped)
+            elif now is not None and time.time_ns() - now[4] > fsdeps.SETTLED_NS:
+                scope.index_ok[index] = now
 
     def _index_refused(self, scope: Scope, index: str, why: str, stopped: str) -> None:
         dest = self._quarantine(index, scope)

@@ -83,6 +83,7 @@ class Scope:
     link_mark: int = 0
     live: bool = False  # it went on in the background: its links are judged as they appear
     live_mark: int = 0  # the tree scan's count of new links at the last such look
+    live_watched: bool = False  # watched again for its first such look
     # Trees whose kept names are looked for only when the run ends (``_named_appeared``).
     blind: set[str] = field(default_factory=set)
 

@@ -358,8 +358,11 @@ class Watcher:
             # references now lead to, are watched; then it is judged once more (what was
             # written before those watches came made no event of theirs). So is an index that
             # was replaced.
+            # (A run's own `git add` replaces the index at every call: only a background run's
+            # index is watched again, as the live look needs; one that goes on in the background
+            # later is watched again then, ``guard._judge_live``.)
             rewatch = {scope for scope, _r in judged}
-            rewatch |= {scope for scope, replaced in indexes if replaced and not scope.ended}
+            rewatch |= {s for s, replaced in indexes if replaced and s.live and not s.ended}
             if tripped or grow or lost:
                 self._refresh_all()
             elif rewatch:
