@@ -568,10 +568,12 @@ def test_rules_files_never_point_outside(sbx, world, attack):
 
 
 def test_rules_include_target_replaced_by_a_link(sbx, world):
+    """What a rules file includes, made a link out, stops the run as it is made (the names its
+    references lead to are watched) and the link goes."""
     (world.project / "CLAUDE.md").write_text("@notes.md\n")
     (world.project / "notes.md").write_text("notes\n")
-    r = sbx.run(f"rm notes.md && ln -s ~/.ssh/id_rsa notes.md; echo {CONTROL}")
-    assert CONTROL in r.output
+    r = sbx.run(f"echo {CONTROL}; rm notes.md && ln -s ~/.ssh/id_rsa notes.md; sleep 5; echo end")
+    assert CONTROL in r.output and "end" not in r.output, r.output
     assert not (world.project / "notes.md").is_symlink()
     assert any("notes.md" in n for n in r.notices), r.notices
 
