@@ -82,3 +82,50 @@ def test_an_include_made_a_fifo_in_the_background_is_judged_at_once(sbx, world):
     assert any("later.md" in n for n in r.notices), r.notices
     assert not (world.project / "later.md").exists()
     assert (world.project / "notes.md").read_text() == "mine\n"  # the control: left alone
+
+
+def test_a_file_deep_in_a_rules_directory_is_judged_as_it_is_written(sbx, world):
+    # CodeCompanion reads a rules directory whole, subdirectories included.
+    (world.project / ".rules").mkdir()
+    (world.project / ".rules/a.md").write_text("# mine\n")
+    s = sbx.start(
+        f"echo up; {until('go')}; mkdir -p .rules/sub && echo '# ok' > .rules/sub/ok.md && "
+        f"echo made; {until('go2')}; echo '@~/.ssh/id_rsa' > .rules/sub/x.md && echo bad-written; "
+        "sleep 20; echo survived",
+        bg_after=0.2,
+        timeout=120,
+    )
+    assert not sbx.first_result(s).notices
+    (world.project / "go").touch()
+    sbx.wait_output(s, "made")
+    (world.project / "go2").touch()
+    r = sbx.wait(s, timeout=120)
+    out = sbx.mgr.output(s.id, tail=50).output
+    assert "made" in out and "survived" not in out, out
+    assert any(".rules" in n for n in r.notices), r.notices
+    x = world.project / ".rules/sub/x.md"
+    assert not x.exists() or "id_rsa" not in x.read_text()
+    assert (world.project / ".rules/a.md").read_text() == "# mine\n"  # the control
+
+
+def test_each_wrong_entry_of_a_rules_directory_is_dealt_with_alone(sbx, world):
+    # Not only in the background: the check after a run judges every entry of a rules
+    # directory, not the first wrong one. The user's own entry that includes a file outside
+    # the project is theirs: a run that adds a good file beside it is not stopped, and one that
+    # adds a wrong file has that file (only) moved away; the user's file the run rewrote gets
+    # its content back.
+    rules = world.project / ".rules"
+    (rules / "deep").mkdir(parents=True)
+    (rules / "mine.md").write_text("@~/.claude/shared.md\n")  # the user's own
+    (rules / "deep/style.md").write_text("# style\n")
+    r = sbx.run("echo '# more' > .rules/deep/more.md && echo done")
+    assert "done" in r.output and not r.notices, r  # the control: the user's entry is theirs
+    r = sbx.run(
+        "echo '@~/.ssh/id_rsa' > .rules/deep/x.md; echo '@../../.ssh/id_rsa' >> .rules/deep/style.md"
+    )
+    assert not (rules / "deep/x.md").exists()
+    assert (rules / "deep/style.md").read_text() == "# style\n"
+    assert (rules / "mine.md").read_text() == "@~/.claude/shared.md\n"
+    assert (rules / "deep/more.md").read_text() == "# more\n"
+    assert any("deep/x.md" in n for n in r.notices), r.notices
+    assert any("deep/style.md" in n and "put back" in n for n in r.notices), r.notices

@@ -39,6 +39,9 @@ from run_bash.sandbox.places import Places
 MAX_RULES_BYTES = 1024 * 1024
 # References judged per rules file.
 MAX_REFS = 1024
+# Entries of a rules directory (CodeCompanion reads it whole, subdirectories included) past which
+# it is a problem in itself.
+MAX_DIR_ENTRIES = 256
 
 # Lua's %S: a byte that is not one of isspace()'s six (LuaJIT's own table, whatever the locale).
 _REF_RE = re.compile(rb"@([^ \t\n\x0b\x0c\r]+)")
@@ -143,6 +146,54 @@ def rules_include_paths(hr: HostRead, path: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def rules_dir_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
+    """Every problem of a rules directory (CodeCompanion reads it recursively, following links),
+    each ("type" or "content", why, the entry it is about): too many entries (the directory
+    itself), a link out of the project, and each file's own (``rules_problems``)."""
+    out: list[tuple[Any, ...]] = []
+    count = 0
+    for root, dirs, files in os.walk(path):
+        for n in [*dirs, *files]:
+            count += 1
+            p = os.path.join(root, n)
+            if count > MAX_DIR_ENTRIES:
+                return [("type", "is a directory with too many entries", path)]
+            if os.path.islink(p) and not hr.is_project(os.path.realpath(p)):
+                out.append(("type", f"holds {n}, a link out of the project", p))
+        for n in files:
+            p = os.path.join(root, n)
+            if not os.path.islink(p):
+                out += [(*sub[:2], sub[2] if len(sub) > 2 else p) for sub in rules_problems(hr, p)]
+    return out
+
+
+def rules_dir_entries(path: str) -> list[str]:
+    """Every entry of a rules directory but its directories (links not followed), as far as
+    ``MAX_DIR_ENTRIES``: what a run could change there, for its trusted state."""
+    out: list[str] = []
+    for root, dirs, files in os.walk(path):
+        out += [os.path.join(root, n) for n in files]
+        out += [os.path.join(root, d) for d in dirs if os.path.islink(os.path.join(root, d))]
+        if len(out) > MAX_DIR_ENTRIES:
+            break
+    return out[:MAX_DIR_ENTRIES]
+
+
+def rules_dirs(path: str) -> list[str]:
+    """A rules directory and every directory in it (links not followed), as far as
+    ``MAX_DIR_ENTRIES`` entries: one with more is a problem whatever they hold
+    (``rules_problems``)."""
+    out: list[str] = []
+    count = 0
+    for root, dirs, files in os.walk(path):
+        out.append(root)
+        count += len(dirs) + len(files)
+        if count > MAX_DIR_ENTRIES:
+            break
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+    return out
+
+
 def _first_link(path: str, roots: Iterable[str]) -> str | None:
     """The first symlink on the way to ``path`` inside one of ``roots`` (what to move away)."""
     for root in roots:
@@ -177,23 +228,7 @@ def rules_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
             if os.path.isdir(real):
                 return [("type", "is a symlink to a directory", path)]
             return rules_problems(hr, real) if real != path else []
-        # CodeCompanion reads a directory recursively, following links.
-        count = 0
-        for root, dirs, files in os.walk(path):
-            for n in [*dirs, *files]:
-                count += 1
-                p = os.path.join(root, n)
-                if count > 256:
-                    return [("type", "is a directory with too many entries", path)]
-                if os.path.islink(p) and not hr.is_project(os.path.realpath(p)):
-                    return [("type", f"holds {n}, a link out of the project", p)]
-            for n in files:
-                p = os.path.join(root, n)
-                if not os.path.islink(p):
-                    sub = rules_problems(hr, p)
-                    if sub:
-                        return sub
-        return []
+        return rules_dir_problems(hr, path)[:1]
     if not stat.S_ISREG(st.st_mode):
         return [("type", "is not a regular file (reading it would hang the editor)", path)]
     data = read_nonblocking(path, MAX_RULES_BYTES)

@@ -68,13 +68,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 from run_bash import fsdeps
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import gitindex, nofollow, sequencer
-from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
+from run_bash.sandbox.agentrules import (
+    rules_dir_entries,
+    rules_dir_problems,
+    rules_include_paths,
+    rules_problems,
+)
 from run_bash.sandbox.guardscope import (
     JUDGE_BUDGET_S,
     LIVE_TRIP,
@@ -249,7 +255,8 @@ class Keeper(Repairs, Watcher):
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
             for r in host_read.rules:
-                for p in (r.path, *rules_include_paths(host_read, r.path)):
+                inside = rules_dir_entries(r.path) if _is_dir(r.path) else []
+                for p in (r.path, *rules_include_paths(host_read, r.path), *inside):
                     if not covered(p) or p not in self._rules:
                         self._rules[p] = capture_or_mark(p, self._rules.get(p))
             self._scopes[sid] = scope
@@ -768,6 +775,29 @@ class Keeper(Repairs, Watcher):
                 break  # the directory is no longer reached: nothing else of it is on PATH
         return hit
 
+    def _check_rules_dir(self, scope: Scope, problems: list[tuple[Any, ...]], stopped: str) -> bool:
+        """The entries of a rules directory that are wrong (``rules_dir_problems``), each on its
+        own: what the user had before the run, unchanged, is left alone; a file of theirs the
+        run gave a reference that leads out gets its content back; anything else wrong (a new
+        file, a link out, a FIFO) goes to the quarantine. True when something was wrong."""
+        hr = scope.host_read
+        hit = False
+        for kind, why, where in problems:
+            trusted = self._rules.get(where, ABSENT)
+            if matches(where, trusted):
+                continue
+            if kind == "content" and trusted[0] == "file":
+                ok, done = self._restore(where, trusted, scope)
+                if ok:
+                    done = "its previous content was put back"
+                else:
+                    self._pending[where] = done
+            else:
+                done = self._quarantine(where, scope)
+            scope.notices.append(f"agent rules file {self._name(hr, where)} {why}; {done}{stopped}")
+            hit = True
+        return hit
+
     def _check_rules(self, scope: Scope, r: RulesName, stopped: str) -> bool:
         """Agent rules: a rules file whose includes leave the project (or enter a denied path)
         gets its trusted content back; a rules name, or an entry it includes, that is not a
@@ -775,6 +805,11 @@ class Keeper(Repairs, Watcher):
         alone. True when something was wrong."""
         hr = scope.host_read
         path = r.path
+        if _is_dir(path) and self._rules.get(path, ABSENT)[0] != "absent":
+            # One the user had: each entry on its own (one the run made goes whole, below).
+            each = rules_dir_problems(hr, path)
+            if each and all(p[2] != path for p in each):
+                return self._check_rules_dir(scope, each, stopped)
         problems = rules_problems(hr, path)
         if not problems:
             return False
@@ -800,3 +835,11 @@ class Keeper(Repairs, Watcher):
             done.append(what)
         scope.notices.append(f"agent rules file {name} {why}; {'; '.join(done)}{stopped}")
         return True
+
+
+def _is_dir(path: str) -> bool:
+    """A directory itself, not a link to one (a rules directory whose entries are judged)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False

@@ -18,7 +18,12 @@ from run_bash import fsdeps, inotify
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import nofollow
-from run_bash.sandbox.agentrules import rules_include_paths, rules_problems
+from run_bash.sandbox.agentrules import (
+    rules_dir_problems,
+    rules_dirs,
+    rules_include_paths,
+    rules_problems,
+)
 from run_bash.sandbox.guardscope import (
     GROW,
     INDEX,
@@ -34,7 +39,7 @@ from run_bash.sandbox.guardscope import (
     split_once,
 )
 from run_bash.sandbox.hostread import HostRead, RulesName
-from run_bash.sandbox.members import State, matches
+from run_bash.sandbox.members import ABSENT, State, matches
 from run_bash.sandbox.nofollow import Fence, LinkInPath
 from run_bash.sandbox.pathguard import PathDir, Sig
 from run_bash.sandbox.pathstate import Change, changes, judge
@@ -63,6 +68,7 @@ class Watcher:
     _plans: dict[int, tuple[HostRead, tuple[str, ...], tuple[Plan, ...], fsdeps.Reads]]
     _plans_lock: threading.Lock
     _written: set[str]
+    _rules: dict[str, State]  # rules names and what they lead to, as trusted
     _thread: threading.Thread | None
     _stop_r: int
     _stop_w: int
@@ -193,7 +199,10 @@ class Watcher:
             except OSError:
                 mode = 0
             if stat.S_ISDIR(mode):
-                todo.append((r.path, RULES, inotify.ENTRIES | inotify.CONTENT, NO_NAMES, r))
+                # CodeCompanion reads it whole: every directory in it is watched (one made
+                # later is, once its making is judged: ``_dispatch`` watches the run again).
+                for d in rules_dirs(r.path):
+                    todo.append((d, RULES, inotify.ENTRIES | inotify.CONTENT, NO_NAMES, r))
             elif stat.S_ISREG(mode):
                 # Its content too: a run may write it in place (``echo @… >> CLAUDE.md``).
                 todo.append((r.path, RULES, inotify.CONTENT, NO_NAMES, r))
@@ -379,11 +388,25 @@ class Watcher:
         for scope, r in dict.fromkeys(rules):
             if scope.ended or scope.tripped:
                 continue
-            if rules_problems(scope.host_read, r.path):
+            if self._rules_wrong(scope.host_read, r.path):
                 scope.trip(self._rules_changed(scope.host_read, r))
             else:
                 fine.append((scope, r))
         return fine
+
+    def _rules_wrong(self, hr: HostRead, path: str) -> bool:
+        """Whether a rules name is wrong now. In a rules directory, an entry the user had before
+        the run, unchanged, does not count (``_check_rules_dir`` leaves it alone too)."""
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
+        except OSError:
+            return False
+        if not is_dir:
+            return bool(rules_problems(hr, path))
+        return any(
+            where == path or not matches(where, self._rules.get(where, ABSENT))
+            for _kind, _why, where in rules_dir_problems(hr, path)
+        )
 
     def _changed_unseen(self, scope: Scope) -> str | None:
         """Events were lost (the queue overflowed while a run made many names): what they could
