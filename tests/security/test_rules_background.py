@@ -129,3 +129,21 @@ def test_each_wrong_entry_of_a_rules_directory_is_dealt_with_alone(sbx, world):
     assert (rules / "deep/more.md").read_text() == "# more\n"
     assert any("deep/x.md" in n for n in r.notices), r.notices
     assert any("deep/style.md" in n and "put back" in n for n in r.notices), r.notices
+
+
+def test_the_users_own_outside_include_neither_stops_nor_hides_a_run(sbx, world):
+    # The user's CLAUDE.md includes a file outside the project (theirs to decide) and a note
+    # in it. A run that rewrites the note (a new file renamed over it, as `sed -i` does) is not
+    # stopped for the user's include: the control. One that makes the note a FIFO is, and the
+    # FIFO goes, though the user's include is the first thing wrong in the file.
+    rules = world.project / "CLAUDE.md"
+    rules.write_text("@~/.claude/shared.md\n@notes.md\n")
+    (world.project / "notes.md").write_text("notes\n")
+    r = sbx.run("printf 'new notes\\n' > n.tmp && mv n.tmp notes.md && sleep 0.5; echo done")
+    assert "done" in r.output and not r.notices, r
+    assert (world.project / "notes.md").read_text() == "new notes\n"
+    r = sbx.run("rm notes.md && mkfifo notes.md; sleep 5; echo end")
+    assert "end" not in r.output, r.output  # stopped as it made it
+    assert not (world.project / "notes.md").exists() or (world.project / "notes.md").is_file()
+    assert any("notes.md" in n for n in r.notices), r.notices
+    assert rules.read_text() == "@~/.claude/shared.md\n@notes.md\n"

@@ -146,24 +146,58 @@ def rules_include_paths(hr: HostRead, path: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def rules_dir_problems(hr: HostRead, path: str) -> list[tuple[Any, ...]]:
-    """Every problem of a rules directory (CodeCompanion reads it recursively, following links),
-    each ("type" or "content", why, the entry it is about): too many entries (the directory
-    itself), a link out of the project, and each file's own (``rules_problems``)."""
-    out: list[tuple[Any, ...]] = []
+# One problem of a rules name, whole: ("type" or "content", why, the entry it is about, the file
+# whose reference (or the entry itself) makes it one).
+Problem = tuple[str, str, str, str]
+
+
+def rules_file_problems(hr: HostRead, path: str) -> list[Problem]:
+    """Every problem of a regular rules file (``rules_problems`` gives the first): its size, its
+    count of references, and each reference that leads out, into a denied path or to what is
+    not a regular file."""
+    data = read_nonblocking(path, MAX_RULES_BYTES)
+    if data is None:
+        return [
+            ("content", f"is larger than {MAX_RULES_BYTES} bytes or cannot be read", path, path)
+        ]
+    refs = include_refs(data)
+    if len(refs) > MAX_REFS:
+        return [("content", f"has more than {MAX_REFS} @ references", path, path)]
+    denied = Places(hr.denied)
+    out: list[Problem] = []
+    for ref in refs:
+        for t in include_candidates(ref, path, cwds_of(hr), hr.env, hr.home):
+            why = _candidate_problem(hr, denied, ref, t)
+            if why is not None:
+                out.append((why[0], why[1], why[2] if len(why) > 2 else path, path))
+    return list(dict.fromkeys(out))
+
+
+def rules_dir_problems(hr: HostRead, path: str) -> list[Problem]:
+    """Every problem of a rules directory (CodeCompanion reads it recursively, following links):
+    too many entries (the directory itself), a link out of the project, and each file's own."""
+    out: list[Problem] = []
     count = 0
     for root, dirs, files in os.walk(path):
         for n in [*dirs, *files]:
             count += 1
             p = os.path.join(root, n)
             if count > MAX_DIR_ENTRIES:
-                return [("type", "is a directory with too many entries", path)]
+                return [("type", "is a directory with too many entries", path, path)]
             if os.path.islink(p) and not hr.is_project(os.path.realpath(p)):
-                out.append(("type", f"holds {n}, a link out of the project", p))
+                out.append(("type", f"holds {n}, a link out of the project", p, p))
         for n in files:
             p = os.path.join(root, n)
-            if not os.path.islink(p):
-                out += [(*sub[:2], sub[2] if len(sub) > 2 else p) for sub in rules_problems(hr, p)]
+            try:
+                mode = os.lstat(p).st_mode
+            except OSError:
+                continue  # gone since the listing
+            if stat.S_ISLNK(mode):
+                continue
+            if stat.S_ISREG(mode):
+                out += rules_file_problems(hr, p)
+            else:
+                out += [(k, w, p, p) for k, w, *_ in rules_problems(hr, p)]
     return out
 
 

@@ -68,7 +68,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
 
 from run_bash import fsdeps
 from run_bash.errors import SpawnError
@@ -76,10 +75,9 @@ from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import gitindex, nofollow, sequencer
 from run_bash.sandbox.agentrules import (
+    Problem,
     rules_dir_entries,
-    rules_dir_problems,
     rules_include_paths,
-    rules_problems,
 )
 from run_bash.sandbox.guardscope import (
     JUDGE_BUDGET_S,
@@ -775,17 +773,17 @@ class Keeper(Repairs, Watcher):
                 break  # the directory is no longer reached: nothing else of it is on PATH
         return hit
 
-    def _check_rules_dir(self, scope: Scope, problems: list[tuple[Any, ...]], stopped: str) -> bool:
-        """The entries of a rules directory that are wrong (``rules_dir_problems``), each on its
-        own: what the user had before the run, unchanged, is left alone; a file of theirs the
-        run gave a reference that leads out gets its content back; anything else wrong (a new
-        file, a link out, a FIFO) goes to the quarantine. True when something was wrong."""
+    def _check_rules_dir(self, scope: Scope, problems: list[Problem], stopped: str) -> bool:
+        """The entries of a rules directory the user had that are wrong, each on its own: a file
+        of theirs the run gave a reference that leads out gets its content back; anything else
+        wrong (a new file, a link out, a FIFO, what a reference leads to) goes to the quarantine.
+        True when something was wrong."""
         hr = scope.host_read
         hit = False
-        for kind, why, where in problems:
+        for kind, why, where, _source in problems:
+            if not os.path.lexists(where):
+                continue  # gone with an entry moved before it
             trusted = self._rules.get(where, ABSENT)
-            if matches(where, trusted):
-                continue
             if kind == "content" and trusted[0] == "file":
                 ok, done = self._restore(where, trusted, scope)
                 if ok:
@@ -805,35 +803,44 @@ class Keeper(Repairs, Watcher):
         alone. True when something was wrong."""
         hr = scope.host_read
         path = r.path
-        if _is_dir(path) and self._rules.get(path, ABSENT)[0] != "absent":
-            # One the user had: each entry on its own (one the run made goes whole, below).
-            each = rules_dir_problems(hr, path)
-            if each and all(p[2] != path for p in each):
-                return self._check_rules_dir(scope, each, stopped)
-        problems = rules_problems(hr, path)
+        # Every problem, but those the user had before the run (``_new_rules_problems``).
+        problems = self._new_rules_problems(hr, path)
         if not problems:
             return False
-        kind, why = problems[0][:2]
-        where = problems[0][2] if len(problems[0]) > 2 else path
-        name = self._name(hr, path)
         trusted = self._rules.get(path, ABSENT)
-        file_same = matches(path, trusted)
-        where_same = where == path or (where in self._rules and matches(where, self._rules[where]))
-        if file_same and where_same:
-            return False  # the user's own, unchanged by the run
-        done = []
-        if not where_same or (kind == "type" and where == path):
-            if trusted[0] == "absent" and is_under(where, path):
-                where = path  # a new directory of links: all of it goes
-            done.append(self._quarantine(where, scope))
-        if not file_same and self._exists(path) and trusted[0] in ("file", "absent"):
-            ok, what = self._restore(path, trusted, scope)
-            if not ok:
-                self._pending[path] = what
-            if ok and trusted[0] == "file":
-                what = "its previous content was put back"
-            done.append(what)
-        scope.notices.append(f"agent rules file {name} {why}; {'; '.join(done)}{stopped}")
+        # A rules directory the user had: each entry on its own (one the run made goes whole,
+        # below, and so does one with too many entries).
+        if _is_dir(path) and trusted[0] != "absent" and all(p[2] != path for p in problems):
+            return self._check_rules_dir(scope, problems, stopped)
+        name = self._name(hr, path)
+        restored = False
+        for kind, why, where, _source in problems:
+            if not os.path.lexists(where):
+                continue  # gone with what went before it
+            file_same = matches(path, trusted)
+            where_same = where == path or matches(where, self._rules.get(where, ABSENT))
+            done = []
+            if not where_same or (kind == "type" and where == path):
+                if trusted[0] == "absent" and is_under(where, path):
+                    where = path  # a new directory of links: all of it goes
+                done.append(self._quarantine(where, scope))
+            if (
+                not restored
+                and not file_same
+                and self._exists(path)
+                and trusted[0] in ("file", "absent")
+            ):
+                restored = True
+                ok, what = self._restore(path, trusted, scope)
+                if not ok:
+                    self._pending[path] = what
+                if ok and trusted[0] == "file":
+                    what = "its previous content was put back"
+                done.append(what)
+            if done:
+                scope.notices.append(f"agent rules file {name} {why}; {'; '.join(done)}{stopped}")
+            if where == path and kind == "type":
+                break  # the rules name itself went: what it referred to is moot
         return True
 
 

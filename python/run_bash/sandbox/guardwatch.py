@@ -19,8 +19,10 @@ from run_bash.inotify import Inotify
 from run_bash.paths import is_under
 from run_bash.sandbox import nofollow
 from run_bash.sandbox.agentrules import (
+    Problem,
     rules_dir_problems,
     rules_dirs,
+    rules_file_problems,
     rules_include_paths,
     rules_problems,
 )
@@ -395,18 +397,29 @@ class Watcher:
         return fine
 
     def _rules_wrong(self, hr: HostRead, path: str) -> bool:
-        """Whether a rules name is wrong now. In a rules directory, an entry the user had before
-        the run, unchanged, does not count (``_check_rules_dir`` leaves it alone too)."""
+        """Whether a rules name is wrong now, for a reason that is not the user's own."""
+        return bool(self._new_rules_problems(hr, path))
+
+    def _new_rules_problems(self, hr: HostRead, path: str) -> list[Problem]:
+        """Every problem of a rules name (``agentrules``) but those the user had before the run:
+        one whose entry and whose referring file are both as trusted (your own `CLAUDE.md`
+        including `~/.claude/shared.md` stays yours when a run rewrites the note it also
+        includes; the same include added by the run is the run's)."""
         try:
-            is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
+            mode = os.lstat(path).st_mode
         except OSError:
-            return False
-        if not is_dir:
-            return bool(rules_problems(hr, path))
-        return any(
-            where == path or not matches(where, self._rules.get(where, ABSENT))
-            for _kind, _why, where in rules_dir_problems(hr, path)
-        )
+            return []
+        if stat.S_ISDIR(mode):
+            found = rules_dir_problems(hr, path)
+        elif stat.S_ISREG(mode):
+            found = rules_file_problems(hr, path)
+        else:
+            found = [(k, w, p[0] if p else path, path) for k, w, *p in rules_problems(hr, path)]
+
+        def kept(p: str) -> bool:
+            return matches(p, self._rules.get(p, ABSENT))
+
+        return [q for q in found if not (kept(q[3]) and kept(q[2]))]
 
     def _changed_unseen(self, scope: Scope) -> str | None:
         """Events were lost (the queue overflowed while a run made many names): what they could
