@@ -294,6 +294,28 @@ class Runner:
     def kill(self, s: Session) -> RunResult:
         return self.loop.run_until_complete(asyncio.wait_for(self.mgr.kill(s.id), 30))
 
+    def in_background(
+        self, first: str, said: str, second: str, before: str = ""
+    ) -> tuple[RunResult, str]:
+        """A session that goes on in the background (``bg_after``) and does two steps there:
+        after ``before``, it says ``up`` and gives its first result; it does ``first`` once the
+        test makes ``go`` in the project and says ``said``; then ``second`` once the test makes
+        ``go2`` (after ``said`` was seen); then it sleeps 20 s and says ``survived``. Its result
+        once it ended, and the end of its output (``survived`` in it: it was not stopped)."""
+        s = self.start(
+            f"{before}echo up; {until('go')}; {first} && echo {said}; {until('go2')}\n"
+            f"{second}\nsleep 20; echo survived",
+            bg_after=0.2,
+            timeout=120,
+        )
+        given = self.first_result(s)
+        assert "up" in given.output and not given.notices, given
+        (self.world.project / "go").touch()
+        self.wait_output(s, said)
+        (self.world.project / "go2").touch()
+        r = self.wait(s, timeout=120)
+        return r, self.mgr.output(s.id, tail=50).output
+
     def run(self, cmd: str, cwd: Path | None = None, timeout: float = 30.0) -> RunResult:
         return self.wait(self.start(cmd, cwd, timeout=timeout), timeout + 30)
 
@@ -305,6 +327,11 @@ class Runner:
             self.recorder.close()
         self.loop.run_until_complete(self.loop.shutdown_default_executor())
         self.loop.close()
+
+
+def until(name: str) -> str:
+    """Shell that waits for the test to create ``name`` in the project."""
+    return f"while [ ! -e {name} ]; do sleep 0.05; done"
 
 
 @pytest.fixture

@@ -16,10 +16,6 @@ from tests.security.test_git_index import NOTE, hook_entry, write_index
 from tests.security.test_hostread import git, pwned
 
 
-def until(name: str) -> str:
-    return f"while [ ! -e {name} ]; do sleep 0.05; done"
-
-
 @pytest.mark.parametrize("how", ["in place", "renamed over", "in place, added before"])
 def test_an_index_written_in_the_background_is_judged_at_once(sbx, world, how):
     attack = write_index(("README", "100644", "hello\n"), hook_entry(world, "bgidx"))
@@ -30,19 +26,8 @@ def test_an_index_written_in_the_background_is_judged_at_once(sbx, world, how):
     (world.project / "new.txt").write_text("new\n")
     # "added before": the index is replaced (a new inode) before the first result, while the run
     # is in the foreground; the one written in place later is that one.
-    first = "git add new.txt; " if how.endswith("added before") else ""
-    s = sbx.start(
-        f"{first}echo up; {until('go')}; git add new.txt && echo added; {until('go2')}\n"
-        f"{attack}echo written; sleep 20; echo survived",
-        bg_after=0.2,
-        timeout=120,
-    )
-    assert not sbx.first_result(s).notices
-    (world.project / "go").touch()
-    sbx.wait_output(s, "added")
-    (world.project / "go2").touch()
-    r = sbx.wait(s, timeout=120)
-    out = sbx.mgr.output(s.id, tail=50).output
+    before = "git add new.txt; " if how.endswith("added before") else ""
+    r, out = sbx.in_background("git add new.txt", "added", f"{attack}echo written", before)
     assert "added" in out and "survived" not in out, out  # stopped while it ran
     # Refused as git lists it, or as git cannot read it (judged while it was being written).
     refused = (NOTE, "git cannot read its index")

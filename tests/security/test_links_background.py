@@ -17,30 +17,16 @@ import os
 import subprocess
 import time
 
-from tests.security.conftest import SECRET
-
-
-def until(name: str) -> str:
-    """Shell that waits for the test to create ``name`` in the project."""
-    return f"while [ ! -e {name} ]; do sleep 0.05; done"
+from tests.security.conftest import SECRET, until
 
 
 def test_a_link_out_made_in_the_background_is_judged_at_once(sbx, world):
     (world.project / "mine").symlink_to(world.home / ".ssh/id_rsa")  # the user's own
-    s = sbx.start(
-        f"echo up; {until('go')}; mkdir -p d/e && ln -s ../../README d/e/good && "
-        f"echo good-made; {until('go2')}; ln -s ~/.ssh/id_rsa d/e/notes.md && echo bad-made; "
-        "sleep 20; echo survived",
-        bg_after=0.2,
-        timeout=120,
+    r, out = sbx.in_background(
+        "mkdir -p d/e && ln -s ../../README d/e/good",
+        "good-made",
+        "ln -s ~/.ssh/id_rsa d/e/notes.md && echo bad-made",
     )
-    first = sbx.first_result(s)
-    assert "up" in first.output and not first.notices, first
-    (world.project / "go").touch()
-    sbx.wait_output(s, "good-made")
-    (world.project / "go2").touch()
-    r = sbx.wait(s, timeout=120)
-    out = sbx.mgr.output(s.id, tail=50).output
     assert "good-made" in out and "survived" not in out, out  # stopped at once
     assert not os.path.lexists(world.project / "d/e/notes.md")
     assert any(
@@ -56,19 +42,12 @@ def test_a_link_out_made_in_the_background_is_judged_at_once(sbx, world):
 def test_a_repository_armed_in_the_background_is_judged_at_once(sbx, world):
     # The repository is inert when it appears; the session arms it later by appending to its
     # config (a write, no new name): git in `sub` on the host would then run the monitor.
-    s = sbx.start(
-        f"echo up; {until('go')}; git init -q sub && echo inited; {until('go2')}; "
+    r, out = sbx.in_background(
+        "git init -q sub",
+        "inited",
         "printf '[core]\\n\\tfsmonitor = \"echo FSMONITOR-RAN >&2; false\"\\n' >> sub/.git/config"
-        " && echo armed; sleep 20; echo survived",
-        bg_after=0.2,
-        timeout=120,
+        " && echo armed",
     )
-    assert not sbx.first_result(s).notices
-    (world.project / "go").touch()
-    sbx.wait_output(s, "inited")
-    (world.project / "go2").touch()
-    r = sbx.wait(s, timeout=120)
-    out = sbx.mgr.output(s.id, tail=50).output
     assert "inited" in out and "survived" not in out, out
     assert any(
         "new repository sub/.git is not inert" in n and "in the background" in n for n in r.notices

@@ -12,100 +12,81 @@ left alone.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 
-def until(name: str) -> str:
-    return f"while [ ! -e {name} ]; do sleep 0.05; done"
-
-
-def test_a_rules_file_written_in_place_in_the_background_is_judged_at_once(sbx, world):
-    rules = world.project / "CLAUDE.md"
-    rules.write_text("# notes\n")
-    s = sbx.start(
-        f"echo up; {until('go')}; echo '@README' >> CLAUDE.md && echo good-written; "
-        f"{until('go2')}; echo '@~/.ssh/id_rsa' >> CLAUDE.md && echo bad-written; "
-        "sleep 20; echo survived",
-        bg_after=0.2,
-        timeout=120,
-    )
-    assert not sbx.first_result(s).notices
-    (world.project / "go").touch()
-    sbx.wait_output(s, "good-written")
-    (world.project / "go2").touch()
-    r = sbx.wait(s, timeout=120)
-    out = sbx.mgr.output(s.id, tail=50).output
-    assert "good-written" in out and "survived" not in out, out
-    assert any("CLAUDE.md" in n for n in r.notices), r.notices
-    assert "id_rsa" not in rules.read_text()
+import pytest
 
 
-def test_a_rules_file_renamed_over_then_written_is_judged_at_once(sbx, world):
+def clean(p: Path) -> bool:
+    """No reference to the key is left in ``p``, a regular file (or nothing) there now."""
+    return not os.path.lexists(p) or (p.is_file() and "id_rsa" not in p.read_text())
+
+
+# A background session's two steps, each a class of write the guard must see as it happens:
+# (the user's files before, the first step (harmless, the control: it stops nothing), what it
+# says, the second step (the attack), a name its notice gives, the entry the attack wrote and
+# what must become of it ("put back": there, without the reference; "gone"; "clean": either),
+# and a file of the user's that must be left as it was).
+Case = tuple[dict[str, str], str, str, str, str, tuple[str, str], tuple[str, str] | None]
+CASES: dict[str, Case] = {
+    "written in place": (
+        {"CLAUDE.md": "# notes\n"},
+        "echo '@README' >> CLAUDE.md",
+        "good-written",
+        "echo '@~/.ssh/id_rsa' >> CLAUDE.md && echo bad-written",
+        "CLAUDE.md",
+        ("CLAUDE.md", "put back"),
+        None,
+    ),
     # The file is replaced (a new inode) with a harmless one, then that one is written.
-    rules = world.project / "AGENTS.md"
-    rules.write_text("# notes\n")
-    s = sbx.start(
-        f"echo up; {until('go')}; printf '# mine\\n' > t.md && mv t.md AGENTS.md && echo swapped; "
-        f"{until('go2')}; echo '@~/.ssh/id_rsa' >> AGENTS.md && echo bad-written; "
-        "sleep 20; echo survived",
-        bg_after=0.2,
-        timeout=120,
-    )
-    assert not sbx.first_result(s).notices
-    (world.project / "go").touch()
-    sbx.wait_output(s, "swapped")
-    (world.project / "go2").touch()
-    r = sbx.wait(s, timeout=120)
-    out = sbx.mgr.output(s.id, tail=50).output
-    assert "swapped" in out and "survived" not in out, out
-    assert any("AGENTS.md" in n for n in r.notices), r.notices
-    assert "id_rsa" not in rules.read_text()
-
-
-def test_an_include_made_a_fifo_in_the_background_is_judged_at_once(sbx, world):
-    # The rules file stays as it is; what it includes (the user's own note, and one the run
-    # adds a reference to) becomes a FIFO, which would hang the editor when the next chat opens.
-    rules = world.project / "CLAUDE.md"
-    rules.write_text("# notes\n@notes.md\n")
-    (world.project / "notes.md").write_text("mine\n")
-    s = sbx.start(
-        f"echo up; {until('go')}; echo '@later.md' >> CLAUDE.md && echo referenced; "
-        f"{until('go2')}; mkfifo later.md && echo fifo-made; sleep 20; echo survived",
-        bg_after=0.2,
-        timeout=120,
-    )
-    assert not sbx.first_result(s).notices
-    (world.project / "go").touch()
-    sbx.wait_output(s, "referenced")
-    (world.project / "go2").touch()
-    r = sbx.wait(s, timeout=120)
-    out = sbx.mgr.output(s.id, tail=50).output
-    assert "referenced" in out and "survived" not in out, out
-    assert any("later.md" in n for n in r.notices), r.notices
-    assert not (world.project / "later.md").exists()
-    assert (world.project / "notes.md").read_text() == "mine\n"  # the control: left alone
-
-
-def test_a_file_deep_in_a_rules_directory_is_judged_as_it_is_written(sbx, world):
+    "renamed over, then written": (
+        {"AGENTS.md": "# notes\n"},
+        "printf '# mine\\n' > t.md && mv t.md AGENTS.md",
+        "swapped",
+        "echo '@~/.ssh/id_rsa' >> AGENTS.md && echo bad-written",
+        "AGENTS.md",
+        ("AGENTS.md", "put back"),
+        None,
+    ),
+    # The rules file stays as it is; what it includes (one the run adds a reference to) becomes
+    # a FIFO, which would hang the editor when the next chat opens.
+    "an include made a FIFO": (
+        {"CLAUDE.md": "# notes\n@notes.md\n", "notes.md": "mine\n"},
+        "echo '@later.md' >> CLAUDE.md",
+        "referenced",
+        "mkfifo later.md && echo fifo-made",
+        "later.md",
+        ("later.md", "gone"),
+        ("notes.md", "mine\n"),
+    ),
     # CodeCompanion reads a rules directory whole, subdirectories included.
-    (world.project / ".rules").mkdir()
-    (world.project / ".rules/a.md").write_text("# mine\n")
-    s = sbx.start(
-        f"echo up; {until('go')}; mkdir -p .rules/sub && echo '# ok' > .rules/sub/ok.md && "
-        f"echo made; {until('go2')}; echo '@~/.ssh/id_rsa' > .rules/sub/x.md && echo bad-written; "
-        "sleep 20; echo survived",
-        bg_after=0.2,
-        timeout=120,
-    )
-    assert not sbx.first_result(s).notices
-    (world.project / "go").touch()
-    sbx.wait_output(s, "made")
-    (world.project / "go2").touch()
-    r = sbx.wait(s, timeout=120)
-    out = sbx.mgr.output(s.id, tail=50).output
-    assert "made" in out and "survived" not in out, out
-    assert any(".rules" in n for n in r.notices), r.notices
-    x = world.project / ".rules/sub/x.md"
-    assert not x.exists() or "id_rsa" not in x.read_text()
-    assert (world.project / ".rules/a.md").read_text() == "# mine\n"  # the control
+    "deep in a rules directory": (
+        {".rules/a.md": "# mine\n"},
+        "mkdir -p .rules/sub && echo '# ok' > .rules/sub/ok.md",
+        "made",
+        "echo '@~/.ssh/id_rsa' > .rules/sub/x.md && echo bad-written",
+        ".rules",
+        (".rules/sub/x.md", "clean"),
+        (".rules/a.md", "# mine\n"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_rules_write_in_the_background_is_judged_at_once(sbx, world, case):
+    files, first, said, second, named, wrong, mine = CASES[case]
+    for rel, text in files.items():
+        (world.project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (world.project / rel).write_text(text)
+    r, out = sbx.in_background(first, said, second)
+    assert "survived" not in out, out  # stopped while it went on
+    assert any(named in n for n in r.notices), r.notices
+    p, after = world.project / wrong[0], wrong[1]
+    assert not os.path.lexists(p) if after == "gone" else clean(p), (p, r.notices)
+    assert after != "put back" or p.is_file()
+    if mine is not None:
+        assert (world.project / mine[0]).read_text() == mine[1]  # the control: left alone
 
 
 def test_each_wrong_entry_of_a_rules_directory_is_dealt_with_alone(sbx, world):
@@ -117,6 +98,8 @@ def test_each_wrong_entry_of_a_rules_directory_is_dealt_with_alone(sbx, world):
     rules = world.project / ".rules"
     (rules / "deep").mkdir(parents=True)
     (rules / "mine.md").write_text("@~/.claude/shared.md\n")  # the user's own
+    (rules / "deep/link.md").write_text("@../../k\n")  # and theirs: a link out it includes
+    (world.project / "k").symlink_to(world.home / ".ssh/id_rsa")
     (rules / "deep/style.md").write_text("# style\n")
     r = sbx.run("echo '# more' > .rules/deep/more.md && echo done")
     assert "done" in r.output and not r.notices, r  # the control: the user's entry is theirs
@@ -128,6 +111,7 @@ def test_each_wrong_entry_of_a_rules_directory_is_dealt_with_alone(sbx, world):
     assert (rules / "mine.md").read_text() == "@~/.claude/shared.md\n"
     assert (rules / "deep/more.md").read_text() == "# more\n"
     assert any("deep/x.md" in n for n in r.notices), r.notices
+    assert (world.project / "k").is_symlink() and (rules / "deep/link.md").is_file()
     assert any("deep/style.md" in n and "put back" in n for n in r.notices), r.notices
 
 

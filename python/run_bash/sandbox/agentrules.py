@@ -31,7 +31,7 @@ import stat
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from run_bash.paths import is_under
+from run_bash.paths import is_under, lmode
 from run_bash.sandbox.hostread import HostRead, read_nonblocking
 from run_bash.sandbox.places import Places
 
@@ -136,14 +136,31 @@ def cwds_of(hr: HostRead) -> list[str]:
 
 
 def rules_include_paths(hr: HostRead, path: str) -> list[str]:
-    """The paths a rules file's references may lead to (for their trusted state)."""
-    data = read_nonblocking(path, MAX_RULES_BYTES)
-    if data is None:
-        return []
+    """The paths a rules name's references may lead to (for their trusted state, and to watch):
+    a rules file's, or those of every file in a rules directory (``rules_tree``)."""
     out: list[str] = []
-    for ref in include_refs(data)[:MAX_REFS]:
-        out += include_candidates(ref, path, cwds_of(hr), hr.env, hr.home)
+    for f in rules_tree(path)[1] if stat.S_ISDIR(lmode(path)) else [path]:
+        data = read_nonblocking(f, MAX_RULES_BYTES)
+        if data is None:
+            continue
+        for ref in include_refs(data)[:MAX_REFS]:
+            out += include_candidates(ref, f, cwds_of(hr), hr.env, hr.home)
     return list(dict.fromkeys(out))
+
+
+def rules_tree(path: str) -> tuple[list[str], list[str]]:
+    """A rules directory's directories (itself first) and the other entries in them, links not
+    followed, as far as ``MAX_DIR_ENTRIES`` entries: one with more is a problem whatever they
+    hold (``rules_dir_problems``)."""
+    dirs_out: list[str] = []
+    rest: list[str] = []
+    for root, dirs, files in os.walk(path):
+        dirs_out.append(root)
+        rest += [os.path.join(root, n) for n in files]
+        rest += [os.path.join(root, d) for d in dirs if os.path.islink(os.path.join(root, d))]
+        if len(dirs_out) + len(rest) > MAX_DIR_ENTRIES:
+            break
+    return dirs_out, rest
 
 
 # One problem of a rules name, whole: ("type" or "content", why, the entry it is about, the file
@@ -188,43 +205,13 @@ def rules_dir_problems(hr: HostRead, path: str) -> list[Problem]:
                 out.append(("type", f"holds {n}, a link out of the project", p, p))
         for n in files:
             p = os.path.join(root, n)
-            try:
-                mode = os.lstat(p).st_mode
-            except OSError:
-                continue  # gone since the listing
-            if stat.S_ISLNK(mode):
-                continue
+            mode = lmode(p)
+            if not mode or stat.S_ISLNK(mode):
+                continue  # a link (judged above), or gone since the listing
             if stat.S_ISREG(mode):
                 out += rules_file_problems(hr, p)
             else:
                 out += [(k, w, p, p) for k, w, *_ in rules_problems(hr, p)]
-    return out
-
-
-def rules_dir_entries(path: str) -> list[str]:
-    """Every entry of a rules directory but its directories (links not followed), as far as
-    ``MAX_DIR_ENTRIES``: what a run could change there, for its trusted state."""
-    out: list[str] = []
-    for root, dirs, files in os.walk(path):
-        out += [os.path.join(root, n) for n in files]
-        out += [os.path.join(root, d) for d in dirs if os.path.islink(os.path.join(root, d))]
-        if len(out) > MAX_DIR_ENTRIES:
-            break
-    return out[:MAX_DIR_ENTRIES]
-
-
-def rules_dirs(path: str) -> list[str]:
-    """A rules directory and every directory in it (links not followed), as far as
-    ``MAX_DIR_ENTRIES`` entries: one with more is a problem whatever they hold
-    (``rules_problems``)."""
-    out: list[str] = []
-    count = 0
-    for root, dirs, files in os.walk(path):
-        out.append(root)
-        count += len(dirs) + len(files)
-        if count > MAX_DIR_ENTRIES:
-            break
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
     return out
 
 

@@ -72,13 +72,9 @@ from collections.abc import Iterable
 from run_bash import fsdeps
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
-from run_bash.paths import is_under
+from run_bash.paths import is_under, lmode
 from run_bash.sandbox import gitindex, nofollow, sequencer
-from run_bash.sandbox.agentrules import (
-    Problem,
-    rules_dir_entries,
-    rules_include_paths,
-)
+from run_bash.sandbox.agentrules import Problem, rules_include_paths
 from run_bash.sandbox.guardscope import (
     JUDGE_BUDGET_S,
     LIVE_TRIP,
@@ -253,8 +249,7 @@ class Keeper(Repairs, Watcher):
                 if not covered(pd.path) or pd.path not in self._path_states:
                     self._path_states[pd.path] = dir_state(pd.path)
             for r in host_read.rules:
-                inside = rules_dir_entries(r.path) if _is_dir(r.path) else []
-                for p in (r.path, *rules_include_paths(host_read, r.path), *inside):
+                for p in (r.path, *rules_include_paths(host_read, r.path)):
                     if not covered(p) or p not in self._rules:
                         self._rules[p] = capture_or_mark(p, self._rules.get(p))
             self._scopes[sid] = scope
@@ -780,10 +775,10 @@ class Keeper(Repairs, Watcher):
         True when something was wrong."""
         hr = scope.host_read
         hit = False
-        for kind, why, where, _source in problems:
+        for kind, why, where, source in problems:
             if not os.path.lexists(where):
                 continue  # gone with an entry moved before it
-            trusted = self._rules.get(where, ABSENT)
+            trusted = self._trusted_rules(where)
             if kind == "content" and trusted[0] == "file":
                 ok, done = self._restore(where, trusted, scope)
                 if ok:
@@ -792,7 +787,9 @@ class Keeper(Repairs, Watcher):
                     self._pending[where] = done
             else:
                 done = self._quarantine(where, scope)
-            scope.notices.append(f"agent rules file {self._name(hr, where)} {why}; {done}{stopped}")
+            scope.notices.append(
+                f"agent rules file {self._name(hr, source)} {why}; {done}{stopped}"
+            )
             hit = True
         return hit
 
@@ -810,7 +807,11 @@ class Keeper(Repairs, Watcher):
         trusted = self._rules.get(path, ABSENT)
         # A rules directory the user had: each entry on its own (one the run made goes whole,
         # below, and so does one with too many entries).
-        if _is_dir(path) and trusted[0] != "absent" and all(p[2] != path for p in problems):
+        if (
+            stat.S_ISDIR(lmode(path))
+            and trusted[0] != "absent"
+            and all(p[2] != path for p in problems)
+        ):
             return self._check_rules_dir(scope, problems, stopped)
         name = self._name(hr, path)
         restored = False
@@ -818,7 +819,7 @@ class Keeper(Repairs, Watcher):
             if not os.path.lexists(where):
                 continue  # gone with what went before it
             file_same = matches(path, trusted)
-            where_same = where == path or matches(where, self._rules.get(where, ABSENT))
+            where_same = where == path or matches(where, self._trusted_rules(where))
             done = []
             if not where_same or (kind == "type" and where == path):
                 if trusted[0] == "absent" and is_under(where, path):
@@ -842,11 +843,3 @@ class Keeper(Repairs, Watcher):
             if where == path and kind == "type":
                 break  # the rules name itself went: what it referred to is moot
         return True
-
-
-def _is_dir(path: str) -> bool:
-    """A directory itself, not a link to one (a rules directory whose entries are judged)."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False

@@ -16,15 +16,15 @@ from typing import Any
 
 from run_bash import fsdeps, inotify
 from run_bash.inotify import Inotify
-from run_bash.paths import is_under
+from run_bash.paths import is_under, lmode
 from run_bash.sandbox import nofollow
 from run_bash.sandbox.agentrules import (
     Problem,
     rules_dir_problems,
-    rules_dirs,
     rules_file_problems,
     rules_include_paths,
     rules_problems,
+    rules_tree,
 )
 from run_bash.sandbox.guardscope import (
     GROW,
@@ -41,7 +41,7 @@ from run_bash.sandbox.guardscope import (
     split_once,
 )
 from run_bash.sandbox.hostread import HostRead, RulesName
-from run_bash.sandbox.members import ABSENT, State, matches
+from run_bash.sandbox.members import ABSENT, State, matches, within
 from run_bash.sandbox.nofollow import Fence, LinkInPath
 from run_bash.sandbox.pathguard import PathDir, Sig
 from run_bash.sandbox.pathstate import Change, changes, judge
@@ -180,11 +180,7 @@ class Watcher:
             # ``_check_indexes_live``; a background run's index is read by your next `git
             # restore` long before the run ends).
             todo.append((g, INDEX, inotify.ENTRIES, frozenset({"index"}), g))
-            try:
-                index_mode = os.lstat(os.path.join(g, "index")).st_mode
-            except OSError:
-                index_mode = 0
-            if stat.S_ISREG(index_mode):
+            if stat.S_ISREG(lmode(os.path.join(g, "index"))):
                 todo.append((os.path.join(g, "index"), INDEX, inotify.CONTENT, NO_NAMES, g))
         for pd in hr.path_dirs:
             # A unit that does not exist yet is a member (watched above).
@@ -196,26 +192,23 @@ class Watcher:
             if where is not None:  # a subscription of its own: its events name the rules file
                 d, kind, name = where
                 todo.append((d, kind, inotify.ENTRIES, frozenset({name}), r))
-            try:
-                mode = os.lstat(r.path).st_mode
-            except OSError:
-                mode = 0
+            mode = lmode(r.path)
             if stat.S_ISDIR(mode):
                 # CodeCompanion reads it whole: every directory in it is watched (one made
                 # later is, once its making is judged: ``_dispatch`` watches the run again).
-                for d in rules_dirs(r.path):
+                for d in rules_tree(r.path)[0]:
                     todo.append((d, RULES, inotify.ENTRIES | inotify.CONTENT, NO_NAMES, r))
             elif stat.S_ISREG(mode):
                 # Its content too: a run may write it in place (``echo @… >> CLAUDE.md``).
                 todo.append((r.path, RULES, inotify.CONTENT, NO_NAMES, r))
-                # And the names its references lead to in the project (one made a FIFO, or
-                # a link out, after the file was judged).
-                for p in rules_include_paths(hr, r.path):
-                    if p != r.path and hr.is_project(p):
-                        where = self._watch_name(hr, p, RULES, kill_growth=False, dirs=dirs)
-                        if where is not None:
-                            d, kind, name = where
-                            todo.append((d, kind, inotify.ENTRIES, frozenset({name}), r))
+            # And the names its references lead to in the project (one made a FIFO, or a link
+            # out, after the file was judged).
+            for p in rules_include_paths(hr, r.path) if mode else ():
+                if p != r.path and hr.is_project(p):
+                    where = self._watch_name(hr, p, RULES, kill_growth=False, dirs=dirs)
+                    if where is not None:
+                        d, kind, name = where
+                        todo.append((d, kind, inotify.ENTRIES, frozenset({name}), r))
         for (d, kind), found in names.items():
             todo.append((d, kind, inotify.ENTRIES, frozenset(found), None))
         return tuple(todo)  # kept and shared by the runs that follow (``_planned``)
@@ -240,17 +233,15 @@ class Watcher:
         return d, KILL_NAMES if kill_growth or _inside_git(hr, path) else GROW, name
 
     def _unwatch(self, scope: Scope) -> None:
-        ino = self._ino
+        self._drop(self._subs_of(scope))
+        scope.wds.clear()
+
+    def _subs_of(self, scope: Scope) -> dict[int, list[Sub]]:
+        """The subscriptions of ``scope``, by watch."""
         with self._table_lock:
-            for wd in scope.wds:
-                subs = [s for s in self._table.get(wd, []) if s.scope is not scope]
-                if subs:
-                    self._table[wd] = subs
-                else:
-                    self._table.pop(wd, None)
-                    if ino is not None:
-                        ino.remove(wd)
-            scope.wds.clear()
+            return {
+                wd: [s for s in self._table.get(wd, ()) if s.scope is scope] for wd in scope.wds
+            }
 
     def _refresh_all(self) -> None:
         """Watch again after a repair replaced watched inodes, or a directory appeared on the way
@@ -262,10 +253,7 @@ class Watcher:
     def _refresh(self, scopes: Iterable[Scope]) -> None:
         """``_refresh_all`` for these scopes."""
         for scope in scopes:
-            with self._table_lock:
-                old = {
-                    wd: [s for s in self._table.get(wd, ()) if s.scope is scope] for wd in scope.wds
-                }
+            old = self._subs_of(scope)
             scope.wds.clear()
             try:
                 self._watch(scope)
@@ -390,24 +378,19 @@ class Watcher:
         for scope, r in dict.fromkeys(rules):
             if scope.ended or scope.tripped:
                 continue
-            if self._rules_wrong(scope.host_read, r.path):
+            if self._new_rules_problems(scope.host_read, r.path):
                 scope.trip(self._rules_changed(scope.host_read, r))
             else:
                 fine.append((scope, r))
         return fine
-
-    def _rules_wrong(self, hr: HostRead, path: str) -> bool:
-        """Whether a rules name is wrong now, for a reason that is not the user's own."""
-        return bool(self._new_rules_problems(hr, path))
 
     def _new_rules_problems(self, hr: HostRead, path: str) -> list[Problem]:
         """Every problem of a rules name (``agentrules``) but those the user had before the run:
         one whose entry and whose referring file are both as trusted (your own `CLAUDE.md`
         including `~/.claude/shared.md` stays yours when a run rewrites the note it also
         includes; the same include added by the run is the run's)."""
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError:
+        mode = lmode(path)
+        if not mode:
             return []
         if stat.S_ISDIR(mode):
             found = rules_dir_problems(hr, path)
@@ -417,9 +400,24 @@ class Watcher:
             found = [(k, w, p[0] if p else path, path) for k, w, *p in rules_problems(hr, path)]
 
         def kept(p: str) -> bool:
-            return matches(p, self._rules.get(p, ABSENT))
+            return matches(p, self._trusted_rules(p))
 
         return [q for q in found if not (kept(q[3]) and kept(q[2]))]
+
+    def _trusted_rules(self, path: str) -> State:
+        """The trusted state of a rules name or of what decides it (``Keeper.prepare`` takes
+        them); an entry of a rules directory, from that directory's own (``members.within``).
+        ABSENT: none was taken (it was not there)."""
+        got = self._rules.get(path)
+        if got is not None:
+            return got
+        d = os.path.dirname(path)
+        while d and d != os.path.dirname(d):
+            top = self._rules.get(d)
+            if top is not None:
+                return within(top, d, path)
+            d = os.path.dirname(d)
+        return ABSENT
 
     def _changed_unseen(self, scope: Scope) -> str | None:
         """Events were lost (the queue overflowed while a run made many names): what they could

@@ -104,6 +104,16 @@ def capture(path: str, depth: int = 0, prev: State | None = None) -> State:
     return ("other", stat.S_IFMT(st.st_mode), mode)
 
 
+def within(state: State, root: str, path: str) -> State:
+    """The state ``path`` had inside the directory ``root`` whose state is ``state`` (one
+    ``capture`` holds every entry's): ABSENT when it was not there."""
+    for part in os.path.relpath(path, root).split(os.sep):
+        if state[0] != "dir":
+            return ABSENT
+        state = dict(state[4]).get(part, ABSENT)
+    return state
+
+
 def matches(path: str, state: State) -> bool:
     """Whether ``path`` is still ``state``. The work is bounded by ``state``: a directory is
     listed up to one entry more than it had, a file read up to its length, never blocking."""
