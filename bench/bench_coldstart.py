@@ -17,7 +17,7 @@ result callback. Rows, for ``none`` and every confining backend that works here:
   of ``bench_fastpath.py`` (its RPC is the wait for the host to start), medians;
 * **the host's start-up**: where the "at once" hosts' time went, from the host's own log
   (``run_bash/startup.py``: interpreter and boot imports, fork (the sandbox launcher forked),
-  pynvim imported, run_bash imported and the service made, the checker loaded, setup (the options
+  the RPC channel's modules imported, run_bash imported and the service made, the checker loaded, setup (the options
   that came with ``hello`` applied), ready), medians in ms from ``jobstart``;
 * the editor's longest main-loop stall from ``setup()`` to the first result (the queue never waits).
 

@@ -17,7 +17,7 @@ function M.check()
   if vim.fn.executable(python) ~= 1 then
     health.error("Python not found: " .. python, {
       "run `make deps` in " .. rb.root(),
-      "or set g:run_bash_python to a Python 3.10+ with pynvim",
+      "or set g:run_bash_python to a Python 3.10+ with msgpack",
     })
     return
   end
@@ -36,7 +36,6 @@ function M.check()
     health.error("the Python host does not start: " .. tostring(err), {
       "run `make deps` in " .. rb.root(),
       "see " .. rb.log_path(),
-      "NVIM_PYTHON_LOG_FILE=/tmp/pylog NVIM_PYTHON_LOG_LEVEL=DEBUG nvim  (pynvim's own log)",
     })
     return
   end

@@ -1,9 +1,10 @@
 --- The Python host's lifecycle: start, ready, exit, restart, and the RPC request helper.
 ---
---- The host is a pynvim remote plugin started by `setup()` (in the background: nothing waits for
---- it) or on first use, never at startup: `jobstart({python, boot.py}, { rpc = true })`. This
---- module owns the process and its channel; the options it is sent live in `run_bash.options`,
---- the callers waiting on its events in `run_bash.events` (told here when the host exits).
+--- The host is a Python process on a msgpack-RPC job channel, started by `setup()` (in the
+--- background: nothing waits for it) or on first use, never at startup:
+--- `jobstart({python, boot.py}, { rpc = true })`. This module owns the process and its channel;
+--- the options it is sent live in `run_bash.options`, the callers waiting on its events in
+--- `run_bash.events` (told here when the host exits).
 ---
 --- Two ways to wait for it: `ensure_host()` blocks until it answers (for the synchronous API:
 --- `request`, `check`, CodeCompanion's approval); `when_ready(fn)` never blocks: `fn` runs after

@@ -1,7 +1,8 @@
 --- run_bash: the public Lua API.
 ---
---- The host is a pynvim remote plugin started on first use (never at startup). Everything about
---- sandboxes, rules and sessions is decided in Python; the Lua side only moves plain data across.
+--- The host is a Python process on a msgpack-RPC job channel, started on first use (never at
+--- startup). Everything about sandboxes, rules and sessions is decided in Python; the Lua side
+--- only moves plain data across.
 --- This table is the API; the work is done by:
 ---   `run_bash.host`      the host's lifecycle (start, exit, restart) and `request`
 ---   `run_bash.options`   the options sent to the host and the facts it answers with

@@ -8,7 +8,7 @@ raises one ``ConfigError`` naming every bad dotted key. Everything after that re
 An empty Lua table arrives over msgpack as an empty list: ``{}`` is accepted wherever a table is
 expected (and an empty map wherever a list is).
 
-Pure: no pynvim, no I/O. The Lua shim evaluates Lua-function options before sending the table here,
+Pure: no Neovim, no I/O. The Lua shim evaluates Lua-function options before sending the table here,
 so everything this module sees is plain data. Checks that need the system (does the sandlock
 profile exist, does bwrap accept the extra arguments) belong to the backends (``validate()``).
 """

@@ -19,7 +19,7 @@ what undo does not keep); its answer carries ``undoable`` and what was checked (
 is checked again on the snapshot taken just before the run starts. ``pauselist.ask_reversible``
 (``ask_reversible``) brings the question back.
 
-Pure: no pynvim, no I/O.
+Pure: no Neovim, no I/O.
 """
 
 from __future__ import annotations

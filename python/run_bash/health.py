@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 Item = dict[str, str]
 
-MODULES = ("pynvim", "bashlex", "psutil", "sandlock")
+MODULES = ("msgpack", "bashlex", "psutil", "sandlock")
 
 
 def _item(level: str, msg: str, advice: str = "") -> Item:

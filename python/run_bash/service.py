@@ -1,4 +1,4 @@
-"""The host's service: every RPC method as a plain-Python call. No pynvim.
+"""The host's service: every RPC method as a plain-Python call. No RPC.
 
 The rplugin adapter maps each ``run_bash.<method>`` RPC request onto ``Service.rpc`` and forwards
 ``emit(name, payload)`` to Lua. Methods return at once; long work (kill, waiting for results) runs as

@@ -23,7 +23,7 @@ def mark(name: str) -> None:
 
 def report(environ: Mapping[str, str] = os.environ) -> str:
     """The marks so far as ``name +ms`` from the job's start (or from the first mark when Lua did
-    not say when it started the job), e.g. ``boot +31.0, pynvim +72.4, ready +158.9``."""
+    not say when it started the job), e.g. ``interpreter +31.0, rpc +72.4, ready +158.9``."""
     try:
         origin = int(environ.get(STARTED_ENV, ""))
     except ValueError:

@@ -100,7 +100,7 @@ def interpreter(prefix: list[str], uid: int) -> tuple[str, dict[str, str]]:
     cannot enter)."""
     site = [p for p in sys.path if p.endswith("site-packages")]
     check = (
-        "import subprocess, sys; import sandlock, pynvim; "
+        "import subprocess, sys; import sandlock, msgpack; "
         "subprocess.run([sys.executable, '-c', 'import sandlock'], check=True)"
     )
     why = ""

@@ -17,7 +17,7 @@ def test_health_reports_every_layer(editor):
     text = health_text(editor)
     assert "OK Neovim 0.1" in text
     assert "the plugin's venv" in text or "Python:" in text
-    for module in ("pynvim", "bashlex", "psutil", "sandlock"):
+    for module in ("msgpack", "bashlex", "psutil", "sandlock"):
         assert f"OK {module} " in text
     assert "host started" in text
     assert "none (configured): no confinement" in text

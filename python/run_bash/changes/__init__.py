@@ -1,6 +1,6 @@
 """Reversible runs: what each command changed in its project, and undo.
 
-Plain Python, no pynvim. The host calls it from worker threads, never on the RPC loop: every
+Plain Python, no Neovim. The host calls it from worker threads, never on the RPC loop: every
 call may walk the project and read files that a sandboxed command controls.
 
 How it works

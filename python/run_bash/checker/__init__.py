@@ -1,4 +1,4 @@
-"""Pause-list checker: decides which commands need a human's approval. Pure: no pynvim, no I/O.
+"""Pause-list checker: decides which commands need a human's approval. Pure: no Neovim, no I/O.
 
 Public API (used by the host, the CLI and the Lua shim through the host):
     check(cmd: str, rules: Mapping | None = None, *, strict: bool = False) -> Verdict

@@ -6,7 +6,7 @@ read-only binds of the existing protected project files, and each ``.git`` direc
 itself (a mount point cannot be renamed, removed or replaced). With no outside network configured,
 the run also joins its project's loopback-only network namespace (``netholder.py``).
 ``unshare(CLONE_NEWUSER)`` and ``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host
-is not one (pynvim, sandlock supervisors, guards), so the host starts one single-threaded **fork
+is not one (the loop's executor, sandlock supervisors, guards), so the host starts one single-threaded **fork
 server** (``forkserver.serve``) and asks it for each run; exec'ing a launcher per run would cost
 80-110 ms of Python start-up and imports, a fork costs a few. The host forks the fork server from
 itself first thing, while it still has one thread (``begin``: nothing imported twice, no second

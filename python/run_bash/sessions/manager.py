@@ -1,6 +1,6 @@
 """The session manager: every session of one host, composed of the parts that each own a concern.
 
-Plain asyncio, no pynvim: the host adapter forwards ``on_event`` calls to Neovim. Every public method
+Plain asyncio, no Neovim: the host adapter forwards ``on_event`` calls to Neovim. Every public method
 that is not a coroutine returns at once. API::
 
     mgr = SessionManager(config, loop=loop, on_event=lambda name, payload: ...)

@@ -1,8 +1,10 @@
-"""pynvim adapter of run_bash: the only module that imports pynvim.
+"""The host's RPC surface: each ``run_bash.<method>`` request maps onto
+``run_bash.service.Service``; events go back to Lua with ``require('run_bash')._on_event(name,
+payload)`` as asynchronous notifications (``nvim_exec_lua``).
 
-Each ``run_bash.<method>`` RPC request maps onto ``run_bash.service.Service``; events go back to Lua
-with ``require('run_bash')._on_event(name, payload)`` as asynchronous notifications. Nothing runs at
-import time, so a global ``:UpdateRemotePlugins`` that scans this directory stays harmless.
+The host speaks msgpack-RPC itself (``channel.py``, started by ``boot.py``): it is not a pynvim
+remote plugin, and nothing here registers one, so a global ``:UpdateRemotePlugins`` that scans this
+directory finds nothing to load and stays harmless. Nothing runs at import time.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pynvim
-
 if TYPE_CHECKING:
+    import asyncio
+
     from run_bash.service import Service
 
 log = logging.getLogger("run_bash")
@@ -26,9 +28,13 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def rpc_export(name: str, *, sync: bool) -> Callable[[_F], _F]:
-    """``pynvim.rpc_export`` with its type: it marks the method for pynvim's host and returns
-    it unchanged (pynvim itself ships no type information)."""
-    mark: Callable[[_F], _F] = pynvim.rpc_export(name, sync=sync)
+    """Mark a method of :class:`RunBashHost` as the handler of ``name``: a request (``sync``,
+    answered with its return value) or a notification (answered with nothing)."""
+
+    def mark(fn: _F) -> _F:
+        fn._rpc_export = (name, sync)  # type: ignore[attr-defined]
+        return fn
+
     return mark
 
 
@@ -50,25 +56,36 @@ def boundary(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@pynvim.plugin
 class RunBashHost:
     """RPC surface of the host. Handlers validate, schedule and return at once."""
 
-    def __init__(self, nvim: pynvim.Nvim) -> None:
-        self.nvim = nvim
+    def __init__(self, loop: asyncio.AbstractEventLoop, notify: Callable[..., None]) -> None:
+        self.loop = loop
+        self._notify = notify
         self._service: Service | None = None
+
+    def handlers(self) -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]]]:
+        """The bound handlers by RPC name: (requests, notifications)."""
+        requests: dict[str, Callable[..., Any]] = {}
+        notifications: dict[str, Callable[..., Any]] = {}
+        for attr, value in vars(type(self)).items():
+            spec = getattr(value, "_rpc_export", None)
+            if spec is not None:
+                name, sync = spec
+                (requests if sync else notifications)[name] = getattr(self, attr)
+        return requests, notifications
 
     @property
     def service(self) -> Service:
         if self._service is None:
             from run_bash.service import Service
 
-            self._service = Service(self.nvim.loop, self._emit)
+            self._service = Service(self.loop, self._emit)
         return self._service
 
     def _emit(self, name: str, payload: dict[str, Any]) -> None:
         try:
-            self.nvim.exec_lua(EVENT_LUA, name, payload, async_=True)
+            self._notify("nvim_exec_lua", EVENT_LUA, [name, payload])
         except Exception:
             log.exception("could not send event %s", name)
 

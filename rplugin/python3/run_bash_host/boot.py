@@ -6,7 +6,7 @@ Two processes come out of this script:
   but wait. When the host exits — normally, by a crash, or by SIGKILL — every process the host left
   behind has been reparented to the keeper, which kills them all, removes the output and temp
   directories and exits. SIGTERM (``jobstop``) is forwarded to the host.
-* the **host**: the pynvim remote-plugin host on the RPC channel (stdin/stdout). It is a subreaper too,
+* the **host**: the msgpack-RPC end of the job channel (stdin/stdout; ``channel.py``). It is a subreaper too,
   so orphans of commands stay findable while it runs, and it sweeps its descendants on the way out
   (channel closed, VimLeavePre, SIGTERM, or Neovim's death).
 
@@ -96,12 +96,11 @@ def keeper(host_pid: int, dirs: list[str]) -> None:
 
 
 def host(dirs: list[str]) -> None:
-    """Run the pynvim host on the RPC channel; clean up however it ends."""
+    """Serve the RPC channel on the host's loop; clean up however it ends."""
     rpc_in = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.close(devnull)
-    sys.stdin = os.fdopen(rpc_in, "rb", buffering=0)  # pynvim reads the channel from sys.stdin
     _setup_logging()
 
     def on_term(signum: int, _frame: object) -> None:
@@ -120,38 +119,49 @@ def host(dirs: list[str]) -> None:
     else:  # the options name no sandbox: no launcher, and no prepared sandboxes
         logging.getLogger("run_bash").info("sandbox launcher: not started with the host")
     startup.mark("fork")
-    # asyncio imports ssl when it can (9 ms here); the host never speaks TLS. While pynvim (and
-    # asyncio with it) is imported, ssl reads as missing; anything later imports it as usual.
+    # asyncio imports ssl when it can (9 ms here); the host never speaks TLS. While asyncio is
+    # imported, ssl reads as missing; anything later imports it as usual.
     blocked = "ssl" not in sys.modules
     if blocked:
         sys.modules["ssl"] = None  # type: ignore[assignment]
     try:
-        import pynvim
+        import asyncio
+
+        from run_bash_host import RunBashHost
+        from run_bash_host.channel import Channel
     except Exception as err:
         sys.stderr.write(
-            f"run_bash: Python {sys.version.split()[0]} ({sys.executable}) cannot import pynvim: "
+            f"run_bash: Python {sys.version.split()[0]} ({sys.executable}) cannot load the host: "
             f"{err}. Run `make deps` in the plugin directory.\n"
         )
         os._exit(3)  # the keeper cleans up
     finally:
         if blocked:
             del sys.modules["ssl"]
+    startup.mark("rpc")
     code = 0
     try:
-        # start_host loads the plugins named on argv: exactly our package directory.
-        sys.argv = ["run_bash_host", HERE]
-        startup.mark("pynvim")
-        pynvim.start_host()
-    except (EOFError, KeyboardInterrupt):
-        pass  # the channel closed: Neovim exited or stopped the job
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        # The channel's write end moves off fd 1 (which becomes stderr), so that nothing a
+        # command inherits by accident can write into it.
+        rpc_out = os.dup(1)
+        os.dup2(2, 1)
+        plugin = RunBashHost(loop, lambda *a: channel.notify(*a))
+        channel = Channel(loop, rpc_in, rpc_out, *plugin.handlers())
+        channel.start()
+        loop.run_until_complete(
+            channel.closed
+        )  # the channel closed: Neovim exited or stopped the job
+    except KeyboardInterrupt:
+        pass
     except SystemExit as err:
         code = err.code if isinstance(err.code, int) else 1
-    except Exception as err:
-        if "Received signal" not in str(err):
-            import traceback
+    except Exception:
+        import traceback
 
-            traceback.print_exc(limit=5, file=sys.stderr)
-            code = 1
+        traceback.print_exc(limit=5, file=sys.stderr)
+        code = 1
     finally:
         proc.sweep_all_descendants(grace_s=0.3)
         close_runs(dirs[0])
@@ -164,7 +174,7 @@ def host(dirs: list[str]) -> None:
 def start_launcher() -> None:
     """Start the sandbox launcher's fork server now, without waiting for it: forked from this
     process while it has one thread, it loads sandlock on the other core while this process
-    imports pynvim and the host, and the backend check before ``ready`` finds it up
+    imports asyncio and the host, and the backend check before ``ready`` finds it up
     (``Launcher.begin``). Best effort: a failure is met again, and reported, where the launcher
     is needed."""
     try:
