@@ -65,6 +65,12 @@ def _setup_logging() -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
+    # The loop's own reports (a task's exception nobody retrieved, a callback that raised) go to
+    # the same log.
+    loop_logger = logging.getLogger("asyncio")
+    loop_logger.setLevel(logging.WARNING)
+    loop_logger.addHandler(handler)
+    loop_logger.propagate = False
 
 
 def close_runs(state_dir: str) -> None:
