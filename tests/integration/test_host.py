@@ -343,3 +343,30 @@ def test_a_host_leaves_nothing_in_the_temp_dirs(tmp_path, monkeypatch, backend):
         os.listdir(runtime),
         os.listdir(tmp),
     )
+
+
+def test_update_remote_plugins_registers_nothing_and_starts_no_host(editor, tmp_path):
+    """run_bash's ``rplugin/`` is on the runtimepath, so a global ``:UpdateRemotePlugins`` has
+    pynvim's own plugin host load its package. The package is no remote plugin: it imports
+    cleanly, exports nothing, is left out of the manifest and starts nothing of run_bash's."""
+    import sys
+
+    # The control: a package that fails to import is reported by the same scan.
+    broken = tmp_path / "other" / "rplugin" / "python3" / "broken_host"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("broken on purpose")\n')
+    editor.nvim.command(f"set rtp+={tmp_path / 'other'}")
+    manifest = tmp_path / "rplugin.vim"
+    editor.nvim.vars["python3_host_prog"] = sys.executable  # this venv has pynvim (the tests')
+    # Where :UpdateRemotePlugins writes (Neovim's plugin/rplugin.vim keeps the path it chose
+    # at start-up in this variable).
+    editor.nvim.vars["loaded_remote_plugins"] = str(manifest)
+    editor.nvim.command("UpdateRemotePlugins")
+    messages = editor.nvim.exec_lua("return vim.fn.execute('messages')")
+    assert "broken on purpose" in messages and "broken_host" in messages, messages
+    assert "run_bash_host" not in messages, messages
+    assert "run_bash_host" not in manifest.read_text()
+    assert editor.lua("return require('run_bash')._job()") is None
+    nvim = psutil.Process(editor.nvim.funcs.getpid())
+    started = [" ".join(p.cmdline()) for p in nvim.children(recursive=True)]
+    assert not [c for c in started if "boot.py" in c], started
