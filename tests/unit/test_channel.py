@@ -76,7 +76,10 @@ def peer(calls: list[tuple[str, tuple[Any, ...]]]) -> Iterator[Peer]:
     def note(*args: Any) -> None:
         calls.append(("note", args))
 
-    p = Peer({"t.echo": echo, "t.boom": boom}, {"t.note": note, "t.boom": boom})
+    def odd(*args: Any) -> Any:
+        return {"not plain data": {1, 2}}
+
+    p = Peer({"t.echo": echo, "t.boom": boom, "t.odd": odd}, {"t.note": note, "t.boom": boom})
     yield p
     p.close()
 
@@ -84,11 +87,13 @@ def peer(calls: list[tuple[str, tuple[Any, ...]]]) -> Iterator[Peer]:
 def test_requests_are_answered_with_their_result_or_their_error(peer: Peer) -> None:
     peer.send([0, 1, "t.boom", []])
     peer.send([0, 2, "t.missing", []])
+    peer.send([0, 4, "t.odd", []])  # an answer msgpack cannot carry: an error, not silence
     peer.send([0, 3, "t.echo", ["a", 1, [2.5, None, True]]])  # answered after the errors
-    got = peer.until(3)
+    got = peer.until(4)
     assert got[0][:2] == [1, 1] and "bad value" in got[0][2] and got[0][3] is None
     assert got[1][:2] == [1, 2] and "no request handler for 't.missing'" in got[1][2]
-    assert got[2] == [1, 3, None, {"args": ["a", 1, [2.5, None, True]]}]
+    assert got[2][:2] == [1, 4] and "t.odd" in got[2][2] and got[2][3] is None
+    assert got[3] == [1, 3, None, {"args": ["a", 1, [2.5, None, True]]}]
 
 
 def test_notifications_call_their_handler_and_answer_nothing(peer: Peer, calls: list) -> None:

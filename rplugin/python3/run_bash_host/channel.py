@@ -11,8 +11,9 @@ Strings are decoded as pynvim does (``surrogateescape``: bytes that are not UTF-
 trip), and maps with other keys than strings are let through (a sparse Lua list arrives as a map
 with integer keys), so the options' own validation is what rejects them, with its own message.
 
-Every message is handled on the loop's thread. A handler that raises answers the request with the
-error and leaves the channel up; a message that is not msgpack-RPC is logged and skipped.
+Every message is handled on the loop's thread. Every request is answered (Lua waits for it): a
+handler that raises, or returns what msgpack cannot carry, answers with the error, and the channel
+stays up; a message that is not msgpack-RPC is logged and skipped.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ class Channel:
             return
         if self.closed.done():
             return
-        data = self._packer.pack(message)
+        self._write(self._packer.pack(message))  # (a value msgpack cannot pack raises here)
+
+    def _write(self, data: bytes) -> None:
         if self._pending:
             self._pending += data
             return
@@ -125,7 +128,10 @@ class Channel:
                 log.error("RPC channel: undecodable message (%s); closing", err)
                 self._close(err)
                 return
-            self._dispatch(message)
+            try:
+                self._dispatch(message)
+            except Exception:  # (one message's failure leaves the next ones to be read)
+                log.exception("RPC channel: message not handled: %.200r", message)
 
     def _dispatch(self, message: Any) -> None:
         if not isinstance(message, list) or not message or message[0] not in (0, 1, 2):
@@ -139,12 +145,11 @@ class Channel:
                 self._send([RESPONSE, msgid, f"no request handler for {method!r}", None])
                 return
             try:
-                result = handler(*_params(params))
-            except Exception as err:
+                answer = self._packer.pack([RESPONSE, msgid, None, handler(*_params(params))])
+            except Exception as err:  # the handler raised, or its answer is not plain data
                 log.exception("internal error in request %s", method)
-                self._send([RESPONSE, msgid, f"{method}: {err}", None])
-                return
-            self._send([RESPONSE, msgid, None, result])
+                answer = self._packer.pack([RESPONSE, msgid, f"{method}: {err}", None])
+            self._write(answer)  # every request is answered: Lua waits for it
         elif kind == NOTIFICATION and len(message) == 3:
             _, method, params = message
             if method == "nvim_error_event":  # an asynchronous call of ours failed in Neovim
