@@ -28,15 +28,19 @@ class Peer:
         self.loop = asyncio.new_event_loop()
         host_in, self._to_host = os.pipe()
         self._from_host, host_out = os.pipe()
-        self.channel = Channel(self.loop, host_in, host_out, requests, notifications)
-        self.channel.start()
+        self.channel = Channel(self.loop, host_in, host_out)
+        self.channel.start(requests, notifications)
         self._unpacker = msgpack.Unpacker(unicode_errors="surrogateescape", strict_map_key=False)
         self.got: list[Any] = []
+        self._waiting: tuple[int, asyncio.Future[None]] | None = None
         self.loop.add_reader(self._from_host, self._readable)
 
     def _readable(self) -> None:
         self._unpacker.feed(os.read(self._from_host, 1 << 16))
         self.got.extend(self._unpacker)
+        if self._waiting and len(self.got) >= self._waiting[0]:
+            self._waiting[1].set_result(None)
+            self._waiting = None
 
     def send(self, message: Any) -> None:
         os.write(self._to_host, msgpack.packb(message))
@@ -44,11 +48,9 @@ class Peer:
     def until(self, n: int, timeout: float = 10) -> list[Any]:
         """Run the loop until the host has sent ``n`` messages in all."""
 
-        async def wait() -> None:
-            while len(self.got) < n:
-                await asyncio.sleep(0.005)
-
-        self.loop.run_until_complete(asyncio.wait_for(wait(), timeout))
+        if len(self.got) < n:
+            self._waiting = (n, self.loop.create_future())
+            self.loop.run_until_complete(asyncio.wait_for(self._waiting[1], timeout))
         return self.got
 
     def close(self) -> None:

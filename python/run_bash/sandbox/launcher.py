@@ -6,10 +6,10 @@ read-only binds of the existing protected project files, and each ``.git`` direc
 itself (a mount point cannot be renamed, removed or replaced). With no outside network configured,
 the run also joins its project's loopback-only network namespace (``netholder.py``).
 ``unshare(CLONE_NEWUSER)`` and ``setns(CLONE_NEWUSER)`` need a single-threaded caller and the host
-is not one (the loop's executor, sandlock supervisors, guards), so the host starts one single-threaded **fork
-server** (``forkserver.serve``) and asks it for each run; exec'ing a launcher per run would cost
-80-110 ms of Python start-up and imports, a fork costs a few. The host forks the fork server from
-itself first thing, while it still has one thread (``begin``: nothing imported twice, no second
+is not one (the loop's executor, sandlock supervisors, guards), so the host starts one
+single-threaded **fork server** (``forkserver.serve``) and asks it for each run; exec'ing a
+launcher per run would cost 80-110 ms of Python start-up and imports, a fork costs a few. The host
+forks the fork server from itself first thing, while it still has one thread (``begin``: nothing imported twice, no second
 interpreter to start); one started later (the first one died) is a Python of its own.
 
 Processes::
@@ -245,12 +245,11 @@ def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
     try:  # the child
         ctl = theirs.detach()
         ours.close()
-        for h in logging.getLogger("run_bash").handlers[:]:
-            logging.getLogger("run_bash").removeHandler(h)
-            h.close()
-        with contextlib.suppress(Exception):
-            if sys.stdin is not None and sys.stdin.fileno() > 2:
-                sys.stdin.close()
+        for name in ("run_bash", "asyncio"):  # the host's log (``boot._setup_logging``)
+            logger = logging.getLogger(name)
+            for h in logger.handlers[:]:
+                logger.removeHandler(h)
+                h.close()
         for sig in CHILD_DEFAULT_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         os.setsid()

@@ -6,8 +6,8 @@ Two processes come out of this script:
   but wait. When the host exits — normally, by a crash, or by SIGKILL — every process the host left
   behind has been reparented to the keeper, which kills them all, removes the output and temp
   directories and exits. SIGTERM (``jobstop``) is forwarded to the host.
-* the **host**: the msgpack-RPC end of the job channel (stdin/stdout; ``channel.py``). It is a subreaper too,
-  so orphans of commands stay findable while it runs, and it sweeps its descendants on the way out
+* the **host**: the msgpack-RPC end of the job channel (stdin/stdout; ``channel.py``). It is a
+  subreaper too, so orphans of commands stay findable while it runs, and it sweeps its descendants on the way out
   (channel closed, VimLeavePre, SIGTERM, or Neovim's death).
 
 The RPC channel is moved off fds 0 and 1 (they become /dev/null and stderr) so that nothing a command
@@ -153,12 +153,10 @@ def host(dirs: list[str]) -> None:
         # command inherits by accident can write into it.
         rpc_out = os.dup(1)
         os.dup2(2, 1)
-        plugin = RunBashHost(loop, lambda *a: channel.notify(*a))
-        channel = Channel(loop, rpc_in, rpc_out, *plugin.handlers())
-        channel.start()
-        loop.run_until_complete(
-            channel.closed
-        )  # the channel closed: Neovim exited or stopped the job
+        channel = Channel(loop, rpc_in, rpc_out)
+        channel.start(*RunBashHost(loop, channel.notify).handlers())
+        # Until the channel closes: Neovim exited or stopped the job.
+        loop.run_until_complete(channel.closed)
     except KeyboardInterrupt:
         pass
     except SystemExit as err:

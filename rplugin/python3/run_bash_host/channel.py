@@ -38,28 +38,25 @@ Handler = Callable[..., Any]
 class Channel:
     """One msgpack-RPC peer on a pair of pipe descriptors (``rfd`` read, ``wfd`` written).
 
-    ``requests`` answer with their return value; ``notifications`` answer nothing. ``closed``
-    resolves when the peer closes its end (Neovim exited or stopped the job).
+    ``start`` gives the handlers: ``requests`` answer with their return value, ``notifications``
+    answer nothing. ``closed`` resolves when the peer closes its end (Neovim exited or stopped the
+    job).
     """
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        rfd: int,
-        wfd: int,
-        requests: Mapping[str, Handler],
-        notifications: Mapping[str, Handler],
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, rfd: int, wfd: int) -> None:
         self.loop = loop
         self._rfd, self._wfd = rfd, wfd
-        self._requests, self._notifications = requests, notifications
+        self._requests: Mapping[str, Handler] = {}
+        self._notifications: Mapping[str, Handler] = {}
         self._unpacker = msgpack.Unpacker(unicode_errors="surrogateescape", strict_map_key=False)
         self._packer = msgpack.Packer(unicode_errors="surrogateescape")
         self._pending = bytearray()  # what the pipe did not take yet
         self._thread = threading.get_ident()
         self.closed: asyncio.Future[None] = loop.create_future()
 
-    def start(self) -> None:
+    def start(self, requests: Mapping[str, Handler], notifications: Mapping[str, Handler]) -> None:
+        """Serve the handlers from now on (``notify`` works before: it only writes)."""
+        self._requests, self._notifications = requests, notifications
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self.loop.add_reader(self._rfd, self._readable)
