@@ -174,24 +174,31 @@ def whole_run_cap(name: str) -> None:
 
 
 # Allocates {mb} MB and touches every page, then says TOGETHER (a word its command line does not
-# hold) if the other one ({other}) holds its own memory at the same time. "Holds" is a lock on its
-# file in the run's temp dir (shared by the two), taken before the file gets its name: the kernel
-# drops it when the process dies, so a hog the cap killed after it had its memory does not count.
+# hold) if the other one ({other}) holds its own memory at the same time. "Holds" is both a lock on
+# its file in the run's temp dir (shared by the two), taken before the file gets its name, and its
+# resident memory (``/proc/<pid>/statm``, the pid is in the file) of at least {mb} MB: a process
+# the cap kills gives its memory back before the kernel drops its lock, so the lock alone would
+# count a hog that is already being killed.
 # Each stays until the other has looked (its seen- file) or has died, or 20 s pass; one that
 # died before it held anything is told by its done- file (``pair``), so nobody waits 20 s for it.
 PAIRED_HOG = (
     'python3 -c "import fcntl, os, time\n'
     "b = bytearray({mb} << 20); t = os.environ['TMPDIR']; end = time.time() + 20\n"
     "me = open(t + '/.held-{mark}', 'w'); fcntl.flock(me, fcntl.LOCK_EX)\n"
+    "me.write(str(os.getpid())); me.flush()\n"
     "os.rename(t + '/.held-{mark}', t + '/held-{mark}')\n"
     "def alive(f):\n"
     "    try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); return False\n"
     "    except OSError: return True\n"
+    "def holds(f):\n"
+    "    try: pages = int(open('/proc/%s/statm' % open(f.name).read()).read().split()[1])\n"
+    "    except (OSError, ValueError, IndexError): return False\n"
+    "    return alive(f) and pages * os.sysconf('SC_PAGE_SIZE') >= ({mb} << 20)\n"
     "other = None\n"
     "while other is None and time.time() < end and not os.path.exists(t + '/done-{other}'):\n"
     "    try: other = open(t + '/held-{other}')\n"
     "    except OSError: time.sleep(0.02)\n"
-    "if other is not None and alive(other): print('TOGE' + 'THER', flush=True)\n"
+    "if other is not None and holds(other): print('TOGE' + 'THER', flush=True)\n"
     "open(t + '/seen-{mark}', 'w').close()\n"
     "while other and time.time() < end and not os.path.exists(t + '/seen-{other}') and alive(other):\n"
     '    time.sleep(0.02)"'
@@ -217,6 +224,10 @@ def test_two_processes_together_stop_at_the_runs_memory_cap(sbx):
         assert any("killed by the kernel" in n and "1 GiB" in n for n in r.notices), r.notices
     free = sbx.unconfined().run(pair, timeout=60).output
     assert free.splitlines().count("TOGETHER") == 2, free
+    # The same sandbox with room for both: the two see each other hold their memory (the check
+    # works inside the sandbox, so its silence under the cap is the cap's doing).
+    roomy = sbx.with_config(sandbox={"limits": {"max_memory": "3G"}}).run(pair, timeout=60).output
+    assert roomy.splitlines().count("TOGETHER") == 2, roomy
 
 
 def test_a_runs_processes_are_in_its_cgroup_from_the_start(sbx):
