@@ -42,6 +42,7 @@ import importlib
 import os
 import select
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -310,6 +311,20 @@ class LaunchedBase:
             self.note(self.cgroup.notices())
         release(self.session_id, self.cgroup, self.loopback)
         self.cgroup = self.loopback = None
+
+
+class PopenLaunched(LaunchedBase):
+    """A command started with ``subprocess.Popen`` in a new session (its pid is its group's)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(proc.pid)
+        self.proc = proc
+
+    def _wait(self) -> int:
+        return self.proc.wait()
+
+    def _poll(self) -> int | None:
+        return self.proc.poll()
 
 
 def release(session_id: str, cgroup: RunCgroup | None, loopback: Loopback | None) -> None:

@@ -49,7 +49,7 @@ from run_bash.config import Config
 from run_bash.errors import SpawnError
 from run_bash.paths import is_under, lmode
 from run_bash.sandbox import bwprobe, seccomp
-from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec, once, release
+from run_bash.sandbox.base import Availability, PopenLaunched, RunSpec, once, release
 from run_bash.sandbox.bwprobe import (
     RESERVED_PIDS,
     RUN_INIT,
@@ -198,20 +198,10 @@ def _granted(policy: Policy) -> list[str]:
     return [*policy.readable, *policy.writable]
 
 
-class BwrapLaunched(LaunchedBase):
+class BwrapLaunched(PopenLaunched):
     """A running bwrap; its pid is bwrap's (pid 1 of the sandbox is its child). Killing bwrap's
     group kills the run: its children die with it (--die-with-parent sets their parent-death
     signal; pid 1 of the namespace takes every other process down with it)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        super().__init__(proc.pid)
-        self.proc = proc
-
-    def _wait(self) -> int:
-        return self.proc.wait()
-
-    def _poll(self) -> int | None:
-        return self.proc.poll()
 
 
 class Bubblewrap:

@@ -7,23 +7,9 @@ from typing import ClassVar
 
 from run_bash.config import Config
 from run_bash.errors import SpawnError
-from run_bash.sandbox.base import Availability, LaunchedBase, RunSpec
+from run_bash.sandbox.base import Availability, PopenLaunched, RunSpec
 from run_bash.sandbox.proc import bash_path
 from run_bash.sandbox.spare import Spare
-
-
-class PopenLaunched(LaunchedBase):
-    """A command started with subprocess.Popen in a new session (its pid is its group's)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        super().__init__(proc.pid)
-        self.proc = proc
-
-    def _wait(self) -> int:
-        return self.proc.wait()
-
-    def _poll(self) -> int | None:
-        return self.proc.poll()
 
 
 class NoSandbox:
