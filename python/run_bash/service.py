@@ -65,7 +65,8 @@ log = logging.getLogger("run_bash")
 
 Emit = Callable[[str, dict[str, Any]], None]
 
-# The RPC methods and their arguments, in order (more arguments than these are refused).
+# The RPC methods and their arguments, in order (more arguments than these are refused; one left
+# out is nil).
 RPC: dict[str, tuple[str, ...]] = {
     "hello": ("early",),
     "setup": ("opts", "codecompanion"),
@@ -189,11 +190,13 @@ class Service:
         return self._journal
 
     def rpc(self, method: str, args: tuple[object, ...]) -> Any:
-        """Call RPC ``method``: more arguments than it takes are one UsageError."""
+        """Call RPC ``method``: more arguments than it takes are one UsageError; one left out is
+        nil, as Lua leaves out a trailing nil (each method checks what it is given)."""
         if method not in RPC:
             raise UsageError(f"unknown method {method!r}")
-        arity(method, args, RPC[method])
-        return getattr(self, method)(*args)
+        names = RPC[method]
+        arity(method, args, names)
+        return getattr(self, method)(*args, *[None] * (len(names) - len(args)))
 
     def emit(self, name: str, event: Wire | dict[str, Any]) -> None:
         """Forward an event to Lua as plain data; a run that ended goes to the audit log, at once
@@ -419,11 +422,13 @@ class Service:
         self.mgr.agent_rules = rules
         self.mgr.project_config = project_config
         chosen = self.mgr.choice()
-        launcher_module = sys.modules.get("run_bash.sandbox.launcher")
-        if not chosen.backend.isolates and launcher_module is not None:
+        if not chosen.backend.isolates and "run_bash.sandbox.launcher" in sys.modules:
             # The host started the sandbox launcher early, guessing a confining backend (a
-            # host that never loaded the launcher has none to stop).
-            launcher_module.launcher().release_unused()
+            # host that never loaded the launcher has none to stop). Imported, not taken from
+            # ``sys.modules``: a worker that is still importing it is waited for.
+            from run_bash.sandbox.launcher import launcher
+
+            launcher().release_unused()
         # The first command's sandbox, ready before it comes (Neovim's directory is the host's).
         self.mgr.prepare_for(os.getcwd())
         return {**self.facts(), "notices": [*config.notices, *chosen.backend.warnings()]}

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from run_bash.boundary import flag, options, working_dir
-from run_bash.errors import UsageError
+from run_bash.errors import RunBashError, UsageError
 from run_bash.service import RPC, Service
 
 
@@ -74,6 +74,25 @@ async def test_extra_arguments_to_any_rpc_are_one_usage_error(svc, method):
     extra = (None,) * (len(RPC[method]) + 1)
     with pytest.raises(UsageError, match=f"^{method} takes "):
         svc.rpc(method, extra)
+
+
+@pytest.mark.parametrize(
+    ("method", "given"),
+    [(m, k) for m in sorted(set(RPC) - {"shutdown", "hello"}) for k in range(len(RPC[m]))],
+)
+async def test_an_argument_left_out_of_any_rpc_is_nil(svc, method, given):
+    """Lua leaves a trailing nil out of a request: the method then sees nil, which it checks as
+    any other value. Leaving it out answers as giving it as nil does: the same result or the same
+    clear error, never a Python error about the call."""
+
+    def outcome(args: tuple[object, ...]) -> tuple[str, str]:
+        try:
+            return "ok", type(svc.rpc(method, args)).__name__
+        except RunBashError as err:
+            return "error", str(err)
+
+    short = ("abc",) * given
+    assert outcome(short) == outcome(short + (None,) * (len(RPC[method]) - given))
 
 
 @pytest.mark.parametrize(

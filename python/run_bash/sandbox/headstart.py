@@ -48,10 +48,12 @@ def take() -> None:
         if _taken:
             return
         _taken = True
-        launching = sys.modules.get("run_bash.sandbox.launcher")
-        if launching is None:
+        if "run_bash.sandbox.launcher" not in sys.modules:
             return  # this process started no fork server
-        got = launching.launcher().take_census()
+        # Imported, not taken from ``sys.modules``: a thread still importing it is waited for.
+        from run_bash.sandbox.launcher import launcher
+
+        got = launcher().take_census()
         if got is None:
             return
         data, fds = got
