@@ -220,7 +220,9 @@ PLAIN = INERT | frozenset(
 )
 # Commands that, with nothing but ``INERT`` ones beside them, act on what the index shows: git
 # never writes through a symlink in the work tree (nor below one), and a symlink it checks out
-# is followed by no other command of the line.
+# is followed by no other command of the line. What the index shows is asked of git before the
+# line runs: it holds for the line's git only while nothing changes what git reads first
+# (``_as_asked``).
 ALONE = frozenset({"git"})
 # The rules whose reversible reasons only unlink names (``rm``, ``find -delete``) or, for git,
 # replace a file by a new one: a file with another name keeps its data there. Any other
@@ -244,14 +246,37 @@ def _program_known(word: str, path_changed: bool) -> bool:
     return word.startswith(SYSTEM_PROGRAMS) and ".." not in word.split("/")
 
 
+def _as_asked(commands: Sequence[Sequence[str]], writes: Sequence[object], env: bool) -> bool:
+    """Whether the line's git reads what the gate asked git about before the line runs (the
+    index, ``HEAD``, the ignore rules, the configuration): it is the line's only git command,
+    given no option before its subcommand but ``-C DIR``, in the environment the line started
+    with (no variable set: ``HOME``, ``XDG_CONFIG_HOME`` and ``GIT_*`` choose what git reads;
+    no ``env``, which may clear or unset them), and the line writes no file (a redirection may
+    write ``.gitignore``). Anything else may change git's reading first: ``echo '!big/' >>
+    .gitignore; git clean -fd``, ``git add -f big && git reset --hard``, ``git -c
+    core.excludesFile=/dev/null clean -fd``, ``HOME=/tmp git clean -fd``."""
+    gits = [argv for argv in commands if argv and argv[0] == "git"]
+    if len(gits) != 1 or writes or env or any(argv and argv[0] == "env" for argv in commands):
+        return False
+    words = list(gits[0][1:])
+    while words and words[0].startswith("-"):
+        if words[0] != "-C" or len(words) < 2:
+            return False
+        words = words[2:]
+    return True
+
+
 def _reshaper(
     commands: Sequence[Sequence[str]],
     programs: Sequence[object] | None = None,
     path_changed: bool = False,
+    writes: Sequence[object] = (),
+    env_changed: bool = True,
 ) -> str | None:
     """The first command of the line that may make a name for existing data before another acts
-    on it (None: none can). ``programs``: each command as the line names it (None: unknown, as
-    is every command then)."""
+    on it, or change what git reads before git acts (None: none can). ``programs``: each command
+    as the line names it (None: unknown, as is every command then); ``writes`` and
+    ``env_changed``: what the line writes and whether it sets a variable (``Verdict``)."""
     if programs is None or len(programs) != len(commands):
         return "an unknown program" if commands else None
     for argv, word in zip(commands, programs, strict=True):
@@ -259,7 +284,9 @@ def _reshaper(
             return str(word)  # any file: it may do anything another command would
     names = [argv[0] for argv in commands if argv]
     if all(n in ALONE or n in INERT for n in names):
-        return None
+        if "git" not in names or _as_asked(commands, writes, env_changed):
+            return None
+        return "git"
     return next((n for n in names if n not in PLAIN), None)
 
 
@@ -290,6 +317,8 @@ def cover_spec(
     commands: Sequence[Sequence[str]] = (),
     programs: Sequence[object] | None = None,
     path_changed: bool = False,
+    writes: Sequence[object] = (),
+    env_changed: bool = True,
 ) -> CoverSpec:
     """The paths the pause list's reversible reasons name, as absolute paths (a glob stands for
     the directory it is in; ``~`` for ``home``); git's reasons stand for the whole project.
@@ -297,9 +326,10 @@ def cover_spec(
     place the run can write. A reason without targets (unknown, or none named) also stands for
     every place the run can write. ``programs`` and ``path_changed``: how the line names each
     command and whether it sets ``PATH`` (``Verdict.programs``): a command that may be any file
-    also stands for every place the run can write. A target of a reason that follows symlinks
-    (the hit's ``follows``, a write in place, a glob with more after it: ``src/*/x``) is one
-    under which a symlink is not covered."""
+    also stands for every place the run can write. So does a git reason when the line may
+    change what its git reads before it acts (``writes``, ``env_changed``: ``_as_asked``). A
+    target of a reason that follows symlinks (the hit's ``follows``, a write in place, a glob
+    with more after it: ``src/*/x``) is one under which a symlink is not covered."""
     base = os.path.realpath(cwd)
     # The shell's own `cd ..` and `$PWD/..` climb the directory as named (`a/lnk` to `a`), the
     # kernel's `..` the one it is (`lnk`'s target's parent): a climb is checked both ways.
@@ -307,7 +337,7 @@ def cover_spec(
     paths: list[str] = []
     follow: list[str] = []
     git = False
-    everything = _reshaper(commands, programs, path_changed) is not None
+    everything = _reshaper(commands, programs, path_changed, writes, env_changed) is not None
     inplace = False
     sources: list[str] = []
     known_sources = True

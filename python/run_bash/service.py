@@ -564,6 +564,8 @@ class Service:
             commands,
             programs if isinstance(programs, list) else None,
             verdict.get("path_changed") is not False,
+            writes if isinstance(writes := verdict.get("writes"), list) else ["?"],
+            verdict.get("env_changed") is not False,
         )
         cover = self.recorder.coverage(spec)
         return Undo(cover.ok, cover.why, spec.plain())

@@ -674,7 +674,27 @@ def test_to_dict_is_plain_data() -> None:
         "programs": ["git"],
         "path_changed": False,
         "writes": [],
+        "env_changed": False,
     }
+
+
+@pytest.mark.parametrize(
+    ("cmd", "changed"),
+    [
+        ("HOME=/tmp git clean -fd", True),
+        ("x=1; git clean -fd", True),
+        ("export GIT_DIR=x; git status", True),
+        ("env GIT_INDEX_FILE=i git reset --hard", True),
+        ("for HOME in /tmp; do git clean -fd; done", True),
+        ("printf -v HOME %s /tmp; git clean -fd", True),
+        ("read -r HOME < f; git clean -fd", True),
+        ("cd sub && git clean -fd", False),
+        ("git -C sub clean -fd > log", False),
+        ("echo $HOME; git clean -fd", False),
+    ],
+)
+def test_env_changed_says_whether_the_line_sets_a_variable(cmd: str, changed: bool) -> None:
+    assert check(cmd).env_changed is changed
 
 
 def test_long_script_reason_is_shortened() -> None:

@@ -87,6 +87,9 @@ class Verdict:
         writes: the paths the line's known writers change (``rm``, ``mv``, ``cp``'s
             destination, ``>``, …) as far as they can be told, relative to where it starts: the
             gate asks the project's state whether one leads into a ``.git`` (a symlink).
+        env_changed: the line sets a variable (an assignment, also one before a command or
+            through ``env NAME=…``, ``for``, ``read``, ``printf -v``, …): a command it starts may
+            read another environment than the one the line started with.
     """
 
     pause: bool
@@ -102,6 +105,7 @@ class Verdict:
     programs: list[str] = field(default_factory=list)
     path_changed: bool = False
     writes: list[str] = field(default_factory=list)
+    env_changed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict, safe for JSON and msgpack."""
@@ -118,6 +122,7 @@ class Verdict:
             "programs": list(self.programs),
             "path_changed": self.path_changed,
             "writes": list(self.writes),
+            "env_changed": self.env_changed,
         }
 
 
@@ -266,6 +271,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
             programs=programs,
             path_changed=ana.path_changed,
             writes=writes,
+            env_changed=bool(ana.variables),
         )
     reason = NO_MATCH
     if lua_rules:
@@ -281,6 +287,7 @@ def _verdict(cmd: str, table: Mapping[str, Any]) -> Verdict:
         programs=programs,
         path_changed=ana.path_changed,
         writes=writes,
+        env_changed=bool(ana.variables),
     )
 
 
