@@ -164,13 +164,29 @@ OTHERS = {
     # lazy.nvim: runs the nearest .lazy.lua from Neovim's directory up; Neovim the exrc files.
     ".lazy.lua": 'os.execute("touch {p}/PWNED")',
     ".nvim.lua": 'os.execute("touch {p}/PWNED")',
+    # Vim with 'exrc': the files of the directory it starts in.
+    ".vimrc": 'call system("touch {p}/PWNED")',
+    "_vimrc": 'call system("touch {p}/PWNED")',
+    "_exrc": 'call system("touch {p}/PWNED")',
+    ".gvimrc": 'call system("touch {p}/PWNED")',
+    "_gvimrc": 'call system("touch {p}/PWNED")',
+    # npm, npx and pnpm: the shell they run scripts with, code node loads first.
+    ".npmrc": "script-shell={p}/ev.sh",
+    # bun: scripts it loads before any other.
+    "bunfig.toml": 'preload = ["./ev.ts"]',
+    ".bunfig.toml": 'preload = ["./ev.ts"]',
+    # Mercurial, Jujutsu, Sapling: hooks and helpers at their every command.
+    ".hg/hgrc": "[hooks] pre-status = touch {p}/PWNED",
+    ".jj/repo/config.toml": 'ui.pager = "touch {p}/PWNED"',
+    ".sl/config": "[hooks] pre-status = touch {p}/PWNED",
 }
 
 
 def plant(world: World, where: str, name: str, wait: bool = False) -> str:
     text = OTHERS[name].format(p=world.project)
     return (
-        f"mkdir -p {where} && echo ok > other.txt && echo ok > {where}/other.txt && "
+        f"mkdir -p {os.path.dirname(f'{where}/{name}')} && echo ok > other.txt && "
+        f"echo ok > {where}/other.txt && "
         f"echo {CONTROL}; echo '{text}' > {where}/{name}"
         + ("; sleep 5; echo survived" if wait else "")
     )

@@ -41,6 +41,13 @@ EVERY_LEVEL_MEMBERS = (
     ".nvimrc",
     ".exrc",
     ".lazy.lua",
+    # Vim with 'exrc' reads these in the directory it is started in (also as $EDITOR for `git
+    # commit`), without asking trust; gVim the gvimrc ones too.
+    ".vimrc",
+    "_vimrc",
+    "_exrc",
+    ".gvimrc",
+    "_gvimrc",
     # direnv runs the nearest `.envrc` upward from your shell's directory (once allowed).
     ".envrc",
     # rustup's proxies (cargo, rustc, rust-analyzer) run the toolchain the nearest rust-toolchain
@@ -64,6 +71,18 @@ EVERY_LEVEL_MEMBERS = (
     # command: `yarn --version` there would run a file a run wrote.
     ".yarnrc.yml",
     ".yarnrc",
+    # npm (npx, and pnpm) reads the project's `.npmrc` at every command: its `script-shell`,
+    # `onload-script` and `node-options` (`--require`) name code it runs, `npx node --version` too.
+    # Bun reads the nearest `bunfig.toml` (its `preload` scripts and `[run] shell`).
+    ".npmrc",
+    "bunfig.toml",
+    ".bunfig.toml",
+    # Other version control systems' repository settings, whose hooks and helpers run at their
+    # every command (a shell prompt's `hg root` or `jj log` too): Mercurial's `.hg/hgrc`,
+    # Jujutsu's `.jj/repo/config.toml`, Sapling's `.sl/config`.
+    ".hg/hgrc",
+    ".jj/repo/config.toml",
+    ".sl/config",
     # Git hook managers: the hook installed in the git dir (kept) reads its manager's config at
     # every commit, in the work tree's top (each nested repository's too), and runs the commands
     # it names. pre-commit reads `.pre-commit-config.yaml`; prek also `.pre-commit-config.yml` and
