@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+from pathlib import Path
 
 from tests.security.conftest import CONTROL
 from tests.security.test_hostread import (
@@ -178,3 +180,18 @@ def test_a_linked_worktree_with_the_default_hooks_path_stays(sbx, world):
     git(world, "commit", "-qm", "x", cwd=wt, check=True)
     assert (world.home / "hook-ran").exists()
     assert pwned(world) == []
+
+
+def test_what_goes_to_the_quarantine_is_left_inert(sbx, world):
+    """A directory moved to the quarantine gets mode 000: a tool started in it (a shell prompt's
+    git, direnv, mise) reads nothing the run put there until the user opens it to look. Nothing
+    of it is lost: opened, it is all there."""
+    r = sbx.run(f"echo {CONTROL}; {repo_with_payload('emb', world, 'q')}; echo end")
+    assert CONTROL in r.output, r.output
+    assert not os.path.lexists(world.project / "emb/.git"), r.notices
+    note = next(n for n in r.notices if "emb" in n and "moved to " in n)
+    where = Path(note.split("moved to ")[1].split(";")[0].strip())
+    assert stat.S_ISDIR(where.lstat().st_mode) and stat.S_IMODE(where.lstat().st_mode) == 0
+    where.chmod(0o700)  # opened to look
+    config = where / "config" if (where / "config").exists() else where / ".git" / "config"
+    assert "fsmonitor" in config.read_text()

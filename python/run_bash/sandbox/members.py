@@ -210,13 +210,7 @@ class Repairer:
             n += 1
             dest = f"{base}.{n}"
         os.rename(name, dest, src_dir_fd=fd, dst_dir_fd=fd)
-        with contextlib.suppress(OSError):
-            moved = os.open(dest, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            try:
-                if stat.S_ISREG(os.fstat(moved).st_mode):
-                    nofollow.chmod_fd(moved, 0o600)
-            finally:
-                os.close(moved)
+        _disarm(fd, dest, 0o600)
         return os.path.join(os.path.dirname(path), dest)
 
     def _into_root(self, fd: int, name: str, run: str, flat: str) -> str:
@@ -240,6 +234,7 @@ class Repairer:
                 n += 1
                 dest = f"{flat}.{n}"
             os.rename(name, dest, src_dir_fd=fd, dst_dir_fd=run_fd)
+            _disarm(run_fd, dest)
             return os.path.join(self.root, run, dest)
         finally:
             os.close(run_fd)
@@ -332,3 +327,20 @@ def capture_or_mark(path: str, prev: State | None = None) -> State:
         return capture(path, prev=prev)
     except TooLarge:
         return ("unreadable", "too large")
+
+
+def _disarm(fd: int, name: str, file_mode: int | None = None) -> None:
+    """Leave what went to the quarantine (``name`` in the directory at ``fd``) inert where it
+    lies: a directory gets mode 000, so that a tool started in it (a shell prompt's git, direnv,
+    mise, an editor's exrc) reads none of what the run put there until the user opens it
+    (``chmod u+rwx``) to look; a regular file gets ``file_mode`` when given. Best effort."""
+    with contextlib.suppress(OSError):
+        moved = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            mode = os.fstat(moved).st_mode
+            if stat.S_ISDIR(mode):
+                nofollow.chmod_fd(moved, 0)
+            elif stat.S_ISREG(mode) and file_mode is not None:
+                nofollow.chmod_fd(moved, file_mode)
+        finally:
+            os.close(moved)
