@@ -976,6 +976,39 @@ RUNS += [
 ]
 
 
+# Calls that signal, delete or start programs through a way of naming them the reader must
+# follow: a raw system call (Perl, Ruby), R's namespaces (`base::`, `tools:::`) and its calls of a
+# function by name or as a value, luaposix. Each has a harmless twin written the same way.
+PAUSES += [
+    ("perl -e 'syscall(62, 1234, 9)'", "", "irreversible"),
+    ("ruby -e 'syscall 62, 1234, 9'", "", "irreversible"),
+    ("ruby -e 'Kernel.syscall(62, 1, 9)'", "", "irreversible"),
+    ("Rscript -e 'tools::pskill(1234)'", "Rscript", "irreversible"),
+    ("R -e 'tools:::pskill(1234)'", "R", "irreversible"),
+    ('Rscript -e \'base::system("git push -f")\'', "git", "irreversible"),
+    ('Rscript -e \'base::unlink("x", recursive = TRUE)\'', "Rscript", "reversible"),
+    ('Rscript -e \'processx::run("git", c("push", "-f"))\'', "git", "irreversible"),
+    ('Rscript -e \'sys::exec_wait("git", c("push", "-f"))\'', "git", "irreversible"),
+    ('Rscript -e \'do.call("system", list("ls"))\'', "", "irreversible"),
+    ("Rscript -e 'do.call(f, list(1))'", "", "irreversible"),
+    ('Rscript -e \'match.fun("system")("ls")\'', "", "irreversible"),
+    ("Rscript -e 'sapply(c(\"ls\"), system)'", "", "irreversible"),
+    ("Rscript -e 'k <- tools::pskill; k(1)'", "Rscript", "irreversible"),
+    ('lua -e \'require("posix.signal").kill(1234, 9)\'', "", "irreversible"),
+    ("lua -e 'local p = require \"posix\"; p.kill(1, 9)'", "", "irreversible"),
+    ("lua -e 'require(m)'", "", "irreversible"),
+]
+RUNS += [
+    "perl -e 'print 1'",
+    "ruby -e 'puts Process.pid'",
+    "Rscript -e 'stats::median(1:3)'",
+    "R -e 'base::paste(\"a\", \"b\")'",
+    'Rscript -e \'do.call("rbind", list(1, 2))\'',
+    'Rscript -e \'get("mean")(1:3)\'',
+    'Rscript -e \'sapply(1:3, function(i) i * 2)\'',
+    'lua -e \'print(require("string").upper("x"))\'',
+]
+
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:
     verdict = check(cmd, strict=True)

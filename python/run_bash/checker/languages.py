@@ -196,6 +196,7 @@ RUBY = Lang(
         ),
         **_calls(SIGNAL, "Process.kill"),
         **_calls(PIPE, "open Kernel.open IO.read IO.readlines IO.foreach IO.write URI.open"),
+        **_calls(OPAQUE, "syscall Kernel.syscall"),
         **_calls(EVAL, "eval instance_eval class_eval"),
         **_calls(
             OPAQUE,
@@ -219,7 +220,7 @@ PERL = Lang(
         ),
         **_calls(SIGNAL, "kill"),
         **_calls(EVAL, "eval"),
-        **_calls(OPAQUE, "open"),
+        **_calls(OPAQUE, "open syscall"),
     },
     member="->",
     core=("CORE", "CORE::GLOBAL"),
@@ -250,7 +251,7 @@ LUA = Lang(
     "Lua",
     {
         **_calls(SHELL, "os.execute io.popen"),
-        **_calls(DELETE, "os.remove"),
+        **_calls(DELETE, "os.remove lfs.rmdir"),
         **_calls(EVAL, "load loadstring dofile"),
     },
     comment="--",
@@ -260,11 +261,14 @@ R_LANG = Lang(
     "R",
     {
         **_calls(SHELL, "system shell"),
-        **_calls(ARGV, "system2 processx::run"),
+        **_calls(ARGV, "system2 processx.run sys.exec_wait sys.exec_background sys.exec_internal"),
         **_calls(DELETE, "unlink file.remove"),
-        **_calls(SIGNAL, "tools::pskill pskill"),
-        **_calls(EVAL, "eval parse"),
+        **_calls(SIGNAL, "tools.pskill pskill"),
+        **_calls(EVAL, "eval parse source sys.source"),
+        # A function reached by its name (`do.call("system", …)`, `match.fun(f)`).
+        **_calls(OPAQUE, "do.call get get0 mget match.fun getFunction"),
     },
+    core=("base",),  # `base::system`, `base:::system`
 )
 GO = Lang(
     "Go",
@@ -550,6 +554,7 @@ def _kind(name: str, code: Code) -> tuple[str, str] | None:
     """The kind and table key of a called name, or None when it does not matter."""
     calls = code.lang.calls
     name = name.lower() if code.lang.nocase else name
+    name = name.replace(":::", "::")  # R's internal members: `tools:::pskill`
     for core in code.lang.cores:
         for sep in (".", "::"):
             if name.startswith(core + sep):  # `builtins.exec`, `CORE::system`
@@ -662,6 +667,9 @@ _DYNAMIC_IMPORT = re.compile(
 _PY_RUNNERS = frozenset(
     wordlist("sh plumbum sarge delegator envoy pexpect ptyprocess fabric invoke paramiko")
 )
+# Lua modules that start programs, delete or send signals (luaposix, luaposix's old name,
+# LuaFileSystem's C side is `lfs`, read as calls).
+_LUA_RUNNERS = frozenset(wordlist("posix posix_c"))
 _PY_IMPORT = re.compile(r"(?m)(?:^|(?<=;))\s*(?:from\s+([\w.]+)\s+)?import\b([^;\n]*)")
 
 
@@ -691,10 +699,16 @@ def _unreadable(code: Code, raw: str) -> str | None:
         called = tok.text in lang.calls or tok.text in code.names  # judged as a call
         if lang in (PYTHON, JAVASCRIPT, LUA) and module in risky and not called:
             return f"`{tok.text}` used as a value or reached by a computed name"
+        call = nxt is not None and nxt.text == "("
+        if lang is R_LANG and not call and _kind(tok.text, code) is not None:
+            return f"`{tok.text}` used as a value (`sapply(x, system)`, `f <- system`)"
+        if lang is LUA and tok.text == "require":
+            named = toks[j + 2] if call and j + 2 < len(toks) else nxt
+            if named is None or named.value is None or named.value.split(".")[0] in _LUA_RUNNERS:
+                return "`require` of a module that starts programs, deletes or signals"
         dunder = re.search(r"\.__(?:dict|getattribute|getattr|builtins|loader|spec)__\b", tok.text)
         if lang is PYTHON and dunder and code.modules.get(head, head) in risky:
             return f"`{tok.text}`"
-        call = nxt is not None and nxt.text == "("
         if lang is JAVASCRIPT and call and tok.text in ("require", "import"):
             arg = toks[j + 2 : j + 5]
             literal = len(arg) >= 2 and arg[0].value is not None and arg[1].text == ")"
@@ -859,7 +873,14 @@ def _call(
             return
         named = {t.text.strip(":'\"") for a in args for t in a}
         attr = [t.kind == "str" and t.value is not None for a in args[1:2] for t in a]
-        if key in ("getattr", "setattr") and attr != [True]:
+        by_name = [t.kind == "str" and t.value is not None for a in args[:1] for t in a]
+        if key in _ALWAYS_UNREAD:
+            ana.unknown(
+                f"makes {_ALWAYS_UNREAD[key]} ({lang.name}), which cannot be read", ctx.text
+            )
+        elif (key in ("getattr", "setattr") and attr != [True]) or (
+            key in _BY_NAME and by_name != [True]
+        ):
             ana.unknown(
                 f"runs {lang.name} code the checker cannot read (`{name}` of a computed name)",
                 ctx.text,
@@ -875,6 +896,13 @@ def _call(
             )
     else:
         _run(ana, kind, key, name, words, code, ctx, depth)
+
+
+# Calls whose effect is never read: a raw system call may kill, delete or start anything.
+_ALWAYS_UNREAD = {"syscall": "a raw system call (`syscall`)", "Kernel.syscall": "a raw system call"}
+# Calls that reach a function by the name in their first argument (R): read only when it is a
+# literal, which is then judged like a call of that name.
+_BY_NAME = frozenset(wordlist("do.call get get0 mget match.fun getFunction"))
 
 
 def _run(
