@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from run_bash.paths import Tops, expand, is_under
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError, run_git
+from run_bash.sandbox.homelinks import home_links
 from run_bash.sandbox.keptnames import (
     AGENT_DIRS,
     EVERY_LEVEL_DIRS,
@@ -571,6 +572,19 @@ class Discovery:
                     )
                 else:
                     add(d)  # not there yet, or not a directory: it must stay what it is
+        # The user's own files in the home directory that lead into a writable place (dotfiles
+        # put in place by stow or `ln -s`): their shell, editor and tools read them at the next
+        # start.
+        config_home = expand("$XDG_CONFIG_HOME", env=env, home=home) or ""
+        for link, target in home_links(home, config_home, in_granted):
+            if os.path.isdir(target):
+                sealed.append(target)
+                holders.append(target)
+            else:
+                add(target)  # a file, or not there yet: it must stay what it is
+            reasons[target] = (
+                f"your {_shown_home(link, home)} leads to it, read outside the sandbox"
+            )
         # The same names in every other directory of the writable trees that holds their first
         # component, and there the PATH directories relative entries name.
         bases: list[str] = []
@@ -756,6 +770,11 @@ def link_ends(
         except OSError:
             continue
     return members, whole
+
+
+def _shown_home(path: str, home: str) -> str:
+    """``path`` with the home directory written ``~``."""
+    return "~" + path[len(home.rstrip("/")) :] if is_under(path, home) else path
 
 
 def scan_roots(granted: Sequence[str]) -> list[str]:
