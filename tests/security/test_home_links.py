@@ -77,3 +77,20 @@ def test_a_linked_startup_file_not_there_yet_may_not_appear(sbx, world):
     os.unlink(world.home / ".zshrc")
     r = fresh(sbx, world).run("echo x > zshrc; echo end")
     assert "end" in r.output and (world.project / "zshrc").exists(), (r.output, r.notices)
+
+
+def test_a_link_in_home_to_the_project_itself_keeps_nothing(sbx, world):
+    """``~/work`` -> the project, or ``~/.dotfiles`` -> the project: a place the user works in,
+    not a file a tool reads; the files in it that other links lead to are kept."""
+    (world.project / "bashrc").write_text("# mine\n")
+    os.symlink(world.project, world.home / "work")
+    os.symlink(world.project, world.home / ".dotfiles")
+    os.symlink(world.home / ".dotfiles/bashrc", world.home / ".bashrc")
+    r = fresh(sbx, world).run(f"echo ok > other.txt && echo {CONTROL}; echo x >> bashrc; echo end")
+    assert CONTROL in r.output and (world.project / "other.txt").exists(), r.output
+    assert (world.project / "bashrc").read_text() == "# mine\n", r.output
+    # ...while a visible link (a place, not a dotfile) to a file keeps nothing.
+    os.unlink(world.home / ".bashrc")
+    os.symlink(world.project / "bashrc", world.home / "my-bashrc")
+    r = fresh(sbx, world).run("echo x >> bashrc; echo end")
+    assert "end" in r.output and (world.project / "bashrc").read_text() == "# mine\nx\n", r.output
