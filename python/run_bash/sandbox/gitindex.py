@@ -11,6 +11,15 @@ list is given back to git to build a scratch index from (``update-index -z --ind
 ``core.protectNTFS`` and ``core.protectHFS`` on), which applies git's own rules for a path
 (``verify_path``) and leaves out every path it refuses; the index is kept only when git lists the
 scratch index exactly as the original. run_bash never reads the index format itself.
+
+An index git accepts can still hold what no run may write in the work tree: a file the sandbox
+keeps (``rust-toolchain.toml``, ``.envrc``, a hook manager's config) or a symbolic link out of the
+work tree (``CLAUDE.md`` -> ``~/.ssh/id_rsa``), staged with ``git update-index --cacheinfo``
+without ever being a file there. The user's next ``git restore .`` or ``git checkout -- .``, the
+usual way to throw away what a run changed, would write it. So the entries only the index has
+(git says they differ from ``HEAD`` and from the work tree: ``smuggled``) are judged, and one of
+those is taken back to what ``HEAD`` has (``take_back``: ``git reset -- PATH``, which removes an
+entry ``HEAD`` does not have).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError
@@ -133,3 +142,98 @@ def judge(git_dir: str, index: str | None = None) -> str | None:
         what = refused[0][:300] if refused else "it is not as git would write it"
         return f"its index names a path git refuses to check out ({what})"
     return None
+
+
+def _paths(out: str) -> list[str]:
+    return [p for p in out.split("\0") if p]
+
+
+def smuggled(
+    git_dir: str, index: str, work_tree: str, kept: Callable[[str], bool]
+) -> list[tuple[str, str]]:
+    """``(path, why)`` for each entry of ``index`` that would make the next ``git restore`` write
+    what no run may write in ``work_tree``: a path ``kept`` (absolute) says the sandbox keeps, or
+    a symbolic link whose text leads out of the work tree (absolute, or climbing out with
+    ``..``). Only entries the index alone has count, as git says (``diff --cached`` and ``diff``:
+    they differ from ``HEAD`` and from the work tree); a file of the user's that is committed, or
+    staged as the work tree has it, is theirs. Asked of git in the clean environment; raises
+    HostReadError when git does not answer."""
+    top = ["--git-dir", git_dir, "--work-tree", work_tree]
+    env = {"GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0"}
+    diff = ["diff", "--name-only", "--no-renames", "--no-ext-diff", "--no-textconv", "-z"]
+    only: set[str] | None = None
+    for extra in (["--cached"], []):
+        rc, out, err = gitask.run_git([*top, *diff, *extra], "/", {}, clean=True, extra_env=env)
+        if rc != 0:
+            raise HostReadError(f"git cannot compare its index ({gitask._last_line(err)})")
+        names = set(_paths(out))
+        only = names if only is None else only & names
+    if not only:
+        return []
+    spec = [f":(top,literal){p}" for p in sorted(only)]
+    rc, out, err = gitask.run_git(
+        [*top, "ls-files", "--stage", "-z", "--", *spec], "/", {}, clean=True, extra_env=env
+    )
+    if rc != 0:
+        raise HostReadError(f"git cannot list its index ({gitask._last_line(err)})")
+    found: list[tuple[str, str]] = []
+    links: list[tuple[str, str]] = []
+    for line in _paths(out):
+        head, _, path = line.partition("\t")
+        mode, oid = [*head.split(), "", ""][:2]
+        if kept(os.path.join(work_tree, path)):
+            found.append((path, "a file the sandbox keeps"))
+        elif mode == "120000":
+            links.append((path, oid))
+    for (path, _oid), text in zip(links, _blobs(git_dir, [o for _p, o in links]), strict=True):
+        target = os.path.normpath(os.path.join(os.path.dirname(path), text))
+        if text.startswith("/") or target == ".." or target.startswith("../"):
+            found.append((path, f"a symbolic link to {text}, which leads out of the work tree"))
+    return found
+
+
+def _blobs(git_dir: str, oids: list[str]) -> list[str]:
+    """The content of each blob (a symbolic link's text), as git gives it."""
+    if not oids:
+        return []
+    scratch = tempfile.mkdtemp(prefix="run_bash-blobs-")
+    try:
+        given = os.path.join(scratch, "oids")
+        with open(given, "w") as f:
+            f.write("".join(f"{o}\n" for o in oids))
+        with open(given, "rb") as f:
+            rc, out, err = gitask.run_git(
+                ["--git-dir", git_dir, "cat-file", "--batch"], "/", {}, clean=True, stdin=f.fileno()
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if rc != 0:
+        raise HostReadError(f"git cannot read a link's text ({gitask._last_line(err)})")
+    texts: list[str] = []
+    rest = out.encode(errors="surrogateescape")  # sizes count bytes
+    for _ in oids:
+        header, _, rest = rest.partition(b"\n")
+        parts = header.split()
+        if len(parts) != 3 or not parts[2].isdigit():
+            raise HostReadError(f"git gave no link text ({header[:100]!r})")
+        size = int(parts[2])
+        texts.append(rest[:size].decode(errors="surrogateescape"))
+        rest = rest[size + 1 :]
+    return texts
+
+
+def take_back(git_dir: str, index: str, work_tree: str, paths: Iterable[str]) -> str | None:
+    """Make the entries of ``paths`` in ``index`` what ``HEAD`` has (none, when it has none), as
+    ``git reset -- PATH`` does; None when done, else why not."""
+    spec = [f":(top,literal){p}" for p in paths]
+    try:
+        rc, _out, err = gitask.run_git(
+            ["--git-dir", git_dir, "--work-tree", work_tree, "reset", "-q", "--", *spec],
+            "/",
+            {},
+            clean=True,
+            extra_env={"GIT_INDEX_FILE": index},
+        )
+    except HostReadError as e:
+        return str(e)
+    return None if rc == 0 else (gitask._last_line(err) or f"git reset: exit {rc}")

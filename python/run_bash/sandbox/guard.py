@@ -91,6 +91,7 @@ from run_bash.sandbox.hostread import (
     appeared,
 )
 from run_bash.sandbox.inert import Kept, hooks_not_inert, not_inert
+from run_bash.sandbox.keptnames import kept_by_name
 from run_bash.sandbox.linkcheck import git_dir_links, links_out
 from run_bash.sandbox.livelinks import LiveLinks
 from run_bash.sandbox.members import (
@@ -718,6 +719,8 @@ class Keeper(Repairs, Watcher):
             why = gitindex.judge(os.path.dirname(index), index)
             if why is not None:
                 self._index_refused(scope, index, why, stopped)
+            else:
+                self._index_smuggled(scope, index, stopped)
 
     def _check_indexes_live(self, scope: Scope, stopped: str) -> None:
         """``_check_indexes`` while a run goes on in the background (the host's ``git restore``
@@ -731,8 +734,43 @@ class Keeper(Repairs, Watcher):
             why = gitindex.judge(os.path.dirname(index), index)
             if why is not None:
                 self._index_refused(scope, index, why, stopped)
+            elif self._index_smuggled(scope, index, stopped):
+                pass  # taken back: judged again at the next look
             elif now is not None and time.time_ns() - now[4] > fsdeps.SETTLED_NS:
                 scope.index_ok[index] = now
+
+    def _index_smuggled(self, scope: Scope, index: str, stopped: str) -> bool:
+        """Entries of an index git accepts that only the index has, and that the user's next
+        ``git restore`` would write where no run may (``gitindex.smuggled``: a kept file, a link
+        out of the work tree), are taken back to what ``HEAD`` has; an index that cannot be
+        asked, or put right, goes to the quarantine. True when something was found."""
+        hr = scope.host_read
+        git_dir = os.path.dirname(index)
+        work = next(
+            (r.work_tree for r in hr.repos if r.work_tree and git_dir in (r.git_dir, r.common_dir)),
+            None,
+        )
+        if work is None:
+            return False
+        try:
+            found = gitindex.smuggled(git_dir, index, work, lambda p: _kept_in_tree(hr, p))
+        except HostReadError as e:
+            self._index_refused(scope, index, f"could not be checked ({e})", stopped)
+            return True
+        if not found:
+            return False
+        paths = [p for p, _why in found]
+        shown = "; ".join(f"{p} ({why})" for p, why in found[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        failed = gitindex.take_back(git_dir, index, work, paths)
+        if failed is not None:
+            self._index_refused(scope, index, f"stages {shown}{more}; {failed}", stopped)
+            return True
+        scope.notices.append(
+            f"{self._name(hr, index)} was written inside the sandbox to stage {shown}{more}, "
+            f"which your next `git restore` would write: taken back to what HEAD has{stopped}"
+        )
+        return True
 
     def _index_refused(self, scope: Scope, index: str, why: str, stopped: str) -> None:
         dest = self._quarantine(index, scope)
@@ -843,3 +881,16 @@ class Keeper(Repairs, Watcher):
             if where == path and kind == "type":
                 break  # the rules name itself went: what it referred to is moot
         return True
+
+
+def _kept_in_tree(hr: HostRead, path: str) -> bool:
+    """Whether the host-read set keeps ``path`` (absolute), there or not: a member, inside a
+    directory kept whole, or a name kept at every level (``kept_by_name``) wherever it lies."""
+    if path in hr.members or any(is_under(path, s) for s in hr.sealed):
+        return True
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        for kept, whole in kept_by_name("/".join(parts[:i]) or "/", parts[i]):
+            if path == kept or (whole and is_under(path, kept)):
+                return True
+    return False
