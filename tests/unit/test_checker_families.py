@@ -985,8 +985,8 @@ PAUSES += [
     ("ruby -e 'Kernel.syscall(62, 1, 9)'", "", "irreversible"),
     ("Rscript -e 'tools::pskill(1234)'", "Rscript", "irreversible"),
     ("R -e 'tools:::pskill(1234)'", "R", "irreversible"),
-    ('Rscript -e \'base::system("git push -f")\'', "git", "irreversible"),
-    ('Rscript -e \'base::unlink("x", recursive = TRUE)\'', "Rscript", "reversible"),
+    ("Rscript -e 'base::system(\"git push -f\")'", "git", "irreversible"),
+    ("Rscript -e 'base::unlink(\"x\", recursive = TRUE)'", "Rscript", "reversible"),
     ('Rscript -e \'processx::run("git", c("push", "-f"))\'', "git", "irreversible"),
     ('Rscript -e \'sys::exec_wait("git", c("push", "-f"))\'', "git", "irreversible"),
     ('Rscript -e \'do.call("system", list("ls"))\'', "", "irreversible"),
@@ -994,7 +994,7 @@ PAUSES += [
     ('Rscript -e \'match.fun("system")("ls")\'', "", "irreversible"),
     ("Rscript -e 'sapply(c(\"ls\"), system)'", "", "irreversible"),
     ("Rscript -e 'k <- tools::pskill; k(1)'", "Rscript", "irreversible"),
-    ('lua -e \'require("posix.signal").kill(1234, 9)\'', "", "irreversible"),
+    ("lua -e 'require(\"posix.signal\").kill(1234, 9)'", "", "irreversible"),
     ("lua -e 'local p = require \"posix\"; p.kill(1, 9)'", "", "irreversible"),
     ("lua -e 'require(m)'", "", "irreversible"),
 ]
@@ -1002,12 +1002,13 @@ RUNS += [
     "perl -e 'print 1'",
     "ruby -e 'puts Process.pid'",
     "Rscript -e 'stats::median(1:3)'",
-    "R -e 'base::paste(\"a\", \"b\")'",
-    'Rscript -e \'do.call("rbind", list(1, 2))\'',
-    'Rscript -e \'get("mean")(1:3)\'',
-    'Rscript -e \'sapply(1:3, function(i) i * 2)\'',
+    'R -e \'base::paste("a", "b")\'',
+    "Rscript -e 'do.call(\"rbind\", list(1, 2))'",
+    "Rscript -e 'get(\"mean\")(1:3)'",
+    "Rscript -e 'sapply(1:3, function(i) i * 2)'",
     'lua -e \'print(require("string").upper("x"))\'',
 ]
+
 
 @pytest.mark.parametrize("cmd, rule, effect", [P(*c, id=c[0]) for c in PAUSES])
 def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:
