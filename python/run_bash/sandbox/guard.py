@@ -799,7 +799,7 @@ class Keeper(Repairs, Watcher):
                 except OSError as e:
                     done += f"; the link to {c.link} could not be put back ({e.strerror})"
             scope.notices.append(
-                f"{path} {c.why} inside the sandbox (that directory is on your PATH); "
+                f"{path} {c.why} inside the sandbox (that directory is on your {pd.var}); "
                 f"{done}{stopped}"
             )
             if link_moved:

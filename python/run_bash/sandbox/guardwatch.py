@@ -472,7 +472,7 @@ CHANGED = "a file the host reads was changed"
 
 
 def _on_path(pd: PathDir, c: Change) -> str:
-    return f"{c.name} in {pd.path} (on PATH) {c.why}"
+    return f"{c.name} in {pd.path} (on {pd.var}) {c.why}"
 
 
 def _add(names: dict[tuple[str, str], set[str]], where: tuple[str, str, str] | None) -> None:

@@ -71,7 +71,9 @@ class PathDir:
     compared by state only), ``outside`` whether it lies outside every writable grant (kept for
     its links into one: ``read_only_dirs``), ``free`` the places runs may change what a program
     leads to (``sandbox.rules.path_writable``), ``kept`` what its links' programs load with them
-    (``link_targets``), each with why and the program.
+    (``link_targets``), each with why and the program. ``var`` is the variable of the host's
+    environment that names it (``PATH``, or another search path: ``searchvars.py``), ``reads``
+    what loads from it then (for the reason).
     """
 
     path: str
@@ -81,6 +83,8 @@ class PathDir:
     outside: bool = False
     free: tuple[str, ...] = ()
     kept: tuple[tuple[str, str, str], ...] = ()  # ``Kept.why`` of its links' code units
+    var: str = "PATH"
+    reads: str = ""
 
 
 def venv_root(bin_dir: str) -> str | None:
@@ -274,7 +278,7 @@ def link_targets(
                 if roots is not None:
                     unit = code_unit(target, tops)
                     refuse_holding(path, target, unit, roots)
-                    runs = f"{path} is on your PATH and runs {target}"
+                    runs = f"{path} is on your {pd.var} and runs {target}"
                     dirs.append(unit.path)
                     why.setdefault(unit.path, (f"{runs}; {unit.why}", path))
                     for d in (*unit.dirs, *unit.names):
@@ -290,7 +294,7 @@ def link_targets(
                     named = [interp, os.path.realpath(interp)] if interp else []
                     for each in dict.fromkeys(p for p in named if p in tops):
                         iunit = code_unit(each, tops)
-                        how = f"{path} is on your PATH and runs {target} with {interp}"
+                        how = f"{path} is on your {pd.var} and runs {target} with {interp}"
                         refuse_holding(path, each, iunit, roots, how)
                         dirs += [iunit.path, *iunit.dirs]
                         members += iunit.names
@@ -963,6 +967,11 @@ def _show(path: str, cwd: str) -> str:
 
 def reason(pd: PathDir, cwd: str) -> str:
     """Why ``pd``'s unit is kept, and the option that allows writing it."""
+    if pd.var != "PATH":
+        return (
+            f"{_show(pd.path, cwd)} is on your {pd.var} ({pd.reads}), so what a run writes there "
+            f"would run outside the sandbox; `{OPTION}` lets runs write it"
+        )
     return (
         f"{_show(pd.path, cwd)} is on your PATH, so what a run writes there would run outside the "
         f"sandbox the next time you use it; `{OPTION}` lets runs write it"
