@@ -22,7 +22,12 @@ policy:
   programs that PATH links run load with them (their code units), and the other names (hard
   links) of PATH programs in the writable grants, read-only. A relative entry
   (``node_modules/.bin``) in the project roots and in every directory of the writable trees that
-  holds its first component (``nested_path_dirs``): a shell resolves it where it is.
+  holds its first component (``nested_path_dirs``): a shell resolves it where it is. The other
+  search paths of the host's environment (``PYTHONPATH``, ``LD_LIBRARY_PATH``, …:
+  ``searchvars.py``) the same way (``keptnames.search_dirs``, ``nested_search_dirs``), and the
+  files they name (``PYTHONSTARTUP``, ``LD_PRELOAD``'s) read-only as files (``keep_files``); an
+  entry that holds a project root is told of (a warning), and for ``PYTHONPATH`` its
+  ``sitecustomize`` and ``usercustomize`` are members.
 * **Symlinks.** What a member leads to (a member that is a link, the links in a member
   directory or a kept hooks holder), followed all the way (``link_ends``).
 * **Agent rules files.** CodeCompanion's configured rules files (``setup`` passes them) and the
@@ -58,7 +63,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from run_bash.paths import Tops, expand, is_under
-from run_bash.sandbox import gitask
+from run_bash.sandbox import gitask, searchvars
 from run_bash.sandbox.gitask import HostReadError, run_git
 from run_bash.sandbox.homelinks import home_links
 from run_bash.sandbox.keptnames import (
@@ -69,11 +74,13 @@ from run_bash.sandbox.keptnames import (
     WORK_TREE_MEMBERS,
     _exempt,
     _first,
-    _taken_below,
+    below_entries,
     keep_path_units,
     kept_by_name,
-    nested_path_dirs,
-    relative_entries,
+    nested_search_dirs,
+    search_dirs,
+    search_files,
+    search_relative,
 )
 from run_bash.sandbox.pathguard import (
     PathDir,
@@ -436,18 +443,28 @@ class Discovery:
         path_var = env.get("PATH", "")
         # A relative entry with a leading `../` (`../bin`) is, from any subdirectory, the one
         # beside it: at a project root too (`cd web`, then `../bin` is the root's `bin`).
-        top_entries: list[str] = []
-        for e in path_var.split(os.pathsep):
-            top_entries.append(e)
-            below = _taken_below(e)
-            if below is not None and below != os.path.normpath(e):
-                top_entries.append(below)
-        pds = path_dirs(os.pathsep.join(top_entries), granted, roots, exempt, real)
+        pds = path_dirs(below_entries(path_var), granted, roots, exempt, real)
         writable_places = Places(granted, real)
         pds += read_only_dirs(path_var, writable_places, [pd.path for pd in pds], exempt)
         pds = keep_path_units(
             pds, cwd, roots, writable_places, real, exempt, members, sealed, reasons, path_var
         )
+        # The other search paths (PYTHONPATH, LD_LIBRARY_PATH, …): their directories as PATH's,
+        # the files they name read-only as files.
+        search, holding = search_dirs(env, granted, roots, exempt, real)
+        pds += keep_path_units(
+            search, cwd, roots, writable_places, real, exempt, members, sealed, reasons
+        )
+        warnings: list[str] = []
+        for var, d in holding:
+            warnings.append(holding_warning(var, d, cwd, roots))
+            if var.name == "PYTHONPATH" and d in writable_places:
+                for name in searchvars.PYTHON_START:
+                    for suffix in searchvars.PYTHON_SUFFIXES:
+                        p = os.path.join(d, name + suffix)
+                        members.append(p)
+                        reasons[p] = holding_reason(var, d, cwd)
+        keep_files(search_files(env, roots, writable_places, exempt), members, sealed, reasons)
 
         # Every git dir to look at: git's answer, the `.git` entries and bare repos in every tree
         # a run can write, the nested ones under each common dir.
@@ -459,11 +476,10 @@ class Discovery:
             repo_dirs += [answer.git_dir, answer.common_dir]
             if answer.work_tree is not None:
                 entries[answer.git_dir] = os.path.join(answer.work_tree, ".git")
-        warnings: list[str] = []
         kept_whole = frozenset(sealed)
         # The walk also reports the entries of the names kept at every level (``kept_by_name``)
-        # and of the first component of each relative PATH entry.
-        path_first = {_first(e) for e in relative_entries(path_var)}
+        # and of the first component of each relative PATH (or other search path) entry.
+        path_first = {_first(e) for e in search_relative(env)}
         self.trees.want(path_first)
         named: list[str] = []
         for root in scan:
@@ -604,7 +620,13 @@ class Discovery:
                     reasons[path] = EVERY_LEVEL_DIRS[os.path.relpath(path, d)]
                 else:
                     add(path)  # a file, or not there yet: it must stay what it is
-        nested = nested_path_dirs(path_var, granted, roots, bases, path_writable, env, home, real)
+        nested = nested_search_dirs(env, granted, roots, bases, path_writable, home, real)
+        keep_files(
+            search_files(env, bases, writable_places, _exempt(path_writable, bases, env, home)),
+            members,
+            sealed,
+            reasons,
+        )
         pds += keep_path_units(
             nested,
             cwd,
@@ -654,8 +676,7 @@ def appeared(
     as such). ``(path, why)``: why is None for a protected file, else why it is kept."""
     before = set(hr.named)
     kept = {*hr.members, *hr.sealed}
-    path_var = hr.env.get("PATH", "")
-    path_first = {_first(e) for e in relative_entries(path_var)}
+    path_first = {_first(e) for e in search_relative(hr.env)}
     out: list[tuple[str, str | None]] = []
     bases: list[str] = []
     for p in dict.fromkeys(named):
@@ -666,20 +687,67 @@ def appeared(
             bases.append(d)
         out += [(path, None) for path, _whole in kept_by_name(d, name) if path not in kept]
     if bases:
-        pds = nested_path_dirs(
-            path_var, hr.writable, hr.roots, bases, hr.path_free, hr.env, hr.home
-        )
+        pds = nested_search_dirs(hr.env, hr.writable, hr.roots, bases, hr.path_free, hr.home)
         out += [
             (pd.unit, reason(pd, hr.cwd))
             for pd in pds
             if pd.sealed and pd.unit not in kept and exists(pd.path)
         ]
+        exempt = _exempt(hr.path_free, bases, hr.env, hr.home)
+        files = search_files(hr.env, bases, Places(hr.writable), exempt)
+        out += [(p, why) for p, why in files if p not in kept]
     out = [(path, why) for path, why in dict.fromkeys(out) if why is not None or exists(path)]
     # One inside another that goes (a new `web/.venv` holding `web/.venv/bin`) goes with it.
     paths = {path for path, _why in out}
     return [
         (path, why) for path, why in out if not any(p != path and is_under(path, p) for p in paths)
     ]
+
+
+def keep_files(
+    files: Iterable[tuple[str, str]], members: list[str], sealed: list[str], reasons: dict[str, str]
+) -> None:
+    """Keep each file a search-path variable names (``search_files``) as a file: read-only
+    whole when it is one (not a link), else a member (a link keeps its text and what it leads
+    to is followed, ``link_ends``; one not there yet may not appear)."""
+    for p, why in files:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            sealed.append(p)
+        else:
+            members.append(p)
+        reasons.setdefault(p, why)
+
+
+def holding_reason(var: searchvars.Var, d: str, cwd: str) -> str:
+    return (
+        f"your {var.name} names {_show(d, cwd)} ({var.reads}), and Python imports it from there "
+        "at every start"
+    )
+
+
+def holding_warning(var: searchvars.Var, d: str, cwd: str, roots: Sequence[str]) -> str:
+    """What to tell of a search-path entry that holds a project root (it cannot be read-only)."""
+    # Never a root's path: a warning that names a scanned tree says its walk was cut short.
+    what = "the project's top (an empty or `.` entry: the directory a tool starts in)"
+    if d not in roots:
+        what = _show(d, cwd)
+    kept = (
+        " (only sitecustomize and usercustomize are kept there)" if var.name == "PYTHONPATH" else ""
+    )
+    return (
+        f"your {var.name} has an entry that means {what}, which holds the project: "
+        f"{var.reads}, so what a run leaves there would run outside the sandbox; it cannot be "
+        f"kept read-only{kept}. Remove that entry (an empty one, as in `:$PYTHONPATH` with "
+        "the variable unset, means the current directory)"
+    )
+
+
+def _show(path: str, cwd: str) -> str:
+    return os.path.relpath(path, cwd) if is_under(path, cwd) and path != cwd else path
 
 
 # Entries looked at for symlinks in the member directories and what their links lead to.

@@ -1,7 +1,8 @@
 """The names kept at every level of the writable trees (the files tools look up in the
 directory they run in, kept in every directory, not only at the project's top) and the ``PATH``
 units kept for a host-read set (``keep_path_units``: what ``pathguard.py`` says keeps each ``PATH``
-directory, added to the set). Used by ``hostread.py``; one list of names, each with the tool that
+directory, added to the set), with the directories of the other search paths (``searchvars.py``:
+``search_dirs``) kept by the same units. Used by ``hostread.py``; one list of names, each with the tool that
 reads it.
 """
 
@@ -12,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from run_bash.paths import Tops, expand
+from run_bash.sandbox import searchvars
 from run_bash.sandbox.pathguard import (
+    OPTION,
     Kept,
     PathDir,
     link_targets,
@@ -187,6 +190,107 @@ def relative_entries(path_var: str) -> list[str]:
     names kept at every level (``_taken_below``): ``node_modules/.bin``, ``bin``, ``.venv/bin``."""
     taken = (_taken_below(e) for e in path_var.split(os.pathsep))
     return list(dict.fromkeys(t for t in taken if t is not None))
+
+
+def below_entries(path_var: str) -> str:
+    """``path_var`` with each entry that has a leading ``../`` (``../bin``) followed by the name
+    it is from any subdirectory (``bin``): at a project root too (``cd web``, then ``../bin`` is
+    the root's ``bin``)."""
+    out: list[str] = []
+    for e in path_var.split(os.pathsep):
+        out.append(e)
+        below = _taken_below(e)
+        if below is not None and below != os.path.normpath(e):
+            out.append(below)
+    return os.pathsep.join(out)
+
+
+def search_relative(env: Mapping[str, str]) -> list[str]:
+    """The relative entries of ``PATH`` and of the other search paths (``searchvars.py``: their
+    directories and files), as names kept at every level (``_taken_below``)."""
+    names = relative_entries(env.get("PATH", ""))
+    for _var, value in searchvars.dir_values(env):
+        names += relative_entries(value)
+    for e in searchvars.file_entries(env):
+        below = _taken_below(e.path)
+        if below is not None:
+            names.append(below)
+    return list(dict.fromkeys(names))
+
+
+def _as_search(pd: PathDir, var: searchvars.Var) -> PathDir:
+    # Nothing is found "later" by name: only what the variable's tool loads counts.
+    return replace(pd, later=(), var=var.name, reads=var.reads)
+
+
+def search_dirs(
+    env: Mapping[str, str],
+    writable: Sequence[str],
+    roots: Sequence[str],
+    exempt: Sequence[str],
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> tuple[list[PathDir], list[tuple[searchvars.Var, str]]]:
+    """The directories of the other search paths (``searchvars.dir_values``) inside a writable
+    grant, each made by ``pathguard.path_dirs`` as a ``PATH`` entry is (its unit kept read-only by
+    ``keep_path_units``), and the entries that hold a project root (an empty one, ``.``, the
+    project or a directory above it), which cannot be kept: each with its variable."""
+    pds: list[PathDir] = []
+    holding: list[tuple[searchvars.Var, str]] = []
+    for var, value in searchvars.dir_values(env):
+        for pd in path_dirs(below_entries(value), writable, roots, exempt, realpath):
+            if pd.sealed:
+                pds.append(_as_search(pd, var))
+            else:
+                holding.append((var, pd.path))
+    return pds, holding
+
+
+def nested_search_dirs(
+    env: Mapping[str, str],
+    writable: Sequence[str],
+    roots: Sequence[str],
+    bases: Sequence[str],
+    path_free: Sequence[str],
+    home: str,
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> list[PathDir]:
+    """``nested_path_dirs`` for ``PATH`` and each other search path: the directories their
+    relative entries name in ``bases``."""
+    out = nested_path_dirs(
+        env.get("PATH", ""), writable, roots, bases, path_free, env, home, realpath
+    )
+    for var, value in searchvars.dir_values(env):
+        pds = nested_path_dirs(value, writable, roots, bases, path_free, env, home, realpath)
+        out += [_as_search(pd, var) for pd in pds if pd.sealed]
+    return out
+
+
+def search_files(
+    env: Mapping[str, str], bases: Sequence[str], writable: Places, exempt: Sequence[str]
+) -> list[tuple[str, str]]:
+    """The files the search-path variables name (``PYTHONSTARTUP``, ``LD_PRELOAD``'s paths) that
+    lie in a writable grant, each with why it is kept: an absolute one as it is, a relative one in
+    each of ``bases`` (the project roots, and the directories below that hold its first
+    component)."""
+    free = Places(exempt)
+    out: list[tuple[str, str]] = []
+    for e in searchvars.file_entries(env):
+        if os.path.isabs(e.path):
+            paths = [os.path.normpath(e.path)]
+        else:
+            below = _taken_below(e.path)
+            names = {os.path.normpath(e.path), *([below] if below is not None else [])}
+            paths = [os.path.normpath(os.path.join(b, n)) for b in bases for n in names]
+        for p in paths:
+            if p in writable and not (exempt and p in free):
+                out.append(
+                    (
+                        p,
+                        f"your {e.var.name} names it ({e.var.reads}), so what a run writes there "
+                        f"would run outside the sandbox; `{OPTION}` lets runs write it",
+                    )
+                )
+    return out
 
 
 def _exempt(
