@@ -89,9 +89,9 @@ from run_bash.sandbox.hostread import (
     HostReadError,
     RulesName,
     appeared,
+    kept_path,
 )
 from run_bash.sandbox.inert import Kept, hooks_not_inert, not_inert
-from run_bash.sandbox.keptnames import kept_by_name
 from run_bash.sandbox.linkcheck import git_dir_links, links_out
 from run_bash.sandbox.livelinks import LiveLinks
 from run_bash.sandbox.members import (
@@ -103,7 +103,8 @@ from run_bash.sandbox.members import (
     matches,
 )
 from run_bash.sandbox.nofollow import Fence, LinkInPath
-from run_bash.sandbox.pathguard import PathDir, Sig, refusal_notices
+from run_bash.sandbox.pathguard import PathDir, Sig
+from run_bash.sandbox.pathnotices import refusal_notices
 from run_bash.sandbox.pathstate import changes, dir_state
 from run_bash.sandbox.places import Places
 from run_bash.sandbox.repairs import Repairs
@@ -753,7 +754,7 @@ class Keeper(Repairs, Watcher):
         if work is None:
             return False
         try:
-            found = gitindex.smuggled(git_dir, index, work, lambda p: _kept_in_tree(hr, p))
+            found = gitindex.smuggled(git_dir, index, work, lambda p: kept_path(hr, p))
         except HostReadError as e:
             self._index_refused(scope, index, f"could not be checked ({e})", stopped)
             return True
@@ -881,16 +882,3 @@ class Keeper(Repairs, Watcher):
             if where == path and kind == "type":
                 break  # the rules name itself went: what it referred to is moot
         return True
-
-
-def _kept_in_tree(hr: HostRead, path: str) -> bool:
-    """Whether the host-read set keeps ``path`` (absolute), there or not: a member, inside a
-    directory kept whole, or a name kept at every level (``kept_by_name``) wherever it lies."""
-    if path in hr.members or any(is_under(path, s) for s in hr.sealed):
-        return True
-    parts = path.split("/")
-    for i in range(1, len(parts)):
-        for kept, whole in kept_by_name("/".join(parts[:i]) or "/", parts[i]):
-            if path == kept or (whole and is_under(path, kept)):
-                return True
-    return False

@@ -87,8 +87,8 @@ from run_bash.sandbox.pathguard import (
     followed,
     path_dirs,
     read_only_dirs,
-    reason,
 )
+from run_bash.sandbox.pathnotices import reason
 from run_bash.sandbox.places import Places, RealPaths
 from run_bash.sandbox.treescan import MAX_GIT_DIRS, MAX_SCAN_DIRS, TreeScan, nested_git_dirs
 
@@ -748,6 +748,19 @@ def holding_warning(var: searchvars.Var, d: str, cwd: str, roots: Sequence[str])
 
 def _show(path: str, cwd: str) -> str:
     return os.path.relpath(path, cwd) if is_under(path, cwd) and path != cwd else path
+
+
+def kept_path(hr: HostRead, path: str) -> bool:
+    """Whether ``hr`` keeps ``path`` (absolute), there or not: a member, inside a directory kept
+    whole, or a name kept at every level (``kept_by_name``) wherever it lies."""
+    if path in hr.members or any(is_under(path, s) for s in hr.sealed):
+        return True
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        for kept, whole in kept_by_name("/".join(parts[:i]) or "/", parts[i]):
+            if path == kept or (whole and is_under(path, kept)):
+                return True
+    return False
 
 
 # Entries looked at for symlinks in the member directories and what their links lead to.

@@ -22,10 +22,10 @@ from run_bash.sandbox.pathguard import (
     modules_above,
     outside_dirs,
     path_dirs,
-    reason,
     unit_links,
 )
 from run_bash.sandbox.pathlinks import hard_links
+from run_bash.sandbox.pathnotices import reason
 from run_bash.sandbox.places import Places
 
 # Names a tool looks up in the directory it runs in (most of them in every directory above it too,
