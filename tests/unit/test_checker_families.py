@@ -398,6 +398,73 @@ RUNS: list[str] = [
 ]
 
 
+# Refs that keep no reflog deleted or overwritten by commands other than `git tag -d|-f`: a
+# tag moved by plumbing, tags pruned or overwritten by a fetch (test_checker_git_tags_lost.py).
+PAUSES += [
+    ("git update-ref refs/tags/v1 main", "git", "irreversible"),
+    ("git update-ref -m x refs/tags/v1 HEAD~1 v1", "git", "irreversible"),
+    ("git update-ref refs/replace/abc def", "git", "irreversible"),
+    ('git update-ref "$REF" main', "git", "irreversible"),
+    ("git symbolic-ref refs/tags/v1 refs/heads/main", "git", "irreversible"),
+    ("git fetch --prune --prune-tags origin", "git", "irreversible"),
+    ("git fetch -p -P origin", "git", "irreversible"),
+    ("git fetch -P", "git", "irreversible"),  # pruning may be configured
+    ("git -c fetch.pruneTags=true fetch --prune origin", "git", "irreversible"),
+    ("git -c remote.origin.pruneTags=true fetch -p origin", "git", "irreversible"),
+    ("git -c fetch.pruneTags=true pull -p", "git", "irreversible"),
+    ("git fetch --prune origin '+refs/tags/*:refs/tags/*'", "git", "irreversible"),
+    ("git fetch --prune origin 'refs/tags/*:refs/tags/*'", "git", "irreversible"),
+    ("git fetch origin 'refs/tags/*:refs/tags/*'", "git", "irreversible"),
+    ("git fetch -f --tags origin", "git", "irreversible"),
+    ("git fetch --tags --force", "git", "irreversible"),
+    ("git pull --force --tags", "git", "irreversible"),
+    ("git fetch origin +refs/tags/v1:refs/tags/v1", "git", "irreversible"),
+    ("git fetch -f origin v1:refs/tags/v1", "git", "irreversible"),
+    ("git fetch -f origin tag v1", "git", "irreversible"),
+    ("git fetch -f origin v1:v1", "git", "irreversible"),  # a short name may be a tag
+    ("git fetch origin '+refs/*:refs/*'", "git", "irreversible"),
+    ("git -c 'remote.origin.fetch=+refs/*:refs/*' fetch origin", "git", "irreversible"),
+    ("git fetch --refmap='+refs/tags/*:refs/tags/*' origin v1", "git", "irreversible"),
+    ("git fetch --stdin origin < refspecs", "git", "irreversible"),
+    ("git fetch origin $SPEC", "git", "irreversible"),
+    ("git -c alias.sync='fetch -pP' sync", "git", "irreversible"),
+]
+RUNS += [
+    "git update-ref refs/heads/main other",  # a branch keeps its reflog
+    "git update-ref HEAD main",
+    "git update-ref refs/notes/commits abc",
+    "git update-ref --create-reflog refs/tags/v1 main",
+    "git update-ref refs/tags/v1 main 0000000000000000000000000000000000000000",
+    "git update-ref refs/tags/v1 main ''",  # the ref must not exist yet
+    "git -c core.logAllRefUpdates=always update-ref refs/tags/v1 main",
+    'git update-ref refs/heads/x "$SHA"',
+    "git symbolic-ref HEAD refs/heads/main",
+    "git symbolic-ref refs/remotes/origin/HEAD refs/remotes/origin/main",
+    "git fetch",
+    "git fetch origin",
+    "git fetch --prune",
+    "git fetch -p origin",
+    "git fetch --all --prune",
+    "git fetch --tags",
+    "git fetch --tags origin",
+    "git fetch -f origin",
+    "git fetch -P --no-prune origin",
+    "git fetch --prune --prune-tags --no-prune-tags origin",
+    "git -c remote.upstream.pruneTags=true fetch -p origin",
+    "git fetch --no-prune origin 'refs/tags/*:refs/tags/*'",
+    "git fetch origin refs/tags/v1:refs/tags/v1",  # git refuses to clobber a tag without force
+    "git fetch origin tag v1",
+    "git fetch origin main:main",
+    "git fetch -f origin main:refs/heads/main",
+    "git fetch origin '+refs/heads/*:refs/remotes/origin/*'",
+    'git fetch origin "$BRANCH"',
+    "git fetch --dry-run --prune-tags origin",
+    "git pull --prune",
+    "git pull --tags",
+    "git pull --rebase -p origin main",
+]
+
+
 # Options and arguments that run code, judged by the code they run.
 PAUSES += [
     ("sed '1s/^/kill 1/e' f", "", "irreversible"),

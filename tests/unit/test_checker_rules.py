@@ -237,6 +237,7 @@ DEFAULTS_PAUSED = [
     P("git repack -A -d --unpack-unreachable=now", "git", id="git-repack-unpack-unreachable"),
     P("git prune", "git", id="git-prune"),
     P("git update-ref -d refs/heads/x", "git", id="git-update-ref-d"),
+    P("git update-ref refs/tags/v1 HEAD", "git", id="git-update-ref-tag"),
     P("git update-ref --stdin < cmds", "git", id="git-update-ref-stdin"),
     P("git filter-branch --tree-filter x HEAD", "git", id="git-filter-branch"),
     P("git filter-repo --path x", "git", id="git-filter-repo"),

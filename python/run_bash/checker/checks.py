@@ -237,6 +237,155 @@ def git_tag(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
+# The refs git keeps a reflog for by default (``core.logAllRefUpdates``; ``refs/stash`` always
+# has one). Any other ref (a tag, ``refs/*``, a name outside ``refs/``) deleted or moved leaves
+# nothing that says where it pointed.
+_LOGGED = ("refs/heads/", "refs/remotes/", "refs/notes/")
+_ZERO_OID = re.compile(r"0{40}|0{64}")
+
+
+def _keeps_no_reflog(reading: Reading, ref: str) -> bool:
+    """Whether git keeps no reflog for ``ref`` (as written): neither by default nor through
+    ``core.logAllRefUpdates=always`` the line sets."""
+    if (_config(reading, "core.logallrefupdates") or "").lower() == "always":
+        return False
+    return not (ref in ("HEAD", "refs/stash") or ref.startswith(_LOGGED))
+
+
+def _refs(ref: str) -> str:
+    """The refs ``ref`` (a refspec's destination) names, in a reason."""
+    if ref.startswith("refs/tags/"):
+        return "local tags"
+    return f"`{ref}` (tags or other refs without a reflog)"
+
+
+def git_update_ref(reading: Reading, level: Level) -> Hit | None:
+    """``update-ref REF NEW`` of a ref git keeps no reflog for (a tag): where it pointed is
+    lost. Not with ``--create-reflog`` (the reflog keeps it) nor an old value of zeros (the ref
+    must not exist yet); ``-d`` and ``--stdin`` have rules of their own."""
+    r = level.read
+    if r.has("d", "stdin", "create-reflog"):
+        return None
+    if r.unknown is not None:
+        return unknown_hit("move a ref that keeps no reflog", r.unknown)
+    ops = [a for a in r.operands if a.value != "--"]
+    if not ops:
+        return None
+    ref = ops[0]
+    if ref.value is None:
+        return unknown_hit("move a ref that keeps no reflog", ref)
+    if len(ops) > 2 and ops[2].value is not None and _ZERO_OID.fullmatch(ops[2].value or "0" * 40):
+        return None
+    if not _keeps_no_reflog(reading, ref.value):
+        return None
+    if ref.value.startswith("refs/tags/"):
+        return Hit(f"moves a tag (`{ref.value}`), which keeps no reflog of where it was")
+    return Hit(f"moves `{ref.value}`, a ref that keeps no reflog of where it was")
+
+
+def git_symbolic_ref(reading: Reading, level: Level) -> Hit | None:
+    """``symbolic-ref NAME REF`` over a ref git keeps no reflog for (a tag becomes a link)."""
+    r = level.read
+    ops = [a for a in r.operands if a.value != "--"]
+    if r.has("d", "delete") or len(ops) < 2:
+        return None
+    if ops[0].value is None:
+        return unknown_hit("replace a ref that keeps no reflog", ops[0])
+    if _keeps_no_reflog(reading, ops[0].value):
+        return Hit(f"replaces `{ops[0].value}`, a ref that keeps no reflog of where it was")
+    return None
+
+
+def _last(r: Read, on: str, off: str) -> bool | None:
+    """Whether the last of the options ``on`` and ``off`` given is one of ``on`` (None: none
+    given; an ambiguous abbreviation counts as ``on``)."""
+    state = None
+    for opt, _ in r.opts:
+        names = opt.split("|")
+        if any(n in on.split() for n in names):
+            state = True
+        elif any(n in off.split() for n in names):
+            state = False
+    return state
+
+
+def _fetch_config(reading: Reading, name: str, remote: str | None) -> bool:
+    """``fetch.NAME`` or ``remote.REMOTE.NAME`` set true by the line (any remote when it is not
+    named)."""
+    for key, value in reading.config.items():
+        parts = key.split(".")
+        ours = key == f"fetch.{name}" or (
+            len(parts) >= 3
+            and parts[0] == "remote"
+            and parts[-1] == name
+            and remote in (None, ".".join(parts[1:-1]))
+        )
+        if ours and value.lower() in TRUE_WORDS:
+            return True
+    return False
+
+
+def git_fetch(reading: Reading, level: Level) -> Hit | None:
+    """``fetch`` and ``pull`` that delete or overwrite tags, which keep no reflog:
+    ``--prune-tags`` (``fetch.pruneTags``) unless ``--no-prune``; ``--force`` with ``--tags``;
+    a refspec into refs without a reflog (``refs/tags/*``, ``refs/*``, a name outside
+    ``refs/``, which may be a tag) forced (``+``, ``--force``), or a pattern one that pruning
+    (``--prune``, or pruning configured: not with ``--no-prune``) deletes from. A plain fetch,
+    ``--prune`` of remote-tracking branches and ``--tags`` without force keep every tag."""
+    r = level.read
+    if r.has("dry-run"):
+        return None
+    if r.has("stdin"):
+        return Hit("fetches refspecs read from its input, which may delete or overwrite tags")
+    if r.unknown is not None:
+        return unknown_hit("delete or overwrite tags", r.unknown)
+    force = bool(_last(r, "f force", "no-force"))
+    ops = [a for a in r.operands if a.value != "--"]
+    several = r.has("all", "m", "multiple")
+    remote = ops[0].value if ops and not several else None
+    prune = _last(r, "p prune", "no-prune")
+    prune_tags = _last(r, "P prune-tags", "no-prune-tags")
+    if prune_tags is None:
+        prune_tags = _fetch_config(reading, "prunetags", remote)
+    if prune is None and _fetch_config(reading, "prune", remote):
+        prune = True
+    configured = "" if prune else " when pruning is configured (`fetch.prune`)"
+    if prune_tags and prune is not False:
+        return Hit(f"deletes local tags the remote does not have{configured}, which keep no reflog")
+    if force and r.has("t", "tags"):
+        return Hit(
+            "overwrites local tags with the remote's, which keep no reflog of where they pointed"
+        )
+    specs = [] if several else ops[1:]
+    if not specs:  # the remote's refspecs, when the line configures them
+        specs = [
+            Arg.lit(v)
+            for k, v in reading.config.items()
+            if k.startswith("remote.") and k.endswith(".fetch")
+        ]
+    specs = [*r.values("refmap"), *specs]
+    for k, word in enumerate(specs):
+        if word.value is None:
+            split = word.split and not word.prefix  # may be several words
+            if split or word.prefix.startswith("+") or ":" in word.prefix:
+                return unknown_hit("delete or overwrite tags", word)
+            continue
+        if word.value == "tag" and k + 1 < len(specs):  # `tag NAME`: refs/tags/NAME into itself
+            if force:
+                return Hit("overwrites a local tag, which keeps no reflog of where it pointed")
+            continue
+        _src, colon, dst = word.value.removeprefix("+").partition(":")
+        if not colon or not dst or not _keeps_no_reflog(reading, dst):
+            continue  # into FETCH_HEAD, or into refs with a reflog
+        if force or word.value.startswith("+"):
+            return Hit(f"overwrites {_refs(dst)}, which keep no reflog of where they pointed")
+        if "*" in dst and prune is not False:
+            return Hit(
+                f"deletes {_refs(dst)} the remote does not have{configured}, which keep no reflog"
+            )
+    return None
+
+
 def _sooner(r: Read, name: str, default: str = "never") -> Arg | None:
     """The value word of ``--NAME=WHEN`` when it may be sooner than git's own default: any date
     but ``never`` and git's ``default`` as it writes it (git reads dates its own way; they are

@@ -130,7 +130,35 @@ GIT = Row(
                     may="delete a ref",
                 ),
                 Pause("changes refs read from its input, possibly deleting them", when="stdin"),
+                Pause("", check=checks.git_update_ref),
             ),
+        ),
+        # Tags pruned or overwritten (`--prune-tags`, `--force` with `--tags` or a refspec).
+        "fetch": _git_sub(
+            "-jo: -vqamftnpPku46 --all --set-upstream --append --atomic --upload-pack= --force "
+            "--multiple --tags --no-tags --jobs= --prefetch --prune --prune-tags --no-prune "
+            "--no-prune-tags --recurse-submodules[=] --no-recurse-submodules --dry-run "
+            "--porcelain --write-fetch-head --no-write-fetch-head --keep --update-head-ok "
+            "--progress --depth= --shallow-since= --shallow-exclude= --deepen= --unshallow "
+            "--refetch --update-shallow --refmap= --server-option= --ipv4 --ipv6 "
+            "--negotiation-tip= --negotiate-only --filter= --auto-maintenance --auto-gc "
+            "--no-auto-maintenance --no-auto-gc --show-forced-updates --no-show-forced-updates "
+            "--write-commit-graph --no-write-commit-graph --stdin --quiet --verbose --no-force",
+            checks.git_fetch,
+        ),
+        "pull": _git_sub(
+            "-sXo: -j:: -r:: -S:: -vqnafptk46 --verbose --quiet --progress "
+            "--recurse-submodules[=] --no-recurse-submodules --rebase[=] --no-rebase --stat "
+            "--no-stat --log[=] --no-log --signoff[=] --no-signoff --squash --no-squash "
+            "--commit --no-commit --edit --no-edit --cleanup= --ff --no-ff --ff-only --verify "
+            "--no-verify --verify-signatures --no-verify-signatures --autostash --no-autostash "
+            "--strategy= --strategy-option= --gpg-sign[=] --no-gpg-sign "
+            "--allow-unrelated-histories --all --append --upload-pack= --force --no-force "
+            "--tags --no-tags --prune --no-prune --jobs[=] --dry-run --keep --depth= "
+            "--shallow-since= --shallow-exclude= --deepen= --unshallow --update-shallow "
+            "--refmap= --server-option= --ipv4 --ipv6 --negotiation-tip= --show-forced-updates "
+            "--no-show-forced-updates --set-upstream",
+            checks.git_fetch,
         ),
         "tag": _git_sub(
             "-mFu: -asdflvne --annotate --sign --delete --force --list --verify --message= "
@@ -269,7 +297,10 @@ GIT = Row(
         ),
         "symbolic-ref": Row(
             opts("-m: -dqs --delete --quiet --short --recurse --no-recurse"),
-            pauses=(Pause("deletes a symbolic ref, which keeps no reflog", when="d delete"),),
+            pauses=(
+                Pause("deletes a symbolic ref, which keeps no reflog", when="d delete"),
+                Pause("", check=checks.git_symbolic_ref),
+            ),
         ),
         "filter-branch": always("rewrites the repository's history"),
         "filter-repo": always("rewrites the repository's history"),
