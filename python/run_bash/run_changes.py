@@ -222,7 +222,7 @@ PLAIN = INERT | frozenset(
 # never writes through a symlink in the work tree (nor below one), and a symlink it checks out
 # is followed by no other command of the line. What the index shows is asked of git before the
 # line runs: it holds for the line's git only while nothing changes what git reads first
-# (``_as_asked``).
+# (``as_asked``).
 ALONE = frozenset({"git"})
 # The rules whose reversible reasons only unlink names (``rm``, ``find -delete``) or, for git,
 # replace a file by a new one: a file with another name keeps its data there. Any other
@@ -246,11 +246,11 @@ def _program_known(word: str, path_changed: bool) -> bool:
     return word.startswith(SYSTEM_PROGRAMS) and ".." not in word.split("/")
 
 
-def _as_asked(commands: Sequence[Sequence[str]], writes: Sequence[object], env: bool) -> bool:
+def as_asked(commands: Sequence[Sequence[str]], writes: Sequence[object], env: bool) -> bool:
     """Whether the line's git reads what the gate asked git about before the line runs (the
-    index, ``HEAD``, the ignore rules, the configuration): it is the line's only git command,
-    given no option before its subcommand but ``-C DIR``, in the environment the line started
-    with (no variable set: ``HOME``, ``XDG_CONFIG_HOME`` and ``GIT_*`` choose what git reads;
+    index, ``HEAD``, the refs, the ignore rules, the configuration): it is the line's only git
+    command, given no option before its subcommand but ``-C DIR``, in the environment the line
+    started with (no variable set: ``HOME``, ``XDG_CONFIG_HOME`` and ``GIT_*`` choose what git reads;
     no ``env``, which may clear or unset them), and the line writes no file (a redirection may
     write ``.gitignore``). Anything else may change git's reading first: ``echo '!big/' >>
     .gitignore; git clean -fd``, ``git add -f big && git reset --hard``, ``git -c
@@ -284,7 +284,7 @@ def _reshaper(
             return str(word)  # any file: it may do anything another command would
     names = [argv[0] for argv in commands if argv]
     if all(n in ALONE or n in INERT for n in names):
-        if "git" not in names or _as_asked(commands, writes, env_changed):
+        if "git" not in names or as_asked(commands, writes, env_changed):
             return None
         return "git"
     return next((n for n in names if n not in PLAIN), None)
@@ -327,7 +327,7 @@ def cover_spec(
     every place the run can write. ``programs`` and ``path_changed``: how the line names each
     command and whether it sets ``PATH`` (``Verdict.programs``): a command that may be any file
     also stands for every place the run can write. So does a git reason when the line may
-    change what its git reads before it acts (``writes``, ``env_changed``: ``_as_asked``). A
+    change what its git reads before it acts (``writes``, ``env_changed``: ``as_asked``). A
     target of a reason that follows symlinks (the hit's ``follows``, a write in place, a glob
     with more after it: ``src/*/x``) is one under which a symlink is not covered."""
     base = os.path.realpath(cwd)

@@ -497,7 +497,8 @@ class Service:
         from run_bash.checker import check
 
         found = check(cmd, self.config.pauselist)
-        verdict = self._into_git({**found.to_dict(), "lua_calls": found.lua_calls}, cmd, cwd)
+        verdict = self._no_branch({**found.to_dict(), "lua_calls": found.lua_calls}, cwd)
+        verdict = self._into_git(verdict, cmd, cwd)
         where = self._where(skip)
         answer = decide(
             self._new_id(),
@@ -513,6 +514,16 @@ class Service:
             ask_reversible=self._ask_reversible(),
         )
         return replace(answer, cwd=cwd)
+
+    def _no_branch(self, verdict: dict[str, Any], cwd: str) -> dict[str, Any]:
+        """``verdict`` without the reasons of a forced rename or copy of a branch that git says
+        replaces nothing (``gitrefs``: state, not the text), while no other run works in that
+        repository."""
+        from run_bash.gitrefs import without_new_branches
+
+        return without_new_branches(
+            verdict, cwd, self.environ, lambda top: self._other_run(top, None) is not None
+        )
 
     def _into_git(self, verdict: dict[str, Any], cmd: str, cwd: str) -> dict[str, Any]:
         """``verdict`` with one more reason, irreversible, when a path the line writes leads

@@ -669,6 +669,7 @@ def test_to_dict_is_plain_data() -> None:
                 "follows": False,
                 "sources": [],
                 "index": False,
+                "overwrites": None,
             }
         ],
         "programs": ["git"],

@@ -42,6 +42,7 @@ def test_check_prints_verdict_and_exits_zero(capsys: pytest.CaptureFixture[str])
                 "follows": False,
                 "sources": [],
                 "index": False,
+                "overwrites": None,
             }
         ],
     }

@@ -20,7 +20,7 @@ EVERYDAY = [
     "git switch main",
     "git branch -a",
     "git branch -d merged-topic",
-    "git branch -M main",
+    "git branch -m main",  # `-M` asks the gate's git first: test_gate_git_branch.py
     "git fetch --all --prune",
     "git pull --rebase origin main",
     "git rebase -i HEAD~3",

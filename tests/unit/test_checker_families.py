@@ -261,8 +261,10 @@ RUNS: list[str] = [
     "git repack -Ad",
     "git lfs pull",
     "git lfs ls-files",
-    "git branch -M main",
-    "git branch -m old new",
+    "git branch -M main main",  # onto itself: the branch and its reflog stay
+    "git branch -C main main",
+    "git branch -m old new",  # git refuses to rename over a branch without force
+    "git branch -c --no-force old new",
     "git branch -f",
     "git branch -f main abc",  # the branch's reflog keeps where it was
     "git submodule foreach git status",
@@ -399,8 +401,18 @@ RUNS: list[str] = [
 
 
 # Refs that keep no reflog deleted or overwritten by commands other than `git tag -d|-f`: a
-# tag moved by plumbing, tags pruned or overwritten by a fetch (test_checker_git_tags_lost.py).
+# branch forced over another (its reflog goes with it), a tag moved by plumbing, tags pruned or
+# overwritten by a fetch. `git branch -M main` pauses here; the gate asks git whether a branch
+# of that name exists first (test_gate_git_branch.py).
 PAUSES += [
+    ("git branch -M main", "git", "irreversible"),
+    ("git branch -M other main", "git", "irreversible"),
+    ("git branch -m -f other main", "git", "irreversible"),
+    ("git branch --move --force other main", "git", "irreversible"),
+    ("git branch -C other main", "git", "irreversible"),
+    ("git branch -c --force other main", "git", "irreversible"),
+    ("git -C repo branch -M @{-1}", "git", "irreversible"),
+    ("git branch -m $OPTS other main", "git", "irreversible"),
     ("git update-ref refs/tags/v1 main", "git", "irreversible"),
     ("git update-ref -m x refs/tags/v1 HEAD~1 v1", "git", "irreversible"),
     ("git update-ref refs/replace/abc def", "git", "irreversible"),
@@ -430,6 +442,7 @@ PAUSES += [
     ("git -c alias.sync='fetch -pP' sync", "git", "irreversible"),
 ]
 RUNS += [
+    "git branch -m main",
     "git update-ref refs/heads/main other",  # a branch keeps its reflog
     "git update-ref HEAD main",
     "git update-ref refs/notes/commits abc",

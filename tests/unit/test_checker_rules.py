@@ -238,6 +238,7 @@ DEFAULTS_PAUSED = [
     P("git prune", "git", id="git-prune"),
     P("git update-ref -d refs/heads/x", "git", id="git-update-ref-d"),
     P("git update-ref refs/tags/v1 HEAD", "git", id="git-update-ref-tag"),
+    P("git branch -M main", "git", id="git-branch-M"),  # the gate asks git whether main exists
     P("git update-ref --stdin < cmds", "git", id="git-update-ref-stdin"),
     P("git filter-branch --tree-filter x HEAD", "git", id="git-filter-branch"),
     P("git filter-repo --path x", "git", id="git-filter-repo"),
@@ -437,7 +438,8 @@ DEFAULTS_PAUSED = [
 ]
 DEFAULTS_UNPAUSED = [
     P("git branch -d merged", id="git-branch-d"),
-    P("git branch -M main", id="git-branch-M"),
+    P("git branch -m main", id="git-branch-m"),
+    P("git branch -M main main", id="git-branch-M-onto-itself"),
     P("git checkout -b topic origin/main", id="git-checkout-b-start"),
     P("git checkout main", id="git-checkout-branch"),
     P("git checkout --", id="git-checkout-dashdash-alone"),

@@ -184,8 +184,21 @@ def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
             resolved.append(None)  # `~` is what the line set HOME to, not the user's home
         targets = None if any(t is None for t in resolved) else tuple(t for t in resolved if t)
     reason = f"{_quote(found.text)} {hit.reason}"
+    overwrites = hit.overwrites
+    if overwrites is not None:
+        where = None if found.elsewhere else in_dir(found.cwd, overwrites[0])
+        overwrites = (where, *overwrites[1:]) if where is not None else None
     return Hit(
-        reason, effect, targets, hit.unknown, key, found.text, hit.follows, hit.sources, hit.index
+        reason,
+        effect,
+        targets,
+        hit.unknown,
+        key,
+        found.text,
+        hit.follows,
+        hit.sources,
+        hit.index,
+        overwrites,
     )
 
 

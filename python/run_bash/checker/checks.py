@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import replace
 
 from run_bash.checker.model import REVERSIBLE, Hit, unknown_hit
 from run_bash.checker.options import Read
 from run_bash.checker.reading import Check, Level, Reading, is_dry_run, operand_paths, worktree
-from run_bash.checker.words import Arg, clean_path, normalize_path, wordlist
+from run_bash.checker.words import Arg, clean_path, join_path, normalize_path, wordlist
 
 TRUE_WORDS = frozenset({"true", "yes", "on", "1", ""})
 
@@ -214,14 +215,67 @@ def git_restore(reading: Reading, level: Level) -> Hit | None:
     return None
 
 
+# A branch name git takes as written (``@{-1}``, ``@`` and a leading ``-`` it reads otherwise).
+_BRANCH_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_./-]*")
+
+
+def _repository(reading: Reading) -> str | None:
+    """Where the command's git looks for its repository and its refs: ``.`` or the ``-C``
+    directories joined. None when another option before the subcommand (``--git-dir``,
+    ``--namespace``, ``-c``) or a variable may say otherwise, or a value is only known at run
+    time."""
+    from run_bash.checker.gitcode import GIT_DIR_KEY, WORK_TREE_KEY
+
+    top = reading.levels[0].read
+    if top.unknown is not None or any(name != "C" for name, _ in top.opts):
+        return None
+    if GIT_DIR_KEY in reading.config or WORK_TREE_KEY in reading.config:
+        return None
+    path = "."
+    for word in top.values("C"):
+        if word.value is None:
+            return None
+        path = join_path(path, word.value)
+    return path
+
+
+def _over_branch(reading: Reading, r: Read, copy: bool) -> Hit | None:
+    """A forced rename or copy: it replaces a branch of the new name, reflog and all. The hit
+    names the branches (``Hit.overwrites``) so that the gate can ask git whether there is
+    such a branch to lose; nothing is lost when the new name is the branch renamed."""
+    verb = "copies" if copy else "renames"
+    hit = Hit(
+        f"{verb} a branch over any existing branch of the new name, which loses that branch "
+        "and its reflog"
+    )
+    ops = [a for a in r.operands if a.value != "--"]
+    if r.unknown is not None or not 1 <= len(ops) <= 2 or any(a.value is None for a in ops):
+        return hit
+    names = [a.value or "" for a in ops]
+    if len(names) == 2 and names[0] == names[1]:
+        return None  # onto itself: git keeps the branch and its reflog
+    repo = _repository(reading)
+    if repo is None or not all(_BRANCH_NAME.fullmatch(n) and ".." not in n for n in names):
+        return hit
+    renamed = f"refs/heads/{names[0]}" if len(names) == 2 else ""
+    return replace(hit, overwrites=(repo, f"refs/heads/{names[-1]}", renamed))
+
+
 def git_branch(reading: Reading, level: Level) -> Hit | None:
-    """``branch -D`` and ``branch --delete --force``."""
+    """``branch -D`` and ``branch --delete --force``; a forced rename or copy (``-M``, ``-C``,
+    ``-m``/``-c`` with ``-f``), which deletes the branch it replaces with its reflog."""
     r = level.read
     delete = r.has("d", "D", "delete")
     if r.has("D") or (delete and r.has("f", "force")):
         return Hit("force-deletes a branch, even one with unmerged commits")
     if delete and r.unknown is not None:
         return unknown_hit("force-delete a branch", r.unknown)
+    move = r.has("m", "M", "move")
+    copy = r.has("c", "C", "copy") and not move
+    if r.has("M", "C") or ((move or copy) and r.has("f", "force")):
+        return _over_branch(reading, r, copy)
+    if (move or copy) and r.unknown is not None:
+        return unknown_hit("rename a branch over another one", r.unknown)
     return None
 
 

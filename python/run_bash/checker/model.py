@@ -44,6 +44,10 @@ class Hit:
     ``restore --source=REV``); None when they cannot be told. ``index``: for git, a reversible
     effect that also writes the index (``reset --hard``, ``checkout REV -- .``, ``restore
     --staged --worktree``): what is staged there is gone, and undo does not restore the index.
+    ``overwrites``: for git's forced rename or copy of a branch (``branch -M``), the repository's
+    directory as the line names it, the branch it replaces (``refs/heads/NAME``) and the branch
+    renamed (``""``: the current one). Nothing is lost when no branch of that name exists before
+    the line runs, or when it is the one renamed: the gate asks git, the checker cannot.
     """
 
     reason: str
@@ -55,6 +59,7 @@ class Hit:
     follows: bool = False
     sources: tuple[str, ...] | None = ()
     index: bool = False
+    overwrites: tuple[str, str, str] | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A plain dict, safe for JSON and msgpack."""
@@ -67,6 +72,7 @@ class Hit:
             "follows": self.follows,
             "sources": list(self.sources) if self.sources is not None else None,
             "index": self.index,
+            "overwrites": list(self.overwrites) if self.overwrites is not None else None,
         }
 
 
