@@ -74,8 +74,8 @@ def report(config: Config, mgr: SessionManager) -> list[Item]:
         items.append(
             _item(
                 "info",
-                "this Python loads libpython as a shared library, which starts the host about a "
-                "fifth slower than a statically linked one (a distribution's /usr/bin/python3): "
+                "this Python loads libpython as a shared library, which starts the host about "
+                "15 % slower than a statically linked one (a distribution's /usr/bin/python3): "
                 "`make clean deps` picks such a one when there is one, or name it with "
                 "SYS_PYTHON=",
             )
