@@ -202,6 +202,31 @@ class Cold:
         return (int(self.out.read_text()) - t0) / 1e6
 
 
+def host_python(n: int) -> Row:
+    """The interpreter the host runs with here (the plugin's venv, as Lua picks it when
+    ``g:run_bash_python`` is unset) and its bare start: ``python -c pass``. One that loads
+    libpython as a shared library starts the host about 15 % slower (``scripts/pick-python``)."""
+    venv = ROOT / ".venv" / "bin" / "python"
+    python = str(venv) if venv.exists() else (shutil.which("python3") or "python3")
+    probe = "import sys; print(sys.version.split()[0], any('libpython' in l for l in open('/proc/self/maps')))"
+    version, shared = subprocess.run(
+        [python, "-I", "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    bare = []
+    for _ in range(n):
+        t0 = time.monotonic_ns()
+        subprocess.run([python, "-c", "pass"], check=True)
+        bare.append((time.monotonic_ns() - t0) / 1e6)
+    linked = "libpython shared" if shared == "True" else "linked statically"
+    return {
+        "name": "baseline: the host's Python, -c pass",
+        "value": statistics.median(bare),
+        "unit": "ms",
+        "goal": "",
+        "note": f"{_stats(bare)}; {os.path.realpath(python)} {version}, {linked}",
+    }
+
+
 def _stats(values: list[float]) -> str:
     return f"median of {len(values)}; range {min(values):.0f}-{max(values):.0f} ms"
 
@@ -239,6 +264,7 @@ def run(n: int = 8) -> list[Row]:
                 "note": _stats(system) + "; from the process's start",
             }
         )
+        rows.append(host_python(n))
         for backend in backends():
             cold.first_run("at_once", backend)  # the host's bytecode, the kernel's caches
             cold.startup_marks()  # (not counted)
