@@ -18,7 +18,9 @@ work tree (``CLAUDE.md`` -> ``~/.ssh/id_rsa``), staged with ``git update-index -
 without ever being a file there. The user's next ``git restore .`` or ``git checkout -- .``, the
 usual way to throw away what a run changed, would write it. So the entries only the index has
 (git says they differ from ``HEAD`` and from the work tree: ``smuggled``) are judged, and one of
-those is taken back to what ``HEAD`` has (``take_back``: ``git reset -- PATH``, which removes an
+those the run put there is taken back: to what the index staged there before the run
+(``put_back``, from what git lists of the index held from before it, ``indexbefore``), or, when
+that cannot be known, to what ``HEAD`` has (``take_back``: ``git reset -- PATH``, which removes an
 entry ``HEAD`` does not have).
 """
 
@@ -29,6 +31,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError
@@ -38,6 +41,16 @@ MAX_LISTING = 256 * 1024 * 1024
 
 Sig = tuple[int, int, int, int, int]
 State = dict[str, Sig | None]
+
+
+class Found(NamedTuple):
+    """An index entry no run may leave (``smuggled``), as ``ls-files --stage`` lists it."""
+
+    path: str
+    mode: str
+    oid: str
+    stage: str
+    why: str
 
 
 def index_path(git_dir: str) -> str:
@@ -148,10 +161,8 @@ def _paths(out: str) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def smuggled(
-    git_dir: str, index: str, work_tree: str, kept: Callable[[str], bool]
-) -> list[tuple[str, str]]:
-    """``(path, why)`` for each entry of ``index`` that would make the next ``git restore`` write
+def smuggled(git_dir: str, index: str, work_tree: str, kept: Callable[[str], bool]) -> list[Found]:
+    """Each entry of ``index`` that would make the next ``git restore`` write
     what no run may write in ``work_tree``: a path ``kept`` (absolute) says the sandbox keeps, or
     a symbolic link whose text leads out of the work tree (absolute, or climbing out with
     ``..``). Only entries the index alone has count, as git says (``diff --cached`` and ``diff``:
@@ -176,19 +187,20 @@ def smuggled(
     )
     if rc != 0:
         raise HostReadError(f"git cannot list its index ({gitask._last_line(err)})")
-    found: list[tuple[str, str]] = []
-    links: list[tuple[str, str]] = []
+    found: list[Found] = []
+    links: list[Found] = []
     for line in _paths(out):
         head, _, path = line.partition("\t")
-        mode, oid = [*head.split(), "", ""][:2]
+        mode, oid, number = [*head.split(), "", "", ""][:3]
         if kept(os.path.join(work_tree, path)):
-            found.append((path, "a file the sandbox keeps"))
+            found.append(Found(path, mode, oid, number, "a file the sandbox keeps"))
         elif mode == "120000":
-            links.append((path, oid))
-    for (path, _oid), text in zip(links, _blobs(git_dir, [o for _p, o in links]), strict=True):
-        target = os.path.normpath(os.path.join(os.path.dirname(path), text))
+            links.append(Found(path, mode, oid, number, ""))
+    for link, text in zip(links, _blobs(git_dir, [f.oid for f in links]), strict=True):
+        target = os.path.normpath(os.path.join(os.path.dirname(link.path), text))
         if text.startswith("/") or target == ".." or target.startswith("../"):
-            found.append((path, f"a symbolic link to {text}, which leads out of the work tree"))
+            why = f"a symbolic link to {text}, which leads out of the work tree"
+            found.append(link._replace(why=why))
     return found
 
 
@@ -237,3 +249,44 @@ def take_back(git_dir: str, index: str, work_tree: str, paths: Iterable[str]) ->
     except HostReadError as e:
         return str(e)
     return None if rc == 0 else (gitask._last_line(err) or f"git reset: exit {rc}")
+
+
+def put_back(
+    git_dir: str,
+    index: str,
+    work_tree: str,
+    before: Mapping[str, Iterable[tuple[str, str, str]]],
+    found: Iterable[Found],
+) -> str | None:
+    """Make the entries at the paths of ``found`` in ``index`` what they were before the run:
+    each path's entries are removed (a mode 0 line) and those ``before`` lists for it, ``(mode,
+    oid, stage)``, given back to git (``update-index -z --index-info``); a path ``before`` does
+    not list is left out of the index, as it was. None when done, else why not."""
+    top = ["--git-dir", git_dir, "--work-tree", work_tree]
+    lines: list[str] = []
+    for p, oid in {f.path: f.oid for f in found}.items():
+        was = before.get(p, ())
+        lines += [f"0 {'0' * len(oid)}\t{p}", *(f"{m} {o} {n}\t{p}" for m, o, n in was)]
+    scratch = ""
+    try:
+        scratch = tempfile.mkdtemp(prefix="run_bash-index-")
+        given = os.path.join(scratch, "list")
+        with open(given, "wb") as out:
+            out.write("".join(f"{x}\0" for x in lines).encode(errors="surrogateescape"))
+        with open(given, "rb") as src:
+            rc, _out, err = gitask.run_git(
+                [*top, "update-index", "-z", "--index-info"],
+                "/",
+                {},
+                clean=True,
+                extra_env={"GIT_INDEX_FILE": index},
+                stdin=src.fileno(),
+            )
+    except HostReadError as e:
+        return str(e)
+    except OSError as e:
+        return f"cannot give git the entries ({e.strerror})"
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return None if rc == 0 else (gitask._last_line(err) or f"git update-index: exit {rc}")

@@ -73,7 +73,7 @@ from run_bash import fsdeps
 from run_bash.errors import SpawnError
 from run_bash.inotify import Inotify
 from run_bash.paths import is_under, lmode
-from run_bash.sandbox import gitindex, nofollow, sequencer
+from run_bash.sandbox import gitindex, indexbefore, nofollow, sequencer
 from run_bash.sandbox.agentrules import Problem, rules_include_paths
 from run_bash.sandbox.guardscope import (
     JUDGE_BUDGET_S,
@@ -238,6 +238,7 @@ class Keeper(Repairs, Watcher):
             scope.sequencer = {g: sequencer.state(g) for g in host_read.git_dirs}
             scope.indexes = gitindex.state(host_read.git_dirs)
             scope.index_ok = dict(scope.indexes)
+            scope.index_before = indexbefore.hold(host_read.git_dirs)
             scope.trusted_git = frozenset(self._trusted_git_dirs())
             for p in host_read.sealed:
                 if not covered(p) or p not in self._sealed_ident:
@@ -280,6 +281,7 @@ class Keeper(Repairs, Watcher):
             if scope is not None:
                 scope.ended = True
                 self._unwatch(scope)
+                indexbefore.release(scope.index_before)
 
     # -- after a run -----------------------------------------------------------------------------
 
@@ -298,7 +300,10 @@ class Keeper(Repairs, Watcher):
                 return []
             scope.ended = True
             self._unwatch(scope)
-            self._check(scope)
+            try:
+                self._check(scope)
+            finally:
+                indexbefore.release(scope.index_before)
             self._refresh_all()
             hr = scope.host_read
             scope.notices += refusal_notices(hr.path_dirs, output, exit_code, hr.cwd)
@@ -743,8 +748,10 @@ class Keeper(Repairs, Watcher):
     def _index_smuggled(self, scope: Scope, index: str, stopped: str) -> bool:
         """Entries of an index git accepts that only the index has, and that the user's next
         ``git restore`` would write where no run may (``gitindex.smuggled``: a kept file, a link
-        out of the work tree), are taken back to what ``HEAD`` has; an index that cannot be
-        asked, or put right, goes to the quarantine. True when something was found."""
+        out of the work tree), are taken back when the run put them there: to what the index
+        staged before the run (``indexbefore``); when that cannot be known, to what ``HEAD`` has,
+        and the notice says how to stage one again. An index that cannot be asked, or put right,
+        goes to the quarantine. True when something was found."""
         hr = scope.host_read
         git_dir = os.path.dirname(index)
         work = next(
@@ -758,18 +765,28 @@ class Keeper(Repairs, Watcher):
         except HostReadError as e:
             self._index_refused(scope, index, f"could not be checked ({e})", stopped)
             return True
+        was = next((gitindex.index_path(g) for g, w in scope.moved.items() if w == git_dir), index)
+        before = indexbefore.staged(git_dir, scope.index_before.get(was), {f.path for f in found})
+        if before is not None:  # what the index staged before the run is not the run's
+            found = [
+                f for f in found if (f.mode, f.oid) not in {e[:2] for e in before.get(f.path, [])}
+            ]
         if not found:
             return False
-        paths = [p for p, _why in found]
-        shown = "; ".join(f"{p} ({why})" for p, why in found[:3])
+        shown = "; ".join(f"{f.path} ({f.why}; staged as {f.mode},{f.oid})" for f in found[:3])
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-        failed = gitindex.take_back(git_dir, index, work, paths)
+        if before is not None:
+            failed = gitindex.put_back(git_dir, index, work, before, found)
+            to = "what the index staged there before the run"
+        else:
+            failed = gitindex.take_back(git_dir, index, work, [f.path for f in found])
+            to = indexbefore.UNKNOWN + (" (`git fsck --lost-found` lists the rest)" if more else "")
         if failed is not None:
             self._index_refused(scope, index, f"stages {shown}{more}; {failed}", stopped)
             return True
         scope.notices.append(
             f"{self._name(hr, index)} was written inside the sandbox to stage {shown}{more}, "
-            f"which your next `git restore` would write: taken back to what HEAD has{stopped}"
+            f"which your next `git restore` would write: taken back to {to}{stopped}"
         )
         return True
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from run_bash.sandbox import gitindex, sequencer
+from run_bash.sandbox import gitindex, indexbefore, sequencer
 from run_bash.sandbox.hostread import HostRead
 from run_bash.sandbox.members import State
 from run_bash.sandbox.places import Places
@@ -71,6 +71,9 @@ class Scope:
     indexes: gitindex.State = field(default_factory=dict)
     # The same, as last judged fine while the run goes on in the background (``live``).
     index_ok: gitindex.State = field(default_factory=dict)
+    # Each index as it was before the run, held to tell its entries from the run's
+    # (``indexbefore.py``); released when the run's check is done.
+    index_before: dict[str, indexbefore.Before] = field(default_factory=dict)
     # The git directories trusted when the run started, by (dev, ino): a repository that became
     # trusted later (another run's host-read set took it up while this one ran) may have been
     # made, and armed, by this run, which could write it all along; it is judged as new.
