@@ -28,8 +28,10 @@ from collections.abc import Iterable
 from run_bash.sandbox import gitask, gitindex
 from run_bash.sandbox.gitask import HostReadError
 
-# The largest index copied (an index takes about 100 bytes a file).
-MAX_COPY = 64 * 1024 * 1024
+# The largest index copied (an index takes about 100 bytes a file: 4 MiB is some 40,000 files and
+# about 0.2 ms a run; a larger index is not kept, and the rare entry to take back is then taken
+# back as when the index is unknown, with what restages it in the notice).
+MAX_COPY = 4 * 1024 * 1024
 
 # Where an entry is taken back to when the index before the run cannot be known.
 UNKNOWN = (
