@@ -517,8 +517,8 @@ class Service:
 
     def _no_branch(self, verdict: dict[str, Any], cwd: str) -> dict[str, Any]:
         """``verdict`` without the reasons of a forced rename or copy of a branch that git says
-        replaces nothing (``gitrefs``: state, not the text), while no other run works in that
-        repository."""
+        replaces nothing, and of a fetch whose configuration git says prunes no tags
+        (``gitrefs``: state, not the text), while no other run works in that repository."""
         from run_bash.gitrefs import without_new_branches
 
         return without_new_branches(

@@ -6,6 +6,8 @@ import pytest
 
 from run_bash.checker import Verdict, check, parse_commands
 
+from .checker_util import runs
+
 P = pytest.param
 
 # (command, rule that should match) — every one of these must pause.
@@ -584,13 +586,13 @@ def test_undeterminable_command_fails_closed(cmd: str) -> None:
 @pytest.mark.parametrize("cmd", SAFE)
 def test_mention_or_near_miss_does_not_pause(cmd: str) -> None:
     verdict = _check(cmd)
-    assert not verdict.pause, verdict
+    assert runs(verdict), verdict
 
 
 @pytest.mark.parametrize("cmd", AGENT, ids=[f"agent-{i}" for i in range(len(AGENT))])
 def test_ordinary_agent_command_does_not_pause(cmd: str) -> None:
     verdict = _check(cmd)
-    assert not verdict.pause, verdict
+    assert runs(verdict), verdict
 
 
 def test_reason_names_the_matching_sub_command() -> None:
@@ -670,6 +672,7 @@ def test_to_dict_is_plain_data() -> None:
                 "sources": [],
                 "index": False,
                 "overwrites": None,
+                "prunes": None,
             }
         ],
         "programs": ["git"],

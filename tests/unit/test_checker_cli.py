@@ -43,6 +43,7 @@ def test_check_prints_verdict_and_exits_zero(capsys: pytest.CaptureFixture[str])
                 "sources": [],
                 "index": False,
                 "overwrites": None,
+                "prunes": None,
             }
         ],
     }

@@ -7,6 +7,8 @@ import pytest
 
 from run_bash.checker import check
 
+from .checker_util import runs
+
 P = pytest.param
 
 # (command, rule, effect)
@@ -463,7 +465,7 @@ RUNS += [
     "git fetch -f origin",
     "git fetch -P --no-prune origin",
     "git fetch --prune --prune-tags --no-prune-tags origin",
-    "git -c remote.upstream.pruneTags=true fetch -p origin",
+    "git -c remote.upstream.pruneTags=true fetch -p origin main",
     "git fetch --no-prune origin 'refs/tags/*:refs/tags/*'",
     "git fetch origin refs/tags/v1:refs/tags/v1",  # git refuses to clobber a tag without force
     "git fetch origin tag v1",
@@ -1101,4 +1103,4 @@ def test_a_family_member_pauses(cmd: str, rule: str, effect: str) -> None:
 @pytest.mark.parametrize("cmd", RUNS)
 def test_a_harmless_near_twin_runs(cmd: str) -> None:
     verdict = check(cmd, strict=True)
-    assert not verdict.pause, (cmd, verdict)
+    assert runs(verdict), (cmd, verdict)

@@ -12,6 +12,8 @@ import pytest
 
 from run_bash.checker import check
 
+from .checker_util import runs
+
 # (command, rule, effect) of the lines this corpus found running
 FIXED: list[tuple[str, str, str]] = [
     ("sudo -i bash -c 'apt-get remove -y vim'", "apt-get", "irreversible"),
@@ -2234,7 +2236,7 @@ def test_a_dangerous_line_pauses(cmd: str) -> None:
 @pytest.mark.parametrize("cmd", RUNS)
 def test_an_everyday_line_runs(cmd: str) -> None:
     verdict = check(cmd, strict=True)
-    assert not verdict.pause, (cmd, verdict)
+    assert runs(verdict), (cmd, verdict)
 
 
 @pytest.mark.parametrize("cmd, targets", REVERSIBLE)

@@ -188,6 +188,10 @@ def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
     if overwrites is not None:
         where = None if found.elsewhere else in_dir(found.cwd, overwrites[0])
         overwrites = (where, *overwrites[1:]) if where is not None else None
+    prunes = hit.prunes
+    if prunes is not None:
+        where = None if found.elsewhere else in_dir(found.cwd, prunes[0])
+        prunes = (where, *prunes[1:]) if where is not None else None
     return Hit(
         reason,
         effect,
@@ -199,6 +203,7 @@ def _finish(hit: Hit, key: str | None, found: Found, user: bool) -> Hit:
         hit.sources,
         hit.index,
         overwrites,
+        prunes,
     )
 
 

@@ -398,7 +398,8 @@ def git_fetch(reading: Reading, level: Level) -> Hit | None:
     several = r.has("all", "m", "multiple")
     remote = ops[0].value if ops and not several else None
     prune = _last(r, "p prune", "no-prune")
-    prune_tags = _last(r, "P prune-tags", "no-prune-tags")
+    asked = _last(r, "P prune-tags", "no-prune-tags")
+    prune_tags = asked
     if prune_tags is None:
         prune_tags = _fetch_config(reading, "prunetags", remote)
     if prune is None and _fetch_config(reading, "prune", remote):
@@ -437,7 +438,57 @@ def git_fetch(reading: Reading, level: Level) -> Hit | None:
             return Hit(
                 f"deletes {_refs(dst)} the remote does not have{configured}, which keep no reflog"
             )
+    if asked is None and prune is not False and (several or len(ops) < 2):
+        # Refspecs on the line turn tag pruning off (git fetch origin main keeps every tag).
+        return _may_prune_tags(reading, None if several or not ops else ops[0], bool(prune))
     return None
+
+
+# A remote's name as the gate may ask git about it; any other word (a URL, a path, a name with a
+# `/`) is a remote the gate asks about as about any (`*`).
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def _may_prune_tags(reading: Reading, remote: Arg | None, prune: bool) -> Hit:
+    """A fetch of ``remote`` (None: git's default one, or several) that prunes tags if the
+    repository's configuration turns tag pruning on (``fetch.pruneTags``,
+    ``remote.NAME.pruneTags``) and pruning too, unless the line does (``prune``). The hit names
+    what the gate asks git about (``Hit.prunes``); it keeps it when the line's git may read
+    another configuration than the one asked, or the remote is only known at run time."""
+    hit = Hit(
+        "may delete local tags the remote does not have, which keep no reflog: the "
+        "repository's configuration may prune them (`fetch.pruneTags`)",
+        unknown=True,
+    )
+    repo = _repository(reading)
+    if repo is None or (remote is not None and remote.value is None):
+        return hit
+    name = "*"
+    if remote is not None and remote.value and _REMOTE_NAME.fullmatch(remote.value):
+        name = remote.value
+    return replace(hit, prunes=(repo, name, "prune" if prune else ""))
+
+
+def git_remote_update(reading: Reading, level: Level) -> Hit | None:
+    """``remote update``: a fetch of its remotes or groups (every remote when none is named),
+    which prunes tags when the configuration says so (``-p`` prunes, the configuration may
+    prune tags)."""
+    r = level.read
+    if r.unknown is not None:
+        return unknown_hit("delete local tags", r.unknown)
+    return _may_prune_tags(reading, None, r.has("p", "prune"))
+
+
+def git_remote_add(reading: Reading, level: Level) -> Hit | None:
+    """``remote add -f NAME URL``: a fetch of the new remote, which prunes local tags it lacks
+    when the configuration says so (``fetch.prune`` with ``fetch.pruneTags``)."""
+    r = level.read
+    if not r.has("f", "fetch"):
+        return None
+    if r.unknown is not None:
+        return unknown_hit("delete local tags", r.unknown)
+    ops = [a for a in r.operands if a.value != "--"]
+    return _may_prune_tags(reading, ops[0] if ops else None, False)
 
 
 def _sooner(r: Read, name: str, default: str = "never") -> Arg | None:

@@ -48,6 +48,12 @@ class Hit:
     directory as the line names it, the branch it replaces (``refs/heads/NAME``) and the branch
     renamed (``""``: the current one). Nothing is lost when no branch of that name exists before
     the line runs, or when it is the one renamed: the gate asks git, the checker cannot.
+    ``prunes``: for a ``fetch`` (``pull``, ``remote update``, ``remote add -f``) that prunes
+    tags only if the repository's configuration says so (``fetch.pruneTags``,
+    ``remote.NAME.pruneTags``, with pruning on), the repository's directory as the line names
+    it, the remote (``*``: git's default one, several or any) and ``prune`` when the line itself
+    prunes (``""``: the configuration decides that too). The gate asks git for that
+    configuration; the checker does not read it.
     """
 
     reason: str
@@ -60,6 +66,7 @@ class Hit:
     sources: tuple[str, ...] | None = ()
     index: bool = False
     overwrites: tuple[str, str, str] | None = None
+    prunes: tuple[str, str, str] | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A plain dict, safe for JSON and msgpack."""
@@ -73,6 +80,7 @@ class Hit:
             "sources": list(self.sources) if self.sources is not None else None,
             "index": self.index,
             "overwrites": list(self.overwrites) if self.overwrites is not None else None,
+            "prunes": list(self.prunes) if self.prunes is not None else None,
         }
 
 

@@ -291,8 +291,11 @@ GIT = Row(
                             "deleting refs",
                             when="mirror",
                         ),
+                        Pause("", check=checks.git_remote_add),
                     ),
-                )
+                ),
+                # Fetches: the configuration may prune tags (`fetch.pruneTags`).
+                "update": _git_sub("-p --prune", checks.git_remote_update),
             },
         ),
         "symbolic-ref": Row(
