@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from run_bash.checker.checks import HARMLESS_GLOBAL
 from run_bash.gate import IRREVERSIBLE, NO_MATCH, REVERSIBLE
 from run_bash.run_changes import INERT, _program_known, as_asked
 
@@ -103,6 +104,10 @@ _KEEPS_CONFIG = frozenset(
 # Other programs that write nothing but what a redirection names (``writes``): ``git pull 2>&1 |
 # tail -5``.
 _READERS = (INERT - {"env"}) | frozenset({"ls", "cat", "head", "tail", "wc", "grep"})
+# Programs that only run the command after them, which the pause list lists as a command of its
+# own and judges as any (``timeout 60 git fetch``, ``nice git pull``): they change no file and no
+# configuration git reads.
+_PLAIN_WRAPPERS = frozenset({"timeout", "nice", "ionice", "nohup", "time", "stdbuf"})
 
 
 def _reads_config_as_asked(
@@ -115,7 +120,8 @@ def _reads_config_as_asked(
     """Whether the line's git reads the configuration the gate asked git about: no variable
     set (``HOME``, ``GIT_CONFIG_*``), no file written by a redirection, every program the one
     the table judges by its name (``programs``), each a reader, and each git command given no
-    option before its subcommand but ``-C DIR``; beside another git command, each one's
+    option before its subcommand but ``-C DIR`` and ``HARMLESS_GLOBAL`` (``--no-pager``), and
+    wrappers only ``_PLAIN_WRAPPERS`` (``timeout``); beside another git command, each one's
     subcommand is one that leaves the configuration as it is (``_KEEPS_CONFIG``: ``git config
     fetch.pruneTags true && git fetch -p``, ``git checkout x && git pull`` are not)."""
     if writes or env_changed or not isinstance(programs, list):
@@ -129,12 +135,17 @@ def _reads_config_as_asked(
         if not (isinstance(word, str) and _program_known(word, path_changed)):
             return False
         if argv[0] != "git":
-            if argv[0] not in _READERS:
+            if argv[0] not in _READERS and argv[0] not in _PLAIN_WRAPPERS:
                 return False
             continue
         words = list(argv[1:])
-        while words[:1] == ["-C"] and len(words) >= 2:
-            words = words[2:]
+        while words:
+            if words[0] == "-C" and len(words) >= 2:
+                words = words[2:]
+            elif words[0].lstrip("-") in HARMLESS_GLOBAL and words[0].startswith("-"):
+                words = words[1:]
+            else:
+                break
         if not words or words[0].startswith("-"):
             return False
         subs.append(words[0])

@@ -109,6 +109,12 @@ LINES = [
     "git stash -q && git pull -q --rebase && git stash pop -q",
     "git fetch -q 2>&1 | tail -3",
     "cd . && git status -s && git fetch && git log -1",
+    # an option before the subcommand that changes nothing git reads, a plain wrapper
+    "git --no-pager fetch",
+    "git -P pull -q",
+    "git --no-optional-locks fetch -p origin",
+    "timeout 60 git fetch",
+    "nice git pull -q",
 ]
 
 
@@ -252,6 +258,8 @@ async def test_the_repository_is_the_one_minus_C_or_cd_leads_to(tmp_path):
         "env HOME=../h git fetch -p",
         # or git reads what was not asked
         "git -c include.path=../../x.cfg fetch -p",
+        "git --no-pager -c include.path=../../x.cfg fetch -p",
+        "timeout 60 sh -c 'git config fetch.pruneTags true; git fetch -p'",
         "git --git-dir=../x/.git fetch -p",
         "git fetch -p $REMOTE",
         # or another command may change the configuration (or the branch `onbranch:` reads)

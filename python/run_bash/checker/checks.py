@@ -219,15 +219,37 @@ def git_restore(reading: Reading, level: Level) -> Hit | None:
 _BRANCH_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_./-]*")
 
 
+# Options before git's subcommand that change neither which repository, refs and configuration it
+# reads nor what it does to them: its pager, its locks, its advice, how pathspecs read, replace refs
+# (``-P`` is ``--no-pager``, ``-p`` ``--paginate``).
+HARMLESS_GLOBAL = frozenset(
+    {
+        "P",
+        "p",
+        "no-pager",
+        "paginate",
+        "no-optional-locks",
+        "no-advice",
+        "no-replace-objects",
+        "literal-pathspecs",
+        "glob-pathspecs",
+        "noglob-pathspecs",
+        "icase-pathspecs",
+    }
+)
+
+
 def _repository(reading: Reading) -> str | None:
     """Where the command's git looks for its repository and its refs: ``.`` or the ``-C``
     directories joined. None when another option before the subcommand (``--git-dir``,
-    ``--namespace``, ``-c``) or a variable may say otherwise, or a value is only known at run
-    time."""
+    ``--namespace``, ``-c``; not one of ``HARMLESS_GLOBAL``) or a variable may say otherwise, or
+    a value is only known at run time."""
     from run_bash.checker.gitcode import GIT_DIR_KEY, WORK_TREE_KEY
 
     top = reading.levels[0].read
-    if top.unknown is not None or any(name != "C" for name, _ in top.opts):
+    if top.unknown is not None or any(
+        name != "C" and name not in HARMLESS_GLOBAL for name, _ in top.opts
+    ):
         return None
     if GIT_DIR_KEY in reading.config or WORK_TREE_KEY in reading.config:
         return None
