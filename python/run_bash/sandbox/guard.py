@@ -52,7 +52,9 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   a regular file is quarantined, as is a link the run left (``linkcheck``). A file of a name kept
   at every level (``keptnames.EVERY_LEVEL_MEMBERS``, a relative PATH entry's directory) that the run
   made anywhere in its trees is quarantined too (``hostread.appeared``); while the run goes on,
-  one that appears stops it (``_named_appeared``, on the tree scan's inotify).
+  one that appears stops it (``_named_appeared``, on the tree scan's inotify). A commit the run
+  left on a ref (or stash) that holds a kept file or a link out of the work tree has that ref put
+  back (``gitrefs_guard``: git is asked only when the refs' signature changed).
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
@@ -75,6 +77,7 @@ from run_bash.inotify import Inotify
 from run_bash.paths import is_under, lmode
 from run_bash.sandbox import gitindex, indexbefore, nofollow, sequencer
 from run_bash.sandbox.agentrules import Problem, rules_include_paths
+from run_bash.sandbox.gitrefs_guard import RefsGuard
 from run_bash.sandbox.guardscope import (
     JUDGE_BUDGET_S,
     LIVE_TRIP,
@@ -114,7 +117,7 @@ from run_bash.sandbox.treescan import MAX_CHECK_DIRS, looks_like_git_dir, nested
 # The keeper
 
 
-class Keeper(Repairs, Watcher):
+class Keeper(Repairs, Watcher, RefsGuard):
     """The host's guard: trusted states, the watcher and the checks. See the module docstring."""
 
     def __init__(self, quarantine_root: str, discovery: Discovery | None = None) -> None:
@@ -137,6 +140,7 @@ class Keeper(Repairs, Watcher):
         self._rules: dict[str, State] = {}  # rules files and their include targets
         self._pending: dict[str, str] = {}  # member -> why its repair failed
         self._pending_moves: dict[str, str] = {}  # what must leave the project -> why it did not
+        self._refs, self._refs_pending = {}, {}  # ``RefsGuard``
         # Trees a run filled past what can be walked: no run starts there until they shrink.
         self._unwalkable: dict[str, str] = {}
         self._scopes: dict[str, Scope] = {}
@@ -240,6 +244,7 @@ class Keeper(Repairs, Watcher):
             scope.index_ok = dict(scope.indexes)
             scope.index_before = indexbefore.hold(host_read.git_dirs)
             scope.trusted_git = frozenset(self._trusted_git_dirs())
+            self._refs_before(scope, covered)
             for p in host_read.sealed:
                 if not covered(p) or p not in self._sealed_ident:
                     try:
@@ -452,6 +457,9 @@ class Keeper(Repairs, Watcher):
             self._check_rules(scope, r, stopped)
         # Last: the checks above judge what reads through a link with the link in place.
         self._check_links(scope, stopped)
+        # After the links: a commit is let be when the work tree has what it holds, and a link
+        # the run left there that leads out is gone by now.
+        self._check_refs(scope, stopped, elsewhere)
 
     def _check_git_dir(
         self, scope: Scope, g: str, ident: tuple[int, int, int], stopped: str

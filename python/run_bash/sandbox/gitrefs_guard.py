@@ -1,0 +1,148 @@
+"""The guard's part in judging the commits a run leaves on a ref (``gitrefs``): before a run,
+each git directory's refs signature, and the tips git lists asked again only when it changed
+(the user committed or fetched between runs: those commits are theirs); after a run whose
+signature changed, its new commits judged and every ref that leads to one put back.
+
+Fail closed: refs git cannot list before a run count as none (all a run leaves on them is its
+own); after a run, refs that cannot be judged, or put back, are said so in its notice and judged
+again before the next run in that repository, which does not start while they cannot be.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from run_bash.errors import SpawnError
+from run_bash.sandbox import gitindex, gitrefs
+from run_bash.sandbox.gitask import HostReadError
+from run_bash.sandbox.guardscope import Scope
+from run_bash.sandbox.hostread import HostRead, kept_path
+
+# What the user's git would do with a commit found.
+WOULD_WRITE = (
+    "your next `git reset --hard`, `git checkout`, `git stash pop`, `git merge` or `git rebase`"
+)
+
+
+def _common(hr: HostRead, g: str) -> str:
+    return next((r.common_dir for r in hr.repos if r.git_dir == g), g)
+
+
+def _work_tree(hr: HostRead, g: str) -> str | None:
+    return next((r.work_tree for r in hr.repos if r.work_tree and r.git_dir == g), None) or next(
+        (r.work_tree for r in hr.repos if r.work_tree and r.common_dir == g), None
+    )
+
+
+class RefsGuard:
+    """Mixed into ``guard.Keeper``; every method runs with its big lock held."""
+
+    # git dir -> the tips git listed when last asked, with the signature taken just before.
+    _refs: dict[str, gitrefs.Tips]
+    # git dir -> why what a run left on its refs is not judged yet (judged again before a run).
+    _refs_pending: dict[str, str]
+
+    def _name(self, hr: HostRead, path: str) -> str:  # provided by Keeper
+        raise NotImplementedError
+
+    def _index_smuggled(self, scope: Scope, index: str, stopped: str) -> bool:  # by Keeper
+        raise NotImplementedError
+
+    def _refs_before(self, scope: Scope, covered: Callable[[str], bool]) -> None:
+        """Before a run: the refs of each git directory it can write are known as git lists them
+        now, unless another active run could have moved them (its own end judges them). Raises
+        SpawnError when what an earlier run left on them is still not judged or put back."""
+        hr = scope.host_read
+        for g in hr.git_dirs:
+            known = self._refs.get(g)
+            if known is not None and covered(g):
+                continue
+            if known is not None and g in self._refs_pending:
+                self._judge_refs(scope, g, g, "")
+                why = self._refs_pending.get(g)
+                if why is not None:
+                    raise SpawnError(
+                        f"what an earlier run left on the refs of {self._name(hr, g)} cannot be "
+                        f"judged or put back ({why}); fix it by hand, then run again"
+                    )
+                continue
+            sig = gitrefs.signature(g, _common(hr, g))
+            if known is not None and known.sig == sig:
+                continue  # nothing changed: no git call
+            try:
+                self._refs[g] = gitrefs.ask(g, sig)
+            except HostReadError:
+                # Not a repository git reads yet (a `.git` being made): it has no refs, and
+                # everything a run leaves on them is the run's.
+                self._refs[g] = gitrefs.Tips(sig)
+
+    def _check_refs(self, scope: Scope, stopped: str, elsewhere: dict[str, str]) -> None:
+        """After a run: the commits it left on the refs of each git directory it could write
+        (``gitrefs.judge``); a ref (or stash entry) that leads to one that holds what no run may
+        write is put back (``gitrefs.take_back``), and then the index is judged again (it may
+        stage what the branch moved back no longer has, ``gitindex.smuggled``)."""
+        hr = scope.host_read
+        if not any([self._judge_refs(scope, g, elsewhere.get(g, g), stopped) for g in hr.git_dirs]):
+            return
+        for g in hr.git_dirs:
+            index = gitindex.index_path(elsewhere.get(g, g))
+            if os.path.isfile(index):
+                self._index_smuggled(scope, index, stopped)
+
+    def _judge_refs(self, scope: Scope, g: str, at: str, stopped: str) -> bool:
+        """Judge the refs of git directory ``g`` (now at ``at``) against those last known; True
+        when something was put back."""
+        hr = scope.host_read
+        known = self._refs.get(g)
+        if known is None:
+            return False
+        sig = gitrefs.signature(at, _common(hr, g) if at == g else at)
+        if known.sig == sig and g not in self._refs_pending:
+            return False
+        name = self._name(hr, at)
+        work = _work_tree(hr, g)
+        try:
+            now = gitrefs.ask(at, sig)
+            verdict = gitrefs.judge(at, known, now, work, lambda p: kept_path(hr, p))
+        except HostReadError as e:
+            self._refs_pending[g] = str(e)
+            scope.notices.append(
+                f"{name}: the refs the run changed could not be judged ({e}): do not check out, "
+                "reset to or pop what it left; they are judged again before the next run here, "
+                f"which does not start until they can be{stopped}"
+            )
+            return False
+        if not verdict.refs and not verdict.stash and verdict.why_all is None:
+            self._refs[g] = now
+            self._refs_pending.pop(g, None)
+            return False
+        done, failed = gitrefs.take_back(at, work, known, now, verdict)
+        hits = list(
+            dict.fromkeys([*verdict.found, *(f for f in verdict.refs.values() if not f.path)])
+        )
+        if verdict.why_all is not None:
+            what = f"the refs the run moved were not judged: {verdict.why_all}"
+        else:
+            shown = "; ".join(
+                f"commit {f.commit[:12]} holds {f.path} ({f.why})"
+                if f.path
+                else f"a ref names {f.commit[:12]}, {f.why}"
+                for f in hits[:3]
+            )
+            more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
+            what = f"the run left {shown}{more}, which {WOULD_WRITE} would write"
+        if failed:
+            self._refs_pending[g] = "; ".join(failed)
+        else:
+            self._refs_pending.pop(g, None)
+            try:
+                self._refs[g] = gitrefs.ask(at, gitrefs.signature(at, _common(hr, g)))
+            except HostReadError as e:
+                self._refs_pending[g] = str(e)
+        undone = f"; {'; '.join(failed)}: do not check it out" if failed else ""
+        scope.notices.append(
+            f"{name}: {what}: {'; '.join(done) or 'nothing was put back'}{undone} (git keeps "
+            f"the commits: `git show COMMIT` shows one, without writing it){stopped}"
+        )
+        return True

@@ -1,0 +1,146 @@
+"""A commit a run leaves on a ref can hold what no run may write in the work tree: a file the
+sandbox keeps (``.envrc``) or a symbolic link out of it, staged through the index only and
+committed (``git commit``, ``git commit-tree`` with ``git update-ref``) or stashed. The user's next
+``git reset --hard``, ``git checkout feature`` or ``git stash pop`` would write it. After the run
+every ref (or stash entry) that leads to such a commit is put back. Through ``SessionManager``
+under every confining backend. Each case has its control: with the check off, the user's own git
+writes the file; an ordinary commit of the run, the agent's ``git commit -am`` over the user's own
+edited kept file, and a commit the user makes between two runs all stay."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from run_bash.sandbox.gitrefs_guard import RefsGuard
+from tests.security.conftest import CONTROL, SECRET, on_host
+from tests.security.test_index_smuggled import stage
+
+GIT = "git -c user.name=a -c user.email=a@x"
+ENVRC = "echo pwned > /tmp/pwned"
+
+
+def tip(world, ref: str = "HEAD") -> str:
+    return on_host(world, ["git", "rev-parse", "-q", "--verify", ref]).strip()
+
+
+@pytest.fixture
+def unchecked(monkeypatch):
+    """The check off: what the user's git does with what the run left."""
+    monkeypatch.setattr(RefsGuard, "_check_refs", lambda *a: None)
+
+
+def commit_envrc() -> str:
+    return f"{stage(ENVRC, '.envrc')} && {GIT} commit -qm tidy && echo {CONTROL}"
+
+
+def test_a_committed_kept_file_is_taken_back(sbx, world):
+    before = tip(world)
+    r = sbx.run(commit_envrc())
+    assert CONTROL in r.output, r.output
+    assert tip(world) == before, r.notices
+    assert any(".envrc" in n and "refs/heads/main was moved back" in n for n in r.notices), (
+        r.notices
+    )
+    assert ".envrc" not in on_host(world, ["git", "ls-files"]).split()  # the index too
+    on_host(world, ["git", "reset", "--hard"])
+    on_host(world, ["git", "restore", "."])
+    assert not (world.project / ".envrc").exists()
+
+
+def test_a_committed_kept_file_is_written_without_the_check(sbx, world, unchecked):
+    r = sbx.run(commit_envrc())
+    assert CONTROL in r.output, r.output
+    assert not (world.project / ".envrc").exists()
+    on_host(world, ["git", "reset", "--hard"])
+    assert (world.project / ".envrc").read_text() == ENVRC  # what direnv would run
+
+
+def branch_of_link(key: str) -> str:
+    """A branch made with commit-tree and update-ref, the index put back after."""
+    return (
+        f"{stage(key, 'CLAUDE.md', '120000')} && {stage(ENVRC, 'web/.envrc')} && "
+        f"t=$(git write-tree) && c=$({GIT} commit-tree $t -p HEAD -m x) && "
+        f"git update-ref refs/heads/feature $c && git reset -q && echo {CONTROL}"
+    )
+
+
+def test_a_branch_made_with_commit_tree_is_deleted(sbx, world):
+    r = sbx.run(branch_of_link(str(world.path(".ssh/id_rsa"))))
+    assert CONTROL in r.output, r.output
+    assert tip(world, "refs/heads/feature") == "", r.notices
+    assert any("refs/heads/feature, which the run made, was deleted" in n for n in r.notices), (
+        r.notices
+    )
+    on_host(world, ["git", "checkout", "-q", "feature"])
+    assert not os.path.lexists(world.project / "CLAUDE.md")
+    assert not (world.project / "web/.envrc").exists()
+
+
+def test_a_branch_made_with_commit_tree_is_checked_out_without_the_check(sbx, world, unchecked):
+    r = sbx.run(branch_of_link(str(world.path(".ssh/id_rsa"))))
+    assert CONTROL in r.output, r.output
+    on_host(world, ["git", "checkout", "-q", "feature"])
+    assert (world.project / "web/.envrc").read_text() == ENVRC
+    assert SECRET in (world.project / "CLAUDE.md").read_text()
+
+
+def stash_envrc() -> str:
+    return f"{stage(ENVRC, '.envrc')} && {GIT} stash -q && echo {CONTROL}"
+
+
+def test_a_stashed_kept_file_is_dropped(sbx, world):
+    r = sbx.run(stash_envrc())
+    assert CONTROL in r.output, r.output
+    assert on_host(world, ["git", "stash", "list"]).strip() == "", r.notices
+    assert any("stash@{0} was dropped" in n and ".envrc" in n for n in r.notices), r.notices
+    on_host(world, ["git", "stash", "pop"])
+    assert not (world.project / ".envrc").exists()
+
+
+def test_a_stashed_kept_file_is_popped_without_the_check(sbx, world, unchecked):
+    r = sbx.run(stash_envrc())
+    assert CONTROL in r.output, r.output
+    on_host(world, ["git", "stash", "pop"])
+    assert (world.project / ".envrc").read_text() == ENVRC
+
+
+def test_an_ordinary_commit_and_stash_stay(sbx, world):
+    r = sbx.run(
+        f"echo x > notes.txt && git add notes.txt && {GIT} commit -qm notes && "
+        f"echo y > other.txt && git add other.txt && {GIT} stash -q && "
+        f"git branch side && echo {CONTROL}"
+    )
+    assert CONTROL in r.output, r.output
+    assert not r.notices, r.notices
+    assert "notes" in on_host(world, ["git", "log", "-1", "--format=%s"])
+    assert tip(world, "refs/heads/side") == tip(world)
+    assert "stash@{0}" in on_host(world, ["git", "stash", "list"])
+
+
+def test_the_users_own_kept_file_committed_by_the_run_stays(sbx, world):
+    (world.project / ".envrc").write_text("export A=1\n")
+    on_host(world, ["git", "add", ".envrc"])
+    on_host(world, ["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "env"])
+    (world.project / ".envrc").write_text("export A=2\n")  # the user's edit, not committed
+    r = sbx.run(f"echo more >> README && {GIT} commit -qam wip && echo {CONTROL}")
+    assert CONTROL in r.output, r.output
+    assert not r.notices, r.notices
+    assert "wip" in on_host(world, ["git", "log", "-1", "--format=%s"])
+    assert "export A=2" in on_host(world, ["git", "show", "HEAD:.envrc"])
+
+
+def test_a_commit_the_user_makes_between_runs_stays(sbx, world):
+    r = sbx.run("true")
+    assert not r.notices, r.notices
+    # The user commits a kept file outside any run, then edits it: the commit is theirs.
+    (world.project / ".envrc").write_text("export A=1\n")
+    on_host(world, ["git", "add", ".envrc"])
+    on_host(world, ["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "env"])
+    (world.project / ".envrc").write_text("export A=2\n")
+    mine = tip(world)
+    r = sbx.run(f"git branch side && echo {CONTROL}")  # the run moves refs: they are judged
+    assert CONTROL in r.output, r.output
+    assert not r.notices, r.notices
+    assert tip(world) == mine and tip(world, "refs/heads/side") == mine
