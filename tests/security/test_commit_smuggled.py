@@ -144,3 +144,24 @@ def test_a_commit_the_user_makes_between_runs_stays(sbx, world):
     assert CONTROL in r.output, r.output
     assert not r.notices, r.notices
     assert tip(world) == mine and tip(world, "refs/heads/side") == mine
+
+
+def branch_without_index() -> str:
+    """A branch of a tree made with mktree: neither the index nor the work tree is written."""
+    return (
+        f"b=$(printf %s '{ENVRC}' | git hash-object -w --stdin) && "
+        "t=$(printf '100644 blob %s\\t.envrc\\n' $b | git mktree) && "
+        f"c=$({GIT} commit-tree $t -p HEAD -m x) && git update-ref refs/heads/feature $c && "
+        f"echo {CONTROL}"
+    )
+
+
+@pytest.mark.parametrize("how", ["commit", "branch"])
+def test_a_commit_made_in_the_background_is_judged_while_it_runs(sbx, world, how):
+    before = tip(world)
+    attack = commit_envrc() if how == "commit" else branch_without_index()
+    r, out = sbx.in_background("echo x > n.txt && git add n.txt", "added", attack)
+    assert CONTROL in out and "survived" not in out, out  # stopped while it ran
+    assert tip(world) == before and tip(world, "refs/heads/feature") == "", r.notices
+    assert [n for n in r.notices if ".envrc" in n and "background" in n], r.notices
+    assert "n.txt" in on_host(world, ["git", "ls-files"])  # the control: its own git add stays

@@ -32,8 +32,8 @@ JUDGE_BUDGET_S = 30.0
 
 # Why a background run is stopped by the live judging of what it made (``livelinks``).
 LIVE_TRIP = (
-    "it made a link that leads out, a repository that is not inert, or an index git refuses, "
-    "in the background"
+    "it made a link that leads out, a repository that is not inert, an index git refuses or a "
+    "commit no run may leave, in the background"
 )
 # What a subscription on a watch descriptor means when an event arrives.
 KILL_ANY = "kill-any"  # any event: a member itself, a member directory's contents, a git dir
