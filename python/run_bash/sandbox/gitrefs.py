@@ -13,7 +13,8 @@ storage is taken: the identity, size and times of ``HEAD`` and the other pseudo-
 ``packed-refs``, of the stash's reflog, of ``reftable/`` and its ``tables.list``, and of every
 directory and file under ``refs/`` (git writes a loose ref through a lock file renamed over it,
 which changes its directory; a run that writes one in place changes the file; a change time
-cannot be set back). It is a change detector only: nothing of git's formats is read here.
+cannot be set back; one younger than ``fsdeps.SETTLED_NS`` makes the signature equal to no other).
+It is a change detector only: nothing of git's formats is read here.
 
 The tips git reported (``ask``: ``for-each-ref``, the pseudo-refs through ``cat-file
 --batch-check``, the stash's entries through ``log -g``) are kept per git directory and asked
@@ -32,9 +33,11 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from run_bash.fsdeps import SETTLED_NS
 from run_bash.sandbox import gitask
 from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.gitindex import _blobs
@@ -121,6 +124,11 @@ def signature(git_dir: str, common_dir: str) -> Sig:
         if not whole:
             out.append(object())  # too many to compare: always a change
             break
+    # Two writes within one timestamp tick, of the same size, look like one: a signature that
+    # saw a change time younger than ``SETTLED_NS`` is never equal to another.
+    young = time.time_ns() - SETTLED_NS
+    if any(isinstance(x, tuple) and isinstance(x[-1], int) and x[-1] > young for x in out):
+        out.append(object())
     return tuple(out)
 
 
