@@ -153,6 +153,13 @@ class Tips:
 
 def _git(git_dir: str, args: list[str], stdin: str | None = None, limit: int = 0) -> str:
     """What git says (stdout); HostReadError when it fails or does not answer."""
+    try:
+        return _git_once(git_dir, args, stdin, limit)
+    except OSError as e:
+        raise HostReadError(f"git {args[0]} could not be asked ({e.strerror})") from None
+
+
+def _git_once(git_dir: str, args: list[str], stdin: str | None, limit: int) -> str:
     extra = {"limit": limit} if limit else {}
     if stdin is None:
         rc, out, err = gitask.run_git(
@@ -267,7 +274,8 @@ def judge(
     lines = [*sorted(tips), *(f"^{c}" for c in sorted(known.commits()))]
     out = _git(
         git_dir,
-        ["rev-list", "--parents", f"--max-count={MAX_COMMITS + 1}", "--stdin"],
+        # A known tip gone since (a branch deleted and pruned) is none to stop at.
+        ["rev-list", "--parents", "--ignore-missing", f"--max-count={MAX_COMMITS + 1}", "--stdin"],
         "".join(f"{x}\n" for x in lines),
     )
     graph = {ws[0]: ws[1:] for ws in (line.split() for line in out.splitlines()) if ws}
