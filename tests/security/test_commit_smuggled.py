@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from run_bash.sandbox.gitrefs_guard import RefsGuard
+from run_bash.sandbox.refsguard import RefsGuard
 from tests.security.conftest import CONTROL, SECRET, on_host
 from tests.security.test_index_smuggled import stage
 

@@ -54,7 +54,7 @@ git directories, the ``PATH`` directories inside writable grants and the agent r
   made anywhere in its trees is quarantined too (``hostread.appeared``); while the run goes on,
   one that appears stops it (``_named_appeared``, on the tree scan's inotify). A commit the run
   left on a ref (or stash) that holds a kept file or a link out of the work tree has that ref put
-  back (``gitrefs_guard``: git is asked only when the refs' signature changed).
+  back (``refsguard``: git is asked only when the refs' signature changed).
 
 All file I/O here runs on the guard's thread or on an executor thread, never on the host's RPC
 loop, and never blocks on a file a sandbox can touch.
@@ -77,7 +77,6 @@ from run_bash.inotify import Inotify
 from run_bash.paths import is_under, lmode
 from run_bash.sandbox import gitindex, indexbefore, nofollow, sequencer
 from run_bash.sandbox.agentrules import Problem, rules_include_paths
-from run_bash.sandbox.gitrefs_guard import RefsGuard
 from run_bash.sandbox.guardscope import (
     JUDGE_BUDGET_S,
     LIVE_TRIP,
@@ -110,6 +109,7 @@ from run_bash.sandbox.pathguard import PathDir, Sig
 from run_bash.sandbox.pathnotices import refusal_notices
 from run_bash.sandbox.pathstate import changes, dir_state
 from run_bash.sandbox.places import Places
+from run_bash.sandbox.refsguard import RefsGuard
 from run_bash.sandbox.repairs import Repairs
 from run_bash.sandbox.treescan import MAX_CHECK_DIRS, looks_like_git_dir, nested_git_dirs
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from run_bash.sandbox import gitrefs
+from run_bash.sandbox import reftips
 
 ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -43,9 +43,9 @@ def repo(tmp_path: Path) -> Path:
     return r
 
 
-def sig(repo: Path) -> gitrefs.Sig:
+def sig(repo: Path) -> reftips.Sig:
     g = str(repo / ".git")
-    return gitrefs.signature(g, g)
+    return reftips.signature(g, g)
 
 
 def test_a_signature_that_saw_a_change_time_just_now_is_equal_to_none(repo):
@@ -53,7 +53,7 @@ def test_a_signature_that_saw_a_change_time_just_now_is_equal_to_none(repo):
 
 
 def test_the_signature_sees_each_change_of_a_ref_and_not_the_index(repo, monkeypatch):
-    monkeypatch.setattr(gitrefs, "SETTLED_NS", 0)
+    monkeypatch.setattr(reftips, "SETTLED_NS", 0)
     before = sig(repo)
     git(repo, "status", "--porcelain")
     (repo / "README").touch()
@@ -78,15 +78,15 @@ def test_the_signature_sees_each_change_of_a_ref_and_not_the_index(repo, monkeyp
     assert sig(repo) == pseudo
 
 
-def tips(repo: Path) -> gitrefs.Tips:
+def tips(repo: Path) -> reftips.Tips:
     g = str(repo / ".git")
-    return gitrefs.ask(g, gitrefs.signature(g, g))
+    return reftips.ask(g, reftips.signature(g, g))
 
 
-def judge(repo: Path, known: gitrefs.Tips) -> gitrefs.Verdict:
+def judge(repo: Path, known: reftips.Tips) -> reftips.Verdict:
     g = str(repo / ".git")
     kept = {str(repo / ".envrc")}
-    return gitrefs.judge(g, known, tips(repo), str(repo), kept.__contains__)
+    return reftips.judge(g, known, tips(repo), str(repo), kept.__contains__)
 
 
 def commit_envrc(repo: Path, parent: str, text: str = "echo pwned\n") -> str:
@@ -137,8 +137,8 @@ def test_too_many_commits_are_not_judged(repo, monkeypatch):
     for i in range(3):
         c = git(repo, "commit-tree", f"{c}^{{tree}}", "-p", c, "-m", str(i))
     git(repo, "update-ref", "refs/heads/side", c)
-    monkeypatch.setattr(gitrefs, "MAX_COMMITS", 2)
+    monkeypatch.setattr(reftips, "MAX_COMMITS", 2)
     v = judge(repo, known)
     assert v.why_all is not None
-    done, failed = gitrefs.take_back(str(repo / ".git"), str(repo), known, tips(repo), v)
+    done, failed = reftips.take_back(str(repo / ".git"), str(repo), known, tips(repo), v)
     assert not failed and git(repo, "rev-parse", "side") == git(repo, "rev-parse", "main"), done

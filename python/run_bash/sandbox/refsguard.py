@@ -1,4 +1,4 @@
-"""The guard's part in judging the commits a run leaves on a ref (``gitrefs``): before a run,
+"""The guard's part in judging the commits a run leaves on a ref (``reftips``): before a run,
 each git directory's refs signature, and the tips git lists asked again only when it changed
 (the user committed or fetched between runs: those commits are theirs); after a run whose
 signature changed, its new commits judged and every ref that leads to one put back.
@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 
 from run_bash.errors import SpawnError
-from run_bash.sandbox import gitindex, gitrefs
+from run_bash.sandbox import gitindex, reftips
 from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.guardscope import Scope
 from run_bash.sandbox.hostread import HostRead, kept_path
@@ -39,7 +39,7 @@ class RefsGuard:
     """Mixed into ``guard.Keeper``; every method runs with its big lock held."""
 
     # git dir -> the tips git listed when last asked, with the signature taken just before.
-    _refs: dict[str, gitrefs.Tips]
+    _refs: dict[str, reftips.Tips]
     # git dir -> why what a run left on its refs is not judged yet (judged again before a run).
     _refs_pending: dict[str, str]
 
@@ -67,20 +67,20 @@ class RefsGuard:
                         f"judged or put back ({why}); fix it by hand, then run again"
                     )
                 continue
-            sig = gitrefs.signature(g, _common(hr, g))
+            sig = reftips.signature(g, _common(hr, g))
             if known is not None and known.sig == sig:
                 continue  # nothing changed: no git call
             try:
-                self._refs[g] = gitrefs.ask(g, sig)
+                self._refs[g] = reftips.ask(g, sig)
             except HostReadError:
                 # Not a repository git reads yet (a `.git` being made): it has no refs, and
                 # everything a run leaves on them is the run's.
-                self._refs[g] = gitrefs.Tips(sig)
+                self._refs[g] = reftips.Tips(sig)
 
     def _check_refs(self, scope: Scope, stopped: str, elsewhere: dict[str, str]) -> None:
         """After a run: the commits it left on the refs of each git directory it could write
-        (``gitrefs.judge``); a ref (or stash entry) that leads to one that holds what no run may
-        write is put back (``gitrefs.take_back``), and then the index is judged again (it may
+        (``reftips.judge``); a ref (or stash entry) that leads to one that holds what no run may
+        write is put back (``reftips.take_back``), and then the index is judged again (it may
         stage what the branch moved back no longer has, ``gitindex.smuggled``)."""
         hr = scope.host_read
         if not any([self._judge_refs(scope, g, elsewhere.get(g, g), stopped) for g in hr.git_dirs]):
@@ -97,14 +97,14 @@ class RefsGuard:
         known = self._refs.get(g)
         if known is None:
             return False
-        sig = gitrefs.signature(at, _common(hr, g) if at == g else at)
+        sig = reftips.signature(at, _common(hr, g) if at == g else at)
         if known.sig == sig and g not in self._refs_pending:
             return False
         name = self._name(hr, at)
         work = _work_tree(hr, g)
         try:
-            now = gitrefs.ask(at, sig)
-            verdict = gitrefs.judge(at, known, now, work, lambda p: kept_path(hr, p))
+            now = reftips.ask(at, sig)
+            verdict = reftips.judge(at, known, now, work, lambda p: kept_path(hr, p))
         except HostReadError as e:
             self._refs_pending[g] = str(e)
             scope.notices.append(
@@ -117,7 +117,7 @@ class RefsGuard:
             self._refs[g] = now
             self._refs_pending.pop(g, None)
             return False
-        done, failed = gitrefs.take_back(at, work, known, now, verdict)
+        done, failed = reftips.take_back(at, work, known, now, verdict)
         hits = list(
             dict.fromkeys([*verdict.found, *(f for f in verdict.refs.values() if not f.path)])
         )
@@ -137,7 +137,7 @@ class RefsGuard:
         else:
             self._refs_pending.pop(g, None)
             try:
-                self._refs[g] = gitrefs.ask(at, gitrefs.signature(at, _common(hr, g)))
+                self._refs[g] = reftips.ask(at, reftips.signature(at, _common(hr, g)))
             except HostReadError as e:
                 self._refs_pending[g] = str(e)
         undone = f"; {'; '.join(failed)}: do not check it out" if failed else ""
