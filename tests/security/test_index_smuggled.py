@@ -147,3 +147,20 @@ def test_without_the_index_before_the_run_the_notice_tells_how_to_stage_again(
     assert told, r.notices
     on_host(world, ["git", "update-index", "--cacheinfo", f"{mode},{oid},.envrc"])
     assert on_host(world, ["git", "ls-files", "--stage", ".envrc"]) == mine
+
+
+def test_a_link_out_staged_and_left_in_the_work_tree_too_is_taken_back(sbx, world):
+    """The link the run leaves in the work tree goes to the quarantine (links that lead out);
+    the same link staged beside it would come back with the user's next ``git restore``."""
+    key = world.path(".ssh/id_rsa")
+    r = sbx.run(
+        f"mkdir -p docs && ln -s ../README docs/readme && ln -s {key} docs/key && "
+        f"git add docs/readme docs/key && echo {CONTROL}"
+    )
+    assert CONTROL in r.output, r.output
+    assert "docs/readme" in staged(world)  # the control: a link inside the project stays
+    assert "docs/key" not in staged(world), r.notices
+    assert any("docs/key" in n and "leads out" in n for n in r.notices), r.notices
+    on_host(world, ["git", "restore", "."])
+    assert not os.path.lexists(world.project / "docs/key")
+    assert os.readlink(world.project / "docs/readme") == "../README"

@@ -161,27 +161,49 @@ def _paths(out: str) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
+def _staged_links(out: str) -> set[str]:
+    """The paths ``diff --cached --raw -z`` says the index has as a symbolic link (mode
+    120000) where ``HEAD`` has something else."""
+    fields = out.split("\0")
+    found: set[str] = set()
+    for head, path in zip(fields[::2], fields[1::2], strict=False):
+        modes = head.lstrip(":").split()
+        if len(modes) >= 2 and modes[1] == "120000" and path:
+            found.add(path)
+    return found
+
+
 def smuggled(git_dir: str, index: str, work_tree: str, kept: Callable[[str], bool]) -> list[Found]:
     """Each entry of ``index`` that would make the next ``git restore`` write
     what no run may write in ``work_tree``: a path ``kept`` (absolute) says the sandbox keeps, or
     a symbolic link whose text leads out of the work tree (absolute, or climbing out with
-    ``..``). Only entries the index alone has count, as git says (``diff --cached`` and ``diff``:
-    they differ from ``HEAD`` and from the work tree); a file of the user's that is committed, or
-    staged as the work tree has it, is theirs. Asked of git in the clean environment; raises
+    ``..``). Only entries that differ from ``HEAD`` count, as git says (``diff --cached``); a
+    kept file only when it differs from the work tree too (``diff``): one committed, or staged as
+    the work tree has it, is the user's (no run can write it there). A link out counts whatever
+    the work tree has: a run that leaves the same link there loses it to the check of the links
+    it left, and the index would write it back. Asked of git in the clean environment; raises
     HostReadError when git does not answer."""
     top = ["--git-dir", git_dir, "--work-tree", work_tree]
     env = {"GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0"}
-    diff = ["diff", "--name-only", "--no-renames", "--no-ext-diff", "--no-textconv", "-z"]
-    only: set[str] | None = None
-    for extra in (["--cached"], []):
+    diff = ["diff", "--no-renames", "--no-ext-diff", "--no-textconv", "-z"]
+    listed: list[str] = []
+    for extra in (["--cached", "--raw", "--no-abbrev"], ["--name-only"]):
         rc, out, err = gitask.run_git([*top, *diff, *extra], "/", {}, clean=True, extra_env=env)
         if rc != 0:
             raise HostReadError(f"git cannot compare its index ({gitask._last_line(err)})")
-        names = set(_paths(out))
-        only = names if only is None else only & names
-    if not only:
+        listed.append(out)
+        if not out:
+            break
+    if not listed[0]:
         return []
-    spec = [f":(top,literal){p}" for p in sorted(only)]
+    fields = listed[0].split("\0")
+    cached = {p for p in fields[1::2] if p}
+    only = cached & set(_paths(listed[1]))
+    links_in = _staged_links(listed[0])
+    wanted = only | links_in
+    if not wanted:
+        return []
+    spec = [f":(top,literal){p}" for p in sorted(wanted)]
     rc, out, err = gitask.run_git(
         [*top, "ls-files", "--stage", "-z", "--", *spec], "/", {}, clean=True, extra_env=env
     )
@@ -192,9 +214,9 @@ def smuggled(git_dir: str, index: str, work_tree: str, kept: Callable[[str], boo
     for line in _paths(out):
         head, _, path = line.partition("\t")
         mode, oid, number = [*head.split(), "", "", ""][:3]
-        if kept(os.path.join(work_tree, path)):
+        if path in only and kept(os.path.join(work_tree, path)):
             found.append(Found(path, mode, oid, number, "a file the sandbox keeps"))
-        elif mode == "120000":
+        elif mode == "120000" and path in wanted:
             links.append(Found(path, mode, oid, number, ""))
     for link, text in zip(links, _blobs(git_dir, [f.oid for f in links]), strict=True):
         target = os.path.normpath(os.path.join(os.path.dirname(link.path), text))
