@@ -10,9 +10,13 @@ edited kept file, and a commit the user makes between two runs all stay."""
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
+from run_bash.errors import SpawnError
+from run_bash.sandbox import reftips
+from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.refsguard import RefsGuard
 from tests.security.conftest import CONTROL, SECRET, on_host
 from tests.security.test_index_smuggled import stage
@@ -162,6 +166,52 @@ def test_a_commit_made_in_the_background_is_judged_while_it_runs(sbx, world, how
     attack = commit_envrc() if how == "commit" else branch_without_index()
     r, out = sbx.in_background("echo x > n.txt && git add n.txt", "added", attack)
     assert CONTROL in out and "survived" not in out, out  # stopped while it ran
-    assert tip(world) == before and tip(world, "refs/heads/feature") == "", r.notices
+    # No ref leads to a commit that holds it. (When the look at the index took the staged
+    # .envrc back before `git commit` ran, the commit holds n.txt alone, and stays.)
+    refs = on_host(world, ["git", "for-each-ref", "--format=%(refname)"]).split()
+    held = [ref for ref in refs if ".envrc" in on_host(world, ["git", "ls-tree", "-r", ref])]
+    assert not held and tip(world, "refs/heads/feature") == "", (r.notices, held)
+    assert tip(world) == before or ".envrc" not in on_host(world, ["git", "show", "--stat", "HEAD"])
     assert [n for n in r.notices if ".envrc" in n and "background" in n], r.notices
     assert "n.txt" in on_host(world, ["git", "ls-files"])  # the control: its own git add stays
+
+
+def test_refs_git_cannot_list_are_never_taken_for_none(sbx, world, monkeypatch):
+    """Refs that are there but that git cannot list before a run (a timeout, a lease, a broken
+    configuration) are never taken for none: every one would then look made by the run and be
+    put back, the user's branches deleted. The run does not start, and every branch stays."""
+    on_host(world, ["git", "branch", "keep"])
+    first = sbx.run(f"echo {CONTROL}")  # the control: it runs, and the refs are known
+    assert CONTROL in first.output, (first.error, first.output)
+    (world.project / "more.txt").write_text("more\n")
+    on_host(world, ["git", "add", "more.txt"])
+    on_host(world, [*GIT.split(), "commit", "-qm", "more"])  # the refs change
+    main, keep = tip(world, "refs/heads/main"), tip(world, "refs/heads/keep")
+
+    def cannot(*_a: object, **_k: object) -> None:
+        raise HostReadError("git did not answer")
+
+    monkeypatch.setattr(reftips, "ask", cannot)
+    with pytest.raises(SpawnError, match=r"cannot list the refs of \.git now"):
+        sbx.run(f"echo {CONTROL}")
+    assert (tip(world, "refs/heads/main"), tip(world, "refs/heads/keep")) == (main, keep)
+
+
+def test_a_new_repository_with_no_refs_yet_is_all_the_runs(tmp_path):
+    """Where git lists nothing because there is nothing yet (``git init`` just made it), the
+    signature agrees: no ref. After a commit, and after ``git pack-refs``, it sees them."""
+    repo = tmp_path / "r"
+    on_host_run = lambda *a: subprocess.run(  # noqa: E731
+        ["git", *a], cwd=repo, check=True, capture_output=True
+    )
+    repo.mkdir()
+    on_host_run("init", "-q")
+    g = str(repo / ".git")
+    assert not reftips.has_refs(reftips.signature(g, g))
+    (repo / "f").write_text("x")
+    on_host_run("add", "f")
+    on_host_run(*GIT.split()[1:], "commit", "-qm", "x")
+    assert reftips.has_refs(reftips.signature(g, g))
+    on_host_run("pack-refs", "--all", "--prune")
+    assert not any((repo / ".git/refs/heads").iterdir())
+    assert reftips.has_refs(reftips.signature(g, g))

@@ -151,7 +151,7 @@ def test_host_calls_answer_while_a_run_holds_a_lease(world, tmp_path, backend, p
         drive(loop, lambda: any(n == "result" and p["id"] == second for n, p in events), 60)
         res = next(p for n, p in events if n == "result" and p["id"] == second)
         assert res["status"] == "exited" and CONTROL in res["output"], res
-        assert any(".git/config" in n for n in res["notices"]), res
+        assert any(".git/config" in n for n in res["notices"]), res["notices"]
         # The holder was stopped well before its 40 s were up.
         drive(loop, lambda: any(n == "exited" and p["id"] == holder["id"] for n, p in events), 30)
         ended = next(p for n, p in events if n == "exited" and p["id"] == holder["id"])

@@ -367,7 +367,7 @@ class Keeper(Repairs, Watcher, RefsGuard):
                     if not trees.take_raced():
                         break
                 self._check_indexes_live(scope, stopped)
-                self._check_refs(scope, stopped, {})  # a signature, git only when it changed
+                self._check_refs(scope, stopped, {}, live=True)  # a signature; git when it changed
                 if len(scope.notices) > n:
                     scope.trip(LIVE_TRIP)
             if trees.events_read() != seen:

@@ -3,8 +3,9 @@ each git directory's refs signature, and the tips git lists asked again only whe
 (the user committed or fetched between runs: those commits are theirs); after a run whose
 signature changed, its new commits judged and every ref that leads to one put back.
 
-Fail closed: refs git cannot list before a run count as none (all a run leaves on them is its
-own); after a run, refs that cannot be judged, or put back, are said so in its notice and judged
+Fail closed: refs git cannot list before a run count as none only where there are none (a
+``.git`` being made: all a run leaves on them is its own); where there are some, the run does not
+start (taking them for none would put every ref back). After a run, refs that cannot be judged, or put back, are said so in its notice and judged
 again before the next run in that repository, which does not start while they cannot be.
 """
 
@@ -18,6 +19,18 @@ from run_bash.sandbox import gitindex, reftips
 from run_bash.sandbox.gitask import HostReadError
 from run_bash.sandbox.guardscope import Scope
 from run_bash.sandbox.hostread import HostRead, kept_path
+from run_bash.sandbox.proc import descendants, lease_holders
+
+# Why git is not asked now.
+LEASED = "a running command holds a file lease, which git's reading would break"
+
+
+def runs_hold_leases() -> bool:
+    """Whether a process of this host's (a run's) holds a file lease now (``/proc/locks``:
+    read only where git is about to be asked, which costs as much)."""
+    held = lease_holders()
+    return bool(held and held.intersection(descendants(os.getpid())))
+
 
 # What the user's git would do with a commit found.
 WOULD_WRITE = (
@@ -62,37 +75,59 @@ class RefsGuard:
                 self._judge_refs(scope, g, g, "")
                 why = self._refs_pending.get(g)
                 if why is not None:
+                    then = (
+                        "the run does not start until it is let go"
+                        if why == LEASED
+                        else "fix it by hand, then run again"
+                    )
                     raise SpawnError(
                         f"what an earlier run left on the refs of {self._name(hr, g)} cannot be "
-                        f"judged or put back ({why}); fix it by hand, then run again"
+                        f"judged or put back ({why}); {then}"
                     )
                 continue
             sig = reftips.signature(g, _common(hr, g))
             if known is not None and known.sig == sig:
                 continue  # nothing changed: no git call
-            try:
-                self._refs[g] = reftips.ask(g, sig)
-            except HostReadError:
-                # Not a repository git reads yet (a `.git` being made): it has no refs, and
-                # everything a run leaves on them is the run's.
-                self._refs[g] = reftips.Tips(sig)
+            why = LEASED if runs_hold_leases() else None
+            if why is None:
+                try:
+                    self._refs[g] = reftips.ask(g, sig)
+                    continue
+                except HostReadError as e:
+                    why = str(e)
+            if reftips.has_refs(sig):
+                # Refs git does not list now are never taken for none: all of them would then
+                # look made by the run, and be put back (branches deleted).
+                raise SpawnError(
+                    f"git cannot list the refs of {self._name(hr, g)} now ({why}); the run does "
+                    "not start until it can"
+                )
+            # No ref yet (a `.git` being made): everything a run leaves on it is the run's.
+            self._refs[g] = reftips.Tips(sig)
 
-    def _check_refs(self, scope: Scope, stopped: str, elsewhere: dict[str, str]) -> None:
+    def _check_refs(
+        self, scope: Scope, stopped: str, elsewhere: dict[str, str], live: bool = False
+    ) -> None:
         """After a run: the commits it left on the refs of each git directory it could write
         (``reftips.judge``); a ref (or stash entry) that leads to one that holds what no run may
         write is put back (``reftips.take_back``), and then the index is judged again (it may
         stage what the branch moved back no longer has, ``gitindex.smuggled``)."""
         hr = scope.host_read
-        if not any([self._judge_refs(scope, g, elsewhere.get(g, g), stopped) for g in hr.git_dirs]):
+        judged = [
+            self._judge_refs(scope, g, elsewhere.get(g, g), stopped, live) for g in hr.git_dirs
+        ]
+        if not any(judged):
             return
         for g in hr.git_dirs:
             index = gitindex.index_path(elsewhere.get(g, g))
             if os.path.isfile(index):
                 self._index_smuggled(scope, index, stopped)
 
-    def _judge_refs(self, scope: Scope, g: str, at: str, stopped: str) -> bool:
+    def _judge_refs(self, scope: Scope, g: str, at: str, stopped: str, live: bool = False) -> bool:
         """Judge the refs of git directory ``g`` (now at ``at``) against those last known; True
-        when something was put back."""
+        when something was put back. While a run holds a file lease, git is not run (its open
+        would break the lease, which the checks of the members judge): the refs stay to judge,
+        before the next run at the latest; a look at a background run (``live``) says nothing."""
         hr = scope.host_read
         known = self._refs.get(g)
         if known is None:
@@ -102,6 +137,15 @@ class RefsGuard:
             return False
         name = self._name(hr, at)
         work = _work_tree(hr, g)
+        if runs_hold_leases():
+            self._refs_pending[g] = LEASED
+            if not live:
+                scope.notices.append(
+                    f"{name}: the refs the run changed are not judged yet ({LEASED}): do not "
+                    "check out, reset to or pop what it left; they are judged before the next run "
+                    f"here{stopped}"
+                )
+            return False
         try:
             now = reftips.ask(at, sig)
             verdict = reftips.judge(at, known, now, work, lambda p: kept_path(hr, p))

@@ -104,6 +104,21 @@ def _walk(top: str, out: list[object]) -> bool:
 _TOP = frozenset((*PSEUDO, "refs", "packed-refs", "reftable"))
 
 
+def has_refs(sig: Sig) -> bool:
+    """Whether a signature saw any ref: a file under ``refs/`` or ``reftable/``, or a
+    ``packed-refs`` that is not empty (a repository ``git init`` just made has none; git
+    listing none where some are is a failure, never "no refs")."""
+    for x in sig:
+        if not (isinstance(x, tuple) and len(x) == 6 and isinstance(x[0], str)):
+            continue
+        path, _ino, mode, size = x[0], x[1], x[2], x[3]
+        if isinstance(mode, int) and stat.S_ISREG(mode):
+            if os.path.basename(path) == "packed-refs" and not size:
+                continue
+            return True
+    return False
+
+
 def signature(git_dir: str, common_dir: str) -> Sig:
     """The ref storage of ``git_dir`` (its own pseudo-refs and per-work-tree refs, and what it
     shares in ``common_dir``) as it is now. Taken with ``lstat`` only (a listing says which
@@ -117,6 +132,10 @@ def signature(git_dir: str, common_dir: str) -> Sig:
             names = []
         out.append((d, *names))
         out += [_lstat(os.path.join(d, n)) for n in names]
+        if "packed-refs" in names:
+            packed = _lstat(os.path.join(d, "packed-refs"))
+            if packed is not None:
+                out.append((os.path.join(d, "packed-refs"), *packed))
         out.append(_lstat(os.path.join(d, "logs/refs/stash")))
         if "reftable" in names:
             out.append(_lstat(os.path.join(d, "reftable/tables.list")))
