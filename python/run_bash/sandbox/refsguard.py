@@ -12,7 +12,7 @@ again before the next run in that repository, which does not start while they ca
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from run_bash.errors import SpawnError
 from run_bash.sandbox import gitindex, reftips
@@ -25,9 +25,12 @@ from run_bash.sandbox.proc import descendants, lease_holders
 LEASED = "a running command holds a file lease, which git's reading would break"
 
 
-def runs_hold_leases() -> bool:
+def runs_hold_leases(scopes: Iterable[Scope]) -> bool:
     """Whether a process of this host's (a run's) holds a file lease now (``/proc/locks``:
-    read only where git is about to be asked, which costs as much)."""
+    read only where git is about to be asked, which costs as much, and only while a run goes
+    on: ``scopes``, the guard's)."""
+    if all(s.ended for s in scopes):
+        return False
     held = lease_holders()
     return bool(held and held.intersection(descendants(os.getpid())))
 
@@ -55,6 +58,7 @@ class RefsGuard:
     _refs: dict[str, reftips.Tips]
     # git dir -> why what a run left on its refs is not judged yet (judged again before a run).
     _refs_pending: dict[str, str]
+    _scopes: dict[str, Scope]  # Keeper's: the runs it guards
 
     def _name(self, hr: HostRead, path: str) -> str:  # provided by Keeper
         raise NotImplementedError
@@ -88,7 +92,7 @@ class RefsGuard:
             sig = reftips.signature(g, _common(hr, g))
             if known is not None and known.sig == sig:
                 continue  # nothing changed: no git call
-            why = LEASED if runs_hold_leases() else None
+            why = LEASED if runs_hold_leases(self._scopes.values()) else None
             if why is None:
                 try:
                     self._refs[g] = reftips.ask(g, sig)
@@ -137,7 +141,7 @@ class RefsGuard:
             return False
         name = self._name(hr, at)
         work = _work_tree(hr, g)
-        if runs_hold_leases():
+        if runs_hold_leases(self._scopes.values()):
             self._refs_pending[g] = LEASED
             if not live:
                 scope.notices.append(
