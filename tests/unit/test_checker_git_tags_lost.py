@@ -12,7 +12,7 @@ import pytest
 
 from run_bash.checker import check
 
-from .checker_util import runs
+from .checker_util import clone_of_bare, runs
 
 ENV = {
     **os.environ,
@@ -34,13 +34,7 @@ def git(cwd: Path, *args: str) -> str:
 def repo(tmp_path: Path) -> tuple[Path, list[str]]:
     """A clone whose remote has tag `v1`; locally `v1` is re-tagged (an annotated tag only the
     clone has) and `lonely` is a tag the remote lacks. Returns the two local tag objects."""
-    remote = tmp_path / "rem.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    p = tmp_path / "r"
-    p.mkdir()
-    git(p, "init", "-q", "-b", "main")
-    git(p, "commit", "-q", "--allow-empty", "-m", "a")
-    git(p, "remote", "add", "origin", str(remote))
+    _remote, p = clone_of_bare(tmp_path, git)
     git(p, "tag", "v1")
     git(p, "push", "-q", "-u", "origin", "main", "v1")
     git(p, "commit", "-q", "--allow-empty", "-m", "b")

@@ -17,6 +17,8 @@ import pytest
 
 from run_bash.service import Service
 
+from .checker_util import clone_of_bare
+
 REASON = "may delete local tags the remote does not have"
 NOT_ASKED = {"GIT_CONFIG_NOSYSTEM": "1"}
 AUTHOR = {
@@ -45,13 +47,7 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
 def repo(tmp_path: Path) -> tuple[Path, str]:
     """A clone of `rem.git` (remote `origin`, also `other`) with `lonely`, an annotated tag
     neither remote has. Returns the clone and the tag object."""
-    remote = tmp_path / "rem.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    p = tmp_path / "r"
-    p.mkdir()
-    git(p, "init", "-q", "-b", "main")
-    git(p, "commit", "-q", "--allow-empty", "-m", "a")
-    git(p, "remote", "add", "origin", str(remote))
+    remote, p = clone_of_bare(tmp_path, git)
     git(p, "remote", "add", "other", str(remote))
     git(p, "push", "-q", "-u", "origin", "main")
     git(p, "tag", "-a", "-m", "only here", "lonely")
