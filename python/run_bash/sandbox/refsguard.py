@@ -137,7 +137,12 @@ class RefsGuard:
         if known is None:
             return False
         sig = reftips.signature(at, _common(hr, g) if at == g else at)
-        if known.sig == sig and g not in self._refs_pending:
+        if g not in self._refs_pending and (
+            known.sig == sig or (live and reftips.settled(known.sig) == reftips.settled(sig))
+        ):
+            # (At a look at a background run, a signature that is only too young to vouch for
+            # itself is taken as unchanged: the run's end judges it. Else every look in the
+            # 2 s after a ref moved would run git.)
             return False
         name = self._name(hr, at)
         work = _work_tree(hr, g)

@@ -104,6 +104,12 @@ def _walk(top: str, out: list[object]) -> bool:
 _TOP = frozenset((*PSEUDO, "refs", "packed-refs", "reftable"))
 
 
+def settled(sig: Sig) -> Sig:
+    """``sig`` without what makes a young one unequal to any other (``signature``): what a
+    look at a background run compares, leaving the doubt to the run's end."""
+    return tuple(x for x in sig if type(x) is not object)
+
+
 def has_refs(sig: Sig) -> bool:
     """Whether a signature saw any ref: a file under ``refs/`` or ``reftable/``, or a
     ``packed-refs`` that is not empty (a repository ``git init`` just made has none; git
