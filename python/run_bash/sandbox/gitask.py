@@ -233,6 +233,33 @@ def run_git(
     return rc, out.decode(errors="surrogateescape"), err.decode(errors="replace")
 
 
+def run_git_fed(
+    args: Sequence[str],
+    data: bytes,
+    *,
+    limit: int = MAX_GIT_OUTPUT,
+    extra_env: Mapping[str, str] | None = None,
+) -> tuple[int, str, str]:
+    """``run_git`` in the clean environment with ``data`` on its standard input, given from a
+    private scratch file (a pipe would need writing while git's output is read). Raises
+    HostReadError as ``run_git`` does, and when the scratch file cannot be made."""
+    scratch = ""
+    try:
+        scratch = tempfile.mkdtemp(prefix="run_bash-git-in-")
+        given = os.path.join(scratch, "in")
+        with open(given, "wb") as f:
+            f.write(data)
+        with open(given, "rb") as f:
+            return run_git(
+                args, "/", {}, clean=True, limit=limit, extra_env=extra_env, stdin=f.fileno()
+            )
+    except OSError as e:
+        raise HostReadError(f"cannot give git its input ({e.strerror})") from None
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def _collect(proc: subprocess.Popen[bytes], limit: int) -> tuple[bytes, bytes, str]:
     """Everything git writes, until it closes both pipes; ("timeout" | "limit") when it takes
     longer than ``GIT_TIMEOUT_S`` or says more than ``limit`` bytes."""

@@ -16,9 +16,9 @@ An index git accepts can still hold what no run may write in the work tree: a fi
 keeps (``rust-toolchain.toml``, ``.envrc``, a hook manager's config) or a symbolic link out of the
 work tree (``CLAUDE.md`` -> ``~/.ssh/id_rsa``), staged with ``git update-index --cacheinfo``
 without ever being a file there. The user's next ``git restore .`` or ``git checkout -- .``, the
-usual way to throw away what a run changed, would write it. So the entries only the index has
-(git says they differ from ``HEAD`` and from the work tree: ``smuggled``) are judged, and one of
-those the run put there is taken back: to what the index staged there before the run
+usual way to throw away what a run changed, would write it. So the entries that differ from
+``HEAD`` are judged (``smuggled``: a kept file when it differs from the work tree too, a link out
+whatever the work tree has), and one of those the run put there is taken back: to what the index staged there before the run
 (``put_back``, from what git lists of the index held from before it, ``indexbefore``), or, when
 that cannot be known, to what ``HEAD`` has (``take_back``: ``git reset -- PATH``, which removes an
 entry ``HEAD`` does not have).
@@ -230,17 +230,9 @@ def _blobs(git_dir: str, oids: list[str]) -> list[str]:
     """The content of each blob (a symbolic link's text), as git gives it."""
     if not oids:
         return []
-    scratch = tempfile.mkdtemp(prefix="run_bash-blobs-")
-    try:
-        given = os.path.join(scratch, "oids")
-        with open(given, "w") as f:
-            f.write("".join(f"{o}\n" for o in oids))
-        with open(given, "rb") as f:
-            rc, out, err = gitask.run_git(
-                ["--git-dir", git_dir, "cat-file", "--batch"], "/", {}, clean=True, stdin=f.fileno()
-            )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    rc, out, err = gitask.run_git_fed(
+        ["--git-dir", git_dir, "cat-file", "--batch"], "".join(f"{o}\n" for o in oids).encode()
+    )
     if rc != 0:
         raise HostReadError(f"git cannot read a link's text ({gitask._last_line(err)})")
     texts: list[str] = []
@@ -289,26 +281,11 @@ def put_back(
     for p, oid in {f.path: f.oid for f in found}.items():
         was = before.get(p, ())
         lines += [f"0 {'0' * len(oid)}\t{p}", *(f"{m} {o} {n}\t{p}" for m, o, n in was)]
-    scratch = ""
+    data = "".join(f"{x}\0" for x in lines).encode(errors="surrogateescape")
     try:
-        scratch = tempfile.mkdtemp(prefix="run_bash-index-")
-        given = os.path.join(scratch, "list")
-        with open(given, "wb") as out:
-            out.write("".join(f"{x}\0" for x in lines).encode(errors="surrogateescape"))
-        with open(given, "rb") as src:
-            rc, _out, err = gitask.run_git(
-                [*top, "update-index", "-z", "--index-info"],
-                "/",
-                {},
-                clean=True,
-                extra_env={"GIT_INDEX_FILE": index},
-                stdin=src.fileno(),
-            )
+        rc, _out, err = gitask.run_git_fed(
+            [*top, "update-index", "-z", "--index-info"], data, extra_env={"GIT_INDEX_FILE": index}
+        )
     except HostReadError as e:
         return str(e)
-    except OSError as e:
-        return f"cannot give git the entries ({e.strerror})"
-    finally:
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
     return None if rc == 0 else (gitask._last_line(err) or f"git update-index: exit {rc}")

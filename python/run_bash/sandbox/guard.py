@@ -109,7 +109,7 @@ from run_bash.sandbox.pathguard import PathDir, Sig
 from run_bash.sandbox.pathnotices import refusal_notices
 from run_bash.sandbox.pathstate import changes, dir_state
 from run_bash.sandbox.places import Places
-from run_bash.sandbox.refsguard import RefsGuard
+from run_bash.sandbox.refsguard import RefsGuard, work_tree_of
 from run_bash.sandbox.repairs import Repairs
 from run_bash.sandbox.treescan import MAX_CHECK_DIRS, looks_like_git_dir, nested_git_dirs
 
@@ -755,7 +755,7 @@ class Keeper(Repairs, Watcher, RefsGuard):
                 scope.index_ok[index] = now
 
     def _index_smuggled(self, scope: Scope, index: str, stopped: str) -> bool:
-        """Entries of an index git accepts that only the index has, and that the user's next
+        """Entries of an index git accepts that differ from ``HEAD`` and that the user's next
         ``git restore`` would write where no run may (``gitindex.smuggled``: a kept file, a link
         out of the work tree), are taken back when the run put them there: to what the index
         staged before the run (``indexbefore``); when that cannot be known, to what ``HEAD`` has,
@@ -763,10 +763,7 @@ class Keeper(Repairs, Watcher, RefsGuard):
         goes to the quarantine. True when something was found."""
         hr = scope.host_read
         git_dir = os.path.dirname(index)
-        work = next(
-            (r.work_tree for r in hr.repos if r.work_tree and git_dir in (r.git_dir, r.common_dir)),
-            None,
-        )
+        work = work_tree_of(hr, git_dir)
         if work is None:
             return False
         try:

@@ -45,7 +45,8 @@ def _common(hr: HostRead, g: str) -> str:
     return next((r.common_dir for r in hr.repos if r.git_dir == g), g)
 
 
-def _work_tree(hr: HostRead, g: str) -> str | None:
+def work_tree_of(hr: HostRead, g: str) -> str | None:
+    """The work tree of git directory ``g`` (its own, else one whose common dir it is)."""
     return next((r.work_tree for r in hr.repos if r.work_tree and r.git_dir == g), None) or next(
         (r.work_tree for r in hr.repos if r.work_tree and r.common_dir == g), None
     )
@@ -145,7 +146,7 @@ class RefsGuard:
             # 2 s after a ref moved would run git.)
             return False
         name = self._name(hr, at)
-        work = _work_tree(hr, g)
+        work = work_tree_of(hr, g)
         if runs_hold_leases(self._scopes.values()):
             self._refs_pending[g] = LEASED
             if not live:

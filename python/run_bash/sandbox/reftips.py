@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -191,23 +189,12 @@ def _git_once(git_dir: str, args: list[str], stdin: str | None, limit: int) -> s
             ["--git-dir", git_dir, *args], "/", {}, clean=True, extra_env=ENV, **extra
         )
     else:
-        scratch = tempfile.mkdtemp(prefix="run_bash-refs-")
-        try:
-            given = os.path.join(scratch, "in")
-            with open(given, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(stdin)
-            with open(given, "rb") as f:
-                rc, out, err = gitask.run_git(
-                    ["--git-dir", git_dir, *args],
-                    "/",
-                    {},
-                    clean=True,
-                    extra_env=ENV,
-                    stdin=f.fileno(),
-                    **extra,
-                )
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        rc, out, err = gitask.run_git_fed(
+            ["--git-dir", git_dir, *args],
+            stdin.encode(errors="surrogateescape"),
+            extra_env=ENV,
+            **extra,
+        )
     if rc != 0:
         raise HostReadError(f"git {args[0]}: {gitask._last_line(err) or f'exit {rc}'}")
     return out
