@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,3 +28,22 @@ def clone_of_bare(tmp_path: Path, git: Callable[..., str]) -> tuple[Path, Path]:
     git(p, "commit", "-q", "--allow-empty", "-m", "a")
     git(p, "remote", "add", "origin", str(remote))
     return remote, p
+
+
+# Git for the tests' own repositories: no system or global configuration, a fixed author.
+GIT_ENV = {
+    **os.environ,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    """What git says (stdout, stripped) run in ``cwd`` with ``GIT_ENV``; raises when it fails."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout.strip()

@@ -52,6 +52,21 @@ async def svc(tmp_path: Any) -> AsyncIterator[Service]:
 
 
 @pytest.fixture
+async def clean_svc(tmp_path: Any) -> AsyncIterator[Service]:
+    """A host service on the none backend in a clean environment: ``PATH`` alone, and ``HOME``
+    the test's directory (no configuration of the user's reaches the git it asks)."""
+    service = Service(
+        asyncio.get_running_loop(),
+        lambda _n, _p: None,
+        environ={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+        state_dir=str(tmp_path / "state"),
+    )
+    service.setup({"sandbox": {"backend": "none"}})
+    yield service
+    await service.mgr.shutdown()
+
+
+@pytest.fixture
 def made_probes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every bubblewrap probe made while the test runs (``bwprobe.Probe``, still the real one),
     in order; nothing probed or started before it."""

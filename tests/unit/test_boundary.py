@@ -3,14 +3,11 @@ UsageError that names the argument, and nothing runs."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-
 import pytest
 
 from run_bash.boundary import flag, options, working_dir
 from run_bash.errors import RunBashError, UsageError
-from run_bash.service import RPC, Service
+from run_bash.service import RPC
 
 
 @pytest.mark.parametrize("value", ["no", "false", 0, 1, [], {}], ids=repr)
@@ -57,16 +54,8 @@ def test_a_cwd_a_confined_command_cannot_enter_is_refused(tmp_path):
 
 
 @pytest.fixture
-async def svc(tmp_path):
-    service = Service(
-        asyncio.get_running_loop(),
-        lambda _n, _p: None,
-        environ={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
-        state_dir=str(tmp_path / "state"),
-    )
-    service.setup({"sandbox": {"backend": "none"}})
-    yield service
-    await service.mgr.shutdown()
+def svc(clean_svc):
+    return clean_svc
 
 
 @pytest.mark.parametrize("method", sorted(RPC))

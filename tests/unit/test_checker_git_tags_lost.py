@@ -4,7 +4,6 @@ nothing), and the pause list pauses exactly the ones that lose a tag."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,23 +11,7 @@ import pytest
 
 from run_bash.checker import check
 
-from .checker_util import clone_of_bare, runs
-
-ENV = {
-    **os.environ,
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True, text=True
-    ).stdout.strip()
+from .checker_util import GIT_ENV, clone_of_bare, git, runs
 
 
 def repo(tmp_path: Path) -> tuple[Path, list[str]]:
@@ -83,7 +66,7 @@ KEEPS = [
 @pytest.mark.parametrize("line", LOSES)
 def test_a_line_that_loses_a_tag_pauses(tmp_path, line):
     p, tags = repo(tmp_path)
-    subprocess.run(["bash", "-c", line], cwd=p, env=ENV, capture_output=True)
+    subprocess.run(["bash", "-c", line], cwd=p, env=GIT_ENV, capture_output=True)
     assert lost(p, tags), f"{line!r} should lose a tag object (the test's premise)"
     v = check(line, strict=True)
     assert v.pause and v.effect == "irreversible", v
@@ -92,6 +75,6 @@ def test_a_line_that_loses_a_tag_pauses(tmp_path, line):
 @pytest.mark.parametrize("line", KEEPS)
 def test_a_line_that_keeps_every_tag_runs(tmp_path, line):
     p, tags = repo(tmp_path)
-    subprocess.run(["bash", "-c", line], cwd=p, env=ENV, capture_output=True)
+    subprocess.run(["bash", "-c", line], cwd=p, env=GIT_ENV, capture_output=True)
     assert not lost(p, tags), f"{line!r} should lose nothing (the test's premise)"
     assert runs(check(line, strict=True))

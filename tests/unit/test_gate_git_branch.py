@@ -15,26 +15,13 @@ import pytest
 
 from run_bash.service import Service
 
-ENV = {
-    **os.environ,
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-}
+from .checker_util import GIT_ENV, git
+
 REASON = "renames a branch over any existing branch of the new name"
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def run(cwd: Path, line: str) -> None:
-    subprocess.run(["bash", "-c", line], cwd=cwd, env=ENV, check=True, capture_output=True)
+    subprocess.run(["bash", "-c", line], cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
 
 
 def fresh(tmp_path: Path) -> Path:
@@ -62,16 +49,8 @@ def reachable(p: Path, sha: str) -> bool:
 
 
 @pytest.fixture
-async def svc(tmp_path):
-    service = Service(
-        asyncio.get_running_loop(),
-        lambda _n, _p: None,
-        environ={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
-        state_dir=str(tmp_path / "state"),
-    )
-    service.setup({"sandbox": {"backend": "none"}})
-    yield service
-    await service.mgr.shutdown()
+def svc(clean_svc):
+    return clean_svc
 
 
 def asks(svc: Service, line: str, cwd: Path) -> dict[str, object]:
