@@ -103,11 +103,13 @@ def test_each_wrong_entry_of_a_rules_directory_is_dealt_with_alone(sbx, world):
     (rules / "deep/style.md").write_text("# style\n")
     r = sbx.run("echo '# more' > .rules/deep/more.md && echo done")
     assert "done" in r.output and not r.notices, r  # the control: the user's entry is theirs
-    # Both writes from one process, microseconds apart: the watch that stops the run at the
-    # first changed rules file comes later, so each is there for the check to deal with.
+    # Both changes from one process, a system call apart, everything they need made first (the
+    # new file beside, the old one opened): the watch that stops the run at the first changed
+    # rules file comes later, so each is there for the check to deal with.
     r = sbx.run(
-        "python3 -c \"open('.rules/deep/x.md', 'w').write('@~/.ssh/id_rsa\\n'); "
-        "open('.rules/deep/style.md', 'a').write('@../../.ssh/id_rsa\\n')\""
+        "printf '@~/.ssh/id_rsa\\n' > x.tmp && python3 -c \"import os; "
+        "fd = os.open('.rules/deep/style.md', os.O_WRONLY | os.O_APPEND); "
+        "os.rename('x.tmp', '.rules/deep/x.md'); os.write(fd, b'@../../.ssh/id_rsa\\n')\""
     )
     assert not (rules / "deep/x.md").exists()
     assert (rules / "deep/style.md").read_text() == "# style\n"
