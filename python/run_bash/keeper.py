@@ -1,6 +1,6 @@
 """The keeper: the process that outlives everything run_bash starts and cleans up after it.
 
-Used by the Neovim host (``rplugin/python3/run_bash_host/boot.py``) and by ``python -m run_bash
+Used by the Neovim host (``rplugin/python3/run_bash_host/start.py``) and by ``python -m run_bash
 sandbox``, so both give the same lifetime guarantees:
 
 * ``fork_kept(work)`` forks. The child (the *worker*: the host, or the command line's run) gets a

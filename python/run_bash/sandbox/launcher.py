@@ -228,7 +228,7 @@ def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
     channel and the log are the host's), no other descriptor but its control socket, default
     signal handling and the same bare environment; then it serves and never returns."""
     host = os.getpid()
-    # The host's handlers of these (``boot.py``: SIGTERM raises SystemExit) must never run in the
+    # The host's handlers of these (``start.py``: SIGTERM raises SystemExit) must never run in the
     # child: one arriving before the child has made them the default (the keeper stops what a
     # host that failed to start leaves) would print a traceback on the host's stderr, where Lua
     # reads why the host did not start. Blocked across the fork; the child lets them in once they
@@ -245,7 +245,7 @@ def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
     try:  # the child
         ctl = theirs.detach()
         ours.close()
-        for name in ("run_bash", "asyncio"):  # the host's log (``boot._setup_logging``)
+        for name in ("run_bash", "asyncio"):  # the host's log (``start._setup_logging``)
             logger = logging.getLogger(name)
             for h in logger.handlers[:]:
                 logger.removeHandler(h)

@@ -2,7 +2,7 @@
 ``run_bash.service.Service``; events go back to Lua with ``require('run_bash')._on_event(name,
 payload)`` as asynchronous notifications (``nvim_exec_lua``).
 
-The host speaks msgpack-RPC itself (``channel.py``, started by ``boot.py``): it is not a pynvim
+The host speaks msgpack-RPC itself (``channel.py``, started by ``start.py``): it is not a pynvim
 remote plugin, and nothing here registers one, so a global ``:UpdateRemotePlugins`` that scans this
 directory finds nothing to load and stays harmless. Nothing runs at import time.
 """
