@@ -183,8 +183,9 @@ class Launching:
                 # Computed beside no run (a spare's preparation): the watches that vouch for
                 # what it read are set by that preparation once it has asked for its sandbox
                 # (``arm_kept``), not by the next run's first look (a few ms of inotify work on
-                # a run's path), nor before the sandbox a run may be waiting for. A run that
-                # computed its own leaves them to the next look, the preparation after it.
+                # a run's path), nor before the sandbox a run may be waiting for; when a run
+                # waits for it, by the preparation after that run (``Spares._prepare``). A run
+                # that computed its own leaves them to the next look, the preparation after it.
                 self._unarmed = [*self._unarmed[-(MEMO_SIZE - 1) :], reads]
         return policy
 

@@ -160,6 +160,9 @@ class Spares:
         )
         self._closed = False
         self._ended: dict[str, float] = {}  # cwd -> when its last run ended (``in_burst``)
+        # Directories whose preparation a run is waiting for (``claim``): that preparation
+        # leaves the arming of its policy to the next one (``_prepare``).
+        self._awaited: set[str] = set()
         # What health says: the last preparation's failure, and how many runs took a spare.
         self.error = ""
         self.taken = 0
@@ -270,11 +273,18 @@ class Spares:
                         oldest = min(self._ready, key=lambda k: self._ready[k].made)
                         old.append(self._ready.pop(oldest))
             self._pending.pop(cwd, None)
-            # The watches of the policy it computed, if it did: after the sandbox a run may be
-            # waiting for, beside that run.
-            with contextlib.suppress(RuntimeError):  # the pool is shut down
-                work = f"policy {next(self._works)}"
-                self._arming[work] = self._pool.submit(self._arm_policy, work)
+            # The watches of the policy it computed, if it did, after the sandbox a run may be
+            # waiting for. When a run is waiting for it, not now: setting them (4-5 ms of
+            # inotify work here, a host's first policy) would take the interpreter from that
+            # run's start and end. The run's end asks for its project's next sandbox, whose
+            # preparation sets them (``Launching.arm_kept`` arms every policy not yet armed),
+            # after its result; a look before that only costs that look.
+            if cwd in self._awaited:
+                self._awaited.discard(cwd)
+            else:
+                with contextlib.suppress(RuntimeError):  # the pool is shut down
+                    work = f"policy {next(self._works)}"
+                    self._arming[work] = self._pool.submit(self._arm_policy, work)
             if spare is not None and spare.planned is not None and spare not in old:
                 taken = self._taken[spare.tag] = threading.Event()
                 with contextlib.suppress(RuntimeError):  # the pool is shut down
@@ -376,6 +386,8 @@ class Spares:
             return None
         with self._lock:
             pending = self._pending.get(s.cwd)
+            if pending is not None:
+                self._awaited.add(s.cwd)
         if pending is not None:
             with contextlib.suppress(Exception):
                 pending.result(WAIT_S)
