@@ -408,6 +408,7 @@ def serve(ctl_fd: int, host: int, census: str | None = None) -> None:
         os._exit(0)
     try:
         import ctypes  # noqa: F401 (seccomp.install, in a run whose namespace may hide it)
+        import ipaddress  # noqa: F401 (loopback.is_local: every connect a run's gate checks)
 
         import sandlock  # (imported once here, not in every run)
 

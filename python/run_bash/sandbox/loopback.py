@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import ipaddress
 import os
 import socket
 import struct
@@ -213,6 +212,10 @@ def listening_ports(pids: list[int]) -> list[int]:
 def is_local(host: str) -> bool:
     """True for addresses that reach this machine's own services: loopback, the unspecified address
     (a connect to 0.0.0.0 goes to loopback) and their IPv4-mapped IPv6 forms."""
+    # Imported here, not with this module: the host asks only for ``network.allow`` entries (1 ms
+    # of its start); the fork server imports it before its runs' connect checks (``serve``).
+    import ipaddress
+
     try:
         addr = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:

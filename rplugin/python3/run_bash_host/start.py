@@ -20,11 +20,22 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import shutil
 import signal
 import sys
 
-from run_bash import codecache, startup
+# shutil imports bz2 and lzma for archive formats the host never makes (1 ms of its start): while
+# it is imported they read as missing (shutil then offers no such archives); anything that
+# imports them later gets them as usual.
+_ABSENT = [name for name in ("bz2", "lzma") if name not in sys.modules]
+for _name in _ABSENT:
+    sys.modules[_name] = None  # type: ignore[assignment]
+try:
+    import shutil
+finally:
+    for _name in _ABSENT:
+        del sys.modules[_name]
+
+from run_bash import codecache, startup  # noqa: E402
 
 startup.mark("interpreter")
 codecache.install()  # before the first dataclass: their methods' code is kept between starts
