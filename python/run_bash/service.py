@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from run_bash import codecache, startup
+from run_bash import codecache, modcache, startup
 from run_bash.audit import RUN_FIELDS, AuditLog
 from run_bash.backends import BACKENDS, CONFINING_BACKENDS, named_at_start
 from run_bash.boundary import arity, choice, flag, options, text
@@ -135,6 +135,8 @@ def same_data(a: object, b: object) -> bool:
 
 # Directories whose write grants ``Service._grants`` keeps at once.
 GRANTS_KEPT = 64
+# How long after ``ready`` the modules start-up imported are written for the next start.
+MODULES_SAVED_AFTER_S = 1.0
 
 
 class Service:
@@ -337,17 +339,24 @@ class Service:
         startup.mark("ready")
         kept, compiled = codecache.stats()
         found, noted = codecache.pattern_stats()
+        taken, changed = modcache.stats()
         log.info(
             "start-up (ms from jobstart): %s; dataclass methods: %d kept, %d compiled; "
-            "patterns: %d kept, %d compiled",
+            "patterns: %d kept, %d compiled; modules: %d kept, %d changed",
             startup.report(),
             kept,
             compiled,
             found,
             noted,
+            taken,
+            changed,
         )
         self.emit("ready", {})
         codecache.save()  # start-up is over: what it compiled (if anything), for the next start
+        modcache.done()
+        # The modules it imported, for the next start (``modcache``): a moment later, on a
+        # worker (rewriting the file reads every module's bytecode), not on the first run's way.
+        self.loop.call_later(MODULES_SAVED_AFTER_S, self.loop.run_in_executor, None, modcache.save)
 
     def preload(self, early: object = None) -> None:
         """Load what every run needs and answer the backend question for the options in force,

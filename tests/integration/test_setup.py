@@ -202,3 +202,31 @@ def test_without_setup_the_defaults_go_with_hello(editor):
     assert editor.lua("return require('run_bash').facts().default_timeout") == 300
     editor.lua("require('run_bash').setup({ default_timeout = 77 })")
     assert editor.lua("return require('run_bash').facts().default_timeout") == 77
+
+
+def test_a_host_keeps_the_modules_it_imported_and_the_next_one_takes_them(editor):
+    """A host that lived past its start keeps the modules it imported (``modcache``), and the
+    next host takes them from that file: its start-up line counts them, and it works."""
+    import re
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    kept = ROOT / "python" / "run_bash" / "__pycache__"
+    kept = kept / f"startup-modules.{sys.implementation.cache_tag}.bin"
+    before = time.time_ns()
+    editor.lua("require('run_bash').setup({ sandbox = { backend = 'none' } })")
+    first = editor.lua("require('run_bash').request('sessions'); return require('run_bash')._job()")
+    counts = re.compile(r"modules: (\d+) kept, (\d+) changed")
+    got = counts.search(startup_line(editor))
+    assert got, startup_line(editor)
+    if not (int(got.group(1)) > 100 and got.group(2) == "0"):
+        # What it imported differs from what was kept: written a moment after its start.
+        wait_for(lambda: kept.exists() and kept.stat().st_mtime_ns >= before, timeout=10)
+    editor.nvim.funcs.jobstop(first)
+    wait_for(lambda: editor.lua("return require('run_bash')._job()") is None)
+    r = editor.run_sync({"cmd": "echo again", "unsandboxed_ok": True})
+    assert r["output"] == "again\n", r
+    got = counts.search(startup_line(editor))
+    assert got and int(got.group(1)) > 100 and got.group(2) == "0", startup_line(editor)

@@ -27,6 +27,11 @@ sys.path[:0] = [os.path.join(ROOT, "python"), RPLUGIN]
 sys.dont_write_bytecode = False
 
 if __name__ == "__main__":
+    from run_bash import modcache
+
+    # The modules the last start imported, from one file (``modcache``): before anything else is.
+    modcache.install()
+
     from run_bash_host.start import main
 
     main()
