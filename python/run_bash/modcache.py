@@ -201,9 +201,8 @@ def save() -> bool:
         sig = _file_sig(source)
         if sig is None or not isinstance(spec.cached, str):
             continue
-        kept = isinstance(loader, _KeptLoader)
-        all_kept = all_kept and kept
-        code = loader._kept if kept else _pyc_code(spec.cached, sig)
+        all_kept = all_kept and isinstance(loader, _KeptLoader)
+        code = loader._kept if isinstance(loader, _KeptLoader) else _pyc_code(spec.cached, sig)
         if code is None:
             continue
         package = spec.submodule_search_locations is not None
