@@ -16,8 +16,11 @@ exactly the source the usual import would find now:
 * the file names the interpreter (its version and bytecode magic) and optimization level.
 
 A module it does not keep, or whose source changed, is imported the usual way (so are extension
-modules, built-in and frozen ones). ``save()``, once start-up is over, writes the modules it
-imported from ``.pyc`` files that match their sources, when anything differs from what was kept.
+modules, built-in and frozen ones). ``save()``, a moment after start-up, writes the modules it
+imported from ``.pyc`` files that match their sources, and the kept modules it did not import
+that still hold (hosts with other options import other modules: the file keeps them all), when
+anything it imported was not kept; and only when no directory the search looks through changed
+since ``install`` (a module found before such a change may not be the one found after it).
 The file is marshalled data, like a ``.pyc`` file, beside the plugin's own bytecode and with the
 same trust (``codecache`` keeps its compiled dataclass methods and patterns there too); one that
 does not load is ignored and written again.
@@ -31,6 +34,7 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+import time
 from importlib._bootstrap_external import MAGIC_NUMBER  # (importlib.util's, without its imports)
 from importlib.machinery import ModuleSpec, SourceFileLoader
 from types import CodeType
@@ -126,15 +130,20 @@ _finder: Finder | None = None
 _path = FILE
 _searched: list[object] = []  # what ``install`` looked for the kept modules with
 _before: frozenset[str] = frozenset()  # the modules imported before ``install``
+_installed_ns = 0  # when ``install`` looked (the file system's clock)
+# A directory changed later than this before ``install`` counts as changed since (file times
+# lag the clock by up to a timer tick).
+CHANGE_SLACK_NS = 50_000_000
 
 
 def install(path: str = FILE) -> Finder | None:
     """Put the finder of the modules kept in ``path`` first on ``sys.meta_path``, when they are
     there and still hold (see the module docstring). Returns it, or None."""
-    global _finder, _path, _searched, _before
+    global _finder, _path, _searched, _before, _installed_ns
     _path = path
     _searched = _search()
     _before = frozenset(sys.modules)
+    _installed_ns = time.time_ns()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -179,15 +188,15 @@ def _search() -> list[object]:
 
 def save() -> bool:
     """Write the modules imported since ``install`` from ``.pyc`` files that match their sources
-    (or from the kept file), unless every one of them came from the kept file; whether it
-    wrote. Best effort."""
+    (or from the kept file), with the kept modules this process did not import that still
+    hold, unless every module it imported came from the kept file; whether it wrote. Nothing is
+    written when a directory the search looks through changed since ``install`` (a module found
+    before it changed may not be the one the search finds now). Best effort."""
     if not _searched:
         return False  # never installed: the search it would be kept for is not known
     search = _searched[1] if isinstance(_searched[1], list) else []
     dirs: dict[str, tuple[int, int, int] | None] = {p: _dir_sig(p) for p in search if p}
-    index: dict[str, Entry] = {}
-    parts: list[bytes] = []
-    offset = 0
+    found: dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]] = {}
     all_kept = _finder is not None and not _finder.misses
     for name, module in list(sys.modules.items()):
         if name in _before:
@@ -203,16 +212,23 @@ def save() -> bool:
             continue
         all_kept = all_kept and isinstance(loader, _KeptLoader)
         code = loader._kept if isinstance(loader, _KeptLoader) else _pyc_code(spec.cached, sig)
-        if code is None:
-            continue
-        package = spec.submodule_search_locations is not None
-        where = os.path.dirname(source)
-        index[name] = (source, sig, package, spec.cached, offset, len(code))
+        if code is not None:
+            package = spec.submodule_search_locations is not None
+            found[name] = (source, sig, package, spec.cached, code)
+    if all_kept:
+        return False
+    found.update(_still_kept(found))
+    index: dict[str, Entry] = {}
+    parts: list[bytes] = []
+    offset = 0
+    for name, (source, sig, package, cached, code) in found.items():
+        index[name] = (source, sig, package, cached, offset, len(code))
         parts.append(code)
         offset += len(code)
+        where = os.path.dirname(source)
         for d in (where, os.path.dirname(where)) if package else (where,):
             dirs.setdefault(d, _dir_sig(d))
-    if all_kept:
+    if any(sig is not None and sig[2] >= _installed_ns - CHANGE_SLACK_NS for sig in dirs.values()):
         return False
     raw = marshal.dumps({"path": _searched, "dirs": dirs, "modules": index})
     tmp = f"{_path}.{os.getpid()}.tmp"
@@ -230,6 +246,36 @@ def save() -> bool:
     except OSError:
         return False
     return True
+
+
+def _still_kept(
+    found: dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]],
+) -> dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]]:
+    """The kept modules this process did not import whose sources are still the ones their code
+    was made from, read from the kept file (when it is still the file ``install`` opened)."""
+    finder = _finder
+    out: dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]] = {}
+    if finder is None:
+        return out
+    try:
+        fd = os.open(_path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return out
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != finder.file:
+            return out  # another host wrote it since
+        for name, (source, sig, package, cached, offset, length) in finder.entries.items():
+            if name in found or _file_sig(source) != sig:
+                continue
+            code = os.pread(fd, length, finder.base + offset)
+            if len(code) == length:
+                out[name] = (source, sig, package, cached, code)
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
+    return out
 
 
 def _pyc_code(cached: str, sig: tuple[int, int, int]) -> bytes | None:

@@ -8,6 +8,7 @@ Each case runs a fresh interpreter: installing the finder changes ``sys.meta_pat
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import subprocess
@@ -39,6 +40,10 @@ if mode == "fork":  # a forked child that closed the file and opened another at 
         os._exit(code)
     out["child"] = os.waitpid(pid, 0)[1]
 import kp.a
+if mode == "b":
+    import kp.b
+if mode == "touch":  # a directory the search looks through changes while this process runs
+    os.utime(root)
 out["f"] = kp.a.f()
 out["file"] = kp.a.__file__
 out["package_path"] = list(sys.modules["kp"].__path__)
@@ -73,9 +78,18 @@ def start(tmp_path: Path, *, first: Path | None = None, mode: str = "") -> dict:
 def package(where: Path, value: int) -> Path:
     (where / "kp").mkdir(parents=True, exist_ok=True)
     (where / "kp" / "__init__.py").write_text("")
+    (where / "kp" / "b.py").write_text("B = 2\n")
     a = where / "kp" / "a.py"
     a.write_text(f"def f():\n    return {value}\n")
+    compileall.compile_dir(where / "kp", quiet=1)  # as ``make deps`` compiles the plugin
+    settled(where, where / "kp")
     return a
+
+
+def settled(*dirs: Path) -> None:
+    """Directories made a while ago (one changed just before a start is not kept then)."""
+    for d in dirs:
+        os.utime(d, ns=(d.stat().st_atime_ns, d.stat().st_mtime_ns - 5_000_000_000))
 
 
 def test_a_later_start_takes_the_kept_modules_and_they_are_the_same(tmp_path):
@@ -109,6 +123,7 @@ def test_a_module_put_where_the_search_finds_it_first_is_the_one_imported(tmp_pa
     package(tmp_path / "root", 1)
     first = tmp_path / "first"
     first.mkdir()
+    settled(first)
     start(tmp_path, first=first)
     assert start(tmp_path, first=first)["stats"] == [2, 0]  # the control: kept
     package(first, 9)  # shadows it, earlier on sys.path
@@ -122,6 +137,7 @@ def test_another_search_path_does_not_use_the_kept_modules(tmp_path):
     start(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    settled(elsewhere)
     got = start(tmp_path, first=elsewhere)  # sys.path differs
     assert got["stats"] == [0, 0] and got["f"] == 1, got
 
@@ -152,3 +168,23 @@ def test_a_forked_process_whose_descriptor_was_reused_imports_the_usual_way(tmp_
     got = start(tmp_path, mode="fork")
     assert got["child"] == 0, "the child read no other file as code, and imported kp.a anew"
     assert got["stats"] == [2, 0], "the parent took them from the kept file (the control)"
+
+
+def test_kept_modules_a_start_did_not_import_stay_kept(tmp_path):
+    a = package(tmp_path / "root", 1)
+    start(tmp_path, mode="b")
+    assert start(tmp_path, mode="b")["stats"] == [3, 0]
+    assert not start(tmp_path)["saved"], "all it imported was kept: not written"
+    a.write_text("def f():\n    return 22\n")
+    os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 2_000_000_000))
+    got = start(tmp_path)  # imports kp.a anew, not kp.b
+    assert got["f"] == 22 and got["saved"], got
+    assert start(tmp_path, mode="b")["stats"] == [3, 0], "kp.b is still kept"
+
+
+def test_nothing_is_written_when_a_directory_searched_changed_during_the_start(tmp_path):
+    package(tmp_path / "root", 1)
+    got = start(tmp_path, mode="touch")
+    assert got["f"] == 1 and not got["saved"], got
+    settled(tmp_path / "root")  # (a while later)
+    assert start(tmp_path)["saved"], "the control: written by a start that changed nothing"
