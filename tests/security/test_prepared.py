@@ -15,7 +15,7 @@ import pytest
 
 from run_bash import fsdeps
 from run_bash.config import parse_config
-from tests.conftest import until
+from tests.conftest import until, wait_for
 from tests.security.conftest import Runner
 from tests.security.test_hostread import git
 
@@ -465,3 +465,52 @@ def test_a_prepared_sandbox_has_the_per_process_limits_of_one_built_for_its_comm
             f"Max file size {size} {size} bytes",
             f"Max processes {nproc} {nproc} processes",
         ]
+
+
+def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, world, monkeypatch):
+    """A host's first command waits for everything the host does at its start: the watches of
+    the policy its prepared sandbox was made from (4-5 ms of inotify work) are set by the
+    preparation after it, once its result is on its way, not beside it (with the deferral taken
+    out, they are set beside it and this fails). Controls: the run took the prepared sandbox,
+    and the watches are set after its result."""
+    import threading
+
+    from run_bash.sessions import manager
+
+    # (No sandbox made beside a run that runs a while: only the preparation it waits for.)
+    monkeypatch.setattr(manager, "PREPARE_BESIDE_S", 60.0)
+    mgr = sbx.mgr
+    cwd = str(world.project)
+    order: list[str] = []
+    real_arm, real_policy = mgr.spares._arm_policies, mgr.spares._policy
+    monkeypatch.setattr(mgr.spares, "_arm_policies", lambda: (order.append("armed"), real_arm()))
+    events = mgr.on_event
+    mgr.on_event = lambda n, p: (order.append(n) if n == "result" else None, events(n, p))
+    release = threading.Event()
+
+    def held_policy(path: str):
+        release.wait(30)  # until the run waits for this preparation
+        return real_policy(path)
+
+    monkeypatch.setattr(mgr.spares, "_policy", held_policy)
+
+    def release_once_claimed() -> None:
+        wait_for(lambda: cwd in mgr.spares._awaited, timeout=30)
+        release.set()
+
+    def waits_for_its_sandbox(cmd: str) -> None:
+        release.clear()
+        mgr.spares.want(cwd, mgr.backend(sbx.name))
+        watcher = threading.Thread(target=release_once_claimed)
+        watcher.start()
+        s = sbx.start(cmd)
+        r = sbx.wait(s)
+        watcher.join()
+        assert r.exit_code == 0 and "took_spare" in s.marks, (r.output, sorted(s.marks))
+
+    assert mgr.spares.commands == 0
+    # (The command runs a while, so that watches set beside it would be set before its result.)
+    waits_for_its_sandbox("sleep 0.5")
+    assert order[:1] == ["result"], order
+    assert settled(sbx) == 1
+    assert "armed" in order, "set by the preparation after the run (the control: they are set)"
