@@ -104,14 +104,22 @@ def test_each_wrong_entry_of_a_rules_directory_is_dealt_with_alone(sbx, world):
     r = sbx.run("echo '# more' > .rules/deep/more.md && echo done")
     assert "done" in r.output and not r.notices, r  # the control: the user's entry is theirs
     # Both changes from one process, a system call apart, everything they need made first (the
-    # new file beside, the old one opened): the watch that stops the run at the first changed
-    # rules file comes later, so each is there for the check to deal with.
-    r = sbx.run(
-        "printf '@~/.ssh/id_rsa\\n' > x.tmp && python3 -c \"import os; "
-        "fd = os.open('.rules/deep/style.md', os.O_WRONLY | os.O_APPEND); "
-        "os.rename('x.tmp', '.rules/deep/x.md'); os.write(fd, b'@../../.ssh/id_rsa\\n')\""
-    )
-    assert not (rules / "deep/x.md").exists()
+    # new file beside, the old one opened). The watch that stops the run at the first changed
+    # rules file usually comes later; when it stopped the run between the two (a loaded machine),
+    # only the first is there to deal with, and the run is made again. ``both.done`` says the
+    # second one was made.
+    done = world.project / "both.done"
+    for _attempt in range(5):
+        r = sbx.run(
+            "printf '@~/.ssh/id_rsa\\n' > x.tmp && python3 -c \"import os; "
+            "fd = os.open('.rules/deep/style.md', os.O_WRONLY | os.O_APPEND); "
+            "os.rename('x.tmp', '.rules/deep/x.md'); os.write(fd, b'@../../.ssh/id_rsa\\n'); "
+            "open('both.done', 'w')\""
+        )
+        assert not (rules / "deep/x.md").exists(), r.notices
+        if done.exists():
+            break
+    assert done.exists(), "no run made both changes before the watch stopped it"
     assert (rules / "deep/style.md").read_text() == "# style\n"
     assert (rules / "mine.md").read_text() == "@~/.claude/shared.md\n"
     assert (rules / "deep/more.md").read_text() == "# more\n"

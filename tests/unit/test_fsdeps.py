@@ -11,6 +11,7 @@ import pytest
 from run_bash import fsdeps
 from run_bash.paths import Tops, is_under
 from run_bash.sandbox.treescan import TreeScan
+from tests.conftest import wait_for
 
 
 def settle(rec: fsdeps.Reads) -> None:
@@ -86,6 +87,9 @@ def test_a_read_it_cannot_name_makes_it_unusable(tmp_path):
 
 
 def test_recording_puts_os_back_and_sees_only_its_thread(tmp_path):
+    # Work an earlier test left on a worker thread (a manager's next sandbox being prepared)
+    # may still be recording: its end puts ``os`` back.
+    wait_for(lambda: fsdeps._active == 0, timeout=30)
     before = os.stat
     with fsdeps.recording():
         assert os.stat is not before
