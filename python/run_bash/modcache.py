@@ -44,28 +44,36 @@ FILE = os.path.join(
     "__pycache__",
     f"startup-modules.{sys.implementation.cache_tag}.bin",
 )
-_HEADER = b"run_bash start-up modules 1\n" + MAGIC_NUMBER + f"\n{sys.version}\n".encode()
+_HEADER = b"run_bash start-up modules 2\n" + MAGIC_NUMBER + f"\n{sys.version}\n".encode()
 
-# name -> (source, its (inode, size, mtime ns), package?, the .pyc path, where its code is in the
-# file's code part, its length)
-Entry = tuple[str, tuple[int, int, int], bool, str, int, int]
+# What identifies a file or directory as it is (``_sig``): device, inode, size, mtime in ns.
+Sig = tuple[int, int, int, int]
+# name -> (source, its ``Sig``, package?, the .pyc path, where its code is in the file's code
+# part, its length)
+Entry = tuple[str, Sig, bool, str, int, int]
 _LENGTH = 8  # bytes that give the index's length, after the header
 
 
-def _dir_sig(path: str) -> tuple[int, int, int] | None:
+def _opened(path: str) -> tuple[int, os.stat_result] | None:
+    """``path`` opened for reading, and what it is; None when it cannot be."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return fd, os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+
+
+def _sig(path: str) -> Sig | None:
+    """``path``'s ``Sig`` now; None when it cannot be looked at."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino, st.st_mtime_ns
-
-
-def _file_sig(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class _KeptLoader(SourceFileLoader):
@@ -104,7 +112,7 @@ class Finder:
         if isinstance(path, list) and (os.path.dirname(where) if package else where) not in path:
             self.misses += 1
             return None  # not where this import looks
-        if _file_sig(source) != sig:
+        if _sig(source) != sig:
             self.misses += 1
             return None
         try:
@@ -144,12 +152,11 @@ def install(path: str = FILE) -> Finder | None:
     _searched = _search()
     _before = frozenset(sys.modules)
     _installed_ns = time.time_ns()
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    opened = _opened(path)
+    if opened is None:
         return None
+    fd, st = opened
     try:
-        st = os.fstat(fd)
         head = os.pread(fd, len(_HEADER) + _LENGTH, 0)
         if not head.startswith(_HEADER) or len(head) != len(_HEADER) + _LENGTH:
             raise ValueError(path)
@@ -159,7 +166,7 @@ def install(path: str = FILE) -> Finder | None:
         search, dirs, entries = kept["path"], kept["dirs"], kept["modules"]
         if search != _searched or not isinstance(dirs, dict) or not isinstance(entries, dict):
             raise ValueError(path)
-        if any(_dir_sig(d) != sig for d, sig in dirs.items()):
+        if any(_sig(d) != sig for d, sig in dirs.items()):
             raise ValueError(path)
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         os.close(fd)
@@ -195,8 +202,8 @@ def save() -> bool:
     if not _searched:
         return False  # never installed: the search it would be kept for is not known
     search = _searched[1] if isinstance(_searched[1], list) else []
-    dirs: dict[str, tuple[int, int, int] | None] = {p: _dir_sig(p) for p in search if p}
-    found: dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]] = {}
+    dirs: dict[str, Sig | None] = {p: _sig(p) for p in search if p}
+    found: dict[str, tuple[str, Sig, bool, str, bytes]] = {}
     all_kept = _finder is not None and not _finder.misses
     for name, module in list(sys.modules.items()):
         if name in _before:
@@ -207,7 +214,7 @@ def save() -> bool:
         source, loader = spec.origin, spec.loader
         if not isinstance(source, str) or not source.endswith(".py"):
             continue
-        sig = _file_sig(source)
+        sig = _sig(source)
         if sig is None or not isinstance(spec.cached, str):
             continue
         all_kept = all_kept and isinstance(loader, _KeptLoader)
@@ -227,8 +234,8 @@ def save() -> bool:
         offset += len(code)
         where = os.path.dirname(source)
         for d in (where, os.path.dirname(where)) if package else (where,):
-            dirs.setdefault(d, _dir_sig(d))
-    if any(sig is not None and sig[2] >= _installed_ns - CHANGE_SLACK_NS for sig in dirs.values()):
+            dirs.setdefault(d, _sig(d))
+    if any(sig is not None and sig[3] >= _installed_ns - CHANGE_SLACK_NS for sig in dirs.values()):
         return False
     raw = marshal.dumps({"path": _searched, "dirs": dirs, "modules": index})
     tmp = f"{_path}.{os.getpid()}.tmp"
@@ -249,24 +256,23 @@ def save() -> bool:
 
 
 def _still_kept(
-    found: dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]],
-) -> dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]]:
+    found: dict[str, tuple[str, Sig, bool, str, bytes]],
+) -> dict[str, tuple[str, Sig, bool, str, bytes]]:
     """The kept modules this process did not import whose sources are still the ones their code
     was made from, read from the kept file (when it is still the file ``install`` opened)."""
     finder = _finder
-    out: dict[str, tuple[str, tuple[int, int, int], bool, str, bytes]] = {}
+    out: dict[str, tuple[str, Sig, bool, str, bytes]] = {}
     if finder is None:
         return out
-    try:
-        fd = os.open(_path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    opened = _opened(_path)
+    if opened is None:
         return out
+    fd, st = opened
     try:
-        st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != finder.file:
             return out  # another host wrote it since
         for name, (source, sig, package, cached, offset, length) in finder.entries.items():
-            if name in found or _file_sig(source) != sig:
+            if name in found or _sig(source) != sig:
                 continue
             code = os.pread(fd, length, finder.base + offset)
             if len(code) == length:
@@ -278,7 +284,7 @@ def _still_kept(
     return out
 
 
-def _pyc_code(cached: str, sig: tuple[int, int, int]) -> bytes | None:
+def _pyc_code(cached: str, sig: Sig) -> bytes | None:
     """The code in ``cached`` (a ``.pyc`` file) when it was compiled from the source whose
     signature is ``sig`` (as the import system checks it: timestamp-based, its size and
     modification time in seconds), else None."""
@@ -291,7 +297,7 @@ def _pyc_code(cached: str, sig: tuple[int, int, int]) -> bytes | None:
         return None
     mtime = int.from_bytes(data[8:12], "little")
     size = int.from_bytes(data[12:16], "little")
-    if mtime != (sig[2] // 1_000_000_000) & 0xFFFFFFFF or size != sig[1] & 0xFFFFFFFF:
+    if mtime != (sig[3] // 1_000_000_000) & 0xFFFFFFFF or size != sig[2] & 0xFFFFFFFF:
         return None
     return data[16:]
 
