@@ -222,7 +222,7 @@ ServerProcess = subprocess.Popen[bytes] | Forked
 CHILD_DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
-def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
+def _fork_server(ours: socket.socket, theirs: socket.socket, sandlock: bool = True) -> Forked:
     """Fork this (single-threaded) process into the fork server. The child is made what a
     fork server started as its own Python is: its own session, /dev/null on fds 0-2 (the RPC
     channel and the log are the host's), no other descriptor but its control socket, default
@@ -265,7 +265,7 @@ def _fork_server(ours: socket.socket, theirs: socket.socket) -> Forked:
         os.environ.clear()
         os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
         gc.disable()  # (``serve`` freezes what is loaded and turns collection on)
-        serve(ctl, host, census=path_var)
+        serve(ctl, host, census=path_var, sandlock=sandlock)
     finally:
         os._exit(1)
 
@@ -295,15 +295,16 @@ class Launcher:
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
-    def begin(self) -> None:
+    def begin(self, sandlock: bool = True) -> None:
         """Start the fork server without waiting for it to say it is ready: the host does this
         first thing, so the fork server comes up while the host imports; ``ensure`` waits for
         it. While this process has one thread the fork server is a fork of it (no second
-        interpreter to start, nothing imported twice). Raises SpawnError when it cannot be
-        started."""
+        interpreter to start, nothing imported twice). ``sandlock`` false (the options named
+        bubblewrap): it does not load sandlock now (``forkserver.serve``). Raises SpawnError
+        when it cannot be started."""
         with self._lock:
             if self._begun is None and not self._alive():
-                self._begun = (*self._spawn(fork=True), os.getpid())
+                self._begun = (*self._spawn(fork=True, sandlock=sandlock), os.getpid())
 
     def release_unused(self) -> None:
         """Stop the fork server when no run was ever started through it (a run dies with it):
@@ -329,7 +330,9 @@ class Launcher:
         proc, ours = begun if begun is not None else self._spawn()
         self._await(proc, ours)
 
-    def _spawn(self, fork: bool = False) -> tuple[ServerProcess, socket.socket]:
+    def _spawn(
+        self, fork: bool = False, sandlock: bool = True
+    ) -> tuple[ServerProcess, socket.socket]:
         """Start the fork server's process: (it, our end of its control socket). ``fork``: as
         a fork of this process when it has a single thread (``_fork_server``), else a Python
         of its own."""
@@ -341,7 +344,7 @@ class Launcher:
             theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, MAX_REQUEST_BYTES)
         if fork and single_threaded():
             try:
-                forked = _fork_server(ours, theirs)
+                forked = _fork_server(ours, theirs, sandlock)
             except OSError as e:
                 ours.close()
                 raise SpawnError(f"cannot start the sandbox launcher: {e}") from e
@@ -444,8 +447,19 @@ class Launcher:
         """What the fork server said of sandlock when it started (it imports sandlock; the host
         does not): ``version``, the kernel's Landlock ``abi`` (or the ``error`` loading the
         library gave) and ``namespace`` ("" when a run's mount namespace can be built, else why
-        not). Starts the fork server if needed; raises SpawnError."""
+        not). Starts the fork server if needed; raises SpawnError. A fork server that did not
+        load sandlock (``begin``) is asked for them once (a run child of it loads it)."""
         self.ensure()
+        if self._facts.get("deferred"):
+            with open(os.devnull, "wb") as null:
+                chan, msg, fds = self.request({"facts": True}, null.fileno(), null.fileno())
+            chan.close()
+            for fd in fds:
+                os.close(fd)
+            facts = msg.get("facts")
+            if not isinstance(facts, dict):
+                raise SpawnError(f"the sandbox launcher answered {msg!r}")
+            self._facts = facts
         return dict(self._facts)
 
     def _stop(self) -> None:

@@ -110,8 +110,9 @@ def host(dirs: list[str]) -> None:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if named_at_start(os.environ) != "none":
-        start_launcher()
+    named = named_at_start(os.environ)
+    if named != "none":
+        start_launcher(sandlock=named != "bubblewrap")
         # While the host has one thread its descriptor table grows at once (prepared sandboxes
         # keep theirs high: spare.py). After the fork server's fork: its children copy its table.
         from run_bash.sandbox.spare import grow_fd_table
@@ -170,16 +171,16 @@ def host(dirs: list[str]) -> None:
     os._exit(code)
 
 
-def start_launcher() -> None:
+def start_launcher(sandlock: bool = True) -> None:
     """Start the sandbox launcher's fork server now, without waiting for it: forked from this
-    process while it has one thread, it loads sandlock on the other core while this process
-    imports asyncio and the host, and the backend check before ``ready`` finds it up
-    (``Launcher.begin``). Best effort: a failure is met again, and reported, where the launcher
-    is needed."""
+    process while it has one thread, it loads sandlock (``sandlock``: unless the options named
+    bubblewrap) on the other core while this process imports asyncio and the host, and the
+    backend check before ``ready`` finds it up (``Launcher.begin``). Best effort: a failure is
+    met again, and reported, where the launcher is needed."""
     try:
         from run_bash.sandbox.launcher import launcher
 
-        launcher().begin()
+        launcher().begin(sandlock)
         logging.getLogger("run_bash").info("sandbox launcher: started with the host")
     except Exception:
         pass
