@@ -146,6 +146,11 @@ def run_child(req: dict[str, Any], fds: list[int], devnull: int, spare_cg: Spare
             sock = connect_loopback(int(req["connect"]))
             _send(chan, {"connected": int(req["connect"])}, [sock.fileno()])
             os._exit(0)
+        if not req.get("probe"):
+            # Before the run's mount namespace, which may hide where it is installed (loaded
+            # already, unless this fork server was started without it: ``serve``).
+            stage = "loading sandlock"
+            import sandlock  # noqa: F401
         stage = "capping the run's memory"
         cgroups = cap_memory(int(req.get("memory_cap") or 0), spare_cg)
         out, err = fds[1], fds[2]
@@ -422,7 +427,7 @@ def serve(ctl_fd: int, host: int, census: str | None = None, sandlock: bool = Tr
     with ``ready``; else (the options named bubblewrap) it is not loaded, which leaves the CPU to
     the host's start (about 9 ms sooner under bubblewrap here), and ``ready`` says its facts are
     ``deferred``: a ``facts`` request answers them (a run child loads it), and a sandlock run's
-    child loads it itself.
+    child loads it itself, before its namespace.
     """
     ctl = socket.socket(fileno=ctl_fd)
 
