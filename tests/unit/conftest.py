@@ -72,6 +72,7 @@ def made_probes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     in order; nothing probed or started before it."""
     monkeypatch.setattr(bwprobe, "FOUND", {})
     monkeypatch.setattr(bwprobe, "STARTED", {})
+    monkeypatch.setattr(bwprobe, "READ", {})
     made: list[Any] = []
     real = bwprobe.Probe
 

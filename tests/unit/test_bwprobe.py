@@ -17,6 +17,7 @@ def fresh(monkeypatch):
     """Nothing probed yet; RUN_BASH_BWRAP as the test sets it."""
     monkeypatch.setattr(bwprobe, "FOUND", {})
     monkeypatch.setattr(bwprobe, "STARTED", {})
+    monkeypatch.setattr(bwprobe, "READ", {})
     bwprobe.bwrap_path.cache_clear()
     yield monkeypatch
     bwprobe.bwrap_path.cache_clear()
@@ -105,9 +106,10 @@ def test_a_filter_that_cannot_be_made_makes_bwrap_unavailable(fresh, monkeypatch
 
 
 def a_new_host(monkeypatch):
-    """What a host started later has: nothing found or started in this process."""
+    """What a host started later has: nothing found, read or started in this process."""
     monkeypatch.setattr(bwprobe, "FOUND", {})
     monkeypatch.setattr(bwprobe, "STARTED", {})
+    monkeypatch.setattr(bwprobe, "READ", {})
 
 
 @pytest.fixture
@@ -215,3 +217,28 @@ def test_a_kept_answer_that_is_not_the_users_own_or_not_sound_is_ignored(
     before = len(made_probes)
     bwprobe.result()
     assert len(made_probes) == before + 1
+
+
+def test_the_answer_is_kept_for_the_state_read_before_the_probe_ran(
+    kept_file, made_probes, monkeypatch
+):
+    """A setting that changes while the probe runs: the answer is kept for what was read before
+    it, so the next host (which reads the new setting) probes again."""
+    real_read = probekept._read
+    changed = {"now": False}
+
+    def limits(path: str) -> str | None:
+        text = real_read(path)
+        return "0\n" if changed["now"] and path.endswith("max_user_namespaces") else text
+
+    monkeypatch.setattr(probekept, "_read", limits)
+    bwprobe.start()  # reads the state, starts the probe
+    assert len(made_probes) == 1
+    changed["now"] = True  # while it runs
+    assert bwprobe.result()[0].ok
+    a_new_host(monkeypatch)
+    bwprobe.result()
+    assert len(made_probes) == 2, "kept for the state before the change: probed again"
+    a_new_host(monkeypatch)
+    bwprobe.result()
+    assert len(made_probes) == 2, "the control: kept for the state now, and taken"

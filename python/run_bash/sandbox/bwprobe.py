@@ -292,16 +292,25 @@ def _state(k: Key) -> list[Any] | None:
     return probekept.state([*k, mount_path(), "/bin/sh"], code)
 
 
+# The state each probe's answer depends on, read before the probe ran (``_known``), until the
+# answer is kept for it (``result``).
+READ: dict[Key, list[Any] | None] = {}
+
+
 def _known(k: Key) -> Found | None:
     """The answer for ``k`` found by this host, or kept from an earlier one for exactly the
-    state found now (``probekept``: a working bwrap only)."""
+    state found now (``probekept``: a working bwrap only). The state read first is what a
+    probe's answer is kept for."""
     found = FOUND.get(k)
     if found is None and k[0] is not None and k[1] is not None:
-        kept = probekept.load(os.environ.get(probekept.FILE_ENV), _state(k))
+        if k not in READ:
+            READ[k] = _state(k)
+        kept = probekept.load(os.environ.get(probekept.FILE_ENV), READ[k])
         try:
             if kept is not None and kept["mode"] in ("capped", "plain", ""):
                 version, mode, note = str(kept["version"]), kept["mode"], str(kept["note"])
                 found = FOUND[k] = Availability(True, version=version), mode, note
+                READ.pop(k, None)
         except (KeyError, TypeError):
             pass
     return found
@@ -333,10 +342,10 @@ def result() -> Found:
         found = Availability(False, "bash not found", "install bash"), "", ""
     else:
         found = (STARTED.pop(k, None) or Probe(bwrap)).result()
-        path = os.environ.get(probekept.FILE_ENV)
+        path, read = os.environ.get(probekept.FILE_ENV), READ.pop(k, None)
         if found[0].ok:
             answer = {"version": found[0].version, "mode": found[1], "note": found[2]}
-            probekept.save(path, _state(k), answer)
+            probekept.save(path, read, answer)
         else:
             probekept.forget(path)
     FOUND[k] = found
