@@ -6,13 +6,13 @@ of the host's imports, some 280 modules). ``install()`` puts a finder first on `
 that answers for each module the last start imported from one file read once, with the code of
 exactly the source the usual import would find now:
 
-* each module's source is checked as its ``.pyc`` is, and more strictly: its size and
-  modification time (to the nanosecond) and its inode must be the ones its kept code was
-  compiled from;
+* each module's source is checked as its ``.pyc`` is, and more strictly: its device, inode,
+  size and modification time (to the nanosecond) must be the ones its kept code was compiled
+  from;
 * the kept modules are used only while ``sys.path`` is the same list and every directory the
   usual import would look through for them (``sys.path``'s entries and the packages'
-  directories) is as it was (device, inode and modification time): a module added where the
-  search would find it first, removed, or renamed changes its directory;
+  directories) is as it was (the same four): a module added where the search would find it
+  first, removed, or renamed changes its directory;
 * the file names the interpreter (its version and bytecode magic) and optimization level.
 
 A module it does not keep, or whose source changed, is imported the usual way (so are extension

@@ -23,17 +23,27 @@ import os
 import signal
 import sys
 
-# shutil imports bz2 and lzma for archive formats the host never makes (1 ms of its start): while
-# it is imported they read as missing (shutil then offers no such archives); anything that
-# imports them later gets them as usual.
-_ABSENT = [name for name in ("bz2", "lzma") if name not in sys.modules]
-for _name in _ABSENT:
-    sys.modules[_name] = None  # type: ignore[assignment]
-try:
+
+class _Missing:
+    """While the block runs, the modules named (those not imported yet) read as missing to an
+    import; anything that imports them later gets them as usual. For modules a standard module
+    loads when it can and the host never uses."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = [name for name in names if name not in sys.modules]
+
+    def __enter__(self) -> None:
+        for name in self.names:
+            sys.modules[name] = None  # type: ignore[assignment]
+
+    def __exit__(self, *_exc: object) -> None:
+        for name in self.names:
+            del sys.modules[name]
+
+
+# shutil imports bz2 and lzma for archive formats the host never makes (1 ms of its start).
+with _Missing("bz2", "lzma"):
     import shutil
-finally:
-    for _name in _ABSENT:
-        del sys.modules[_name]
 
 from run_bash import codecache, startup  # noqa: E402
 
@@ -121,25 +131,19 @@ def host(dirs: list[str]) -> None:
     else:  # the options name no sandbox: no launcher, and no prepared sandboxes
         logging.getLogger("run_bash").info("sandbox launcher: not started with the host")
     startup.mark("fork")
-    # asyncio imports ssl when it can (9 ms here); the host never speaks TLS. While asyncio is
-    # imported, ssl reads as missing; anything later imports it as usual.
-    blocked = "ssl" not in sys.modules
-    if blocked:
-        sys.modules["ssl"] = None  # type: ignore[assignment]
     try:
-        import asyncio
+        # asyncio imports ssl when it can (9 ms here); the host never speaks TLS.
+        with _Missing("ssl"):
+            import asyncio
 
-        from run_bash_host import RunBashHost
-        from run_bash_host.channel import Channel
+            from run_bash_host import RunBashHost
+            from run_bash_host.channel import Channel
     except Exception as err:
         sys.stderr.write(
             f"run_bash: Python {sys.version.split()[0]} ({sys.executable}) cannot load the host: "
             f"{err}. Run `make deps` in the plugin directory.\n"
         )
         os._exit(3)  # the keeper cleans up
-    finally:
-        if blocked:
-            del sys.modules["ssl"]
     startup.mark("rpc")
     code = 0
     try:
