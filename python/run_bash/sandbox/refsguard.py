@@ -5,8 +5,9 @@ signature changed, its new commits judged and every ref that leads to one put ba
 
 Fail closed: refs git cannot list before a run count as none only where there are none (a
 ``.git`` being made: all a run leaves on them is its own); where there are some, the run does not
-start (taking them for none would put every ref back). After a run, refs that cannot be judged, or put back, are said so in its notice and judged
-again before the next run in that repository, which does not start while they cannot be.
+start (taking them for none would put every ref back). After a run, refs that cannot be judged,
+or put back, are said so in its notice and judged again before the next run in that repository,
+which does not start while they cannot be.
 """
 
 from __future__ import annotations
