@@ -217,7 +217,12 @@ def main() -> None:
             os._exit(1)
         host(dirs)
     else:
-        gc.enable()  # (off for the start: see the top of this file)
+        # (Collection was off for the start: see ``boot.py``.) What the start loaded is frozen
+        # first: the keeper's first collection would otherwise walk every object of the start,
+        # and write to (so copy) every page of the heap it shares with the host, on a CPU the
+        # host's start needs.
+        gc.freeze()
+        gc.enable()
         # The keeper keeps no end of the RPC channel: only the host talks to Neovim.
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
