@@ -242,6 +242,8 @@ def pause_rules(value: object) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RulesConfig:
+    """What runs may read, write or not see (``sandbox.rules``)."""
+
     # Paths readable inside the sandbox; nil = built-in defaults, a list replaces them.
     fs_readable: tuple[str, ...] | None = option(None, optional(str_list), "list of strings")
     # Paths writable inside the sandbox; nil = built-in defaults (project + named caches).
@@ -255,6 +257,8 @@ class RulesConfig:
 
 @dataclass(frozen=True)
 class SandlockConfig:
+    """sandlock's own options (``sandbox.backends.sandlock``)."""
+
     # A sandlock profile TOML merged with the rules (the original plugin's format).
     profile: str | None = option(None, optional(_string), "string")
     # Arguments for the sandlock CLI, which run_bash does not run: mapped onto options, with a warning.
@@ -265,18 +269,24 @@ class SandlockConfig:
 
 @dataclass(frozen=True)
 class BubblewrapConfig:
+    """bubblewrap's own options (``sandbox.backends.bubblewrap``)."""
+
     # Extra bwrap arguments inserted before `--` (expert use).
     extra_args: tuple[str, ...] = option((), str_list, "list of strings")
 
 
 @dataclass(frozen=True)
 class BackendsConfig:
+    """The options of each confining backend (``sandbox.backends``)."""
+
     sandlock: SandlockConfig = table(SandlockConfig)
     bubblewrap: BubblewrapConfig = table(BubblewrapConfig)
 
 
 @dataclass(frozen=True)
 class NetworkConfig:
+    """What runs may reach over the network (``sandbox.network``)."""
+
     # Outside endpoints commands may reach, as "host:port" (sandlock enforces per TCP port).
     allow: tuple[str, ...] = option((), endpoints, 'list of "host:port" strings')
     # Loopback ports of other local services commands may reach (run_bash's own are allowed).
@@ -288,6 +298,8 @@ class NetworkConfig:
 
 @dataclass(frozen=True)
 class EnvConfig:
+    """The runs' environment (``sandbox.env``)."""
+
     # Extra environment variable names passed through (secret-looking names are still dropped).
     passthrough: tuple[str, ...] = option((), str_list, "list of strings", key="pass")
     # Variables set for every command.
@@ -299,6 +311,8 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class LimitsConfig:
+    """One run's limits, enforced by the kernel (``sandbox.limits``)."""
+
     # Most processes one sandbox may hold at once.
     max_processes: int = option(512, int_range(1), "positive integer")
     # Memory limit per sandbox in bytes, given as e.g. "2G" (the whole run where a memory
@@ -313,6 +327,8 @@ class LimitsConfig:
 
 @dataclass(frozen=True)
 class SandboxConfig:
+    """How commands are confined (``sandbox``)."""
+
     # Backend that confines commands: "auto" (the first that works here), "sandlock",
     # "bubblewrap" or "none" (false means "none").
     backend: str = option(
@@ -332,6 +348,8 @@ class SandboxConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
+    """How much of a run's output is kept and shown (``output``)."""
+
     # Characters of output shown to an agent (head + longer tail; the full output stays on disk).
     max_chars: int = option(30000, int_range(1000), "integer >= 1000")
     # Bytes kept in a session's output file; later output is dropped with a marker.
@@ -346,6 +364,8 @@ class OutputConfig:
 
 @dataclass(frozen=True)
 class SessionsConfig:
+    """How many sessions are kept (``sessions``)."""
+
     # Most background sessions alive at once.
     max_background: int = option(16, int_range(1), "positive integer")
     # Finished sessions remembered (summary, agent text, output file); older ones are forgotten.
@@ -354,6 +374,8 @@ class SessionsConfig:
 
 @dataclass(frozen=True)
 class BackgroundConfig:
+    """How background sessions report back (``background``)."""
+
     # How the agent hears that a background session it started has ended: "next_turn" (a hidden
     # message sent with the user's next message), "submit" (also starts a turn when the chat is
     # idle) or false (only the visible line in the chat).
@@ -362,6 +384,8 @@ class BackgroundConfig:
 
 @dataclass(frozen=True)
 class AuditConfig:
+    """The audit log (``audit``)."""
+
     # Write one JSON line per decision and per run.
     enabled: bool = option(True, boolean, "boolean")
     # Rotate the audit log when it grows past this many bytes.
@@ -370,6 +394,8 @@ class AuditConfig:
 
 @dataclass(frozen=True)
 class UndoConfig:
+    """What undo records, and how much it keeps (``undo``)."""
+
     # Record what every run changed in its project (its change set) so it can be undone.
     enabled: bool = option(True, boolean, "boolean")
     # Largest file whose content is kept, in bytes or e.g. "10M"; larger ones are listed only.

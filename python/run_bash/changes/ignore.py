@@ -229,6 +229,8 @@ def match_path(comps: list[Glob | None], parts: list[bytes]) -> bool:
 
 @dataclass(frozen=True)
 class Pattern:
+    """One line of an ignore file, compiled."""
+
     negate: bool
     dir_only: bool
     glob: Glob | None  # a pattern with no slash: it matches the last component at any depth

@@ -190,6 +190,8 @@ class _Stop(Exception):
 
 @dataclass
 class _Project:
+    """What the store holds in memory for one project."""
+
     snapshot: Snapshot | None = None  # the latest state (memory; written to disk when quiet)
     disk: Snapshot | None = None  # what the ``snap`` file of generation ``gen`` holds
     gen: int = 0

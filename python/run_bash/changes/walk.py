@@ -284,6 +284,8 @@ def size_tree(dir_fd: int, skip: tuple[int, int] | None, file_max: int) -> tuple
 
 @dataclass
 class _Frame:
+    """One directory on the walk's stack."""
+
     rel: str
     fd: int
     rules: Rules

@@ -46,6 +46,8 @@ Connector = Callable[["Loopback", int], socket.socket]
 
 @dataclass
 class Forward:
+    """One forwarded port of a session's server: its listener on the host and its relays."""
+
     session_id: str
     port: int  # where the session's server listens, in its namespace
     host_port: int  # where the host reaches it, on FORWARD_ADDRESS

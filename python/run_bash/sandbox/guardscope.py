@@ -46,6 +46,8 @@ INDEX = "index"  # a git directory's index written or replaced: the live look ju
 
 @dataclass(eq=False)
 class Sub:
+    """One watch a run's scope asked for: what it is for and what it reports."""
+
     scope: Scope
     kind: str
     mask: int

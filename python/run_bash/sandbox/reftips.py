@@ -157,6 +157,8 @@ def signature(git_dir: str, common_dir: str) -> Sig:
 
 @dataclass(frozen=True)
 class Tip:
+    """Where one ref pointed when git listed it."""
+
     oid: str  # what the ref names
     commit: str | None  # the commit it leads to (a tag peeled once); None: not a commit
 

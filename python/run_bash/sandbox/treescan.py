@@ -36,6 +36,8 @@ MAX_CHECK_DIRS = 1_000_000
 
 @dataclass(frozen=True)
 class _DirInfo:
+    """One directory of a scanned tree, as it was listed."""
+
     ident: tuple[int, int, int]  # (inode, ctime_ns, mtime_ns): any entry added/removed changes it
     dotgit: bool
     bare: bool
