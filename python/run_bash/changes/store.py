@@ -139,8 +139,7 @@ class Token:
     label: str | None = None
     done: bool = False
     unasked: bool = False  # the gate let it through because undo covers it (``prune_runs``)
-    # The stamp the kernel gave a file made when the run began (``file_clock``): a file born
-    # after it was made by the run (the walk's ``began_ns``).
+    # A file's kernel stamp when the run began (``file_clock``): one born after it is the run's.
     born_ns: int = 0
 
 
