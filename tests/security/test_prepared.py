@@ -514,3 +514,48 @@ def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, w
     assert order[:1] == ["result"], order
     assert settled(sbx) == 1
     assert "armed" in order, "set by the preparation after the run (the control: they are set)"
+
+
+def test_the_hosts_first_run_still_in_its_guard_leaves_its_sandboxs_watches_until_its_result(
+    sbx, world, monkeypatch
+):
+    """The host's first command may still be in its guard (a repository's refs, its kept files)
+    when its prepared sandbox is made, before it asks for it: it is on its way to it all the
+    same (``Spares.expect``), and the sandbox's policy watches wait for its result (without that,
+    they are set beside it and this fails). Controls: the run took the prepared sandbox, and the
+    watches are set after its result."""
+    import threading
+
+    from run_bash.sessions import manager
+
+    monkeypatch.setattr(manager, "PREPARE_BESIDE_S", 60.0)
+    mgr = sbx.mgr
+    cwd = str(world.project)
+    order: list[str] = []
+    real_arm, real_policy = mgr.spares._arm_policies, mgr.spares._policy
+    monkeypatch.setattr(mgr.spares, "_arm_policies", lambda: (order.append("armed"), real_arm()))
+    events = mgr.on_event
+    mgr.on_event = lambda n, p: (order.append(n) if n == "result" else None, events(n, p))
+    on_its_way = threading.Event()
+
+    def held_policy(path: str):
+        on_its_way.wait(30)  # until the run is being prepared
+        return real_policy(path)
+
+    real_guard = mgr.keeper.prepare
+
+    def guard_once_the_sandbox_is_made(*args, **kwargs):
+        on_its_way.set()
+        wait_for(lambda: cwd not in mgr.spares._pending, timeout=30)
+        return real_guard(*args, **kwargs)
+
+    monkeypatch.setattr(mgr.spares, "_policy", held_policy)
+    monkeypatch.setattr(mgr.keeper, "prepare", guard_once_the_sandbox_is_made)
+    assert mgr.spares.commands == 0
+    mgr.spares.want(cwd, mgr.backend(sbx.name))
+    s = sbx.start("sleep 0.5")
+    r = sbx.wait(s)
+    assert r.exit_code == 0 and "took_spare" in s.marks, (r.output, sorted(s.marks))
+    assert order[:1] == ["result"], order
+    assert settled(sbx) == 1
+    assert "armed" in order, "set by the preparation after the run (the control: they are set)"

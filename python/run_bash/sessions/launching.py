@@ -208,6 +208,8 @@ class Launching:
         if not s.backend.isolates:
             return None, None, None
         s.mark("prepare")
+        if self.spares is not None:
+            self.spares.expect(s.cwd)
         policy = self.policy(s.cwd, on_stage=s.mark)
         s.mark("policy")
         assert policy.host_read is not None

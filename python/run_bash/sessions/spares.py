@@ -274,7 +274,8 @@ class Spares:
                         old.append(self._ready.pop(oldest))
             self._pending.pop(cwd, None)
             # The watches of the policy it computed, if it did, after the sandbox a run may be
-            # waiting for. When that run is the host's first, not now: setting them (4-5 ms of
+            # waiting for (or be on its way to: ``expect``). When that run is the host's first,
+            # not now: setting them (4-5 ms of
             # inotify work here, for a host's first policy) would take the interpreter from the
             # first command's start and end, which wait for everything the host does at its
             # start. The run's end asks for its project's next sandbox, whose preparation sets
@@ -379,6 +380,14 @@ class Spares:
         return spare
 
     # -- taking ----------------------------------------------------------------------------------
+
+    def expect(self, cwd: str) -> None:
+        """A run in ``cwd`` is being prepared: when the sandbox being made for it is done before
+        the run asks for it, it still waits for it (the host's first run leaves that sandbox's
+        policy watches until after its result: ``_prepare``)."""
+        with self._lock:
+            if cwd in self._pending:
+                self._awaited.add(cwd)
 
     def claim(self, s: Session, policy: Policy) -> Spare | None:
         """The spare run ``s`` (its policy computed now) can use, taken out of the pool; None
