@@ -9,6 +9,7 @@ that did take one, so a preparation that never happens cannot pass.
 from __future__ import annotations
 
 import os
+import threading
 
 import psutil
 import pytest
@@ -467,20 +468,15 @@ def test_a_prepared_sandbox_has_the_per_process_limits_of_one_built_for_its_comm
         ]
 
 
-def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, world, monkeypatch):
-    """A host's first command waits for everything the host does at its start: the watches of
-    the policy its prepared sandbox was made from (4-5 ms of inotify work) are set by the
-    preparation after it, once its result is on its way, not beside it (with the deferral taken
-    out, they are set beside it and this fails). Controls: the run took the prepared sandbox,
-    and the watches are set after its result."""
-    import threading
-
+def order_of_first_run(sbx: Runner, monkeypatch) -> tuple[list[str], threading.Event]:
+    """What happens around the host's first run, in order ("armed" when the watches of a
+    prepared sandbox's policy are set, "result" when a run's result is sent), and the event the
+    preparation's policy waits for. (No sandbox is made beside a run that runs a while: only
+    the preparation it waits for.)"""
     from run_bash.sessions import manager
 
-    # (No sandbox made beside a run that runs a while: only the preparation it waits for.)
     monkeypatch.setattr(manager, "PREPARE_BESIDE_S", 60.0)
     mgr = sbx.mgr
-    cwd = str(world.project)
     order: list[str] = []
     real_arm, real_policy = mgr.spares._arm_policies, mgr.spares._policy
     monkeypatch.setattr(mgr.spares, "_arm_policies", lambda: (order.append("armed"), real_arm()))
@@ -489,10 +485,23 @@ def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, w
     release = threading.Event()
 
     def held_policy(path: str):
-        release.wait(30)  # until the run waits for this preparation
+        release.wait(30)
         return real_policy(path)
 
     monkeypatch.setattr(mgr.spares, "_policy", held_policy)
+    return order, release
+
+
+def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, world, monkeypatch):
+    """A host's first command waits for everything the host does at its start: the watches of
+    the policy its prepared sandbox was made from (4-5 ms of inotify work) are set by the
+    preparation after it, once its result is on its way, not beside it (with the deferral taken
+    out, they are set beside it and this fails). Controls: the run took the prepared sandbox,
+    and the watches are set after its result."""
+    # (The preparation's policy is held until the run waits for it.)
+    order, release = order_of_first_run(sbx, monkeypatch)
+    mgr = sbx.mgr
+    cwd = str(world.project)
 
     def release_once_claimed() -> None:
         wait_for(lambda: cwd in mgr.spares._awaited, timeout=30)
@@ -524,24 +533,10 @@ def test_the_hosts_first_run_still_in_its_guard_leaves_its_sandboxs_watches_unti
     same (``Spares.expect``), and the sandbox's policy watches wait for its result (without that,
     they are set beside it and this fails). Controls: the run took the prepared sandbox, and the
     watches are set after its result."""
-    import threading
-
-    from run_bash.sessions import manager
-
-    monkeypatch.setattr(manager, "PREPARE_BESIDE_S", 60.0)
+    # (The preparation's policy is held until the run is being prepared.)
+    order, on_its_way = order_of_first_run(sbx, monkeypatch)
     mgr = sbx.mgr
     cwd = str(world.project)
-    order: list[str] = []
-    real_arm, real_policy = mgr.spares._arm_policies, mgr.spares._policy
-    monkeypatch.setattr(mgr.spares, "_arm_policies", lambda: (order.append("armed"), real_arm()))
-    events = mgr.on_event
-    mgr.on_event = lambda n, p: (order.append(n) if n == "result" else None, events(n, p))
-    on_its_way = threading.Event()
-
-    def held_policy(path: str):
-        on_its_way.wait(30)  # until the run is being prepared
-        return real_policy(path)
-
     real_guard = mgr.keeper.prepare
 
     def guard_once_the_sandbox_is_made(*args, **kwargs):
@@ -549,7 +544,6 @@ def test_the_hosts_first_run_still_in_its_guard_leaves_its_sandboxs_watches_unti
         wait_for(lambda: cwd not in mgr.spares._pending, timeout=30)
         return real_guard(*args, **kwargs)
 
-    monkeypatch.setattr(mgr.spares, "_policy", held_policy)
     monkeypatch.setattr(mgr.keeper, "prepare", guard_once_the_sandbox_is_made)
     assert mgr.spares.commands == 0
     mgr.spares.want(cwd, mgr.backend(sbx.name))
