@@ -19,7 +19,9 @@ result callback. Rows, for ``none`` and every confining backend that works here:
   (``run_bash/startup.py``: interpreter and boot imports, fork (the sandbox launcher forked),
   the RPC channel's modules imported, run_bash imported and the service made, the checker loaded, setup (the options
   that came with ``hello`` applied), ready), medians in ms from ``jobstart``;
-* the editor's longest main-loop stall from ``setup()`` to the first result (the queue never waits).
+* the editor's longest main-loop stall from ``setup()`` to the first result (the queue never waits);
+* **git repository**: "at once" again, in the same project made a git repository (its first
+  policy asks git about it, and the guard lists its refs before the run).
 
 Baselines: ``nvim --headless +qa`` and a fresh Neovim's ``vim.system({"bash", "-c", "true"}):wait()``,
 both from the process's start.
@@ -154,6 +156,12 @@ class Cold:
             check=False,
         )
         return t0
+
+    def make_repository(self) -> None:
+        """Make the project a git repository with one commit (its files)."""
+        ident = ["-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+        for args in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-qm", "files"]):
+            subprocess.run(["git", *args], cwd=self.project, check=True, capture_output=True)
 
     def first_run(self, mode: str, backend: str) -> tuple[float, float]:
         """(ms to the result: from the process's start, or for "host_up" and "host_settled"
@@ -338,6 +346,21 @@ def run(n: int = 8) -> list[Row]:
                     "work (the first sandbox, the undo index) is done; request to result",
                 }
             )
+        cold.make_repository()
+        for backend in backends():
+            cold.first_run("at_once", backend)  # (not counted)
+            in_repo = [cold.first_run("at_once", backend)[0] for _ in range(n)]
+            rows.append(
+                {
+                    "name": f"cold start ({backend}), git repository: setup + run at once",
+                    "value": statistics.median(in_repo),
+                    "unit": "ms",
+                    "goal": "",
+                    "note": _stats(in_repo) + "; the same project as a git repository (one "
+                    "commit): the first policy asks git about it, the guard lists its refs",
+                }
+            )
+        cold.startup_marks()  # (not counted)
         no_setup = [cold.first_run("no_setup", "auto")[0] for _ in range(n)]
         rows.append(
             {
