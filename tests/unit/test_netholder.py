@@ -14,24 +14,38 @@ from run_bash.sandbox.hostread import HostRead
 from run_bash.sandbox.netholder import MAX_IDLE, Loopbacks, project_of
 from run_bash.sandbox.policy import Limits, Policy
 
+# What each descriptor a fake namespace was given is (a pipe of its own): a number closed and
+# then reused by another thread of the test process (a worker an earlier test left) is not it.
+_MADE: dict[int, tuple[int, int]] = {}
+
 
 def fake_namespaces() -> tuple[Loopbacks, list[tuple[int, int]]]:
     made: list[tuple[int, int]] = []
 
     def make() -> tuple[int, int]:
-        fds = (os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_RDONLY))
+        fds = fake_pair()
         made.append(fds)
         return fds
 
     return Loopbacks(make), made
 
 
+def fake_pair() -> tuple[int, int]:
+    """The two descriptors of a fake namespace, noted for ``is_open``."""
+    fds = os.pipe2(os.O_CLOEXEC)
+    for fd in fds:
+        st = os.fstat(fd)
+        _MADE[fd] = (st.st_dev, st.st_ino)
+    return fds
+
+
 def is_open(fd: int) -> bool:
+    """Whether ``fd`` is still the descriptor a fake namespace was given."""
     try:
-        os.fstat(fd)
+        st = os.fstat(fd)
     except OSError:
         return False
-    return True
+    return _MADE.get(fd) == (st.st_dev, st.st_ino)
 
 
 def test_one_namespace_per_project_held_by_its_runs():
@@ -139,7 +153,7 @@ def test_a_namespace_made_ahead_that_failed_is_made_again_when_needed():
         calls.append(1)
         if len(calls) == 1:
             raise SpawnError("the launcher was busy")
-        return os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_RDONLY)
+        return fake_pair()
 
     loops = Loopbacks(flaky)
     loops.make_ahead()
