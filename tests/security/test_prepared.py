@@ -497,7 +497,7 @@ def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, w
     the policy its prepared sandbox was made from (4-5 ms of inotify work) are set by the
     preparation after it, once its result is on its way, not beside it (with the deferral taken
     out, they are set beside it and this fails). Controls: the run took the prepared sandbox,
-    and the watches are set after its result."""
+    the watches are set after its result, and a later run has them set beside it."""
     # (The preparation's policy is held until the run waits for it.)
     order, release = order_of_first_run(sbx, monkeypatch)
     mgr = sbx.mgr
@@ -507,12 +507,15 @@ def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, w
         wait_for(lambda: cwd in mgr.spares._awaited, timeout=30)
         release.set()
 
-    def waits_for_its_sandbox(cmd: str) -> None:
+    def waits_for_its_sandbox(cmd: str, meanwhile=None) -> None:
         release.clear()
         mgr.spares.want(cwd, mgr.backend(sbx.name))
         watcher = threading.Thread(target=release_once_claimed)
         watcher.start()
         s = sbx.start(cmd)
+        if meanwhile is not None:
+            wait_for(lambda: "took_spare" in s.marks, timeout=30)
+            meanwhile()
         r = sbx.wait(s)
         watcher.join()
         assert r.exit_code == 0 and "took_spare" in s.marks, (r.output, sorted(s.marks))
@@ -523,6 +526,20 @@ def test_the_hosts_first_run_leaves_its_sandboxs_watches_until_its_result(sbx, w
     assert order[:1] == ["result"], order
     assert settled(sbx) == 1
     assert "armed" in order, "set by the preparation after the run (the control: they are set)"
+    # Control: a later run waiting for its sandbox has them set beside it, while it runs (with
+    # the deferral applied to every run, they are set only by the preparation after it, and
+    # this fails). It runs until the test has seen them set.
+    mgr.spares.clear("the next run waits for a new one")
+    go = world.project / "go"
+    os.mkfifo(go)
+    later = len(order)
+
+    def armed_while_it_runs() -> None:
+        wait_for(lambda: "armed" in order[later:], timeout=10)
+        with open(go, "w") as f:
+            f.write("go\n")
+
+    waits_for_its_sandbox("cat go", armed_while_it_runs)
 
 
 def test_the_hosts_first_run_still_in_its_guard_leaves_its_sandboxs_watches_until_its_result(
