@@ -160,8 +160,9 @@ class Spares:
         )
         self._closed = False
         self._ended: dict[str, float] = {}  # cwd -> when its last run ended (``in_burst``)
-        # Directories whose preparation a run is waiting for (``claim``): for the host's first
-        # run, that preparation leaves the arming of its policy to the next one (``_prepare``).
+        # Directories whose preparation a run is waiting for or on its way to (``expect``,
+        # ``claim``): for the host's first run, that preparation leaves the arming of its
+        # policy to the next one (``_prepare``).
         self._awaited: set[str] = set()
         # What health says: the last preparation's failure, and how many runs took a spare.
         self.error = ""
@@ -275,11 +276,11 @@ class Spares:
             self._pending.pop(cwd, None)
             # The watches of the policy it computed, if it did, after the sandbox a run may be
             # waiting for (or be on its way to: ``expect``). When that run is the host's first,
-            # not now: setting them (4-5 ms of
-            # inotify work here, for a host's first policy) would take the interpreter from the
-            # first command's start and end, which wait for everything the host does at its
-            # start. The run's end asks for its project's next sandbox, whose preparation sets
-            # them (``Launching.arm_kept`` arms every policy not yet armed), after its result.
+            # not now: setting them (4-5 ms of inotify work here, for a host's first policy)
+            # would take the interpreter from the first command's start and end, which wait for
+            # everything the host does at its start. The run's end asks for its project's next
+            # sandbox, whose preparation sets them (``Launching.arm_kept`` arms every policy not
+            # yet armed), after its result.
             # (Later runs find them set beside them as before: a run whose policy's watches
             # are not set looks at every path again, and runs back to back would all do so.)
             first = cwd in self._awaited and not self.commands
