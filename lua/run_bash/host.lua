@@ -172,6 +172,8 @@ function M.start()
     RUN_BASH_BACKEND = require("run_bash.options").named_backend(),
     -- bubblewrap's probe answer, kept for the next host while nothing it depends on changes.
     RUN_BASH_PROBE_FILE = vim.fn.stdpath("state") .. "/run_bash/bwrap-probe.json",
+    -- The policy each directory's first run got: the next host's first sandbox starts from it.
+    RUN_BASH_SPARE_FILE = vim.fn.stdpath("state") .. "/run_bash/first-policies.json",
     RUN_BASH_STARTED_NS = tostring(vim.uv.hrtime()), -- start-up's marks count from here
   }
   local ok, job = pcall(vim.fn.jobstart, { python, boot }, {

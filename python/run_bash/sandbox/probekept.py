@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -118,10 +119,9 @@ def state(programs: Iterable[str | None], code: Iterable[str]) -> list[Any] | No
     ]
 
 
-def load(path: str | None, now: list[Any] | None) -> dict[str, Any] | None:
-    """The answer kept in ``path`` for exactly the state ``now``, else None."""
-    if not path or now is None:
-        return None
+def read_own(path: str, limit: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of this user's that nobody else may write,
+    of at most ``limit`` bytes (a symlink is not followed); else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -130,13 +130,37 @@ def load(path: str | None, now: list[Any] | None) -> dict[str, Any] | None:
         st = os.fstat(fd)
         if st.st_uid != os.getuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
             return None
-        data = os.read(fd, MAX_BYTES + 1)
+        data = os.read(fd, limit + 1)
     except OSError:
         return None
     finally:
         os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def write_own(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole (a new file, mode 0600, renamed onto it; its directory is
+    made 0700 when missing). Raises OSError."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        kept = json.loads(data) if len(data) <= MAX_BYTES else None
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load(path: str | None, now: list[Any] | None) -> dict[str, Any] | None:
+    """The answer kept in ``path`` for exactly the state ``now``, else None."""
+    if not path or now is None:
+        return None
+    data = read_own(path, MAX_BYTES)
+    try:
+        kept = json.loads(data) if data is not None else None
     except ValueError:
         return None
     if not isinstance(kept, dict) or kept.get("state") != now:
@@ -146,22 +170,12 @@ def load(path: str | None, now: list[Any] | None) -> dict[str, Any] | None:
 
 
 def save(path: str | None, now: list[Any] | None, answer: dict[str, Any]) -> None:
-    """Keep ``answer`` for the state ``now`` in ``path`` (written whole, then renamed; best
-    effort: a file that cannot be written only means the next host probes)."""
+    """Keep ``answer`` for the state ``now`` in ``path`` (best effort: a file that cannot be
+    written only means the next host probes)."""
     if not path or now is None:
         return
-    tmp = f"{path}.{os.getpid()}.tmp"
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"state": now, "answer": answer}, f)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_own(path, json.dumps({"state": now, "answer": answer}).encode())
 
 
 def forget(path: str | None) -> None:

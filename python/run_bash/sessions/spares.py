@@ -44,6 +44,7 @@ from run_bash.sandbox.netholder import project_of
 from run_bash.sandbox.policy import Policy, RunEnv
 from run_bash.sandbox.proc import descendants, lease_holders
 from run_bash.sandbox.spare import Spare, lift, mounts
+from run_bash.sessions import lastpolicy
 from run_bash.sessions.session import Session, new_id
 from run_bash.sessions.tempspace import TempSpace
 
@@ -170,6 +171,14 @@ class Spares:
         self.discarded = 0
         # Commands this host started, in or out of a sandbox (``Launching.spawn`` counts them).
         self.commands = 0
+        # The policies of the last host's first runs (``lastpolicy``): the file, the directories
+        # whose first preparation looked there, those whose run's policy was noted there, and
+        # the guess each spare made from one was made from (by tag). ``guessed``: spares made so.
+        self.kept_file = lastpolicy.path_of(environ)
+        self._looked: set[str] = set()
+        self._noted: set[str] = set()
+        self._guesses: dict[str, Policy] = {}
+        self.guessed = 0
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -199,6 +208,8 @@ class Spares:
             f"active (sandbox.prepare): {len(ready)} ready ({own / 1024:.1f} MiB of their own), "
             f"{self.taken} run(s) took one, {self.discarded} discarded"
         )
+        if self.guessed:
+            text += f"; {self.guessed} made from the policy the last host's first run got"
         if self.error:
             text += f"; the last preparation failed: {self.error}"
         return True, text
@@ -342,7 +353,32 @@ class Spares:
                 "would break; no sandbox is made ahead until it is let go"
             )
         backend.ready_network()  # (made while the policy is computed)
-        policy = self._policy(cwd)
+        guess = self._guess(cwd)
+        if guess is not None:
+            # Built from the last host's policy while the first run computes its own; that run
+            # takes it only if its own policy plans the same sandbox (``claim``).
+            try:
+                spare = self._build(cwd, backend, config, guess)
+            except Exception as err:
+                log.debug("no sandbox from the kept policy of %s: %s", cwd, err)
+            else:
+                with self._lock:
+                    self._guesses[spare.tag] = guess
+                    self.guessed += 1
+                return spare
+        return self._build(cwd, backend, config, self._policy(cwd))
+
+    def _guess(self, cwd: str) -> Policy | None:
+        """The policy the last host's first run in ``cwd`` got (``lastpolicy``), for this
+        host's first preparation there before any command started; else None."""
+        with self._lock:
+            if self.kept_file is None or self.commands or cwd in self._looked:
+                return None
+            self._looked.add(cwd)
+        return lastpolicy.load(self.kept_file, cwd)
+
+    def _build(self, cwd: str, backend: Backend, config: Config, policy: Policy) -> Spare:
+        """Ask ``backend`` for the sandbox of a run of ``policy`` in ``cwd``."""
         tag = "spare" + new_id({})
         tmpdir = self.temp.make_dir(tag)
         fds: list[int] = []
@@ -400,6 +436,11 @@ class Spares:
             pending = self._pending.get(s.cwd)
             if pending is not None:
                 self._awaited.add(s.cwd)
+            note = self.kept_file is not None and s.cwd not in self._noted
+            self._noted.add(s.cwd)
+        if note:  # for the next host's first sandbox here (``lastpolicy``), off the run's way
+            with contextlib.suppress(RuntimeError):  # the pool is shut down
+                self._pool.submit(self._note, s.cwd, policy)
         if pending is not None:
             with contextlib.suppress(Exception):
                 pending.result(WAIT_S)
@@ -419,8 +460,19 @@ class Spares:
         self.taken += 1
         return spare
 
+    def _note(self, cwd: str, policy: Policy) -> None:
+        """``lastpolicy.note`` on a worker thread; never raises."""
+        try:
+            lastpolicy.note(self.kept_file, cwd, policy)
+        except Exception as err:
+            log.debug("could not keep the policy of %s: %s", cwd, err)
+
     def mismatch(self, spare: Spare, s: Session, policy: Policy) -> str:
         """Why ``spare`` is not exactly the sandbox run ``s`` gets now ("" when it is)."""
+        with self._lock:
+            guess = self._guesses.pop(spare.tag, None)
+        if guess is not None and guess.warnings != policy.warnings:
+            return "the run's policy warns of other things now"  # (what the spare would say)
         env, _dropped = self.env(self._config(), spare.tmpdir, spare.tag)
         spec = RunSpec(
             cmd="",
@@ -448,6 +500,7 @@ class Spares:
     def _discard(self, spare: Spare, why: str) -> None:
         with self._lock:
             self._gone(spare)
+            self._guesses.pop(spare.tag, None)
         self.discarded += 1
         log.debug("prepared sandbox %s for %s discarded: %s", spare.tag, spare.cwd, why)
         spare.close_pipes()
