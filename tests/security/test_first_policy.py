@@ -101,3 +101,17 @@ def test_a_kept_policy_that_warns_otherwise_is_not_taken(sbx, world, kept):
     assert "took_spare" not in s.marks
     assert host.mgr.spares.discarded == 1
     assert "forged warning" not in " ".join(r.notices)
+
+
+def test_a_sandbox_made_for_another_project_goes_at_the_first_run(sbx, world, kept):
+    """The kept entry names another project (the home directory): the sandbox made from it would
+    never be taken (prepared sandboxes are kept by project), so the first run throws it away
+    and starts as usual."""
+    noted(sbx, world, kept)
+    forge(kept, world, lambda e: e.update(project=str(world.home)))
+    host = next_host(sbx)
+    r, s = first_run(host, world, "echo ok > inside")
+    assert host.mgr.spares.guessed == 1
+    assert "took_spare" not in s.marks
+    assert host.mgr.spares.discarded == 1
+    assert r.exit_code == 0 and (world.project / "inside").read_text() == "ok\n"

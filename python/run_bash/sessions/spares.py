@@ -446,13 +446,19 @@ class Spares:
                 pending.result(WAIT_S)
         project = project_of(policy)
         with self._lock:
-            spare = self._ready.get(project)
-            if spare is None or spare.cwd != s.cwd or spare.backend is not s.backend:
-                return None
-            if not spare.fits(s.cmd):
-                return None  # kept for the next run; this one starts the usual way
-            del self._ready[project]
-            self._gone(spare)
+            # A spare made from a kept policy (``_guess``) for another project than the one the
+            # run's own policy names now would never be taken: it goes.
+            astray = [
+                k
+                for k, sp in self._ready.items()
+                if k != project and sp.cwd == s.cwd and sp.tag in self._guesses
+            ]
+            gone = [self._ready.pop(k) for k in astray]
+            spare = self._take(project, s)
+        for sp in gone:
+            self._discard(sp, "made for another project than the run's")
+        if spare is None:
+            return None
         why = self.mismatch(spare, s, policy)
         if why:
             self._discard(spare, why)
@@ -466,6 +472,17 @@ class Spares:
             lastpolicy.note(self.kept_file, cwd, policy)
         except Exception as err:
             log.debug("could not keep the policy of %s: %s", cwd, err)
+
+    def _take(self, project: str, s: Session) -> Spare | None:
+        """The project's spare, out of the pool, when it is for run ``s`` (under ``_lock``)."""
+        spare = self._ready.get(project)
+        if spare is None or spare.cwd != s.cwd or spare.backend is not s.backend:
+            return None
+        if not spare.fits(s.cmd):
+            return None  # kept for the next run; this one starts the usual way
+        del self._ready[project]
+        self._gone(spare)
+        return spare
 
     def mismatch(self, spare: Spare, s: Session, policy: Policy) -> str:
         """Why ``spare`` is not exactly the sandbox run ``s`` gets now ("" when it is)."""
