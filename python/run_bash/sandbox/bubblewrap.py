@@ -524,11 +524,18 @@ class Bubblewrap:
             return None  # a run now would join (or try again to join) another namespace
         planned = spare.planned
         space = self.temp_space(policy)
-        if planned is not None and planned.same(
-            policy, plan_inputs(spec, TRAMPOLINE, loop, launched.cgroup, space)
-        ):
+        inputs = plan_inputs(spec, TRAMPOLINE, loop, launched.cgroup, space)
+        if planned is not None and planned.same(policy, inputs):
             return spare.key  # the same plan: made from the same things, which read the same
-        return (self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup, space), loop)
+        plan, again = planning(
+            policy,
+            inputs,
+            lambda: self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup, space),
+        )
+        key = (plan, loop)
+        if again is not None and key == spare.key:
+            spare.planned = again  # how this plan is made from this policy: the next look is quick
+        return key
 
     def adopt(self, spare: Spare) -> BwrapLaunched:
         """The started run of a spare a run takes (its notes said now)."""

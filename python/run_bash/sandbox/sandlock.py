@@ -516,11 +516,17 @@ class Sandlock:
             return None  # the project's namespace is another one now
         argv = self.argv_trampoline()
         space = self.temp_space(policy)
+        inputs = plan_inputs(spec, argv, loop, space)
         planned = spare.planned
-        if planned is not None and planned.same(policy, plan_inputs(spec, argv, loop, space)):
+        if planned is not None and planned.same(policy, inputs):
             return spare.key  # the same plan: made from the same things, which read the same
-        req, _notes, _temp = self._plan(spec, policy, argv, loop, temp=space)
-        return (req, loop)
+        (req, _notes, _temp), again = planning(
+            policy, inputs, lambda: self._plan(spec, policy, argv, loop, temp=space)
+        )
+        key = (req, loop)
+        if again is not None and key == spare.key:
+            spare.planned = again  # how this plan is made from this policy: the next look is quick
+        return key
 
     def adopt(self, spare: Spare) -> SandlockLaunched:
         """The started run of a spare a run takes (its notes said now)."""

@@ -263,6 +263,8 @@ class Spare:
     cmd_w: int = -1  # the write end of its command pipe
     made: float = field(default_factory=time.monotonic)
     planned: Planned | None = None
+    # The kept policy it was made from instead of one computed for it (``sessions/spares.py``).
+    guess: object = None
 
     @property
     def tag(self) -> str:

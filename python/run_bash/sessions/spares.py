@@ -36,6 +36,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import cast
 
 from run_bash.config import Config
 from run_bash.errors import SpawnError
@@ -172,12 +173,11 @@ class Spares:
         # Commands this host started, in or out of a sandbox (``Launching.spawn`` counts them).
         self.commands = 0
         # The policies of the last host's first runs (``lastpolicy``): the file, the directories
-        # whose first preparation looked there, those whose run's policy was noted there, and
-        # the guess each spare made from one was made from (by tag). ``guessed``: spares made so.
+        # whose first preparation looked there, and those whose run's policy was noted there.
+        # ``guessed``: spares made from one (``Spare.guess``).
         self.kept_file = lastpolicy.path_of(environ)
         self._looked: set[str] = set()
         self._noted: set[str] = set()
-        self._guesses: dict[str, Policy] = {}
         self.guessed = 0
 
     # -- state -----------------------------------------------------------------------------------
@@ -296,10 +296,17 @@ class Spares:
             # are not set looks at every path again, and runs back to back would all do so.)
             first = cwd in self._awaited and not self.commands
             self._awaited.discard(cwd)
+            guessed = spare if spare is not None and spare.guess is not None else None
             if not first:
                 with contextlib.suppress(RuntimeError):  # the pool is shut down
                     work = f"policy {next(self._works)}"
-                    self._arming[work] = self._pool.submit(self._arm_policy, work)
+                    # A spare made from a kept policy: the policy a run gets now is computed
+                    # and the spare checked against it first (``_confirm``), which arms it.
+                    if guessed is not None and guessed not in old:
+                        job = self._pool.submit(self._confirm, work, guessed, backend)
+                    else:
+                        job = self._pool.submit(self._arm_policy, work)
+                    self._arming[work] = job
             if spare is not None and spare.planned is not None and spare not in old:
                 taken = self._taken[spare.tag] = threading.Event()
                 with contextlib.suppress(RuntimeError):  # the pool is shut down
@@ -322,6 +329,34 @@ class Spares:
             with self._lock:
                 self._arming.pop(spare.tag, None)
                 self._taken.pop(spare.tag, None)
+
+    def _confirm(self, work: str, spare: Spare, backend: Backend) -> None:
+        """For a spare made from a kept policy (``_guess``) that no run waits for: compute the
+        policy a run in its directory gets now and check the spare against it (a worker thread;
+        never raises). A run that comes later then finds both ready, as after a usual
+        preparation: the policy kept with its watches set, the spare's plan made from it
+        (``spare_key``). One that does not fit goes, and the usual one is made."""
+        try:
+            try:
+                policy = self._policy(spare.cwd)
+            except Exception as err:
+                why = f"no policy can be computed now ({err})"
+            else:
+                why = self._mismatch(spare, spare.cwd, policy)
+                self._arm_policies()
+            if why:
+                with self._lock:
+                    mine = self._ready.get(spare.project) is spare
+                    if mine:
+                        del self._ready[spare.project]
+                if mine:  # (else a run took it, and checked it itself)
+                    self._discard(spare, why)
+                    self.want(spare.cwd, backend)
+        except Exception as err:
+            log.debug("could not check the prepared sandbox %s: %s", spare.tag, err)
+        finally:
+            with self._lock:
+                self._arming.pop(work, None)
 
     def _arm_policy(self, work: str) -> None:
         """``arm_policies`` on a worker thread; never raises."""
@@ -362,8 +397,8 @@ class Spares:
             except Exception as err:
                 log.debug("no sandbox from the kept policy of %s: %s", cwd, err)
             else:
+                spare.guess = guess
                 with self._lock:
-                    self._guesses[spare.tag] = guess
                     self.guessed += 1
                 return spare
         return self._build(cwd, backend, config, self._policy(cwd))
@@ -451,7 +486,7 @@ class Spares:
             astray = [
                 k
                 for k, sp in self._ready.items()
-                if k != project and sp.cwd == s.cwd and sp.tag in self._guesses
+                if k != project and sp.cwd == s.cwd and sp.guess is not None
             ]
             gone = [self._ready.pop(k) for k in astray]
             spare = self._take(project, s)
@@ -486,14 +521,17 @@ class Spares:
 
     def mismatch(self, spare: Spare, s: Session, policy: Policy) -> str:
         """Why ``spare`` is not exactly the sandbox run ``s`` gets now ("" when it is)."""
-        with self._lock:
-            guess = self._guesses.pop(spare.tag, None)
-        if guess is not None and guess.warnings != policy.warnings:
+        return self._mismatch(spare, s.cwd, policy)
+
+    def _mismatch(self, spare: Spare, cwd: str, policy: Policy) -> str:
+        """Why ``spare`` is not exactly the sandbox a run in ``cwd`` of ``policy`` gets now."""
+        guess = spare.guess
+        if isinstance(guess, Policy) and guess.warnings != policy.warnings:
             return "the run's policy warns of other things now"  # (what the spare would say)
         env, _dropped = self.env(self._config(), spare.tmpdir, spare.tag)
         spec = RunSpec(
             cmd="",
-            cwd=s.cwd,
+            cwd=cwd,
             env=env,
             stdout_fd=-1,
             tmpdir=spare.tmpdir,
@@ -501,7 +539,7 @@ class Spares:
             policy=policy,
         )
         try:
-            key = s.backend.spare_key(spare, spec)
+            key = cast(Backend, spare.backend).spare_key(spare, spec)  # (the run's: ``_take``)
         except Exception as err:
             return f"its sandbox cannot be computed now ({err})"
         if key != spare.key:
@@ -517,7 +555,6 @@ class Spares:
     def _discard(self, spare: Spare, why: str) -> None:
         with self._lock:
             self._gone(spare)
-            self._guesses.pop(spare.tag, None)
         self.discarded += 1
         log.debug("prepared sandbox %s for %s discarded: %s", spare.tag, spare.cwd, why)
         spare.close_pipes()
