@@ -211,7 +211,7 @@ class Backend(Protocol):
 
     def prepare(self, spec: RunSpec) -> Spare: ...
 
-    def spare_key(self, spare: Spare, spec: RunSpec) -> object: ...
+    def spare_key(self, spare: Spare, spec: RunSpec, keep: bool = False) -> object: ...
 
     def adopt(self, spare: Spare) -> Launched: ...
 
@@ -454,7 +454,7 @@ class BrokenBackend:
     def prepare(self, spec: RunSpec) -> Spare:
         raise SpawnError(self.availability().reason)
 
-    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+    def spare_key(self, spare: Spare, spec: RunSpec, keep: bool = False) -> object:
         return None
 
     def adopt(self, spare: Spare) -> Launched:

@@ -510,9 +510,11 @@ class Bubblewrap:
         spare.planned = planned  # armed once it is ready (``Spares``)
         return spare
 
-    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+    def spare_key(self, spare: Spare, spec: RunSpec, keep: bool = False) -> object:
         """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
-        the spare's tag and temp dir). Raises SpawnError."""
+        the spare's tag and temp dir). ``keep``: a plan made again is made noting what it reads,
+        and when it is the spare's, kept as how the spare is made from this policy (the next
+        look at it is quick). Raises SpawnError."""
         policy = self._policy(spec)
         launched = spare.launched
         if not isinstance(launched, BwrapLaunched):
@@ -527,14 +529,16 @@ class Bubblewrap:
         inputs = plan_inputs(spec, TRAMPOLINE, loop, launched.cgroup, space)
         if planned is not None and planned.same(policy, inputs):
             return spare.key  # the same plan: made from the same things, which read the same
-        plan, again = planning(
-            policy,
-            inputs,
-            lambda: self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup, space),
-        )
-        key = (plan, loop)
+
+        def plan() -> tuple[list[str], dict[str, str]]:
+            return self._plan(spec, policy, TRAMPOLINE, loop, launched.cgroup, space)
+
+        if not keep:
+            return (plan(), loop)
+        made, again = planning(policy, inputs, plan)
+        key = (made, loop)
         if again is not None and key == spare.key:
-            spare.planned = again  # how this plan is made from this policy: the next look is quick
+            spare.planned = again
         return key
 
     def adopt(self, spare: Spare) -> BwrapLaunched:

@@ -55,7 +55,7 @@ class NoSandbox:
     def prepare(self, spec: RunSpec) -> Spare:
         raise SpawnError("nothing to prepare without a sandbox")
 
-    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+    def spare_key(self, spare: Spare, spec: RunSpec, keep: bool = False) -> object:
         return None
 
     def adopt(self, spare: Spare) -> PopenLaunched:

@@ -502,9 +502,11 @@ class Sandlock:
         spare.planned = planned  # armed once it is ready (``Spares``)
         return spare
 
-    def spare_key(self, spare: Spare, spec: RunSpec) -> object:
+    def spare_key(self, spare: Spare, spec: RunSpec, keep: bool = False) -> object:
         """What ``spare`` would have to be built from to serve ``spec`` now (``spec`` carries
-        the spare's tag and temp dir). Raises SpawnError."""
+        the spare's tag and temp dir). ``keep``: a plan made again is made noting what it reads,
+        and when it is the spare's, kept as how the spare is made from this policy (the next
+        look at it is quick). Raises SpawnError."""
         policy = self._policy(spec)
         launched = spare.launched
         if not isinstance(launched, SandlockLaunched):
@@ -520,12 +522,15 @@ class Sandlock:
         planned = spare.planned
         if planned is not None and planned.same(policy, inputs):
             return spare.key  # the same plan: made from the same things, which read the same
+        if not keep:
+            req, _notes, _temp = self._plan(spec, policy, argv, loop, temp=space)
+            return (req, loop)
         (req, _notes, _temp), again = planning(
             policy, inputs, lambda: self._plan(spec, policy, argv, loop, temp=space)
         )
         key = (req, loop)
         if again is not None and key == spare.key:
-            spare.planned = again  # how this plan is made from this policy: the next look is quick
+            spare.planned = again
         return key
 
     def adopt(self, spare: Spare) -> SandlockLaunched:

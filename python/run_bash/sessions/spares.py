@@ -342,7 +342,7 @@ class Spares:
             except Exception as err:
                 why = f"no policy can be computed now ({err})"
             else:
-                why = self._mismatch(spare, spare.cwd, policy)
+                why = self._mismatch(spare, spare.cwd, policy, keep=True)
                 self._arm_policies()
             if why:
                 with self._lock:
@@ -523,8 +523,9 @@ class Spares:
         """Why ``spare`` is not exactly the sandbox run ``s`` gets now ("" when it is)."""
         return self._mismatch(spare, s.cwd, policy)
 
-    def _mismatch(self, spare: Spare, cwd: str, policy: Policy) -> str:
-        """Why ``spare`` is not exactly the sandbox a run in ``cwd`` of ``policy`` gets now."""
+    def _mismatch(self, spare: Spare, cwd: str, policy: Policy, keep: bool = False) -> str:
+        """Why ``spare`` is not exactly the sandbox a run in ``cwd`` of ``policy`` gets now
+        (``keep``: as ``Backend.spare_key``)."""
         guess = spare.guess
         if isinstance(guess, Policy) and guess.warnings != policy.warnings:
             return "the run's policy warns of other things now"  # (what the spare would say)
@@ -539,7 +540,9 @@ class Spares:
             policy=policy,
         )
         try:
-            key = cast(Backend, spare.backend).spare_key(spare, spec)  # (the run's: ``_take``)
+            key = cast(Backend, spare.backend).spare_key(
+                spare, spec, keep
+            )  # (the run's: ``_take``)
         except Exception as err:
             return f"its sandbox cannot be computed now ({err})"
         if key != spare.key:
