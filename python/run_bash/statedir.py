@@ -15,10 +15,14 @@ after a crash too):
 
 Neither directory is inside any sandbox grant (``/var/tmp``, ``$XDG_RUNTIME_DIR`` and the temp dir
 are never granted by default); a run is given its own temp dir and nothing else of them.
+
+``write_atomic`` writes the host's lasting files whole (the undo store's, the answers kept for the
+next host).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -155,3 +159,18 @@ def human_size(n: int) -> str:
             return f"{text} {unit}"
         value /= 1024
     return f"{n} B"  # pragma: no cover
+
+
+def write_atomic(path: str, data: bytes, tmp_dir: str | None = None) -> None:
+    """Write ``data`` to ``path`` whole: a new file (mode 0600) made in ``tmp_dir`` (else
+    ``path``'s directory, on the same filesystem) and renamed onto it. Raises OSError."""
+    tmp = os.path.join(tmp_dir or os.path.dirname(path), "tmp-" + os.urandom(8).hex())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from run_bash.statedir import human_size
+from run_bash.statedir import write_atomic as _write_atomic
 
 from .objects import Objects
 from .project import find_project, home_of, scope_of, trusted_fs
@@ -209,19 +210,6 @@ def _proc_start(pid: int) -> str | None:
         return data[data.rindex(b")") + 2 :].split()[19].decode()
     except (OSError, ValueError, IndexError):
         return None
-
-
-def _write_atomic(path: str, data: bytes, tmp_dir: str) -> None:
-    tmp = os.path.join(tmp_dir, "tmp-" + os.urandom(8).hex())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _write_inplace(path: str, data: bytes) -> None:

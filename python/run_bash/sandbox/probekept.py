@@ -32,9 +32,10 @@ import contextlib
 import json
 import os
 import stat
-import threading
 from collections.abc import Iterable
 from typing import Any
+
+from run_bash.statedir import write_atomic
 
 FILE_ENV = "RUN_BASH_PROBE_FILE"
 FORMAT = 1
@@ -142,16 +143,7 @@ def write_own(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` whole (a new file, mode 0600, renamed onto it; its directory is
     made 0700 when missing). Raises OSError."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, data)
 
 
 def load(path: str | None, now: list[Any] | None) -> dict[str, Any] | None:
