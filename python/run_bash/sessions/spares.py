@@ -17,6 +17,14 @@ backend to ``prepare`` it; a newer one replaces the older one of the same projec
 threads, never on the host loop. Once a spare is ready, the watches that let a run take it without
 planning its sandbox again are set (``spare.Planned``), unless a run took it first.
 
+A host's first preparation in a directory, before any command started, is made from the policy
+the last host's first run there got (``lastpolicy``: kept in a file, a guess), so that its sandbox
+is built while that run computes its own policy. The run's claim checks it as any other (and
+also that the kept policy's warnings are the run's: they are what the spare would tell it);
+when no run waits for it, the host computes the policy itself and checks it at once
+(``_confirm``), so that a run that comes later finds both ready. Each host's first claim in a
+directory keeps its run's policy there for the next host.
+
 Taking one (``claim``, off the loop, after the run's policy and guard): the project's spare, if it
 was made for the run's cwd by the backend instance the run uses and the backend says it is exactly
 the sandbox this run gets now (``Spare.usable``); a preparation still running for that cwd is
@@ -539,10 +547,9 @@ class Spares:
             session_id=spare.tag,
             policy=policy,
         )
+        backend = cast(Backend, spare.backend)  # (a run's own backend: ``_take``)
         try:
-            key = cast(Backend, spare.backend).spare_key(
-                spare, spec, keep
-            )  # (the run's: ``_take``)
+            key = backend.spare_key(spare, spec, keep)
         except Exception as err:
             return f"its sandbox cannot be computed now ({err})"
         if key != spare.key:
