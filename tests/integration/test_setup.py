@@ -3,6 +3,9 @@ previous options stay in force; the tool's schema and description come from setu
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import wait_for
@@ -230,3 +233,29 @@ def test_a_host_keeps_the_modules_it_imported_and_the_next_one_takes_them(editor
     assert r["output"] == "again\n", r
     got = counts.search(startup_line(editor))
     assert got and int(got.group(1)) > 100 and got.group(2) == "0", startup_line(editor)
+
+
+def test_the_next_hosts_first_sandbox_starts_from_the_policy_the_first_run_got(editor):
+    """The whole wire (``sessions/lastpolicy.py``): Lua names the file, a host's first run keeps
+    its policy there, and the next host's first sandbox in the same directory is made from it,
+    and taken by that host's first run (``:checkhealth`` counts it). The first host's own first
+    sandbox had nothing to start from: the control."""
+    from run_bash.backends import CONFINING_BACKENDS
+    from tests.integration.test_health import health_text
+    from tests.integration.test_host import backend_available
+
+    chosen = next((n for n in CONFINING_BACKENDS if backend_available(n)), None)
+    if chosen is None:
+        pytest.skip("no sandbox backend is available here")
+    editor.lua("require('run_bash').setup(...)", {"sandbox": {"backend": chosen}})
+    kept = Path(editor.lua("return vim.fn.stdpath('state')")) / "run_bash" / "first-policies.json"
+    cwd = editor.lua("return vim.fn.getcwd()")
+    for host in ("first", "next"):
+        r = editor.run_sync({"cmd": "echo ran"}, timeout=60)
+        assert r["exit_code"] == 0 and r["backend"] == chosen, r
+        assert "took_spare" in (r.get("timing") or {}), r  # the sandbox made as the host started
+        made = "made from the policy the last host's first run got" in health_text(editor)
+        assert made == (host == "next"), host
+        wait_for(lambda: kept.exists() and json.loads(kept.read_text())["dirs"][0][0] == cwd)
+        editor.lua("require('run_bash').stop()")
+        wait_for(lambda: editor.lua("return require('run_bash').is_running()") is False)
