@@ -17,7 +17,8 @@ Neither directory is inside any sandbox grant (``/var/tmp``, ``$XDG_RUNTIME_DIR`
 are never granted by default); a run is given its own temp dir and nothing else of them.
 
 ``write_atomic`` writes the host's lasting files whole (the undo store's, the answers kept for the
-next host).
+next host); ``read_own`` and ``write_own`` read and write those answers, which only a file of the
+user's own, that nobody else may write, is trusted for.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Mapping
@@ -174,3 +176,29 @@ def write_atomic(path: str, data: bytes, tmp_dir: str | None = None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def read_own(path: str, limit: int) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file of this user's that nobody else may write,
+    of at most ``limit`` bytes (a symlink is not followed); else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def write_own(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole (a new file, mode 0600, renamed onto it; its directory is
+    made 0700 when missing). Raises OSError."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    write_atomic(path, data)

@@ -31,11 +31,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 from collections.abc import Iterable
 from typing import Any
 
-from run_bash.statedir import write_atomic
+from run_bash.statedir import read_own, write_own
 
 FILE_ENV = "RUN_BASH_PROBE_FILE"
 FORMAT = 1
@@ -118,32 +117,6 @@ def state(programs: Iterable[str | None], code: Iterable[str]) -> list[Any] | No
         status,
         [_identity(p) for p in code],
     ]
-
-
-def read_own(path: str, limit: int) -> bytes | None:
-    """The bytes of ``path`` when it is a regular file of this user's that nobody else may write,
-    of at most ``limit`` bytes (a symlink is not followed); else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.getuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
-            return None
-        data = os.read(fd, limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= limit else None
-
-
-def write_own(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole (a new file, mode 0600, renamed onto it; its directory is
-    made 0700 when missing). Raises OSError."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    write_atomic(path, data)
 
 
 def load(path: str | None, now: list[Any] | None) -> dict[str, Any] | None:

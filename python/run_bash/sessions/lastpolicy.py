@@ -14,7 +14,7 @@ One file (``RUN_BASH_SPARE_FILE``: Lua names it in Neovim's state directory), JS
 ``MAX_DIRS`` directories, newest first, each with the policy's plain data: every field but the
 host-read set, which backends do not build a sandbox from; its project root stands for it (the
 project a prepared sandbox belongs to, and whose network namespace it joins). It is read as the
-probe answer is (``probekept.read_own``: the user's own regular file, nobody else may write it,
+probe answer is (``statedir.read_own``: the user's own regular file, nobody else may write it,
 at most ``MAX_BYTES``); anything malformed is ignored and written anew by the next note.
 """
 
@@ -31,7 +31,7 @@ from run_bash.config import LimitsConfig
 from run_bash.sandbox.hostread import HostRead
 from run_bash.sandbox.netholder import project_of
 from run_bash.sandbox.policy import Policy
-from run_bash.sandbox.probekept import read_own, write_own
+from run_bash.statedir import read_own, write_own
 
 FILE_ENV = "RUN_BASH_SPARE_FILE"
 FORMAT = 1
