@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from run_bash.sandbox.probekept import write_own
 from run_bash.sessions import lastpolicy
+from run_bash.statedir import write_own
 from tests.conftest import wait_for
 from tests.security.conftest import Runner
 
@@ -94,6 +94,14 @@ def test_the_next_hosts_first_sandbox_is_made_from_the_kept_policy_and_taken(
     assert (world.project / "inside").read_text() == "made\n"
 
 
+def control(sbx: Runner, world, kept: Path, true_entry: dict, order: str, monkeypatch) -> None:
+    """Beside a "not taken" check: the true entry put back, the next host takes its sandbox."""
+    forge(kept, lambda e: (e.clear(), e.update(true_entry)))
+    host = next_host(sbx)
+    r, s = first_run(host, world, "true", order, monkeypatch)
+    assert r.exit_code == 0 and host.mgr.spares.guessed == 1 and "took_spare" in s.marks
+
+
 def not_taken(host: Runner, s, order: str) -> None:
     """The sandbox made from the kept entry was thrown away, by the run ("at once": it then
     starts the usual way) or by the host's check before it ("later": the run takes the one
@@ -115,32 +123,31 @@ def test_a_forged_kept_policy_confines_no_run(sbx, world, kept, monkeypatch, ord
     r, s = first_run(forged, world, cmd, order, monkeypatch)
     not_taken(forged, s, order)
     assert not (world.home / "forged").exists()
-    assert (world.project / "inside").read_text() == "ok\n"  # the run itself ran
-    forge(kept, lambda e: e.update(true_entry))
-    control = next_host(sbx)
-    r, s = first_run(control, world, "true", order, monkeypatch)
-    assert r.exit_code == 0 and control.mgr.spares.guessed == 1 and "took_spare" in s.marks
+    assert r.exit_code == 0 and (world.project / "inside").read_text() == "ok\n"  # it ran
+    control(sbx, world, kept, true_entry, order, monkeypatch)
 
 
 @pytest.mark.parametrize("order", ORDERS)
 def test_a_kept_policy_that_warns_otherwise_is_not_taken(sbx, world, kept, monkeypatch, order):
     """The same sandbox, but the kept policy's warnings are not the run's: the run would be told
     what its own policy does not say, so it does not get it (and is not told)."""
-    noted(sbx, world, kept, monkeypatch)
+    true_entry = noted(sbx, world, kept, monkeypatch)
     forge(kept, lambda e: e["warnings"].append("forged warning"))
     host = next_host(sbx)
     r, s = first_run(host, world, "true", order, monkeypatch)
     not_taken(host, s, order)
     assert r.exit_code == 0 and "forged warning" not in " ".join(r.notices)
+    control(sbx, world, kept, true_entry, order, monkeypatch)
 
 
 @pytest.mark.parametrize("order", ORDERS)
 def test_a_sandbox_made_for_another_project_goes(sbx, world, kept, monkeypatch, order):
     """The kept entry names another project (the home directory): the sandbox made from it would
     never be taken (prepared sandboxes are kept by project), so it goes."""
-    noted(sbx, world, kept, monkeypatch)
+    true_entry = noted(sbx, world, kept, monkeypatch)
     forge(kept, lambda e: e.update(project=str(world.home)))
     host = next_host(sbx)
     r, s = first_run(host, world, "echo ok > inside", order, monkeypatch)
     not_taken(host, s, order)
     assert r.exit_code == 0 and (world.project / "inside").read_text() == "ok\n"
+    control(sbx, world, kept, true_entry, order, monkeypatch)
