@@ -263,8 +263,10 @@ class Spare:
     cmd_w: int = -1  # the write end of its command pipe
     made: float = field(default_factory=time.monotonic)
     planned: Planned | None = None
-    # The kept policy it was made from instead of one computed for it (``sessions/spares.py``).
-    guess: object = None
+    # The warnings of the policy it was made from: its notes tell them to the run that takes it.
+    warnings: tuple[str, ...] = ()
+    # Made from a kept policy instead of one computed for it (``sessions/spares.py``).
+    guessed: bool = False
 
     @property
     def tag(self) -> str:

@@ -19,15 +19,15 @@ planning its sandbox again are set (``spare.Planned``), unless a run took it fir
 
 A host's first preparation in a directory, before any command started, is made from the policy
 the last host's first run there got (``lastpolicy``: kept in a file, a guess), so that its sandbox
-is built while that run computes its own policy. The run's claim checks it as any other (and
-also that the kept policy's warnings are the run's: they are what the spare would tell it);
+is built while that run computes its own policy. The run's claim checks it as any other;
 when no run waits for it, the host computes the policy itself and checks it at once
 (``_confirm``), so that a run that comes later finds both ready. Each host's first claim in a
 directory keeps its run's policy there for the next host.
 
 Taking one (``claim``, off the loop, after the run's policy and guard): the project's spare, if it
 was made for the run's cwd by the backend instance the run uses and the backend says it is exactly
-the sandbox this run gets now (``Spare.usable``); a preparation still running for that cwd is
+the sandbox this run gets now (``Spare.usable``), from a policy with the same warnings (the
+spare's notes tell them to the run); a preparation still running for that cwd is
 waited for (it is partly done: waiting costs less than starting anew). A spare that does not match
 is discarded, and the run starts the usual way. ``sandbox.prepare = false`` turns all of it off.
 """
@@ -182,7 +182,7 @@ class Spares:
         self.commands = 0
         # The policies of the last host's first runs (``lastpolicy``): the file, the directories
         # whose first preparation looked there, and those whose run's policy was noted there.
-        # ``guessed``: spares made from one (``Spare.guess``).
+        # ``guessed``: spares made from one (``Spare.guessed``).
         self.kept_file = lastpolicy.path_of(environ)
         self._looked: set[str] = set()
         self._noted: set[str] = set()
@@ -304,7 +304,7 @@ class Spares:
             # are not set looks at every path again, and runs back to back would all do so.)
             first = cwd in self._awaited and not self.commands
             self._awaited.discard(cwd)
-            guessed = spare if spare is not None and spare.guess is not None else None
+            guessed = spare if spare is not None and spare.guessed else None
             if not first:
                 with contextlib.suppress(RuntimeError):  # the pool is shut down
                     work = f"policy {next(self._works)}"
@@ -405,7 +405,7 @@ class Spares:
             except Exception as err:
                 log.debug("no sandbox from the kept policy of %s: %s", cwd, err)
             else:
-                spare.guess = guess
+                spare.guessed = True
                 with self._lock:
                     self.guessed += 1
                 return spare
@@ -457,6 +457,7 @@ class Spares:
         out_r, cmd_w = lift(out_r), lift(cmd_w)
         spare.tmpdir, spare.pipe_r, spare.cmd_w = tmpdir, out_r, cmd_w
         spare.project = project_of(policy)
+        spare.warnings = tuple(policy.warnings)
         return spare
 
     # -- taking ----------------------------------------------------------------------------------
@@ -494,7 +495,7 @@ class Spares:
             astray = [
                 k
                 for k, sp in self._ready.items()
-                if k != project and sp.cwd == s.cwd and sp.guess is not None
+                if k != project and sp.cwd == s.cwd and sp.guessed
             ]
             gone = [self._ready.pop(k) for k in astray]
             spare = self._take(project, s)
@@ -534,8 +535,7 @@ class Spares:
     def _mismatch(self, spare: Spare, cwd: str, policy: Policy, keep: bool = False) -> str:
         """Why ``spare`` is not exactly the sandbox a run in ``cwd`` of ``policy`` gets now
         (``keep``: as ``Backend.spare_key``)."""
-        guess = spare.guess
-        if isinstance(guess, Policy) and guess.warnings != policy.warnings:
+        if spare.warnings != tuple(policy.warnings):
             return "the run's policy warns of other things now"  # (what the spare would say)
         env, _dropped = self.env(self._config(), spare.tmpdir, spare.tag)
         spec = RunSpec(
