@@ -39,6 +39,13 @@ def next_host(sbx: Runner) -> Runner:
     return sbx.with_config(sandbox={"prepare": True})
 
 
+def done(sbx: Runner, host: Runner) -> None:
+    """The host exits (its inotify instances and processes go before the next one starts: the
+    tests run beside each other, and instances are a per-user limit)."""
+    sbx.derived.remove(host)
+    host.close()
+
+
 def first_run(host: Runner, world, cmd: str, order: str, monkeypatch):
     """What a host does at its start (``Service.setup``: the sandbox of its directory made
     ahead), then its first run there, in ``order``: (result, session)."""
@@ -72,6 +79,7 @@ def noted(sbx: Runner, world, kept: Path, monkeypatch) -> dict:
     wait_for(kept.exists)
     entries = json.loads(kept.read_text())["dirs"]
     assert [cwd for cwd, _ in entries] == [str(world.project)]
+    done(sbx, first)
     return entries[0][1]
 
 
@@ -100,6 +108,7 @@ def control(sbx: Runner, world, kept: Path, true_entry: dict, order: str, monkey
     host = next_host(sbx)
     r, s = first_run(host, world, "true", order, monkeypatch)
     assert r.exit_code == 0 and host.mgr.spares.guessed == 1 and "took_spare" in s.marks
+    done(sbx, host)
 
 
 def not_taken(host: Runner, s, order: str) -> None:
@@ -124,6 +133,7 @@ def test_a_forged_kept_policy_confines_no_run(sbx, world, kept, monkeypatch, ord
     not_taken(forged, s, order)
     assert not (world.home / "forged").exists()
     assert r.exit_code == 0 and (world.project / "inside").read_text() == "ok\n"  # it ran
+    done(sbx, forged)
     control(sbx, world, kept, true_entry, order, monkeypatch)
 
 
@@ -137,6 +147,7 @@ def test_a_kept_policy_that_warns_otherwise_is_not_taken(sbx, world, kept, monke
     r, s = first_run(host, world, "true", order, monkeypatch)
     not_taken(host, s, order)
     assert r.exit_code == 0 and "forged warning" not in " ".join(r.notices)
+    done(sbx, host)
     control(sbx, world, kept, true_entry, order, monkeypatch)
 
 
@@ -150,4 +161,5 @@ def test_a_sandbox_made_for_another_project_goes(sbx, world, kept, monkeypatch, 
     r, s = first_run(host, world, "echo ok > inside", order, monkeypatch)
     not_taken(host, s, order)
     assert r.exit_code == 0 and (world.project / "inside").read_text() == "ok\n"
+    done(sbx, host)
     control(sbx, world, kept, true_entry, order, monkeypatch)
