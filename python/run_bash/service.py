@@ -356,6 +356,10 @@ class Service:
         modcache.done()
         # The modules it imported, for the next start (``modcache``): a moment later, on a
         # worker (rewriting the file reads every module's bytecode), not on the first run's way.
+        if self.recorder.recording:  # what hashes the blobs of runs' changes fast (``digest``)
+            from run_bash.changes.objects import load_fast_hash
+
+            self.loop.call_later(MODULES_SAVED_AFTER_S, load_fast_hash)
         self.loop.call_later(MODULES_SAVED_AFTER_S, self.loop.run_in_executor, None, modcache.save)
 
     def preload(self, early: object = None) -> None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import marshal
@@ -53,7 +52,7 @@ from typing import Any, TypedDict
 from run_bash.statedir import human_size
 from run_bash.statedir import write_atomic as _write_atomic
 
-from .objects import Objects
+from .objects import Objects, digest
 from .project import find_project, home_of, scope_of, trusted_fs
 from .records import Records
 from .render import Change, ChangeSet, entry_from_json, entry_to_json
@@ -305,7 +304,7 @@ class ChangeStore(Records):
 
     @staticmethod
     def _key(project: str) -> str:
-        return hashlib.sha256(os.fsencode(project)).hexdigest()[:16]
+        return digest(os.fsencode(project))[:16]
 
     @contextlib.contextmanager
     def _gc_lock(self, exclusive: bool = False) -> Iterator[None]:
