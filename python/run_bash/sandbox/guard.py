@@ -141,6 +141,8 @@ class Keeper(Repairs, Watcher, RefsGuard):
         self._pending: dict[str, str] = {}  # member -> why its repair failed
         self._pending_moves: dict[str, str] = {}  # what must leave the project -> why it did not
         self._refs, self._refs_pending = {}, {}  # ``RefsGuard``
+        self._ahead, self._ahead_lock = {}, threading.Lock()
+        self.discovery.on_repo = self.refs_ahead  # (a host's first policy in a repository)
         # Trees a run filled past what can be walked: no run starts there until they shrink.
         self._unwalkable: dict[str, str] = {}
         self._scopes: dict[str, Scope] = {}

@@ -325,6 +325,9 @@ class Discovery:
         ] = {}
         self._entries: dict[str, tuple[object, str | None]] = {}
         self._lock = threading.Lock()
+        # Told (git dir, common dir) of a repository a run may write, as soon as git named it
+        # (the guard lists its refs meanwhile: ``RefsGuard.refs_ahead``).
+        self.on_repo: Callable[[str, str], None] | None = None
 
     def _ask(
         self, cwd: str, env: Mapping[str, str], git_dir: str | None = None
@@ -434,6 +437,8 @@ class Discovery:
         granted += grant
         in_granted = Places(granted, real)
         roots = list(dict.fromkeys(roots))
+        if answer is not None and self.on_repo is not None and answer.git_dir in in_granted:
+            self.on_repo(real(answer.git_dir), real(answer.common_dir))
 
         # PATH: each entry's unit read-only (or absent and kept absent), links' targets too.
         members: list[str] = []

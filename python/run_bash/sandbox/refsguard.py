@@ -12,7 +12,9 @@ which does not start while they cannot be.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import threading
 from collections.abc import Callable, Iterable
 
 from run_bash.errors import SpawnError
@@ -61,12 +63,46 @@ class RefsGuard:
     # git dir -> why what a run left on its refs is not judged yet (judged again before a run).
     _refs_pending: dict[str, str]
     _scopes: dict[str, Scope]  # Keeper's: the runs it guards
+    # git dir -> its refs as git listed them beside a host's first policy there (``refs_ahead``).
+    _ahead: dict[str, concurrent.futures.Future[reftips.Tips | None]]
+    _ahead_lock: threading.Lock
 
     def _name(self, hr: HostRead, path: str) -> str:  # provided by Keeper
         raise NotImplementedError
 
     def _index_smuggled(self, scope: Scope, index: str, stopped: str) -> bool:  # by Keeper
         raise NotImplementedError
+
+    def refs_ahead(self, git_dir: str, common_dir: str) -> None:
+        """A host's first policy named a repository a run may write (``Discovery.on_repo``):
+        while no run is going and its refs were never listed here, git lists them now, on a
+        thread of their own, beside the rest of that policy. The run takes the list
+        (``_refs_before``) only when the signature it takes then is the one taken before git
+        was asked, as for a list kept from an earlier run; otherwise it asks again. The first
+        run in a repository then waits for two git processes less (about 5 ms)."""
+        if self._scopes or git_dir in self._refs:
+            return
+        with self._ahead_lock:
+            if git_dir in self._ahead:
+                return
+            ahead = self._ahead[git_dir] = concurrent.futures.Future()
+
+        def ask() -> None:
+            try:
+                ahead.set_result(reftips.ask(git_dir, reftips.signature(git_dir, common_dir)))
+            except BaseException:  # the run asks again, and reports what fails then
+                ahead.set_result(None)
+
+        threading.Thread(target=ask, name="run_bash-refs", daemon=True).start()
+
+    def _listed_ahead(self, g: str, sig: reftips.Sig) -> reftips.Tips | None:
+        """The refs of ``g`` listed ahead (``refs_ahead``), when listed under ``sig``."""
+        with self._ahead_lock:
+            ahead = self._ahead.pop(g, None)
+        if ahead is None:
+            return None
+        tips = ahead.result()  # (git is given a time limit: ``gitask.run_git``)
+        return tips if tips is not None and tips.sig == sig else None
 
     def _refs_before(self, scope: Scope, covered: Callable[[str], bool]) -> None:
         """Before a run: the refs of each git directory it can write are known as git lists them
@@ -94,6 +130,10 @@ class RefsGuard:
             sig = reftips.signature(g, _common(hr, g))
             if known is not None and known.sig == sig:
                 continue  # nothing changed: no git call
+            listed = self._listed_ahead(g, sig)
+            if listed is not None:
+                self._refs[g] = listed
+                continue
             why = LEASED if runs_hold_leases(self._scopes.values()) else None
             if why is None:
                 try:
