@@ -6,7 +6,7 @@ sandbox package (which imports the backends) both read it, and neither needs the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "AUTO",
@@ -20,10 +20,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class BackendEntry:
+class BackendEntry(NamedTuple):
     """One registered backend: its name (= config value = module = key), where its class lives,
-    and whether it confines commands (known without importing the module)."""
+    and whether it confines commands (known without importing the module). (Not a dataclass:
+    the host reads this module before it forks its sandbox launcher, and imports as little as
+    it can until then: ``start.py``.)"""
 
     name: str
     target: str  # "module:Class"

@@ -27,10 +27,10 @@ from run_bash.sandbox.namespaces import (
     libc,
     make_netns,
 )
+from run_bash.sandbox.serverfork import MAX_REQUEST_BYTES
 from run_bash.sandbox.tempfs import is_full
 
 Req = dict[str, Any]  # a request to the launcher
-MAX_REQUEST_BYTES = 4 * 1024 * 1024
 MAX_FDS = 8
 # The largest head start of the host's first policy (``_send_census``) sent; a larger one is not.
 MAX_CENSUS_BYTES = 192 * 1024
@@ -479,6 +479,11 @@ def serve(ctl_fd: int, host: int, census: str | None = None, sandlock: bool = Tr
     )
     if census is not None:
         _census_child(ctl, census)
+    # A fork server forked at the host's start kept the host's kept modules open for its own
+    # imports and its census child's (``serverfork``): no run child gets that descriptor.
+    from run_bash import modcache
+
+    modcache.done()
     me = os.getpid()
     # Spare children wait for the next request themselves, so a request wakes one process (the
     # kernel wakes one reader of the socket per message), and the fork happens while nothing

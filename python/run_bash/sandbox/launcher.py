@@ -9,8 +9,9 @@ the run also joins its project's loopback-only network namespace (``netholder.py
 is not one (the loop's executor, sandlock supervisors, guards), so the host starts one
 single-threaded **fork server** (``forkserver.serve``) and asks it for each run; exec'ing a
 launcher per run would cost 80-110 ms of Python start-up and imports, a fork costs a few. The host
-forks the fork server from itself first thing, while it still has one thread (``begin``: nothing imported twice, no second
-interpreter to start); one started later (the first one died) is a Python of its own.
+forks the fork server from itself first thing, while it still has one thread and has imported
+little (``serverfork.begin_early``: no second interpreter to start, and few pages shared with
+it); one started later (the first one died) is a Python of its own.
 
 Processes::
 
@@ -51,7 +52,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -62,7 +62,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,13 +70,18 @@ from run_bash.sandbox.forkserver import (
     EXIT_WAIT_S,
     MAX_CENSUS_BYTES,
     MAX_FDS,
-    MAX_REQUEST_BYTES,
     SPAWN_TIMEOUT_S,
     STATUS_TIMEOUT_S,
     Req,
     _fds_of,
     receive,
-    serve,
+)
+from run_bash.sandbox.serverfork import (
+    MAX_REQUEST_BYTES,
+    Forked,
+    fork_server,
+    socket_pair,
+    take_early,
 )
 from run_bash.sandbox.spare import lift
 
@@ -165,109 +169,7 @@ def single_threaded() -> bool:
         return False
 
 
-class Forked:
-    """A fork server forked from the host (``_fork_server``): what ``Launcher`` uses of a
-    ``subprocess.Popen``. Signals go through a pidfd, so a pid reused after the fork server was
-    reaped (by the host's look for stray children) is never signalled."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-        try:
-            self._pidfd = os.pidfd_open(pid)
-        except OSError:
-            self._pidfd = -1
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: it has exited
-                self._ended(-int(signal.SIGKILL))
-            else:
-                if pid:
-                    self._ended(os.waitstatus_to_exitcode(status))
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(["fork server"], timeout or 0)
-            if self._pidfd >= 0:
-                select.select([self._pidfd], [], [], left)
-            else:
-                time.sleep(0.01)
-        assert self.returncode is not None
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.poll() is None and self._pidfd >= 0:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-
-    def _ended(self, code: int) -> None:
-        self.returncode = code
-        if self._pidfd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._pidfd)
-            self._pidfd = -1
-
-
 ServerProcess = subprocess.Popen[bytes] | Forked
-
-
-# Signals the host handles itself and the forked fork server leaves to their default action.
-CHILD_DEFAULT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-
-
-def _fork_server(ours: socket.socket, theirs: socket.socket, sandlock: bool = True) -> Forked:
-    """Fork this (single-threaded) process into the fork server. The child is made what a
-    fork server started as its own Python is: its own session, /dev/null on fds 0-2 (the RPC
-    channel and the log are the host's), no other descriptor but its control socket, default
-    signal handling and the same bare environment; then it serves and never returns."""
-    host = os.getpid()
-    # The host's handlers of these (``start.py``: SIGTERM raises SystemExit) must never run in the
-    # child: one arriving before the child has made them the default (the keeper stops what a
-    # host that failed to start leaves) would print a traceback on the host's stderr, where Lua
-    # reads why the host did not start. Blocked across the fork; the child lets them in once they
-    # are the default and its stderr is /dev/null.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_DEFAULT_SIGNALS)
-    try:
-        pid = os.fork()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        raise
-    if pid:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        return Forked(pid)
-    try:  # the child
-        ctl = theirs.detach()
-        ours.close()
-        for name in ("run_bash", "asyncio"):  # the host's log (``start._setup_logging``)
-            logger = logging.getLogger(name)
-            for h in logger.handlers[:]:
-                logger.removeHandler(h)
-                h.close()
-        for sig in CHILD_DEFAULT_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
-        os.setsid()
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) > 2 and int(name) != ctl:
-                with contextlib.suppress(OSError):
-                    os.close(int(name))
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        path_var = os.environ.get("PATH", "")  # the host's: its programs are listed for it
-        os.environ.clear()
-        os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-        gc.disable()  # (``serve`` freezes what is loaded and turns collection on)
-        serve(ctl, host, census=path_var, sandlock=sandlock)
-    finally:
-        os._exit(1)
 
 
 class Launcher:
@@ -278,9 +180,9 @@ class Launcher:
         self._proc: ServerProcess | None = None
         self._sock: socket.socket | None = None
         self._owner = -1
-        # Started by ``begin`` and not yet heard from: (process, our end of its socket, the
-        # pid that started it).
-        self._begun: tuple[ServerProcess, socket.socket, int] | None = None
+        # Started by ``begin`` (or forked at the host's start: ``serverfork.begin_early``) and
+        # not yet heard from: (process, our end of its socket, the pid that started it).
+        self._begun: tuple[ServerProcess, socket.socket, int] | None = take_early()
         self._runs = 0  # runs started through this process's fork servers
         # What the fork server said of sandlock when it started (``sandlock_facts``).
         self._facts: dict[str, Any] = {}
@@ -334,17 +236,12 @@ class Launcher:
         self, fork: bool = False, sandlock: bool = True
     ) -> tuple[ServerProcess, socket.socket]:
         """Start the fork server's process: (it, our end of its control socket). ``fork``: as
-        a fork of this process when it has a single thread (``_fork_server``), else a Python
+        a fork of this process when it has a single thread (``serverfork.fork_server``), else a Python
         of its own."""
-        ours, theirs = socket.socketpair(
-            socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
-        )
-        with contextlib.suppress(OSError):
-            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, MAX_REQUEST_BYTES)
-            theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, MAX_REQUEST_BYTES)
+        ours, theirs = socket_pair()
         if fork and single_threaded():
             try:
-                forked = _fork_server(ours, theirs, sandlock)
+                forked = fork_server(ours, theirs, sandlock)
             except OSError as e:
                 ours.close()
                 raise SpawnError(f"cannot start the sandbox launcher: {e}") from e

@@ -18,7 +18,6 @@ inherits by accident can write into it.
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import signal
 import sys
@@ -45,16 +44,18 @@ class _Missing:
 with _Missing("bz2", "lzma"):
     import shutil
 
-from run_bash import codecache, startup  # noqa: E402
+from run_bash import startup  # noqa: E402
+from run_bash.sandbox import proc  # noqa: E402
 
 startup.mark("interpreter")
-codecache.install()  # before the first dataclass: their methods' code is kept between starts
-from run_bash.backends import named_at_start  # noqa: E402
-from run_bash.keeper import become_worker, keep  # noqa: E402
-from run_bash.sandbox import proc  # noqa: E402
+# Until the keeper and the sandbox launcher are forked (``main``, ``host``), the host imports
+# only what forking them needs: every page it holds when it forks is shared with the child, and
+# copied at the host's next write to it (reference counts: most of them), a fault each.
 
 
 def _setup_logging() -> None:
+    import logging
+
     path = os.environ.get("RUN_BASH_LOG")
     level = os.environ.get("RUN_BASH_LOG_LEVEL", "INFO").upper()
     logger = logging.getLogger("run_bash")
@@ -103,6 +104,8 @@ def keeper(host_pid: int, dirs: list[str]) -> None:
     """Wait for the host; then kill whatever it left behind and exit with its status. A host that
     crashed or was killed leaves open runs: they get their audit lines first. The runs of hosts
     that died with their keeper are closed once this host has started (``keep``'s ``later``)."""
+    from run_bash.keeper import keep
+
     os._exit(keep(host_pid, dirs, on_end=lambda: close_runs(dirs[0]), later=reconcile_dead_hosts))
 
 
@@ -112,7 +115,24 @@ def host(dirs: list[str]) -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.close(devnull)
+    from run_bash.backends import named_at_start
+
+    named = named_at_start(os.environ)
+    # The sandbox launcher first (before this process imports more, and while it has one
+    # thread), unless the options name no sandbox: then there would be nothing to launch.
+    forked = start_launcher(sandlock=named != "bubblewrap") if named != "none" else None
+    from run_bash import codecache
+
+    codecache.install()  # before the first dataclass: their methods' code is kept between starts
     _setup_logging()
+    import logging
+
+    log = logging.getLogger("run_bash")
+    if forked is not None:
+        log.info("sandbox launcher: started with the host")
+        log.info("sandbox launcher: fork server %d started (forked)", forked)
+    elif named == "none":
+        log.info("sandbox launcher: not started with the host")
 
     def on_term(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
@@ -120,16 +140,12 @@ def host(dirs: list[str]) -> None:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    named = named_at_start(os.environ)
     if named != "none":
-        start_launcher(sandlock=named != "bubblewrap")
         # While the host has one thread its descriptor table grows at once (prepared sandboxes
         # keep theirs high: spare.py). After the fork server's fork: its children copy its table.
         from run_bash.sandbox.spare import grow_fd_table
 
         grow_fd_table()
-    else:  # the options name no sandbox: no launcher, and no prepared sandboxes
-        logging.getLogger("run_bash").info("sandbox launcher: not started with the host")
     startup.mark("fork")
     try:
         # asyncio imports ssl when it can (9 ms here); the host never speaks TLS.
@@ -175,19 +191,19 @@ def host(dirs: list[str]) -> None:
     os._exit(code)
 
 
-def start_launcher(sandlock: bool = True) -> None:
-    """Start the sandbox launcher's fork server now, without waiting for it: forked from this
-    process while it has one thread, it loads sandlock (``sandlock``: unless the options named
-    bubblewrap) on the other core while this process imports asyncio and the host, and the
-    backend check before ``ready`` finds it up (``Launcher.begin``). Best effort: a failure is
-    met again, and reported, where the launcher is needed."""
+def start_launcher(sandlock: bool = True) -> int | None:
+    """Fork the sandbox launcher's fork server now, without waiting for it
+    (``serverfork.begin_early``): it imports what it serves with, and loads sandlock
+    (``sandlock``: unless the options named bubblewrap), on the other core while this process
+    imports asyncio and the host; the backend check before ``ready`` finds it up
+    (``Launcher.ensure``). Its pid; None when it was not forked. Best effort: a failure is met
+    again, and reported, where the launcher is needed."""
     try:
-        from run_bash.sandbox.launcher import launcher
+        from run_bash.sandbox import serverfork
 
-        launcher().begin(sandlock)
-        logging.getLogger("run_bash").info("sandbox launcher: started with the host")
+        return serverfork.begin_early(sandlock)
     except Exception:
-        pass
+        return None
 
 
 def reconcile_dead_hosts() -> None:
@@ -212,6 +228,8 @@ def main() -> None:
     keeper_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
+        from run_bash.keeper import become_worker
+
         # The keeper dying (e.g. SIGKILL) must not leave an orphaned host behind.
         if not become_worker(keeper_pid):
             os._exit(1)
