@@ -337,29 +337,22 @@ class Service:
                 gc.freeze()  # what start-up loaded lives as long as the host: never scan it again
                 gc.enable()
         startup.mark("ready")
-        kept, compiled = codecache.stats()
-        found, noted = codecache.pattern_stats()
-        taken, changed = modcache.stats()
+        counts = (*codecache.stats(), *codecache.pattern_stats(), *modcache.stats())
         log.info(
             "start-up (ms from jobstart): %s; dataclass methods: %d kept, %d compiled; "
             "patterns: %d kept, %d compiled; modules: %d kept, %d changed",
             startup.report(),
-            kept,
-            compiled,
-            found,
-            noted,
-            taken,
-            changed,
+            *counts,
         )
         self.emit("ready", {})
         codecache.save()  # start-up is over: what it compiled (if anything), for the next start
         modcache.done()
-        # The modules it imported, for the next start (``modcache``): a moment later, on a
-        # worker (rewriting the file reads every module's bytecode), not on the first run's way.
         if self.recorder.recording:  # what hashes the blobs of runs' changes fast (``digest``)
             from run_bash.changes.objects import load_fast_hash
 
             self.loop.call_later(MODULES_SAVED_AFTER_S, load_fast_hash)
+        # The modules it imported, for the next start (``modcache``): a moment later, on a
+        # worker (rewriting the file reads every module's bytecode), not on the first run's way.
         self.loop.call_later(MODULES_SAVED_AFTER_S, self.loop.run_in_executor, None, modcache.save)
 
     def preload(self, early: object = None) -> None:
