@@ -385,6 +385,8 @@ class Service:
             startup.mark("checker")
             if self.recorder.recording:
                 importlib.import_module("run_bash.changes")
+            if named != "none":  # how the host talks to the fork server it forked at its start
+                importlib.import_module("run_bash.sandbox.launcher")
             if isinstance(early, dict):
                 self._setup_early(early.get("opts"), early.get("codecompanion"))
             if named == "none":

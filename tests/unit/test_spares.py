@@ -83,7 +83,7 @@ def test_a_hosts_first_sandbox_reads_no_lease_list_until_a_command_started(tmp_p
         raise Computed(cwd)  # the preparation got as far as the policy
 
     class Backend:
-        def ready_network(self) -> None:
+        def ready_ahead(self) -> None:
             pass
 
     spares = module.Spares(lambda: parse_config({}), {}, TempSpace({}, str(tmp_path)), policy)

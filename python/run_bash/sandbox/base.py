@@ -20,7 +20,7 @@ Contract (``Backend`` below)::
     prepare(spec) -> Spare       # (prepares) a spare: the sandbox of spec around TRAMPOLINE
     spare_key(spare, spec) -> object  # (prepares) what spare must equal (spare.key) to serve spec
     adopt(spare) -> Launched     # (prepares) the spare a run takes, as its Launched
-    ready_network() -> None      # (prepares) start making the namespace a first run joins
+    ready_ahead() -> None        # (prepares) start what a first run's sandbox needs, whatever its policy
 
 ``Launched.pid`` must exit when the command's root process exits; ``Launched.pidfd()`` gives a new
 pidfd of it (the runtime waits on it). ``Launched.reap()`` is called once
@@ -215,7 +215,7 @@ class Backend(Protocol):
 
     def adopt(self, spare: Spare) -> Launched: ...
 
-    def ready_network(self) -> None: ...
+    def ready_ahead(self) -> None: ...
 
 
 class LaunchedBase:
@@ -460,7 +460,7 @@ class BrokenBackend:
     def adopt(self, spare: Spare) -> Launched:
         raise SpawnError(self.availability().reason)
 
-    def ready_network(self) -> None:
+    def ready_ahead(self) -> None:
         pass
 
 

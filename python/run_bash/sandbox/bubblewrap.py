@@ -37,6 +37,7 @@ one stops the run at once and removes it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -487,11 +488,18 @@ class Bubblewrap:
 
     # -- prepared sandboxes (spare.py) -----------------------------------------------------------
 
-    def ready_network(self) -> None:
-        """Start making the network namespace a project's first run joins, when runs join one
-        (``Loopbacks.make_ahead``; ``Spares`` calls this before it computes a policy)."""
+    def ready_ahead(self) -> None:
+        """Start what a project's first sandbox needs whatever its policy says: the network
+        namespace its runs join, when they join one (``Loopbacks.make_ahead``), and where this
+        host makes its runs' cgroups, found and made once (``Cgroups.warm``: a dozen file system
+        calls that a sandbox's preparation on a worker thread would each wait for the
+        interpreter after, while the first command's policy has it). ``Spares`` calls this
+        before it asks for a sandbox, on the asking thread (the host's start: its main thread,
+        before ``ready``)."""
         if not self.config.sandbox.network.allow:
             LOOPBACKS.make_ahead()
+        with contextlib.suppress(OSError):  # (met again, and reported, by the run's own)
+            CGROUPS.warm()
 
     def prepare(self, spec: RunSpec) -> Spare:
         """Start the trampoline in the sandbox a run of ``spec`` would get (``spec.stdin_fd``:

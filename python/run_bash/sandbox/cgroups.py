@@ -319,6 +319,12 @@ class Cgroups:
             text += f"; pids under {places['pids'].base}"
         return True, text
 
+    def warm(self) -> None:
+        """Find where runs' cgroups are made and make this host's parents there now (the first
+        ``make`` does it otherwise). Raises OSError."""
+        for place in self.places().values():
+            self._host_dir(place)
+
     def make(self, session_id: str, max_memory: int, tasks: int | None = None) -> RunCgroup | None:
         """A new run's cgroups with its memory cap (and, when ``tasks`` is given, its task cap);
         None when there is no memory cgroup here. Raises OSError when one cannot be made."""

@@ -61,5 +61,5 @@ class NoSandbox:
     def adopt(self, spare: Spare) -> PopenLaunched:
         raise SpawnError("nothing to prepare without a sandbox")
 
-    def ready_network(self) -> None:
+    def ready_ahead(self) -> None:
         pass  # runs share the host's network

@@ -476,9 +476,11 @@ class Sandlock:
 
     # -- prepared sandboxes (spare.py) -----------------------------------------------------------
 
-    def ready_network(self) -> None:
-        """Start making the network namespace a project's first run joins, when runs join one
-        (``Loopbacks.make_ahead``; ``Spares`` calls this before it computes a policy)."""
+    def ready_ahead(self) -> None:
+        """Start what a project's first sandbox needs whatever its policy says: the network
+        namespace its runs join, when they join one (``Loopbacks.make_ahead``). ``Spares``
+        calls this before it asks for a sandbox, on the asking thread (the host's start: its
+        main thread, before ``ready``)."""
         net = self.config.sandbox.network
         if self.mount_ns and not shares_host_network(net.allow, net.allow_local_ports):
             LOOPBACKS.make_ahead()

@@ -268,7 +268,13 @@ class Spares:
                 return
             if any(sp.cwd == cwd and sp.backend is backend for sp in self._ready.values()):
                 return
-            self._pending[cwd] = self._pool.submit(self._prepare, cwd, backend)
+        # What the sandbox needs whatever its policy says, started on this thread: the worker
+        # that makes the sandbox would wait for the interpreter after each of its file system
+        # calls while the first command's policy is being computed.
+        backend.ready_ahead()
+        with self._lock:
+            if cwd not in self._pending:
+                self._pending[cwd] = self._pool.submit(self._prepare, cwd, backend)
 
     def _prepare(self, cwd: str, backend: Backend) -> None:
         """Make a spare for ``cwd`` and keep it (a worker thread; never raises)."""
@@ -395,7 +401,6 @@ class Spares:
                 "a running command holds a file lease, which reading the project ahead of a run "
                 "would break; no sandbox is made ahead until it is let go"
             )
-        backend.ready_network()  # (made while the policy is computed)
         guess = self._guess(cwd)
         if guess is not None:
             # Built from the last host's policy while the first run computes its own; that run
