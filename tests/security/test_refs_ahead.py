@@ -70,8 +70,10 @@ SCRIPT = textwrap.dedent(
     m = SessionManager(parse_config({{"sandbox": {{"backend": backend, "prepare": False}}}}),
                        loop=loop, state_dir=tempfile.mkdtemp())
     out = {{}}
-    if not m.choice().backend.availability().ok:
-        out["skip"] = m.choice().unavailable
+    chosen = m.choice()
+    why = chosen.error or ("" if chosen.backend.availability().ok else chosen.unavailable)
+    if why:
+        out["skip"] = why
     else:
         s = m.start("git branch side && echo ran", cwd=repo)
         r = loop.run_until_complete(asyncio.wait_for(m.wait_result(s.id), 60))
