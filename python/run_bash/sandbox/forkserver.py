@@ -347,32 +347,45 @@ def _probe_namespace() -> str:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _census_child(ctl: socket.socket, path_var: str) -> None:
+def _census_child(ctl: socket.socket, path_var: str) -> int | None:
     """``_send_census`` in a child of its own that runs only on a CPU nothing else wants
     (``SCHED_IDLE``): it never slows the host's start, which it is for, nor delays this fork
-    server's spares. Best effort (the host reads the directories itself when it is late)."""
+    server's spares. Forked before this fork server loads sandlock (which takes this core for
+    as long as the host needs to reach its first policy), it makes the census at once and
+    sends it once told to (after ``ready``, which it must follow on the socket): the write end
+    of that pipe is returned (one byte: send; closed without one: this fork server did not
+    start, and nothing is sent). None when there is no child. Best effort (the host reads the
+    directories itself when it is late)."""
+    try:
+        go_r, go_w = os.pipe2(os.O_CLOEXEC)
+    except OSError:
+        return None
     try:
         pid = os.fork()
     except OSError:
-        return
+        os.close(go_r)
+        os.close(go_w)
+        return None
     if pid:
-        return  # (reaped by the kernel: SIGCHLD is ignored here)
+        os.close(go_r)
+        return go_w  # (the child is reaped by the kernel: SIGCHLD is ignored here)
     try:
+        os.close(go_w)
         gc.disable()
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        _send_census(ctl, path_var)
+        _send_census(ctl, path_var, go_r)
     finally:
         os._exit(0)
 
 
-def _send_census(ctl: socket.socket, path_var: str) -> None:
+def _send_census(ctl: socket.socket, path_var: str, go: int) -> None:
     """What the host's first policy reads of its ``PATH``, made here on the other core while
-    the host starts (``headstart.make``) and sent after ``ready`` as ``{"census": data}`` with
-    the inotify instance that watches the programs (``{"census": null}`` when it cannot be
-    made, or is larger than ``MAX_CENSUS_BYTES``). The host takes it at its first look
-    (``headstart.take``)."""
+    the host starts (``headstart.make``) and sent after ``ready`` (once ``go`` gives a byte)
+    as ``{"census": data}`` with the inotify instance that watches the programs
+    (``{"census": null}`` when it cannot be made, or is larger than ``MAX_CENSUS_BYTES``).
+    The host takes it at its first look (``headstart.take``)."""
     msg: dict[str, Any] = {"census": None}
     fds: list[int] = []
     try:
@@ -384,7 +397,8 @@ def _send_census(ctl: socket.socket, path_var: str) -> None:
     except Exception:
         pass
     try:
-        _send(ctl, msg, fds if msg["census"] is not None else ())
+        if os.read(go, 1) == b"1":
+            _send(ctl, msg, fds if msg["census"] is not None else ())
     except OSError:
         pass
     finally:
@@ -443,6 +457,8 @@ def serve(ctl_fd: int, host: int, census: str | None = None, sandlock: bool = Tr
     check_rc(libc.prctl(PR_SET_PDEATHSIG, signal.SIGHUP, 0, 0, 0), "prctl(PDEATHSIG)")
     if os.getppid() != host:
         os._exit(0)
+    # The census first: its child lists PATH while this process loads sandlock.
+    go = _census_child(ctl, census) if census is not None else None
     try:
         import ctypes  # noqa: F401 (seccomp.install, in a run whose namespace may hide it)
         import ipaddress  # noqa: F401 (loopback.is_local: every connect a run's gate checks)
@@ -475,10 +491,12 @@ def serve(ctl_fd: int, host: int, census: str | None = None, sandlock: bool = Tr
         socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC
     )
     ctl.send(
-        json.dumps({"ready": os.getpid(), "sandlock": facts, "census": census is not None}).encode()
+        json.dumps({"ready": os.getpid(), "sandlock": facts, "census": go is not None}).encode()
     )
-    if census is not None:
-        _census_child(ctl, census)
+    if go is not None:  # the census may follow now
+        with contextlib.suppress(OSError):
+            os.write(go, b"1")
+        os.close(go)
     # A fork server forked at the host's start kept the host's kept modules open for its own
     # imports and its census child's (``serverfork``): no run child gets that descriptor.
     from run_bash import modcache

@@ -39,10 +39,10 @@ control socket's EOF); each spare and run is SIGKILLed when the fork server dies
 Escaped processes are reparented to the host (the nearest subreaper), which sweeps them as before;
 when the host itself is gone, its keeper does.
 
-A fork server forked at the host's start also has one child of its own read, at ``SCHED_IDLE``,
-what the host's first policy reads of the host's ``PATH`` (``headstart.py``): it follows ``ready``
-on the control socket as one ``{"census": …}`` message, which the host takes at its first look
-(``take_census``) or drops.
+A fork server forked at the host's start also has one child of its own read, at ``SCHED_IDLE``
+and while the fork server itself loads sandlock, what the host's first policy reads of the host's
+``PATH`` (``headstart.py``): it follows ``ready`` on the control socket as one ``{"census": …}``
+message, which the host takes at its first look (``take_census``) or drops.
 
 Failures before the command runs come back as one ``{"error": …}`` message (the host raises
 ``SpawnError``); nothing runs unconfined.
