@@ -45,7 +45,8 @@ SCRIPT = textwrap.dedent(
     from run_bash.sandbox.launcher import _readable, launcher
     from run_bash.sandbox.places import Places
 
-    launcher().begin()
+    from run_bash.sandbox import serverfork
+    serverfork.begin_early()  # as the host's start does
     launcher().ensure()  # its ``ready``; the census is the next message
     sent = _readable(launcher()._sock, 30)
     if change == "link":  # another name, in the grant, of a program the census listed

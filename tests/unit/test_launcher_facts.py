@@ -23,7 +23,8 @@ SCRIPT = textwrap.dedent(
     from run_bash.config import parse_config
     from run_bash.sandbox.launcher import launcher
     from run_bash.sandbox.sandlock import Sandlock
-    launcher().begin({now})
+    from run_bash.sandbox import serverfork
+    serverfork.begin_early({now})  # as the host's start does
     deferred = False
     if not {now}:  # what its ``ready`` said (the check below asks it for the facts)
         launcher().ensure()

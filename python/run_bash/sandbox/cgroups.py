@@ -321,9 +321,13 @@ class Cgroups:
 
     def warm(self) -> None:
         """Find where runs' cgroups are made and make this host's parents there now (the first
-        ``make`` does it otherwise). Raises OSError."""
-        for place in self.places().values():
-            self._host_dir(place)
+        ``make`` does it otherwise); once: after that it touches no file (it is called on the
+        host's loop after every run; ``make`` checks the parents are still there). Raises
+        OSError."""
+        places = self.places()
+        if any(place.base not in self._host_dirs for place in places.values()):
+            for place in places.values():
+                self._host_dir(place)
 
     def make(self, session_id: str, max_memory: int, tasks: int | None = None) -> RunCgroup | None:
         """A new run's cgroups with its memory cap (and, when ``tasks`` is given, its task cap);

@@ -485,7 +485,7 @@ def serve(ctl_fd: int, host: int, census: str | None = None, sandlock: bool = Tr
     # Objects that exist now are never collected: a run's child then copies fewer pages of
     # the fork server's memory (a collection would touch every object it tracks).
     gc.freeze()
-    gc.enable()  # off while the fork server started (``Launcher._spawn``)
+    gc.enable()  # off while the fork server started (``serverfork``, ``Launcher._spawn``)
     global _QUERIES
     queries, _QUERIES = socket.socketpair(
         socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC

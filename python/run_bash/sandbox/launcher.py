@@ -79,7 +79,6 @@ from run_bash.sandbox.forkserver import (
 from run_bash.sandbox.serverfork import (
     MAX_REQUEST_BYTES,
     Forked,
-    fork_server,
     socket_pair,
     take_early,
 )
@@ -161,14 +160,6 @@ def _readable(sock: socket.socket, timeout: float) -> bool:
         return False
 
 
-def single_threaded() -> bool:
-    """Whether this process has one thread (a fork of it may go on running Python)."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False
-
-
 ServerProcess = subprocess.Popen[bytes] | Forked
 
 
@@ -180,8 +171,8 @@ class Launcher:
         self._proc: ServerProcess | None = None
         self._sock: socket.socket | None = None
         self._owner = -1
-        # Started by ``begin`` (or forked at the host's start: ``serverfork.begin_early``) and
-        # not yet heard from: (process, our end of its socket, the pid that started it).
+        # Forked at the host's start (``serverfork.begin_early``) and not yet heard from:
+        # (process, our end of its socket, the pid that started it).
         self._begun: tuple[ServerProcess, socket.socket, int] | None = take_early()
         self._runs = 0  # runs started through this process's fork servers
         # What the fork server said of sandlock when it started (``sandlock_facts``).
@@ -197,17 +188,6 @@ class Launcher:
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
-    def begin(self, sandlock: bool = True) -> None:
-        """Start the fork server without waiting for it to say it is ready: the host does this
-        first thing, so the fork server comes up while the host imports; ``ensure`` waits for
-        it. While this process has one thread the fork server is a fork of it (no second
-        interpreter to start, nothing imported twice). ``sandlock`` false (the options named
-        bubblewrap): it does not load sandlock now (``forkserver.serve``). Raises SpawnError
-        when it cannot be started."""
-        with self._lock:
-            if self._begun is None and not self._alive():
-                self._begun = (*self._spawn(fork=True, sandlock=sandlock), os.getpid())
-
     def release_unused(self) -> None:
         """Stop the fork server when no run was ever started through it (a run dies with it):
         the host starts it early, guessing a confining backend, and its setup may find none.
@@ -220,9 +200,11 @@ class Launcher:
                 self._stop()
 
     def _take_begun(self) -> tuple[ServerProcess, socket.socket] | None:
-        """The fork server ``begin`` started, if this process started it (one inherited across
-        a fork is not ours)."""
+        """The fork server forked at the host's start, if this process forked it (one inherited
+        across a fork is not ours); also when this object was made before it was forked."""
         begun, self._begun = self._begun, None
+        if begun is None:
+            begun = take_early()
         if begun is None or begun[2] != os.getpid():
             return None
         return begun[0], begun[1]
@@ -232,25 +214,10 @@ class Launcher:
         proc, ours = begun if begun is not None else self._spawn()
         self._await(proc, ours)
 
-    def _spawn(
-        self, fork: bool = False, sandlock: bool = True
-    ) -> tuple[ServerProcess, socket.socket]:
-        """Start the fork server's process: (it, our end of its control socket). ``fork``: as
-        a fork of this process when it has a single thread (``serverfork.fork_server``), else a Python
-        of its own."""
+    def _spawn(self) -> tuple[ServerProcess, socket.socket]:
+        """Start the fork server as a Python of its own (the one forked at the host's start,
+        ``serverfork``, died, or there was none): (it, our end of its control socket)."""
         ours, theirs = socket_pair()
-        if fork and single_threaded():
-            try:
-                forked = fork_server(ours, theirs, sandlock)
-            except OSError as e:
-                ours.close()
-                raise SpawnError(f"cannot start the sandbox launcher: {e}") from e
-            finally:
-                theirs.close()
-            logging.getLogger("run_bash").info(
-                "sandbox launcher: fork server %d started (forked)", forked.pid
-            )
-            return forked, ours
         # The host's own import path: the fork server imports the same run_bash and sandlock.
         package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         path = [package, *(p for p in sys.path if p and p != package)]
@@ -345,7 +312,7 @@ class Launcher:
         does not): ``version``, the kernel's Landlock ``abi`` (or the ``error`` loading the
         library gave) and ``namespace`` ("" when a run's mount namespace can be built, else why
         not). Starts the fork server if needed; raises SpawnError. A fork server that did not
-        load sandlock (``begin``) is asked for them once (a run child of it loads it)."""
+        load sandlock (``serverfork.begin_early``) is asked for them once (a run child of it loads it)."""
         self.ensure()
         if self._facts.get("deferred"):
             with open(os.devnull, "wb") as null:

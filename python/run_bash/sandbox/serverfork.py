@@ -6,8 +6,8 @@ first write to it, and a host that goes on importing writes to most of its pages
 counts), so every page the host had before the fork costs it a fault later (here about 1,300
 pages, 5-10 ms of a host's start, for each fork made late). The fork server imports what it serves
 with itself, on the other core, while the host imports its own. ``Launcher`` takes the forked
-server over when it is first used (``take_early``); one started later (the first one died, or the
-host has threads by then) is a fork of the host too when it can be, else a Python of its own.
+server over when it is first used (``take_early``); one started later (the first one died) is a
+Python of its own.
 
 Kept small for that reason: nothing here imports more than the standard library's basics.
 """
